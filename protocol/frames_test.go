@@ -1,0 +1,114 @@
+package protocol_test
+
+import (
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+)
+
+// Sample frames of every kind, shared by the tests, fuzz seeds and
+// benchmarks.
+
+func clientFrames() map[string]*corralv1.ClientFrame {
+	return map[string]*corralv1.ClientFrame{
+		"hello": {Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
+			Token: "eyJhbGciOiJFZERTQSJ9.e30.sig", Client: "corral-js/1.0",
+		}}},
+		"hello resume": {Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
+			Token: "t",
+			Resume: &corralv1.Resume{
+				SessionId: "s1", ResumeToken: "rt",
+				Rooms: []*corralv1.RoomPosition{
+					{Room: "a", Seq: 7, Epoch: "e1"},
+					{Room: "b"},
+				},
+			},
+		}}},
+		"hello empty resume": {Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
+			Resume: &corralv1.Resume{},
+		}}},
+		"join": {Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
+			Room: "a", SinceSeq: 1<<53 - 1, Epoch: "e1",
+		}}},
+		"leave": {Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "a"}}},
+		"publish": {Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+			Room: "a", Id: "c1", Payload: []byte(`{"text":"hi"}`),
+		}}},
+		"publish binary": {Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+			Room: "a", Id: "c2", Payload: []byte{0, 1, 0xff},
+		}}},
+		"publish no payload": {Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+			Room: "a", Id: "c3",
+		}}},
+		"signal": {Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{
+			Room: "a", Key: "cursor:u1", Payload: []byte(`[1,2]`),
+		}}},
+		"signal clear": {Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{
+			Room: "a", Key: "typing:u1", Clear: true,
+		}}},
+		"ack":        {Kind: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Room: "a", Seq: 42}}},
+		"ping":       {Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: 3}}},
+		"ping empty": {Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{}}},
+	}
+}
+
+func serverFrames() map[string]*corralv1.ServerFrame {
+	fs := map[string]*corralv1.ServerFrame{
+		"welcome": {Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
+			SessionId: "s1", ResumeToken: "rt", UserId: "u1", Resumed: true,
+			HeartbeatMs: 25000, SessionTtlMs: 120000,
+		}}},
+		"joined": {Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+			Room: "a", Seq: 10, Epoch: "e1", Resumed: true,
+		}}},
+		"left": {Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
+			Room: "a", Code: corralv1.Code_CODE_FORBIDDEN, Reason: "kicked",
+		}}},
+		"message": sampleMessage(),
+		"message binary": {Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+			Room: "a", Seq: 1, Payload: []byte{0xff, 0xfe}, TimeMs: -1,
+		}}},
+		"message max": {Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+			Seq: 1<<64 - 1, TimeMs: -1 << 63, Payload: []byte(`"a string"`),
+		}}},
+		"signal": {Kind: &corralv1.ServerFrame_Signal{Signal: &corralv1.SignalEvent{
+			Room: "a", Key: "cursor:u1", Sender: "u1", Payload: []byte(`{"x":1}`),
+		}}},
+		"signal clear": {Kind: &corralv1.ServerFrame_Signal{Signal: &corralv1.SignalEvent{
+			Room: "a", Key: "cursor:u1", Clear: true,
+		}}},
+		"published": {Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
+			Room: "a", Id: "c1", Seq: 11, Duplicate: true,
+		}}},
+		"pong": {Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{Id: 3, TimeMs: 1700000000000}}},
+		"reconnect": {Kind: &corralv1.ServerFrame_Reconnect{Reconnect: &corralv1.ReconnectHint{
+			Code: corralv1.Code_CODE_GOING_AWAY, Reason: "draining", DelayMs: 1500,
+		}}},
+		"error": {Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+			Code: corralv1.Code_CODE_RATE_LIMITED, Message: "slow down", Room: "a",
+			Ref: "c1", RetryAfterMs: 200,
+		}}},
+		"error unknown code": {Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+			Code: 4999,
+		}}},
+		"reset": {Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{
+			Room: "a", Seq: 99, Epoch: "e2",
+		}}},
+		"batch empty": {Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}},
+	}
+	fs["batch"] = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
+		Frames: []*corralv1.ServerFrame{fs["message"], fs["signal"], fs["published"], fs["batch empty"]},
+	}}}
+	return fs
+}
+
+func sampleMessage() *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+		Room: "a", Seq: 7, Sender: "u1", Payload: []byte(`{"text":"hi"}`),
+		TimeMs: 1700000000000, Id: "c1",
+	}}}
+}
+
+func samplePublish() *corralv1.ClientFrame {
+	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+		Room: "a", Id: "c1", Payload: []byte(`{"text":"hi"}`),
+	}}}
+}
