@@ -1,0 +1,42 @@
+// Package auth verifies connection tokens and says which rooms their bearer
+// may join and publish to.
+//
+// An [Authenticator] turns the token a client presents when it connects into
+// a [corralv1.Identity]: a user id, join grants, publish grants and an expiry.
+// Every refusal wraps [ErrUnauthenticated] with a short reason; no error ever
+// contains the token.
+//
+// # Token format
+//
+// [JWT] accepts a compact JWS (RFC 7519) of at most 8 KiB, signed with one of
+// the algorithms whose keys are configured: HS256 (HMAC secret), RS256 (RSA
+// public keys) or EdDSA (Ed25519 public keys). Any other "alg", including
+// "none", is refused. The claims are:
+//
+//	sub      required; 1 to 128 bytes of printable text; becomes the user id
+//	exp      optional expiry (NumericDate); required when RequireExpiry is set
+//	nbf      optional; the token is refused before it
+//	iat      optional; a token issued in the future is refused
+//	iss      checked against JWTConfig.Issuer when that is set
+//	aud      string or array; must contain JWTConfig.Audience when that is set
+//	rooms    array of strings: join grants
+//	publish  array of strings: publish grants; when absent or null, the same
+//	         as rooms (an empty array grants no publishing)
+//
+// For example:
+//
+//	{"sub": "alice", "exp": 1767225600, "aud": "corral",
+//	 "rooms": ["game:*", "lobby"], "publish": ["game:*"]}
+//
+// The time checks on exp, nbf and iat allow JWTConfig.Leeway of clock skew.
+//
+// # Grants
+//
+// A grant is an exact room name, or a pattern in which '*' matches any run of
+// characters, including none: "game:*", "org:*:chat", "*". There are no other
+// metacharacters. [Match] checks a room against a list of grants in time
+// linear in the lengths of both.
+//
+// [Dev] accepts any plain user id without verification, for local
+// development only.
+package auth

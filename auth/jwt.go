@@ -1,0 +1,220 @@
+package auth
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+)
+
+const (
+	// maxTokenSize bounds the token JWT parses. JSON is decoded before the
+	// signature is checked, so this caps what an attacker can make us do.
+	maxTokenSize = 8 << 10
+	// maxSubject bounds the "sub" claim, in bytes.
+	maxSubject = 128
+	// minRSABits is the smallest RSA modulus NewJWT accepts.
+	minRSABits = 2048
+)
+
+// Refusal reasons. Fixed values: a reason never carries token contents.
+var (
+	errNoToken         = refusal("no token")
+	errTooLarge        = refusal("token larger than 8 KiB")
+	errMalformed       = refusal("malformed token")
+	errAlgorithm       = refusal("algorithm not allowed")
+	errSignature       = refusal("bad signature")
+	errExpired         = refusal("token expired")
+	errNotYetValid     = refusal("token not yet valid")
+	errIssuedInFuture  = refusal("token issued in the future")
+	errInvalidClaims   = refusal("invalid claims")
+	errMissingExpiry   = refusal("missing exp")
+	errWrongIssuer     = refusal("wrong issuer")
+	errWrongAudience   = refusal("wrong audience")
+	errMissingSubject  = refusal("missing sub")
+	errSubjectTooLong  = refusal("sub longer than 128 bytes")
+	errSubjectNotPrint = refusal("sub is not printable text")
+)
+
+// JWTConfig configures [NewJWT].
+type JWTConfig struct {
+	// Keys; at least one must be set. Each kind of key enables one
+	// algorithm: HMACSecret enables HS256, RSAPublicKeys RS256, and
+	// Ed25519PublicKeys EdDSA. A token signed with any other algorithm is
+	// refused. When there are several keys of a kind, a token is accepted
+	// if any of them verifies it (which allows rotating keys).
+	//
+	// The HMAC secret should be at least 32 random bytes. RSA keys must be
+	// at least 2048 bits. [ParsePublicKeysPEM] reads public keys from PEM.
+	HMACSecret        []byte
+	RSAPublicKeys     []*rsa.PublicKey
+	Ed25519PublicKeys []ed25519.PublicKey
+
+	// Issuer, if set, must equal the "iss" claim.
+	Issuer string
+	// Audience, if set, must be one of the "aud" claim's values.
+	Audience string
+	// Leeway is the clock skew allowed when checking "exp", "nbf" and
+	// "iat". Zero allows none.
+	Leeway time.Duration
+	// RequireExpiry refuses tokens without an "exp" claim.
+	RequireExpiry bool
+}
+
+// JWT authenticates JSON Web Tokens; see the package documentation for the
+// claims it reads. It is safe for concurrent use.
+type JWT struct {
+	parser        *jwt.Parser
+	hmacKeys      jwt.VerificationKeySet
+	rsaKeys       jwt.VerificationKeySet
+	edKeys        jwt.VerificationKeySet
+	issuer        string
+	audience      string
+	requireExpiry bool
+}
+
+// NewJWT returns a JWT authenticator. It returns an error if cfg has no key
+// or an unusable one.
+func NewJWT(cfg JWTConfig) (*JWT, error) {
+	j := &JWT{
+		issuer:        cfg.Issuer,
+		audience:      cfg.Audience,
+		requireExpiry: cfg.RequireExpiry,
+	}
+	var methods []string
+	if len(cfg.HMACSecret) > 0 {
+		methods = append(methods, jwt.SigningMethodHS256.Alg())
+		j.hmacKeys.Keys = []jwt.VerificationKey{slices.Clone(cfg.HMACSecret)}
+	}
+	if len(cfg.RSAPublicKeys) > 0 {
+		methods = append(methods, jwt.SigningMethodRS256.Alg())
+		for i, k := range cfg.RSAPublicKeys {
+			if k == nil || k.N == nil {
+				return nil, fmt.Errorf("auth: RSA public key %d is nil", i)
+			}
+			if n := k.N.BitLen(); n < minRSABits {
+				return nil, fmt.Errorf("auth: RSA public key %d has %d bits, need at least %d", i, n, minRSABits)
+			}
+			j.rsaKeys.Keys = append(j.rsaKeys.Keys, k)
+		}
+	}
+	if len(cfg.Ed25519PublicKeys) > 0 {
+		methods = append(methods, jwt.SigningMethodEdDSA.Alg())
+		for i, k := range cfg.Ed25519PublicKeys {
+			if len(k) != ed25519.PublicKeySize {
+				return nil, fmt.Errorf("auth: Ed25519 public key %d has %d bytes, want %d", i, len(k), ed25519.PublicKeySize)
+			}
+			j.edKeys.Keys = append(j.edKeys.Keys, slices.Clone(k))
+		}
+	}
+	if len(methods) == 0 {
+		return nil, errors.New("auth: no key configured for JWT")
+	}
+	if cfg.Leeway < 0 {
+		return nil, errors.New("auth: negative JWT leeway")
+	}
+	// The parser is read-only after construction, so one is shared by all
+	// calls. Issuer, audience and required exp are checked after parsing,
+	// where a missing claim and a wrong one give the same clear reason.
+	j.parser = jwt.NewParser(
+		jwt.WithValidMethods(methods),
+		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithIssuedAt(),
+		jwt.WithStrictDecoding(),
+	)
+	return j, nil
+}
+
+// claims is what JWT reads from a token.
+type claims struct {
+	jwt.RegisteredClaims
+	Rooms   []string `json:"rooms"`
+	Publish []string `json:"publish"`
+}
+
+// Authenticate implements [Authenticator]. It does not block; ctx is unused.
+func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identity, error) {
+	if token == "" {
+		return nil, errNoToken
+	}
+	if len(token) > maxTokenSize {
+		return nil, errTooLarge
+	}
+	var c claims
+	// The parser checks "alg" against the allowed methods before it asks
+	// for a key; keyed records whether it got that far, which tells a
+	// refused algorithm from a bad signature.
+	keyed := false
+	_, err := j.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		keyed = true
+		switch t.Method.Alg() {
+		case jwt.SigningMethodHS256.Alg():
+			return j.hmacKeys, nil
+		case jwt.SigningMethodRS256.Alg():
+			return j.rsaKeys, nil
+		case jwt.SigningMethodEdDSA.Alg():
+			return j.edKeys, nil
+		}
+		return nil, errors.New("no key for algorithm") // unreachable
+	})
+	if err != nil {
+		return nil, reason(err, keyed)
+	}
+
+	exp := c.ExpiresAt
+	switch {
+	case exp == nil && j.requireExpiry:
+		return nil, errMissingExpiry
+	case j.issuer != "" && c.Issuer != j.issuer:
+		return nil, errWrongIssuer
+	case j.audience != "" && !slices.Contains(c.Audience, j.audience):
+		return nil, errWrongAudience
+	case c.Subject == "":
+		return nil, errMissingSubject
+	case len(c.Subject) > maxSubject:
+		return nil, errSubjectTooLong
+	case !printable(c.Subject):
+		return nil, errSubjectNotPrint
+	}
+
+	id := &corralv1.Identity{
+		UserId:  c.Subject,
+		Join:    c.Rooms,
+		Publish: c.Publish,
+	}
+	if c.Publish == nil {
+		id.Publish = slices.Clone(c.Rooms)
+	}
+	if exp != nil {
+		id.ExpiresUnix = exp.Unix()
+	}
+	return id, nil
+}
+
+// reason maps an error from the jwt parser to a refusal. keyed reports
+// whether the parser got as far as asking for a key.
+func reason(err error, keyed bool) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return errMalformed
+	case !keyed:
+		// An unknown, missing or disallowed "alg".
+		return errAlgorithm
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return errSignature
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return errExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return errNotYetValid
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return errIssuedInFuture
+	}
+	return errInvalidClaims
+}
