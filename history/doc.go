@@ -1,0 +1,30 @@
+// Package history stores each room's ordered, durable message log and
+// assigns its seq.
+//
+// Every room has a seq that starts at 1 and grows by one per appended
+// message, with no gaps, and an epoch: a random id that names one unbroken
+// history of the room. When a history is lost (Redis flushed or restarted
+// without persistence, keys expired), the room starts over at seq 1 under a
+// new epoch, so a client holding a position from the old epoch gets a reset
+// instead of a silent gap.
+//
+// Two stores implement [Store]: [Memory], a ring buffer per room for a single
+// process, and [Redis], a Redis Stream per room that several processes share.
+// In Redis one Lua script (append.lua) assigns the seq, stores, trims and
+// publishes each message, so the order on a room's pub/sub channel (see
+// [Redis.Subscribe]) equals seq order across all processes.
+//
+// Redis keys, all hash-tagged by room so that Redis Cluster keeps a room on
+// one slot (prefix defaults to "corral"):
+//
+//	<prefix>:{<room>}:seq            string, the newest assigned seq
+//	<prefix>:{<room>}:epoch          string, the history's epoch
+//	<prefix>:{<room>}:log            stream, entry id "<seq>-0", one field
+//	                                 "m" holding the Message in protobuf
+//	<prefix>:{<room>}:dedupe:<key>   string "<seq> <epoch>", lives for the
+//	                                 dedupe window
+//	<prefix>:{<room>}:ch             pub/sub channel carrying the same bytes
+//
+// The seq, epoch and log keys expire together after RedisOptions.TTL without
+// appends.
+package history

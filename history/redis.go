@@ -1,0 +1,352 @@
+package history
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+)
+
+//go:embed append.lua
+var appendLua string
+
+//go:embed read.lua
+var readLua string
+
+var (
+	appendScript = rueidis.NewLuaScript(appendLua)
+	readSHA      = sha1Hex(readLua)
+)
+
+// RedisOptions configures [NewRedis]. Zero fields mean defaults.
+type RedisOptions struct {
+	// MaxLen is how many messages each room's stream retains at least;
+	// default 10000. Trimming is approximate (MAXLEN ~), so a stream may
+	// hold somewhat more.
+	MaxLen int
+	// TTL is how long a room's history lives after its last append;
+	// default 24h.
+	TTL time.Duration
+	// DedupeWindow is how long a dedupe key is remembered; default 2m.
+	DedupeWindow time.Duration
+	// MaxInFlight bounds the calls waiting on Redis; past it calls fail
+	// at once with an error wrapping ErrBusy. Default 4096.
+	MaxInFlight int
+	// Prefix starts every key and channel name; default "corral".
+	Prefix string
+}
+
+// Redis is a [Store] in Redis, shared by every process that uses the same
+// Redis and Prefix. Requests are auto-pipelined by the rueidis client; no
+// connection is checked out per request. All methods may be called
+// concurrently.
+type Redis struct {
+	client   rueidis.Client
+	prefix   string
+	maxLen   string // MAXLEN argument
+	ttl      string // ms
+	window   string // ms
+	max      int64
+	inFlight atomic.Int64
+	closed   atomic.Bool
+
+	mu   sync.Mutex // guards subs
+	subs map[*Subscription]struct{}
+}
+
+// NewRedis returns a store using client, which the caller keeps and closes
+// after the store.
+func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
+	if opts.MaxLen <= 0 {
+		opts.MaxLen = 10000
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 24 * time.Hour
+	}
+	if opts.DedupeWindow <= 0 {
+		opts.DedupeWindow = 2 * time.Minute
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 4096
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "corral"
+	}
+	return &Redis{
+		client: client,
+		prefix: opts.Prefix,
+		maxLen: strconv.Itoa(opts.MaxLen),
+		ttl:    strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
+		window: strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
+		max:    int64(opts.MaxInFlight),
+		subs:   make(map[*Subscription]struct{}),
+	}
+}
+
+// acquire takes an in-flight slot, or fails at once.
+func (r *Redis) acquire() error {
+	if r.closed.Load() {
+		return errClosed
+	}
+	if r.inFlight.Add(1) > r.max {
+		r.inFlight.Add(-1)
+		return ErrBusy
+	}
+	return nil
+}
+
+func (r *Redis) release() { r.inFlight.Add(-1) }
+
+// roomKeys returns the seq, log and epoch keys of room, in the order the
+// scripts take them.
+func (r *Redis) roomKeys(room string, extra int) []string {
+	base := r.prefix + ":{" + room + "}:"
+	keys := make([]string, 3, 3+extra)
+	keys[0], keys[1], keys[2] = base+"seq", base+"log", base+"epoch"
+	return keys
+}
+
+func (r *Redis) channel(room string) string {
+	return r.prefix + ":{" + room + "}:ch"
+}
+
+// Append implements [Store.Append].
+func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string) (AppendResult, error) {
+	if err := checkAppend(room, msg); err != nil {
+		return AppendResult{}, err
+	}
+	if err := r.acquire(); err != nil {
+		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
+	}
+	defer r.release()
+	head, tail, err := encodeWithoutSeq(msg)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
+	}
+	keys := r.roomKeys(room, 1)
+	if dedupeKey != "" {
+		keys = append(keys, r.prefix+":{"+room+"}:dedupe:"+dedupeKey)
+	}
+	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch()}
+	res, err := appendScript.Exec(ctx, r.client, keys, args).ToArray()
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("unexpected reply of %d elements", len(res))
+	}
+	var out AppendResult
+	if err == nil {
+		out.Seq, err = res[0].AsUint64()
+	}
+	if err == nil {
+		out.Epoch, err = res[1].ToString()
+	}
+	var dup int64
+	if err == nil {
+		dup, err = res[2].AsInt64()
+	}
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
+	}
+	out.Duplicate = dup == 1
+	msg.Seq = out.Seq
+	return out, nil
+}
+
+// encodeWithoutSeq encodes msg with seq 0 and splits the encoding where the
+// seq field belongs (after field 1, room), so that append.lua can insert the
+// seq it assigns and store the canonical encoding.
+func encodeWithoutSeq(msg *corralv1.Message) (head, tail string, err error) {
+	msg.Seq = 0
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return "", "", err
+	}
+	// Marshal writes known fields in field-number order, so a room field
+	// comes first.
+	num, typ, n := protowire.ConsumeTag(b)
+	if n > 0 && num == 1 && typ == protowire.BytesType {
+		if _, m := protowire.ConsumeBytes(b[n:]); m >= 0 {
+			return string(b[:n+m]), string(b[n+m:]), nil
+		}
+	}
+	return "", string(b), nil
+}
+
+// candidateEpoch returns the epoch a room gets if this call starts its
+// history. It only needs to differ from the room's earlier epochs, so a
+// fast non-cryptographic generator suffices.
+func candidateEpoch() string {
+	var b [16]byte
+	return string(strconv.AppendUint(b[:0], rand.Uint64(), 16))
+}
+
+// Read implements [Store.Read].
+func (r *Redis) Read(ctx context.Context, q Query) (Page, error) {
+	pages, err := r.ReadMany(ctx, []Query{q})
+	if err != nil {
+		return Page{}, err
+	}
+	return pages[0], nil
+}
+
+// ReadMany implements [Store.ReadMany].
+func (r *Redis) ReadMany(ctx context.Context, qs []Query) ([]Page, error) {
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	for _, q := range qs {
+		if q.Room == "" {
+			return nil, errEmptyRoom
+		}
+	}
+	if err := r.acquire(); err != nil {
+		return nil, fmt.Errorf("history: read: %w", err)
+	}
+	defer r.release()
+	execs := make([]rueidis.LuaExec, len(qs))
+	for i, q := range qs {
+		dir, pos := "f", q.After
+		if q.Reverse {
+			dir, pos = "r", q.Before
+		}
+		execs[i] = r.readExec(q.Room, dir, pos, pageLimit(q.Limit)+1)
+	}
+	resps := evalMulti(ctx, r.client, readLua, readSHA, execs)
+	pages := make([]Page, len(qs))
+	for i, resp := range resps {
+		var err error
+		pages[i], err = parsePage(resp, pageLimit(qs[i].Limit))
+		if err != nil {
+			return nil, fmt.Errorf("history: read %q: %w", qs[i].Room, err)
+		}
+	}
+	return pages, nil
+}
+
+// State implements [Store.State].
+func (r *Redis) State(ctx context.Context, room string) (State, error) {
+	if room == "" {
+		return State{}, errEmptyRoom
+	}
+	if err := r.acquire(); err != nil {
+		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
+	}
+	defer r.release()
+	resps := evalMulti(ctx, r.client, readLua, readSHA, []rueidis.LuaExec{r.readExec(room, "", 0, 0)})
+	p, err := parsePage(resps[0], 0)
+	if err != nil {
+		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
+	}
+	return p.State, nil
+}
+
+func (r *Redis) readExec(room, dir string, pos uint64, count int) rueidis.LuaExec {
+	return rueidis.LuaExec{
+		Keys: r.roomKeys(room, 0),
+		Args: []string{candidateEpoch(), r.ttl, dir, strconv.FormatUint(pos, 10), strconv.Itoa(count)},
+	}
+}
+
+// parsePage decodes a read.lua reply. Past limit messages, More is set.
+func parsePage(resp rueidis.RedisResult, limit int) (Page, error) {
+	arr, err := resp.ToArray()
+	if err != nil {
+		return Page{}, err
+	}
+	if len(arr) < 3 {
+		return Page{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	var p Page
+	if p.Epoch, err = arr[0].ToString(); err != nil {
+		return Page{}, err
+	}
+	if p.Last, err = arr[1].AsUint64(); err != nil {
+		return Page{}, err
+	}
+	if p.First, err = arr[2].AsUint64(); err != nil {
+		return Page{}, err
+	}
+	arr = arr[3:]
+	if len(arr) > limit {
+		arr, p.More = arr[:limit], true
+	}
+	if len(arr) > 0 {
+		p.Messages = make([]*corralv1.Message, len(arr))
+	}
+	for i := range arr {
+		s, err := arr[i].ToString()
+		if err != nil {
+			return Page{}, err
+		}
+		m := new(corralv1.Message)
+		if err := proto.Unmarshal([]byte(s), m); err != nil {
+			return Page{}, fmt.Errorf("decode message: %w", err)
+		}
+		p.Messages[i] = m
+	}
+	return p, nil
+}
+
+// evalMulti runs script once per exec in one pipeline, by EVALSHA, and
+// again by EVAL for those the server did not have loaded (NOSCRIPT).
+func evalMulti(ctx context.Context, c rueidis.Client, src, sha string, execs []rueidis.LuaExec) []rueidis.RedisResult {
+	cmds := make(rueidis.Commands, len(execs))
+	for i, e := range execs {
+		cmds[i] = c.B().Evalsha().Sha1(sha).Numkeys(int64(len(e.Keys))).Key(e.Keys...).Arg(e.Args...).Build()
+	}
+	resps := c.DoMulti(ctx, cmds...)
+	var retry []int
+	for i, resp := range resps {
+		if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) == 0 {
+		return resps
+	}
+	cmds = cmds[:0]
+	for _, i := range retry {
+		e := execs[i]
+		cmds = append(cmds, c.B().Eval().Script(src).Numkeys(int64(len(e.Keys))).Key(e.Keys...).Arg(e.Args...).Build())
+	}
+	for j, resp := range c.DoMulti(ctx, cmds...) {
+		resps[retry[j]] = resp
+	}
+	return resps
+}
+
+func sha1Hex(src string) string {
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
+}
+
+// Close implements [Store.Close]: it closes the store's subscriptions and
+// makes further calls fail. It does not close the client.
+func (r *Redis) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	r.mu.Lock()
+	subs := make([]*Subscription, 0, len(r.subs))
+	for s := range r.subs {
+		subs = append(subs, s)
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, s := range subs {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,89 @@
+package history
+
+import (
+	"context"
+	"errors"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+)
+
+// Store keeps the history of many rooms. All methods may be called
+// concurrently.
+//
+// Append keeps msg: the caller must not modify it afterwards. Messages in a
+// [Page] may be shared with the store and other readers and must not be
+// modified.
+type Store interface {
+	// Append atomically assigns the room's next seq to msg (sets msg.Seq;
+	// msg.Room must equal room), stores it, trims and publishes it (Redis).
+	// With a non-empty dedupeKey already seen within the window, nothing is
+	// stored and the first seq is returned with Duplicate=true.
+	Append(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string) (AppendResult, error)
+	// Read returns one page (see Query).
+	Read(ctx context.Context, q Query) (Page, error)
+	// ReadMany runs several queries in one round trip (one pipeline), for
+	// resume. Pages are in the order of qs.
+	ReadMany(ctx context.Context, qs []Query) ([]Page, error)
+	// State reports a room's epoch and seq bounds, creating the epoch when
+	// the room has none.
+	State(ctx context.Context, room string) (State, error)
+	// Close releases the store's resources. It is safe to call twice.
+	Close() error
+}
+
+// MaxPage is the most messages one [Page] holds.
+const MaxPage = 1000
+
+// Query selects one page of a room's history.
+//
+// Forward (Reverse false) returns messages with seq > After, oldest first.
+// Reverse returns messages with seq < Before (0 means from the newest),
+// newest first. Limit <= 0 or > MaxPage means MaxPage. More reports whether
+// messages remain beyond the page in the direction of reading.
+//
+// Trimmed messages are not returned: a forward page may start above
+// After+1; compare with [State].First to detect the gap.
+type Query struct {
+	Room    string
+	After   uint64
+	Before  uint64
+	Reverse bool
+	Limit   int
+}
+
+// State describes a room's history.
+type State struct {
+	// Epoch names this unbroken history of the room.
+	Epoch string
+	// First is the oldest retained seq, 0 when none is retained.
+	First uint64
+	// Last is the newest assigned seq, 0 before the first append.
+	Last uint64
+}
+
+// Page is one page of a room's history with the state it was read at.
+type Page struct {
+	State
+	Messages []*corralv1.Message
+	More     bool
+}
+
+// AppendResult is the outcome of [Store.Append].
+type AppendResult struct {
+	Seq       uint64
+	Epoch     string
+	Duplicate bool
+}
+
+// ErrBusy is returned (wrapped) when a store's bound on in-flight work is
+// reached; the call did nothing and may be retried later.
+var ErrBusy = errors.New("history: busy")
+
+var errClosed = errors.New("history: closed")
+
+func pageLimit(n int) int {
+	if n <= 0 || n > MaxPage {
+		return MaxPage
+	}
+	return n
+}

@@ -1,0 +1,197 @@
+package sessions
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+)
+
+// Memory is a [Store] in process memory. Expired sessions are dropped on
+// access and by a sweep goroutine that Close stops. Acks are applied at
+// once, so Flush does nothing. All methods may be called concurrently.
+type Memory struct {
+	ttl  time.Duration
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu       sync.Mutex // guards the following fields
+	sessions map[string]*memSession
+	closed   bool
+}
+
+type memSession struct {
+	tokenHash [sha256.Size]byte
+	userID    string
+	created   time.Time
+	rooms     map[string]Position
+	expires   time.Time
+}
+
+// NewMemory returns an empty store and starts its sweep goroutine.
+func NewMemory(opts Options) *Memory {
+	opts = opts.withDefaults()
+	m := &Memory{
+		ttl:      opts.TTL,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		sessions: make(map[string]*memSession),
+	}
+	go m.sweep(min(max(opts.TTL/2, 10*time.Millisecond), time.Minute))
+	return m
+}
+
+func (m *Memory) sweep(every time.Duration) {
+	defer close(m.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			m.mu.Lock()
+			for id, s := range m.sessions {
+				if !now.Before(s.expires) {
+					delete(m.sessions, id)
+				}
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// get returns the live session id. Lock must be held.
+func (m *Memory) get(id string) (*memSession, error) {
+	if m.closed {
+		return nil, errClosed
+	}
+	s, ok := m.sessions[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	if !time.Now().Before(s.expires) {
+		delete(m.sessions, id)
+		return nil, ErrNotFound
+	}
+	return s, nil
+}
+
+// Create implements [Store.Create].
+func (m *Memory) Create(_ context.Context, userID string) (*Session, error) {
+	id, token := newSecrets()
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("sessions: create: %w", errClosed)
+	}
+	m.sessions[id] = &memSession{
+		tokenHash: tokenHash(token),
+		userID:    userID,
+		created:   now,
+		rooms:     make(map[string]Position),
+		expires:   now.Add(m.ttl),
+	}
+	return &Session{ID: id, Token: token, UserID: userID, Rooms: map[string]Position{}, Created: now}, nil
+}
+
+// Resume implements [Store.Resume].
+func (m *Memory) Resume(_ context.Context, id, token string) (*Session, error) {
+	h := tokenHash(token)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: resume: %w", err)
+	}
+	if subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) != 1 {
+		return nil, fmt.Errorf("sessions: resume: %w", ErrTokenMismatch)
+	}
+	s.expires = time.Now().Add(m.ttl)
+	return &Session{ID: id, Token: token, UserID: s.userID, Rooms: maps.Clone(s.rooms), Created: s.created}, nil
+}
+
+// Touch implements [Store.Touch].
+func (m *Memory) Touch(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return fmt.Errorf("sessions: touch: %w", err)
+	}
+	s.expires = time.Now().Add(m.ttl)
+	return nil
+}
+
+// SetRoom implements [Store.SetRoom].
+func (m *Memory) SetRoom(_ context.Context, id, room string, pos Position) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return fmt.Errorf("sessions: set room %q: %w", room, err)
+	}
+	s.rooms[room] = pos
+	return nil
+}
+
+// DeleteRoom implements [Store.DeleteRoom].
+func (m *Memory) DeleteRoom(_ context.Context, id, room string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return fmt.Errorf("sessions: delete room %q: %w", room, err)
+	}
+	delete(s.rooms, room)
+	return nil
+}
+
+// Ack implements [Store.Ack].
+func (m *Memory) Ack(_ context.Context, id, room string, seq uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err == errClosed {
+		return fmt.Errorf("sessions: ack: %w", err)
+	}
+	if err != nil {
+		return nil
+	}
+	if pos, ok := s.rooms[room]; ok && seq > pos.Seq {
+		pos.Seq = seq
+		s.rooms[room] = pos
+	}
+	return nil
+}
+
+// Flush implements [Store.Flush]; Memory has nothing to flush.
+func (m *Memory) Flush(context.Context) error { return nil }
+
+// Delete implements [Store.Delete].
+func (m *Memory) Delete(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("sessions: delete: %w", errClosed)
+	}
+	delete(m.sessions, id)
+	return nil
+}
+
+// Close implements [Store.Close].
+func (m *Memory) Close() error {
+	m.once.Do(func() {
+		m.mu.Lock()
+		m.closed = true
+		m.mu.Unlock()
+		close(m.stop)
+		<-m.done
+	})
+	return nil
+}

@@ -1,0 +1,82 @@
+package sessions_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/corral-rt/corral/sessions"
+)
+
+func TestMemory(t *testing.T) {
+	testStore(t, func(t *testing.T, opts sessions.Options) sessions.Store {
+		s := sessions.NewMemory(opts)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestMemoryTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sessions.NewMemory(sessions.Options{TTL: time.Minute})
+		defer s.Close()
+		ctx := context.Background()
+		a := mustCreate(t, s, "u")
+		b := mustCreate(t, s, "u")
+		time.Sleep(50 * time.Second)
+		if err := s.Touch(ctx, a.ID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Second)
+		// a was touched 50 s ago; b is 100 s old.
+		mustResume(t, s, a)
+		if _, err := s.Resume(ctx, b.ID, b.Token); !errors.Is(err, sessions.ErrNotFound) {
+			t.Fatalf("Resume of an expired session: %v", err)
+		}
+		time.Sleep(61 * time.Second)
+		if err := s.Touch(ctx, a.ID); !errors.Is(err, sessions.ErrNotFound) {
+			t.Fatalf("Touch of an expired session: %v", err)
+		}
+	})
+}
+
+func TestMemoryClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sessions.NewMemory(sessions.Options{})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		if _, err := s.Create(context.Background(), "u"); err == nil {
+			t.Fatal("Create after Close succeeded")
+		}
+		// synctest fails the test if the sweep goroutine outlived Close.
+	})
+}
+
+func ExampleNewMemory() {
+	s := sessions.NewMemory(sessions.Options{TTL: 2 * time.Minute})
+	defer s.Close()
+	ctx := context.Background()
+
+	sess, _ := s.Create(ctx, "ann")
+	_ = s.SetRoom(ctx, sess.ID, "lobby", sessions.Position{Epoch: "e1"})
+	_ = s.Ack(ctx, sess.ID, "lobby", 42)
+
+	// Later, on a new connection, the client presents id and token.
+	resumed, err := s.Resume(ctx, sess.ID, sess.Token)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(resumed.UserID, resumed.Rooms["lobby"].Seq)
+	_, err = s.Resume(ctx, sess.ID, "guess")
+	fmt.Println(err)
+	// Output:
+	// ann 42
+	// sessions: resume: sessions: resume token mismatch
+}

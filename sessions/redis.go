@@ -1,0 +1,375 @@
+package sessions
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+var (
+	//go:embed create.lua
+	createLua string
+	//go:embed update.lua
+	updateLua string
+	//go:embed ack.lua
+	ackLua string
+
+	createScript = rueidis.NewLuaScript(createLua)
+	updateScript = rueidis.NewLuaScript(updateLua)
+	ackSHA       = sha1Hex(ackLua)
+)
+
+// Redis is a [Store] in Redis, shared by every process that uses the same
+// Redis and Prefix. Requests are auto-pipelined by the rueidis client. Acks
+// are buffered and written every FlushInterval by a goroutine that Close
+// stops. All methods may be called concurrently.
+type Redis struct {
+	client   rueidis.Client
+	prefix   string
+	ttl      time.Duration
+	ttlMS    string
+	max      int64
+	inFlight atomic.Int64
+	closed   atomic.Bool
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	writes   atomic.Int64 // ack commands sent, for tests
+
+	mu      sync.Mutex                   // guards pending
+	pending map[string]map[string]uint64 // session id → room → seq
+}
+
+// NewRedis returns a store using client, which the caller keeps and closes
+// after the store, and starts its flush goroutine.
+func NewRedis(client rueidis.Client, opts Options) *Redis {
+	opts = opts.withDefaults()
+	r := &Redis{
+		client:  client,
+		prefix:  opts.Prefix + ":session:",
+		ttl:     opts.TTL,
+		ttlMS:   strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
+		max:     int64(opts.MaxInFlight),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		pending: make(map[string]map[string]uint64),
+	}
+	go r.flushLoop(opts.FlushInterval)
+	return r
+}
+
+func (r *Redis) key(id string) string { return r.prefix + id }
+
+// acquire takes an in-flight slot, or fails at once.
+func (r *Redis) acquire() error {
+	if r.closed.Load() {
+		return errClosed
+	}
+	if r.inFlight.Add(1) > r.max {
+		r.inFlight.Add(-1)
+		return ErrBusy
+	}
+	return nil
+}
+
+func (r *Redis) release() { r.inFlight.Add(-1) }
+
+// Create implements [Store.Create].
+func (r *Redis) Create(ctx context.Context, userID string) (*Session, error) {
+	if err := r.acquire(); err != nil {
+		return nil, fmt.Errorf("sessions: create: %w", err)
+	}
+	defer r.release()
+	now := time.Now()
+	created := now.UnixMilli()
+	for {
+		id, token := newSecrets()
+		h := tokenHash(token)
+		ok, err := createScript.Exec(ctx, r.client, []string{r.key(id)},
+			[]string{hex.EncodeToString(h[:]), userID, strconv.FormatInt(created, 10), r.ttlMS}).AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("sessions: create: %w", err)
+		}
+		if ok == 1 {
+			return &Session{ID: id, Token: token, UserID: userID, Rooms: map[string]Position{}, Created: time.UnixMilli(created)}, nil
+		}
+		// An id collision: 128 random bits make this unreachable in
+		// practice, but never overwrite someone's session.
+	}
+}
+
+// Resume implements [Store.Resume].
+func (r *Redis) Resume(ctx context.Context, id, token string) (*Session, error) {
+	if err := r.acquire(); err != nil {
+		return nil, fmt.Errorf("sessions: resume: %w", err)
+	}
+	defer r.release()
+	if id == "" {
+		return nil, fmt.Errorf("sessions: resume: %w", ErrNotFound)
+	}
+	fields, err := r.client.Do(ctx, r.client.B().Hgetall().Key(r.key(id)).Build()).AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("sessions: resume: %w", err)
+	}
+	stored, err := hex.DecodeString(fields["tok"])
+	if len(fields) == 0 || err != nil {
+		return nil, fmt.Errorf("sessions: resume: %w", ErrNotFound)
+	}
+	h := tokenHash(token)
+	if subtle.ConstantTimeCompare(h[:], stored) != 1 {
+		return nil, fmt.Errorf("sessions: resume: %w", ErrTokenMismatch)
+	}
+	if err := r.touch(ctx, id); err != nil {
+		return nil, fmt.Errorf("sessions: resume: %w", err)
+	}
+	s := &Session{ID: id, Token: token, UserID: fields["uid"], Rooms: make(map[string]Position)}
+	if ms, err := strconv.ParseInt(fields["ct"], 10, 64); err == nil {
+		s.Created = time.UnixMilli(ms)
+	}
+	for f, v := range fields {
+		room, ok := strings.CutPrefix(f, "s:")
+		if !ok {
+			continue
+		}
+		seq, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("sessions: resume: bad seq %q of room %q", v, room)
+		}
+		s.Rooms[room] = Position{Seq: seq, Epoch: fields["e:"+room]}
+	}
+	return s, nil
+}
+
+// Touch implements [Store.Touch].
+func (r *Redis) Touch(ctx context.Context, id string) error {
+	if err := r.acquire(); err != nil {
+		return fmt.Errorf("sessions: touch: %w", err)
+	}
+	defer r.release()
+	if err := r.touch(ctx, id); err != nil {
+		return fmt.Errorf("sessions: touch: %w", err)
+	}
+	return nil
+}
+
+func (r *Redis) touch(ctx context.Context, id string) error {
+	ok, err := r.client.Do(ctx, r.client.B().Pexpire().Key(r.key(id)).Milliseconds(r.ttl.Milliseconds()).Build()).AsInt64()
+	if err != nil {
+		return err
+	}
+	if ok != 1 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// SetRoom implements [Store.SetRoom].
+func (r *Redis) SetRoom(ctx context.Context, id, room string, pos Position) error {
+	r.dropPending(id, room)
+	err := r.update(ctx, id, []string{"2", "s:" + room, strconv.FormatUint(pos.Seq, 10), "e:" + room, pos.Epoch})
+	if err != nil {
+		return fmt.Errorf("sessions: set room %q: %w", room, err)
+	}
+	return nil
+}
+
+// DeleteRoom implements [Store.DeleteRoom].
+func (r *Redis) DeleteRoom(ctx context.Context, id, room string) error {
+	r.dropPending(id, room)
+	if err := r.update(ctx, id, []string{"0", "s:" + room, "e:" + room}); err != nil {
+		return fmt.Errorf("sessions: delete room %q: %w", room, err)
+	}
+	return nil
+}
+
+func (r *Redis) update(ctx context.Context, id string, args []string) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.release()
+	ok, err := updateScript.Exec(ctx, r.client, []string{r.key(id)}, args).AsInt64()
+	if err != nil {
+		return err
+	}
+	if ok != 1 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// dropPending forgets a buffered ack, which a new position or leaving the
+// room supersedes.
+func (r *Redis) dropPending(id, room string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rooms, ok := r.pending[id]; ok {
+		delete(rooms, room)
+		if len(rooms) == 0 {
+			delete(r.pending, id)
+		}
+	}
+}
+
+// Ack implements [Store.Ack]: it buffers the ack for the next flush. An
+// ack already being written when SetRoom runs may land after it; the
+// position's seq then ends at the higher of the two.
+func (r *Redis) Ack(_ context.Context, id, room string, seq uint64) error {
+	if r.closed.Load() {
+		return fmt.Errorf("sessions: ack: %w", errClosed)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rooms := r.pending[id]
+	if rooms == nil {
+		rooms = make(map[string]uint64)
+		r.pending[id] = rooms
+	}
+	if seq > rooms[room] {
+		rooms[room] = seq
+	}
+	return nil
+}
+
+// Flush implements [Store.Flush]: one command per session with buffered
+// acks, all in one pipeline. Acks that fail to be written for a connection
+// error are buffered again for the next flush.
+func (r *Redis) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	batch := r.pending
+	if len(batch) == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	r.pending = make(map[string]map[string]uint64, len(batch))
+	r.mu.Unlock()
+
+	ids := make([]string, 0, len(batch))
+	cmds := make(rueidis.Commands, 0, len(batch))
+	for id, rooms := range batch {
+		ids = append(ids, id)
+		cmds = append(cmds, r.ackCmd(ackSHA, id, rooms))
+	}
+	r.writes.Add(int64(len(cmds)))
+	resps := r.client.DoMulti(ctx, cmds...)
+	var retry []int
+	for i, resp := range resps {
+		if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		cmds = cmds[:0]
+		for _, i := range retry {
+			cmds = append(cmds, r.ackCmd("", ids[i], batch[ids[i]]))
+		}
+		for j, resp := range r.client.DoMulti(ctx, cmds...) {
+			resps[retry[j]] = resp
+		}
+	}
+	var errs []error
+	for i, resp := range resps {
+		err := resp.Error()
+		if err == nil {
+			continue
+		}
+		errs = append(errs, err)
+		if _, isRedis := rueidis.IsRedisErr(err); !isRedis {
+			r.requeue(ids[i], batch[ids[i]])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sessions: flush %d of %d sessions: %w", len(errs), len(ids), err)
+	}
+	return nil
+}
+
+// ackCmd builds ack.lua for one session, by EVALSHA when sha is set, else
+// by EVAL.
+func (r *Redis) ackCmd(sha, id string, rooms map[string]uint64) rueidis.Completed {
+	args := make([]string, 0, 2*len(rooms))
+	for room, seq := range rooms {
+		args = append(args, room, strconv.FormatUint(seq, 10))
+	}
+	if sha != "" {
+		return r.client.B().Evalsha().Sha1(sha).Numkeys(1).Key(r.key(id)).Arg(args...).Build()
+	}
+	return r.client.B().Eval().Script(ackLua).Numkeys(1).Key(r.key(id)).Arg(args...).Build()
+}
+
+func (r *Redis) requeue(id string, rooms map[string]uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.pending[id]
+	if cur == nil {
+		r.pending[id] = rooms
+		return
+	}
+	for room, seq := range rooms {
+		if seq > cur[room] {
+			cur[room] = seq
+		}
+	}
+}
+
+func (r *Redis) flushLoop(every time.Duration) {
+	defer close(r.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), max(every, 5*time.Second))
+			// A failed flush is requeued and retried on the next tick.
+			_ = r.Flush(ctx)
+			cancel()
+		}
+	}
+}
+
+// Delete implements [Store.Delete].
+func (r *Redis) Delete(ctx context.Context, id string) error {
+	if err := r.acquire(); err != nil {
+		return fmt.Errorf("sessions: delete: %w", err)
+	}
+	defer r.release()
+	r.mu.Lock()
+	delete(r.pending, id)
+	r.mu.Unlock()
+	if err := r.client.Do(ctx, r.client.B().Del().Key(r.key(id)).Build()).Error(); err != nil {
+		return fmt.Errorf("sessions: delete: %w", err)
+	}
+	return nil
+}
+
+// Close implements [Store.Close]: it stops the flush goroutine and writes
+// the acks still buffered. It does not close the client.
+func (r *Redis) Close() error {
+	var err error
+	r.once.Do(func() {
+		r.closed.Store(true)
+		close(r.stop)
+		<-r.done
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = r.Flush(ctx)
+	})
+	return err
+}
+
+func sha1Hex(src string) string {
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,116 @@
+package sessions
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"time"
+)
+
+// Position is a place in one room's history.
+type Position struct {
+	Seq   uint64
+	Epoch string
+}
+
+// Session is a resumable client session.
+type Session struct {
+	ID string
+	// Token is the secret that resumes the session. A store keeps only its
+	// hash; it is set on sessions returned by Create and Resume.
+	Token  string
+	UserID string
+	// Rooms holds the session's rooms and its position in each.
+	Rooms   map[string]Position
+	Created time.Time
+}
+
+var (
+	// ErrNotFound means the session is unknown or expired.
+	ErrNotFound = errors.New("sessions: not found")
+	// ErrTokenMismatch means the resume token is not the session's.
+	ErrTokenMismatch = errors.New("sessions: resume token mismatch")
+	// ErrBusy is returned (wrapped) when a store's bound on in-flight work
+	// is reached; the call did nothing and may be retried later.
+	ErrBusy = errors.New("sessions: busy")
+
+	errClosed = errors.New("sessions: closed")
+)
+
+// Store keeps sessions. All methods may be called concurrently.
+type Store interface {
+	// Create makes a new session for userID with fresh random id
+	// (URL-safe, 128 bits) and token (256 bits).
+	Create(ctx context.Context, userID string) (*Session, error)
+	// Resume returns the session when id exists and token matches
+	// (constant-time compare), refreshing its TTL. It returns an error
+	// wrapping ErrNotFound or ErrTokenMismatch otherwise. It does not
+	// check the user; the caller does.
+	Resume(ctx context.Context, id, token string) (*Session, error)
+	// Touch refreshes the TTL (called periodically while connected and at
+	// disconnect). An unknown session is ErrNotFound.
+	Touch(ctx context.Context, id string) error
+	// SetRoom records membership in room at pos, replacing any position
+	// and any ack not yet written. An unknown session is ErrNotFound.
+	SetRoom(ctx context.Context, id, room string, pos Position) error
+	// DeleteRoom removes room from the session, with any ack not yet
+	// written. An unknown session is ErrNotFound.
+	DeleteRoom(ctx context.Context, id, room string) error
+	// Ack records seq as processed in room: the position's seq becomes
+	// the highest acked. Acks for unknown sessions or rooms the session
+	// is not in are ignored. Implementations may buffer acks and write
+	// them in batches; Flush forces it.
+	Ack(ctx context.Context, id, room string, seq uint64) error
+	// Flush writes buffered acks.
+	Flush(ctx context.Context) error
+	// Delete removes the session; deleting an unknown one is no error.
+	Delete(ctx context.Context, id string) error
+	// Close flushes, stops the store's goroutines and waits for them. It
+	// is safe to call twice.
+	Close() error
+}
+
+// Options configures a store. Zero fields mean defaults.
+type Options struct {
+	// TTL is how long a session lives without Touch or Resume; default
+	// 2m. See the package documentation before lowering it.
+	TTL time.Duration
+	// FlushInterval is how often buffered acks are written (Redis);
+	// default 100ms.
+	FlushInterval time.Duration
+	// MaxInFlight bounds the calls waiting on Redis; past it calls fail at
+	// once with an error wrapping ErrBusy. Default 4096.
+	MaxInFlight int
+	// Prefix starts every Redis key; default "corral".
+	Prefix string
+}
+
+func (o Options) withDefaults() Options {
+	if o.TTL <= 0 {
+		o.TTL = 2 * time.Minute
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 4096
+	}
+	if o.Prefix == "" {
+		o.Prefix = "corral"
+	}
+	return o
+}
+
+// newSecrets returns a fresh session id (128 bits) and resume token
+// (256 bits), both URL-safe.
+func newSecrets() (id, token string) {
+	var b [16 + 32]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return base64.RawURLEncoding.EncodeToString(b[:16]), base64.RawURLEncoding.EncodeToString(b[16:])
+}
+
+func tokenHash(token string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(token))
+}

@@ -1,0 +1,263 @@
+package sessions_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/sessions"
+)
+
+// newStoreFunc returns an empty store, closed when the test ends.
+type newStoreFunc func(t *testing.T, opts sessions.Options) sessions.Store
+
+// testStore runs the conformance suite every Store passes.
+func testStore(t *testing.T, newStore newStoreFunc) {
+	tests := map[string]func(*testing.T, sessions.Store){
+		"CreateResume":  testCreateResume,
+		"TokenMismatch": testTokenMismatch,
+		"NotFound":      testNotFound,
+		"Rooms":         testRooms,
+		"AckCoalescing": testAckCoalescing,
+		"AckAfterLeave": testAckAfterLeave,
+		"ConcurrentAck": testConcurrentAck,
+		"Delete":        testDelete,
+	}
+	for name, fn := range tests {
+		t.Run(name, func(t *testing.T) {
+			// A long interval: only explicit Flush calls write.
+			fn(t, newStore(t, sessions.Options{FlushInterval: time.Hour}))
+		})
+	}
+}
+
+var urlSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func mustCreate(t *testing.T, s sessions.Store, user string) *sessions.Session {
+	t.Helper()
+	sess, err := s.Create(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
+func mustResume(t *testing.T, s sessions.Store, sess *sessions.Session) *sessions.Session {
+	t.Helper()
+	got, err := s.Resume(context.Background(), sess.ID, sess.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func testCreateResume(t *testing.T, s sessions.Store) {
+	a := mustCreate(t, s, "u1")
+	b := mustCreate(t, s, "u1")
+	if len(a.ID) < 22 || len(a.Token) < 43 || !urlSafe.MatchString(a.ID) || !urlSafe.MatchString(a.Token) {
+		t.Fatalf("id %q, token %q: want URL-safe, 128 and 256 bits", a.ID, a.Token)
+	}
+	if a.ID == b.ID || a.Token == b.Token {
+		t.Fatal("two sessions share id or token")
+	}
+	if a.UserID != "u1" || len(a.Rooms) != 0 || time.Since(a.Created) > time.Minute {
+		t.Fatalf("created %+v", a)
+	}
+	got := mustResume(t, s, a)
+	if got.ID != a.ID || got.Token != a.Token || got.UserID != "u1" || len(got.Rooms) != 0 ||
+		got.Created.UnixMilli() != a.Created.UnixMilli() {
+		t.Fatalf("resumed %+v, created %+v", got, a)
+	}
+}
+
+func testTokenMismatch(t *testing.T, s sessions.Store) {
+	a := mustCreate(t, s, "u1")
+	b := mustCreate(t, s, "u2")
+	for name, token := range map[string]string{
+		"empty":          "",
+		"other session":  b.Token,
+		"one char short": a.Token[:len(a.Token)-1],
+	} {
+		if _, err := s.Resume(context.Background(), a.ID, token); !errors.Is(err, sessions.ErrTokenMismatch) {
+			t.Errorf("%s: Resume = %v, want ErrTokenMismatch", name, err)
+		}
+	}
+}
+
+func testNotFound(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	tests := map[string]func() error{
+		"resume":      func() error { _, err := s.Resume(ctx, "nope", a.Token); return err },
+		"resume ''":   func() error { _, err := s.Resume(ctx, "", a.Token); return err },
+		"touch":       func() error { return s.Touch(ctx, "nope") },
+		"set room":    func() error { return s.SetRoom(ctx, "nope", "r", sessions.Position{Seq: 1, Epoch: "e"}) },
+		"delete room": func() error { return s.DeleteRoom(ctx, "nope", "r") },
+	}
+	for name, call := range tests {
+		if err := call(); !errors.Is(err, sessions.ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if err := s.Delete(ctx, "nope"); err != nil {
+		t.Errorf("Delete of an unknown session: %v", err)
+	}
+	if err := s.Ack(ctx, "nope", "r", 1); err != nil {
+		t.Errorf("Ack of an unknown session: %v", err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Errorf("Flush: %v", err)
+	}
+}
+
+func testRooms(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 5, Epoch: "e1"}))
+	must(s.SetRoom(ctx, a.ID, "b:with:colons", sessions.Position{Epoch: "e2"}))
+	got := mustResume(t, s, a).Rooms
+	if len(got) != 2 || got["a"] != (sessions.Position{Seq: 5, Epoch: "e1"}) || got["b:with:colons"] != (sessions.Position{Epoch: "e2"}) {
+		t.Fatalf("rooms %v", got)
+	}
+	must(s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 2, Epoch: "e3"}))
+	must(s.DeleteRoom(ctx, a.ID, "b:with:colons"))
+	must(s.DeleteRoom(ctx, a.ID, "never joined"))
+	got = mustResume(t, s, a).Rooms
+	if len(got) != 1 || got["a"] != (sessions.Position{Seq: 2, Epoch: "e3"}) {
+		t.Fatalf("rooms %v", got)
+	}
+}
+
+func testAckCoalescing(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	if err := s.SetRoom(ctx, a.ID, "r", sessions.Position{Epoch: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range rand.Perm(1000) {
+		for _, room := range []string{"r", "not joined"} {
+			if err := s.Ack(ctx, a.ID, room, uint64(seq/2+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]sessions.Position{"r": {Seq: 500, Epoch: "e"}}
+	if got := mustResume(t, s, a).Rooms; len(got) != 1 || got["r"] != want["r"] {
+		t.Fatalf("rooms after acks %v, want %v", got, want)
+	}
+	// An ack never moves a position back.
+	if err := s.Ack(ctx, a.ID, "r", 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustResume(t, s, a).Rooms["r"]; got != want["r"] {
+		t.Fatalf("after a lower ack %v, want %v", got, want["r"])
+	}
+	// SetRoom replaces the position (a new epoch) and any buffered ack.
+	if err := s.Ack(ctx, a.ID, "r", 900); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRoom(ctx, a.ID, "r", sessions.Position{Epoch: "e2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ack(ctx, a.ID, "r", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustResume(t, s, a).Rooms["r"]; got != (sessions.Position{Seq: 3, Epoch: "e2"}) {
+		t.Fatalf("after a new epoch %v, want 3 in e2", got)
+	}
+}
+
+func testAckAfterLeave(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	if err := s.SetRoom(ctx, a.ID, "r", sessions.Position{Epoch: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ack(ctx, a.ID, "r", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRoom(ctx, a.ID, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ack(ctx, a.ID, "r", 11); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustResume(t, s, a).Rooms; len(got) != 0 {
+		t.Fatalf("acks brought back a room left: %v", got)
+	}
+}
+
+func testConcurrentAck(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	var all []*sessions.Session
+	for range 4 {
+		sess := mustCreate(t, s, "u")
+		for _, room := range []string{"a", "b"} {
+			if err := s.SetRoom(ctx, sess.ID, room, sessions.Position{Epoch: "e"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all = append(all, sess)
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for seq := range uint64(200) {
+				sess := all[w%len(all)]
+				if err := s.Ack(ctx, sess.ID, []string{"a", "b"}[seq%2], seq+1); err != nil {
+					t.Error(err)
+					return
+				}
+				if seq%50 == 0 {
+					if err := s.Flush(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, sess := range all {
+		got := mustResume(t, s, sess).Rooms
+		if got["a"].Seq != 199 || got["b"].Seq != 200 {
+			t.Errorf("session rooms %v, want a 199, b 200", got)
+		}
+	}
+}
+
+func testDelete(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	if err := s.Delete(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Resume(ctx, a.ID, a.Token); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("Resume after Delete: %v", err)
+	}
+}
