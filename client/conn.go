@@ -1,0 +1,339 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/coder/websocket"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+)
+
+// Options configure Dial. The zero value speaks JSON without a token.
+type Options struct {
+	// Token is the connection token (JWT, or a user id with --insecure-dev).
+	Token string
+	// Encoding picks the subprotocol. Default JSON.
+	Encoding protocol.Encoding
+	// Resume, when set, resumes an earlier session.
+	Resume *corralv1.Resume
+	// Header is sent with the upgrade request (e.g. Origin).
+	Header http.Header
+	// FrameBuffer is the capacity of Frames. Default 4096.
+	FrameBuffer int
+	// ReadLimit bounds one server message. Default 16 MiB.
+	ReadLimit int64
+}
+
+// CloseError is why a connection ended: the WebSocket close code and
+// reason, and the ReconnectHint the server sent before closing, if any.
+type CloseError struct {
+	Code   websocket.StatusCode
+	Reason string
+	Hint   *corralv1.ReconnectHint
+	Err    error
+}
+
+func (e *CloseError) Error() string {
+	if e.Code != -1 {
+		return fmt.Sprintf("client: closed with %d %q", e.Code, e.Reason)
+	}
+	return fmt.Sprintf("client: connection lost: %v", e.Err)
+}
+
+func (e *CloseError) Unwrap() error { return e.Err }
+
+// Conn is one connection to corral. Methods are safe for concurrent use.
+type Conn struct {
+	ws      *websocket.Conn
+	enc     protocol.Encoding
+	typ     websocket.MessageType
+	welcome *corralv1.Welcome
+	frames  chan *corralv1.ServerFrame
+	done    chan struct{}
+
+	writeMu sync.Mutex // one writer at a time
+
+	mu       sync.Mutex // guards the following fields
+	pubWait  map[string]chan *corralv1.ServerFrame
+	joinWait map[string]chan *corralv1.ServerFrame
+	hint     *corralv1.ReconnectHint
+	err      *CloseError
+}
+
+// Dial connects to url (ws://host:port/ws), says hello, and waits for
+// Welcome. A refused hello returns a *CloseError.
+func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
+	sub := opts.Encoding.String()
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		Subprotocols: []string{sub},
+		HTTPHeader:   opts.Header,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", url, err)
+	}
+	limit := opts.ReadLimit
+	if limit <= 0 {
+		limit = 16 << 20
+	}
+	ws.SetReadLimit(limit)
+	buf := opts.FrameBuffer
+	if buf <= 0 {
+		buf = 4096
+	}
+	c := &Conn{
+		ws:       ws,
+		enc:      opts.Encoding,
+		typ:      websocket.MessageText,
+		frames:   make(chan *corralv1.ServerFrame, buf),
+		done:     make(chan struct{}),
+		pubWait:  make(map[string]chan *corralv1.ServerFrame),
+		joinWait: make(map[string]chan *corralv1.ServerFrame),
+	}
+	if c.enc == protocol.Proto {
+		c.typ = websocket.MessageBinary
+	}
+	hello := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
+		Token: opts.Token, Client: "corral-go", Resume: opts.Resume,
+	}}}
+	if err := c.Send(ctx, hello); err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
+	// The welcome (or the refusal) is the first thing the server says; it
+	// may share a batch with the frames that follow it.
+	var rest []*corralv1.ServerFrame
+	for c.welcome == nil {
+		f, err := c.readOne(ctx)
+		if err != nil {
+			ws.CloseNow()
+			return nil, err
+		}
+		frames := []*corralv1.ServerFrame{f}
+		if b := f.GetBatch(); b != nil {
+			frames = b.GetFrames()
+		}
+		for i, f := range frames {
+			if h := f.GetReconnect(); h != nil {
+				c.hint = h
+				continue
+			}
+			if w := f.GetWelcome(); w != nil && c.welcome == nil {
+				c.welcome = w
+				rest = frames[i+1:]
+				break
+			}
+			ws.CloseNow()
+			return nil, fmt.Errorf("client: expected welcome, got %v", f)
+		}
+	}
+	for _, f := range rest {
+		c.deliver(f)
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+// Welcome is the server's answer to hello: session id and resume token.
+func (c *Conn) Welcome() *corralv1.Welcome { return c.welcome }
+
+// Frames delivers every server frame in order; it is closed when the
+// connection ends (then Err says why).
+func (c *Conn) Frames() <-chan *corralv1.ServerFrame { return c.frames }
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err reports why the connection ended, or nil while it is open.
+func (c *Conn) Err() *CloseError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Send writes one frame.
+func (c *Conn) Send(ctx context.Context, f *corralv1.ClientFrame) error {
+	b, err := protocol.AppendClient(c.enc, nil, f)
+	if err != nil {
+		return err
+	}
+	return c.SendRaw(ctx, b)
+}
+
+// SendRaw writes bytes as one message of the connection's type, unchecked
+// (for tests of the server's handling of bad input).
+func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if err := c.ws.Write(ctx, c.typ, b); err != nil {
+		return fmt.Errorf("client: write: %w", err)
+	}
+	return nil
+}
+
+// Join enters room and waits for Joined (or Reset, then Joined). since > 0
+// asks for the messages after since first.
+func (c *Conn) Join(ctx context.Context, room string, since uint64, epoch string) (*corralv1.Joined, error) {
+	ch := make(chan *corralv1.ServerFrame, 1)
+	c.mu.Lock()
+	c.joinWait[room] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.joinWait, room)
+		c.mu.Unlock()
+	}()
+	if err := c.Send(ctx, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
+		Room: room, SinceSeq: since, Epoch: epoch,
+	}}}); err != nil {
+		return nil, err
+	}
+	select {
+	case f := <-ch:
+		if e := f.GetError(); e != nil {
+			return nil, &ServerError{Err: e}
+		}
+		return f.GetJoined(), nil
+	case <-c.done:
+		return nil, c.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Publish sends a reliable message and waits for its seq. id must be unique
+// within the session (a retry with the same id is applied once).
+func (c *Conn) Publish(ctx context.Context, room, id string, payload []byte) (*corralv1.Published, error) {
+	if id == "" {
+		return nil, errors.New("client: publish needs an id")
+	}
+	ch := make(chan *corralv1.ServerFrame, 1)
+	c.mu.Lock()
+	c.pubWait[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pubWait, id)
+		c.mu.Unlock()
+	}()
+	if err := c.Send(ctx, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+		Room: room, Id: id, Payload: payload,
+	}}}); err != nil {
+		return nil, err
+	}
+	select {
+	case f := <-ch:
+		if e := f.GetError(); e != nil {
+			return nil, &ServerError{Err: e}
+		}
+		return f.GetPublished(), nil
+	case <-c.done:
+		return nil, c.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ServerError is an Error frame the server answered a request with.
+type ServerError struct{ Err *corralv1.Error }
+
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("client: server refused: %d %s", e.Err.GetCode(), e.Err.GetMessage())
+}
+
+// Close closes the connection normally.
+func (c *Conn) Close() error {
+	err := c.ws.Close(websocket.StatusNormalClosure, "")
+	<-c.done
+	return err
+}
+
+// CloseNow drops the connection without a close handshake (like a crash).
+func (c *Conn) CloseNow() {
+	c.ws.CloseNow()
+	<-c.done
+}
+
+func (c *Conn) readOne(ctx context.Context) (*corralv1.ServerFrame, error) {
+	_, data, err := c.ws.Read(ctx)
+	if err != nil {
+		return nil, c.closeError(err)
+	}
+	f := new(corralv1.ServerFrame)
+	if err := protocol.DecodeServer(c.enc, data, f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (c *Conn) closeError(err error) *CloseError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &CloseError{Code: websocket.CloseStatus(err), Reason: closeReason(err), Hint: c.hint, Err: err}
+}
+
+func closeReason(err error) string {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return ""
+}
+
+func (c *Conn) readLoop() {
+	defer close(c.done)
+	defer close(c.frames)
+	ctx := context.Background()
+	for {
+		f, err := c.readOne(ctx)
+		if err != nil {
+			ce, ok := err.(*CloseError)
+			if !ok {
+				ce = &CloseError{Code: -1, Err: err}
+				c.ws.CloseNow()
+			}
+			c.mu.Lock()
+			c.err = ce
+			c.mu.Unlock()
+			return
+		}
+		if b := f.GetBatch(); b != nil {
+			for _, inner := range b.GetFrames() {
+				c.deliver(inner)
+			}
+			continue
+		}
+		c.deliver(f)
+	}
+}
+
+func (c *Conn) deliver(f *corralv1.ServerFrame) {
+	c.mu.Lock()
+	var waiter chan *corralv1.ServerFrame
+	switch k := f.GetKind().(type) {
+	case *corralv1.ServerFrame_Published:
+		waiter = c.pubWait[k.Published.GetId()]
+		delete(c.pubWait, k.Published.GetId())
+	case *corralv1.ServerFrame_Joined:
+		waiter = c.joinWait[k.Joined.GetRoom()]
+		delete(c.joinWait, k.Joined.GetRoom())
+	case *corralv1.ServerFrame_Error:
+		if ref := k.Error.GetRef(); ref != "" {
+			waiter = c.pubWait[ref]
+			delete(c.pubWait, ref)
+		} else if room := k.Error.GetRoom(); room != "" {
+			waiter = c.joinWait[room]
+			delete(c.joinWait, room)
+		}
+	case *corralv1.ServerFrame_Reconnect:
+		c.hint = k.Reconnect
+	}
+	c.mu.Unlock()
+	if waiter != nil {
+		waiter <- f
+	}
+	c.frames <- f
+}

@@ -1,0 +1,240 @@
+// Command corral runs the corral real-time rooms server.
+//
+//	corral serve   edge and core in one process, in memory (the default)
+//	corral edge    a WebSocket edge linked to a core over h2c
+//	corral core    the room service alone
+//
+// Every flag has an environment variable; `corral help` and
+// `corral <command> -h` list them. This file holds flags and wiring only;
+// behaviour lives in package server and below.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/server"
+)
+
+const usage = `corral — a real-time rooms server.
+
+Usage:
+  corral serve [flags]   edge + core in one process, in memory (start here)
+  corral edge  [flags]   WebSocket edge; needs --core URL of a running core
+  corral core  [flags]   room service for edges and internal services
+  corral help            this text
+
+Try it:
+  corral serve --insecure-dev
+  # then, with any WebSocket client (websocat, wscat, a browser console):
+  #   connect to ws://127.0.0.1:8080/ws and send
+  #   {"hello":{}}
+  #   {"join":{"room":"lobby"}}
+  #   {"publish":{"room":"lobby","id":"1","payload":{"text":"hi"}}}
+
+Run "corral <command> -h" for the flags of a command. Every flag can also be
+set by the environment variable shown in brackets.
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "corral:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stderr, usage)
+		return nil
+	}
+	var mode server.Mode
+	switch args[0] {
+	case "serve":
+		mode = server.Serve
+	case "edge":
+		mode = server.EdgeOnly
+	case "core":
+		mode = server.CoreOnly
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	fs := flag.NewFlagSet("corral "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := defineFlags(fs, mode)
+	if err := parseWithEnv(fs, args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	logger, err := newLogger(f.logFormat, f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	opts := server.Options{
+		Mode:         mode,
+		Addr:         f.addr,
+		InternalAddr: f.internalAddr,
+		CoreURL:      f.coreURL,
+		Logger:       logger,
+	}
+	opts.Core.SessionTTL = f.sessionTTL
+	opts.Edge.OriginPatterns = splitList(f.origins)
+	opts.Edge.AnyOrigin = f.insecureDev
+	if mode != server.CoreOnly {
+		a, err := authenticator(f, logger)
+		if err != nil {
+			return err
+		}
+		opts.Auth = a
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	node, err := server.Start(opts)
+	if err != nil {
+		return err
+	}
+	logger.Info("corral listening", "mode", args[0], "addr", node.Addr(), "internal", node.InternalAddr(), "insecure_dev", f.insecureDev)
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case runErr = <-node.Err():
+		logger.Error("listener failed", "err", runErr)
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if err := node.Close(shutdown); err != nil && runErr == nil {
+		logger.Warn("shutdown incomplete", "err", err)
+	}
+	return runErr
+}
+
+type flags struct {
+	addr, internalAddr, coreURL string
+	insecureDev                 bool
+	jwtSecret, jwtKeys          string
+	jwtIssuer, jwtAudience      string
+	origins                     string
+	sessionTTL, shutdownTimeout time.Duration
+	logFormat, logLevel         string
+}
+
+func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
+	f := new(flags)
+	defAddr := "127.0.0.1:8080"
+	if mode == server.CoreOnly {
+		defAddr = "127.0.0.1:8090"
+	}
+	fs.StringVar(&f.addr, "addr", defAddr, "listen address `host:port` [CORRAL_ADDR]")
+	if mode == server.Serve {
+		fs.StringVar(&f.internalAddr, "internal-addr", "", "also serve the internal RoomService API (Connect, gRPC, gRPC-Web) on this `host:port`; keep it private [CORRAL_INTERNAL_ADDR]")
+	}
+	if mode == server.EdgeOnly {
+		fs.StringVar(&f.coreURL, "core", "http://127.0.0.1:8090", "base `URL` of the core (h2c) [CORRAL_CORE]")
+	}
+	if mode != server.CoreOnly {
+		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: accept connections without a verified token (the token, if any, is the user id) and from any origin; never in production [CORRAL_INSECURE_DEV]")
+		fs.StringVar(&f.jwtSecret, "jwt-secret", "", "HS256 `secret` that signs connection tokens [CORRAL_JWT_SECRET]")
+		fs.StringVar(&f.jwtKeys, "jwt-public-keys", "", "PEM `file` of RS256/EdDSA public keys that sign connection tokens [CORRAL_JWT_PUBLIC_KEYS]")
+		fs.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required token issuer (iss) [CORRAL_JWT_ISSUER]")
+		fs.StringVar(&f.jwtAudience, "jwt-audience", "", "required token audience (aud) [CORRAL_JWT_AUDIENCE]")
+		fs.StringVar(&f.origins, "origins", "", "comma-separated browser origin host patterns allowed besides the server's own host, e.g. app.example.com,*.example.com [CORRAL_ORIGINS]")
+	}
+	if mode != server.EdgeOnly {
+		fs.DurationVar(&f.sessionTTL, "session-ttl", 2*time.Minute, "how long a dropped session stays resumable; must exceed the worst server delay plus a client's longest backoff [CORRAL_SESSION_TTL]")
+	}
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json [CORRAL_LOG_FORMAT]")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error [CORRAL_LOG_LEVEL]")
+	return f
+}
+
+// parseWithEnv parses args; flags not given on the command line take their
+// CORRAL_* environment variable when it is set.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var err error
+	fs.VisitAll(func(fl *flag.Flag) {
+		if set[fl.Name] || err != nil {
+			return
+		}
+		env := "CORRAL_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if e := fl.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func authenticator(f *flags, logger *slog.Logger) (auth.Authenticator, error) {
+	if f.jwtSecret == "" && f.jwtKeys == "" {
+		if !f.insecureDev {
+			return nil, errors.New("no way to verify connection tokens: set --jwt-secret or --jwt-public-keys, or run with --insecure-dev for local development")
+		}
+		logger.Warn("--insecure-dev: connections are not authenticated and any origin is accepted")
+		return auth.Dev{}, nil
+	}
+	cfg := auth.JWTConfig{Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 5 * time.Second}
+	if f.jwtSecret != "" {
+		cfg.HMACSecret = []byte(f.jwtSecret)
+	}
+	if f.jwtKeys != "" {
+		pem, err := os.ReadFile(f.jwtKeys)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RSAPublicKeys, cfg.Ed25519PublicKeys, err = auth.ParsePublicKeysPEM(pem)
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-public-keys: %w", err)
+		}
+	}
+	return auth.NewJWT(cfg)
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package core
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/sessions"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Core. The zero value is usable: in-memory history and
+// sessions with the defaults below.
+type Config struct {
+	// History stores room logs and assigns seqs. Nil: in-memory.
+	History history.Store
+	// Sessions stores resumable sessions. Nil: in-memory with SessionTTL.
+	Sessions sessions.Store
+	// SessionTTL is how long a dropped session stays resumable; told to
+	// clients in Welcome. Default 2 minutes.
+	SessionTTL time.Duration
+	// Heartbeat is how often clients are told to send something. Default 25s.
+	Heartbeat time.Duration
+	// LinkQueue bounds the frames waiting on one link. Default 262144.
+	LinkQueue int
+	// MaxRoomName bounds room names in bytes. Default 200.
+	MaxRoomName int
+	// MaxPayload bounds message and signal payloads in bytes. Default 64 KiB.
+	MaxPayload int
+	// Logger receives structured logs. Nil: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the core's metrics. Nil: not registered.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.SessionTTL <= 0 {
+		out.SessionTTL = 2 * time.Minute
+	}
+	if out.Heartbeat <= 0 {
+		out.Heartbeat = 25 * time.Second
+	}
+	if out.LinkQueue <= 0 {
+		out.LinkQueue = 1 << 18
+	}
+	if out.MaxRoomName <= 0 {
+		out.MaxRoomName = 200
+	}
+	if out.MaxPayload <= 0 {
+		out.MaxPayload = 64 << 10
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}

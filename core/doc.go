@@ -1,0 +1,24 @@
+// Package core is corral's room service: it owns rooms, gives every room one
+// gapless order (seq), fans each message out once per edge link, and keeps
+// resumable sessions.
+//
+// Edges reach the core through [Core.Link] streams (see RoomService.Link in
+// proto/corral/v1/room_service.proto); each stream multiplexes many client
+// connections. Internal services call [Core.Publish] and [Core.History].
+//
+// # Ordering
+//
+// Every change to a room (a published message, a member joining or leaving)
+// happens under that room's lock, and every frame for the room is queued on
+// the member links while the lock is held. Since a link delivers its queue in
+// order, every member of a room sees the same sequence, and a Joined frame
+// always precedes the first message after it.
+//
+// # Concurrency
+//
+// Each link has one reader goroutine (which processes its frames in order)
+// and one sender goroutine that drains its bounded queue without blocking and
+// sends everything that was ready as one stream message. Producers never
+// block on a link: a link whose queue overflows is closed, and its clients
+// resume through their sessions.
+package core

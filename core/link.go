@@ -1,0 +1,244 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"connectrpc.com/connect/v2"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+)
+
+// maxFramesPerSend bounds one LinkResponse, so one stream message stays a
+// reasonable size even when a queue is deep.
+const maxFramesPerSend = 4096
+
+// link is one edge stream: many client connections multiplexed.
+type link struct {
+	core   *Core
+	stream corralv1connect.RoomServiceLinkServerStream
+
+	wake chan struct{} // capacity 1: "the queue is not empty"
+	done chan struct{} // closed by fail
+
+	mu    sync.Mutex // guards the following fields
+	queue []*corralv1.CoreFrame
+	err   error // why the link failed; non-nil once failed
+
+	// conns maps the edge's connection ids to sessions. Only the link's
+	// reader goroutine touches it.
+	conns map[uint64]*session
+}
+
+// Link serves one edge stream until the edge closes it or it fails.
+func (c *Core) Link(ctx context.Context, stream corralv1connect.RoomServiceLinkServerStream) error {
+	l := &link{
+		core:   c,
+		stream: stream,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		conns:  make(map[uint64]*session),
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return connectErr(connect.CodeUnavailable, errCoreClosed)
+	}
+	c.links[l] = struct{}{}
+	c.mu.Unlock()
+	c.metrics.links.Inc()
+	defer func() {
+		c.mu.Lock()
+		delete(c.links, l)
+		c.mu.Unlock()
+		c.metrics.links.Dec()
+	}()
+
+	// The sender runs on its own; the reader is this goroutine.
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- l.sendLoop(ctx) }()
+
+	err := l.readLoop(ctx)
+	l.fail(err)
+	// Every connection of this link is gone: detach their sessions.
+	for conn, s := range l.conns {
+		c.detach(s, l, conn, false)
+	}
+	if serr := <-sendErr; err == nil || errors.Is(err, errLinkEOF) {
+		err = serr
+	}
+	if err == nil || errors.Is(err, errLinkEOF) {
+		return nil
+	}
+	if errors.Is(err, errCoreClosed) {
+		return connectErr(connect.CodeUnavailable, err)
+	}
+	if errors.Is(err, errLinkOverflow) {
+		return connectErr(connect.CodeResourceExhausted, err)
+	}
+	return err
+}
+
+var (
+	errLinkEOF      = errors.New("core: link closed by edge")
+	errLinkOverflow = errors.New("core: link queue overflow (edge not reading)")
+)
+
+func (l *link) readLoop(ctx context.Context) error {
+	for {
+		req, err := l.stream.Receive()
+		if err != nil {
+			if errors.Is(err, context.Canceled) || isEOF(err) {
+				return errLinkEOF
+			}
+			return fmt.Errorf("core: link receive: %w", err)
+		}
+		select {
+		case <-l.done:
+			return l.failure()
+		default:
+		}
+		for _, f := range req.GetFrames() {
+			l.handle(ctx, f)
+		}
+	}
+}
+
+// enqueue queues f for the edge. It never blocks; if the queue is full the
+// link fails and its clients resume elsewhere.
+func (l *link) enqueue(f *corralv1.CoreFrame) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	if len(l.queue) >= l.core.cfg.LinkQueue {
+		l.mu.Unlock()
+		l.core.metrics.linkOverflows.Inc()
+		l.fail(errLinkOverflow)
+		return
+	}
+	l.queue = append(l.queue, f)
+	first := len(l.queue) == 1
+	l.mu.Unlock()
+	if first {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fail ends the link with err (the first error wins).
+func (l *link) fail(err error) {
+	if err == nil {
+		err = errLinkEOF
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	l.queue = nil
+	close(l.done)
+}
+
+func (l *link) failure() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// sendLoop drains the queue without blocking and sends what it took as one
+// stream message, until the link fails.
+func (l *link) sendLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-l.done:
+			return nil
+		case <-ctx.Done():
+			l.fail(ctx.Err())
+			return nil
+		case <-l.wake:
+		}
+		for {
+			l.mu.Lock()
+			if l.err != nil {
+				l.mu.Unlock()
+				return nil
+			}
+			batch := l.queue
+			if len(batch) > maxFramesPerSend {
+				// Send the head; keep the tail (copied, so the sent slice is
+				// never appended to again).
+				rest := make([]*corralv1.CoreFrame, len(batch)-maxFramesPerSend, max(len(batch)-maxFramesPerSend, 64))
+				copy(rest, batch[maxFramesPerSend:])
+				batch = batch[:maxFramesPerSend:maxFramesPerSend]
+				l.queue = rest
+			} else {
+				l.queue = nil
+			}
+			l.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			l.core.metrics.linkSends.Inc()
+			l.core.metrics.linkFrames.Add(float64(len(batch)))
+			// The frames are never touched after this: the in-process
+			// transport may hand them to the edge without copying.
+			if err := l.stream.Send(&corralv1.LinkResponse{Frames: batch}); err != nil {
+				l.fail(fmt.Errorf("core: link send: %w", err))
+				return err
+			}
+		}
+	}
+}
+
+// handle processes one frame from the edge. Frames of one link are handled
+// in order by the reader goroutine.
+func (l *link) handle(ctx context.Context, f *corralv1.EdgeFrame) {
+	conn := f.GetConn()
+	switch k := f.GetKind().(type) {
+	case *corralv1.EdgeFrame_Attach:
+		if old, ok := l.conns[conn]; ok {
+			// A reused id: the edge lost track. Treat the old one as gone.
+			l.core.detach(old, l, conn, false)
+			delete(l.conns, conn)
+		}
+		if s := l.core.attach(ctx, l, conn, k.Attach); s != nil {
+			l.conns[conn] = s
+		}
+	case *corralv1.EdgeFrame_Detach:
+		if s, ok := l.conns[conn]; ok {
+			delete(l.conns, conn)
+			l.core.detach(s, l, conn, k.Detach.GetClean())
+		}
+	case *corralv1.EdgeFrame_Frame:
+		s, ok := l.conns[conn]
+		if !ok {
+			// Frames after a close we initiated, or a confused edge; the
+			// connection is not attached, so there is no one to answer.
+			l.core.metrics.dropped.WithLabelValues("unattached").Inc()
+			return
+		}
+		l.core.handleClient(ctx, s, k.Frame)
+	default:
+		l.core.metrics.dropped.WithLabelValues("unknown_edge_frame").Inc()
+	}
+}
+
+// send queues a frame for one connection.
+func (l *link) send(conn uint64, f *corralv1.ServerFrame) {
+	l.enqueue(connFrame(conn, f))
+}
+
+// close asks the edge to close a connection with a hint.
+func (l *link) close(conn uint64, code corralv1.Code, reason string, delayMs uint32) {
+	l.enqueue(&corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Close{Close: &corralv1.CloseConn{
+		Conn: conn,
+		Hint: &corralv1.ReconnectHint{Code: code, Reason: reason, DelayMs: delayMs},
+	}}})
+}

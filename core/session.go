@@ -1,0 +1,353 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/corral-rt/corral/auth"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/sessions"
+)
+
+// session is a session attached to a connection.
+type session struct {
+	id    string
+	user  string
+	ident *corralv1.Identity
+
+	mu    sync.Mutex // guards the following fields
+	ep    endpoint
+	rooms map[string]*room
+	gone  bool // detached or taken over
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// attach starts or resumes the session of a new connection. It returns nil
+// when the connection was refused (a close is already queued).
+func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *corralv1.Attach) *session {
+	id := a.GetIdentity()
+	if id.GetUserId() == "" {
+		l.close(conn, corralv1.Code_CODE_UNAUTHENTICATED, "no verified identity", 0)
+		return nil
+	}
+	hello := a.GetHello()
+	ep := endpoint{link: l, conn: conn}
+	if r := hello.GetResume(); r != nil {
+		return c.resume(ctx, ep, id, r)
+	}
+	st, err := c.sess.Create(ctx, id.GetUserId())
+	if err != nil {
+		c.cfg.Logger.Warn("session create failed", "err", err)
+		l.close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+		return nil
+	}
+	s := &session{id: st.ID, user: id.GetUserId(), ident: id, ep: ep, rooms: make(map[string]*room)}
+	c.mu.Lock()
+	c.live[s.id] = s
+	c.mu.Unlock()
+	c.metrics.sessions.Inc()
+	l.send(conn, c.welcome(st, false))
+	return s
+}
+
+func (c *Core) welcome(st *sessions.Session, resumed bool) *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
+		SessionId:    st.ID,
+		ResumeToken:  st.Token,
+		UserId:       st.UserID,
+		Resumed:      resumed,
+		HeartbeatMs:  uint32(c.cfg.Heartbeat / time.Millisecond),
+		SessionTtlMs: uint32(c.cfg.SessionTTL / time.Millisecond),
+	}}}
+}
+
+// resume continues an earlier session on a new connection: it verifies the
+// token and the user, takes the session over from any older connection, and
+// rejoins every room from where the client left it.
+func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r *corralv1.Resume) *session {
+	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken())
+	switch {
+	case errors.Is(err, sessions.ErrNotFound):
+		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
+		return nil
+	case errors.Is(err, sessions.ErrTokenMismatch):
+		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match", 0)
+		return nil
+	case err != nil:
+		c.cfg.Logger.Warn("session resume failed", "err", err)
+		ep.link.close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+		return nil
+	case st.UserID != id.GetUserId():
+		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
+		return nil
+	}
+	s := &session{id: st.ID, user: st.UserID, ident: id, ep: ep, rooms: make(map[string]*room)}
+	c.mu.Lock()
+	old := c.live[s.id]
+	c.live[s.id] = s
+	c.mu.Unlock()
+	if old != nil {
+		c.takeOver(old)
+	} else {
+		c.metrics.sessions.Inc()
+	}
+	c.metrics.resumes.Inc()
+	ep.link.send(ep.conn, c.welcome(st, true))
+
+	// The client's own positions win: it knows what it processed. Rooms the
+	// store knows but the client did not mention resume from the last ack.
+	want := make(map[string]sessions.Position, len(st.Rooms)+len(r.GetRooms()))
+	for room, pos := range st.Rooms {
+		want[room] = pos
+	}
+	for _, p := range r.GetRooms() {
+		if p.GetRoom() == "" {
+			continue
+		}
+		want[p.GetRoom()] = sessions.Position{Seq: p.GetSeq(), Epoch: p.GetEpoch()}
+	}
+	for room, pos := range want {
+		if err := c.validRoom(room); err != nil || !auth.Match(id.GetJoin(), room) {
+			ep.link.send(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
+				Room: room, Code: corralv1.Code_CODE_FORBIDDEN, Reason: "the token does not grant this room",
+			}}})
+			_ = c.sess.DeleteRoom(ctx, s.id, room)
+			continue
+		}
+		c.join(ctx, s, room, pos.Seq, pos.Epoch, true)
+	}
+	return s
+}
+
+// takeOver detaches a session object whose connection was replaced by a
+// resume elsewhere, and closes that older connection.
+func (c *Core) takeOver(old *session) {
+	old.mu.Lock()
+	ep := old.ep
+	rooms := old.rooms
+	old.rooms = nil
+	old.gone = true
+	old.mu.Unlock()
+	for _, r := range rooms {
+		r.leave(old, nil)
+		c.releaseMember(r)
+	}
+	ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
+}
+
+// detach ends a connection's attachment: the session leaves its rooms' live
+// fan-out but stays resumable until its TTL.
+func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
+	s.mu.Lock()
+	if s.gone || s.ep.link != l || s.ep.conn != conn {
+		s.mu.Unlock()
+		return
+	}
+	s.gone = true
+	rooms := s.rooms
+	s.rooms = nil
+	s.mu.Unlock()
+	for _, r := range rooms {
+		r.leave(s, nil)
+		c.releaseMember(r)
+	}
+	c.mu.Lock()
+	if c.live[s.id] == s {
+		delete(c.live, s.id)
+		c.metrics.sessions.Dec()
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+		c.cfg.Logger.Warn("session touch at detach failed", "session", s.id, "err", err)
+	}
+	_ = clean // Presence (a later issue) treats a clean leave as immediate.
+}
+
+// releaseMember forgets r if its last member just left.
+func (c *Core) releaseMember(r *room) {
+	c.mu.Lock()
+	r.refs++
+	c.mu.Unlock()
+	c.releaseRoom(r)
+}
+
+// handleClient processes one client frame of an attached session.
+func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientFrame) {
+	switch k := f.GetKind().(type) {
+	case *corralv1.ClientFrame_Join:
+		c.clientJoin(ctx, s, k.Join)
+	case *corralv1.ClientFrame_Leave:
+		c.clientLeave(ctx, s, k.Leave)
+	case *corralv1.ClientFrame_Publish:
+		c.clientPublish(ctx, s, k.Publish)
+	case *corralv1.ClientFrame_Signal:
+		c.clientSignal(s, k.Signal)
+	case *corralv1.ClientFrame_Ack:
+		if err := c.sess.Ack(ctx, s.id, k.Ack.GetRoom(), k.Ack.GetSeq()); err != nil {
+			c.metrics.dropped.WithLabelValues("ack_store").Inc()
+		}
+	case *corralv1.ClientFrame_Ping:
+		s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
+			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
+		}}})
+	case *corralv1.ClientFrame_Hello:
+		s.sendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
+	default:
+		s.sendErr(corralv1.Code_CODE_UNKNOWN_FRAME, "unknown frame type", "", "")
+	}
+}
+
+func (s *session) endpoint() (endpoint, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ep, !s.gone
+}
+
+func (s *session) sendTo(f *corralv1.ServerFrame) {
+	if ep, ok := s.endpoint(); ok {
+		ep.link.send(ep.conn, f)
+	}
+}
+
+func (s *session) sendErr(code corralv1.Code, msg, room, ref string) {
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+		Code: code, Message: msg, Room: room, Ref: ref,
+	}}})
+}
+
+func (s *session) room(name string) *room {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rooms[name]
+}
+
+func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
+	name := j.GetRoom()
+	if err := c.validRoom(name); err != nil {
+		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
+		return
+	}
+	if !auth.Match(s.ident.GetJoin(), name) {
+		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room", name, "")
+		return
+	}
+	c.join(ctx, s, name, j.GetSinceSeq(), j.GetEpoch(), false)
+}
+
+// join adds s to room name and records the membership in the session store.
+func (c *Core) join(ctx context.Context, s *session, name string, since uint64, epoch string, resumed bool) {
+	ep, ok := s.endpoint()
+	if !ok {
+		return
+	}
+	r, err := c.acquireRoom(ctx, name)
+	if err != nil {
+		s.sendErr(storeCode(err), "room unavailable: "+err.Error(), name, "")
+		return
+	}
+	defer c.releaseRoom(r)
+	pos, err := r.join(ctx, s, ep, since, epoch, resumed)
+	if err != nil {
+		s.sendErr(storeCode(err), "join failed: "+err.Error(), name, "")
+		return
+	}
+	s.mu.Lock()
+	if s.gone {
+		// Detached meanwhile: undo, the detach did not see this room.
+		s.mu.Unlock()
+		r.leave(s, nil)
+		return
+	}
+	s.rooms[name] = r
+	s.mu.Unlock()
+	r.mu.Lock()
+	epochNow := r.epoch
+	r.mu.Unlock()
+	if err := c.sess.SetRoom(ctx, s.id, name, sessions.Position{Seq: pos, Epoch: epochNow}); err != nil {
+		c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", name, "err", err)
+	}
+}
+
+func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) {
+	name := lv.GetRoom()
+	s.mu.Lock()
+	r := s.rooms[name]
+	delete(s.rooms, name)
+	s.mu.Unlock()
+	if r == nil {
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
+		return
+	}
+	r.leave(s, &corralv1.Left{Room: name})
+	c.releaseMember(r)
+	if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
+		c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+	}
+}
+
+func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publish) {
+	name := p.GetRoom()
+	r := s.room(name)
+	switch {
+	case r == nil:
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
+		return
+	case !auth.Match(s.ident.GetPublish(), name):
+		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant publishing to this room", name, p.GetId())
+		return
+	case len(p.GetPayload()) > c.cfg.MaxPayload:
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the server's limit", name, p.GetId())
+		return
+	case len(p.GetId()) > 128:
+		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
+		return
+	}
+	msg := &corralv1.Message{
+		Room:    name,
+		Sender:  s.user,
+		Payload: p.GetPayload(),
+		TimeMs:  time.Now().UnixMilli(),
+		Id:      p.GetId(),
+	}
+	dedupe := ""
+	if p.GetId() != "" {
+		dedupe = "s:" + s.id + ":" + p.GetId()
+	}
+	res, err := r.publish(ctx, msg, dedupe)
+	if err != nil {
+		s.sendErr(storeCode(err), "publish failed: "+err.Error(), name, p.GetId())
+		return
+	}
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
+		Room: name, Id: p.GetId(), Seq: res.Seq, Duplicate: res.Duplicate,
+	}}})
+}
+
+func (c *Core) clientSignal(s *session, sg *corralv1.Signal) {
+	name := sg.GetRoom()
+	r := s.room(name)
+	switch {
+	case r == nil:
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
+		return
+	case !auth.Match(s.ident.GetPublish(), name):
+		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant signalling in this room", name, "")
+		return
+	case len(sg.GetPayload()) > c.cfg.MaxPayload || len(sg.GetKey()) > 200:
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the server's limit", name, "")
+		return
+	}
+	r.signal(&corralv1.SignalEvent{
+		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
+	})
+}
+
+// storeCode is the client code for a failed store operation: a busy or
+// unreachable store means "retry".
+func storeCode(error) corralv1.Code { return corralv1.Code_CODE_UNAVAILABLE }

@@ -1,0 +1,74 @@
+package edge
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures an Edge. Core and Auth are required.
+type Config struct {
+	// Core is the room service the edge links to (in-process or over h2c).
+	Core corralv1connect.RoomServiceClient
+	// Auth verifies connection tokens.
+	Auth auth.Authenticator
+	// Links is how many Link streams the edge keeps to the core; connections
+	// are spread over them. Default 2.
+	Links int
+	// OriginPatterns are the browser origins (host patterns, see
+	// websocket.AcceptOptions) allowed besides the request's own host.
+	OriginPatterns []string
+	// AnyOrigin accepts every origin. For local development only.
+	AnyOrigin bool
+	// ReadLimit bounds one client frame in bytes. Default 64 KiB.
+	ReadLimit int64
+	// HelloTimeout bounds the wait for the first frame. Default 10s.
+	HelloTimeout time.Duration
+	// Heartbeat is the interval clients are told to keep; a connection
+	// silent for twice as long is closed with CODE_HEARTBEAT_TIMEOUT.
+	// Default 25s.
+	Heartbeat time.Duration
+	// WriteTimeout bounds one write to a socket; past it the connection is
+	// a slow consumer. Default 5s.
+	WriteTimeout time.Duration
+	// QueueFrames and QueueBytes bound one connection's send queue; past
+	// either the connection is a slow consumer. Defaults 4096 and 1 MiB.
+	QueueFrames int
+	QueueBytes  int
+	// Logger receives structured logs. Nil: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the edge's metrics. Nil: not registered.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.Links <= 0 {
+		out.Links = 2
+	}
+	if out.ReadLimit <= 0 {
+		out.ReadLimit = 64 << 10
+	}
+	if out.HelloTimeout <= 0 {
+		out.HelloTimeout = 10 * time.Second
+	}
+	if out.Heartbeat <= 0 {
+		out.Heartbeat = 25 * time.Second
+	}
+	if out.WriteTimeout <= 0 {
+		out.WriteTimeout = 5 * time.Second
+	}
+	if out.QueueFrames <= 0 {
+		out.QueueFrames = 4096
+	}
+	if out.QueueBytes <= 0 {
+		out.QueueBytes = 1 << 20
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out
+}

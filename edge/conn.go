@@ -1,0 +1,318 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+)
+
+// conn is one client WebSocket. The HTTP handler goroutine is its only
+// reader; writeLoop is its only writer.
+type conn struct {
+	e      *Edge
+	ws     *websocket.Conn
+	enc    protocol.Encoding
+	msgTyp websocket.MessageType
+	remote string
+	id     uint64
+	link   *link
+
+	lastRead atomic.Int64  // unix nanoseconds of the last frame read
+	wake     chan struct{} // capacity 1: "the queue changed"
+	done     chan struct{} // closed when the reader is finished
+
+	mu          sync.Mutex // guards the following fields
+	queue       [][]byte   // encoded frames; shared, never modified
+	spare       [][]byte   // the writer's previous queue, reused
+	queued      int        // bytes in queue
+	closing     bool       // a close is queued; nothing more is accepted
+	closeCode   corralv1.Code
+	closeReason string
+
+	// rooms are the rooms this connection is a local member of; guarded by
+	// link.mu, not mu.
+	rooms map[string]struct{}
+}
+
+func newConn(e *Edge, ws *websocket.Conn, enc protocol.Encoding, remote string) *conn {
+	c := &conn{
+		e:      e,
+		ws:     ws,
+		enc:    enc,
+		msgTyp: websocket.MessageText,
+		remote: remote,
+		id:     e.nextID.Add(1),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	if enc == protocol.Proto {
+		c.msgTyp = websocket.MessageBinary
+	}
+	c.link = e.linkFor(c.id)
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
+}
+
+// serve runs the connection: hello, attach, then frames until it ends.
+func (c *conn) serve() {
+	// The read limit is enforced below so that an oversize frame gets
+	// corral's own close code.
+	c.ws.SetReadLimit(-1)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	clean := c.readLoop()
+	close(c.done)
+	c.link.detach(c, clean)
+	// Give the writer a moment to flush a queued close, then cut.
+	select {
+	case <-writerDone:
+	case <-time.After(c.e.cfg.WriteTimeout):
+	}
+	c.ws.CloseNow()
+	<-writerDone
+}
+
+// readLoop reads frames until the connection ends. It reports whether the
+// client closed cleanly.
+func (c *conn) readLoop() (clean bool) {
+	ctx := c.e.ctx
+	hctx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
+	var f corralv1.ClientFrame
+	err := c.readFrame(hctx, &f)
+	cancel()
+	if err != nil {
+		return c.readFailed(err, true)
+	}
+	hello := f.GetHello()
+	if hello == nil {
+		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "the first frame must be hello", 0, false)
+		return false
+	}
+	actx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
+	id, err := c.e.cfg.Auth.Authenticate(actx, hello.GetToken())
+	cancel()
+	if err != nil {
+		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, err.Error(), 0, false)
+		return false
+	}
+	hello.Token = ""
+	if !c.link.attach(c, &corralv1.Attach{
+		Hello:      hello,
+		Identity:   id,
+		RemoteAddr: c.remote,
+		Protocol:   c.enc.String(),
+	}) {
+		return false
+	}
+	for {
+		f := new(corralv1.ClientFrame)
+		if err := c.readFrame(ctx, f); err != nil {
+			return c.readFailed(err, false)
+		}
+		switch k := f.GetKind().(type) {
+		case *corralv1.ClientFrame_Ping:
+			c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
+				Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
+			}}})
+		case *corralv1.ClientFrame_Hello:
+			c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
+		default:
+			if !c.link.forward(c, f) {
+				return false
+			}
+		}
+	}
+}
+
+var errTooLarge = errors.New("edge: frame exceeds the read limit")
+
+// readFrame reads and decodes one WebSocket message.
+func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
+	for {
+		_, r, err := c.ws.Reader(ctx)
+		if err != nil {
+			return err
+		}
+		limit := c.e.cfg.ReadLimit
+		data, err := io.ReadAll(io.LimitReader(r, limit+1))
+		if err != nil {
+			return err
+		}
+		if int64(len(data)) > limit {
+			return errTooLarge
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		err = protocol.DecodeClient(c.enc, data, f)
+		if errors.Is(err, protocol.ErrUnknownFrame) {
+			// A newer client's frame: say so, keep the connection.
+			c.sendError(corralv1.Code_CODE_UNKNOWN_FRAME, err.Error())
+			continue
+		}
+		return err
+	}
+}
+
+// readFailed turns a read error into the right close, and reports whether
+// the client closed cleanly.
+func (c *conn) readFailed(err error, beforeHello bool) bool {
+	switch {
+	case errors.Is(err, errTooLarge):
+		c.closeWith(corralv1.Code_CODE_TOO_LARGE, fmt.Sprintf("frame larger than %d bytes", c.e.cfg.ReadLimit), 0, false)
+	case errors.Is(err, protocol.ErrBadFrame):
+		c.closeWith(corralv1.Code_CODE_BAD_FRAME, err.Error(), 0, false)
+	case beforeHello && errors.Is(err, context.DeadlineExceeded):
+		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
+	default:
+		s := websocket.CloseStatus(err)
+		return s == websocket.StatusNormalClosure || s == websocket.StatusGoingAway
+	}
+	return false
+}
+
+// sendFrame encodes f for this connection and queues it.
+func (c *conn) sendFrame(f *corralv1.ServerFrame) {
+	b, err := protocol.AppendServer(c.enc, nil, f)
+	if err != nil {
+		c.e.cfg.Logger.Error("encode server frame", "err", err)
+		return
+	}
+	c.enqueue(b)
+}
+
+func (c *conn) sendError(code corralv1.Code, msg string) {
+	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: code, Message: msg}}})
+}
+
+// enqueue queues encoded frame bytes (which it never modifies). It never
+// blocks: a connection whose queue is over its bounds is a slow consumer and
+// is closed with a hint to resume.
+func (c *conn) enqueue(b []byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.queue) >= c.e.cfg.QueueFrames || c.queued+len(b) > c.e.cfg.QueueBytes {
+		c.mu.Unlock()
+		c.e.metrics.slow.WithLabelValues("queue_full").Inc()
+		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
+		return
+	}
+	c.queue = append(c.queue, b)
+	c.queued += len(b)
+	first := len(c.queue) == 1
+	c.mu.Unlock()
+	if first {
+		c.signal()
+	}
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeWith queues a ReconnectHint and closes the connection with code once
+// it is written. With flush, frames already queued go first; without, they
+// are dropped (the client resumes and loses nothing). Safe to call twice;
+// the first call wins.
+func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flush bool) {
+	hint, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reconnect{
+		Reconnect: &corralv1.ReconnectHint{Code: code, Reason: reason, DelayMs: delayMs},
+	}})
+	if err != nil {
+		hint = nil
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.closeCode, c.closeReason = code, reason
+	if !flush {
+		clear(c.queue)
+		c.queue = c.queue[:0]
+		c.queued = 0
+	}
+	if hint != nil {
+		c.queue = append(c.queue, hint)
+	}
+	c.mu.Unlock()
+	c.e.metrics.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
+	c.signal()
+}
+
+// writeLoop is the connection's only writer: it takes everything queued,
+// writes it as one message, and repeats; after a queued close it closes.
+func (c *conn) writeLoop() {
+	var buf []byte
+	for {
+		stop := false
+		select {
+		case <-c.wake:
+		case <-c.done:
+			// The reader is gone; a queued close still goes out.
+			stop = true
+		}
+		c.mu.Lock()
+		q := c.queue
+		c.queue = c.spare[:0]
+		c.spare = nil
+		c.queued = 0
+		closing, code, reason := c.closing, c.closeCode, c.closeReason
+		c.mu.Unlock()
+
+		if len(q) > 0 {
+			msg := q[0]
+			if len(q) > 1 {
+				buf = protocol.AppendBatch(c.enc, buf[:0], q)
+				msg = buf
+			}
+			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
+			ctx, cancel := context.WithTimeout(c.e.ctx, c.e.cfg.WriteTimeout)
+			err := c.ws.Write(ctx, c.msgTyp, msg)
+			cancel()
+			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					c.e.metrics.slow.WithLabelValues("write_timeout").Inc()
+				}
+				c.ws.CloseNow()
+				return
+			}
+			clear(q)
+			c.mu.Lock()
+			if c.spare == nil {
+				c.spare = q[:0]
+			}
+			c.mu.Unlock()
+			if cap(buf) > 256<<10 {
+				buf = nil // do not pin a large buffer on an idle connection
+			}
+		}
+		if closing {
+			if len(reason) > 120 {
+				reason = reason[:120]
+			}
+			c.ws.Close(websocket.StatusCode(code), reason)
+			return
+		}
+		if stop {
+			return
+		}
+	}
+}

@@ -1,0 +1,14 @@
+// Package edge is corral's WebSocket front: it accepts browser connections,
+// verifies their tokens, and carries their frames to the core over a few
+// multiplexed Link streams. It holds no durable state: a restarted edge loses
+// nothing, its clients resume their sessions.
+//
+// Each connection has exactly one reader (the HTTP handler's goroutine) and
+// one writer goroutine that owns a bounded queue of encoded frames. The
+// writer drains everything that is ready and writes it as one WebSocket
+// message (a Batch frame), so a busy connection costs one write per flush,
+// not one per frame. A room message arrives from the core once per link and
+// is encoded once per encoding; every local member's queue gets the same
+// bytes. A connection whose queue overflows is closed with
+// CODE_SLOW_CONSUMER and resumes; it never holds back the rest of its room.
+package edge

@@ -1,0 +1,206 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+)
+
+// Edge serves WebSocket clients and links them to the core. It is an
+// http.Handler for the WebSocket endpoint. All methods are safe for
+// concurrent use.
+type Edge struct {
+	cfg     Config
+	metrics *metrics
+	links   []*link
+	nextID  atomic.Uint64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // link and sweeper goroutines
+
+	mu     sync.Mutex // guards the following fields
+	conns  map[*conn]struct{}
+	closed bool
+	connWG sync.WaitGroup // one per open connection
+}
+
+// New starts an Edge: it opens its links to the core in the background.
+func New(cfg Config) (*Edge, error) {
+	if cfg.Core == nil || cfg.Auth == nil {
+		return nil, errors.New("edge: Config.Core and Config.Auth are required")
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Edge{
+		cfg:     cfg,
+		metrics: newMetrics(cfg.Registerer),
+		ctx:     ctx,
+		cancel:  cancel,
+		conns:   make(map[*conn]struct{}),
+	}
+	for i := range cfg.Links {
+		l := newLink(e, i)
+		e.links = append(e.links, l)
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			l.run(ctx)
+		}()
+	}
+	e.wg.Add(1)
+	go e.sweep()
+	return e, nil
+}
+
+// Ready reports whether the edge accepts connections and every link to the
+// core is up.
+func (e *Edge) Ready() bool {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return false
+	}
+	for _, l := range e.links {
+		if !l.isUp() {
+			return false
+		}
+	}
+	return true
+}
+
+// ServeHTTP upgrades a request to a WebSocket connection and serves it until
+// it closes.
+func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "corral edge is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	e.connWG.Add(1)
+	e.mu.Unlock()
+	defer e.connWG.Done()
+
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:       []string{protocol.SubprotocolProto, protocol.SubprotocolJSON},
+		OriginPatterns:     e.cfg.OriginPatterns,
+		InsecureSkipVerify: e.cfg.AnyOrigin,
+	})
+	if err != nil {
+		// Accept has already written an HTTP error.
+		return
+	}
+	e.metrics.accepted.Inc()
+	enc, ok := protocol.EncodingOf(ws.Subprotocol())
+	if !ok {
+		// No subprotocol offered: JSON, so any WebSocket tool can talk.
+		enc = protocol.JSON
+	}
+	c := newConn(e, ws, enc, r.RemoteAddr)
+	if !e.track(c) {
+		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
+		return
+	}
+	defer e.untrack(c)
+	c.serve()
+}
+
+func (e *Edge) track(c *conn) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.conns[c] = struct{}{}
+	e.metrics.conns.Inc()
+	return true
+}
+
+func (e *Edge) untrack(c *conn) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.conns, c)
+	e.metrics.conns.Dec()
+}
+
+// sweep closes connections that have been silent for two heartbeats. One
+// goroutine for all connections costs less than a timer each.
+func (e *Edge) sweep() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.Heartbeat / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+		deadline := time.Now().Add(-2 * e.cfg.Heartbeat).UnixNano()
+		e.mu.Lock()
+		var stale []*conn
+		for c := range e.conns {
+			if c.lastRead.Load() < deadline {
+				stale = append(stale, c)
+			}
+		}
+		e.mu.Unlock()
+		for _, c := range stale {
+			c.closeWith(corralv1.Code_CODE_HEARTBEAT_TIMEOUT, "no frame within two heartbeats", 0, false)
+		}
+	}
+}
+
+// Close stops accepting connections, tells every client to resume elsewhere
+// after a small random delay, waits for the connections to end (or ctx),
+// then closes the links. Safe to call twice.
+func (e *Edge) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	conns := make([]*conn, 0, len(e.conns))
+	for c := range e.conns {
+		conns = append(conns, c)
+	}
+	e.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(corralv1.Code_CODE_GOING_AWAY, "server shutting down", uint32(rand.IntN(1000)), true)
+	}
+	done := make(chan struct{})
+	go func() {
+		e.connWG.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		e.mu.Lock()
+		for c := range e.conns {
+			c.ws.CloseNow()
+		}
+		e.mu.Unlock()
+	}
+	e.cancel()
+	e.wg.Wait()
+	return err
+}
+
+// linkFor picks the link for a connection id.
+func (e *Edge) linkFor(id uint64) *link {
+	return e.links[id%uint64(len(e.links))]
+}

@@ -1,0 +1,295 @@
+package edge
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/protocol"
+)
+
+const (
+	// maxFramesPerSend bounds one LinkRequest.
+	maxFramesPerSend = 4096
+	// linkQueueFrames bounds the frames waiting to go to the core; past it
+	// the connection that adds one is told to retry later.
+	linkQueueFrames = 1 << 16
+)
+
+// link is one Link stream to the core, re-opened when it fails, carrying the
+// frames of the connections assigned to it.
+type link struct {
+	e    *Edge
+	idx  int
+	wake chan struct{} // capacity 1: "the queue is not empty"
+
+	mu    sync.Mutex // guards the following fields
+	up    bool
+	queue []*corralv1.EdgeFrame
+	conns map[uint64]*conn
+	// rooms maps a room to its local members on this link: the core sends a
+	// room frame once per link and it goes to each of them.
+	rooms map[string]map[*conn]struct{}
+}
+
+func newLink(e *Edge, idx int) *link {
+	return &link{
+		e:     e,
+		idx:   idx,
+		wake:  make(chan struct{}, 1),
+		conns: make(map[uint64]*conn),
+		rooms: make(map[string]map[*conn]struct{}),
+	}
+}
+
+func (l *link) isUp() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
+}
+
+// run keeps the link open until ctx ends, re-opening it with jittered
+// exponential backoff.
+func (l *link) run(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := l.serve(ctx)
+		l.down()
+		if ctx.Err() != nil {
+			return
+		}
+		l.e.metrics.linkFailures.Inc()
+		l.e.cfg.Logger.Warn("link to core failed", "link", l.idx, "err", err)
+		if time.Since(start) > 10*time.Second {
+			backoff = 50 * time.Millisecond
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// serve opens one stream and runs it until it fails.
+func (l *link) serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := l.e.cfg.Core.Link(ctx)
+	if err != nil {
+		return err
+	}
+	// Cancelling ctx does not always interrupt a pending Receive on an h2c
+	// stream; closing the stream does.
+	stopClose := context.AfterFunc(ctx, func() { stream.Close() })
+	defer func() {
+		if stopClose() {
+			stream.Close()
+		}
+	}()
+	if err := stream.SendHeaders(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.up = true
+	l.mu.Unlock()
+	l.e.metrics.linkUp.Inc()
+	defer l.e.metrics.linkUp.Dec()
+
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- l.sendLoop(ctx, stream) }()
+	for {
+		resp, err := stream.Receive()
+		if err != nil {
+			cancel()
+			<-sendErr
+			return err
+		}
+		l.dispatch(resp.GetFrames())
+	}
+}
+
+func (l *link) sendLoop(ctx context.Context, stream corralv1connect.RoomServiceLinkClientStream) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.wake:
+		}
+		for {
+			l.mu.Lock()
+			batch := l.queue
+			if len(batch) > maxFramesPerSend {
+				rest := make([]*corralv1.EdgeFrame, len(batch)-maxFramesPerSend)
+				copy(rest, batch[maxFramesPerSend:])
+				batch = batch[:maxFramesPerSend:maxFramesPerSend]
+				l.queue = rest
+			} else {
+				l.queue = nil
+			}
+			l.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			if err := stream.Send(&corralv1.LinkRequest{Frames: batch}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// down marks the link failed: every connection on it is told to resume
+// (spread over a second, so they do not return at once), and the local
+// room state is dropped.
+func (l *link) down() {
+	l.mu.Lock()
+	l.up = false
+	conns := l.conns
+	l.conns = make(map[uint64]*conn)
+	l.rooms = make(map[string]map[*conn]struct{})
+	l.queue = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "lost the link to the core", uint32(rand.IntN(1000)), true)
+	}
+}
+
+// enqueueLocked queues f for the core. Lock must be held.
+func (l *link) enqueueLocked(f *corralv1.EdgeFrame) bool {
+	if len(l.queue) >= linkQueueFrames {
+		return false
+	}
+	l.queue = append(l.queue, f)
+	if len(l.queue) == 1 {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// attach registers c and sends its Attach. It reports false (and closes c)
+// when the link is down or full.
+func (l *link) attach(c *conn, a *corralv1.Attach) bool {
+	l.mu.Lock()
+	ok := l.up && l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}})
+	if ok {
+		l.conns[c.id] = c
+	}
+	l.mu.Unlock()
+	if !ok {
+		c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "no link to the core", uint32(100+rand.IntN(900)), false)
+	}
+	return ok
+}
+
+// forward sends a client frame to the core. It reports false (and closes
+// c) when the link cannot take it.
+func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
+	l.mu.Lock()
+	_, attached := l.conns[c.id]
+	ok := attached && l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Frame{Frame: f}})
+	l.mu.Unlock()
+	if !attached {
+		// The link went down under the connection; its close is queued.
+		return false
+	}
+	if !ok {
+		c.closeWith(corralv1.Code_CODE_OVERLOADED, "the core is not keeping up", uint32(500+rand.IntN(1500)), false)
+	}
+	return ok
+}
+
+// detach forgets c and tells the core it is gone.
+func (l *link) detach(c *conn, clean bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns[c.id] != c {
+		return
+	}
+	delete(l.conns, c.id)
+	for room := range c.rooms {
+		l.removeMemberLocked(room, c)
+	}
+	l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{Clean: clean}}})
+}
+
+func (l *link) removeMemberLocked(room string, c *conn) {
+	if m := l.rooms[room]; m != nil {
+		delete(m, c)
+		if len(m) == 0 {
+			delete(l.rooms, room)
+		}
+	}
+	delete(c.rooms, room)
+}
+
+// dispatch delivers one batch from the core, in order.
+func (l *link) dispatch(frames []*corralv1.CoreFrame) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range frames {
+		switch k := f.GetKind().(type) {
+		case *corralv1.CoreFrame_Room:
+			l.deliverRoomLocked(k.Room)
+		case *corralv1.CoreFrame_Conn:
+			c := l.conns[k.Conn.GetConn()]
+			if c == nil {
+				continue
+			}
+			sf := k.Conn.GetFrame()
+			switch sk := sf.GetKind().(type) {
+			case *corralv1.ServerFrame_Joined:
+				room := sk.Joined.GetRoom()
+				m := l.rooms[room]
+				if m == nil {
+					m = make(map[*conn]struct{})
+					l.rooms[room] = m
+				}
+				m[c] = struct{}{}
+				if c.rooms == nil {
+					c.rooms = make(map[string]struct{})
+				}
+				c.rooms[room] = struct{}{}
+			case *corralv1.ServerFrame_Left:
+				l.removeMemberLocked(sk.Left.GetRoom(), c)
+			}
+			c.sendFrame(sf)
+		case *corralv1.CoreFrame_Close:
+			if c := l.conns[k.Close.GetConn()]; c != nil {
+				h := k.Close.GetHint()
+				c.closeWith(h.GetCode(), h.GetReason(), h.GetDelayMs(), true)
+			}
+		}
+	}
+}
+
+// deliverRoomLocked encodes a room frame once per encoding in use and
+// queues the same bytes on every local member. Lock must be held.
+func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
+	members := l.rooms[rf.GetRoom()]
+	if len(members) == 0 {
+		return
+	}
+	var encoded [2][]byte
+	for c := range members {
+		b := encoded[c.enc]
+		if b == nil {
+			var err error
+			b, err = protocol.AppendServer(c.enc, nil, rf.GetFrame())
+			if err != nil {
+				l.e.cfg.Logger.Error("encode room frame", "room", rf.GetRoom(), "err", err)
+				return
+			}
+			encoded[c.enc] = b
+		}
+		c.enqueue(b)
+	}
+}

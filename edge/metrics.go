@@ -1,0 +1,33 @@
+package edge
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the edge's Prometheus collectors.
+type metrics struct {
+	conns          prometheus.Gauge
+	accepted       prometheus.Counter
+	closes         *prometheus.CounterVec
+	slow           *prometheus.CounterVec
+	framesPerFlush prometheus.Histogram
+	linkUp         prometheus.Gauge
+	linkFailures   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		conns:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_connections", Help: "Open WebSocket connections."}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_connections_accepted_total", Help: "WebSocket upgrades accepted."}),
+		closes:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_server_closes_total", Help: "Connections the server closed, by code."}, []string{"code"}),
+		slow:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_slow_consumers_total", Help: "Slow-consumer disconnects, by reason."}, []string{"reason"}),
+		framesPerFlush: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "corral_edge_frames_per_flush", Help: "Frames written per WebSocket write.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		linkUp:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),
+		linkFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failures_total", Help: "Link streams to the core that failed."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures)
+	}
+	return m
+}

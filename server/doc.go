@@ -1,0 +1,10 @@
+// Package server assembles corral's processes from the core and edge
+// packages, with their HTTP endpoints: the one-binary mode (edge and core in
+// one process, linked in-process), an edge alone (linked to a core over
+// h2c), and a core alone. cmd/corral only parses flags into Options; tests
+// start the same nodes in-process.
+//
+// HTTP endpoints of an edge: /ws (WebSocket), /healthz, /readyz, /metrics.
+// A core serves corral.v1.RoomService (Connect, gRPC and gRPC-Web, over
+// HTTP/1.1 and h2c) plus /healthz, /readyz and /metrics.
+package server

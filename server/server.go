@@ -1,0 +1,250 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"connectrpc.com/connect/v2/connectinprocess"
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/core"
+	"github.com/corral-rt/corral/edge"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Mode is which parts of corral a Node runs.
+type Mode int
+
+const (
+	// Serve runs edge and core in one process, linked in-process.
+	Serve Mode = iota
+	// EdgeOnly runs an edge linked to a core at Options.CoreURL.
+	EdgeOnly
+	// CoreOnly runs a core for edges and internal services.
+	CoreOnly
+)
+
+// Options configure a Node.
+type Options struct {
+	Mode Mode
+	// Addr is where the node listens: the WebSocket endpoint for Serve and
+	// EdgeOnly, RoomService for CoreOnly. Port 0 picks a free port.
+	Addr string
+	// InternalAddr is where Serve exposes RoomService for internal
+	// services. Empty: not exposed.
+	InternalAddr string
+	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090.
+	CoreURL string
+	// Auth verifies connection tokens (edges). Required for Serve and EdgeOnly.
+	Auth auth.Authenticator
+	// Core and Edge tune the parts; their Logger and Registerer are set by
+	// the Node.
+	Core core.Config
+	Edge edge.Config
+	// Logger receives structured logs. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Node is a running corral process part.
+type Node struct {
+	opts     Options
+	core     *core.Core
+	edge     *edge.Edge
+	servers  []*http.Server
+	addrs    []string
+	closeMu  sync.Mutex
+	closed   bool
+	serveErr chan error
+}
+
+// Start builds and starts a node; it listens before returning.
+func Start(opts Options) (*Node, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n := &Node{opts: opts, serveErr: make(chan error, 2)}
+
+	var rpc *connect.Server
+	if opts.Mode == Serve || opts.Mode == CoreOnly {
+		cc := opts.Core
+		cc.Logger = opts.Logger.With("part", "core")
+		cc.Registerer = reg
+		n.core = core.New(cc)
+		rpc = connect.NewServer()
+		corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
+	}
+	if opts.Mode == Serve || opts.Mode == EdgeOnly {
+		if opts.Auth == nil {
+			n.closeParts(context.Background())
+			return nil, errors.New("server: Options.Auth is required for an edge")
+		}
+		var client *connect.Client
+		if opts.Mode == Serve {
+			client = connect.NewClient(connectinprocess.New(rpc, connectinprocess.WithCopyFunc(shareLinkFrames)))
+		} else {
+			if opts.CoreURL == "" {
+				return nil, errors.New("server: Options.CoreURL is required for an edge")
+			}
+			client = connect.NewClient(connecthttp.NewTransport(h2cClient(), opts.CoreURL, connecthttp.WithCompressors()))
+		}
+		ec := opts.Edge
+		ec.Core = corralv1connect.NewRoomServiceClient(client)
+		ec.Auth = opts.Auth
+		ec.Logger = opts.Logger.With("part", "edge")
+		ec.Registerer = reg
+		e, err := edge.New(ec)
+		if err != nil {
+			n.closeParts(context.Background())
+			return nil, err
+		}
+		n.edge = e
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if n.edge != nil && !n.edge.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if n.edge != nil {
+		mux.Handle("/ws", n.edge)
+	}
+	if opts.Mode == CoreOnly {
+		connecthttp.Mount(mux, rpc, connecthttp.WithCompressors())
+	}
+	if err := n.listen(opts.Addr, mux); err != nil {
+		n.closeParts(context.Background())
+		return nil, err
+	}
+	if opts.Mode == Serve && opts.InternalAddr != "" {
+		imux := http.NewServeMux()
+		connecthttp.Mount(imux, rpc)
+		if err := n.listen(opts.InternalAddr, imux); err != nil {
+			_ = n.Close(context.Background())
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) listen(addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: listen %s: %w", addr, err)
+	}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         p,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(n.opts.Logger.Handler(), slog.LevelWarn),
+	}
+	n.servers = append(n.servers, srv)
+	n.addrs = append(n.addrs, ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.serveErr <- err
+		}
+	}()
+	return nil
+}
+
+// Addr is the address the node listens on (Options.Addr, resolved).
+func (n *Node) Addr() string { return n.addrs[0] }
+
+// InternalAddr is where Serve exposes RoomService, or "".
+func (n *Node) InternalAddr() string {
+	if len(n.addrs) > 1 {
+		return n.addrs[1]
+	}
+	return ""
+}
+
+// Err reports a listener that failed after Start.
+func (n *Node) Err() <-chan error { return n.serveErr }
+
+// Close shuts the node down: the edge tells its clients to resume and waits
+// for them (bounded by ctx), then the listeners and the core stop. Safe to
+// call twice.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeMu.Lock()
+	if n.closed {
+		n.closeMu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.closeMu.Unlock()
+	var errs []error
+	if n.edge != nil {
+		errs = append(errs, n.edge.Close(ctx))
+	}
+	for _, s := range n.servers {
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+			s.Close()
+		}
+	}
+	if n.core != nil {
+		errs = append(errs, n.core.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) closeParts(ctx context.Context) {
+	if n.edge != nil {
+		_ = n.edge.Close(ctx)
+	}
+	if n.core != nil {
+		_ = n.core.Close()
+	}
+}
+
+// h2cClient is an HTTP client that speaks unencrypted HTTP/2 only: the
+// edge-core hop runs on a trusted network or loopback.
+func h2cClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:       p,
+		MaxIdleConns:    16,
+		IdleConnTimeout: 90 * time.Second,
+	}}
+}
+
+// shareLinkFrames hands Link batches across the in-process transport without
+// a deep copy: both sides treat frames as immutable once sent. Everything
+// else is copied as usual.
+func shareLinkFrames(dst, src any) error {
+	switch d := dst.(type) {
+	case *corralv1.LinkRequest:
+		if s, ok := src.(*corralv1.LinkRequest); ok {
+			d.Frames = s.Frames
+			return nil
+		}
+	case *corralv1.LinkResponse:
+		if s, ok := src.(*corralv1.LinkResponse); ok {
+			d.Frames = s.Frames
+			return nil
+		}
+	}
+	return connectinprocess.ProtoCopy(dst, src)
+}
