@@ -1,0 +1,165 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/server"
+)
+
+// deployment is a running corral: one process, or an edge and a core.
+type deployment struct {
+	wsURL string
+	api   corralv1connect.RoomServiceClient
+}
+
+// modes are the topologies every end-to-end test runs against.
+var modes = []string{"serve", "split"}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// start runs corral in the given mode with auth a (nil: dev auth), stopped
+// when the test ends.
+func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Options)) *deployment {
+	t.Helper()
+	if a == nil {
+		a = auth.Dev{}
+	}
+	stop := func(n *server.Node) {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			n.Close(ctx)
+		})
+	}
+	var edgeNode *server.Node
+	var apiURL string
+	switch mode {
+	case "serve":
+		opts := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: a, Logger: quietLogger()}
+		if tune != nil {
+			tune(&opts)
+		}
+		n, err := server.Start(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop(n)
+		edgeNode, apiURL = n, "http://"+n.InternalAddr()
+	case "split":
+		copts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger()}
+		if tune != nil {
+			tune(&copts)
+		}
+		coreNode, err := server.Start(copts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apiURL = "http://" + coreNode.Addr()
+		eopts := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: apiURL, Auth: a, Logger: quietLogger()}
+		if tune != nil {
+			tune(&eopts)
+		}
+		edgeNode, err = server.Start(eopts)
+		if err != nil {
+			coreNode.Close(context.Background())
+			t.Fatal(err)
+		}
+		stop(coreNode)
+		stop(edgeNode)
+	default:
+		t.Fatalf("unknown mode %q", mode)
+	}
+	waitReady(t, "http://"+edgeNode.Addr()+"/readyz")
+	return &deployment{
+		wsURL: "ws://" + edgeNode.Addr() + "/ws",
+		api:   corralv1connect.NewRoomServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, apiURL))),
+	}
+}
+
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never became ready", url)
+}
+
+// dial connects a client, failing the test on error.
+func dial(t *testing.T, d *deployment, user string, enc protocol.Encoding) *client.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, d.wsURL, client.Options{Token: user, Encoding: enc})
+	if err != nil {
+		t.Fatalf("dial as %s: %v", user, err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// nextFrame waits for the next frame matching keep, failing on close or
+// timeout.
+func nextFrame(t *testing.T, c *client.Conn, keep func(*corralv1.ServerFrame) bool) *corralv1.ServerFrame {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case f, ok := <-c.Frames():
+			if !ok {
+				t.Fatalf("connection ended while waiting: %v", c.Err())
+			}
+			if keep(f) {
+				return f
+			}
+		case <-timeout:
+			t.Fatal("timed out waiting for a frame")
+		}
+	}
+}
+
+// waitClosed waits for the connection to end and returns why.
+func waitClosed(t *testing.T, c *client.Conn) *client.CloseError {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-c.Frames():
+			if !ok {
+				return c.Err()
+			}
+		case <-timeout:
+			t.Fatal("timed out waiting for the connection to close")
+		}
+	}
+}
+
+func payload(i int) []byte { return []byte(fmt.Sprintf(`{"n":%d}`, i)) }
