@@ -427,6 +427,7 @@ type CoreFrame struct {
 	//	*CoreFrame_Conn
 	//	*CoreFrame_Room
 	//	*CoreFrame_Close
+	//	*CoreFrame_Membership
 	Kind          isCoreFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -496,6 +497,15 @@ func (x *CoreFrame) GetClose() *CloseConn {
 	return nil
 }
 
+func (x *CoreFrame) GetMembership() *Membership {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Membership); ok {
+			return x.Membership
+		}
+	}
+	return nil
+}
+
 type isCoreFrame_Kind interface {
 	isCoreFrame_Kind()
 }
@@ -512,14 +522,19 @@ type CoreFrame_Close struct {
 	Close *CloseConn `protobuf:"bytes,3,opt,name=close,proto3,oneof"`
 }
 
+type CoreFrame_Membership struct {
+	Membership *Membership `protobuf:"bytes,4,opt,name=membership,proto3,oneof"`
+}
+
 func (*CoreFrame_Conn) isCoreFrame_Kind() {}
 
 func (*CoreFrame_Room) isCoreFrame_Kind() {}
 
 func (*CoreFrame_Close) isCoreFrame_Kind() {}
 
-// ConnFrame is a frame for one connection. A Joined frame adds the
-// connection to the room's local members at the edge; a Left frame removes it.
+func (*CoreFrame_Membership) isCoreFrame_Kind() {}
+
+// ConnFrame is a frame for one connection.
 type ConnFrame struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
@@ -626,6 +641,70 @@ func (x *RoomFrame) GetFrame() *ServerFrame {
 	return nil
 }
 
+// Membership adds a connection to a room's local members at the edge (from
+// then on the room's RoomFrames reach it) or removes it. The core adds a
+// member only once the member has caught up with the room, after its Joined
+// frame and any replayed messages.
+type Membership struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	Room          string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Member        bool                   `protobuf:"varint,3,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Membership) Reset() {
+	*x = Membership{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Membership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Membership) ProtoMessage() {}
+
+func (x *Membership) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Membership.ProtoReflect.Descriptor instead.
+func (*Membership) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Membership) GetConn() uint64 {
+	if x != nil {
+		return x.Conn
+	}
+	return 0
+}
+
+func (x *Membership) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *Membership) GetMember() bool {
+	if x != nil {
+		return x.Member
+	}
+	return false
+}
+
 // CloseConn asks the edge to close a connection with the hint's code.
 type CloseConn struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -637,7 +716,7 @@ type CloseConn struct {
 
 func (x *CloseConn) Reset() {
 	*x = CloseConn{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[9]
+	mi := &file_corral_v1_room_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +728,7 @@ func (x *CloseConn) String() string {
 func (*CloseConn) ProtoMessage() {}
 
 func (x *CloseConn) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[9]
+	mi := &file_corral_v1_room_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +741,7 @@ func (x *CloseConn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConn.ProtoReflect.Descriptor instead.
 func (*CloseConn) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{9}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CloseConn) GetConn() uint64 {
@@ -696,7 +775,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[10]
+	mi := &file_corral_v1_room_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +787,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[10]
+	mi := &file_corral_v1_room_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +800,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{10}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PublishRequest) GetRoom() string {
@@ -764,7 +843,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[11]
+	mi := &file_corral_v1_room_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +855,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[11]
+	mi := &file_corral_v1_room_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +868,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{11}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PublishResponse) GetSeq() uint64 {
@@ -830,7 +909,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[12]
+	mi := &file_corral_v1_room_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +921,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[12]
+	mi := &file_corral_v1_room_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +934,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{12}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HistoryRequest) GetRoom() string {
@@ -910,7 +989,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[13]
+	mi := &file_corral_v1_room_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1001,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[13]
+	mi := &file_corral_v1_room_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1014,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{13}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HistoryResponse) GetMessages() []*Message {
@@ -1001,18 +1080,26 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\x05clean\x18\x01 \x01(\bR\x05clean\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
 	"\fLinkResponse\x12,\n" +
-	"\x06frames\x18\x01 \x03(\v2\x14.corral.v1.CoreFrameR\x06frames\"\x99\x01\n" +
+	"\x06frames\x18\x01 \x03(\v2\x14.corral.v1.CoreFrameR\x06frames\"\xd2\x01\n" +
 	"\tCoreFrame\x12*\n" +
 	"\x04conn\x18\x01 \x01(\v2\x14.corral.v1.ConnFrameH\x00R\x04conn\x12*\n" +
 	"\x04room\x18\x02 \x01(\v2\x14.corral.v1.RoomFrameH\x00R\x04room\x12,\n" +
-	"\x05close\x18\x03 \x01(\v2\x14.corral.v1.CloseConnH\x00R\x05closeB\x06\n" +
+	"\x05close\x18\x03 \x01(\v2\x14.corral.v1.CloseConnH\x00R\x05close\x127\n" +
+	"\n" +
+	"membership\x18\x04 \x01(\v2\x15.corral.v1.MembershipH\x00R\n" +
+	"membershipB\x06\n" +
 	"\x04kind\"M\n" +
 	"\tConnFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12,\n" +
 	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"M\n" +
 	"\tRoomFrame\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"M\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"L\n" +
+	"\n" +
+	"Membership\x12\x12\n" +
+	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
+	"\x04room\x18\x02 \x01(\tR\x04room\x12\x16\n" +
+	"\x06member\x18\x03 \x01(\bR\x06member\"M\n" +
 	"\tCloseConn\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12,\n" +
 	"\x04hint\x18\x02 \x01(\v2\x18.corral.v1.ReconnectHintR\x04hint\"\x7f\n" +
@@ -1057,7 +1144,7 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 	return file_corral_v1_room_service_proto_rawDescData
 }
 
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(*LinkRequest)(nil),     // 0: corral.v1.LinkRequest
 	(*EdgeFrame)(nil),       // 1: corral.v1.EdgeFrame
@@ -1068,43 +1155,45 @@ var file_corral_v1_room_service_proto_goTypes = []any{
 	(*CoreFrame)(nil),       // 6: corral.v1.CoreFrame
 	(*ConnFrame)(nil),       // 7: corral.v1.ConnFrame
 	(*RoomFrame)(nil),       // 8: corral.v1.RoomFrame
-	(*CloseConn)(nil),       // 9: corral.v1.CloseConn
-	(*PublishRequest)(nil),  // 10: corral.v1.PublishRequest
-	(*PublishResponse)(nil), // 11: corral.v1.PublishResponse
-	(*HistoryRequest)(nil),  // 12: corral.v1.HistoryRequest
-	(*HistoryResponse)(nil), // 13: corral.v1.HistoryResponse
-	(*ClientFrame)(nil),     // 14: corral.v1.ClientFrame
-	(*Hello)(nil),           // 15: corral.v1.Hello
-	(*ServerFrame)(nil),     // 16: corral.v1.ServerFrame
-	(*ReconnectHint)(nil),   // 17: corral.v1.ReconnectHint
-	(*Message)(nil),         // 18: corral.v1.Message
+	(*Membership)(nil),      // 9: corral.v1.Membership
+	(*CloseConn)(nil),       // 10: corral.v1.CloseConn
+	(*PublishRequest)(nil),  // 11: corral.v1.PublishRequest
+	(*PublishResponse)(nil), // 12: corral.v1.PublishResponse
+	(*HistoryRequest)(nil),  // 13: corral.v1.HistoryRequest
+	(*HistoryResponse)(nil), // 14: corral.v1.HistoryResponse
+	(*ClientFrame)(nil),     // 15: corral.v1.ClientFrame
+	(*Hello)(nil),           // 16: corral.v1.Hello
+	(*ServerFrame)(nil),     // 17: corral.v1.ServerFrame
+	(*ReconnectHint)(nil),   // 18: corral.v1.ReconnectHint
+	(*Message)(nil),         // 19: corral.v1.Message
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
 	1,  // 0: corral.v1.LinkRequest.frames:type_name -> corral.v1.EdgeFrame
 	2,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
-	14, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
+	15, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
 	4,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
-	15, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
+	16, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
 	3,  // 5: corral.v1.Attach.identity:type_name -> corral.v1.Identity
 	6,  // 6: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
 	7,  // 7: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
 	8,  // 8: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
-	9,  // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
-	16, // 10: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	16, // 11: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
-	17, // 12: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	18, // 13: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
-	0,  // 14: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
-	10, // 15: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	12, // 16: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	5,  // 17: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
-	11, // 18: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	13, // 19: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	17, // [17:20] is the sub-list for method output_type
-	14, // [14:17] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
+	9,  // 10: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
+	17, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	17, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
+	18, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	19, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	0,  // 15: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
+	11, // 16: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	13, // 17: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	5,  // 18: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
+	12, // 19: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	14, // 20: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -1122,6 +1211,7 @@ func file_corral_v1_room_service_proto_init() {
 		(*CoreFrame_Conn)(nil),
 		(*CoreFrame_Room)(nil),
 		(*CoreFrame_Close)(nil),
+		(*CoreFrame_Membership)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1129,7 +1219,7 @@ func file_corral_v1_room_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
