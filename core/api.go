@@ -20,7 +20,7 @@ func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corr
 	if len(req.GetPayload()) > c.cfg.MaxPayload {
 		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: payload exceeds the server's limit"))
 	}
-	r, err := c.acquireRoom(ctx, req.GetRoom())
+	r, err := c.acquireRoom(ctx, req.GetRoom(), false)
 	if err != nil {
 		return nil, rpcError(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
@@ -23,6 +24,12 @@ type Core struct {
 	sess     sessions.Store
 	ownStore bool
 	metrics  *metrics
+	// sub brings other processes' messages (shared stores only); nil when
+	// this process is the only publisher.
+	sub *history.Subscription
+
+	subMu      sync.Mutex      // serializes subscribe and unsubscribe
+	subscribed map[string]bool // guarded by subMu
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -53,6 +60,8 @@ func New(cfg Config) *Core {
 		rooms:   make(map[string]*room),
 		live:    make(map[string]*session),
 		links:   make(map[*link]struct{}),
+
+		subscribed: make(map[string]bool),
 	}
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{})
@@ -65,6 +74,93 @@ func New(cfg Config) *Core {
 	c.wg.Add(1)
 	go c.touchLoop()
 	return c
+}
+
+// subscriber is a history store that can bring other processes' messages.
+type subscriber interface {
+	Subscribe(ctx context.Context, handler func(room string, msg *corralv1.Message)) (*history.Subscription, error)
+}
+
+// Start is New for stores shared between processes: with a store that
+// publishes (Redis), the core subscribes to the rooms it has members in, so
+// members everywhere see one order.
+func Start(ctx context.Context, cfg Config) (*Core, error) {
+	c := New(cfg)
+	if s, ok := c.hist.(subscriber); ok {
+		sub, err := s.Subscribe(ctx, c.onRemote)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("core: subscribe: %w", err)
+		}
+		c.sub = sub
+		c.wg.Add(1)
+		go c.unsubscribeLoop()
+	}
+	return c, nil
+}
+
+// onRemote receives a room's messages from pub/sub (nil: some may have
+// been missed). It runs on the subscription's reader: it must not block.
+func (c *Core) onRemote(roomName string, msg *corralv1.Message) {
+	c.mu.Lock()
+	r := c.rooms[roomName]
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	if msg == nil {
+		r.catchUp()
+		return
+	}
+	r.deliver(msg)
+}
+
+// subscribe makes sure pub/sub brings room's messages.
+func (c *Core) subscribe(ctx context.Context, room string) error {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.subscribed[room] {
+		return nil
+	}
+	if err := c.sub.Add(ctx, room); err != nil {
+		return err
+	}
+	c.subscribed[room] = true
+	return nil
+}
+
+// unsubscribeLoop drops, in batches, the subscriptions of rooms this
+// process no longer holds.
+func (c *Core) unsubscribeLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.subMu.Lock()
+		var gone []string
+		c.mu.Lock()
+		for room := range c.subscribed {
+			if _, ok := c.rooms[room]; !ok {
+				gone = append(gone, room)
+			}
+		}
+		c.mu.Unlock()
+		if len(gone) > 0 {
+			ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+			if err := c.sub.Remove(ctx, gone...); err == nil {
+				for _, room := range gone {
+					delete(c.subscribed, room)
+				}
+			}
+			cancel()
+		}
+		c.subMu.Unlock()
+	}
 }
 
 // Close ends every link (their clients are told to resume), stops background
@@ -85,6 +181,9 @@ func (c *Core) Close() error {
 		l.fail(errCoreClosed)
 	}
 	c.cancel()
+	if c.sub != nil {
+		c.sub.Close()
+	}
 	c.wg.Wait()
 	if c.ownStore {
 		return errors.Join(c.sess.Close(), c.hist.Close())
@@ -144,7 +243,7 @@ func (c *Core) validRoom(name string) error {
 // acquireRoom returns the live room for name, creating it (and loading its
 // state from history) when needed. The caller must call releaseRoom when done
 // so that empty rooms are forgotten.
-func (c *Core) acquireRoom(ctx context.Context, name string) (*room, error) {
+func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*room, error) {
 	c.mu.Lock()
 	r, ok := c.rooms[name]
 	if !ok {
@@ -154,7 +253,7 @@ func (c *Core) acquireRoom(ctx context.Context, name string) (*room, error) {
 	}
 	r.refs++
 	c.mu.Unlock()
-	if err := r.load(ctx); err != nil {
+	if err := r.load(ctx, forJoin); err != nil {
 		c.releaseRoom(r)
 		return nil, err
 	}
@@ -170,10 +269,7 @@ func (c *Core) releaseRoom(r *room) {
 	if r.refs > 0 {
 		return
 	}
-	r.mu.Lock()
-	empty := len(r.members) == 0
-	r.mu.Unlock()
-	if empty && c.rooms[r.name] == r {
+	if r.empty() && c.rooms[r.name] == r {
 		delete(c.rooms, r.name)
 		c.metrics.rooms.Dec()
 	}

@@ -4,25 +4,57 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 )
 
+const (
+	// maxCatchupBuffer bounds the live messages held for one joining member
+	// while its history is read; past it the member gets a Reset.
+	maxCatchupBuffer = 10000
+	// maxPending bounds messages held ahead of a gap before a fill is forced.
+	maxPending = 10000
+	// gapWait is how long a gap may stay open before history fills it. A
+	// gap is normally two publishes of this process finishing out of order
+	// and closes at once; a message lost by pub/sub needs the fill.
+	gapWait = 50 * time.Millisecond
+)
+
 // room is one room's live state: its position in history and its members.
+//
+// Messages reach deliverLocked in any order (concurrent publishes finish out
+// of order; with Redis, pub/sub brings other processes' messages); the room
+// hands them to members strictly in seq order, holding early ones until the
+// gap closes or is filled from history.
 type room struct {
 	core *Core
 	name string
 
 	refs int // guarded by core.mu
 
+	loadMu sync.Mutex // serializes load; never held with mu
+
 	mu      sync.Mutex // guards the following fields
 	loaded  bool
-	last    uint64 // newest seq delivered to members
+	last    uint64 // newest seq handed to members
 	epoch   string
 	members map[*session]endpoint
 	// links counts members per link: a room frame goes once to each link.
 	links map[*link]int
+	// joining are members whose history is being read; live messages are
+	// kept for them until they go live.
+	joining  map[*session]*catchup
+	pending  map[uint64]*corralv1.Message // ahead of a gap
+	filling  bool                         // a gap fill is scheduled or running
+	wantFill bool                         // fill even without a known gap
+}
+
+// catchup is a joining member's buffer of live messages.
+type catchup struct {
+	buf      []*corralv1.Message
+	overflow bool
 }
 
 // endpoint is where a member's frames go: a connection on a link.
@@ -37,44 +69,113 @@ func newRoom(c *Core, name string) *room {
 		name:    name,
 		members: make(map[*session]endpoint),
 		links:   make(map[*link]int),
+		joining: make(map[*session]*catchup),
+		pending: make(map[uint64]*corralv1.Message),
 	}
 }
 
-// load reads the room's state from history once.
-func (r *room) load(ctx context.Context) error {
+// load reads the room's state from history once. With forJoin and a shared
+// store, it first subscribes to the room's live messages, so that nothing
+// appended after the state read is missed.
+func (r *room) load(ctx context.Context, forJoin bool) error {
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
+	subscribe := forJoin && r.core.sub != nil
+	if subscribe {
+		if err := r.core.subscribe(ctx, r.name); err != nil {
+			return fmt.Errorf("core: subscribe room %q: %w", r.name, err)
+		}
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.loaded {
+	loaded := r.loaded
+	r.mu.Unlock()
+	if loaded && !subscribe {
 		return nil
 	}
 	st, err := r.core.hist.State(ctx, r.name)
 	if err != nil {
 		return fmt.Errorf("core: load room %q: %w", r.name, err)
 	}
-	r.last, r.epoch, r.loaded = st.Last, st.Epoch, true
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !r.loaded:
+		r.last, r.epoch, r.loaded = st.Last, st.Epoch, true
+	case st.Epoch != r.epoch:
+		r.resetLocked(st.Epoch, st.Last)
+	case st.Last > r.last && len(r.members) == 0 && len(r.joining) == 0:
+		// Nobody here saw the messages other processes appended meanwhile.
+		r.last = st.Last
+		clear(r.pending)
+	case st.Last > r.last:
+		r.scheduleFillLocked()
+	}
 	return nil
 }
 
-// publish appends msg to history and fans it out to every member link, all
-// under the room lock so that fan-out order is seq order.
+// publish appends msg to history, then hands it to the members.
 func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	res, err := r.core.hist.Append(ctx, r.name, msg, dedupe)
-	if err != nil {
+	if err != nil || res.Duplicate {
 		return res, err
 	}
-	if res.Duplicate {
-		return res, nil
-	}
-	if res.Epoch != r.epoch && r.epoch != "" {
-		// History was lost under us (store flushed): members must refetch.
-		r.resetMembersLocked(res)
-	}
-	r.last, r.epoch = res.Seq, res.Epoch
 	r.core.metrics.published.Inc()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if res.Epoch != r.epoch {
+		// History was lost under us (store flushed or expired).
+		r.resetLocked(res.Epoch, res.Seq-1)
+	}
+	r.deliverLocked(msg)
+	return res, nil
+}
+
+// deliver hands a message from pub/sub to the members.
+func (r *room) deliver(msg *corralv1.Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deliverLocked(msg)
+}
+
+// deliverLocked hands msg to members in seq order: a duplicate is dropped,
+// an early message waits for the gap to close. Lock must be held.
+func (r *room) deliverLocked(msg *corralv1.Message) {
+	seq := msg.GetSeq()
+	switch {
+	case seq <= r.last:
+		return
+	case seq > r.last+1:
+		r.pending[seq] = msg
+		r.scheduleFillLocked()
+		return
+	}
+	r.fanoutLocked(msg)
+	for {
+		next, ok := r.pending[r.last+1]
+		if !ok {
+			break
+		}
+		delete(r.pending, r.last+1)
+		r.fanoutLocked(next)
+	}
+}
+
+// fanoutLocked sends msg once to every link with members, and keeps it for
+// joining members. Lock must be held.
+func (r *room) fanoutLocked(msg *corralv1.Message) {
+	r.last = msg.GetSeq()
+	for _, cu := range r.joining {
+		if len(cu.buf) >= maxCatchupBuffer {
+			cu.overflow = true
+			cu.buf = nil
+			continue
+		}
+		if !cu.overflow {
+			cu.buf = append(cu.buf, msg)
+		}
+	}
 	if len(r.links) == 0 {
-		return res, nil
+		return
 	}
 	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
 		Room:  r.name,
@@ -83,7 +184,229 @@ func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string
 	for l := range r.links {
 		l.enqueue(f)
 	}
-	return res, nil
+}
+
+// scheduleFillLocked arranges for history to fill the gap before the
+// pending messages if it does not close by itself. Lock must be held.
+func (r *room) scheduleFillLocked() {
+	if r.filling {
+		return
+	}
+	r.filling = true
+	wait := gapWait
+	if len(r.pending) >= maxPending {
+		wait = 0
+	}
+	if r.core.ctx.Err() != nil {
+		return
+	}
+	time.AfterFunc(wait, r.fill)
+}
+
+// fill reads history after the last delivered seq and delivers it; an
+// epoch change or a range history no longer holds becomes a Reset.
+func (r *room) fill() {
+	ctx, cancel := context.WithTimeout(r.core.ctx, 5*time.Second)
+	defer cancel()
+	for range 100 {
+		r.mu.Lock()
+		after := r.last
+		if len(r.pending) == 0 && !r.wantFill {
+			r.filling = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		page, err := r.core.hist.Read(ctx, history.Query{Room: r.name, After: after})
+		r.mu.Lock()
+		switch {
+		case err != nil:
+			r.filling = false
+			if r.core.ctx.Err() == nil {
+				r.core.cfg.Logger.Warn("gap fill failed; retrying", "room", r.name, "err", err)
+				r.scheduleFillLocked()
+			}
+			r.mu.Unlock()
+			return
+		case page.Epoch != r.epoch:
+			r.resetLocked(page.Epoch, page.Last)
+		case r.last != after:
+			// Delivered meanwhile; look again.
+		case len(page.Messages) == 0 && page.Last > after:
+			// History no longer holds anything after our position.
+			r.resetLocked(page.Epoch, page.Last)
+		case len(page.Messages) > 0 && page.Messages[0].GetSeq() > after+1:
+			// History no longer holds the gap: tell members.
+			r.resetLocked(page.Epoch, page.Messages[0].GetSeq()-1)
+			fallthrough
+		default:
+			for _, m := range page.Messages {
+				r.deliverLocked(m)
+			}
+			if !page.More {
+				r.wantFill = false
+			}
+		}
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	r.filling = false
+	r.scheduleFillLocked()
+	r.mu.Unlock()
+}
+
+// catchUp checks history for messages pub/sub may have missed (after its
+// connection to Redis broke).
+func (r *room) catchUp() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wantFill = true
+	r.scheduleFillLocked()
+}
+
+// resetLocked moves the room to another history epoch: members and joining
+// members are told to refetch, and delivery continues after last. Lock must
+// be held.
+func (r *room) resetLocked(epoch string, last uint64) {
+	r.epoch, r.last = epoch, last
+	clear(r.pending)
+	for _, cu := range r.joining {
+		cu.overflow = true // they get a Reset when they go live
+		cu.buf = nil
+	}
+	if len(r.links) == 0 {
+		return
+	}
+	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+		Room: r.name, Frame: resetFrame(r.name, last, epoch),
+	}}}
+	for l := range r.links {
+		l.enqueue(f)
+	}
+}
+
+// joinReq is one room a session joins or resumes.
+type joinReq struct {
+	name    string
+	room    *room
+	since   uint64
+	epoch   string
+	resumed bool
+	// Filled by begin:
+	target    uint64 // the room's last seq when the join began
+	roomEpoch string
+	replay    bool
+	msgs      []*corralv1.Message
+	readOK    bool
+}
+
+// beginJoin registers s as joining: live messages are kept for it from now
+// on. It decides whether history must be read.
+func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.isGone() {
+		return
+	}
+	if old, ok := r.members[s]; ok {
+		r.removeLocked(s, old)
+		ep.link.enqueue(membershipFrame(old.conn, r.name, false))
+	}
+	r.joining[s] = &catchup{}
+	q.target, q.roomEpoch = r.last, r.epoch
+	q.replay = (q.since > 0 || q.resumed) && (q.epoch == "" || q.epoch == r.epoch) && q.since < r.last
+}
+
+// goLive finishes a join: the member gets Joined (or Reset and Joined), the
+// messages it missed in order, then live traffic. It returns the position
+// the member continues from, and false if the join was cancelled.
+func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cu, ok := r.joining[s]
+	if !ok {
+		return 0, false // left or detached meanwhile
+	}
+	delete(r.joining, s)
+	if s.isGone() {
+		return 0, false // detached meanwhile; detach found nothing to undo
+	}
+	send := func(f *corralv1.ServerFrame) { ep.link.enqueue(connFrame(ep.conn, f)) }
+	joined := func(seq uint64) {
+		send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed,
+		}}})
+	}
+	switch {
+	case q.since == 0 && !q.resumed:
+		joined(r.last)
+	case (q.epoch != "" && q.epoch != r.epoch) || q.since > r.last:
+		send(resetFrame(r.name, r.last, r.epoch))
+		joined(r.last)
+	case !q.replay:
+		joined(q.since)
+	default:
+		// Missed messages: (since, target] from history, then what was
+		// delivered live meanwhile, up to r.last.
+		var out []*corralv1.Message
+		next := q.since + 1
+		take := func(ms []*corralv1.Message) {
+			for _, m := range ms {
+				if m.GetSeq() == next && next <= r.last {
+					out = append(out, m)
+					next++
+				}
+			}
+		}
+		if q.readOK && q.roomEpoch == r.epoch && !cu.overflow {
+			take(q.msgs)
+			take(cu.buf)
+		}
+		if next != r.last+1 {
+			send(resetFrame(r.name, r.last, r.epoch))
+			joined(r.last)
+			break
+		}
+		joined(q.since)
+		for _, m := range out {
+			send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}})
+		}
+	}
+	ep.link.enqueue(membershipFrame(ep.conn, r.name, true))
+	r.members[s] = ep
+	r.links[ep.link]++
+	return r.last, true
+}
+
+func (r *room) removeLocked(s *session, ep endpoint) {
+	delete(r.members, s)
+	if n := r.links[ep.link] - 1; n > 0 {
+		r.links[ep.link] = n
+	} else {
+		delete(r.links, ep.link)
+	}
+}
+
+// leave removes s (a member or a joining one). With notify, the member's
+// connection stops receiving the room and gets a Left frame. It reports
+// whether s was in the room.
+func (r *room) leave(s *session, notify *corralv1.Left) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.joining[s]; ok {
+		delete(r.joining, s)
+		return true
+	}
+	ep, ok := r.members[s]
+	if !ok {
+		return false
+	}
+	r.removeLocked(s, ep)
+	if notify != nil {
+		ep.link.enqueue(membershipFrame(ep.conn, r.name, false))
+		ep.link.enqueue(connFrame(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: notify}}))
+	}
+	return true
 }
 
 // signal fans an ephemeral signal out to every member link.
@@ -102,126 +425,10 @@ func (r *room) signal(ev *corralv1.SignalEvent) {
 	}
 }
 
-// resetMembersLocked tells every member that the room's history changed
-// epoch. Lock must be held.
-func (r *room) resetMembersLocked(res history.AppendResult) {
-	reset := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{
-		Room: r.name, Seq: res.Seq - 1, Epoch: res.Epoch,
-	}}}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{Room: r.name, Frame: reset}}}
-	for l := range r.links {
-		l.enqueue(f)
-	}
-}
-
-// join makes s a member reached at ep. With since > 0 (or resumed), the
-// messages after since that history still holds are sent first; if history
-// no longer holds them, or epoch names another history, a Reset is sent
-// instead. It returns the position the member continues from.
-func (r *room) join(ctx context.Context, s *session, ep endpoint, since uint64, epoch string, resumed bool) (uint64, error) {
+func (r *room) empty() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, ok := r.members[s]; ok {
-		r.removeLocked(s, old)
-	}
-	send := func(f *corralv1.ServerFrame) {
-		ep.link.enqueue(connFrame(ep.conn, f))
-	}
-	from := r.last
-	switch {
-	case since == 0 && !resumed:
-		// A plain join: live messages from now on.
-	case epoch != "" && epoch != r.epoch, since > r.last:
-		// Another history, or a position this history never reached.
-		send(resetFrame(r.name, r.last, r.epoch))
-	default:
-		frames, ok, err := r.missedLocked(ctx, since)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			send(resetFrame(r.name, r.last, r.epoch))
-			break
-		}
-		from = since
-		send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
-			Room: r.name, Seq: from, Epoch: r.epoch, Resumed: resumed,
-		}}})
-		for _, m := range frames {
-			send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}})
-		}
-		r.addLocked(s, ep)
-		return r.last, nil
-	}
-	send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
-		Room: r.name, Seq: from, Epoch: r.epoch, Resumed: resumed,
-	}}})
-	r.addLocked(s, ep)
-	return r.last, nil
-}
-
-// missedLocked reads the messages after since up to r.last. ok is false when
-// history no longer holds all of them. Lock must be held.
-func (r *room) missedLocked(ctx context.Context, since uint64) (_ []*corralv1.Message, ok bool, _ error) {
-	var out []*corralv1.Message
-	after := since
-	for after < r.last {
-		page, err := r.core.hist.Read(ctx, history.Query{Room: r.name, After: after, Limit: int(min(r.last-after, history.MaxPage))})
-		if err != nil {
-			return nil, false, fmt.Errorf("core: read history of %q: %w", r.name, err)
-		}
-		if page.Epoch != r.epoch || len(page.Messages) == 0 || page.Messages[0].GetSeq() != after+1 {
-			return nil, false, nil
-		}
-		for _, m := range page.Messages {
-			if m.GetSeq() > r.last {
-				break
-			}
-			out = append(out, m)
-			after = m.GetSeq()
-		}
-		if !page.More && after < r.last {
-			return nil, false, nil
-		}
-	}
-	return out, true, nil
-}
-
-func (r *room) addLocked(s *session, ep endpoint) {
-	r.members[s] = ep
-	r.links[ep.link]++
-}
-
-func (r *room) removeLocked(s *session, ep endpoint) {
-	delete(r.members, s)
-	if n := r.links[ep.link] - 1; n > 0 {
-		r.links[ep.link] = n
-	} else {
-		delete(r.links, ep.link)
-	}
-}
-
-// leave removes s. With notify, the member's connection gets a Left frame.
-// It reports whether s was a member.
-func (r *room) leave(s *session, notify *corralv1.Left) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ep, ok := r.members[s]
-	if !ok {
-		return false
-	}
-	r.removeLocked(s, ep)
-	if notify != nil {
-		ep.link.enqueue(connFrame(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: notify}}))
-	}
-	return true
-}
-
-// memberCount reports the number of members.
-func (r *room) memberCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.members)
+	return len(r.members) == 0 && len(r.joining) == 0
 }
 
 func resetFrame(room string, seq uint64, epoch string) *corralv1.ServerFrame {
@@ -230,4 +437,10 @@ func resetFrame(room string, seq uint64, epoch string) *corralv1.ServerFrame {
 
 func connFrame(conn uint64, f *corralv1.ServerFrame) *corralv1.CoreFrame {
 	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Conn{Conn: &corralv1.ConnFrame{Conn: conn, Frame: f}}}
+}
+
+func membershipFrame(conn uint64, room string, member bool) *corralv1.CoreFrame {
+	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
+		Conn: conn, Room: room, Member: member,
+	}}}
 }

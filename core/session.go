@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
 )
 
@@ -110,6 +111,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		}
 		want[p.GetRoom()] = sessions.Position{Seq: p.GetSeq(), Epoch: p.GetEpoch()}
 	}
+	reqs := make([]*joinReq, 0, len(want))
 	for room, pos := range want {
 		if err := c.validRoom(room); err != nil || !auth.Match(id.GetJoin(), room) {
 			ep.link.send(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
@@ -118,8 +120,9 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 			_ = c.sess.DeleteRoom(ctx, s.id, room)
 			continue
 		}
-		c.join(ctx, s, room, pos.Seq, pos.Epoch, true)
+		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch, resumed: true})
 	}
+	c.join(ctx, s, reqs)
 	return s
 }
 
@@ -209,6 +212,13 @@ func (s *session) endpoint() (endpoint, bool) {
 	return s.ep, !s.gone
 }
 
+// isGone reports whether the session was detached or taken over.
+func (s *session) isGone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gone
+}
+
 func (s *session) sendTo(f *corralv1.ServerFrame) {
 	if ep, ok := s.endpoint(); ok {
 		ep.link.send(ep.conn, f)
@@ -237,40 +247,99 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room", name, "")
 		return
 	}
-	c.join(ctx, s, name, j.GetSinceSeq(), j.GetEpoch(), false)
+	c.join(ctx, s, []*joinReq{{name: name, since: j.GetSinceSeq(), epoch: j.GetEpoch()}})
 }
 
-// join adds s to room name and records the membership in the session store.
-func (c *Core) join(ctx context.Context, s *session, name string, since uint64, epoch string, resumed bool) {
+// join adds s to rooms. Each room keeps live messages for s while the
+// history s missed is read (one batched read for all rooms), then s goes
+// live: Joined, the missed messages, then live traffic, with no gap and no
+// duplicate at the seam.
+func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 	ep, ok := s.endpoint()
 	if !ok {
 		return
 	}
-	r, err := c.acquireRoom(ctx, name)
-	if err != nil {
-		s.sendErr(storeCode(err), "room unavailable: "+err.Error(), name, "")
-		return
-	}
-	defer c.releaseRoom(r)
-	pos, err := r.join(ctx, s, ep, since, epoch, resumed)
-	if err != nil {
-		s.sendErr(storeCode(err), "join failed: "+err.Error(), name, "")
-		return
-	}
-	s.mu.Lock()
-	if s.gone {
-		// Detached meanwhile: undo, the detach did not see this room.
+	var began []*joinReq
+	defer func() {
+		for _, q := range began {
+			c.releaseRoom(q.room)
+		}
+	}()
+	for _, q := range reqs {
+		r, err := c.acquireRoom(ctx, q.name, true)
+		if err != nil {
+			s.sendErr(storeCode(err), "room unavailable: "+err.Error(), q.name, "")
+			continue
+		}
+		q.room = r
+		s.mu.Lock()
+		gone := s.gone
+		if !gone {
+			s.rooms[q.name] = r
+		}
 		s.mu.Unlock()
-		r.leave(s, nil)
-		return
+		if gone {
+			c.releaseRoom(r)
+			return
+		}
+		r.beginJoin(s, ep, q)
+		began = append(began, q)
 	}
-	s.rooms[name] = r
-	s.mu.Unlock()
-	r.mu.Lock()
-	epochNow := r.epoch
-	r.mu.Unlock()
-	if err := c.sess.SetRoom(ctx, s.id, name, sessions.Position{Seq: pos, Epoch: epochNow}); err != nil {
-		c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", name, "err", err)
+	c.readMissed(ctx, began)
+	for _, q := range began {
+		pos, live := q.room.goLive(s, ep, q)
+		if !live {
+			continue
+		}
+		q.room.mu.Lock()
+		epoch := q.room.epoch
+		q.room.mu.Unlock()
+		if err := c.sess.SetRoom(ctx, s.id, q.name, sessions.Position{Seq: pos, Epoch: epoch}); err != nil {
+			c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", q.name, "err", err)
+		}
+	}
+}
+
+// readMissed reads, in one batch, the history each joining room needs:
+// (since, target]. A page limit may need further reads for long absences.
+func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
+	var todo []*joinReq
+	for _, q := range reqs {
+		if q.replay {
+			q.readOK = true
+			todo = append(todo, q)
+		}
+	}
+	for len(todo) > 0 {
+		qs := make([]history.Query, len(todo))
+		for i, q := range todo {
+			after := q.since
+			if n := len(q.msgs); n > 0 {
+				after = q.msgs[n-1].GetSeq()
+			}
+			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, history.MaxPage))}
+		}
+		pages, err := c.hist.ReadMany(ctx, qs)
+		if err != nil {
+			for _, q := range todo {
+				q.readOK = false // goLive turns this into a Reset
+			}
+			c.cfg.Logger.Warn("history read for join failed", "err", err)
+			return
+		}
+		next := todo[:0]
+		for i, q := range todo {
+			p := pages[i]
+			if p.Epoch != q.roomEpoch || len(p.Messages) == 0 || p.Messages[0].GetSeq() != qs[i].After+1 {
+				q.readOK = false // trimmed, expired, or another epoch
+				continue
+			}
+			q.msgs = append(q.msgs, p.Messages...)
+			if last := p.Messages[len(p.Messages)-1].GetSeq(); last < q.target && p.More {
+				next = append(next, q)
+			}
+		}
+		todo = next
 	}
 }
 

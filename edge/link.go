@@ -221,6 +221,19 @@ func (l *link) detach(c *conn, clean bool) {
 	l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{Clean: clean}}})
 }
 
+func (l *link) addMemberLocked(room string, c *conn) {
+	m := l.rooms[room]
+	if m == nil {
+		m = make(map[*conn]struct{})
+		l.rooms[room] = m
+	}
+	m[c] = struct{}{}
+	if c.rooms == nil {
+		c.rooms = make(map[string]struct{})
+	}
+	c.rooms[room] = struct{}{}
+}
+
 func (l *link) removeMemberLocked(room string, c *conn) {
 	if m := l.rooms[room]; m != nil {
 		delete(m, c)
@@ -245,23 +258,18 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				continue
 			}
 			sf := k.Conn.GetFrame()
-			switch sk := sf.GetKind().(type) {
-			case *corralv1.ServerFrame_Joined:
-				room := sk.Joined.GetRoom()
-				m := l.rooms[room]
-				if m == nil {
-					m = make(map[*conn]struct{})
-					l.rooms[room] = m
-				}
-				m[c] = struct{}{}
-				if c.rooms == nil {
-					c.rooms = make(map[string]struct{})
-				}
-				c.rooms[room] = struct{}{}
-			case *corralv1.ServerFrame_Left:
-				l.removeMemberLocked(sk.Left.GetRoom(), c)
-			}
 			c.sendFrame(sf)
+		case *corralv1.CoreFrame_Membership:
+			m := k.Membership
+			c := l.conns[m.GetConn()]
+			if c == nil {
+				continue
+			}
+			if m.GetMember() {
+				l.addMemberLocked(m.GetRoom(), c)
+			} else {
+				l.removeMemberLocked(m.GetRoom(), c)
+			}
 		case *corralv1.CoreFrame_Close:
 			if c := l.conns[k.Close.GetConn()]; c != nil {
 				h := k.Close.GetHint()
