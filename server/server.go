@@ -18,9 +18,12 @@ import (
 	"github.com/corral-rt/corral/edge"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/rueidis"
 )
 
 // Mode is which parts of corral a Node runs.
@@ -46,6 +49,14 @@ type Options struct {
 	InternalAddr string
 	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090.
 	CoreURL string
+	// RedisURL (redis://host:port/db) makes history and sessions durable in
+	// Redis, shared by every core that uses the same Redis. Empty: in memory.
+	RedisURL string
+	// RedisPrefix prefixes every Redis key. Default "corral".
+	RedisPrefix string
+	// HistoryMaxLen is how many messages each room's history keeps (Redis
+	// trims approximately). Default 1000 in memory, 10000 in Redis.
+	HistoryMaxLen int
 	// Auth verifies connection tokens (edges). Required for Serve and EdgeOnly.
 	Auth auth.Authenticator
 	// Core and Edge tune the parts; their Logger and Registerer are set by
@@ -59,6 +70,8 @@ type Options struct {
 // Node is a running corral process part.
 type Node struct {
 	opts     Options
+	redis    rueidis.Client
+	stores   []interface{ Close() error } // made by the node; closed before redis
 	core     *core.Core
 	edge     *edge.Edge
 	servers  []*http.Server
@@ -82,7 +95,33 @@ func Start(opts Options) (*Node, error) {
 		cc := opts.Core
 		cc.Logger = opts.Logger.With("part", "core")
 		cc.Registerer = reg
-		n.core = core.New(cc)
+		if opts.RedisURL != "" {
+			ro, err := rueidis.ParseURL(opts.RedisURL)
+			if err != nil {
+				return nil, fmt.Errorf("server: --redis: %w", err)
+			}
+			n.redis, err = rueidis.NewClient(ro)
+			if err != nil {
+				return nil, fmt.Errorf("server: connect to Redis: %w", err)
+			}
+			h := history.NewRedis(n.redis, history.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen})
+			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
+			cc.History, cc.Sessions = h, ss
+			n.stores = append(n.stores, ss, h)
+		}
+		if cc.History == nil {
+			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen})
+			cc.History = h
+			n.stores = append(n.stores, h)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := core.Start(ctx, cc)
+		cancel()
+		if err != nil {
+			n.closeParts(context.Background())
+			return nil, err
+		}
+		n.core = c
 		rpc = connect.NewServer()
 		corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
 	}
@@ -206,6 +245,7 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.core != nil {
 		errs = append(errs, n.core.Close())
 	}
+	n.closeStores()
 	return errors.Join(errs...)
 }
 
@@ -215,6 +255,19 @@ func (n *Node) closeParts(ctx context.Context) {
 	}
 	if n.core != nil {
 		_ = n.core.Close()
+	}
+	n.closeStores()
+}
+
+// closeStores closes the stores the node made, then their Redis client.
+func (n *Node) closeStores() {
+	for _, st := range n.stores {
+		_ = st.Close()
+	}
+	n.stores = nil
+	if n.redis != nil {
+		n.redis.Close()
+		n.redis = nil
 	}
 }
 

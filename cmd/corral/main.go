@@ -84,11 +84,14 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	opts := server.Options{
-		Mode:         mode,
-		Addr:         f.addr,
-		InternalAddr: f.internalAddr,
-		CoreURL:      f.coreURL,
-		Logger:       logger,
+		Mode:          mode,
+		Addr:          f.addr,
+		InternalAddr:  f.internalAddr,
+		CoreURL:       f.coreURL,
+		RedisURL:      f.redisURL,
+		RedisPrefix:   f.redisPrefix,
+		HistoryMaxLen: f.historyMaxLen,
+		Logger:        logger,
 	}
 	opts.Core.SessionTTL = f.sessionTTL
 	opts.Edge.OriginPatterns = splitList(f.origins)
@@ -125,6 +128,8 @@ func run(args []string, stderr io.Writer) error {
 
 type flags struct {
 	addr, internalAddr, coreURL string
+	redisURL, redisPrefix       string
+	historyMaxLen               int
 	insecureDev                 bool
 	jwtSecret, jwtKeys          string
 	jwtIssuer, jwtAudience      string
@@ -155,6 +160,9 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.origins, "origins", "", "comma-separated browser origin host patterns allowed besides the server's own host, e.g. app.example.com,*.example.com [CORRAL_ORIGINS]")
 	}
 	if mode != server.EdgeOnly {
+		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
+		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
+		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.sessionTTL, "session-ttl", 2*time.Minute, "how long a dropped session stays resumable; must exceed the worst server delay plus a client's longest backoff [CORRAL_SESSION_TTL]")
 	}
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
