@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -25,8 +26,9 @@ type deployment struct {
 	api   corralv1connect.RoomServiceClient
 }
 
-// modes are the topologies every end-to-end test runs against.
-var modes = []string{"serve", "split"}
+// modes are the topologies every end-to-end test runs against: one
+// process in memory, edge and core over h2c, and one process on Redis.
+var modes = []string{"serve", "split", "redis"}
 
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -49,8 +51,12 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 	var edgeNode *server.Node
 	var apiURL string
 	switch mode {
-	case "serve":
+	case "serve", "redis":
 		opts := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: a, Logger: quietLogger()}
+		if mode == "redis" {
+			opts.RedisURL = "redis://" + redistest.Start(t)
+			opts.RedisPrefix = redistest.Prefix(t)
+		}
 		if tune != nil {
 			tune(&opts)
 		}
