@@ -253,6 +253,10 @@ func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*roo
 	}
 	r.refs++
 	c.mu.Unlock()
+	if !forJoin {
+		// A publish needs no state: the append result carries it.
+		return r, nil
+	}
 	if err := r.load(ctx, forJoin); err != nil {
 		c.releaseRoom(r)
 		return nil, err

@@ -27,19 +27,22 @@ type link struct {
 	queue []*corralv1.CoreFrame
 	err   error // why the link failed; non-nil once failed
 
-	// conns maps the edge's connection ids to sessions. Only the link's
-	// reader goroutine touches it.
-	conns map[uint64]*session
+	// conns maps the edge's connection ids to their work queues. Only the
+	// link's reader goroutine touches it.
+	conns map[uint64]*connWork
+	// workers bounds the connections whose frames are processed at once.
+	workers chan struct{}
 }
 
 // Link serves one edge stream until the edge closes it or it fails.
 func (c *Core) Link(ctx context.Context, stream corralv1connect.RoomServiceLinkServerStream) error {
 	l := &link{
-		core:   c,
-		stream: stream,
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		conns:  make(map[uint64]*session),
+		core:    c,
+		stream:  stream,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		conns:   make(map[uint64]*connWork),
+		workers: make(chan struct{}, maxWorkersPerLink),
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -62,9 +65,10 @@ func (c *Core) Link(ctx context.Context, stream corralv1connect.RoomServiceLinkS
 
 	err := l.readLoop(ctx)
 	l.fail(err)
-	// Every connection of this link is gone: detach their sessions.
-	for conn, s := range l.conns {
-		c.detach(s, l, conn, false)
+	// Every connection of this link is gone: detach their sessions once
+	// their queued frames are done.
+	for _, w := range l.conns {
+		w.push(ctx, &corralv1.EdgeFrame{Conn: w.conn, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{}}})
 	}
 	if serr := <-sendErr; err == nil || errors.Is(err, errLinkEOF) {
 		err = serr
@@ -197,36 +201,99 @@ func (l *link) sendLoop(ctx context.Context) error {
 	}
 }
 
-// handle processes one frame from the edge. Frames of one link are handled
-// in order by the reader goroutine.
+// maxWorkersPerLink bounds the connections of one link whose frames are
+// processed at the same time (each may wait on the store).
+const maxWorkersPerLink = 1024
+
+// connWork is one connection's queue of frames. Frames of a connection are
+// processed in order, one at a time; different connections run in
+// parallel, so a store round trip for one client never delays another.
+type connWork struct {
+	l    *link
+	conn uint64
+
+	mu      sync.Mutex // guards the following fields
+	queue   []*corralv1.EdgeFrame
+	running bool
+	s       *session // set by the attach
+}
+
+// handle routes one frame from the edge to its connection's queue. It runs
+// on the link's reader goroutine.
 func (l *link) handle(ctx context.Context, f *corralv1.EdgeFrame) {
 	conn := f.GetConn()
-	switch k := f.GetKind().(type) {
+	w := l.conns[conn]
+	switch f.GetKind().(type) {
 	case *corralv1.EdgeFrame_Attach:
-		if old, ok := l.conns[conn]; ok {
-			// A reused id: the edge lost track. Treat the old one as gone.
-			l.core.detach(old, l, conn, false)
-			delete(l.conns, conn)
+		if w != nil {
+			// A reused id: the edge lost track. The old one is gone.
+			w.push(ctx, &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{}}})
 		}
-		if s := l.core.attach(ctx, l, conn, k.Attach); s != nil {
-			l.conns[conn] = s
-		}
+		w = &connWork{l: l, conn: conn}
+		l.conns[conn] = w
 	case *corralv1.EdgeFrame_Detach:
-		if s, ok := l.conns[conn]; ok {
-			delete(l.conns, conn)
-			l.core.detach(s, l, conn, k.Detach.GetClean())
-		}
+		delete(l.conns, conn)
 	case *corralv1.EdgeFrame_Frame:
-		s, ok := l.conns[conn]
-		if !ok {
-			// Frames after a close we initiated, or a confused edge; the
-			// connection is not attached, so there is no one to answer.
-			l.core.metrics.dropped.WithLabelValues("unattached").Inc()
-			return
-		}
-		l.core.handleClient(ctx, s, k.Frame)
 	default:
 		l.core.metrics.dropped.WithLabelValues("unknown_edge_frame").Inc()
+		return
+	}
+	if w == nil {
+		// Frames after a close we initiated, or a confused edge; the
+		// connection is not attached, so there is no one to answer.
+		l.core.metrics.dropped.WithLabelValues("unattached").Inc()
+		return
+	}
+	w.push(ctx, f)
+}
+
+// push queues f and starts the connection's worker if it is idle.
+func (w *connWork) push(ctx context.Context, f *corralv1.EdgeFrame) {
+	w.mu.Lock()
+	w.queue = append(w.queue, f)
+	start := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if start {
+		go w.run(ctx)
+	}
+}
+
+// run processes the queue until it is empty.
+func (w *connWork) run(ctx context.Context) {
+	c := w.l.core
+	w.l.workers <- struct{}{}
+	defer func() { <-w.l.workers }()
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		f := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		s := w.s
+		w.mu.Unlock()
+
+		switch k := f.GetKind().(type) {
+		case *corralv1.EdgeFrame_Attach:
+			s = c.attach(ctx, w.l, w.conn, k.Attach)
+			w.mu.Lock()
+			w.s = s
+			w.mu.Unlock()
+		case *corralv1.EdgeFrame_Detach:
+			if s != nil {
+				c.detach(s, w.l, w.conn, k.Detach.GetClean())
+			}
+		case *corralv1.EdgeFrame_Frame:
+			if s != nil {
+				c.handleClient(ctx, s, k.Frame)
+			} else {
+				c.metrics.dropped.WithLabelValues("unattached").Inc()
+			}
+		}
 	}
 }
 

@@ -1,6 +1,14 @@
 package core
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/sessions"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the core's Prometheus collectors.
 type metrics struct {
@@ -9,6 +17,9 @@ type metrics struct {
 	linkSends, linkFrames  prometheus.Counter
 	linkOverflows          prometheus.Counter
 	dropped                *prometheus.CounterVec
+	storeSeconds           *prometheus.HistogramVec
+	storeErrors            *prometheus.CounterVec
+	storeInFlight          prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -22,9 +33,43 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkFrames:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_frames_total", Help: "Frames sent to edges (frames per send = this / sends)."}),
 		linkOverflows: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_overflows_total", Help: "Links closed because their queue overflowed."}),
 		dropped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_dropped_total", Help: "Frames the core dropped, by reason."}, []string{"reason"}),
+		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "corral_core_store_seconds", Help: "Latency of history and session store operations, by operation.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"op"}),
+		storeErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_store_errors_total", Help: "Failed store operations, by operation and kind (busy, timeout, canceled, other)."}, []string{"op", "kind"}),
+		storeInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_store_in_flight", Help: "Store operations in flight."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.storeSeconds, m.storeErrors, m.storeInFlight)
 	}
 	return m
+}
+
+// storeOp measures one store operation: latency, in-flight, errors by kind.
+// Call the returned function with the operation's error when it is done.
+func (m *metrics) storeOp(op string) func(error) {
+	start := time.Now()
+	m.storeInFlight.Inc()
+	return func(err error) {
+		m.storeInFlight.Dec()
+		m.storeSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.storeErrors.WithLabelValues(op, errorKind(err)).Inc()
+		}
+	}
+}
+
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, history.ErrBusy), errors.Is(err, sessions.ErrBusy):
+		return "busy"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, sessions.ErrTokenMismatch):
+		return "refused"
+	}
+	return "other"
 }

@@ -92,7 +92,9 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 	if loaded && !subscribe {
 		return nil
 	}
+	done := r.core.metrics.storeOp("state")
 	st, err := r.core.hist.State(ctx, r.name)
+	done(err)
 	if err != nil {
 		return fmt.Errorf("core: load room %q: %w", r.name, err)
 	}
@@ -115,13 +117,22 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 
 // publish appends msg to history, then hands it to the members.
 func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error) {
+	done := r.core.metrics.storeOp("append")
 	res, err := r.core.hist.Append(ctx, r.name, msg, dedupe)
+	done(err)
 	if err != nil || res.Duplicate {
 		return res, err
 	}
 	r.core.metrics.published.Inc()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.loaded {
+		// Nobody joined this room here yet (a join loads the room first):
+		// there is no one to deliver to, only the position to keep.
+		r.loaded = true
+		r.last, r.epoch = res.Seq, res.Epoch
+		return res, nil
+	}
 	if res.Epoch != r.epoch {
 		// History was lost under us (store flushed or expired).
 		r.resetLocked(res.Epoch, res.Seq-1)
@@ -217,7 +228,9 @@ func (r *room) fill() {
 			return
 		}
 		r.mu.Unlock()
+		done := r.core.metrics.storeOp("read")
 		page, err := r.core.hist.Read(ctx, history.Query{Room: r.name, After: after})
+		done(err)
 		r.mu.Lock()
 		switch {
 		case err != nil:

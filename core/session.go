@@ -40,7 +40,9 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *corralv1.Att
 	if r := hello.GetResume(); r != nil {
 		return c.resume(ctx, ep, id, r)
 	}
+	done := c.metrics.storeOp("session_create")
 	st, err := c.sess.Create(ctx, id.GetUserId())
+	done(err)
 	if err != nil {
 		c.cfg.Logger.Warn("session create failed", "err", err)
 		l.close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
@@ -70,7 +72,9 @@ func (c *Core) welcome(st *sessions.Session, resumed bool) *corralv1.ServerFrame
 // token and the user, takes the session over from any older connection, and
 // rejoins every room from where the client left it.
 func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r *corralv1.Resume) *session {
+	done := c.metrics.storeOp("session_resume")
 	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken())
+	done(err)
 	switch {
 	case errors.Is(err, sessions.ErrNotFound):
 		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
@@ -319,7 +323,9 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 			}
 			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, history.MaxPage))}
 		}
+		done := c.metrics.storeOp("read_many")
 		pages, err := c.hist.ReadMany(ctx, qs)
+		done(err)
 		if err != nil {
 			for _, q := range todo {
 				q.readOK = false // goLive turns this into a Reset
