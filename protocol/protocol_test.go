@@ -455,10 +455,11 @@ func TestDecodeErrors(t *testing.T) {
 func TestAppendBatch(t *testing.T) {
 	servers := serverFrames()
 	tests := map[string][]*corralv1.ServerFrame{
-		"none":   nil,
-		"one":    {servers["message"]},
-		"mixed":  {servers["message"], servers["message binary"], servers["signal"], servers["published"], servers["pong"], servers["error"]},
-		"nested": {servers["batch"], servers["welcome"]},
+		"none":         nil,
+		"one":          {servers["message"]},
+		"mixed":        {servers["message"], servers["message binary"], servers["signal"], servers["published"], servers["pong"], servers["error"]},
+		"nested":       {servers["batch"], servers["welcome"]},
+		"empty nested": {{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}}, servers["pong"]},
 	}
 	for name, frames := range tests {
 		for _, enc := range encodings {
@@ -481,7 +482,18 @@ func TestAppendBatch(t *testing.T) {
 				if err := protocol.DecodeServer(enc, b, &got); err != nil {
 					t.Fatalf("decode %q: %v", b, err)
 				}
-				want := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}
+				// A batch among the frames is spliced in: its frames join
+				// the result (one level; clients never see nesting that
+				// AppendBatch made).
+				var flat []*corralv1.ServerFrame
+				for _, f := range frames {
+					if b := f.GetBatch(); b != nil {
+						flat = append(flat, b.GetFrames()...)
+						continue
+					}
+					flat = append(flat, f)
+				}
+				want := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: flat}}}
 				if !proto.Equal(&got, want) {
 					t.Errorf("got %v\nwant %v", &got, want)
 				}
