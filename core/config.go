@@ -25,6 +25,9 @@ type Config struct {
 	LinkQueue int
 	// MaxRoomName bounds room names in bytes. Default 200.
 	MaxRoomName int
+	// SignalTick is how often a room sends the signals that changed.
+	// Default 33ms (about 30 Hz).
+	SignalTick time.Duration
 	// MaxPayload bounds message and signal payloads in bytes. Default 64 KiB.
 	MaxPayload int
 	// Logger receives structured logs. Nil: slog.Default().
@@ -46,6 +49,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxRoomName <= 0 {
 		out.MaxRoomName = 200
+	}
+	if out.SignalTick <= 0 {
+		out.SignalTick = 33 * time.Millisecond
 	}
 	if out.MaxPayload <= 0 {
 		out.MaxPayload = 64 << 10

@@ -9,23 +9,28 @@ import (
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/linkq"
+	"google.golang.org/protobuf/proto"
 )
 
-// maxFramesPerSend bounds one LinkResponse, so one stream message stays a
-// reasonable size even when a queue is deep.
-const maxFramesPerSend = 4096
+// One LinkResponse carries at most this many frames and (unless one frame
+// alone is larger) this many bytes, so a stream message stays well under
+// the receiver's limit even when a queue is deep.
+const (
+	maxFramesPerSend = 4096
+	maxBytesPerSend  = 1 << 20
+)
 
 // link is one edge stream: many client connections multiplexed.
 type link struct {
 	core   *Core
 	stream corralv1connect.RoomServiceLinkServerStream
 
-	wake chan struct{} // capacity 1: "the queue is not empty"
-	done chan struct{} // closed by fail
+	queue *linkq.Queue[*corralv1.CoreFrame]
+	done  chan struct{} // closed by fail
 
-	mu    sync.Mutex // guards the following fields
-	queue []*corralv1.CoreFrame
-	err   error // why the link failed; non-nil once failed
+	mu  sync.Mutex // guards the following fields
+	err error      // why the link failed; non-nil once failed
 
 	// conns maps the edge's connection ids to their work queues. Only the
 	// link's reader goroutine touches it.
@@ -39,7 +44,7 @@ func (c *Core) Link(ctx context.Context, stream corralv1connect.RoomServiceLinkS
 	l := &link{
 		core:    c,
 		stream:  stream,
-		wake:    make(chan struct{}, 1),
+		queue:   linkq.New[*corralv1.CoreFrame](),
 		done:    make(chan struct{}),
 		conns:   make(map[uint64]*connWork),
 		workers: make(chan struct{}, maxWorkersPerLink),
@@ -113,26 +118,14 @@ func (l *link) readLoop(ctx context.Context) error {
 // enqueue queues f for the edge. It never blocks; if the queue is full the
 // link fails and its clients resume elsewhere.
 func (l *link) enqueue(f *corralv1.CoreFrame) {
-	l.mu.Lock()
-	if l.err != nil {
-		l.mu.Unlock()
+	if l.queue.Push(f, proto.Size(f), l.core.cfg.LinkQueue) {
 		return
 	}
-	if len(l.queue) >= l.core.cfg.LinkQueue {
-		l.mu.Unlock()
-		l.core.metrics.linkOverflows.Inc()
-		l.fail(errLinkOverflow)
+	if l.failure() != nil {
 		return
 	}
-	l.queue = append(l.queue, f)
-	first := len(l.queue) == 1
-	l.mu.Unlock()
-	if first {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
-	}
+	l.core.metrics.linkOverflows.Inc()
+	l.fail(errLinkOverflow)
 }
 
 // fail ends the link with err (the first error wins).
@@ -146,7 +139,7 @@ func (l *link) fail(err error) {
 		return
 	}
 	l.err = err
-	l.queue = nil
+	l.queue.Close()
 	close(l.done)
 }
 
@@ -166,26 +159,10 @@ func (l *link) sendLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			l.fail(ctx.Err())
 			return nil
-		case <-l.wake:
+		case <-l.queue.Ready():
 		}
 		for {
-			l.mu.Lock()
-			if l.err != nil {
-				l.mu.Unlock()
-				return nil
-			}
-			batch := l.queue
-			if len(batch) > maxFramesPerSend {
-				// Send the head; keep the tail (copied, so the sent slice is
-				// never appended to again).
-				rest := make([]*corralv1.CoreFrame, len(batch)-maxFramesPerSend, max(len(batch)-maxFramesPerSend, 64))
-				copy(rest, batch[maxFramesPerSend:])
-				batch = batch[:maxFramesPerSend:maxFramesPerSend]
-				l.queue = rest
-			} else {
-				l.queue = nil
-			}
-			l.mu.Unlock()
+			batch := l.queue.Take(maxFramesPerSend, maxBytesPerSend)
 			if len(batch) == 0 {
 				break
 			}

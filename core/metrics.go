@@ -20,6 +20,8 @@ type metrics struct {
 	storeSeconds           *prometheus.HistogramVec
 	storeErrors            *prometheus.CounterVec
 	storeInFlight          prometheus.Gauge
+	signalsIn, signalsOut  prometheus.Counter
+	signalsCoalesced       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,11 +39,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "corral_core_store_seconds", Help: "Latency of history and session store operations, by operation.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}, []string{"op"}),
-		storeErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_store_errors_total", Help: "Failed store operations, by operation and kind (busy, timeout, canceled, other)."}, []string{"op", "kind"}),
-		storeInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_store_in_flight", Help: "Store operations in flight."}),
+		storeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_store_errors_total", Help: "Failed store operations, by operation and kind (busy, timeout, canceled, other)."}, []string{"op", "kind"}),
+		storeInFlight:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_store_in_flight", Help: "Store operations in flight."}),
+		signalsIn:        prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_in_total", Help: "Signals received from clients."}),
+		signalsOut:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_out_total", Help: "Signal values flushed to rooms (each goes once per link)."}),
+		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.storeSeconds, m.storeErrors, m.storeInFlight)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced)
 	}
 	return m
 }

@@ -20,6 +20,9 @@ const (
 	// gap is normally two publishes of this process finishing out of order
 	// and closes at once; a message lost by pub/sub needs the fill.
 	gapWait = 50 * time.Millisecond
+	// replayBatch is how many missed messages one replay batch carries.
+	replayBatch      = 256
+	replayBatchBytes = 256 << 10
 )
 
 // room is one room's live state: its position in history and its members.
@@ -46,6 +49,7 @@ type room struct {
 	// joining are members whose history is being read; live messages are
 	// kept for them until they go live.
 	joining  map[*session]*catchup
+	signals  signalState
 	pending  map[uint64]*corralv1.Message // ahead of a gap
 	filling  bool                         // a gap fill is scheduled or running
 	wantFill bool                         // fill even without a known gap
@@ -381,9 +385,23 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			break
 		}
 		joined(q.since)
-		for _, m := range out {
-			send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}})
+		// Missed messages go as batches: one queue entry each at the edge.
+		for len(out) > 0 {
+			n, size := 0, 0
+			for n < len(out) && n < replayBatch && (n == 0 || size < replayBatchBytes) {
+				size += len(out[n].GetPayload()) + 64
+				n++
+			}
+			frames := make([]*corralv1.ServerFrame, n)
+			for i, m := range out[:n] {
+				frames[i] = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}
+			}
+			send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
+			out = out[n:]
 		}
+	}
+	if snap := r.snapshotLocked(); snap != nil {
+		send(snap)
 	}
 	ep.link.enqueue(membershipFrame(ep.conn, r.name, true))
 	r.members[s] = ep
@@ -415,27 +433,12 @@ func (r *room) leave(s *session, notify *corralv1.Left) bool {
 		return false
 	}
 	r.removeLocked(s, ep)
+	r.clearSignalsLocked(s)
 	if notify != nil {
 		ep.link.enqueue(membershipFrame(ep.conn, r.name, false))
 		ep.link.enqueue(connFrame(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: notify}}))
 	}
 	return true
-}
-
-// signal fans an ephemeral signal out to every member link.
-func (r *room) signal(ev *corralv1.SignalEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.links) == 0 {
-		return
-	}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
-		Room:  r.name,
-		Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}},
-	}}}
-	for l := range r.links {
-		l.enqueue(f)
-	}
 }
 
 func (r *room) empty() bool {

@@ -418,7 +418,7 @@ func (c *Core) clientSignal(s *session, sg *corralv1.Signal) {
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the server's limit", name, "")
 		return
 	}
-	r.signal(&corralv1.SignalEvent{
+	r.signal(s, &corralv1.SignalEvent{
 		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
 	})
 }

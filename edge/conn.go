@@ -30,11 +30,16 @@ type conn struct {
 	wake     chan struct{} // capacity 1: "the queue changed"
 	done     chan struct{} // closed when the reader is finished
 
-	mu          sync.Mutex // guards the following fields
-	queue       [][]byte   // encoded frames; shared, never modified
-	spare       [][]byte   // the writer's previous queue, reused
-	queued      int        // bytes in queue
-	closing     bool       // a close is queued; nothing more is accepted
+	mu       sync.Mutex // guards the following fields
+	queue    [][]byte   // encoded frames; shared, never modified
+	spare    [][]byte   // the writer's previous queue, reused
+	queued   int        // bytes in queue, but for replays
+	replayed int        // replay entries in queue (outside the bounds)
+	// sigAt finds the signal batch of a room still waiting in queue, so a
+	// newer one merges into it: a slow reader gets the latest values, not
+	// a backlog.
+	sigAt       map[string]queuedSignals
+	closing     bool // a close is queued; nothing more is accepted
 	closeCode   corralv1.Code
 	closeReason string
 
@@ -195,20 +200,39 @@ func (c *conn) sendError(code corralv1.Code, msg string) {
 	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: code, Message: msg}}})
 }
 
-// enqueue queues encoded frame bytes (which it never modifies). It never
-// blocks: a connection whose queue is over its bounds is a slow consumer and
-// is closed with a hint to resume.
-func (c *conn) enqueue(b []byte) {
+// enqueueReplay queues a batch of missed messages for this connection
+// alone. Replays are bounded by the room's history, which the client asked
+// for by joining or resuming; they do not count against the bounds of live
+// traffic, or a client far behind could never catch up.
+func (c *conn) enqueueReplay(b []byte) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return
 	}
-	if len(c.queue) >= c.e.cfg.QueueFrames || c.queued+len(b) > c.e.cfg.QueueBytes {
+	c.queue = append(c.queue, b)
+	c.replayed++
+	first := len(c.queue) == 1
+	c.mu.Unlock()
+	if first {
+		c.signal()
+	}
+}
+
+// enqueue queues encoded frame bytes (which it never modifies). It never
+// blocks: a connection whose queue is over its bounds is a slow consumer and
+// is closed with a hint to resume.
+func (c *conn) enqueue(b []byte) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	if len(c.queue)-c.replayed >= c.e.cfg.QueueFrames || c.queued+len(b) > c.e.cfg.QueueBytes {
 		c.mu.Unlock()
 		c.e.metrics.slow.WithLabelValues("queue_full").Inc()
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
-		return
+		return false
 	}
 	c.queue = append(c.queue, b)
 	c.queued += len(b)
@@ -217,6 +241,7 @@ func (c *conn) enqueue(b []byte) {
 	if first {
 		c.signal()
 	}
+	return true
 }
 
 func (c *conn) signal() {
@@ -224,6 +249,62 @@ func (c *conn) signal() {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// queuedSignals is a room's signal batch waiting in the queue.
+type queuedSignals struct {
+	idx   int
+	batch *corralv1.Batch
+}
+
+// enqueueSignals queues a room's signal batch (b is its encoding). If an
+// earlier batch of the room is still queued, the two merge in its place,
+// latest value per key, encoded for this connection alone.
+func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, b []byte) {
+	c.mu.Lock()
+	if q, ok := c.sigAt[room]; ok && !c.closing {
+		merged := mergeSignals(q.batch, batch)
+		enc, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: merged}})
+		if err == nil {
+			c.queued += len(enc) - len(c.queue[q.idx])
+			c.queue[q.idx] = enc
+			c.sigAt[room] = queuedSignals{idx: q.idx, batch: merged}
+			c.mu.Unlock()
+			c.e.metrics.signalsMerged.Add(float64(len(batch.GetFrames())))
+			return
+		}
+	}
+	c.mu.Unlock()
+	if !c.enqueue(b) {
+		return
+	}
+	c.mu.Lock()
+	if !c.closing && len(c.queue) > 0 {
+		if c.sigAt == nil {
+			c.sigAt = make(map[string]queuedSignals)
+		}
+		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
+	}
+	c.mu.Unlock()
+}
+
+// mergeSignals returns older's signals updated by newer's, latest value
+// per key, in first-seen order.
+func mergeSignals(older, newer *corralv1.Batch) *corralv1.Batch {
+	out := make([]*corralv1.ServerFrame, 0, len(older.GetFrames())+len(newer.GetFrames()))
+	at := make(map[string]int, cap(out))
+	for _, b := range []*corralv1.Batch{older, newer} {
+		for _, f := range b.GetFrames() {
+			key := f.GetSignal().GetKey()
+			if i, ok := at[key]; ok {
+				out[i] = f
+				continue
+			}
+			at[key] = len(out)
+			out = append(out, f)
+		}
+	}
+	return &corralv1.Batch{Frames: out}
 }
 
 // closeWith queues a ReconnectHint and closes the connection with code once
@@ -248,6 +329,8 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 		clear(c.queue)
 		c.queue = c.queue[:0]
 		c.queued = 0
+		c.replayed = 0
+		clear(c.sigAt)
 	}
 	if hint != nil {
 		c.queue = append(c.queue, hint)
@@ -274,6 +357,8 @@ func (c *conn) writeLoop() {
 		c.queue = c.spare[:0]
 		c.spare = nil
 		c.queued = 0
+		c.replayed = 0
+		clear(c.sigAt)
 		closing, code, reason := c.closing, c.closeCode, c.closeReason
 		c.mu.Unlock()
 

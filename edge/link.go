@@ -8,12 +8,16 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/protocol"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
-	// maxFramesPerSend bounds one LinkRequest.
+	// One LinkRequest carries at most this many frames and (unless one
+	// frame alone is larger) this many bytes.
 	maxFramesPerSend = 4096
+	maxBytesPerSend  = 1 << 20
 	// linkQueueFrames bounds the frames waiting to go to the core; past it
 	// the connection that adds one is told to retry later.
 	linkQueueFrames = 1 << 16
@@ -22,13 +26,12 @@ const (
 // link is one Link stream to the core, re-opened when it fails, carrying the
 // frames of the connections assigned to it.
 type link struct {
-	e    *Edge
-	idx  int
-	wake chan struct{} // capacity 1: "the queue is not empty"
+	e     *Edge
+	idx   int
+	queue *linkq.Queue[*corralv1.EdgeFrame]
 
 	mu    sync.Mutex // guards the following fields
 	up    bool
-	queue []*corralv1.EdgeFrame
 	conns map[uint64]*conn
 	// rooms maps a room to its local members on this link: the core sends a
 	// room frame once per link and it goes to each of them.
@@ -39,7 +42,7 @@ func newLink(e *Edge, idx int) *link {
 	return &link{
 		e:     e,
 		idx:   idx,
-		wake:  make(chan struct{}, 1),
+		queue: linkq.New[*corralv1.EdgeFrame](),
 		conns: make(map[uint64]*conn),
 		rooms: make(map[string]map[*conn]struct{}),
 	}
@@ -120,20 +123,10 @@ func (l *link) sendLoop(ctx context.Context, stream corralv1connect.RoomServiceL
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-l.wake:
+		case <-l.queue.Ready():
 		}
 		for {
-			l.mu.Lock()
-			batch := l.queue
-			if len(batch) > maxFramesPerSend {
-				rest := make([]*corralv1.EdgeFrame, len(batch)-maxFramesPerSend)
-				copy(rest, batch[maxFramesPerSend:])
-				batch = batch[:maxFramesPerSend:maxFramesPerSend]
-				l.queue = rest
-			} else {
-				l.queue = nil
-			}
-			l.mu.Unlock()
+			batch := l.queue.Take(maxFramesPerSend, maxBytesPerSend)
 			if len(batch) == 0 {
 				break
 			}
@@ -153,7 +146,7 @@ func (l *link) down() {
 	conns := l.conns
 	l.conns = make(map[uint64]*conn)
 	l.rooms = make(map[string]map[*conn]struct{})
-	l.queue = nil
+	l.queue.Reset()
 	l.mu.Unlock()
 	for _, c := range conns {
 		c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "lost the link to the core", uint32(rand.IntN(1000)), true)
@@ -162,17 +155,7 @@ func (l *link) down() {
 
 // enqueueLocked queues f for the core. Lock must be held.
 func (l *link) enqueueLocked(f *corralv1.EdgeFrame) bool {
-	if len(l.queue) >= linkQueueFrames {
-		return false
-	}
-	l.queue = append(l.queue, f)
-	if len(l.queue) == 1 {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
-	}
-	return true
+	return l.queue.Push(f, proto.Size(f), linkQueueFrames)
 }
 
 // attach registers c and sends its Attach. It reports false (and closes c)
@@ -258,6 +241,13 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				continue
 			}
 			sf := k.Conn.GetFrame()
+			if sf.GetBatch() != nil {
+				// A batch for one connection is a replay of missed messages.
+				if b, err := protocol.AppendServer(c.enc, nil, sf); err == nil {
+					c.enqueueReplay(b)
+				}
+				continue
+			}
 			c.sendFrame(sf)
 		case *corralv1.CoreFrame_Membership:
 			m := k.Membership
@@ -286,6 +276,8 @@ func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
 	if len(members) == 0 {
 		return
 	}
+	// A batch in a room frame is the room's signal flush.
+	batch := rf.GetFrame().GetBatch()
 	var encoded [2][]byte
 	for c := range members {
 		b := encoded[c.enc]
@@ -298,6 +290,10 @@ func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
 			}
 			encoded[c.enc] = b
 		}
-		c.enqueue(b)
+		if batch != nil {
+			c.enqueueSignals(rf.GetRoom(), batch, b)
+		} else {
+			c.enqueue(b)
+		}
 	}
 }

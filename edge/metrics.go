@@ -11,6 +11,7 @@ type metrics struct {
 	framesPerFlush prometheus.Histogram
 	linkUp         prometheus.Gauge
 	linkFailures   prometheus.Counter
+	signalsMerged  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -23,11 +24,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "corral_edge_frames_per_flush", Help: "Frames written per WebSocket write.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
-		linkUp:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),
-		linkFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failures_total", Help: "Link streams to the core that failed."}),
+		linkUp:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),
+		linkFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failures_total", Help: "Link streams to the core that failed."}),
+		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures)
+		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures, m.signalsMerged)
 	}
 	return m
 }

@@ -1,0 +1,127 @@
+package core
+
+import (
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+)
+
+// Signals are ephemeral, keyed values (a cursor, a typing flag): never
+// stored, and per room and key only the latest value matters. A room keeps
+// the latest value per key and a dirty set; a flush every SignalTick sends
+// only the keys that changed since the last one, as one batch, once per
+// link. A key that does not change is never sent again; a cleared key is
+// sent once as cleared and forgotten. (Seed W2: delivering every cursor
+// event in order left 0.38% within 200 ms; latest-value-per-key on a 33 ms
+// tick with a dirty flag reached 99.97%.)
+
+// signalState is a room's signals. Guarded by the room's lock.
+type signalState struct {
+	latest    map[string]*corralv1.SignalEvent
+	owner     map[string]*session // who set each key; cleared when they go
+	dirty     []string            // keys changed since the last flush, in order
+	isDirty   map[string]bool     // the keys in dirty
+	scheduled bool                // a flush is pending
+}
+
+// signal records the latest value of a key and schedules a flush.
+func (r *room) signal(s *session, ev *corralv1.SignalEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.core.metrics.signalsIn.Inc()
+	st := &r.signals
+	if st.latest == nil {
+		st.latest = make(map[string]*corralv1.SignalEvent)
+		st.owner = make(map[string]*session)
+		st.isDirty = make(map[string]bool)
+	}
+	if st.isDirty[ev.GetKey()] {
+		r.core.metrics.signalsCoalesced.Inc() // replaced before it went out
+	} else {
+		st.markDirty(ev.GetKey())
+	}
+	st.latest[ev.GetKey()] = ev
+	st.owner[ev.GetKey()] = s
+	r.scheduleSignalsLocked()
+}
+
+func (st *signalState) markDirty(key string) {
+	st.dirty = append(st.dirty, key)
+	st.isDirty[key] = true
+}
+
+// clearSignalsLocked clears every key s set: its cursor disappears for
+// everyone. Lock must be held.
+func (r *room) clearSignalsLocked(s *session) {
+	st := &r.signals
+	for key, owner := range st.owner {
+		if owner != s {
+			continue
+		}
+		prev := st.latest[key]
+		if prev.GetClear() {
+			continue
+		}
+		if !st.isDirty[key] {
+			st.markDirty(key)
+		}
+		st.latest[key] = &corralv1.SignalEvent{Room: r.name, Key: key, Sender: prev.GetSender(), Clear: true}
+		r.scheduleSignalsLocked()
+	}
+}
+
+func (r *room) scheduleSignalsLocked() {
+	if r.signals.scheduled || len(r.signals.dirty) == 0 {
+		return
+	}
+	r.signals.scheduled = true
+	time.AfterFunc(r.core.cfg.SignalTick, r.flushSignals)
+}
+
+// flushSignals sends the dirty keys' latest values as one batch per link.
+func (r *room) flushSignals() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &r.signals
+	st.scheduled = false
+	if len(st.dirty) == 0 {
+		return
+	}
+	frames := make([]*corralv1.ServerFrame, 0, len(st.dirty))
+	for _, key := range st.dirty {
+		ev := st.latest[key]
+		frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}})
+		if ev.GetClear() {
+			delete(st.latest, key)
+			delete(st.owner, key)
+		}
+	}
+	st.dirty = st.dirty[:0]
+	clear(st.isDirty)
+	r.core.metrics.signalsOut.Add(float64(len(frames)))
+	if len(r.links) == 0 {
+		return
+	}
+	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+		Room:  r.name,
+		Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}},
+	}}}
+	for l := range r.links {
+		l.enqueue(f)
+	}
+}
+
+// snapshotLocked is the current value of every key, for a member going
+// live (nil when there is none). Lock must be held.
+func (r *room) snapshotLocked() *corralv1.ServerFrame {
+	var frames []*corralv1.ServerFrame
+	for _, ev := range r.signals.latest {
+		if !ev.GetClear() {
+			frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}})
+		}
+	}
+	if len(frames) == 0 {
+		return nil
+	}
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}
+}
