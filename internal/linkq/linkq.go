@@ -10,7 +10,7 @@ import "sync"
 type Queue[T any] struct {
 	wake chan struct{} // capacity 1: "not empty"
 
-	mu sync.Mutex // guards the following fields
+	mu     sync.Mutex // guards the following fields
 	items  []T
 	sizes  []int
 	bytes  int
