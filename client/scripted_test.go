@@ -1,0 +1,221 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/corral-rt/corral/checker"
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+)
+
+// scripted is a fake corral whose every frame the test writes by hand, to
+// check what a Session does with what a real server rarely sends.
+type scripted struct {
+	srv   *httptest.Server
+	conns chan *scriptedConn
+}
+
+type scriptedConn struct {
+	t    *testing.T
+	ws   *websocket.Conn
+	done chan struct{}
+}
+
+func newScripted(t *testing.T) *scripted {
+	s := &scripted{conns: make(chan *scriptedConn, 4)}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.SubprotocolJSON}})
+		if err != nil {
+			return
+		}
+		c := &scriptedConn{t: t, ws: ws, done: make(chan struct{})}
+		s.conns <- c
+		<-c.done
+	}))
+	t.Cleanup(func() {
+		for {
+			select {
+			case c := <-s.conns:
+				c.ws.CloseNow()
+				close(c.done)
+				continue
+			default:
+			}
+			break
+		}
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+	return s
+}
+
+func (s *scripted) url() string { return "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/ws" }
+
+func (s *scripted) accept(t *testing.T) *scriptedConn {
+	t.Helper()
+	select {
+	case c := <-s.conns:
+		t.Cleanup(func() {
+			c.ws.CloseNow()
+			close(c.done)
+		})
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection")
+		return nil
+	}
+}
+
+func (c *scriptedConn) read() *corralv1.ClientFrame {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		_, data, err := c.ws.Read(ctx)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		f := new(corralv1.ClientFrame)
+		if err := protocol.DecodeClient(protocol.JSON, data, f); err != nil {
+			c.t.Fatal(err)
+		}
+		if f.GetPing() == nil {
+			return f
+		}
+	}
+}
+
+// discard reads (and answers the close handshake) until the connection
+// ends, once the script is done with it.
+func (c *scriptedConn) discard() {
+	go func() {
+		for {
+			if _, _, err := c.ws.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+func (c *scriptedConn) send(frames ...*corralv1.ServerFrame) {
+	c.t.Helper()
+	var enc [][]byte
+	for _, f := range frames {
+		b, err := protocol.AppendServer(protocol.JSON, nil, f)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		enc = append(enc, b)
+	}
+	if err := c.ws.Write(context.Background(), websocket.MessageText, protocol.AppendBatch(protocol.JSON, nil, enc)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func welcomeF(resumed bool) *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
+		SessionId: "s1", ResumeToken: "t1", UserId: "u", Resumed: resumed, HeartbeatMs: 60000,
+	}}}
+}
+
+func joinedF(room string, seq uint64, epoch string, resumed bool) *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+		Room: room, Seq: seq, Epoch: epoch, Resumed: resumed,
+	}}}
+}
+
+func msgF(room string, seq uint64) *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+		Room: room, Seq: seq, Id: "m" + string(rune('0'+seq)), Payload: []byte(`1`),
+	}}}
+}
+
+// TestSessionScripted: duplicates are dropped by seq, the resume names
+// the right position, and the server's reconnect delay is honoured.
+func TestSessionScripted(t *testing.T) {
+	fake := newScripted(t)
+	ctx := testCtx(t)
+	type connected struct {
+		s   *client.Session
+		err error
+	}
+	got := make(chan connected, 1)
+	go func() {
+		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
+		got <- connected{s, err}
+	}()
+	c1 := fake.accept(t)
+	if h := c1.read().GetHello(); h == nil || h.GetResume() != nil {
+		t.Fatalf("first frame %v, want a hello without resume", h)
+	}
+	c1.send(welcomeF(false))
+	res := <-got
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	s := res.s
+	defer s.Close()
+	r := record(s, "s", checker.New())
+
+	joined := make(chan error, 1)
+	go func() {
+		_, err := s.Join(ctx, "r")
+		joined <- err
+	}()
+	if j := c1.read().GetJoin(); j.GetRoom() != "r" || j.GetSinceSeq() != 0 {
+		t.Fatalf("got %v, want a join of r", j)
+	}
+	c1.send(joinedF("r", 0, "e1", false), msgF("r", 1), msgF("r", 2), msgF("r", 2), msgF("r", 1), msgF("r", 3))
+	if err := <-joined; err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, "3 messages", func() bool { return len(r.ids) == 3 })
+
+	// A drain: the server asks for a 300ms pause, then closes.
+	c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reconnect{Reconnect: &corralv1.ReconnectHint{
+		Code: corralv1.Code_CODE_GOING_AWAY, Reason: "restart", DelayMs: 300,
+	}}})
+	closed := time.Now()
+	c1.ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "restart")
+
+	c2 := fake.accept(t)
+	if waited := time.Since(closed); waited < 300*time.Millisecond {
+		t.Fatalf("reconnected after %v, before the hinted 300ms", waited)
+	}
+	rs := c2.read().GetHello().GetResume()
+	want := &corralv1.Resume{SessionId: "s1", ResumeToken: "t1", Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 3, Epoch: "e1"}}}
+	if rs.GetSessionId() != want.SessionId || rs.GetResumeToken() != want.ResumeToken ||
+		len(rs.GetRooms()) != 1 || rs.GetRooms()[0].GetSeq() != 3 || rs.GetRooms()[0].GetEpoch() != "e1" {
+		t.Fatalf("resume %v, want %v", rs, want)
+	}
+	c2.send(welcomeF(true), joinedF("r", 3, "e1", true), msgF("r", 3), msgF("r", 4))
+	r.wait(t, "4 messages", func() bool { return len(r.ids) == 4 })
+	c2.discard()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if want := []string{"m1", "m2", "m3", "m4"}; !slices.Equal(r.ids, want) {
+		t.Fatalf("received %v, want %v", r.ids, want)
+	}
+	if want := []string{"connected(false)", "disconnected", "connected(true)"}; !slices.Equal(r.states(), want) {
+		t.Fatalf("state events %v, want %v", r.states(), want)
+	}
+	for _, ev := range r.events {
+		if ev.Kind != client.EventDisconnected {
+			continue
+		}
+		var ce *client.CloseError
+		if !errors.As(ev.Err, &ce) || ce.Hint.GetDelayMs() != 300 {
+			t.Fatalf("disconnected with %v, want the close with its hint", ev.Err)
+		}
+	}
+}
