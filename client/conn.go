@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -68,6 +69,14 @@ type Conn struct {
 // Welcome. A refused hello returns a *CloseError.
 func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	sub := opts.Encoding.String()
+	if opts.Resume != nil {
+		// Tells the server's admission control this is a resume.
+		if strings.Contains(url, "?") {
+			url += "&resume=1"
+		} else {
+			url += "?resume=1"
+		}
+	}
 	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		Subprotocols: []string{sub},
 		HTTPHeader:   opts.Header,

@@ -42,6 +42,9 @@ type Core struct {
 	live   map[string]*session
 	links  map[*link]struct{}
 	closed bool
+	// droppedAt is when each detached session lost its connection, for
+	// reconnect_duration_seconds; entries older than the TTL are swept.
+	droppedAt map[string]time.Time
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
@@ -60,6 +63,8 @@ func New(cfg Config) *Core {
 		rooms:   make(map[string]*room),
 		live:    make(map[string]*session),
 		links:   make(map[*link]struct{}),
+
+		droppedAt: make(map[string]time.Time),
 
 		subscribed: make(map[string]bool),
 	}
@@ -209,6 +214,12 @@ func (c *Core) touchLoop() {
 		ids := make([]string, 0, len(c.live))
 		for id := range c.live {
 			ids = append(ids, id)
+		}
+		expired := time.Now().Add(-c.cfg.SessionTTL)
+		for id, at := range c.droppedAt {
+			if at.Before(expired) {
+				delete(c.droppedAt, id)
+			}
 		}
 		c.mu.Unlock()
 		for _, id := range ids {

@@ -22,6 +22,7 @@ type metrics struct {
 	storeInFlight          prometheus.Gauge
 	signalsIn, signalsOut  prometheus.Counter
 	signalsCoalesced       prometheus.Counter
+	reconnectSeconds       prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,14 +40,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "corral_core_store_seconds", Help: "Latency of history and session store operations, by operation.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}, []string{"op"}),
-		storeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_store_errors_total", Help: "Failed store operations, by operation and kind (busy, timeout, canceled, other)."}, []string{"op", "kind"}),
-		storeInFlight:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_store_in_flight", Help: "Store operations in flight."}),
+		storeErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_store_errors_total", Help: "Failed store operations, by operation and kind (busy, timeout, canceled, other)."}, []string{"op", "kind"}),
+		storeInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_store_in_flight", Help: "Store operations in flight."}),
+		reconnectSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "reconnect_duration_seconds",
+			Help:    "From a session's connection dropping to the session resumed (seed W1's metric, measured at the server).",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 3, 5, 10, 20, 30, 60, 120},
+		}),
 		signalsIn:        prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_in_total", Help: "Signals received from clients."}),
 		signalsOut:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_out_total", Help: "Signal values flushed to rooms (each goes once per link)."}),
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds)
 	}
 	return m
 }

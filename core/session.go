@@ -94,6 +94,10 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 	c.mu.Lock()
 	old := c.live[s.id]
 	c.live[s.id] = s
+	if at, ok := c.droppedAt[s.id]; ok {
+		delete(c.droppedAt, s.id)
+		c.metrics.reconnectSeconds.Observe(time.Since(at).Seconds())
+	}
 	c.mu.Unlock()
 	if old != nil {
 		c.takeOver(old)
@@ -166,6 +170,9 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 	if c.live[s.id] == s {
 		delete(c.live, s.id)
 		c.metrics.sessions.Dec()
+	}
+	if !clean {
+		c.droppedAt[s.id] = time.Now()
 	}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)

@@ -38,6 +38,18 @@ type Config struct {
 	// either the connection is a slow consumer. Defaults 4096 and 1 MiB.
 	QueueFrames int
 	QueueBytes  int
+	// HandshakeRate and HandshakeBurst are the token bucket for new
+	// connections (per second; 0: unlimited). Defaults 10000 and 10000.
+	HandshakeRate  float64
+	HandshakeBurst int
+	// ResumeRate and ResumeBurst are the bucket for resuming connections
+	// (URL ?resume=1). Defaults 10000 and 10000.
+	ResumeRate  float64
+	ResumeBurst int
+	// DrainWindow spreads the reconnect hints of a drain: each client is
+	// told to come back after a delay uniform in [0, DrainWindow]. Default
+	// 10s.
+	DrainWindow time.Duration
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the edge's metrics. Nil: not registered.
@@ -66,6 +78,15 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.QueueBytes <= 0 {
 		out.QueueBytes = 1 << 20
+	}
+	if out.HandshakeRate == 0 {
+		out.HandshakeRate, out.HandshakeBurst = 10000, 10000
+	}
+	if out.ResumeRate == 0 {
+		out.ResumeRate, out.ResumeBurst = 10000, 10000
+	}
+	if out.DrainWindow <= 0 {
+		out.DrainWindow = 10 * time.Second
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()

@@ -20,6 +20,7 @@ import (
 type Edge struct {
 	cfg     Config
 	metrics *metrics
+	admit   *admission
 	links   []*link
 	nextID  atomic.Uint64
 
@@ -43,6 +44,7 @@ func New(cfg Config) (*Edge, error) {
 	e := &Edge{
 		cfg:     cfg,
 		metrics: newMetrics(cfg.Registerer),
+		admit:   newAdmission(cfg),
 		ctx:     ctx,
 		cancel:  cancel,
 		conns:   make(map[*conn]struct{}),
@@ -92,6 +94,14 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Unlock()
 	defer e.connWG.Done()
 
+	kind, wait := e.admit.admit(r)
+	if wait > 0 {
+		e.metrics.admissions.WithLabelValues(kind, "deferred").Inc()
+		refuse(w, wait)
+		return
+	}
+	e.metrics.admissions.WithLabelValues(kind, "accepted").Inc()
+
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{protocol.SubprotocolProto, protocol.SubprotocolJSON},
 		OriginPatterns:     e.cfg.OriginPatterns,
@@ -132,6 +142,9 @@ func (e *Edge) untrack(c *conn) {
 	defer e.mu.Unlock()
 	delete(e.conns, c)
 	e.metrics.conns.Dec()
+	if e.closed {
+		e.metrics.draining.Set(float64(len(e.conns)))
+	}
 }
 
 // sweep closes connections that have been silent for two heartbeats. One
@@ -161,10 +174,16 @@ func (e *Edge) sweep() {
 	}
 }
 
-// Close stops accepting connections, tells every client to resume elsewhere
-// after a small random delay, waits for the connections to end (or ctx),
-// then closes the links. Safe to call twice.
-func (e *Edge) Close(ctx context.Context) error {
+// Drain takes the edge out of service gracefully: it turns unready, stops
+// accepting connections, and tells every client to reconnect (and resume)
+// after a delay spread uniformly over window (0: Config.DrainWindow), so
+// that the clients come back, here after a restart or elsewhere, as a
+// gentle ramp rather than a herd. It waits until the clients have gone or
+// ctx ends; then it closes what remains. Sessions stay resumable.
+func (e *Edge) Drain(ctx context.Context, window time.Duration) error {
+	if window <= 0 {
+		window = e.cfg.DrainWindow
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -176,8 +195,10 @@ func (e *Edge) Close(ctx context.Context) error {
 		conns = append(conns, c)
 	}
 	e.mu.Unlock()
+	e.metrics.draining.Set(float64(len(conns)))
 	for _, c := range conns {
-		c.closeWith(corralv1.Code_CODE_GOING_AWAY, "server shutting down", uint32(rand.IntN(1000)), true)
+		delay := uint32(rand.Int64N(window.Milliseconds() + 1))
+		c.closeWith(corralv1.Code_CODE_GOING_AWAY, "server draining: reconnect and resume", delay, true)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -195,6 +216,14 @@ func (e *Edge) Close(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 	}
+	e.metrics.draining.Set(0)
+	return err
+}
+
+// Close drains the edge (see Drain) and stops its links. Safe to call
+// twice.
+func (e *Edge) Close(ctx context.Context) error {
+	err := e.Drain(ctx, 0)
 	e.cancel()
 	e.wg.Wait()
 	return err

@@ -1,0 +1,282 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/checker"
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/faultproxy"
+	"github.com/corral-rt/corral/internal/redistest"
+	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/server"
+)
+
+// TestResetStormResumes is seed W1 at CI scale: 2,000 clients in 20 rooms
+// lose their connections at the same instant (TCP RST from a fault proxy)
+// while a publisher keeps sending; every session resumes, nothing is lost
+// or duplicated, and attempts per client stay bounded.
+func TestResetStormResumes(t *testing.T) {
+	const clients, rooms = 2000, 20
+	d := start(t, "serve", nil, nil)
+	proxy, err := faultproxy.Start(d.wsURL[len("ws://") : len(d.wsURL)-len("/ws")])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	viaProxy := "ws://" + proxy.Addr() + "/ws"
+	ctx := testCtx(t)
+
+	chk := checker.New()
+	type member struct {
+		name string
+		room string
+		s    *client.Session
+		from uint64
+	}
+	members := make([]*member, clients)
+	var resumed atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	sem := make(chan struct{}, 64) // connect at a civil pace
+	for i := range members {
+		m := &member{name: fmt.Sprintf("c%d", i), room: fmt.Sprintf("class%d", i%rooms)}
+		members[i] = m
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			s, err := client.Connect(ctx, viaProxy, client.SessionOptions{Options: client.Options{Token: m.name, Encoding: protocol.Encoding(i % 2)}})
+			if err == nil {
+				var j *corralv1.Joined
+				if j, err = s.Join(ctx, m.room); err == nil {
+					m.s, m.from = s, j.GetSeq()
+				}
+			}
+			<-sem
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", m.name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		t.Cleanup(func() { m.s.Close() })
+		go func() {
+			for ev := range m.s.Events() {
+				switch ev.Kind {
+				case client.EventFrame:
+					if msg := ev.Frame.GetMessage(); msg != nil {
+						chk.Received(m.name, msg.GetRoom(), msg.GetSeq(), msg.GetId())
+					}
+				case client.EventConnected:
+					if ev.Resumed {
+						resumed.Add(1)
+					}
+				case client.EventReset:
+					chk.Reset(m.name, ev.Room)
+				}
+			}
+		}()
+	}
+
+	// The publisher talks to the server directly, not through the proxy.
+	pub := dial(t, d, "teacher", protocol.JSON)
+	for r := range rooms {
+		if _, err := pub.Join(ctx, fmt.Sprintf("class%d", r), 0, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		for range pub.Frames() {
+		}
+	}()
+	last := make([]uint64, rooms)
+	stop := make(chan struct{})
+	pubDone := make(chan error, 1)
+	go func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				pubDone <- nil
+				return
+			default:
+			}
+			r := k % rooms
+			id := fmt.Sprintf("m%d", k)
+			p, err := pub.Publish(ctx, fmt.Sprintf("class%d", r), id, payload(k))
+			if err != nil {
+				pubDone <- err
+				return
+			}
+			chk.Acked(p.GetRoom(), p.GetSeq(), id)
+			last[r] = p.GetSeq()
+			time.Sleep(2 * time.Millisecond) // ~500 messages/s across rooms
+		}
+	}()
+
+	time.Sleep(300 * time.Millisecond)
+	if cut := proxy.ResetAll(); cut != clients {
+		t.Fatalf("reset %d connections, want %d", cut, clients)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for resumed.Load() < clients && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := resumed.Load(); n < clients {
+		t.Fatalf("only %d of %d sessions resumed within 60s", n, clients)
+	}
+	time.Sleep(300 * time.Millisecond) // live traffic after the storm
+	close(stop)
+	if err := <-pubDone; err != nil {
+		t.Fatal(err)
+	}
+	// Everyone must have everything up to the last acknowledged seq.
+	settle := time.Now().Add(20 * time.Second)
+	for _, m := range members {
+		r := 0
+		fmt.Sscanf(m.room, "class%d", &r)
+		for chk.Count(m.name, m.room) < int(last[r]-m.from) && time.Now().Before(settle) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		chk.Member(m.name, m.room, m.from, last[r])
+	}
+	if err := chk.Check(); err != nil {
+		t.Fatal(err)
+	}
+	worst := 0
+	for _, m := range members {
+		a := m.s.Attempts()
+		if len(a) > 1 {
+			worst = max(worst, a[len(a)-1])
+		}
+	}
+	if worst > 8 {
+		t.Fatalf("a client needed %d attempts to reconnect; want a handful at most", worst)
+	}
+	t.Logf("2,000 resumed; worst attempts per client: %d", worst)
+}
+
+// TestAdmissionRefusesPastBucket: past the handshake bucket the server
+// answers 503 with a Retry-After at once, and clients already connected are
+// not disturbed.
+func TestAdmissionRefusesPastBucket(t *testing.T) {
+	d := start(t, "serve", nil, func(o *server.Options) {
+		o.Edge.HandshakeRate, o.Edge.HandshakeBurst = 0.5, 2
+	})
+	ctx := testCtx(t)
+	// waitReady may have spent nothing: /readyz is not /ws.
+	first := dial(t, d, "early", protocol.JSON)
+	if _, err := first.Join(ctx, "r", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	dial(t, d, "second", protocol.JSON)
+	resp, err := http.Get("http" + d.wsURL[len("ws"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("third handshake: %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if _, err := first.Publish(ctx, "r", "still", []byte(`1`)); err != nil {
+		t.Fatalf("connected client disturbed: %v", err)
+	}
+}
+
+// TestDrainSpreadsHints: a drain turns the server unready, refuses new
+// connections, and tells every client to resume after a delay spread over
+// the window; the sessions resume on another server sharing the store.
+func TestDrainSpreadsHints(t *testing.T) {
+	addr := "redis://" + redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	shared := func(o *server.Options) { o.RedisURL, o.RedisPrefix = addr, prefix }
+	// a is started here, not by start(), to drain it by hand.
+	aNode, err := server.Start(server.Options{
+		Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
+		RedisURL: addr, RedisPrefix: prefix,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { aNode.Close(context.Background()) })
+	waitReady(t, "http://"+aNode.Addr()+"/readyz")
+	a := &deployment{wsURL: "ws://" + aNode.Addr() + "/ws"}
+	b := start(t, "serve", nil, shared)
+	ctx := testCtx(t)
+	pub := dial(t, b, "pub", protocol.JSON)
+	if _, err := pub.Join(ctx, "deploy", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	var conns []*client.Conn
+	var epoch string
+	for i := range 40 {
+		c := dial(t, a, fmt.Sprintf("u%d", i), protocol.Encoding(i%2))
+		j, err := c.Join(ctx, "deploy", 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch = j.GetEpoch()
+		conns = append(conns, c)
+	}
+	const window = 2 * time.Second
+	drained := make(chan error, 1)
+	go func() {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		drained <- aNode.Drain(dctx, window)
+	}()
+	var delays []uint32
+	for _, c := range conns {
+		ce := waitClosed(t, c)
+		if int(ce.Code) != int(corralv1.Code_CODE_GOING_AWAY) || ce.Hint.GetCode() != corralv1.Code_CODE_GOING_AWAY {
+			t.Fatalf("closed with %d hint %v, want %d", ce.Code, ce.Hint, corralv1.Code_CODE_GOING_AWAY)
+		}
+		delays = append(delays, ce.Hint.GetDelayMs())
+	}
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := delays[0], delays[0]
+	for _, dl := range delays {
+		lo, hi = min(lo, dl), max(hi, dl)
+		if time.Duration(dl)*time.Millisecond > window {
+			t.Fatalf("hint delay %dms beyond the %v window", dl, window)
+		}
+	}
+	if hi-lo < uint32(window.Milliseconds()/4) {
+		t.Fatalf("hint delays %d..%dms are not spread over the window", lo, hi)
+	}
+	if resp, err := http.Get("http" + a.wsURL[len("ws"):len(a.wsURL)-len("/ws")] + "/readyz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("readyz during drain: %d", resp.StatusCode)
+		}
+	}
+	// Meanwhile the room moved on; every session resumes on b.
+	p, err := pub.Publish(ctx, "deploy", "after-drain", []byte(`1`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range conns {
+		back, err := resumeConn(t, b.wsURL, fmt.Sprintf("u%d", i), c.Welcome(), "deploy", p.GetSeq()-1, epoch)
+		if err != nil {
+			t.Fatalf("u%d could not resume on the other server: %v", i, err)
+		}
+		m := nextFrame(t, back, isMsg).GetMessage()
+		if m.GetId() != "after-drain" {
+			t.Fatalf("u%d got %v", i, m)
+		}
+	}
+}
