@@ -43,9 +43,20 @@ type conn struct {
 	closeCode   corralv1.Code
 	closeReason string
 
-	// rooms are the rooms this connection is a local member of; guarded by
-	// link.mu, not mu.
+	// Guarded by link.mu, not mu:
+	// rooms are the rooms this connection is a local member of.
 	rooms map[string]struct{}
+	// attach is what the core was told when the connection attached, and
+	// session/token/since/epochs what the core answered since; with them
+	// the edge resumes the session itself when its link to the core is
+	// re-opened, and the browser notices nothing.
+	attach  *corralv1.Attach
+	session string
+	token   string
+	since   map[string]uint64 // per room: the position the conn is at, at least
+	epochs  map[string]string
+	// reattaching swallows the Welcome of a resume the edge made itself.
+	reattaching bool
 }
 
 func newConn(e *Edge, ws *websocket.Conn, enc protocol.Encoding, remote string) *conn {
@@ -194,6 +205,23 @@ func (c *conn) sendFrame(f *corralv1.ServerFrame) {
 		return
 	}
 	c.enqueue(b)
+}
+
+// refuse answers a client frame the edge cannot pass on now with an Error
+// naming the frame's room and publish id, so the client can retry it.
+func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, retryMs uint32) {
+	e := &corralv1.Error{Code: code, Message: msg, RetryAfterMs: retryMs}
+	switch k := f.GetKind().(type) {
+	case *corralv1.ClientFrame_Publish:
+		e.Room, e.Ref = k.Publish.GetRoom(), k.Publish.GetId()
+	case *corralv1.ClientFrame_Join:
+		e.Room = k.Join.GetRoom()
+	case *corralv1.ClientFrame_Leave:
+		e.Room = k.Leave.GetRoom()
+	case *corralv1.ClientFrame_Signal:
+		e.Room = k.Signal.GetRoom()
+	}
+	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: e}})
 }
 
 func (c *conn) sendError(code corralv1.Code, msg string) {

@@ -151,7 +151,7 @@ func (e *Edge) untrack(c *conn) {
 // goroutine for all connections costs less than a timer each.
 func (e *Edge) sweep() {
 	defer e.wg.Done()
-	t := time.NewTicker(e.cfg.Heartbeat / 2)
+	t := time.NewTicker(min(e.cfg.Heartbeat/2, 5*time.Second))
 	defer t.Stop()
 	for {
 		select {
@@ -170,6 +170,9 @@ func (e *Edge) sweep() {
 		e.mu.Unlock()
 		for _, c := range stale {
 			c.closeWith(corralv1.Code_CODE_HEARTBEAT_TIMEOUT, "no frame within two heartbeats", 0, false)
+		}
+		for _, l := range e.links {
+			l.giveUpOrphans()
 		}
 	}
 }

@@ -36,7 +36,18 @@ type link struct {
 	// rooms maps a room to its local members on this link: the core sends a
 	// room frame once per link and it goes to each of them.
 	rooms map[string]map[*conn]struct{}
+	// roomSeq is the seq of the last message of each room delivered on
+	// this link: where every member of the room is.
+	roomSeq map[string]uint64
+	// orphans are connections whose link failed; they wait, open, for the
+	// link to come back and are then resumed by the edge itself.
+	orphans    map[uint64]*conn
+	orphanedAt time.Time
 }
+
+// orphanWait is how long connections wait, open, for a failed link to the
+// core to come back before they are told to reconnect.
+const orphanWait = 30 * time.Second
 
 func newLink(e *Edge, idx int) *link {
 	return &link{
@@ -45,6 +56,9 @@ func newLink(e *Edge, idx int) *link {
 		queue: linkq.New[*corralv1.EdgeFrame](),
 		conns: make(map[uint64]*conn),
 		rooms: make(map[string]map[*conn]struct{}),
+
+		roomSeq: make(map[string]uint64),
+		orphans: make(map[uint64]*conn),
 	}
 }
 
@@ -101,6 +115,7 @@ func (l *link) serve(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.up = true
+	l.reattachLocked()
 	l.mu.Unlock()
 	l.e.metrics.linkUp.Inc()
 	defer l.e.metrics.linkUp.Dec()
@@ -137,20 +152,79 @@ func (l *link) sendLoop(ctx context.Context, stream corralv1connect.RoomServiceL
 	}
 }
 
-// down marks the link failed: every connection on it is told to resume
-// (spread over a second, so they do not return at once), and the local
-// room state is dropped.
+// down marks the link failed. Connections with a session stay open, as
+// orphans, for orphanWait: when the link is back the edge resumes their
+// sessions itself (reattach). The others are told to resume, spread over a
+// second so they do not return at once.
 func (l *link) down() {
 	l.mu.Lock()
 	l.up = false
-	conns := l.conns
+	var lost []*conn
+	for id, c := range l.conns {
+		if c.session == "" {
+			lost = append(lost, c)
+			continue
+		}
+		// Remember where the connection is in each of its rooms.
+		for room := range c.rooms {
+			c.since[room] = max(c.since[room], l.roomSeq[room])
+		}
+		c.rooms = nil
+		l.orphans[id] = c
+	}
+	if len(l.orphans) > 0 && l.orphanedAt.IsZero() {
+		l.orphanedAt = time.Now()
+	}
 	l.conns = make(map[uint64]*conn)
 	l.rooms = make(map[string]map[*conn]struct{})
+	l.roomSeq = make(map[string]uint64)
 	l.queue.Reset()
 	l.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range lost {
 		c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "lost the link to the core", uint32(rand.IntN(1000)), true)
 	}
+}
+
+// giveUpOrphans closes orphans that waited too long for the link.
+func (l *link) giveUpOrphans() {
+	l.mu.Lock()
+	if len(l.orphans) == 0 || time.Since(l.orphanedAt) < orphanWait {
+		l.mu.Unlock()
+		return
+	}
+	orphans := l.orphans
+	l.orphans = make(map[uint64]*conn)
+	l.orphanedAt = time.Time{}
+	l.mu.Unlock()
+	for _, c := range orphans {
+		c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "lost the link to the core", uint32(rand.IntN(1000)), true)
+	}
+}
+
+// reattach resumes every orphan's session on the re-opened link: Attach
+// with the session's id, token and each room's position. The core replays
+// what they missed; their clients see no disconnect. Lock must be held.
+func (l *link) reattachLocked() {
+	for id, c := range l.orphans {
+		resume := &corralv1.Resume{SessionId: c.session, ResumeToken: c.token}
+		for room, seq := range c.since {
+			resume.Rooms = append(resume.Rooms, &corralv1.RoomPosition{Room: room, Seq: seq, Epoch: c.epochs[room]})
+		}
+		a := &corralv1.Attach{
+			Hello:      &corralv1.Hello{Client: c.attach.GetHello().GetClient(), Resume: resume},
+			Identity:   c.attach.GetIdentity(),
+			RemoteAddr: c.attach.GetRemoteAddr(),
+			Protocol:   c.attach.GetProtocol(),
+		}
+		if !l.enqueueLocked(&corralv1.EdgeFrame{Conn: id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}}) {
+			continue // the next failure or giveUpOrphans handles it
+		}
+		c.reattaching = true
+		l.conns[id] = c
+		delete(l.orphans, id)
+		l.e.metrics.reattached.Inc()
+	}
+	l.orphanedAt = time.Time{}
 }
 
 // enqueueLocked queues f for the core. Lock must be held.
@@ -165,6 +239,9 @@ func (l *link) attach(c *conn, a *corralv1.Attach) bool {
 	ok := l.up && l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}})
 	if ok {
 		l.conns[c.id] = c
+		c.attach = a
+		c.since = make(map[string]uint64)
+		c.epochs = make(map[string]string)
 	}
 	l.mu.Unlock()
 	if !ok {
@@ -178,8 +255,14 @@ func (l *link) attach(c *conn, a *corralv1.Attach) bool {
 func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
 	l.mu.Lock()
 	_, attached := l.conns[c.id]
+	_, orphan := l.orphans[c.id]
 	ok := attached && l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Frame{Frame: f}})
 	l.mu.Unlock()
+	if orphan {
+		// The core is back soon; the client retries what it needs.
+		c.refuse(f, corralv1.Code_CODE_UNAVAILABLE, "the core is restarting; retry shortly", 500)
+		return true
+	}
 	if !attached {
 		// The link went down under the connection; its close is queued.
 		return false
@@ -194,6 +277,10 @@ func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
 func (l *link) detach(c *conn, clean bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.orphans[c.id] == c {
+		delete(l.orphans, c.id)
+		return
+	}
 	if l.conns[c.id] != c {
 		return
 	}
@@ -241,6 +328,28 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				continue
 			}
 			sf := k.Conn.GetFrame()
+			switch sk := sf.GetKind().(type) {
+			case *corralv1.ServerFrame_Welcome:
+				c.session, c.token = sk.Welcome.GetSessionId(), sk.Welcome.GetResumeToken()
+				if c.reattaching {
+					c.reattaching = false
+					continue // the client has its welcome already
+				}
+			case *corralv1.ServerFrame_Joined:
+				j := sk.Joined
+				c.since[j.GetRoom()], c.epochs[j.GetRoom()] = j.GetSeq(), j.GetEpoch()
+			case *corralv1.ServerFrame_Reset_:
+				r := sk.Reset_
+				c.since[r.GetRoom()], c.epochs[r.GetRoom()] = r.GetSeq(), r.GetEpoch()
+			case *corralv1.ServerFrame_Left:
+				delete(c.since, sk.Left.GetRoom())
+			case *corralv1.ServerFrame_Batch:
+				if fs := sk.Batch.GetFrames(); len(fs) > 0 {
+					if m := fs[len(fs)-1].GetMessage(); m != nil {
+						c.since[m.GetRoom()] = max(c.since[m.GetRoom()], m.GetSeq())
+					}
+				}
+			}
 			if sf.GetBatch() != nil {
 				// A batch for one connection is a replay of missed messages.
 				if b, err := protocol.AppendServer(c.enc, nil, sf); err == nil {
@@ -272,6 +381,12 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 // deliverRoomLocked encodes a room frame once per encoding in use and
 // queues the same bytes on every local member. Lock must be held.
 func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
+	switch k := rf.GetFrame().GetKind().(type) {
+	case *corralv1.ServerFrame_Message:
+		l.roomSeq[rf.GetRoom()] = k.Message.GetSeq()
+	case *corralv1.ServerFrame_Reset_:
+		l.roomSeq[rf.GetRoom()] = k.Reset_.GetSeq()
+	}
 	members := l.rooms[rf.GetRoom()]
 	if len(members) == 0 {
 		return

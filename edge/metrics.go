@@ -14,6 +14,7 @@ type metrics struct {
 	signalsMerged  prometheus.Counter
 	admissions     *prometheus.CounterVec
 	draining       prometheus.Gauge
+	reattached     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,11 +30,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkUp:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),
 		linkFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failures_total", Help: "Link streams to the core that failed."}),
 		admissions:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_admissions_total", Help: "Connection attempts by kind (handshake, resume) and outcome (accepted, deferred with 503)."}, []string{"kind", "outcome"}),
+		reattached:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_sessions_reattached_total", Help: "Sessions the edge resumed by itself after its link to the core came back (their clients saw no disconnect)."}),
 		draining:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_drain_remaining", Help: "Connections still open during a drain (0 when not draining)."}),
 		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures, m.signalsMerged, m.admissions, m.draining)
+		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures, m.signalsMerged, m.admissions, m.draining, m.reattached)
 	}
 	return m
 }

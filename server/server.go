@@ -236,14 +236,19 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.edge != nil {
 		errs = append(errs, n.edge.Close(ctx))
 	}
-	for _, s := range n.servers {
-		if err := s.Shutdown(ctx); err != nil {
-			errs = append(errs, err)
-			s.Close()
-		}
-	}
+	// The core before the listeners: closing it ends the edges' Link
+	// streams, which a graceful HTTP shutdown would otherwise wait for.
 	if n.core != nil {
 		errs = append(errs, n.core.Close())
+	}
+	// What is left on the listeners (unary API calls, health checks) gets a
+	// short grace: clients were drained and the core is closed already.
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, s := range n.servers {
+		if err := s.Shutdown(sctx); err != nil {
+			s.Close()
+		}
 	}
 	n.closeStores()
 	return errors.Join(errs...)
