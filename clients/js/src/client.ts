@@ -1,0 +1,798 @@
+// The connection state machine: hello, rooms, publishes with acks, signals,
+// heartbeats, and reconnecting with resume.
+
+import { Backoff, type BackoffOptions } from "./backoff.js";
+import { CodecError, decodeServer, encodeClient } from "./codec.js";
+import { Code, adviceOf, type Advice } from "./codes.js";
+import { Emitter } from "./emitter.js";
+import { loadState, saveState, type SessionState, type StorageLike } from "./storage.js";
+import type {
+  ClientFrameJSON,
+  ErrorFrame,
+  Joined,
+  Left,
+  Message,
+  Payload,
+  Published,
+  Reset,
+  ServerFrame,
+  SignalEvent,
+  Welcome,
+} from "./wire.js";
+
+/** The WebSocket subprotocol this SDK speaks. */
+export const SUBPROTOCOL = "corral.v1.json";
+
+/** The Hello.client this SDK sends unless told otherwise. */
+export const CLIENT_NAME = "corral-js/0.1.0";
+
+/**
+ * ConnectionState is where a Client is:
+ * "idle" before connect(); "connecting" on the way to the first Welcome;
+ * "open" after Welcome; "reconnecting" after a connection was lost, while
+ * it waits and tries again; "closed" after close() or a code that says stop.
+ */
+export type ConnectionState = "idle" | "connecting" | "open" | "reconnecting" | "closed";
+
+/** StateChange is the "state" event. */
+export interface StateChange {
+  state: ConnectionState;
+  previous: ConnectionState;
+  /** The close code (corral's or WebSocket's) that caused the change, if any. */
+  code?: number;
+  reason?: string;
+  /** For "reconnecting": how long until the next attempt. */
+  delayMs?: number;
+}
+
+/** The events a Client emits; listen with client.on(type, fn). */
+export interface ClientEvents {
+  state: StateChange;
+  /** The server accepted a hello; resumed says whether the session continued. */
+  welcome: Welcome;
+  /** A room was joined, or restored by a resume (resumed: true). */
+  joined: Joined;
+  /** A room was left, or the server removed the client from it. */
+  left: Left;
+  /** A reliable message, in the room's order, each seq once. */
+  message: Message;
+  /** The latest value of a signal key (or its removal, clear: true). */
+  signal: SignalEvent;
+  /** History the client asked for is gone: refetch the room's state; live
+   * messages continue after seq. */
+  reset: Reset;
+  /** An error frame not tied to a pending call, or why the client stopped. */
+  error: CorralError;
+}
+
+/** CorralError is a refusal from the server, or why a call failed. */
+export class CorralError extends Error {
+  override name = "CorralError";
+  readonly advice: Advice;
+  constructor(
+    /** A corral Code, or a WebSocket close code. */
+    readonly code: number,
+    message: string,
+    readonly room = "",
+    /** The Publish.id concerned, if any. */
+    readonly ref = "",
+    readonly retryAfterMs = 0,
+  ) {
+    super(message);
+    this.advice = adviceOf(code);
+  }
+
+  static from(e: ErrorFrame): CorralError {
+    return new CorralError(e.code, e.message || `error ${e.code}`, e.room, e.ref, e.retryAfterMs);
+  }
+}
+
+/** A WebSocket constructor: the browser's, or a test's stand-in. */
+export interface WebSocketLike {
+  readonly readyState: number;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+}
+export type WebSocketConstructor = new (url: string, protocols: string | string[]) => WebSocketLike;
+
+/** ClientOptions configure a Client. Only url is required. */
+export interface ClientOptions {
+  /** The WebSocket endpoint, e.g. "wss://rooms.example.com/ws". */
+  url: string;
+  /** The connection token (a JWT; a user id with --insecure-dev), or a
+   * function that fetches a fresh one before each connection. */
+  token?: string | (() => string | Promise<string>);
+  /** Hello.client, for the server's logs. */
+  clientName?: string;
+  /** Where the session and room positions are kept, so that a reload
+   * resumes. Default: sessionStorage when there is one; null: nowhere. */
+  storage?: StorageLike | null;
+  /** The storage key. Default "corral:" + url. */
+  storageKey?: string;
+  backoff?: BackoffOptions;
+  /** Minimum time between two sends of one signal key (latest value wins).
+   * Default 33 ms: about once per server tick. */
+  signalIntervalMs?: number;
+  /** How long after a message to acknowledge the room's position (0: never).
+   * Default 1000 ms. */
+  ackDelayMs?: number;
+  /** How long a connection may take to reach Welcome. Default 10 s. */
+  connectTimeoutMs?: number;
+  /** A connection that lasted this long resets the backoff. Default 5 s. */
+  stableMs?: number;
+  /** How often a publish refused with a "retry" code is tried again
+   * before its promise rejects. Default 5. */
+  publishRetries?: number;
+  /** The WebSocket implementation. Default globalThis.WebSocket. */
+  WebSocket?: WebSocketConstructor;
+  /** Randomness for jitter and publish ids. Default Math.random. */
+  random?: () => number;
+}
+
+/** PublishResult is the server's acknowledgement of a publish. */
+export type PublishResult = Published;
+
+interface RoomState {
+  seq: number;
+  epoch: string;
+  /** Joined on the current connection. */
+  ready: boolean;
+  /** A Join was sent on the current connection and not yet answered. */
+  joining: boolean;
+  waiters: Waiter<Joined>[];
+  acked: number;
+}
+
+interface Waiter<T> {
+  resolve(v: T): void;
+  reject(e: Error): void;
+}
+
+interface PendingPublish extends Waiter<PublishResult> {
+  room: string;
+  id: string;
+  payload: Payload | undefined;
+  sent: boolean;
+  attempts: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+interface SignalState {
+  room: string;
+  key: string;
+  payload: Payload | undefined;
+  clear: boolean;
+  /** Not yet sent since it last changed. */
+  dirty: boolean;
+  lastSent: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/**
+ * Client is one logical connection to corral that outlives its WebSockets:
+ * it reconnects with backoff, resumes its session (kept in sessionStorage),
+ * rejoins its rooms from where it left them, and re-sends publishes that
+ * were not acknowledged (each id is applied once). Methods may be called in
+ * any state; what needs a connection waits for one.
+ */
+export class Client extends Emitter<ClientEvents> {
+  private readonly opts: Required<
+    Pick<ClientOptions, "signalIntervalMs" | "ackDelayMs" | "connectTimeoutMs" | "stableMs" | "publishRetries">
+  >;
+  private readonly WS: WebSocketConstructor;
+  private readonly random: () => number;
+  private readonly storage: StorageLike | null;
+  private readonly storageKey: string;
+  private readonly backoff: Backoff;
+
+  private st: ConnectionState = "idle";
+  private ws: WebSocketLike | null = null;
+  private gen = 0; // the current socket's generation; older sockets' events are ignored
+  private session: SessionState["session"] = null;
+  private welcomeFrame: Welcome | null = null;
+  private hint: { code: number; reason: string; delayMs: number } | null = null;
+  private openedAt = 0;
+  private lastSent = 0;
+  private lastReceived = 0;
+  private heartbeatMs = 25_000;
+  private pingId = 0;
+  private dirty = false;
+
+  private readonly rooms = new Map<string, RoomState>();
+  /** Rooms left that the server may still have us in; sent: a Leave went
+   * out on the current connection. */
+  private readonly leaving = new Map<string, { sent: boolean; waiters: Waiter<void>[] }>();
+  /** The rooms named in the current connection's resume hello. */
+  private resumeRooms = new Set<string>();
+  private readonly outbox = new Map<string, PendingPublish>();
+  private readonly signals = new Map<string, SignalState>();
+  private readonly idPrefix: string;
+  private nextId = 0;
+
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private connectTimer: ReturnType<typeof setTimeout> | undefined;
+  private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  private ackTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly options: ClientOptions) {
+    super();
+    this.opts = {
+      signalIntervalMs: options.signalIntervalMs ?? 33,
+      ackDelayMs: options.ackDelayMs ?? 1000,
+      connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+      stableMs: options.stableMs ?? 5000,
+      publishRetries: options.publishRetries ?? 5,
+    };
+    const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
+    this.WS = WS;
+    this.random = options.random ?? Math.random;
+    this.backoff = new Backoff(options.backoff, this.random);
+    this.storage =
+      options.storage !== undefined
+        ? options.storage
+        : ((globalThis as { sessionStorage?: StorageLike }).sessionStorage ?? null);
+    this.storageKey = options.storageKey ?? `corral:${options.url}`;
+    // Publish ids must be unique per session, and a session outlives this
+    // object (a reload resumes it): a random prefix per Client.
+    this.idPrefix = Math.floor(this.random() * 36 ** 8)
+      .toString(36)
+      .padStart(8, "0");
+    const saved = loadState(this.storage, this.storageKey);
+    this.session = saved.session;
+    for (const [room, pos] of Object.entries(saved.rooms)) {
+      this.rooms.set(room, newRoom(pos.seq, pos.epoch));
+    }
+  }
+
+  /** state is where the client is now. */
+  get state(): ConnectionState {
+    return this.st;
+  }
+
+  /** welcome is the current connection's Welcome, or null when not open. */
+  get welcome(): Welcome | null {
+    return this.welcomeFrame;
+  }
+
+  /** sessionId is the session this client resumes, or "" before the first Welcome. */
+  get sessionId(): string {
+    return this.session?.sessionId ?? "";
+  }
+
+  /** joinedRooms lists the rooms this client is in or is joining. */
+  get joinedRooms(): string[] {
+    return [...this.rooms.keys()];
+  }
+
+  /** position returns the last seq processed in a room and its epoch. */
+  position(room: string): { seq: number; epoch: string } | undefined {
+    const r = this.rooms.get(room);
+    return r && { seq: r.seq, epoch: r.epoch };
+  }
+
+  /** connect starts connecting; it does nothing if already started. */
+  connect(): void {
+    if (this.st !== "idle" && this.st !== "closed") return;
+    this.backoff.reset();
+    this.setState("connecting");
+    void this.open();
+  }
+
+  /**
+   * close ends the connection and stops reconnecting. Pending publishes
+   * and joins reject. The session stays in storage, so a later connect()
+   * (or a reload) resumes it.
+   */
+  close(): void {
+    if (this.st === "closed" || this.st === "idle") {
+      this.st = "closed";
+      return;
+    }
+    const ws = this.ws;
+    this.detach();
+    ws?.close(1000, "client closed");
+    this.stop(new CorralError(1000, "client closed"));
+  }
+
+  /**
+   * join enters a room and resolves when the server confirms it. A room
+   * the client was in before a reload (or a resume) is restored from where
+   * it was left; a room joined for the first time starts at its current end.
+   */
+  join(room: string): Promise<Joined> {
+    if (this.st === "closed") return Promise.reject(new CorralError(1000, "client closed", room));
+    this.leaving.delete(room);
+    let r = this.rooms.get(room);
+    if (r?.ready) return Promise.resolve({ room, seq: r.seq, epoch: r.epoch, resumed: false });
+    if (!r) {
+      r = newRoom(0, "");
+      this.rooms.set(room, r);
+      this.dirty = true;
+      this.persist();
+    }
+    const p = new Promise<Joined>((resolve, reject) => r.waiters.push({ resolve, reject }));
+    if (this.st === "open" && !r.joining) this.sendJoin(room, r);
+    return p;
+  }
+
+  /** leave exits a room; it resolves when the server confirms (at once when offline). */
+  leave(room: string): Promise<void> {
+    const r = this.rooms.get(room);
+    if (!r) return Promise.resolve();
+    this.rooms.delete(room);
+    this.dirty = true;
+    this.persist();
+    const err = new CorralError(Code.NOT_JOINED, "left the room", room);
+    for (const w of r.waiters) w.reject(err);
+    for (const p of [...this.outbox.values()]) {
+      if (p.room === room) this.settle(p, err);
+    }
+    for (const [k, s] of this.signals) {
+      if (s.room === room) {
+        clearTimeout(s.timer);
+        this.signals.delete(k);
+      }
+    }
+    if (this.st !== "open") {
+      // A resumed session may still be in the room: leave it on Joined.
+      this.leaving.set(room, { sent: false, waiters: [] });
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.leaving.set(room, { sent: true, waiters: [{ resolve, reject }] });
+      this.send({ leave: { room } });
+    });
+  }
+
+  /**
+   * publish sends a reliable message to a room. It resolves with the seq
+   * the server assigned when the server acknowledges it, and rejects with a
+   * CorralError when the server refuses it for good. Across a reconnect it
+   * is sent again with the same id, which the server applies once.
+   */
+  publish(room: string, payload: Payload, opts: { id?: string } = {}): Promise<PublishResult> {
+    const id = opts.id ?? `${this.idPrefix}-${++this.nextId}`;
+    if (this.st === "closed") return Promise.reject(new CorralError(1000, "client closed", room, id));
+    if (!this.rooms.has(room)) {
+      return Promise.reject(new CorralError(Code.NOT_JOINED, "join the room before publishing", room, id));
+    }
+    if (this.outbox.has(id)) return Promise.reject(new CorralError(Code.INVALID_ARGUMENT, "publish id in use", room, id));
+    return new Promise<PublishResult>((resolve, reject) => {
+      const p: PendingPublish = { room, id, payload, resolve, reject, sent: false, attempts: 0, timer: undefined };
+      this.outbox.set(id, p);
+      this.sendPublish(p);
+    });
+  }
+
+  /**
+   * signal sets an ephemeral, keyed value in a room, such as a cursor.
+   * Calls are coalesced: each key is sent at most once per
+   * signalIntervalMs, with its latest value. The value is restored after a
+   * reconnect until clearSignal.
+   */
+  signal(room: string, key: string, payload: Payload): void {
+    this.setSignal(room, key, payload, false);
+  }
+
+  /** clearSignal removes a signal key: it disappears for everyone. */
+  clearSignal(room: string, key: string): void {
+    this.setSignal(room, key, undefined, true);
+  }
+
+  /** ping sends a Ping now (the client also pings by itself when idle). */
+  ping(): void {
+    if (this.st === "open") this.send({ ping: { id: ++this.pingId } });
+  }
+
+  // ---- connection ----
+
+  private async open(): Promise<void> {
+    const gen = ++this.gen;
+    let token = "";
+    try {
+      const t = this.options.token;
+      token = typeof t === "function" ? await t() : (t ?? "");
+    } catch (err) {
+      if (gen === this.gen) this.lost(gen, 1006, `token: ${(err as Error).message}`);
+      return;
+    }
+    if (gen !== this.gen) return;
+    let ws: WebSocketLike;
+    try {
+      ws = new this.WS(this.options.url, SUBPROTOCOL);
+    } catch (err) {
+      this.stop(new CorralError(Code.BAD_FRAME, `connect: ${(err as Error).message}`));
+      return;
+    }
+    this.ws = ws;
+    this.connectTimer = setTimeout(() => this.lost(gen, 1006, "no welcome within the connect timeout"), this.opts.connectTimeoutMs);
+    ws.onopen = () => {
+      if (gen !== this.gen) return;
+      const resume = this.session && {
+        sessionId: this.session.sessionId,
+        resumeToken: this.session.resumeToken,
+        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch })),
+      };
+      this.resumeRooms = new Set(resume ? this.rooms.keys() : []);
+      this.send({ hello: { token, client: this.options.clientName ?? CLIENT_NAME, resume: resume || undefined } });
+    };
+    ws.onmessage = (ev) => {
+      if (gen !== this.gen) return;
+      this.lastReceived = Date.now();
+      if (typeof ev.data !== "string") return; // corral.v1.json is text only
+      let frames: ServerFrame[];
+      try {
+        frames = decodeServer(ev.data);
+      } catch (err) {
+        this.emit("error", new CorralError(Code.BAD_FRAME, (err as CodecError).message));
+        return;
+      }
+      for (const f of frames) {
+        if (gen !== this.gen) break;
+        this.handle(f);
+      }
+      this.persist();
+    };
+    ws.onclose = (ev) => this.lost(gen, ev.code, ev.reason);
+    ws.onerror = () => {}; // a close event follows
+  }
+
+  /** lost handles the end of socket gen: reconnect, or stop. */
+  private lost(gen: number, closeCode: number, closeReason: string): void {
+    if (gen !== this.gen || this.st === "closed") return;
+    const hint = this.hint;
+    const wasOpen = this.st === "open";
+    const ws = this.ws;
+    this.detach();
+    ws?.close();
+    const code = hint?.code || closeCode;
+    const reason = hint?.reason || closeReason;
+    if (wasOpen && Date.now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
+
+    if (code === Code.SESSION_EXPIRED || (code === Code.RESUME_REFUSED && this.session)) {
+      // The session is gone (or not ours): start a new one and rejoin the
+      // rooms from their positions, so history still fills the gap.
+      this.session = null;
+      this.dirty = true;
+      this.persist();
+    } else if (adviceOf(code) === "stop" || code === Code.SESSION_TAKEN_OVER) {
+      this.stop(new CorralError(code, reason || `closed with ${code}`));
+      return;
+    }
+    const delayMs = this.backoff.next(hint?.delayMs);
+    this.setState("reconnecting", { code, reason, delayMs });
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.open();
+    }, delayMs);
+  }
+
+  /** detach forgets the current socket: its events are ignored from now on. */
+  private detach(): void {
+    this.gen++;
+    if (this.ws) {
+      this.ws.onopen = this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;
+    }
+    this.ws = null;
+    this.hint = null;
+    this.welcomeFrame = null;
+    clearTimeout(this.connectTimer);
+    clearTimeout(this.retryTimer);
+    clearInterval(this.heartbeatTimer);
+    clearTimeout(this.ackTimer);
+    this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = undefined;
+    for (const l of this.leaving.values()) l.sent = false;
+    for (const r of this.rooms.values()) r.ready = r.joining = false;
+    for (const p of this.outbox.values()) {
+      p.sent = false;
+      clearTimeout(p.timer);
+      p.timer = undefined;
+    }
+  }
+
+  /** stop ends for good: everything pending rejects with err. */
+  private stop(err: CorralError): void {
+    this.detach();
+    for (const r of this.rooms.values()) {
+      for (const w of r.waiters.splice(0)) w.reject(err);
+    }
+    for (const l of this.leaving.values()) for (const w of l.waiters) w.resolve();
+    this.leaving.clear();
+    for (const p of [...this.outbox.values()]) this.settle(p, err);
+    for (const s of this.signals.values()) clearTimeout(s.timer);
+    this.setState("closed", { code: err.code, reason: err.message });
+    if (err.code !== 1000) this.emit("error", err);
+  }
+
+  private setState(state: ConnectionState, extra: Omit<StateChange, "state" | "previous"> = {}): void {
+    const previous = this.st;
+    this.st = state;
+    this.emit("state", { state, previous, ...extra });
+  }
+
+  private send(frame: ClientFrameJSON): void {
+    if (!this.ws) return;
+    this.ws.send(encodeClient(frame));
+    this.lastSent = Date.now();
+  }
+
+  // ---- frames from the server ----
+
+  private handle(f: ServerFrame): void {
+    switch (f.case) {
+      case "welcome":
+        return this.onWelcome(f.value);
+      case "joined":
+        return this.onJoined(f.value);
+      case "left":
+        return this.onLeft(f.value);
+      case "message":
+        return this.onMessage(f.value);
+      case "signal":
+        return this.emit("signal", f.value);
+      case "published":
+        return this.onPublished(f.value);
+      case "pong":
+        return;
+      case "reconnect":
+        this.hint = f.value;
+        return;
+      case "error":
+        return this.onError(f.value);
+      case "reset":
+        return this.onReset(f.value);
+    }
+  }
+
+  private onWelcome(w: Welcome): void {
+    clearTimeout(this.connectTimer);
+    this.connectTimer = undefined;
+    this.welcomeFrame = w;
+    this.session = { sessionId: w.sessionId, resumeToken: w.resumeToken, userId: w.userId };
+    this.dirty = true;
+    this.openedAt = this.lastReceived = Date.now();
+    this.heartbeatMs = w.heartbeatMs > 0 ? w.heartbeatMs : 25_000;
+    const gen = this.gen;
+    this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
+    this.setState("open");
+    this.emit("welcome", w);
+    if (gen !== this.gen) return;
+    // A resumed session rejoins the rooms named in the hello by itself.
+    // Otherwise join each room from its position, so that history fills
+    // the gap if it still can.
+    if (!w.resumed) {
+      for (const l of this.leaving.values()) for (const x of l.waiters) x.resolve();
+      this.leaving.clear();
+    }
+    for (const [room, r] of this.rooms) {
+      if (w.resumed && this.resumeRooms.has(room)) r.joining = true;
+      else this.sendJoin(room, r);
+    }
+  }
+
+  private sendJoin(room: string, r: RoomState): void {
+    r.joining = true;
+    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch } });
+  }
+
+  private onJoined(j: Joined): void {
+    let r = this.rooms.get(j.room);
+    if (!r) {
+      const l = this.leaving.get(j.room);
+      if (l) {
+        // Left while offline; the resumed session was still in the room.
+        if (!l.sent) this.send({ leave: { room: j.room } });
+        l.sent = true;
+        return;
+      }
+      // The server restored a room this client had forgotten.
+      r = newRoom(0, "");
+      this.rooms.set(j.room, r);
+    }
+    r.ready = true;
+    r.joining = false;
+    r.seq = j.seq;
+    r.epoch = j.epoch;
+    r.acked = Math.min(r.acked, j.seq);
+    this.dirty = true;
+    for (const w of r.waiters.splice(0)) w.resolve(j);
+    this.emit("joined", j);
+    // Publishes and signals wait for their room.
+    for (const p of this.outbox.values()) {
+      if (p.room === j.room && !p.sent && !p.timer) this.sendPublish(p);
+    }
+    for (const s of this.signals.values()) {
+      if (s.room === j.room) {
+        // The server dropped this connection's signals when it went: set
+        // them again.
+        s.dirty = true;
+        this.pumpSignal(s);
+      }
+    }
+  }
+
+  private onLeft(l: Left): void {
+    const waiters = this.leaving.get(l.room)?.waiters;
+    this.leaving.delete(l.room);
+    for (const w of waiters ?? []) w.resolve();
+    const r = this.rooms.get(l.room);
+    if (r) {
+      // The server removed us (for example the token no longer grants it).
+      this.rooms.delete(l.room);
+      this.dirty = true;
+      const err = new CorralError(l.code || Code.NOT_JOINED, l.reason || "removed from the room", l.room);
+      for (const w of r.waiters) w.reject(err);
+      for (const p of [...this.outbox.values()]) if (p.room === l.room) this.settle(p, err);
+    }
+    if (waiters || r) this.emit("left", l);
+  }
+
+  private onMessage(m: Message): void {
+    const r = this.rooms.get(m.room);
+    if (!r || m.seq <= r.seq) return; // not ours any more, or seen already
+    r.seq = m.seq;
+    this.dirty = true;
+    this.scheduleAck();
+    this.emit("message", m);
+  }
+
+  private onReset(x: Reset): void {
+    const r = this.rooms.get(x.room);
+    if (!r) return;
+    r.seq = x.seq;
+    r.epoch = x.epoch;
+    r.acked = 0;
+    this.dirty = true;
+    this.emit("reset", x);
+  }
+
+  private onPublished(p: Published): void {
+    const pending = this.outbox.get(p.id);
+    if (pending && pending.room === p.room) {
+      this.outbox.delete(p.id);
+      pending.resolve(p);
+    }
+  }
+
+  private onError(e: ErrorFrame): void {
+    const err = CorralError.from(e);
+    const p = e.ref ? this.outbox.get(e.ref) : undefined;
+    if (p) {
+      p.sent = false;
+      if (err.advice === "retry" && p.attempts <= this.opts.publishRetries) {
+        // Busy store or rate limit: try the same publish again later.
+        const wait = Math.max(e.retryAfterMs, Math.round(this.random() * 250 * 2 ** p.attempts));
+        p.timer = setTimeout(() => {
+          p.timer = undefined;
+          this.sendPublish(p);
+        }, wait);
+        return;
+      }
+      this.settle(p, err);
+      return;
+    }
+    const l = e.room ? this.leaving.get(e.room) : undefined;
+    if (l && e.code === Code.NOT_JOINED) {
+      // Left a room the server had already let go.
+      this.leaving.delete(e.room);
+      for (const w of l.waiters) w.resolve();
+      return;
+    }
+    const r = e.room ? this.rooms.get(e.room) : undefined;
+    if (r && r.joining && !r.ready) {
+      // A refused join.
+      if (err.advice === "retry") {
+        const gen = this.gen;
+        setTimeout(() => {
+          if (gen === this.gen && this.rooms.get(e.room) === r && !r.ready) this.sendJoin(e.room, r);
+        }, Math.max(e.retryAfterMs, 500));
+        return;
+      }
+      this.rooms.delete(e.room);
+      this.dirty = true;
+      for (const w of r.waiters) w.reject(err);
+      for (const p of [...this.outbox.values()]) if (p.room === e.room) this.settle(p, err);
+    }
+    this.emit("error", err);
+  }
+
+  // ---- publishes, signals, acks, heartbeats ----
+
+  private sendPublish(p: PendingPublish): void {
+    const r = this.rooms.get(p.room);
+    if (this.st !== "open" || !r?.ready || p.sent) return; // sent on Joined
+    p.sent = true;
+    p.attempts++;
+    this.send({ publish: { room: p.room, id: p.id, payload: p.payload } });
+  }
+
+  private settle(p: PendingPublish, err: Error): void {
+    clearTimeout(p.timer);
+    this.outbox.delete(p.id);
+    p.reject(err);
+  }
+
+  private setSignal(room: string, key: string, payload: Payload | undefined, clear: boolean): void {
+    if (this.st === "closed" || !this.rooms.has(room)) return;
+    const k = `${room}\n${key}`;
+    let s = this.signals.get(k);
+    if (!s) {
+      if (clear) {
+        // Nothing set here; still tell the server (it may hold an old value).
+        if (this.st === "open" && this.rooms.get(room)?.ready) this.send({ signal: { room, key, clear: true } });
+        return;
+      }
+      s = { room, key, payload, clear, dirty: true, lastSent: 0, timer: undefined };
+      this.signals.set(k, s);
+    }
+    s.payload = payload;
+    s.clear = clear;
+    s.dirty = true;
+    this.pumpSignal(s);
+  }
+
+  private pumpSignal(s: SignalState): void {
+    if (!s.dirty || s.timer) return;
+    if (this.st !== "open" || !this.rooms.get(s.room)?.ready) return; // sent on Joined
+    const wait = s.lastSent + this.opts.signalIntervalMs - Date.now();
+    if (wait > 0) {
+      s.timer = setTimeout(() => {
+        s.timer = undefined;
+        this.pumpSignal(s);
+      }, wait);
+      return;
+    }
+    s.dirty = false;
+    s.lastSent = Date.now();
+    if (s.clear) {
+      this.signals.delete(`${s.room}\n${s.key}`);
+      this.send({ signal: { room: s.room, key: s.key, clear: true } });
+    } else {
+      this.send({ signal: { room: s.room, key: s.key, payload: s.payload } });
+    }
+  }
+
+  private scheduleAck(): void {
+    if (this.opts.ackDelayMs <= 0 || this.ackTimer) return;
+    this.ackTimer = setTimeout(() => {
+      this.ackTimer = undefined;
+      if (this.st !== "open") return;
+      for (const [room, r] of this.rooms) {
+        if (r.ready && r.seq > r.acked) {
+          r.acked = r.seq;
+          this.send({ ack: { room, seq: r.seq } });
+        }
+      }
+    }, this.opts.ackDelayMs);
+  }
+
+  private heartbeat(gen: number): void {
+    if (gen !== this.gen) return;
+    const now = Date.now();
+    if (now - this.lastReceived > 2 * this.heartbeatMs) {
+      // Nothing, not even a Pong, for two heartbeats: the connection is dead
+      // even if the socket has not noticed.
+      this.lost(gen, Code.HEARTBEAT_TIMEOUT, "no frame from the server within two heartbeats");
+      return;
+    }
+    if (now - this.lastSent >= this.heartbeatMs / 2) this.ping();
+  }
+
+  /** persist saves the session and room positions if they changed. */
+  private persist(): void {
+    if (!this.dirty) return;
+    this.dirty = false;
+    const rooms: SessionState["rooms"] = {};
+    for (const [room, r] of this.rooms) rooms[room] = { seq: r.seq, epoch: r.epoch };
+    saveState(this.storage, this.storageKey, { session: this.session, rooms });
+  }
+}
+
+function newRoom(seq: number, epoch: string): RoomState {
+  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq };
+}

@@ -1,0 +1,269 @@
+// The corral.v1.json codec: the same bytes as the Go server's encoder
+// (protocol/json.go) for client frames, and a decoder for everything the
+// server sends. Fields appear in proto field order; zero values are
+// omitted; a payload is inline JSON, or "payloadBase64" when it is bytes.
+
+import { Code } from "./gen/corral/v1/codes_pb.js";
+import type {
+  ClientFrameJSON,
+  JsonValue,
+  Payload,
+  ServerFrame,
+  ServerKinds,
+} from "./wire.js";
+
+/** CodecError reports a frame that could not be encoded or decoded. */
+export class CodecError extends Error {
+  override name = "CodecError";
+}
+
+// Field types: string, number, bool, payload, code, resume (hello only).
+const S = 0,
+  N = 1,
+  B = 2,
+  P = 3,
+  C = 4,
+  R = 5;
+type FieldType = typeof S | typeof N | typeof B | typeof P | typeof C | typeof R;
+type Spec = Readonly<Record<string, FieldType>>;
+
+// Client frames in proto field order: the order the Go encoder writes.
+const clientSpec: Readonly<Record<string, Spec>> = {
+  hello: { token: S, client: S, resume: R },
+  join: { room: S, sinceSeq: N, epoch: S },
+  leave: { room: S },
+  publish: { room: S, id: S, payload: P },
+  signal: { room: S, key: S, payload: P, clear: B },
+  ack: { room: S, seq: N },
+  ping: { id: N },
+};
+const resumeSpec: Spec = { sessionId: S, resumeToken: S };
+const positionSpec: Spec = { room: S, seq: N, epoch: S };
+
+// Server frames, batch aside. Exported for the test that holds it against
+// the proto descriptors.
+export const serverSpec: { readonly [K in keyof ServerKinds]: Spec } = {
+  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N },
+  joined: { room: S, seq: N, epoch: S, resumed: B },
+  left: { room: S, code: C, reason: S },
+  message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
+  signal: { room: S, key: S, sender: S, payload: P, clear: B },
+  published: { room: S, id: S, seq: N, duplicate: B },
+  pong: { id: N, timeMs: N },
+  reconnect: { code: C, reason: S, delayMs: N },
+  error: { code: C, message: S, room: S, ref: S, retryAfterMs: N },
+  reset: { room: S, seq: N, epoch: S },
+};
+
+/** encodeClient writes one client frame as a corral.v1.json text message. */
+export function encodeClient(frame: ClientFrameJSON): string {
+  const kinds = Object.keys(frame);
+  if (kinds.length !== 1 || !(kinds[0]! in clientSpec)) {
+    throw new CodecError(`encode: want one client frame kind, got ${JSON.stringify(kinds)}`);
+  }
+  const kind = kinds[0]!;
+  const body = (frame as Record<string, Record<string, unknown> | undefined>)[kind] ?? {};
+  return `{${quote(kind)}:${encodeObject(clientSpec[kind]!, body, kind)}}`;
+}
+
+function encodeObject(spec: Spec, v: Record<string, unknown>, path: string): string {
+  const out: string[] = [];
+  for (const key in spec) {
+    const x = v[key];
+    const at = `${path}.${key}`;
+    switch (spec[key]) {
+      case S:
+        if (x !== undefined && x !== "") out.push(`"${key}":${quote(str(x, at))}`);
+        break;
+      case N:
+      case C:
+        if (x !== undefined && x !== 0) out.push(`"${key}":${int(x, at)}`);
+        break;
+      case B:
+        if (x) out.push(`"${key}":true`);
+        break;
+      case P: {
+        const p = encodePayload(x, at);
+        if (p) out.push(p);
+        break;
+      }
+      case R:
+        if (x) out.push(`"${key}":${encodeResume(x as Record<string, unknown>, at)}`);
+        break;
+    }
+  }
+  return `{${out.join(",")}}`;
+}
+
+function encodeResume(v: Record<string, unknown>, path: string): string {
+  const head = encodeObject(resumeSpec, v, path);
+  const rooms = v["rooms"] as Record<string, unknown>[] | undefined;
+  if (!rooms || rooms.length === 0) return head;
+  const list = rooms.map((r, i) => encodeObject(positionSpec, r, `${path}.rooms[${i}]`));
+  return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"rooms":[${list.join(",")}]}`;
+}
+
+// A payload goes inline as JSON; bytes go as payloadBase64. undefined,
+// null and empty bytes mean no payload, as on the server.
+function encodePayload(x: unknown, path: string): string {
+  if (x === undefined || x === null) return "";
+  if (x instanceof Uint8Array) {
+    return x.length === 0 ? "" : `"payloadBase64":"${toBase64(x)}"`;
+  }
+  const json = JSON.stringify(x);
+  if (json === undefined) throw new CodecError(`encode: ${path}: not a JSON value`);
+  return `"payload":${escapeLineSeparators(json)}`;
+}
+
+function str(x: unknown, path: string): string {
+  if (typeof x !== "string") throw new CodecError(`encode: ${path}: want a string`);
+  return x;
+}
+
+function int(x: unknown, path: string): string {
+  if (typeof x !== "number" || !Number.isSafeInteger(x) || x < 0) {
+    throw new CodecError(`encode: ${path}: want a non-negative integer`);
+  }
+  return String(x);
+}
+
+// JSON.stringify escapes what the Go encoder escapes except U+2028 and
+// U+2029, which Go escapes so that its output is also valid JavaScript.
+function quote(s: string): string {
+  return escapeLineSeparators(JSON.stringify(s));
+}
+
+function escapeLineSeparators(s: string): string {
+  return s.replace(/[\u2028\u2029]/g, (c) => (c === "\u2028" ? "\\u2028" : "\\u2029"));
+}
+
+/**
+ * decodeServer reads one server text message into its frames, in order: a
+ * batch is flattened, and frames of kinds this SDK does not know (from a
+ * newer server) are skipped. Every field of a decoded frame is present,
+ * zero when the server omitted it. It throws CodecError on malformed input.
+ */
+export function decodeServer(text: string): ServerFrame[] {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new CodecError(`decode: not JSON: ${(e as Error).message}`);
+  }
+  const out: ServerFrame[] = [];
+  decodeInto(v, out, "");
+  return out;
+}
+
+function decodeInto(v: unknown, out: ServerFrame[], path: string): void {
+  if (!isObject(v)) throw new CodecError(`decode: ${path || "frame"}: want an object`);
+  let kind = "";
+  for (const k in v) {
+    if (k === "batch" || k in serverSpec) {
+      if (kind) throw new CodecError(`decode: ${path || "frame"}: more than one kind (${kind}, ${k})`);
+      kind = k;
+    }
+  }
+  if (!kind) return; // a kind from a newer server
+  const body = v[kind];
+  if (kind === "batch") {
+    if (body === null) return;
+    if (!isObject(body)) throw new CodecError(`decode: ${path}batch: want an object`);
+    const frames = body["frames"] ?? [];
+    if (!Array.isArray(frames)) throw new CodecError(`decode: ${path}batch.frames: want an array`);
+    frames.forEach((f, i) => decodeInto(f, out, `${path}batch.frames[${i}].`));
+    return;
+  }
+  const k = kind as keyof ServerKinds;
+  out.push({ case: k, value: decodeObject(serverSpec[k], body, path + kind) } as ServerFrame);
+}
+
+function decodeObject(spec: Spec, body: unknown, path: string): Record<string, unknown> {
+  if (body !== null && !isObject(body)) throw new CodecError(`decode: ${path}: want an object`);
+  const src: Record<string, unknown> = {};
+  if (body) {
+    // Decoders accept the proto field names too, as protojson does.
+    for (const k in body) src[k.includes("_") ? camel(k) : k] = body[k];
+  }
+  const out: Record<string, unknown> = {};
+  for (const key in spec) {
+    const x = src[key];
+    const at = `${path}.${key}`;
+    switch (spec[key]) {
+      case S:
+        if (x !== undefined && x !== null && typeof x !== "string") {
+          throw new CodecError(`decode: ${at}: want a string`);
+        }
+        out[key] = x ?? "";
+        break;
+      case N:
+        out[key] = decodeNumber(x, at);
+        break;
+      case C:
+        out[key] = decodeCode(x, at);
+        break;
+      case B:
+        if (x !== undefined && x !== null && typeof x !== "boolean") {
+          throw new CodecError(`decode: ${at}: want a boolean`);
+        }
+        out[key] = x === true;
+        break;
+      case P:
+        out[key] = decodePayload(x, src["payloadBase64"], at);
+        break;
+    }
+  }
+  return out;
+}
+
+// Numbers are JSON numbers; numeric strings are accepted as protojson
+// writes them.
+function decodeNumber(x: unknown, path: string): number {
+  if (x === undefined || x === null) return 0;
+  const n = typeof x === "string" && x.trim() !== "" ? Number(x) : x;
+  if (typeof n !== "number" || !Number.isInteger(n)) {
+    throw new CodecError(`decode: ${path}: want an integer`);
+  }
+  return n;
+}
+
+function decodeCode(x: unknown, path: string): Code {
+  if (typeof x === "string" && x.startsWith("CODE_")) {
+    const n = (Code as unknown as Record<string, number | undefined>)[x.slice(5)];
+    if (n !== undefined) return n;
+  }
+  return decodeNumber(x, path);
+}
+
+function decodePayload(inline: unknown, b64: unknown, path: string): Payload | undefined {
+  if (inline !== undefined && inline !== null) return inline as JsonValue;
+  if (typeof b64 === "string" && b64 !== "") {
+    try {
+      return fromBase64(b64);
+    } catch {
+      throw new CodecError(`decode: ${path}Base64: not base64`);
+    }
+  }
+  return undefined;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function camel(s: string): string {
+  return s.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
+function toBase64(b: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < b.length; i++) s += String.fromCharCode(b[i]!);
+  return btoa(s);
+}
+
+function fromBase64(s: string): Uint8Array {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}

@@ -1,0 +1,509 @@
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, mock, test } from "node:test";
+import { Client, Code, CorralError, type ClientOptions, type ConnectionState } from "../src/index.js";
+import { FakeSocket, MemoryStorage, settle } from "./fakes.js";
+
+const URL_ = "ws://corral.test/ws";
+
+beforeEach(() => {
+  FakeSocket.all = [];
+  mock.timers.enable({ apis: ["setTimeout", "setInterval", "Date"], now: 1_000_000 });
+});
+afterEach(() => mock.timers.reset());
+
+function newClient(opts: Partial<ClientOptions> = {}): { c: Client; states: ConnectionState[]; storage: MemoryStorage } {
+  const storage = (opts.storage as MemoryStorage | undefined) ?? new MemoryStorage();
+  const c = new Client({ url: URL_, token: "alice", WebSocket: FakeSocket, storage, random: () => 0.5, ...opts });
+  const states: ConnectionState[] = [];
+  c.on("state", (s) => states.push(s.state));
+  return { c, states, storage };
+}
+
+const welcome = (over: Record<string, unknown> = {}) => ({
+  welcome: { sessionId: "s1", resumeToken: "t1", userId: "alice", heartbeatMs: 25_000, sessionTtlMs: 60_000, ...over },
+});
+
+/** connect, open the socket, and answer the hello. */
+async function connected(c: Client, over: Record<string, unknown> = {}): Promise<FakeSocket> {
+  c.connect();
+  await settle();
+  const ws = FakeSocket.last;
+  ws.open();
+  ws.serve(welcome(over));
+  return ws;
+}
+
+/** join a room and answer it. */
+async function joined(c: Client, ws: FakeSocket, room = "lobby", seq = 0) {
+  const p = c.join(room);
+  ws.serve({ joined: { room, seq, epoch: "e1" } });
+  return p;
+}
+
+describe("connect and hello", () => {
+  test("sends hello with the token, then is open on welcome", async () => {
+    const { c, states } = newClient();
+    c.connect();
+    await settle();
+    const ws = FakeSocket.last;
+    assert.equal(ws.url, URL_);
+    assert.equal(ws.protocols, "corral.v1.json");
+    ws.open();
+    assert.deepEqual(ws.sent, [{ hello: { token: "alice", client: "corral-js/0.1.0" } }]);
+    ws.serve(welcome());
+    assert.equal(c.state, "open");
+    assert.equal(c.sessionId, "s1");
+    assert.deepEqual(states, ["connecting", "open"]);
+  });
+
+  test("a token function is asked before every connection", async () => {
+    let n = 0;
+    const { c } = newClient({ token: async () => `tok${++n}` });
+    const ws = await connected(c);
+    assert.equal(ws.framesOf("hello")[0]!["token"], "tok1");
+    ws.drop();
+    mock.timers.tick(1000);
+    await settle();
+    FakeSocket.last.open();
+    assert.equal(FakeSocket.last.framesOf("hello")[0]!["token"], "tok2");
+  });
+
+  test("joins sent after welcome; publishes wait for their room", async () => {
+    const { c } = newClient();
+    const joinP = c.join("lobby");
+    const pubP = c.publish("lobby", { text: "early" });
+    const ws = await connected(c);
+    assert.deepEqual(ws.kinds(), ["hello", "join"]);
+    ws.serve({ joined: { room: "lobby", seq: 4, epoch: "e1" } });
+    assert.deepEqual((await joinP).seq, 4);
+    assert.deepEqual(ws.kinds(), ["hello", "join", "publish"]);
+    const id = ws.framesOf("publish")[0]!["id"] as string;
+    ws.serve({ published: { room: "lobby", id, seq: 5 } });
+    assert.equal((await pubP).seq, 5);
+  });
+});
+
+describe("publish and ack", () => {
+  test("resolves on Published; ids are unique and prefixed per client", async () => {
+    const { c } = newClient({ random: Math.random });
+    const ws = await connected(c);
+    await joined(c, ws);
+    const a = c.publish("lobby", { text: "a" });
+    const b = c.publish("lobby", { text: "b" });
+    const [fa, fb] = ws.framesOf("publish");
+    assert.deepEqual(fa!["payload"], { text: "a" });
+    assert.notEqual(fa!["id"], fb!["id"]);
+    assert.match(fa!["id"] as string, /^[0-9a-z]{8}-1$/);
+    ws.serve({ batch: { frames: [{ published: { room: "lobby", id: fb!["id"], seq: 8 } }, { published: { room: "lobby", id: fa!["id"], seq: 7 } }] } });
+    assert.equal((await a).seq, 7);
+    assert.equal((await b).seq, 8);
+  });
+
+  test("rejects on an Error with its ref", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    const p = c.publish("lobby", "x", { id: "mine" });
+    ws.serve({ error: { code: Code.TOO_LARGE, message: "payload exceeds the server's limit", room: "lobby", ref: "mine" } });
+    await assert.rejects(p, (e: CorralError) => e.code === Code.TOO_LARGE && e.ref === "mine" && e.advice === "stop");
+  });
+
+  test("retries a refusal with a retry code after retryAfterMs, same id", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    const p = c.publish("lobby", 1, { id: "r1" });
+    ws.serve({ error: { code: Code.UNAVAILABLE, message: "busy", room: "lobby", ref: "r1", retryAfterMs: 300 } });
+    assert.equal(ws.framesOf("publish").length, 1);
+    mock.timers.tick(299);
+    assert.equal(ws.framesOf("publish").length, 1);
+    mock.timers.tick(1);
+    assert.deepEqual(ws.framesOf("publish")[1], { room: "lobby", id: "r1", payload: 1 });
+    ws.serve({ published: { room: "lobby", id: "r1", seq: 1 } });
+    assert.equal((await p).seq, 1);
+  });
+
+  test("gives up after publishRetries", async () => {
+    const { c } = newClient({ publishRetries: 2 });
+    const ws = await connected(c);
+    await joined(c, ws);
+    const p = c.publish("lobby", 1, { id: "r1" });
+    for (let i = 0; i < 3; i++) {
+      ws.serve({ error: { code: Code.RATE_LIMITED, message: "slow down", ref: "r1", retryAfterMs: 100 } });
+      mock.timers.tick(10_000);
+    }
+    await assert.rejects(p, (e: CorralError) => e.code === Code.RATE_LIMITED);
+    assert.equal(ws.framesOf("publish").length, 3);
+  });
+
+  test("unacknowledged publishes are sent again after a reconnect, same id", async () => {
+    const { c } = newClient();
+    let ws = await connected(c);
+    await joined(c, ws);
+    const p = c.publish("lobby", { text: "in flight" }, { id: "f1" });
+    const q = c.publish("lobby", { text: "in flight 2" }, { id: "f2" });
+    ws.drop();
+    const offline = c.publish("lobby", { text: "offline" }, { id: "f3" });
+    mock.timers.tick(1000);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    ws.serve(welcome({ resumed: true }));
+    assert.deepEqual(ws.kinds(), ["hello"], "nothing before the room is back");
+    ws.serve({ joined: { room: "lobby", seq: 0, epoch: "e1", resumed: true } });
+    assert.deepEqual(
+      ws.framesOf("publish").map((f) => f["id"]),
+      ["f1", "f2", "f3"],
+    );
+    ws.serve({ published: { room: "lobby", id: "f1", seq: 1, duplicate: true } });
+    ws.serve({ published: { room: "lobby", id: "f2", seq: 2 } });
+    ws.serve({ published: { room: "lobby", id: "f3", seq: 3 } });
+    assert.deepEqual((await p).duplicate, true);
+    assert.equal((await q).seq, 2);
+    assert.equal((await offline).seq, 3);
+  });
+
+  test("publish to a room not joined rejects at once", async () => {
+    const { c } = newClient();
+    await assert.rejects(c.publish("nowhere", 1), (e: CorralError) => e.code === Code.NOT_JOINED);
+  });
+});
+
+describe("resume", () => {
+  test("keeps the session and room positions in storage and resumes from them", async () => {
+    const { c, storage, states } = newClient();
+    let ws = await connected(c);
+    await joined(c, ws, "lobby", 10);
+    ws.serve({ batch: { frames: [11, 12].map((seq) => ({ message: { room: "lobby", seq, sender: "bob", payload: { n: seq } } })) } });
+    assert.deepEqual(JSON.parse(storage.getItem(`corral:${URL_}`)!), {
+      session: { sessionId: "s1", resumeToken: "t1", userId: "alice" },
+      rooms: { lobby: { seq: 12, epoch: "e1" } },
+    });
+
+    ws.drop(1006);
+    assert.equal(c.state, "reconnecting");
+    mock.timers.tick(125); // the first retry: immediate plus jitter (0.5 × 250)
+    await settle();
+    ws = FakeSocket.last;
+    assert.equal(FakeSocket.all.length, 2);
+    ws.open();
+    assert.deepEqual(ws.sent[0], {
+      hello: {
+        token: "alice",
+        client: "corral-js/0.1.0",
+        resume: { sessionId: "s1", resumeToken: "t1", rooms: [{ room: "lobby", seq: 12, epoch: "e1" }] },
+      },
+    });
+    ws.serve(welcome({ resumed: true }));
+    const got: number[] = [];
+    c.on("message", (m) => got.push(m.seq));
+    ws.serve({
+      batch: {
+        frames: [
+          { joined: { room: "lobby", seq: 12, epoch: "e1", resumed: true } },
+          { message: { room: "lobby", seq: 12, sender: "bob" } }, // seen already
+          { message: { room: "lobby", seq: 13, sender: "bob" } },
+        ],
+      },
+    });
+    assert.deepEqual(got, [13]);
+    assert.deepEqual(ws.kinds(), ["hello"], "a resumed session does not join again");
+    assert.deepEqual(states, ["connecting", "open", "reconnecting", "open"]);
+  });
+
+  test("a new Client on the same storage (a reload) resumes", async () => {
+    const storage = new MemoryStorage();
+    const first = newClient({ storage });
+    const ws1 = await connected(first.c);
+    await joined(first.c, ws1, "lobby", 3);
+    const second = newClient({ storage });
+    second.c.connect();
+    await settle();
+    FakeSocket.last.open();
+    const hello = FakeSocket.last.framesOf("hello")[0]!;
+    assert.deepEqual(hello["resume"], { sessionId: "s1", resumeToken: "t1", rooms: [{ room: "lobby", seq: 3, epoch: "e1" }] });
+    // The app joins again after a reload; the resumed room answers it.
+    const j = second.c.join("lobby");
+    FakeSocket.last.serve(welcome({ resumed: true }));
+    FakeSocket.last.serve({ joined: { room: "lobby", seq: 3, epoch: "e1", resumed: true } });
+    assert.equal((await j).resumed, true);
+    assert.deepEqual(FakeSocket.last.kinds(), ["hello"]);
+  });
+
+  test("an expired session starts afresh and rejoins from the positions", async () => {
+    const { c, storage } = newClient();
+    let ws = await connected(c);
+    await joined(c, ws, "lobby", 5);
+    ws.drop();
+    mock.timers.tick(1000);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    ws.serve({ reconnect: { code: Code.SESSION_EXPIRED, reason: "session unknown or expired" } });
+    ws.drop(Code.SESSION_EXPIRED);
+    assert.equal(c.state, "reconnecting");
+    assert.equal(JSON.parse(storage.getItem(`corral:${URL_}`)!).session, null);
+    mock.timers.tick(30_000);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    assert.equal(ws.framesOf("hello")[0]!["resume"], undefined);
+    ws.serve(welcome({ sessionId: "s2", resumeToken: "t2" }));
+    assert.deepEqual(ws.framesOf("join"), [{ room: "lobby", sinceSeq: 5, epoch: "e1" }]);
+    assert.equal(c.sessionId, "s2");
+  });
+
+  test("a refused resume token starts afresh", async () => {
+    const storage = new MemoryStorage();
+    storage.setItem(`corral:${URL_}`, JSON.stringify({ session: { sessionId: "old", resumeToken: "bad", userId: "x" }, rooms: {} }));
+    const { c } = newClient({ storage });
+    c.connect();
+    await settle();
+    FakeSocket.last.open();
+    FakeSocket.last.drop(Code.RESUME_REFUSED, "resume token does not match");
+    assert.equal(c.state, "reconnecting");
+    mock.timers.tick(1000);
+    await settle();
+    FakeSocket.last.open();
+    assert.equal(FakeSocket.last.framesOf("hello")[0]!["resume"], undefined);
+  });
+
+  test("a reset moves the position and is reported", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws, "lobby", 2);
+    const resets: unknown[] = [];
+    c.on("reset", (r) => resets.push(r));
+    ws.serve({ reset: { room: "lobby", seq: 900, epoch: "e2" } });
+    assert.deepEqual(resets, [{ room: "lobby", seq: 900, epoch: "e2" }]);
+    assert.deepEqual(c.position("lobby"), { seq: 900, epoch: "e2" });
+  });
+
+  test("a room left while offline is left again if the resumed session kept it", async () => {
+    const { c } = newClient();
+    let ws = await connected(c);
+    await joined(c, ws, "lobby", 1);
+    ws.drop();
+    await c.leave("lobby");
+    mock.timers.tick(1000);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    assert.equal(ws.framesOf("hello")[0]!["resume"] && (ws.framesOf("hello")[0]!["resume"] as { rooms?: unknown }).rooms, undefined);
+    ws.serve(welcome({ resumed: true }));
+    ws.serve({ joined: { room: "lobby", seq: 1, resumed: true } });
+    assert.deepEqual(ws.framesOf("leave"), [{ room: "lobby" }]);
+  });
+});
+
+describe("backoff and codes", () => {
+  test("honours the server's hinted delay", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    const delays: (number | undefined)[] = [];
+    c.on("state", (s) => delays.push(s.delayMs));
+    ws.serve({ reconnect: { code: Code.GOING_AWAY, reason: "deploy", delayMs: 2000 } });
+    ws.drop(Code.GOING_AWAY, "deploy");
+    assert.deepEqual(delays, [2125]); // the hint plus 0.5 × 250
+    mock.timers.tick(2124);
+    await settle();
+    assert.equal(FakeSocket.all.length, 1);
+    mock.timers.tick(1);
+    await settle();
+    assert.equal(FakeSocket.all.length, 2);
+  });
+
+  test("backs off while connections keep failing, and resets after a stable one", async () => {
+    const { c } = newClient({ random: () => 0.9999 });
+    let ws = await connected(c);
+    const delays: number[] = [];
+    c.on("state", (s) => s.delayMs !== undefined && delays.push(s.delayMs));
+    for (let i = 0; i < 4; i++) {
+      ws.drop();
+      mock.timers.tick(60_000);
+      await settle();
+      ws = FakeSocket.last;
+    }
+    assert.deepEqual(delays, [250, 500, 1000, 2000]);
+    ws.open();
+    ws.serve(welcome({ resumed: true }));
+    mock.timers.tick(5000);
+    ws.serve({ pong: { id: 1 } });
+    ws.drop();
+    assert.equal(delays.at(-1), 250, "a connection that lasted resets the backoff");
+  });
+
+  for (const code of [Code.UNAUTHENTICATED, Code.BAD_FRAME, Code.FORBIDDEN, Code.TOO_LARGE]) {
+    test(`stops on ${Code[code]} (${code})`, async () => {
+      const { c } = newClient();
+      const ws = await connected(c);
+      await joined(c, ws);
+      const p = c.publish("lobby", 1);
+      const errors: CorralError[] = [];
+      c.on("error", (e) => errors.push(e));
+      ws.drop(code, "no");
+      assert.equal(c.state, "closed");
+      await assert.rejects(p, (e: CorralError) => e.code === code);
+      assert.equal(errors[0]?.code, code);
+      mock.timers.tick(120_000);
+      await settle();
+      assert.equal(FakeSocket.all.length, 1, "no reconnect");
+    });
+  }
+
+  test("a session taken over elsewhere does not reconnect by itself", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    ws.serve({ reconnect: { code: Code.SESSION_TAKEN_OVER, reason: "session resumed on another connection" } });
+    ws.drop(Code.SESSION_TAKEN_OVER);
+    assert.equal(c.state, "closed");
+    mock.timers.tick(120_000);
+    await settle();
+    assert.equal(FakeSocket.all.length, 1);
+  });
+
+  test("close() stops for good and rejects what is pending", async () => {
+    const { c, states } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    const p = c.publish("lobby", 1);
+    c.close();
+    c.close();
+    assert.deepEqual(ws.closedByClient, { code: 1000, reason: "client closed" });
+    await assert.rejects(p, CorralError);
+    assert.deepEqual(states, ["connecting", "open", "closed"]);
+    mock.timers.tick(120_000);
+    assert.equal(FakeSocket.all.length, 1);
+  });
+
+  test("no welcome within the connect timeout counts as a failure", async () => {
+    const { c } = newClient({ connectTimeoutMs: 3000 });
+    c.connect();
+    await settle();
+    FakeSocket.last.open();
+    mock.timers.tick(3000);
+    assert.equal(c.state, "reconnecting");
+    assert.ok(FakeSocket.all[0]!.closedByClient);
+  });
+});
+
+describe("signals", () => {
+  test("sent at most once per interval, latest value wins", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    for (let x = 1; x <= 10; x++) c.signal("lobby", "cursor:alice", { x });
+    assert.deepEqual(ws.framesOf("signal"), [{ room: "lobby", key: "cursor:alice", payload: { x: 1 } }]);
+    mock.timers.tick(32);
+    assert.equal(ws.framesOf("signal").length, 1);
+    mock.timers.tick(1);
+    assert.deepEqual(ws.framesOf("signal")[1], { room: "lobby", key: "cursor:alice", payload: { x: 10 } });
+    mock.timers.tick(1000);
+    assert.equal(ws.framesOf("signal").length, 2, "nothing new, nothing sent");
+    // Keys are throttled separately.
+    c.signal("lobby", "typing:alice", true);
+    c.signal("lobby", "cursor:alice", { x: 11 });
+    assert.equal(ws.framesOf("signal").length, 4);
+  });
+
+  test("a clear follows the throttle and is sent once", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    c.signal("lobby", "k", 1);
+    c.clearSignal("lobby", "k");
+    mock.timers.tick(33);
+    assert.deepEqual(ws.framesOf("signal"), [
+      { room: "lobby", key: "k", payload: 1 },
+      { room: "lobby", key: "k", clear: true },
+    ]);
+  });
+
+  test("signals wait for the room and are restored after a reconnect", async () => {
+    const { c } = newClient();
+    let ws = await connected(c);
+    c.join("lobby");
+    c.signal("lobby", "cursor:alice", { x: 1 });
+    assert.equal(ws.framesOf("signal").length, 0);
+    ws.serve({ joined: { room: "lobby", seq: 0 } });
+    assert.equal(ws.framesOf("signal").length, 1);
+    ws.drop();
+    mock.timers.tick(1000);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    ws.serve(welcome({ resumed: true }));
+    ws.serve({ joined: { room: "lobby", seq: 0, resumed: true } });
+    assert.deepEqual(ws.framesOf("signal"), [{ room: "lobby", key: "cursor:alice", payload: { x: 1 } }]);
+  });
+
+  test("signal events are emitted", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    const got: unknown[] = [];
+    c.on("signal", (s) => got.push(s));
+    ws.serve({ batch: { frames: [{ batch: { frames: [{ signal: { room: "lobby", key: "cursor:bob", sender: "bob", payload: { x: 0.1 } } }] } }] } });
+    assert.deepEqual(got, [{ room: "lobby", key: "cursor:bob", sender: "bob", payload: { x: 0.1 }, clear: false }]);
+  });
+});
+
+describe("heartbeat and acks", () => {
+  test("pings when idle and reconnects when the server goes silent", async () => {
+    const { c } = newClient();
+    const ws = await connected(c, { heartbeatMs: 1000 });
+    mock.timers.tick(500);
+    assert.deepEqual(ws.framesOf("ping"), [{ id: 1 }]);
+    ws.serve({ pong: { id: 1 } });
+    mock.timers.tick(250);
+    assert.equal(ws.framesOf("ping").length, 1, "not again so soon");
+    mock.timers.tick(2000);
+    assert.equal(c.state, "reconnecting");
+  });
+
+  test("acknowledges positions a while after messages", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws, "lobby", 1);
+    ws.serve({ message: { room: "lobby", seq: 2 } });
+    ws.serve({ message: { room: "lobby", seq: 3 } });
+    assert.equal(ws.framesOf("ack").length, 0);
+    mock.timers.tick(1000);
+    assert.deepEqual(ws.framesOf("ack"), [{ room: "lobby", seq: 3 }]);
+  });
+});
+
+describe("rooms", () => {
+  test("join resolves at once when already in the room; leave resolves on Left", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws, "lobby", 4);
+    assert.equal((await c.join("lobby")).seq, 4);
+    assert.equal(ws.framesOf("join").length, 1);
+    const left = c.leave("lobby");
+    assert.deepEqual(ws.framesOf("leave"), [{ room: "lobby" }]);
+    ws.serve({ left: { room: "lobby" } });
+    await left;
+    assert.deepEqual(c.joinedRooms, []);
+  });
+
+  test("a refused join rejects", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    const p = c.join("secret");
+    ws.serve({ error: { code: Code.FORBIDDEN, message: "the token does not grant joining this room", room: "secret" } });
+    await assert.rejects(p, (e: CorralError) => e.code === Code.FORBIDDEN && e.room === "secret");
+    assert.deepEqual(c.joinedRooms, []);
+  });
+
+  test("messages arrive in order, once", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws, "lobby", 0);
+    const got: number[] = [];
+    c.on("message", (m) => got.push(m.seq));
+    ws.serve({ batch: { frames: [1, 2, 2, 3, 1].map((seq) => ({ message: { room: "lobby", seq } })) } });
+    ws.serve({ message: { room: "elsewhere", seq: 9 } });
+    assert.deepEqual(got, [1, 2, 3]);
+  });
+});

@@ -1,0 +1,913 @@
+// @corral-rt/client 0.1.0: corral's browser SDK. Built from clients/js by
+// `npm run build`; do not edit.
+
+// src/backoff.ts
+var Backoff = class {
+  constructor(opts = {}, random = Math.random) {
+    this.random = random;
+    this.attempt = 0;
+    this.baseMs = opts.baseMs ?? 500;
+    this.capMs = opts.capMs ?? 3e4;
+    this.firstJitterMs = opts.firstJitterMs ?? 250;
+    this.hintJitterMs = opts.hintJitterMs ?? 250;
+  }
+  /** attempts is how many delays were taken since the last reset. */
+  get attempts() {
+    return this.attempt;
+  }
+  /**
+   * next returns the delay before the next attempt and counts it. hintMs,
+   * when given, is the server's ReconnectHint.delay_ms or retry_after_ms.
+   */
+  next(hintMs) {
+    const n = this.attempt++;
+    const bound = n === 0 ? this.firstJitterMs : Math.min(this.capMs, this.baseMs * 2 ** Math.min(n - 1, 30));
+    const d = this.random() * bound;
+    if (hintMs !== void 0 && hintMs > 0) {
+      return Math.round(Math.max(hintMs + this.random() * this.hintJitterMs, d));
+    }
+    return Math.round(d);
+  }
+  /** reset starts over, for example after a connection that lasted. */
+  reset() {
+    this.attempt = 0;
+  }
+};
+
+// src/gen/corral/v1/codes_pb.ts
+var Code = /* @__PURE__ */ ((Code2) => {
+  Code2[Code2["UNSPECIFIED"] = 0] = "UNSPECIFIED";
+  Code2[Code2["GOING_AWAY"] = 4e3] = "GOING_AWAY";
+  Code2[Code2["SLOW_CONSUMER"] = 4001] = "SLOW_CONSUMER";
+  Code2[Code2["CORE_UNAVAILABLE"] = 4002] = "CORE_UNAVAILABLE";
+  Code2[Code2["HEARTBEAT_TIMEOUT"] = 4003] = "HEARTBEAT_TIMEOUT";
+  Code2[Code2["SESSION_TAKEN_OVER"] = 4004] = "SESSION_TAKEN_OVER";
+  Code2[Code2["OVERLOADED"] = 4100] = "OVERLOADED";
+  Code2[Code2["RATE_LIMITED"] = 4101] = "RATE_LIMITED";
+  Code2[Code2["SESSION_EXPIRED"] = 4102] = "SESSION_EXPIRED";
+  Code2[Code2["UNAVAILABLE"] = 4103] = "UNAVAILABLE";
+  Code2[Code2["BAD_FRAME"] = 4400] = "BAD_FRAME";
+  Code2[Code2["UNAUTHENTICATED"] = 4401] = "UNAUTHENTICATED";
+  Code2[Code2["RESUME_REFUSED"] = 4402] = "RESUME_REFUSED";
+  Code2[Code2["FORBIDDEN"] = 4403] = "FORBIDDEN";
+  Code2[Code2["NOT_JOINED"] = 4404] = "NOT_JOINED";
+  Code2[Code2["HELLO_REQUIRED"] = 4405] = "HELLO_REQUIRED";
+  Code2[Code2["UNKNOWN_FRAME"] = 4406] = "UNKNOWN_FRAME";
+  Code2[Code2["INVALID_ARGUMENT"] = 4407] = "INVALID_ARGUMENT";
+  Code2[Code2["TOO_LARGE"] = 4413] = "TOO_LARGE";
+  return Code2;
+})(Code || {});
+
+// src/codec.ts
+var CodecError = class extends Error {
+  constructor() {
+    super(...arguments);
+    this.name = "CodecError";
+  }
+};
+var S = 0;
+var N = 1;
+var B = 2;
+var P = 3;
+var C = 4;
+var R = 5;
+var clientSpec = {
+  hello: { token: S, client: S, resume: R },
+  join: { room: S, sinceSeq: N, epoch: S },
+  leave: { room: S },
+  publish: { room: S, id: S, payload: P },
+  signal: { room: S, key: S, payload: P, clear: B },
+  ack: { room: S, seq: N },
+  ping: { id: N }
+};
+var resumeSpec = { sessionId: S, resumeToken: S };
+var positionSpec = { room: S, seq: N, epoch: S };
+var serverSpec = {
+  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N },
+  joined: { room: S, seq: N, epoch: S, resumed: B },
+  left: { room: S, code: C, reason: S },
+  message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
+  signal: { room: S, key: S, sender: S, payload: P, clear: B },
+  published: { room: S, id: S, seq: N, duplicate: B },
+  pong: { id: N, timeMs: N },
+  reconnect: { code: C, reason: S, delayMs: N },
+  error: { code: C, message: S, room: S, ref: S, retryAfterMs: N },
+  reset: { room: S, seq: N, epoch: S }
+};
+function encodeClient(frame) {
+  const kinds = Object.keys(frame);
+  if (kinds.length !== 1 || !(kinds[0] in clientSpec)) {
+    throw new CodecError(`encode: want one client frame kind, got ${JSON.stringify(kinds)}`);
+  }
+  const kind = kinds[0];
+  const body = frame[kind] ?? {};
+  return `{${quote(kind)}:${encodeObject(clientSpec[kind], body, kind)}}`;
+}
+function encodeObject(spec, v, path) {
+  const out = [];
+  for (const key in spec) {
+    const x = v[key];
+    const at = `${path}.${key}`;
+    switch (spec[key]) {
+      case S:
+        if (x !== void 0 && x !== "") out.push(`"${key}":${quote(str(x, at))}`);
+        break;
+      case N:
+      case C:
+        if (x !== void 0 && x !== 0) out.push(`"${key}":${int(x, at)}`);
+        break;
+      case B:
+        if (x) out.push(`"${key}":true`);
+        break;
+      case P: {
+        const p = encodePayload(x, at);
+        if (p) out.push(p);
+        break;
+      }
+      case R:
+        if (x) out.push(`"${key}":${encodeResume(x, at)}`);
+        break;
+    }
+  }
+  return `{${out.join(",")}}`;
+}
+function encodeResume(v, path) {
+  const head = encodeObject(resumeSpec, v, path);
+  const rooms = v["rooms"];
+  if (!rooms || rooms.length === 0) return head;
+  const list = rooms.map((r, i) => encodeObject(positionSpec, r, `${path}.rooms[${i}]`));
+  return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"rooms":[${list.join(",")}]}`;
+}
+function encodePayload(x, path) {
+  if (x === void 0 || x === null) return "";
+  if (x instanceof Uint8Array) {
+    return x.length === 0 ? "" : `"payloadBase64":"${toBase64(x)}"`;
+  }
+  const json = JSON.stringify(x);
+  if (json === void 0) throw new CodecError(`encode: ${path}: not a JSON value`);
+  return `"payload":${escapeLineSeparators(json)}`;
+}
+function str(x, path) {
+  if (typeof x !== "string") throw new CodecError(`encode: ${path}: want a string`);
+  return x;
+}
+function int(x, path) {
+  if (typeof x !== "number" || !Number.isSafeInteger(x) || x < 0) {
+    throw new CodecError(`encode: ${path}: want a non-negative integer`);
+  }
+  return String(x);
+}
+function quote(s) {
+  return escapeLineSeparators(JSON.stringify(s));
+}
+function escapeLineSeparators(s) {
+  return s.replace(/[\u2028\u2029]/g, (c) => c === "\u2028" ? "\\u2028" : "\\u2029");
+}
+function decodeServer(text) {
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new CodecError(`decode: not JSON: ${e.message}`);
+  }
+  const out = [];
+  decodeInto(v, out, "");
+  return out;
+}
+function decodeInto(v, out, path) {
+  if (!isObject(v)) throw new CodecError(`decode: ${path || "frame"}: want an object`);
+  let kind = "";
+  for (const k2 in v) {
+    if (k2 === "batch" || k2 in serverSpec) {
+      if (kind) throw new CodecError(`decode: ${path || "frame"}: more than one kind (${kind}, ${k2})`);
+      kind = k2;
+    }
+  }
+  if (!kind) return;
+  const body = v[kind];
+  if (kind === "batch") {
+    if (body === null) return;
+    if (!isObject(body)) throw new CodecError(`decode: ${path}batch: want an object`);
+    const frames = body["frames"] ?? [];
+    if (!Array.isArray(frames)) throw new CodecError(`decode: ${path}batch.frames: want an array`);
+    frames.forEach((f, i) => decodeInto(f, out, `${path}batch.frames[${i}].`));
+    return;
+  }
+  const k = kind;
+  out.push({ case: k, value: decodeObject(serverSpec[k], body, path + kind) });
+}
+function decodeObject(spec, body, path) {
+  if (body !== null && !isObject(body)) throw new CodecError(`decode: ${path}: want an object`);
+  const src = {};
+  if (body) {
+    for (const k in body) src[k.includes("_") ? camel(k) : k] = body[k];
+  }
+  const out = {};
+  for (const key in spec) {
+    const x = src[key];
+    const at = `${path}.${key}`;
+    switch (spec[key]) {
+      case S:
+        if (x !== void 0 && x !== null && typeof x !== "string") {
+          throw new CodecError(`decode: ${at}: want a string`);
+        }
+        out[key] = x ?? "";
+        break;
+      case N:
+        out[key] = decodeNumber(x, at);
+        break;
+      case C:
+        out[key] = decodeCode(x, at);
+        break;
+      case B:
+        if (x !== void 0 && x !== null && typeof x !== "boolean") {
+          throw new CodecError(`decode: ${at}: want a boolean`);
+        }
+        out[key] = x === true;
+        break;
+      case P:
+        out[key] = decodePayload(x, src["payloadBase64"], at);
+        break;
+    }
+  }
+  return out;
+}
+function decodeNumber(x, path) {
+  if (x === void 0 || x === null) return 0;
+  const n = typeof x === "string" && x.trim() !== "" ? Number(x) : x;
+  if (typeof n !== "number" || !Number.isInteger(n)) {
+    throw new CodecError(`decode: ${path}: want an integer`);
+  }
+  return n;
+}
+function decodeCode(x, path) {
+  if (typeof x === "string" && x.startsWith("CODE_")) {
+    const n = Code[x.slice(5)];
+    if (n !== void 0) return n;
+  }
+  return decodeNumber(x, path);
+}
+function decodePayload(inline, b64, path) {
+  if (inline !== void 0 && inline !== null) return inline;
+  if (typeof b64 === "string" && b64 !== "") {
+    try {
+      return fromBase64(b64);
+    } catch {
+      throw new CodecError(`decode: ${path}Base64: not base64`);
+    }
+  }
+  return void 0;
+}
+function isObject(v) {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+function camel(s) {
+  return s.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+}
+function toBase64(b) {
+  let s = "";
+  for (let i = 0; i < b.length; i++) s += String.fromCharCode(b[i]);
+  return btoa(s);
+}
+function fromBase64(s) {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+// src/codes.ts
+function adviceOf(code) {
+  if (code >= 4100 && code <= 4199) return "retry";
+  if (code >= 4400 && code <= 4499) return "stop";
+  return "resume";
+}
+
+// src/emitter.ts
+var Emitter = class {
+  constructor() {
+    this.listeners = /* @__PURE__ */ new Map();
+  }
+  /** on adds a listener and returns a function that removes it. */
+  on(type, fn) {
+    let set = this.listeners.get(type);
+    if (!set) this.listeners.set(type, set = /* @__PURE__ */ new Set());
+    set.add(fn);
+    return () => this.off(type, fn);
+  }
+  /** off removes a listener added with on. */
+  off(type, fn) {
+    this.listeners.get(type)?.delete(fn);
+  }
+  emit(type, event) {
+    const set = this.listeners.get(type);
+    if (!set) return;
+    for (const fn of [...set]) {
+      try {
+        fn(event);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+  }
+};
+
+// src/storage.ts
+function loadState(storage, key) {
+  const empty = { session: null, rooms: {} };
+  if (!storage) return empty;
+  try {
+    const raw = storage.getItem(key);
+    if (!raw) return empty;
+    const v = JSON.parse(raw);
+    const s = v.session;
+    const session = s && typeof s.sessionId === "string" && typeof s.resumeToken === "string" ? { sessionId: s.sessionId, resumeToken: s.resumeToken, userId: String(s.userId ?? "") } : null;
+    const rooms = {};
+    for (const [room, p] of Object.entries(v.rooms ?? {})) {
+      if (p && Number.isSafeInteger(p.seq) && p.seq >= 0) rooms[room] = { seq: p.seq, epoch: String(p.epoch ?? "") };
+    }
+    return { session, rooms };
+  } catch {
+    return empty;
+  }
+}
+function saveState(storage, key, state) {
+  if (!storage) return;
+  try {
+    if (!state.session && Object.keys(state.rooms).length === 0) storage.removeItem(key);
+    else storage.setItem(key, JSON.stringify(state));
+  } catch {
+  }
+}
+
+// src/client.ts
+var SUBPROTOCOL = "corral.v1.json";
+var CLIENT_NAME = "corral-js/0.1.0";
+var CorralError = class _CorralError extends Error {
+  constructor(code, message, room = "", ref = "", retryAfterMs = 0) {
+    super(message);
+    this.code = code;
+    this.room = room;
+    this.ref = ref;
+    this.retryAfterMs = retryAfterMs;
+    this.name = "CorralError";
+    this.advice = adviceOf(code);
+  }
+  static from(e) {
+    return new _CorralError(e.code, e.message || `error ${e.code}`, e.room, e.ref, e.retryAfterMs);
+  }
+};
+var Client = class extends Emitter {
+  constructor(options) {
+    super();
+    this.options = options;
+    this.st = "idle";
+    this.ws = null;
+    this.gen = 0;
+    // the current socket's generation; older sockets' events are ignored
+    this.session = null;
+    this.welcomeFrame = null;
+    this.hint = null;
+    this.openedAt = 0;
+    this.lastSent = 0;
+    this.lastReceived = 0;
+    this.heartbeatMs = 25e3;
+    this.pingId = 0;
+    this.dirty = false;
+    this.rooms = /* @__PURE__ */ new Map();
+    /** Rooms left that the server may still have us in; sent: a Leave went
+     * out on the current connection. */
+    this.leaving = /* @__PURE__ */ new Map();
+    /** The rooms named in the current connection's resume hello. */
+    this.resumeRooms = /* @__PURE__ */ new Set();
+    this.outbox = /* @__PURE__ */ new Map();
+    this.signals = /* @__PURE__ */ new Map();
+    this.nextId = 0;
+    this.opts = {
+      signalIntervalMs: options.signalIntervalMs ?? 33,
+      ackDelayMs: options.ackDelayMs ?? 1e3,
+      connectTimeoutMs: options.connectTimeoutMs ?? 1e4,
+      stableMs: options.stableMs ?? 5e3,
+      publishRetries: options.publishRetries ?? 5
+    };
+    const WS = options.WebSocket ?? globalThis.WebSocket;
+    if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
+    this.WS = WS;
+    this.random = options.random ?? Math.random;
+    this.backoff = new Backoff(options.backoff, this.random);
+    this.storage = options.storage !== void 0 ? options.storage : globalThis.sessionStorage ?? null;
+    this.storageKey = options.storageKey ?? `corral:${options.url}`;
+    this.idPrefix = Math.floor(this.random() * 36 ** 8).toString(36).padStart(8, "0");
+    const saved = loadState(this.storage, this.storageKey);
+    this.session = saved.session;
+    for (const [room, pos] of Object.entries(saved.rooms)) {
+      this.rooms.set(room, newRoom(pos.seq, pos.epoch));
+    }
+  }
+  /** state is where the client is now. */
+  get state() {
+    return this.st;
+  }
+  /** welcome is the current connection's Welcome, or null when not open. */
+  get welcome() {
+    return this.welcomeFrame;
+  }
+  /** sessionId is the session this client resumes, or "" before the first Welcome. */
+  get sessionId() {
+    return this.session?.sessionId ?? "";
+  }
+  /** joinedRooms lists the rooms this client is in or is joining. */
+  get joinedRooms() {
+    return [...this.rooms.keys()];
+  }
+  /** position returns the last seq processed in a room and its epoch. */
+  position(room) {
+    const r = this.rooms.get(room);
+    return r && { seq: r.seq, epoch: r.epoch };
+  }
+  /** connect starts connecting; it does nothing if already started. */
+  connect() {
+    if (this.st !== "idle" && this.st !== "closed") return;
+    this.backoff.reset();
+    this.setState("connecting");
+    void this.open();
+  }
+  /**
+   * close ends the connection and stops reconnecting. Pending publishes
+   * and joins reject. The session stays in storage, so a later connect()
+   * (or a reload) resumes it.
+   */
+  close() {
+    if (this.st === "closed" || this.st === "idle") {
+      this.st = "closed";
+      return;
+    }
+    const ws = this.ws;
+    this.detach();
+    ws?.close(1e3, "client closed");
+    this.stop(new CorralError(1e3, "client closed"));
+  }
+  /**
+   * join enters a room and resolves when the server confirms it. A room
+   * the client was in before a reload (or a resume) is restored from where
+   * it was left; a room joined for the first time starts at its current end.
+   */
+  join(room) {
+    if (this.st === "closed") return Promise.reject(new CorralError(1e3, "client closed", room));
+    this.leaving.delete(room);
+    let r = this.rooms.get(room);
+    if (r?.ready) return Promise.resolve({ room, seq: r.seq, epoch: r.epoch, resumed: false });
+    if (!r) {
+      r = newRoom(0, "");
+      this.rooms.set(room, r);
+      this.dirty = true;
+      this.persist();
+    }
+    const p = new Promise((resolve, reject) => r.waiters.push({ resolve, reject }));
+    if (this.st === "open" && !r.joining) this.sendJoin(room, r);
+    return p;
+  }
+  /** leave exits a room; it resolves when the server confirms (at once when offline). */
+  leave(room) {
+    const r = this.rooms.get(room);
+    if (!r) return Promise.resolve();
+    this.rooms.delete(room);
+    this.dirty = true;
+    this.persist();
+    const err = new CorralError(4404 /* NOT_JOINED */, "left the room", room);
+    for (const w of r.waiters) w.reject(err);
+    for (const p of [...this.outbox.values()]) {
+      if (p.room === room) this.settle(p, err);
+    }
+    for (const [k, s] of this.signals) {
+      if (s.room === room) {
+        clearTimeout(s.timer);
+        this.signals.delete(k);
+      }
+    }
+    if (this.st !== "open") {
+      this.leaving.set(room, { sent: false, waiters: [] });
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      this.leaving.set(room, { sent: true, waiters: [{ resolve, reject }] });
+      this.send({ leave: { room } });
+    });
+  }
+  /**
+   * publish sends a reliable message to a room. It resolves with the seq
+   * the server assigned when the server acknowledges it, and rejects with a
+   * CorralError when the server refuses it for good. Across a reconnect it
+   * is sent again with the same id, which the server applies once.
+   */
+  publish(room, payload, opts = {}) {
+    const id = opts.id ?? `${this.idPrefix}-${++this.nextId}`;
+    if (this.st === "closed") return Promise.reject(new CorralError(1e3, "client closed", room, id));
+    if (!this.rooms.has(room)) {
+      return Promise.reject(new CorralError(4404 /* NOT_JOINED */, "join the room before publishing", room, id));
+    }
+    if (this.outbox.has(id)) return Promise.reject(new CorralError(4407 /* INVALID_ARGUMENT */, "publish id in use", room, id));
+    return new Promise((resolve, reject) => {
+      const p = { room, id, payload, resolve, reject, sent: false, attempts: 0, timer: void 0 };
+      this.outbox.set(id, p);
+      this.sendPublish(p);
+    });
+  }
+  /**
+   * signal sets an ephemeral, keyed value in a room, such as a cursor.
+   * Calls are coalesced: each key is sent at most once per
+   * signalIntervalMs, with its latest value. The value is restored after a
+   * reconnect until clearSignal.
+   */
+  signal(room, key, payload) {
+    this.setSignal(room, key, payload, false);
+  }
+  /** clearSignal removes a signal key: it disappears for everyone. */
+  clearSignal(room, key) {
+    this.setSignal(room, key, void 0, true);
+  }
+  /** ping sends a Ping now (the client also pings by itself when idle). */
+  ping() {
+    if (this.st === "open") this.send({ ping: { id: ++this.pingId } });
+  }
+  // ---- connection ----
+  async open() {
+    const gen = ++this.gen;
+    let token = "";
+    try {
+      const t = this.options.token;
+      token = typeof t === "function" ? await t() : t ?? "";
+    } catch (err) {
+      if (gen === this.gen) this.lost(gen, 1006, `token: ${err.message}`);
+      return;
+    }
+    if (gen !== this.gen) return;
+    let ws;
+    try {
+      ws = new this.WS(this.options.url, SUBPROTOCOL);
+    } catch (err) {
+      this.stop(new CorralError(4400 /* BAD_FRAME */, `connect: ${err.message}`));
+      return;
+    }
+    this.ws = ws;
+    this.connectTimer = setTimeout(() => this.lost(gen, 1006, "no welcome within the connect timeout"), this.opts.connectTimeoutMs);
+    ws.onopen = () => {
+      if (gen !== this.gen) return;
+      const resume = this.session && {
+        sessionId: this.session.sessionId,
+        resumeToken: this.session.resumeToken,
+        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch }))
+      };
+      this.resumeRooms = new Set(resume ? this.rooms.keys() : []);
+      this.send({ hello: { token, client: this.options.clientName ?? CLIENT_NAME, resume: resume || void 0 } });
+    };
+    ws.onmessage = (ev) => {
+      if (gen !== this.gen) return;
+      this.lastReceived = Date.now();
+      if (typeof ev.data !== "string") return;
+      let frames;
+      try {
+        frames = decodeServer(ev.data);
+      } catch (err) {
+        this.emit("error", new CorralError(4400 /* BAD_FRAME */, err.message));
+        return;
+      }
+      for (const f of frames) {
+        if (gen !== this.gen) break;
+        this.handle(f);
+      }
+      this.persist();
+    };
+    ws.onclose = (ev) => this.lost(gen, ev.code, ev.reason);
+    ws.onerror = () => {
+    };
+  }
+  /** lost handles the end of socket gen: reconnect, or stop. */
+  lost(gen, closeCode, closeReason) {
+    if (gen !== this.gen || this.st === "closed") return;
+    const hint = this.hint;
+    const wasOpen = this.st === "open";
+    const ws = this.ws;
+    this.detach();
+    ws?.close();
+    const code = hint?.code || closeCode;
+    const reason = hint?.reason || closeReason;
+    if (wasOpen && Date.now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
+    if (code === 4102 /* SESSION_EXPIRED */ || code === 4402 /* RESUME_REFUSED */ && this.session) {
+      this.session = null;
+      this.dirty = true;
+      this.persist();
+    } else if (adviceOf(code) === "stop" || code === 4004 /* SESSION_TAKEN_OVER */) {
+      this.stop(new CorralError(code, reason || `closed with ${code}`));
+      return;
+    }
+    const delayMs = this.backoff.next(hint?.delayMs);
+    this.setState("reconnecting", { code, reason, delayMs });
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = void 0;
+      void this.open();
+    }, delayMs);
+  }
+  /** detach forgets the current socket: its events are ignored from now on. */
+  detach() {
+    this.gen++;
+    if (this.ws) {
+      this.ws.onopen = this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;
+    }
+    this.ws = null;
+    this.hint = null;
+    this.welcomeFrame = null;
+    clearTimeout(this.connectTimer);
+    clearTimeout(this.retryTimer);
+    clearInterval(this.heartbeatTimer);
+    clearTimeout(this.ackTimer);
+    this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = void 0;
+    for (const l of this.leaving.values()) l.sent = false;
+    for (const r of this.rooms.values()) r.ready = r.joining = false;
+    for (const p of this.outbox.values()) {
+      p.sent = false;
+      clearTimeout(p.timer);
+      p.timer = void 0;
+    }
+  }
+  /** stop ends for good: everything pending rejects with err. */
+  stop(err) {
+    this.detach();
+    for (const r of this.rooms.values()) {
+      for (const w of r.waiters.splice(0)) w.reject(err);
+    }
+    for (const l of this.leaving.values()) for (const w of l.waiters) w.resolve();
+    this.leaving.clear();
+    for (const p of [...this.outbox.values()]) this.settle(p, err);
+    for (const s of this.signals.values()) clearTimeout(s.timer);
+    this.setState("closed", { code: err.code, reason: err.message });
+    if (err.code !== 1e3) this.emit("error", err);
+  }
+  setState(state, extra = {}) {
+    const previous = this.st;
+    this.st = state;
+    this.emit("state", { state, previous, ...extra });
+  }
+  send(frame) {
+    if (!this.ws) return;
+    this.ws.send(encodeClient(frame));
+    this.lastSent = Date.now();
+  }
+  // ---- frames from the server ----
+  handle(f) {
+    switch (f.case) {
+      case "welcome":
+        return this.onWelcome(f.value);
+      case "joined":
+        return this.onJoined(f.value);
+      case "left":
+        return this.onLeft(f.value);
+      case "message":
+        return this.onMessage(f.value);
+      case "signal":
+        return this.emit("signal", f.value);
+      case "published":
+        return this.onPublished(f.value);
+      case "pong":
+        return;
+      case "reconnect":
+        this.hint = f.value;
+        return;
+      case "error":
+        return this.onError(f.value);
+      case "reset":
+        return this.onReset(f.value);
+    }
+  }
+  onWelcome(w) {
+    clearTimeout(this.connectTimer);
+    this.connectTimer = void 0;
+    this.welcomeFrame = w;
+    this.session = { sessionId: w.sessionId, resumeToken: w.resumeToken, userId: w.userId };
+    this.dirty = true;
+    this.openedAt = this.lastReceived = Date.now();
+    this.heartbeatMs = w.heartbeatMs > 0 ? w.heartbeatMs : 25e3;
+    const gen = this.gen;
+    this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
+    this.setState("open");
+    this.emit("welcome", w);
+    if (gen !== this.gen) return;
+    if (!w.resumed) {
+      for (const l of this.leaving.values()) for (const x of l.waiters) x.resolve();
+      this.leaving.clear();
+    }
+    for (const [room, r] of this.rooms) {
+      if (w.resumed && this.resumeRooms.has(room)) r.joining = true;
+      else this.sendJoin(room, r);
+    }
+  }
+  sendJoin(room, r) {
+    r.joining = true;
+    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch } });
+  }
+  onJoined(j) {
+    let r = this.rooms.get(j.room);
+    if (!r) {
+      const l = this.leaving.get(j.room);
+      if (l) {
+        if (!l.sent) this.send({ leave: { room: j.room } });
+        l.sent = true;
+        return;
+      }
+      r = newRoom(0, "");
+      this.rooms.set(j.room, r);
+    }
+    r.ready = true;
+    r.joining = false;
+    r.seq = j.seq;
+    r.epoch = j.epoch;
+    r.acked = Math.min(r.acked, j.seq);
+    this.dirty = true;
+    for (const w of r.waiters.splice(0)) w.resolve(j);
+    this.emit("joined", j);
+    for (const p of this.outbox.values()) {
+      if (p.room === j.room && !p.sent && !p.timer) this.sendPublish(p);
+    }
+    for (const s of this.signals.values()) {
+      if (s.room === j.room) {
+        s.dirty = true;
+        this.pumpSignal(s);
+      }
+    }
+  }
+  onLeft(l) {
+    const waiters = this.leaving.get(l.room)?.waiters;
+    this.leaving.delete(l.room);
+    for (const w of waiters ?? []) w.resolve();
+    const r = this.rooms.get(l.room);
+    if (r) {
+      this.rooms.delete(l.room);
+      this.dirty = true;
+      const err = new CorralError(l.code || 4404 /* NOT_JOINED */, l.reason || "removed from the room", l.room);
+      for (const w of r.waiters) w.reject(err);
+      for (const p of [...this.outbox.values()]) if (p.room === l.room) this.settle(p, err);
+    }
+    if (waiters || r) this.emit("left", l);
+  }
+  onMessage(m) {
+    const r = this.rooms.get(m.room);
+    if (!r || m.seq <= r.seq) return;
+    r.seq = m.seq;
+    this.dirty = true;
+    this.scheduleAck();
+    this.emit("message", m);
+  }
+  onReset(x) {
+    const r = this.rooms.get(x.room);
+    if (!r) return;
+    r.seq = x.seq;
+    r.epoch = x.epoch;
+    r.acked = 0;
+    this.dirty = true;
+    this.emit("reset", x);
+  }
+  onPublished(p) {
+    const pending = this.outbox.get(p.id);
+    if (pending && pending.room === p.room) {
+      this.outbox.delete(p.id);
+      pending.resolve(p);
+    }
+  }
+  onError(e) {
+    const err = CorralError.from(e);
+    const p = e.ref ? this.outbox.get(e.ref) : void 0;
+    if (p) {
+      p.sent = false;
+      if (err.advice === "retry" && p.attempts <= this.opts.publishRetries) {
+        const wait = Math.max(e.retryAfterMs, Math.round(this.random() * 250 * 2 ** p.attempts));
+        p.timer = setTimeout(() => {
+          p.timer = void 0;
+          this.sendPublish(p);
+        }, wait);
+        return;
+      }
+      this.settle(p, err);
+      return;
+    }
+    const l = e.room ? this.leaving.get(e.room) : void 0;
+    if (l && e.code === 4404 /* NOT_JOINED */) {
+      this.leaving.delete(e.room);
+      for (const w of l.waiters) w.resolve();
+      return;
+    }
+    const r = e.room ? this.rooms.get(e.room) : void 0;
+    if (r && r.joining && !r.ready) {
+      if (err.advice === "retry") {
+        const gen = this.gen;
+        setTimeout(() => {
+          if (gen === this.gen && this.rooms.get(e.room) === r && !r.ready) this.sendJoin(e.room, r);
+        }, Math.max(e.retryAfterMs, 500));
+        return;
+      }
+      this.rooms.delete(e.room);
+      this.dirty = true;
+      for (const w of r.waiters) w.reject(err);
+      for (const p2 of [...this.outbox.values()]) if (p2.room === e.room) this.settle(p2, err);
+    }
+    this.emit("error", err);
+  }
+  // ---- publishes, signals, acks, heartbeats ----
+  sendPublish(p) {
+    const r = this.rooms.get(p.room);
+    if (this.st !== "open" || !r?.ready || p.sent) return;
+    p.sent = true;
+    p.attempts++;
+    this.send({ publish: { room: p.room, id: p.id, payload: p.payload } });
+  }
+  settle(p, err) {
+    clearTimeout(p.timer);
+    this.outbox.delete(p.id);
+    p.reject(err);
+  }
+  setSignal(room, key, payload, clear) {
+    if (this.st === "closed" || !this.rooms.has(room)) return;
+    const k = `${room}
+${key}`;
+    let s = this.signals.get(k);
+    if (!s) {
+      if (clear) {
+        if (this.st === "open" && this.rooms.get(room)?.ready) this.send({ signal: { room, key, clear: true } });
+        return;
+      }
+      s = { room, key, payload, clear, dirty: true, lastSent: 0, timer: void 0 };
+      this.signals.set(k, s);
+    }
+    s.payload = payload;
+    s.clear = clear;
+    s.dirty = true;
+    this.pumpSignal(s);
+  }
+  pumpSignal(s) {
+    if (!s.dirty || s.timer) return;
+    if (this.st !== "open" || !this.rooms.get(s.room)?.ready) return;
+    const wait = s.lastSent + this.opts.signalIntervalMs - Date.now();
+    if (wait > 0) {
+      s.timer = setTimeout(() => {
+        s.timer = void 0;
+        this.pumpSignal(s);
+      }, wait);
+      return;
+    }
+    s.dirty = false;
+    s.lastSent = Date.now();
+    if (s.clear) {
+      this.signals.delete(`${s.room}
+${s.key}`);
+      this.send({ signal: { room: s.room, key: s.key, clear: true } });
+    } else {
+      this.send({ signal: { room: s.room, key: s.key, payload: s.payload } });
+    }
+  }
+  scheduleAck() {
+    if (this.opts.ackDelayMs <= 0 || this.ackTimer) return;
+    this.ackTimer = setTimeout(() => {
+      this.ackTimer = void 0;
+      if (this.st !== "open") return;
+      for (const [room, r] of this.rooms) {
+        if (r.ready && r.seq > r.acked) {
+          r.acked = r.seq;
+          this.send({ ack: { room, seq: r.seq } });
+        }
+      }
+    }, this.opts.ackDelayMs);
+  }
+  heartbeat(gen) {
+    if (gen !== this.gen) return;
+    const now = Date.now();
+    if (now - this.lastReceived > 2 * this.heartbeatMs) {
+      this.lost(gen, 4003 /* HEARTBEAT_TIMEOUT */, "no frame from the server within two heartbeats");
+      return;
+    }
+    if (now - this.lastSent >= this.heartbeatMs / 2) this.ping();
+  }
+  /** persist saves the session and room positions if they changed. */
+  persist() {
+    if (!this.dirty) return;
+    this.dirty = false;
+    const rooms = {};
+    for (const [room, r] of this.rooms) rooms[room] = { seq: r.seq, epoch: r.epoch };
+    saveState(this.storage, this.storageKey, { session: this.session, rooms });
+  }
+};
+function newRoom(seq, epoch) {
+  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq };
+}
+export {
+  Backoff,
+  CLIENT_NAME,
+  Client,
+  Code,
+  CodecError,
+  CorralError,
+  SUBPROTOCOL,
+  adviceOf,
+  decodeServer,
+  encodeClient
+};
