@@ -1,6 +1,7 @@
 # One entry point for humans and CI. `make help` lists the targets.
 
 GO     ?= go
+NPM    ?= npm
 BUF    := $(GO) tool -modfile=tools/buf/go.mod buf
 
 .DEFAULT_GOAL := help
@@ -14,28 +15,69 @@ run: ## run corral: one process, in memory, local dev mode, on 127.0.0.1:8080
 	$(GO) run ./cmd/corral serve --insecure-dev
 
 .PHONY: test
-test: ## run the whole test suite (race detector on; fuzz seeds; benchmarks once)
+test: test-go test-js ## run the whole test suite: Go, then the browser SDK and the demo in Chromium
+
+.PHONY: test-go
+test-go: ## Go tests (race detector on; fuzz seeds; benchmarks once)
 	$(GO) test -race -count=1 ./...
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
 
+.PHONY: test-js
+test-js: build-js ## SDK unit tests, then the demo page in headless Chromium against a real corral
+	cd clients/js && $(NPM) test
+	cd e2e && $(NPM) test
+
+.PHONY: build-js
+build-js: js-deps ## build the browser SDK (clients/js/dist) and the demo's copy (web/assets/corral.js)
+	cd clients/js && $(NPM) run build
+
+# npm ci again only when a lock file changes.
+.PHONY: js-deps
+js-deps: clients/js/node_modules/.package-lock.json e2e/node_modules/.package-lock.json
+
+%/node_modules/.package-lock.json: %/package-lock.json %/package.json
+	cd $* && $(NPM) ci --no-audit --no-fund
+	@touch $@
+
 .PHONY: generate
-generate: ## regenerate gen/ from proto/
+generate: ## regenerate gen/ (Go) and clients/js/src/gen (TypeScript) from proto/
 	$(BUF) format -w
 	$(BUF) generate
+	$(MAKE) generate-js
+
+.PHONY: generate-js
+generate-js: clients/js/node_modules/.package-lock.json
+	$(BUF) generate --template clients/js/buf.gen.yaml
 
 .PHONY: check
-check: ## static checks: gofmt, go vet, buf lint/format, gen/ is current
+check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ is current
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
+	$(MAKE) --no-print-directory breaking
 	$(BUF) generate
 	@if [ -n "$$(git status --porcelain -- gen/)" ]; then \
 	  echo "gen/ is stale: run 'make generate' and commit"; git status --porcelain -- gen/; exit 1; fi
 
+.PHONY: breaking
+breaking: ## buf breaking: proto/ must stay compatible with the previous commit
+	@if git rev-parse --verify -q 'HEAD~1^{commit}' >/dev/null; then \
+	  echo "buf breaking --against HEAD~1"; \
+	  $(BUF) breaking --against '.git#ref=HEAD~1'; \
+	else \
+	  echo "buf breaking: skipped: no previous commit here (a single commit or a shallow clone)"; \
+	fi
+
+.PHONY: check-js
+check-js: generate-js build-js ## clients/js/src/gen and the demo's SDK bundle are current
+	@if [ -n "$$(git status --porcelain -- clients/js/src/gen web/assets/corral.js)" ]; then \
+	  echo "clients/js/src/gen or web/assets/corral.js is stale: run 'make generate build-js' and commit"; \
+	  git status --porcelain -- clients/js/src/gen web/assets/corral.js; exit 1; fi
+
 .PHONY: ci
-ci: check test ## what CI runs
+ci: check check-js test ## what CI runs
 
 .PHONY: fuzz
 fuzz: ## fuzz every decoder of network bytes for FUZZTIME each (default 30s)

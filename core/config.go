@@ -34,6 +34,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the core's metrics. Nil: not registered.
 	Registerer prometheus.Registerer
+	// API tunes the internal API (Broadcast, Events).
+	API APIConfig
 }
 
 func (c *Config) withDefaults() Config {

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/history"
@@ -45,6 +46,8 @@ type Core struct {
 	// droppedAt is when each detached session lost its connection, for
 	// reconnect_duration_seconds; entries older than the TTL are swept.
 	droppedAt map[string]time.Time
+
+	api apiState // the internal API's state (events.go)
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
@@ -69,13 +72,14 @@ func New(cfg Config) *Core {
 		subscribed: make(map[string]bool),
 	}
 	if c.hist == nil {
-		c.hist = history.NewMemory(history.MemoryOptions{})
+		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
 	}
 	if c.sess == nil {
 		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
 		c.ownStore = true
 	}
+	c.initAPI()
 	c.wg.Add(1)
 	go c.touchLoop()
 	return c

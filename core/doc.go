@@ -4,7 +4,11 @@
 //
 // Edges reach the core through [Core.Link] streams (see RoomService.Link in
 // proto/corral/v1/room_service.proto); each stream multiplexes many client
-// connections. Internal services call [Core.Publish] and [Core.History].
+// connections. Internal services call the other RoomService methods:
+// [Core.Publish], [Core.Broadcast], [Core.History], [Core.Members],
+// [Core.Disconnect], and [Core.Events], which follows the event log of the
+// history store (package events) and to which the core adds member events
+// (events.go).
 //
 // # Ordering
 //

@@ -166,6 +166,7 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 		r.leave(s, nil)
 		c.releaseMember(r)
 	}
+	c.emitDisconnected(s, rooms, clean)
 	c.mu.Lock()
 	if c.live[s.id] == s {
 		delete(c.live, s.id)
@@ -302,6 +303,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 		if !live {
 			continue
 		}
+		c.emitJoined(s, q.name, q.resumed)
 		q.room.mu.Lock()
 		epoch := q.room.epoch
 		q.room.mu.Unlock()
@@ -367,6 +369,7 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 		return
 	}
 	r.leave(s, &corralv1.Left{Room: name})
+	c.emitLeft(s, name)
 	c.releaseMember(r)
 	if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
 		c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)

@@ -3,8 +3,14 @@
 -- publishes the message. One script does it all, so it is atomic and the
 -- order on the room's channel equals seq order, whichever process appends.
 --
+-- It also appends the message's event to the event log stream when there
+-- is one, numbered and stamped with the log's epoch like events/add.lua
+-- does (ARGV[7] serves as the epoch of a new log), so that a message is in
+-- the event log exactly when it is in history.
+--
 -- KEYS[1] seq key, KEYS[2] log key (stream), KEYS[3] epoch key,
--- KEYS[4] dedupe key (absent when the publish has none)
+-- KEYS[4] dedupe key (absent when the publish has none),
+-- then the event log stream key (absent when there is no event log)
 -- ARGV[1] the encoded Message before the seq field (field 1, room)
 -- ARGV[2] the encoded Message after the seq field (fields 3 and up)
 -- ARGV[3] the room's pub/sub channel
@@ -12,10 +18,20 @@
 -- ARGV[5] TTL of the room's keys in ms
 -- ARGV[6] dedupe window in ms
 -- ARGV[7] a fresh epoch, used when the room has no history
+-- ARGV[8] MAXLEN of the event log stream (approximate trimming), '' when
+--         there is no event log
 --
 -- Returns {seq, epoch, duplicate (0 or 1)}.
 
-local seqKey, logKey, epochKey, dedupeKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local seqKey, logKey, epochKey = KEYS[1], KEYS[2], KEYS[3]
+local nkeys, eventsKey, dedupeKey = #KEYS, nil, nil
+if ARGV[8] ~= '' then
+  eventsKey = KEYS[nkeys]
+  nkeys = nkeys - 1
+end
+if nkeys >= 4 then
+  dedupeKey = KEYS[4]
+end
 local ttl = ARGV[5]
 
 local epoch = redis.call('GET', epochKey)
@@ -62,6 +78,15 @@ redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[4], seqStr .. '-0', 'm', data)
 redis.call('PEXPIRE', logKey, ttl)
 if dedupeKey then
   redis.call('SET', dedupeKey, seqStr .. ' ' .. epoch, 'PX', ARGV[6])
+end
+if eventsKey then
+  local n, logEpoch = 1, ARGV[7]
+  local top = redis.call('XREVRANGE', eventsKey, '+', '-', 'COUNT', 1)
+  if #top > 0 then
+    n = tonumber(top[1][2][2]) + 1
+    logEpoch = top[1][2][4]
+  end
+  redis.call('XADD', eventsKey, 'MAXLEN', '~', ARGV[8], '*', 'n', string.format('%d', n), 'x', logEpoch, 'm', data)
 end
 redis.call('PUBLISH', ARGV[3], data)
 return {seq, epoch, 0}

@@ -27,4 +27,10 @@
 //
 // The seq, epoch and log keys expire together after RedisOptions.TTL without
 // appends.
+//
+// With an event log (MemoryOptions.Events, RedisOptions.Events), Append
+// also commits the message's event in the same step: under the room's lock
+// in memory, in append.lua in Redis (an entry in the stream
+// "<prefix>:events", see package events). That stream is one key for every
+// room, so it does not fit Redis Cluster.
 package history

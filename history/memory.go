@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -17,6 +18,9 @@ type MemoryOptions struct {
 	MaxLen int
 	// DedupeWindow is how long a dedupe key is remembered; default 2m.
 	DedupeWindow time.Duration
+	// Events, when set, receives the event of every appended message in
+	// the same step as the append, in seq order per room.
+	Events *events.Memory
 }
 
 // Memory is a [Store] in process memory: a ring buffer per room. Its epochs
@@ -25,7 +29,8 @@ type MemoryOptions struct {
 type Memory struct {
 	maxLen int
 	window time.Duration
-	rooms  sync.Map // room name → *memRoom
+	events *events.Memory // nil: no event log
+	rooms  sync.Map       // room name → *memRoom
 }
 
 // NewMemory returns an empty in-process store.
@@ -36,7 +41,15 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.DedupeWindow <= 0 {
 		opts.DedupeWindow = 2 * time.Minute
 	}
-	return &Memory{maxLen: opts.MaxLen, window: opts.DedupeWindow}
+	return &Memory{maxLen: opts.MaxLen, window: opts.DedupeWindow, events: opts.Events}
+}
+
+// Events returns the log that receives the store's message events, or nil.
+func (m *Memory) Events() events.Log {
+	if m.events == nil {
+		return nil
+	}
+	return m.events
 }
 
 type memRoom struct {
@@ -102,6 +115,9 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 		}
 		r.dedupe[dedupeKey] = r.last
 		r.expiry = append(r.expiry, dedupeExpiry{key: dedupeKey, at: now.Add(m.window)})
+	}
+	if m.events != nil {
+		m.events.CommitMessage(msg)
 	}
 	return AppendResult{Seq: r.last, Epoch: r.epoch}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -47,6 +48,10 @@ type RedisOptions struct {
 	MaxInFlight int
 	// Prefix starts every key and channel name; default "corral".
 	Prefix string
+	// Events, when set, receives the event of every appended message in
+	// the same script as the append. Its stream is one key for all rooms:
+	// leave Events nil on Redis Cluster.
+	Events *events.Redis
 }
 
 // Redis is a [Store] in Redis, shared by every process that uses the same
@@ -60,6 +65,9 @@ type Redis struct {
 	ttl      string // ms
 	window   string // ms
 	max      int64
+	events   *events.Redis // nil: no event log
+	evKey    string        // the event stream's key, or ""
+	evMaxLen string        // its MAXLEN argument
 	inFlight atomic.Int64
 	closed   atomic.Bool
 
@@ -85,7 +93,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = "corral"
 	}
-	return &Redis{
+	r := &Redis{
 		client: client,
 		prefix: opts.Prefix,
 		maxLen: strconv.Itoa(opts.MaxLen),
@@ -93,7 +101,20 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		window: strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
 		max:    int64(opts.MaxInFlight),
 		subs:   make(map[*Subscription]struct{}),
+		events: opts.Events,
 	}
+	if opts.Events != nil {
+		r.evKey, r.evMaxLen = opts.Events.Key(), strconv.Itoa(opts.Events.MaxLen())
+	}
+	return r
+}
+
+// Events returns the log that receives the store's message events, or nil.
+func (r *Redis) Events() events.Log {
+	if r.events == nil {
+		return nil
+	}
+	return r.events
 }
 
 // acquire takes an in-flight slot, or fails at once.
@@ -136,11 +157,14 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
 	}
-	keys := r.roomKeys(room, 1)
+	keys := r.roomKeys(room, 2)
 	if dedupeKey != "" {
 		keys = append(keys, r.prefix+":{"+room+"}:dedupe:"+dedupeKey)
 	}
-	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch()}
+	if r.evKey != "" {
+		keys = append(keys, r.evKey)
+	}
+	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen}
 	res, err := appendScript.Exec(ctx, r.client, keys, args).ToArray()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("unexpected reply of %d elements", len(res))

@@ -23,7 +23,7 @@ import (
 func TestCoreRestartKeepsBrowsers(t *testing.T) {
 	redisURL := "redis://" + redistest.Start(t)
 	prefix := redistest.Prefix(t)
-	coreOpts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(), RedisURL: redisURL, RedisPrefix: prefix}
+	coreOpts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(), RedisURL: redisURL, RedisPrefix: prefix, APIInsecure: true}
 	core1, err := server.Start(coreOpts)
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -24,7 +23,13 @@ import (
 type deployment struct {
 	wsURL string
 	api   corralv1connect.RoomServiceClient
+	// apiURL and apiNode serve the internal API (the core's node).
+	apiURL  string
+	apiNode *server.Node
 }
+
+// testAPIKey is the internal API key of every test deployment.
+const testAPIKey = "integration-api-key-0123456789"
 
 // modes are the topologies every end-to-end test runs against: one
 // process in memory, edge and core over h2c, and one process on Redis.
@@ -48,11 +53,12 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 			n.Close(ctx)
 		})
 	}
-	var edgeNode *server.Node
+	var edgeNode, apiNode *server.Node
 	var apiURL string
 	switch mode {
 	case "serve", "redis":
-		opts := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: a, Logger: quietLogger()}
+		opts := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: a, Logger: quietLogger(),
+			APIKeys: []string{testAPIKey}}
 		if mode == "redis" {
 			opts.RedisURL = "redis://" + redistest.Start(t)
 			opts.RedisPrefix = redistest.Prefix(t)
@@ -65,9 +71,9 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 			t.Fatal(err)
 		}
 		stop(n)
-		edgeNode, apiURL = n, "http://"+n.InternalAddr()
+		edgeNode, apiNode, apiURL = n, n, "http://"+n.InternalAddr()
 	case "split":
-		copts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger()}
+		copts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(), APIKeys: []string{testAPIKey}}
 		if tune != nil {
 			tune(&copts)
 		}
@@ -75,8 +81,9 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 		if err != nil {
 			t.Fatal(err)
 		}
-		apiURL = "http://" + coreNode.Addr()
-		eopts := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: apiURL, Auth: a, Logger: quietLogger()}
+		apiNode, apiURL = coreNode, "http://"+coreNode.Addr()
+		eopts := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: apiURL, Auth: a, Logger: quietLogger(),
+			CoreAPIKey: testAPIKey}
 		if tune != nil {
 			tune(&eopts)
 		}
@@ -92,8 +99,10 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 	}
 	waitReady(t, "http://"+edgeNode.Addr()+"/readyz")
 	return &deployment{
-		wsURL: "ws://" + edgeNode.Addr() + "/ws",
-		api:   corralv1connect.NewRoomServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, apiURL))),
+		wsURL:   "ws://" + edgeNode.Addr() + "/ws",
+		api:     apiclient.New(apiURL, testAPIKey, nil),
+		apiURL:  apiURL,
+		apiNode: apiNode,
 	}
 }
 

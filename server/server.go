@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -13,13 +12,16 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/connect/v2/connectinprocess"
+	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/edge"
+	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/web"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -57,6 +59,23 @@ type Options struct {
 	// HistoryMaxLen is how many messages each room's history keeps (Redis
 	// trims approximately). Default 1000 in memory, 10000 in Redis.
 	HistoryMaxLen int
+	// Backlog is the listeners' accept queue (0: the kernel's cap,
+	// net.core.somaxconn). See listenTCP.
+	Backlog int
+	// EventsMaxLen is how many events the event log keeps for
+	// RoomService.Events (Redis trims approximately). Default 10000 in
+	// memory, 100000 in Redis; negative: no event log (needed on Redis
+	// Cluster).
+	EventsMaxLen int
+	// APIKeys are the bearer keys the internal API (RoomService over HTTP,
+	// Link included) accepts. Required when the API is served over HTTP
+	// (CoreOnly, or Serve with InternalAddr) unless APIInsecure is set.
+	APIKeys []string
+	// APIInsecure serves the internal API without keys: local development
+	// only. Keys, if given, are still checked.
+	APIInsecure bool
+	// CoreAPIKey is the key an EdgeOnly node presents to its core.
+	CoreAPIKey string
 	// Auth verifies connection tokens (edges). Required for Serve and EdgeOnly.
 	Auth auth.Authenticator
 	// Core and Edge tune the parts; their Logger and Registerer are set by
@@ -69,16 +88,20 @@ type Options struct {
 
 // Node is a running corral process part.
 type Node struct {
-	opts     Options
-	redis    rueidis.Client
-	stores   []interface{ Close() error } // made by the node; closed before redis
-	core     *core.Core
-	edge     *edge.Edge
-	servers  []*http.Server
-	addrs    []string
-	closeMu  sync.Mutex
-	closed   bool
-	serveErr chan error
+	opts   Options
+	redis  rueidis.Client
+	stores []interface{ Close() error } // made by the node; closed before redis
+	core   *core.Core
+	rpc    *connect.Server // RoomService with the API key check
+	// closing ends the API's server streams when the node closes.
+	closing    context.Context
+	endStreams context.CancelFunc
+	edge       *edge.Edge
+	servers    []*http.Server
+	addrs      []string
+	closeMu    sync.Mutex
+	closed     bool
+	serveErr   chan error
 }
 
 // Start builds and starts a node; it listens before returning.
@@ -89,6 +112,7 @@ func Start(opts Options) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n := &Node{opts: opts, serveErr: make(chan error, 2)}
+	n.closing, n.endStreams = context.WithCancel(context.Background())
 
 	var rpc *connect.Server
 	if opts.Mode == Serve || opts.Mode == CoreOnly {
@@ -104,13 +128,21 @@ func Start(opts Options) (*Node, error) {
 			if err != nil {
 				return nil, fmt.Errorf("server: connect to Redis: %w", err)
 			}
-			h := history.NewRedis(n.redis, history.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen})
+			var ev *events.Redis
+			if opts.EventsMaxLen >= 0 {
+				ev = events.NewRedis(n.redis, events.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.EventsMaxLen})
+			}
+			h := history.NewRedis(n.redis, history.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, Events: ev})
 			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
 			cc.History, cc.Sessions = h, ss
 			n.stores = append(n.stores, ss, h)
 		}
 		if cc.History == nil {
-			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen})
+			var ev *events.Memory
+			if opts.EventsMaxLen >= 0 {
+				ev = events.NewMemory(events.MemoryOptions{MaxLen: opts.EventsMaxLen})
+			}
+			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, Events: ev})
 			cc.History = h
 			n.stores = append(n.stores, h)
 		}
@@ -122,8 +154,33 @@ func Start(opts Options) (*Node, error) {
 			return nil, err
 		}
 		n.core = c
-		rpc = connect.NewServer()
-		corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
+		// Over HTTP every call presents a key, Link included; the
+		// in-process edge of Serve reaches the core through a dispatcher
+		// of its own, without one.
+		ics := []connect.ServerInterceptor{endOnClose(n.closing)}
+		exposed := opts.Mode == CoreOnly || opts.InternalAddr != ""
+		if len(opts.APIKeys) > 0 || (exposed && !opts.APIInsecure) {
+			refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "corral_api_unauthenticated_total", Help: "Internal API calls refused for a missing or wrong API key, by reason.",
+			}, []string{"reason"})
+			reg.MustRegister(refused)
+			ic, err := RequireAPIKey(opts.APIKeys, refused)
+			if err != nil {
+				n.closeParts(context.Background())
+				if len(opts.APIKeys) == 0 {
+					err = fmt.Errorf("%w: the internal API needs API keys (--api-keys), or --api-insecure for local development", err)
+				}
+				return nil, err
+			}
+			ics = append(ics, ic)
+		}
+		n.rpc = connect.NewServer(ics...)
+		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
+		rpc = n.rpc
+		if opts.Mode == Serve {
+			rpc = connect.NewServer()
+			corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
+		}
 	}
 	if opts.Mode == Serve || opts.Mode == EdgeOnly {
 		if opts.Auth == nil {
@@ -137,7 +194,11 @@ func Start(opts Options) (*Node, error) {
 			if opts.CoreURL == "" {
 				return nil, errors.New("server: Options.CoreURL is required for an edge")
 			}
-			client = connect.NewClient(connecthttp.NewTransport(h2cClient(), opts.CoreURL, connecthttp.WithCompressors()))
+			var ics []connect.ClientInterceptor
+			if opts.CoreAPIKey != "" {
+				ics = append(ics, apiclient.Bearer(opts.CoreAPIKey))
+			}
+			client = connect.NewClient(connecthttp.NewTransport(h2cClient(), opts.CoreURL, connecthttp.WithCompressors()), ics...)
 		}
 		ec := opts.Edge
 		ec.Core = corralv1connect.NewRoomServiceClient(client)
@@ -164,9 +225,10 @@ func Start(opts Options) (*Node, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if n.edge != nil {
 		mux.Handle("/ws", n.edge)
+		mux.Handle("/", web.Handler()) // the demo page
 	}
 	if opts.Mode == CoreOnly {
-		connecthttp.Mount(mux, rpc, connecthttp.WithCompressors())
+		connecthttp.Mount(mux, n.rpc, connecthttp.WithCompressors())
 	}
 	if err := n.listen(opts.Addr, mux); err != nil {
 		n.closeParts(context.Background())
@@ -174,7 +236,7 @@ func Start(opts Options) (*Node, error) {
 	}
 	if opts.Mode == Serve && opts.InternalAddr != "" {
 		imux := http.NewServeMux()
-		connecthttp.Mount(imux, rpc)
+		connecthttp.Mount(imux, n.rpc)
 		if err := n.listen(opts.InternalAddr, imux); err != nil {
 			_ = n.Close(context.Background())
 			return nil, err
@@ -184,7 +246,7 @@ func Start(opts Options) (*Node, error) {
 }
 
 func (n *Node) listen(addr string, h http.Handler) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenTCP(addr, n.opts.Backlog)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", addr, err)
 	}
@@ -218,6 +280,11 @@ func (n *Node) InternalAddr() string {
 	return ""
 }
 
+// APIServer is the RoomService dispatcher behind the internal API listener,
+// with its API key check; nil for EdgeOnly. Pass it to connectinprocess.New
+// to call the internal API in-process (tests, embedding).
+func (n *Node) APIServer() *connect.Server { return n.rpc }
+
 // Err reports a listener that failed after Start.
 func (n *Node) Err() <-chan error { return n.serveErr }
 
@@ -233,6 +300,7 @@ func (n *Node) Close(ctx context.Context) error {
 	n.closed = true
 	n.closeMu.Unlock()
 	var errs []error
+	n.endStreams()
 	if n.edge != nil {
 		errs = append(errs, n.edge.Close(ctx))
 	}
@@ -255,6 +323,7 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 func (n *Node) closeParts(ctx context.Context) {
+	n.endStreams()
 	if n.edge != nil {
 		_ = n.edge.Close(ctx)
 	}

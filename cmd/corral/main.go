@@ -91,7 +91,17 @@ func run(args []string, stderr io.Writer) error {
 		RedisURL:      f.redisURL,
 		RedisPrefix:   f.redisPrefix,
 		HistoryMaxLen: f.historyMaxLen,
+		Backlog:       f.backlog,
+		EventsMaxLen:  f.eventsMaxLen,
+		APIInsecure:   f.apiInsecure || f.insecureDev,
+		CoreAPIKey:    f.apiKey,
 		Logger:        logger,
+	}
+	if opts.APIKeys, err = apiKeys(f); err != nil {
+		return err
+	}
+	if opts.APIInsecure && len(opts.APIKeys) == 0 && mode != server.EdgeOnly && (mode == server.CoreOnly || f.internalAddr != "") {
+		logger.Warn("the internal API accepts calls without an API key (--api-insecure or --insecure-dev); never in production")
 	}
 	opts.Core.SessionTTL = f.sessionTTL
 	opts.Edge.OriginPatterns = splitList(f.origins)
@@ -129,8 +139,11 @@ func run(args []string, stderr io.Writer) error {
 type flags struct {
 	addr, internalAddr, coreURL string
 	redisURL, redisPrefix       string
-	historyMaxLen               int
-	insecureDev                 bool
+	historyMaxLen, eventsMaxLen int
+	backlog                     int
+	insecureDev, apiInsecure    bool
+	apiKeys, apiKeysFile        string
+	apiKey                      string
 	jwtSecret, jwtKeys          string
 	jwtIssuer, jwtAudience      string
 	origins                     string
@@ -151,6 +164,18 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	if mode == server.EdgeOnly {
 		fs.StringVar(&f.coreURL, "core", "http://127.0.0.1:8090", "base `URL` of the core (h2c) [CORRAL_CORE]")
 	}
+	if mode == server.CoreOnly {
+		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: the internal API accepts calls without an API key (same as --api-insecure); never in production [CORRAL_INSECURE_DEV]")
+	}
+	if mode != server.EdgeOnly {
+		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the internal API accepts (each at least 16 characters); required for the API over HTTP (corral core, serve --internal-addr) [CORRAL_API_KEYS]")
+		fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "`file` of more API keys, one per line (# comments) [CORRAL_API_KEYS_FILE]")
+		fs.BoolVar(&f.apiInsecure, "api-insecure", false, "local development: the internal API accepts calls without an API key; never in production [CORRAL_API_INSECURE]")
+		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log, e.g. for Redis Cluster) [CORRAL_EVENTS]")
+	}
+	if mode == server.EdgeOnly {
+		fs.StringVar(&f.apiKey, "api-key", "", "bearer `key` the edge presents to the core (one of the core's --api-keys) [CORRAL_API_KEY]")
+	}
 	if mode != server.CoreOnly {
 		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: accept connections without a verified token (the token, if any, is the user id) and from any origin; never in production [CORRAL_INSECURE_DEV]")
 		fs.StringVar(&f.jwtSecret, "jwt-secret", "", "HS256 `secret` that signs connection tokens [CORRAL_JWT_SECRET]")
@@ -165,6 +190,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.sessionTTL, "session-ttl", 2*time.Minute, "how long a dropped session stays resumable; must exceed the worst server delay plus a client's longest backoff [CORRAL_SESSION_TTL]")
 	}
+	fs.IntVar(&f.backlog, "backlog", 0, "accept queue `length` of the listeners (0: the kernel's cap, net.core.somaxconn; raise that sysctl for reconnect storms) [CORRAL_BACKLOG]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json [CORRAL_LOG_FORMAT]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error [CORRAL_LOG_LEVEL]")
@@ -220,6 +246,19 @@ func authenticator(f *flags, logger *slog.Logger) (auth.Authenticator, error) {
 		}
 	}
 	return auth.NewJWT(cfg)
+}
+
+// apiKeys gathers the internal API keys from --api-keys and --api-keys-file.
+func apiKeys(f *flags) ([]string, error) {
+	keys := server.ParseAPIKeys(f.apiKeys)
+	if f.apiKeysFile != "" {
+		more, err := server.ReadAPIKeyFile(f.apiKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("--api-keys-file: %w", err)
+		}
+		keys = append(keys, more...)
+	}
+	return keys, nil
 }
 
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {

@@ -21,6 +21,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// EventKind names the kinds of Event.
+type EventKind int32
+
+const (
+	EventKind_EVENT_KIND_UNSPECIFIED  EventKind = 0
+	EventKind_EVENT_KIND_MESSAGE      EventKind = 1
+	EventKind_EVENT_KIND_JOINED       EventKind = 2
+	EventKind_EVENT_KIND_LEFT         EventKind = 3
+	EventKind_EVENT_KIND_DISCONNECTED EventKind = 4
+)
+
+// Enum value maps for EventKind.
+var (
+	EventKind_name = map[int32]string{
+		0: "EVENT_KIND_UNSPECIFIED",
+		1: "EVENT_KIND_MESSAGE",
+		2: "EVENT_KIND_JOINED",
+		3: "EVENT_KIND_LEFT",
+		4: "EVENT_KIND_DISCONNECTED",
+	}
+	EventKind_value = map[string]int32{
+		"EVENT_KIND_UNSPECIFIED":  0,
+		"EVENT_KIND_MESSAGE":      1,
+		"EVENT_KIND_JOINED":       2,
+		"EVENT_KIND_LEFT":         3,
+		"EVENT_KIND_DISCONNECTED": 4,
+	}
+)
+
+func (x EventKind) Enum() *EventKind {
+	p := new(EventKind)
+	*p = x
+	return p
+}
+
+func (x EventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_corral_v1_room_service_proto_enumTypes[0].Descriptor()
+}
+
+func (EventKind) Type() protoreflect.EnumType {
+	return &file_corral_v1_room_service_proto_enumTypes[0]
+}
+
+func (x EventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventKind.Descriptor instead.
+func (EventKind) EnumDescriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{0}
+}
+
 // LinkRequest is one batch of frames from an edge.
 type LinkRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1052,11 +1108,1039 @@ func (x *HistoryResponse) GetMore() bool {
 	return false
 }
 
+// BroadcastRequest publishes one payload to many rooms.
+type BroadcastRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Distinct room names, at most the server's limit (10,000 by default).
+	// Every name is checked before anything is published: one invalid name
+	// fails the call and publishes nothing.
+	Rooms []string `protobuf:"bytes,1,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Opaque to corral.
+	Payload []byte `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Applied per room, like PublishRequest.idempotency_key: retrying the
+	// same broadcast (or only its failed rooms) with the same key publishes
+	// each room's message once.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Shown to clients as Message.sender; empty by default.
+	Sender        string `protobuf:"bytes,4,opt,name=sender,proto3" json:"sender,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BroadcastRequest) Reset() {
+	*x = BroadcastRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BroadcastRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BroadcastRequest) ProtoMessage() {}
+
+func (x *BroadcastRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BroadcastRequest.ProtoReflect.Descriptor instead.
+func (*BroadcastRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *BroadcastRequest) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *BroadcastRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *BroadcastRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *BroadcastRequest) GetSender() string {
+	if x != nil {
+		return x.Sender
+	}
+	return ""
+}
+
+// BroadcastResponse reports each room's outcome.
+type BroadcastResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per requested room, in the order of BroadcastRequest.rooms.
+	Results []*BroadcastResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many results carry an error.
+	Failed        uint32 `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BroadcastResponse) Reset() {
+	*x = BroadcastResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BroadcastResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BroadcastResponse) ProtoMessage() {}
+
+func (x *BroadcastResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BroadcastResponse.ProtoReflect.Descriptor instead.
+func (*BroadcastResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *BroadcastResponse) GetResults() []*BroadcastResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BroadcastResponse) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+// BroadcastResult is one room's outcome of a Broadcast.
+type BroadcastResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Room      string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Seq       uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch     string                 `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Duplicate bool                   `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Empty when the message was published. Otherwise the Connect code name
+	// of the failure ("unavailable", "resource_exhausted",
+	// "deadline_exceeded", ...): retry those rooms with the same key.
+	ErrorCode     string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BroadcastResult) Reset() {
+	*x = BroadcastResult{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BroadcastResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BroadcastResult) ProtoMessage() {}
+
+func (x *BroadcastResult) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BroadcastResult.ProtoReflect.Descriptor instead.
+func (*BroadcastResult) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BroadcastResult) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *BroadcastResult) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *BroadcastResult) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *BroadcastResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *BroadcastResult) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *BroadcastResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+// MembersRequest asks who is in a room.
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MembersRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+// MembersResponse lists a room's members connected to this core. In a
+// deployment of several cores, each knows only its own connections.
+type MembersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per user, ordered by user id.
+	Members []*Member `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// Connections in the room on this core: the sum of Member.connections.
+	Connections   uint32 `protobuf:"varint,2,opt,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+// Member is one user in a room.
+type Member struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The user's sessions in the room, ordered; each has one connection.
+	SessionIds    []string `protobuf:"bytes,2,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	Connections   uint32   `protobuf:"varint,3,opt,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Member) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Member) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *Member) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+// DisconnectRequest closes connections attached to this core.
+type DisconnectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whose connections to close. Required.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*DisconnectRequest_UserId
+	//	*DisconnectRequest_SessionId
+	Target isDisconnectRequest_Target `protobuf_oneof:"target"`
+	// The close code each client gets, from the code table (docs/CODES.md).
+	// Its range is the advice: RESUME codes keep the session resumable;
+	// RETRY codes keep it too; STOP codes also end the session, so that a
+	// resume is refused with CODE_SESSION_EXPIRED. Required.
+	Code Code `protobuf:"varint,3,opt,name=code,proto3,enum=corral.v1.Code" json:"code,omitempty"`
+	// Shown to the client in its ReconnectHint.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// How long clients should wait before reconnecting. Each connection gets
+	// a value jittered in [delay_ms, 1.5 * delay_ms], so that a disconnected
+	// crowd does not come back at once.
+	DelayMs       uint32 `protobuf:"varint,5,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisconnectRequest) Reset() {
+	*x = DisconnectRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisconnectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisconnectRequest) ProtoMessage() {}
+
+func (x *DisconnectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisconnectRequest.ProtoReflect.Descriptor instead.
+func (*DisconnectRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DisconnectRequest) GetTarget() isDisconnectRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *DisconnectRequest) GetUserId() string {
+	if x != nil {
+		if x, ok := x.Target.(*DisconnectRequest_UserId); ok {
+			return x.UserId
+		}
+	}
+	return ""
+}
+
+func (x *DisconnectRequest) GetSessionId() string {
+	if x != nil {
+		if x, ok := x.Target.(*DisconnectRequest_SessionId); ok {
+			return x.SessionId
+		}
+	}
+	return ""
+}
+
+func (x *DisconnectRequest) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *DisconnectRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DisconnectRequest) GetDelayMs() uint32 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+type isDisconnectRequest_Target interface {
+	isDisconnectRequest_Target()
+}
+
+type DisconnectRequest_UserId struct {
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3,oneof"`
+}
+
+type DisconnectRequest_SessionId struct {
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3,oneof"`
+}
+
+func (*DisconnectRequest_UserId) isDisconnectRequest_Target() {}
+
+func (*DisconnectRequest_SessionId) isDisconnectRequest_Target() {}
+
+// DisconnectResponse names the sessions whose connections were closed.
+type DisconnectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionIds    []string               `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisconnectResponse) Reset() {
+	*x = DisconnectResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisconnectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisconnectResponse) ProtoMessage() {}
+
+func (x *DisconnectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisconnectResponse.ProtoReflect.Descriptor instead.
+func (*DisconnectResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DisconnectResponse) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+// EventsRequest starts or resumes following the event log.
+//
+// Delivery: a reader that resumes after the last position it processed
+// gets every event committed after it exactly once, in log order, or the
+// call fails with out_of_range when the log no longer holds them (trimmed
+// past its retention, or reset: memory after a restart, Redis flushed).
+// Message events are committed atomically with the message; member events
+// (joined, left, disconnected) are committed just after the change, and
+// may be lost if the core dies first (see docs/API.md).
+type EventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Resume after this position: an Event.position or
+	// EventsResponse.position received earlier. Empty: start at the live end
+	// (events committed from now on), or with from_oldest at the oldest
+	// retained event.
+	After      string `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
+	FromOldest bool   `protobuf:"varint,2,opt,name=from_oldest,json=fromOldest,proto3" json:"from_oldest,omitempty"`
+	// Only events of rooms matching one of these: exact names, or patterns
+	// where "*" matches any run of characters. Empty: every room.
+	Rooms []string `protobuf:"bytes,3,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Only events of these kinds. Empty: every kind.
+	Kinds         []EventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=corral.v1.EventKind" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *EventsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetFromOldest() bool {
+	if x != nil {
+		return x.FromOldest
+	}
+	return false
+}
+
+func (x *EventsRequest) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *EventsRequest) GetKinds() []EventKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+// EventsResponse is one batch of events, oldest first. The first response
+// arrives at once, with no events, carrying the start position; responses
+// with no events also come as heartbeats while the log is idle.
+type EventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Resume after this position to continue after this response: it also
+	// covers events the filters skipped. Store it once every event of the
+	// response is processed.
+	Position      string `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsResponse) Reset() {
+	*x = EventsResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsResponse) ProtoMessage() {}
+
+func (x *EventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
+func (*EventsResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *EventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *EventsResponse) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+// Event is one committed room event.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque; resume after this event by passing it as EventsRequest.after.
+	Position string `protobuf:"bytes,1,opt,name=position,proto3" json:"position,omitempty"`
+	// When the event was committed, milliseconds since the Unix epoch.
+	TimeMs int64  `protobuf:"varint,2,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	Room   string `protobuf:"bytes,3,opt,name=room,proto3" json:"room,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*Event_Message
+	//	*Event_Joined
+	//	*Event_Left
+	//	*Event_Disconnected
+	Kind          isEvent_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Event) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *Event) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *Event) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *Event) GetKind() isEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Event) GetMessage() *Message {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetJoined() *MemberJoined {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Joined); ok {
+			return x.Joined
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetLeft() *MemberLeft {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Left); ok {
+			return x.Left
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetDisconnected() *MemberDisconnected {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Disconnected); ok {
+			return x.Disconnected
+		}
+	}
+	return nil
+}
+
+type isEvent_Kind interface {
+	isEvent_Kind()
+}
+
+type Event_Message struct {
+	// A message was appended to the room's history.
+	Message *Message `protobuf:"bytes,4,opt,name=message,proto3,oneof"`
+}
+
+type Event_Joined struct {
+	// A session joined the room (or rejoined it on resume).
+	Joined *MemberJoined `protobuf:"bytes,5,opt,name=joined,proto3,oneof"`
+}
+
+type Event_Left struct {
+	// A session left the room (a client Leave).
+	Left *MemberLeft `protobuf:"bytes,6,opt,name=left,proto3,oneof"`
+}
+
+type Event_Disconnected struct {
+	// A session's connection ended while it was in the room. The session
+	// may still resume within its TTL, which yields a MemberJoined with
+	// resumed set.
+	Disconnected *MemberDisconnected `protobuf:"bytes,7,opt,name=disconnected,proto3,oneof"`
+}
+
+func (*Event_Message) isEvent_Kind() {}
+
+func (*Event_Joined) isEvent_Kind() {}
+
+func (*Event_Left) isEvent_Kind() {}
+
+func (*Event_Disconnected) isEvent_Kind() {}
+
+// MemberJoined is a session joining a room.
+type MemberJoined struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// True when the session rejoined the room by resuming.
+	Resumed       bool `protobuf:"varint,3,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberJoined) Reset() {
+	*x = MemberJoined{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberJoined) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberJoined) ProtoMessage() {}
+
+func (x *MemberJoined) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberJoined.ProtoReflect.Descriptor instead.
+func (*MemberJoined) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *MemberJoined) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MemberJoined) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MemberJoined) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
+}
+
+// MemberLeft is a session leaving a room.
+type MemberLeft struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberLeft) Reset() {
+	*x = MemberLeft{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberLeft) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberLeft) ProtoMessage() {}
+
+func (x *MemberLeft) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberLeft.ProtoReflect.Descriptor instead.
+func (*MemberLeft) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *MemberLeft) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MemberLeft) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// MemberDisconnected is a session's connection ending.
+type MemberDisconnected struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// True when the client closed normally.
+	Clean bool `protobuf:"varint,3,opt,name=clean,proto3" json:"clean,omitempty"`
+	// Set when corral closed the connection by a Disconnect call.
+	Code          Code   `protobuf:"varint,4,opt,name=code,proto3,enum=corral.v1.Code" json:"code,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberDisconnected) Reset() {
+	*x = MemberDisconnected{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberDisconnected) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberDisconnected) ProtoMessage() {}
+
+func (x *MemberDisconnected) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberDisconnected.ProtoReflect.Descriptor instead.
+func (*MemberDisconnected) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *MemberDisconnected) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MemberDisconnected) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MemberDisconnected) GetClean() bool {
+	if x != nil {
+		return x.Clean
+	}
+	return false
+}
+
+func (x *MemberDisconnected) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *MemberDisconnected) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1ccorral/v1/room_service.proto\x12\tcorral.v1\x1a\x16corral/v1/client.proto\";\n" +
+	"\x1ccorral/v1/room_service.proto\x12\tcorral.v1\x1a\x16corral/v1/client.proto\x1a\x15corral/v1/codes.proto\";\n" +
 	"\vLinkRequest\x12,\n" +
 	"\x06frames\x18\x01 \x03(\v2\x14.corral.v1.EdgeFrameR\x06frames\"\xb1\x01\n" +
 	"\tEdgeFrame\x12\x12\n" +
@@ -1124,11 +2208,94 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\tR\x05epoch\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\x04 \x01(\x04R\bfirstSeq\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more2\xce\x01\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\"\x83\x01\n" +
+	"\x10BroadcastRequest\x12\x14\n" +
+	"\x05rooms\x18\x01 \x03(\tR\x05rooms\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x16\n" +
+	"\x06sender\x18\x04 \x01(\tR\x06sender\"a\n" +
+	"\x11BroadcastResponse\x124\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.corral.v1.BroadcastResultR\aresults\x12\x16\n" +
+	"\x06failed\x18\x02 \x01(\rR\x06failed\"\xaf\x01\n" +
+	"\x0fBroadcastResult\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1c\n" +
+	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"$\n" +
+	"\x0eMembersRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"`\n" +
+	"\x0fMembersResponse\x12+\n" +
+	"\amembers\x18\x01 \x03(\v2\x11.corral.v1.MemberR\amembers\x12 \n" +
+	"\vconnections\x18\x02 \x01(\rR\vconnections\"d\n" +
+	"\x06Member\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1f\n" +
+	"\vsession_ids\x18\x02 \x03(\tR\n" +
+	"sessionIds\x12 \n" +
+	"\vconnections\x18\x03 \x01(\rR\vconnections\"\xb1\x01\n" +
+	"\x11DisconnectRequest\x12\x19\n" +
+	"\auser_id\x18\x01 \x01(\tH\x00R\x06userId\x12\x1f\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tH\x00R\tsessionId\x12#\n" +
+	"\x04code\x18\x03 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x19\n" +
+	"\bdelay_ms\x18\x05 \x01(\rR\adelayMsB\b\n" +
+	"\x06target\"5\n" +
+	"\x12DisconnectResponse\x12\x1f\n" +
+	"\vsession_ids\x18\x01 \x03(\tR\n" +
+	"sessionIds\"\x88\x01\n" +
+	"\rEventsRequest\x12\x14\n" +
+	"\x05after\x18\x01 \x01(\tR\x05after\x12\x1f\n" +
+	"\vfrom_oldest\x18\x02 \x01(\bR\n" +
+	"fromOldest\x12\x14\n" +
+	"\x05rooms\x18\x03 \x03(\tR\x05rooms\x12*\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x14.corral.v1.EventKindR\x05kinds\"V\n" +
+	"\x0eEventsResponse\x12(\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.corral.v1.EventR\x06events\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\tR\bposition\"\xad\x02\n" +
+	"\x05Event\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\tR\bposition\x12\x17\n" +
+	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x12\n" +
+	"\x04room\x18\x03 \x01(\tR\x04room\x12.\n" +
+	"\amessage\x18\x04 \x01(\v2\x12.corral.v1.MessageH\x00R\amessage\x121\n" +
+	"\x06joined\x18\x05 \x01(\v2\x17.corral.v1.MemberJoinedH\x00R\x06joined\x12+\n" +
+	"\x04left\x18\x06 \x01(\v2\x15.corral.v1.MemberLeftH\x00R\x04left\x12C\n" +
+	"\fdisconnected\x18\a \x01(\v2\x1d.corral.v1.MemberDisconnectedH\x00R\fdisconnectedB\x06\n" +
+	"\x04kind\"`\n" +
+	"\fMemberJoined\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x18\n" +
+	"\aresumed\x18\x03 \x01(\bR\aresumed\"D\n" +
+	"\n" +
+	"MemberLeft\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\"\x9f\x01\n" +
+	"\x12MemberDisconnected\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05clean\x18\x03 \x01(\bR\x05clean\x12#\n" +
+	"\x04code\x18\x04 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason*\x88\x01\n" +
+	"\tEventKind\x12\x1a\n" +
+	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
+	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
+	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
+	"\x17EVENT_KIND_DISCONNECTED\x10\x042\xe4\x03\n" +
 	"\vRoomService\x12;\n" +
 	"\x04Link\x12\x16.corral.v1.LinkRequest\x1a\x17.corral.v1.LinkResponse(\x010\x01\x12@\n" +
-	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12@\n" +
-	"\aHistory\x12\x19.corral.v1.HistoryRequest\x1a\x1a.corral.v1.HistoryResponseB\x9a\x01\n" +
+	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
+	"\tBroadcast\x12\x1b.corral.v1.BroadcastRequest\x1a\x1c.corral.v1.BroadcastResponse\x12@\n" +
+	"\aHistory\x12\x19.corral.v1.HistoryRequest\x1a\x1a.corral.v1.HistoryResponse\x12@\n" +
+	"\aMembers\x12\x19.corral.v1.MembersRequest\x1a\x1a.corral.v1.MembersResponse\x12I\n" +
+	"\n" +
+	"Disconnect\x12\x1c.corral.v1.DisconnectRequest\x1a\x1d.corral.v1.DisconnectResponse\x12?\n" +
+	"\x06Events\x12\x18.corral.v1.EventsRequest\x1a\x19.corral.v1.EventsResponse0\x01B\x9a\x01\n" +
 	"\rcom.corral.v1B\x10RoomServiceProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -1144,56 +2311,91 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 	return file_corral_v1_room_service_proto_rawDescData
 }
 
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_corral_v1_room_service_proto_goTypes = []any{
-	(*LinkRequest)(nil),     // 0: corral.v1.LinkRequest
-	(*EdgeFrame)(nil),       // 1: corral.v1.EdgeFrame
-	(*Attach)(nil),          // 2: corral.v1.Attach
-	(*Identity)(nil),        // 3: corral.v1.Identity
-	(*Detach)(nil),          // 4: corral.v1.Detach
-	(*LinkResponse)(nil),    // 5: corral.v1.LinkResponse
-	(*CoreFrame)(nil),       // 6: corral.v1.CoreFrame
-	(*ConnFrame)(nil),       // 7: corral.v1.ConnFrame
-	(*RoomFrame)(nil),       // 8: corral.v1.RoomFrame
-	(*Membership)(nil),      // 9: corral.v1.Membership
-	(*CloseConn)(nil),       // 10: corral.v1.CloseConn
-	(*PublishRequest)(nil),  // 11: corral.v1.PublishRequest
-	(*PublishResponse)(nil), // 12: corral.v1.PublishResponse
-	(*HistoryRequest)(nil),  // 13: corral.v1.HistoryRequest
-	(*HistoryResponse)(nil), // 14: corral.v1.HistoryResponse
-	(*ClientFrame)(nil),     // 15: corral.v1.ClientFrame
-	(*Hello)(nil),           // 16: corral.v1.Hello
-	(*ServerFrame)(nil),     // 17: corral.v1.ServerFrame
-	(*ReconnectHint)(nil),   // 18: corral.v1.ReconnectHint
-	(*Message)(nil),         // 19: corral.v1.Message
+	(EventKind)(0),             // 0: corral.v1.EventKind
+	(*LinkRequest)(nil),        // 1: corral.v1.LinkRequest
+	(*EdgeFrame)(nil),          // 2: corral.v1.EdgeFrame
+	(*Attach)(nil),             // 3: corral.v1.Attach
+	(*Identity)(nil),           // 4: corral.v1.Identity
+	(*Detach)(nil),             // 5: corral.v1.Detach
+	(*LinkResponse)(nil),       // 6: corral.v1.LinkResponse
+	(*CoreFrame)(nil),          // 7: corral.v1.CoreFrame
+	(*ConnFrame)(nil),          // 8: corral.v1.ConnFrame
+	(*RoomFrame)(nil),          // 9: corral.v1.RoomFrame
+	(*Membership)(nil),         // 10: corral.v1.Membership
+	(*CloseConn)(nil),          // 11: corral.v1.CloseConn
+	(*PublishRequest)(nil),     // 12: corral.v1.PublishRequest
+	(*PublishResponse)(nil),    // 13: corral.v1.PublishResponse
+	(*HistoryRequest)(nil),     // 14: corral.v1.HistoryRequest
+	(*HistoryResponse)(nil),    // 15: corral.v1.HistoryResponse
+	(*BroadcastRequest)(nil),   // 16: corral.v1.BroadcastRequest
+	(*BroadcastResponse)(nil),  // 17: corral.v1.BroadcastResponse
+	(*BroadcastResult)(nil),    // 18: corral.v1.BroadcastResult
+	(*MembersRequest)(nil),     // 19: corral.v1.MembersRequest
+	(*MembersResponse)(nil),    // 20: corral.v1.MembersResponse
+	(*Member)(nil),             // 21: corral.v1.Member
+	(*DisconnectRequest)(nil),  // 22: corral.v1.DisconnectRequest
+	(*DisconnectResponse)(nil), // 23: corral.v1.DisconnectResponse
+	(*EventsRequest)(nil),      // 24: corral.v1.EventsRequest
+	(*EventsResponse)(nil),     // 25: corral.v1.EventsResponse
+	(*Event)(nil),              // 26: corral.v1.Event
+	(*MemberJoined)(nil),       // 27: corral.v1.MemberJoined
+	(*MemberLeft)(nil),         // 28: corral.v1.MemberLeft
+	(*MemberDisconnected)(nil), // 29: corral.v1.MemberDisconnected
+	(*ClientFrame)(nil),        // 30: corral.v1.ClientFrame
+	(*Hello)(nil),              // 31: corral.v1.Hello
+	(*ServerFrame)(nil),        // 32: corral.v1.ServerFrame
+	(*ReconnectHint)(nil),      // 33: corral.v1.ReconnectHint
+	(*Message)(nil),            // 34: corral.v1.Message
+	(Code)(0),                  // 35: corral.v1.Code
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	1,  // 0: corral.v1.LinkRequest.frames:type_name -> corral.v1.EdgeFrame
-	2,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
-	15, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
-	4,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
-	16, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
-	3,  // 5: corral.v1.Attach.identity:type_name -> corral.v1.Identity
-	6,  // 6: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
-	7,  // 7: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
-	8,  // 8: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
-	10, // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
-	9,  // 10: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
-	17, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	17, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
-	18, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	19, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
-	0,  // 15: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
-	11, // 16: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	13, // 17: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	5,  // 18: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
-	12, // 19: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	14, // 20: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 0: corral.v1.LinkRequest.frames:type_name -> corral.v1.EdgeFrame
+	3,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
+	30, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
+	5,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
+	31, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
+	4,  // 5: corral.v1.Attach.identity:type_name -> corral.v1.Identity
+	7,  // 6: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
+	8,  // 7: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
+	9,  // 8: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
+	11, // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
+	10, // 10: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
+	32, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	32, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
+	33, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	34, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	18, // 15: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
+	21, // 16: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
+	35, // 17: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	0,  // 18: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
+	26, // 19: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
+	34, // 20: corral.v1.Event.message:type_name -> corral.v1.Message
+	27, // 21: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
+	28, // 22: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
+	29, // 23: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
+	35, // 24: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	1,  // 25: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
+	12, // 26: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	16, // 27: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	14, // 28: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	19, // 29: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	22, // 30: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	24, // 31: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	6,  // 32: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
+	13, // 33: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	17, // 34: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	15, // 35: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	20, // 36: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	23, // 37: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	25, // 38: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -1202,6 +2404,7 @@ func file_corral_v1_room_service_proto_init() {
 		return
 	}
 	file_corral_v1_client_proto_init()
+	file_corral_v1_codes_proto_init()
 	file_corral_v1_room_service_proto_msgTypes[1].OneofWrappers = []any{
 		(*EdgeFrame_Attach)(nil),
 		(*EdgeFrame_Frame)(nil),
@@ -1213,18 +2416,29 @@ func file_corral_v1_room_service_proto_init() {
 		(*CoreFrame_Close)(nil),
 		(*CoreFrame_Membership)(nil),
 	}
+	file_corral_v1_room_service_proto_msgTypes[21].OneofWrappers = []any{
+		(*DisconnectRequest_UserId)(nil),
+		(*DisconnectRequest_SessionId)(nil),
+	}
+	file_corral_v1_room_service_proto_msgTypes[25].OneofWrappers = []any{
+		(*Event_Message)(nil),
+		(*Event_Joined)(nil),
+		(*Event_Left)(nil),
+		(*Event_Disconnected)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   15,
+			NumEnums:      1,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_corral_v1_room_service_proto_goTypes,
 		DependencyIndexes: file_corral_v1_room_service_proto_depIdxs,
+		EnumInfos:         file_corral_v1_room_service_proto_enumTypes,
 		MessageInfos:      file_corral_v1_room_service_proto_msgTypes,
 	}.Build()
 	File_corral_v1_room_service_proto = out.File

@@ -28,8 +28,16 @@ const (
 	RoomServiceLinkProcedure = "/corral.v1.RoomService/Link"
 	// RoomServicePublishProcedure is the procedure name of the RoomService's Publish RPC.
 	RoomServicePublishProcedure = "/corral.v1.RoomService/Publish"
+	// RoomServiceBroadcastProcedure is the procedure name of the RoomService's Broadcast RPC.
+	RoomServiceBroadcastProcedure = "/corral.v1.RoomService/Broadcast"
 	// RoomServiceHistoryProcedure is the procedure name of the RoomService's History RPC.
 	RoomServiceHistoryProcedure = "/corral.v1.RoomService/History"
+	// RoomServiceMembersProcedure is the procedure name of the RoomService's Members RPC.
+	RoomServiceMembersProcedure = "/corral.v1.RoomService/Members"
+	// RoomServiceDisconnectProcedure is the procedure name of the RoomService's Disconnect RPC.
+	RoomServiceDisconnectProcedure = "/corral.v1.RoomService/Disconnect"
+	// RoomServiceEventsProcedure is the procedure name of the RoomService's Events RPC.
+	RoomServiceEventsProcedure = "/corral.v1.RoomService/Events"
 )
 
 var (
@@ -47,11 +55,39 @@ var (
 			Procedure:  RoomServicePublishProcedure,
 		}
 	})
+	roomServiceBroadcastSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Broadcast"),
+			Procedure:  RoomServiceBroadcastProcedure,
+		}
+	})
 	roomServiceHistorySpec = sync.OnceValue(func() connect.Spec {
 		return connect.Spec{
 			StreamType: connect.StreamTypeUnary,
 			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("History"),
 			Procedure:  RoomServiceHistoryProcedure,
+		}
+	})
+	roomServiceMembersSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Members"),
+			Procedure:  RoomServiceMembersProcedure,
+		}
+	})
+	roomServiceDisconnectSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Disconnect"),
+			Procedure:  RoomServiceDisconnectProcedure,
+		}
+	})
+	roomServiceEventsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeServer,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Events"),
+			Procedure:  RoomServiceEventsProcedure,
 		}
 	})
 )
@@ -62,8 +98,19 @@ type RoomServiceClient interface {
 	Link(context.Context) (RoomServiceLinkClientStream, error)
 	// Publish appends a reliable message to a room and fans it out.
 	Publish(context.Context, *v1.PublishRequest) (*v1.PublishResponse, error)
+	// Broadcast publishes one payload to many rooms in one call, each room
+	// independently: one room failing does not stop the others.
+	Broadcast(context.Context, *v1.BroadcastRequest) (*v1.BroadcastResponse, error)
 	// History reads a range of a room's retained messages.
 	History(context.Context, *v1.HistoryRequest) (*v1.HistoryResponse, error)
+	// Members lists who is in a room now on this core.
+	Members(context.Context, *v1.MembersRequest) (*v1.MembersResponse, error)
+	// Disconnect closes the connections of a user or a session on this core,
+	// with a code from the table that tells the client what to do next.
+	Disconnect(context.Context, *v1.DisconnectRequest) (*v1.DisconnectResponse, error)
+	// Events follows the log of committed room events (messages, joins,
+	// leaves, disconnects), from a position, then live. See EventsRequest.
+	Events(context.Context, *v1.EventsRequest) (RoomServiceEventsClientStream, error)
 }
 
 // NewRoomServiceClient constructs a client for the corral.v1.RoomService service. Multiple service
@@ -108,14 +155,45 @@ func (s RoomServiceLinkClientStream) Close() error {
 	return s.stream.Close()
 }
 
+// RoomServiceEventsClientStream is the client stream for the RoomService's Events RPC.
+type RoomServiceEventsClientStream struct {
+	stream connect.ClientStream
+}
+
+// Receive returns the next response message from the server.
+func (s RoomServiceEventsClientStream) Receive() (*v1.EventsResponse, error) {
+	var res v1.EventsResponse
+	if err := s.stream.Receive(&res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Close releases the stream's resources. It is idempotent and is typically deferred to clean up a
+// stream abandoned before io.EOF.
+func (s RoomServiceEventsClientStream) Close() error {
+	return s.stream.Close()
+}
+
 // RoomServiceHandler is an implementation of the corral.v1.RoomService service.
 type RoomServiceHandler interface {
 	// Link carries client connections between one edge and the core.
 	Link(context.Context, RoomServiceLinkServerStream) error
 	// Publish appends a reliable message to a room and fans it out.
 	Publish(context.Context, *v1.PublishRequest) (*v1.PublishResponse, error)
+	// Broadcast publishes one payload to many rooms in one call, each room
+	// independently: one room failing does not stop the others.
+	Broadcast(context.Context, *v1.BroadcastRequest) (*v1.BroadcastResponse, error)
 	// History reads a range of a room's retained messages.
 	History(context.Context, *v1.HistoryRequest) (*v1.HistoryResponse, error)
+	// Members lists who is in a room now on this core.
+	Members(context.Context, *v1.MembersRequest) (*v1.MembersResponse, error)
+	// Disconnect closes the connections of a user or a session on this core,
+	// with a code from the table that tells the client what to do next.
+	Disconnect(context.Context, *v1.DisconnectRequest) (*v1.DisconnectResponse, error)
+	// Events follows the log of committed room events (messages, joins,
+	// leaves, disconnects), from a position, then live. See EventsRequest.
+	Events(context.Context, *v1.EventsRequest, RoomServiceEventsServerStream) error
 }
 
 // RegisterRoomServiceHandler registers svc as the corral.v1.RoomService implementation on server.
@@ -124,7 +202,11 @@ func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) 
 	server.Register(
 		connect.Method{Spec: roomServiceLinkSpec(), Handler: adapter.link},
 		connect.Method{Spec: roomServicePublishSpec(), Handler: adapter.publish},
+		connect.Method{Spec: roomServiceBroadcastSpec(), Handler: adapter.broadcast},
 		connect.Method{Spec: roomServiceHistorySpec(), Handler: adapter.history},
+		connect.Method{Spec: roomServiceMembersSpec(), Handler: adapter.members},
+		connect.Method{Spec: roomServiceDisconnectSpec(), Handler: adapter.disconnect},
+		connect.Method{Spec: roomServiceEventsSpec(), Handler: adapter.events},
 	)
 }
 
@@ -152,6 +234,21 @@ func (s RoomServiceLinkServerStream) Send(res *v1.LinkResponse) error {
 	return s.stream.Send(res)
 }
 
+// RoomServiceEventsServerStream is the server stream for the RoomService's Events RPC.
+type RoomServiceEventsServerStream struct {
+	stream connect.ServerStream
+}
+
+// SendHeaders flushes the response headers without a message. The first Send does this implicitly.
+func (s RoomServiceEventsServerStream) SendHeaders() error {
+	return s.stream.SendHeaders()
+}
+
+// Send sends a response message to the client.
+func (s RoomServiceEventsServerStream) Send(res *v1.EventsResponse) error {
+	return s.stream.Send(res)
+}
+
 // UnimplementedRoomServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedRoomServiceHandler struct{}
 
@@ -163,8 +260,24 @@ func (UnimplementedRoomServiceHandler) Publish(context.Context, *v1.PublishReque
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Publish is not implemented")
 }
 
+func (UnimplementedRoomServiceHandler) Broadcast(context.Context, *v1.BroadcastRequest) (*v1.BroadcastResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Broadcast is not implemented")
+}
+
 func (UnimplementedRoomServiceHandler) History(context.Context, *v1.HistoryRequest) (*v1.HistoryResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.History is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Members(context.Context, *v1.MembersRequest) (*v1.MembersResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Members is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Disconnect(context.Context, *v1.DisconnectRequest) (*v1.DisconnectResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Disconnect is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Events(context.Context, *v1.EventsRequest, RoomServiceEventsServerStream) error {
+	return connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Events is not implemented")
 }
 
 type roomServiceClient struct {
@@ -187,12 +300,44 @@ func (c *roomServiceClient) Publish(ctx context.Context, req *v1.PublishRequest)
 	return &res, nil
 }
 
+func (c *roomServiceClient) Broadcast(ctx context.Context, req *v1.BroadcastRequest) (*v1.BroadcastResponse, error) {
+	var res v1.BroadcastResponse
+	if err := c.client.CallUnary(ctx, roomServiceBroadcastSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 func (c *roomServiceClient) History(ctx context.Context, req *v1.HistoryRequest) (*v1.HistoryResponse, error) {
 	var res v1.HistoryResponse
 	if err := c.client.CallUnary(ctx, roomServiceHistorySpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
+}
+
+func (c *roomServiceClient) Members(ctx context.Context, req *v1.MembersRequest) (*v1.MembersResponse, error) {
+	var res v1.MembersResponse
+	if err := c.client.CallUnary(ctx, roomServiceMembersSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Disconnect(ctx context.Context, req *v1.DisconnectRequest) (*v1.DisconnectResponse, error) {
+	var res v1.DisconnectResponse
+	if err := c.client.CallUnary(ctx, roomServiceDisconnectSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Events(ctx context.Context, req *v1.EventsRequest) (RoomServiceEventsClientStream, error) {
+	stream, err := c.client.CallServerStream(ctx, roomServiceEventsSpec(), req)
+	if err != nil {
+		return RoomServiceEventsClientStream{}, err
+	}
+	return RoomServiceEventsClientStream{stream: stream}, nil
 }
 
 type roomServiceHandler struct{ svc RoomServiceHandler }
@@ -213,6 +358,18 @@ func (h roomServiceHandler) publish(ctx context.Context, _ connect.Spec, stream 
 	return stream.Send(res)
 }
 
+func (h roomServiceHandler) broadcast(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.BroadcastRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Broadcast(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
 func (h roomServiceHandler) history(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
 	var req v1.HistoryRequest
 	if err := stream.Receive(&req); err != nil {
@@ -223,4 +380,36 @@ func (h roomServiceHandler) history(ctx context.Context, _ connect.Spec, stream 
 		return err
 	}
 	return stream.Send(res)
+}
+
+func (h roomServiceHandler) members(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.MembersRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Members(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) disconnect(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.DisconnectRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Disconnect(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) events(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.EventsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	return h.svc.Events(ctx, &req, RoomServiceEventsServerStream{stream: stream})
 }

@@ -1,0 +1,26 @@
+-- add.lua appends member events to the event log stream. Each entry is
+-- numbered one after the stream's newest entry, so that numbers have no
+-- gaps, and stamped with the log's epoch, a random id chosen when the
+-- stream is (re)created, so that a reader can tell a reset log from the
+-- one it was reading. history/append.lua appends message events the same
+-- way.
+--
+-- KEYS[1] the event stream
+-- ARGV[1] MAXLEN of the stream (approximate trimming)
+-- ARGV[2] a fresh epoch, used when the stream has no entries
+-- ARGV[3..] the encoded Events
+--
+-- Each entry is "n" <number>, "x" <epoch>, "e" <Event>, in this order.
+
+local key = KEYS[1]
+local n, epoch = 0, ARGV[2]
+local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+if #top > 0 then
+  n = tonumber(top[1][2][2])
+  epoch = top[1][2][4]
+end
+for i = 3, #ARGV do
+  n = n + 1
+  redis.call('XADD', key, 'MAXLEN', '~', ARGV[1], '*', 'n', string.format('%d', n), 'x', epoch, 'e', ARGV[i])
+end
+return n
