@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrViolation is wrapped by the error a scenario returns when the delivery
+// check found a message lost, duplicated or out of order. The Result is
+// still returned, complete, so that it can be written out.
+var ErrViolation = errors.New("bench: delivery check failed")
+
+// Result is everything one run measured. It marshals as the JSON record.
+type Result struct {
+	Scenario string    `json:"scenario"`
+	Started  time.Time `json:"started"`
+	// Seconds is the whole run's wall time, set-up and drain included.
+	Seconds float64 `json:"seconds"`
+	Target  Target  `json:"target"`
+	// Params are the scenario's parameters as run (flag names and values).
+	Params map[string]any `json:"params"`
+	// Headline is one line that answers the scenario's question.
+	Headline string `json:"headline"`
+	// Steps are the measured windows: one per rate of a ramp, or one.
+	Steps []Step `json:"steps"`
+	// Best is the index in Steps of the highest step that met the SLO
+	// (p99 within SLOMs, nothing lost, no errors), or -1.
+	Best  int     `json:"best"`
+	SLOMs float64 `json:"sloMs,omitempty"`
+	// Latency covers every delivery (or, for connect, every connection).
+	Latency   Latency  `json:"latency"`
+	Histogram []Bucket `json:"histogram"`
+	// Connect is set by scenarios that measure connection set-up.
+	Connect *ConnectStats `json:"connect,omitempty"`
+	// Acks is set by scenarios whose clients wait for Published.
+	Acks     *Latency    `json:"acks,omitempty"`
+	Delivery Delivery    `json:"delivery"`
+	Errors   ErrorCounts `json:"errors"`
+	Server   *Cost       `json:"server,omitempty"`
+	// Generator is what this load generator spent in the same window: on
+	// a shared machine, CPU it used is CPU the server did not get.
+	Generator *Cost `json:"generator,omitempty"`
+	// MachineCPU is the whole machine's busy CPU over the same window, in
+	// percent of one core (200 = both cores of a 2-core machine): what
+	// the server and the generator do not account for ran beside them.
+	MachineCPU float64  `json:"machineCpu,omitempty"`
+	Timeline   []Second `json:"timeline"`
+}
+
+// Step is one measured window at one target rate.
+type Step struct {
+	Name string `json:"name"`
+	// Rate is the target rate in the step's unit: publishes/s (broadcast,
+	// chat-burst) or connections/s (connect).
+	Rate     float64 `json:"rate"`
+	Unit     string  `json:"unit"`
+	Seconds  float64 `json:"seconds"`
+	Achieved float64 `json:"achieved"`
+	// DeliveriesPerSec is messages received by members per second, for
+	// messages scheduled within the step.
+	DeliveriesPerSec float64     `json:"deliveriesPerSec"`
+	Latency          Latency     `json:"latency"`
+	Acks             *Latency    `json:"acks,omitempty"`
+	Lost             uint64      `json:"lost"`
+	Duplicated       uint64      `json:"duplicated"`
+	Errors           ErrorCounts `json:"errors"`
+	OK               bool        `json:"ok"`
+}
+
+// Latency is a distribution in milliseconds.
+type Latency struct {
+	Count uint64  `json:"count"`
+	Mean  float64 `json:"meanMs"`
+	P50   float64 `json:"p50Ms"`
+	P95   float64 `json:"p95Ms"`
+	P99   float64 `json:"p99Ms"`
+	P999  float64 `json:"p999Ms"`
+	Max   float64 `json:"maxMs"`
+}
+
+// Bucket is one histogram bucket: Count values in [LoMs, HiMs).
+type Bucket struct {
+	LoMs  float64 `json:"loMs"`
+	HiMs  float64 `json:"hiMs"`
+	Count uint64  `json:"count"`
+}
+
+// ConnectStats describes connection set-up.
+type ConnectStats struct {
+	Target   int     `json:"target"`
+	Joined   int     `json:"joined"`
+	Failed   int     `json:"failed"`
+	Rate     float64 `json:"rate"`
+	Achieved float64 `json:"achieved"`
+	// Latency is from the start of the dial to Joined.
+	Latency Latency `json:"latency"`
+}
+
+// Delivery is the outcome of the delivery check.
+type Delivery struct {
+	Published  uint64   `json:"published"`
+	Expected   uint64   `json:"expected"`
+	Received   uint64   `json:"received"`
+	Lost       uint64   `json:"lost"`
+	Duplicated uint64   `json:"duplicated"`
+	Violations []string `json:"violations,omitempty"`
+}
+
+// ErrorCounts counts failures by kind ("publish:unavailable",
+// "close:4001", "ack-timeout", ...).
+type ErrorCounts map[string]uint64
+
+func (e ErrorCounts) total() uint64 {
+	var n uint64
+	for _, v := range e {
+		n += v
+	}
+	return n
+}
+
+// Cost is what the server spent, sampled from /proc (with a pid) or its
+// /metrics endpoint.
+type Cost struct {
+	Source string `json:"source"`
+	// CPUSeconds and CPUPercent cover the measured window (100% = one
+	// core).
+	CPUSeconds float64 `json:"cpuSeconds"`
+	CPUPercent float64 `json:"cpuPercent"`
+	RSSStart   uint64  `json:"rssStartBytes"`
+	RSSEnd     uint64  `json:"rssEndBytes"`
+	RSSPeak    uint64  `json:"rssPeakBytes"`
+	// PerConn is (RSSEnd - RSSStart) / connections, for connect.
+	PerConn uint64 `json:"perConnBytes,omitempty"`
+	// HeapPerConn is the same from the Go heap in use (metrics only).
+	HeapPerConn uint64 `json:"heapPerConnBytes,omitempty"`
+	Goroutines  uint64 `json:"goroutines,omitempty"`
+	// FramesPerWrite is how many frames the edge wrote per WebSocket
+	// write in the window (corral_edge_frames_per_flush; metrics only):
+	// near 1, every delivery costs its own write system call.
+	FramesPerWrite float64 `json:"framesPerWrite,omitempty"`
+}
+
+// Second is one second of the timeline, counted from the run's start.
+type Second struct {
+	T          int     `json:"t"`
+	Conns      int64   `json:"conns"`
+	Sent       uint64  `json:"sent"`
+	Deliveries uint64  `json:"deliveries"`
+	P99        float64 `json:"p99Ms"`
+	Errors     uint64  `json:"errors"`
+	// ServerCPU is the server's CPU in the second (100 = one core); RSS in
+	// bytes. Zero when not sampled.
+	ServerCPU float64 `json:"serverCpu,omitempty"`
+	ServerRSS uint64  `json:"serverRss,omitempty"`
+	// GeneratorCPU is this generator's CPU in the second.
+	GeneratorCPU float64 `json:"generatorCpu,omitempty"`
+	// MachineCPU is the whole machine's busy CPU in the second.
+	MachineCPU float64 `json:"machineCpu,omitempty"`
+}
+
+// WriteJSON writes r as an indented JSON record.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
