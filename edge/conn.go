@@ -26,9 +26,13 @@ type conn struct {
 	id     uint64
 	link   *link
 
-	lastRead atomic.Int64  // unix nanoseconds of the last frame read
-	wake     chan struct{} // capacity 1: "the queue changed"
-	done     chan struct{} // closed when the reader is finished
+	lastRead atomic.Int64 // unix nanoseconds of the last frame read
+	// writeStart is when the write in progress began (0: none). The edge's
+	// sweeper cuts writes that pass Config.WriteTimeout: one watchdog for
+	// every connection instead of a timer per write.
+	writeStart atomic.Int64
+	wake       chan struct{} // capacity 1: "the queue changed"
+	done       chan struct{} // closed when the reader is finished
 
 	mu       sync.Mutex // guards the following fields
 	queue    [][]byte   // encoded frames; shared, never modified
@@ -132,6 +136,10 @@ func (c *conn) readLoop() (clean bool) {
 	}) {
 		return false
 	}
+	// Reads need no context of their own: the connection is closed when
+	// the edge stops, which ends a pending read (and a context here would
+	// cost a timer registration per message).
+	ctx = context.Background()
 	for {
 		f := new(corralv1.ClientFrame)
 		if err := c.readFrame(ctx, f); err != nil {
@@ -397,13 +405,10 @@ func (c *conn) writeLoop() {
 				msg = buf
 			}
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
-			ctx, cancel := context.WithTimeout(c.e.ctx, c.e.cfg.WriteTimeout)
-			err := c.ws.Write(ctx, c.msgTyp, msg)
-			cancel()
+			c.writeStart.Store(time.Now().UnixNano())
+			err := c.ws.Write(context.Background(), c.msgTyp, msg)
+			c.writeStart.Store(0)
 			if err != nil {
-				if errors.Is(err, context.DeadlineExceeded) {
-					c.e.metrics.slow.WithLabelValues("write_timeout").Inc()
-				}
 				c.ws.CloseNow()
 				return
 			}

@@ -151,7 +151,7 @@ func (e *Edge) untrack(c *conn) {
 // goroutine for all connections costs less than a timer each.
 func (e *Edge) sweep() {
 	defer e.wg.Done()
-	t := time.NewTicker(min(e.cfg.Heartbeat/2, 5*time.Second))
+	t := time.NewTicker(min(e.cfg.Heartbeat/2, e.cfg.WriteTimeout/4, time.Second))
 	defer t.Stop()
 	for {
 		select {
@@ -159,15 +159,27 @@ func (e *Edge) sweep() {
 			return
 		case <-t.C:
 		}
-		deadline := time.Now().Add(-2 * e.cfg.Heartbeat).UnixNano()
+		now := time.Now()
+		deadline := now.Add(-2 * e.cfg.Heartbeat).UnixNano()
+		writeDeadline := now.Add(-e.cfg.WriteTimeout).UnixNano()
 		e.mu.Lock()
-		var stale []*conn
+		var stale, stuck []*conn
 		for c := range e.conns {
 			if c.lastRead.Load() < deadline {
 				stale = append(stale, c)
 			}
+			if ws := c.writeStart.Load(); ws != 0 && ws < writeDeadline {
+				stuck = append(stuck, c)
+			}
 		}
 		e.mu.Unlock()
+		for _, c := range stuck {
+			// A write past its deadline: the client is not reading. Its
+			// socket is full, so no close frame can reach it; cut it. It
+			// resumes and loses nothing.
+			e.metrics.slow.WithLabelValues("write_timeout").Inc()
+			c.ws.CloseNow()
+		}
 		for _, c := range stale {
 			c.closeWith(corralv1.Code_CODE_HEARTBEAT_TIMEOUT, "no frame within two heartbeats", 0, false)
 		}
