@@ -280,3 +280,47 @@ func TestDrainSpreadsHints(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminDrain: POST /admin/drain needs an API key; with one it drains
+// the edge (clients get GOING_AWAY hints) and marks the node drained so the
+// process exits.
+func TestAdminDrain(t *testing.T) {
+	n, err := server.Start(server.Options{
+		Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
+		APIKeys: []string{testAPIKey},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	waitReady(t, "http://"+n.Addr()+"/readyz")
+	d := &deployment{wsURL: "ws://" + n.Addr() + "/ws"}
+	c := dial(t, d, "watcher", protocol.JSON)
+	url := "http://" + n.Addr() + "/admin/drain?window=200ms"
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("drain without a key: %d, want 401", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	req.Header.Set("Authorization", "Bearer "+testAPIKey)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("drain with the key: %d", resp.StatusCode)
+	}
+	if ce := waitClosed(t, c); int(ce.Code) != int(corralv1.Code_CODE_GOING_AWAY) {
+		t.Fatalf("client closed with %d, want %d", ce.Code, corralv1.Code_CODE_GOING_AWAY)
+	}
+	select {
+	case <-n.Drained():
+	case <-time.After(5 * time.Second):
+		t.Fatal("node not marked drained")
+	}
+}

@@ -33,12 +33,9 @@ func RequireAPIKey(keys []string, refused *prometheus.CounterVec) (connect.Serve
 	if len(keys) == 0 {
 		return nil, errors.New("server: no API keys")
 	}
-	digests := make([][sha256.Size]byte, len(keys))
-	for i, k := range keys {
-		if len(k) < MinAPIKeyLen {
-			return nil, fmt.Errorf("server: API key %d is shorter than %d characters", i+1, MinAPIKeyLen)
-		}
-		digests[i] = sha256.Sum256([]byte(k))
+	check, err := newKeyCheck(keys)
+	if err != nil {
+		return nil, err
 	}
 	refuse := func(reason string, err error) error {
 		if refused != nil {
@@ -53,20 +50,46 @@ func RequireAPIKey(keys []string, refused *prometheus.CounterVec) (connect.Serve
 			if info != nil {
 				h = info.RequestHeader().Get("Authorization")
 			}
-			key, ok := bearer(h)
-			if !ok {
-				return refuse("missing", errNoAPIKey)
-			}
-			d := sha256.Sum256([]byte(key))
-			match := 0
-			for i := range digests {
-				match |= subtle.ConstantTimeCompare(d[:], digests[i][:])
-			}
-			if match != 1 {
-				return refuse("wrong", errWrongAPIKey)
+			if err := check(h); err != nil {
+				reason := "wrong"
+				if errors.Is(err, errNoAPIKey) {
+					reason = "missing"
+				}
+				return refuse(reason, err)
 			}
 			return next(ctx, spec, stream)
 		}
+	}, nil
+}
+
+// newKeyCheck returns a function that checks an Authorization header
+// against keys in constant time (as SHA-256 digests, so neither their
+// content nor their length shows in the timing).
+func newKeyCheck(keys []string) (func(header string) error, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("server: no API keys")
+	}
+	digests := make([][sha256.Size]byte, len(keys))
+	for i, k := range keys {
+		if len(k) < MinAPIKeyLen {
+			return nil, fmt.Errorf("server: API key %d is shorter than %d characters", i+1, MinAPIKeyLen)
+		}
+		digests[i] = sha256.Sum256([]byte(k))
+	}
+	return func(header string) error {
+		key, ok := bearer(header)
+		if !ok {
+			return errNoAPIKey
+		}
+		d := sha256.Sum256([]byte(key))
+		match := 0
+		for i := range digests {
+			match |= subtle.ConstantTimeCompare(d[:], digests[i][:])
+		}
+		if match != 1 {
+			return errWrongAPIKey
+		}
+		return nil
 	}, nil
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"time"
 )
 
@@ -16,3 +18,39 @@ func (n *Node) Drain(ctx context.Context, window time.Duration) error {
 	}
 	return n.edge.Drain(ctx, window)
 }
+
+// drainHandler serves POST /admin/drain[?window=10s]: it drains the edge
+// (see Drain) and answers when the clients have gone; the process then
+// exits (Drained). It needs an internal API key unless the API is insecure.
+func (n *Node) drainHandler(check func(string) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if check != nil {
+			if err := check(r.Header.Get("Authorization")); err != nil {
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
+		}
+		var window time.Duration
+		if v := r.URL.Query().Get("window"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				http.Error(w, "window: want a duration such as 10s", http.StatusBadRequest)
+				return
+			}
+			window = d
+		}
+		start := time.Now()
+		err := n.Drain(r.Context(), window)
+		n.drainOnce.Do(func() { close(n.drained) })
+		w.Header().Set("Content-Type", "application/json")
+		resp := map[string]any{"drained": err == nil, "seconds": time.Since(start).Seconds()}
+		if err != nil {
+			resp["error"] = err.Error()
+		}
+		json.NewEncoder(w).Encode(resp)
+	})
+}
+
+// Drained is closed after a drain through POST /admin/drain: the process
+// should then shut down (cmd/corral does).
+func (n *Node) Drained() <-chan struct{} { return n.drained }

@@ -99,6 +99,8 @@ type Node struct {
 	edge       *edge.Edge
 	servers    []*http.Server
 	addrs      []string
+	drained    chan struct{}
+	drainOnce  sync.Once
 	closeMu    sync.Mutex
 	closed     bool
 	serveErr   chan error
@@ -111,7 +113,7 @@ func Start(opts Options) (*Node, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n := &Node{opts: opts, serveErr: make(chan error, 2)}
+	n := &Node{opts: opts, serveErr: make(chan error, 2), drained: make(chan struct{})}
 	n.closing, n.endStreams = context.WithCancel(context.Background())
 
 	var rpc *connect.Server
@@ -225,6 +227,17 @@ func Start(opts Options) (*Node, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if n.edge != nil {
 		mux.Handle("/ws", n.edge)
+		// Admin drain: with keys it needs one; without, only in dev.
+		if len(opts.APIKeys) > 0 {
+			check, err := newKeyCheck(opts.APIKeys)
+			if err != nil {
+				n.closeParts(context.Background())
+				return nil, err
+			}
+			mux.Handle("POST /admin/drain", n.drainHandler(check))
+		} else if opts.APIInsecure {
+			mux.Handle("POST /admin/drain", n.drainHandler(nil))
+		}
 		mux.Handle("/", web.Handler()) // the demo page
 	}
 	if opts.Mode == CoreOnly {

@@ -127,6 +127,8 @@ func run(args []string, stderr io.Writer) error {
 		logger.Info("shutting down")
 	case runErr = <-node.Err():
 		logger.Error("listener failed", "err", runErr)
+	case <-node.Drained():
+		logger.Info("drained through /admin/drain; shutting down")
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
