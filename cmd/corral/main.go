@@ -106,6 +106,9 @@ func run(args []string, stderr io.Writer) error {
 	opts.Core.SessionTTL = f.sessionTTL
 	opts.Edge.OriginPatterns = splitList(f.origins)
 	opts.Edge.AnyOrigin = f.insecureDev
+	opts.Edge.HandshakeRate, opts.Edge.HandshakeBurst = f.admitRate, f.admitBurst
+	opts.Edge.ResumeRate, opts.Edge.ResumeBurst = f.resumeRate, f.resumeBurst
+	opts.Edge.DrainWindow = f.drainWindow
 	if mode != server.CoreOnly {
 		a, err := authenticator(f, logger)
 		if err != nil {
@@ -150,6 +153,9 @@ type flags struct {
 	jwtIssuer, jwtAudience      string
 	origins                     string
 	sessionTTL, shutdownTimeout time.Duration
+	drainWindow                 time.Duration
+	admitRate, resumeRate       float64
+	admitBurst, resumeBurst     int
 	logFormat, logLevel         string
 }
 
@@ -193,6 +199,13 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.DurationVar(&f.sessionTTL, "session-ttl", 2*time.Minute, "how long a dropped session stays resumable; must exceed the worst server delay plus a client's longest backoff [CORRAL_SESSION_TTL]")
 	}
 	fs.IntVar(&f.backlog, "backlog", 0, "accept queue `length` of the listeners (0: the kernel's cap, net.core.somaxconn; raise that sysctl for reconnect storms) [CORRAL_BACKLOG]")
+	if mode != server.CoreOnly {
+		fs.Float64Var(&f.admitRate, "admit-rate", 10000, "new connections admitted per second (token bucket; past it: 503 with a jittered Retry-After; negative: unlimited) [CORRAL_ADMIT_RATE]")
+		fs.IntVar(&f.admitBurst, "admit-burst", 10000, "burst of the new-connection bucket [CORRAL_ADMIT_BURST]")
+		fs.Float64Var(&f.resumeRate, "resume-rate", 10000, "resuming connections (URL ?resume=1) admitted per second [CORRAL_RESUME_RATE]")
+		fs.IntVar(&f.resumeBurst, "resume-burst", 10000, "burst of the resume bucket [CORRAL_RESUME_BURST]")
+		fs.DurationVar(&f.drainWindow, "drain-window", 10*time.Second, "a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window [CORRAL_DRAIN_WINDOW]")
+	}
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json [CORRAL_LOG_FORMAT]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error [CORRAL_LOG_LEVEL]")
