@@ -28,6 +28,10 @@ type Config struct {
 	// SignalTick is how often a room sends the signals that changed.
 	// Default 33ms (about 30 Hz).
 	SignalTick time.Duration
+	// SignalTicks override SignalTick for rooms matching a pattern (exact
+	// name, or "*" for any run of characters, as in token grants); the
+	// first match wins. E.g. {"canvas:*": 16ms} for a 60 Hz canvas.
+	SignalTicks []RoomTick
 	// MaxPayload bounds message and signal payloads in bytes. Default 64 KiB.
 	MaxPayload int
 	// Logger receives structured logs. Nil: slog.Default().
@@ -62,4 +66,10 @@ func (c *Config) withDefaults() Config {
 		out.Logger = slog.Default()
 	}
 	return out
+}
+
+// RoomTick is a signal tick for the rooms matching Pattern.
+type RoomTick struct {
+	Pattern string
+	Tick    time.Duration
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -22,6 +23,7 @@ type signalState struct {
 	dirty     []string            // keys changed since the last flush, in order
 	isDirty   map[string]bool     // the keys in dirty
 	scheduled bool                // a flush is pending
+	tick      time.Duration       // this room's flush period, set once
 }
 
 // signal records the latest value of a key and schedules a flush.
@@ -75,7 +77,10 @@ func (r *room) scheduleSignalsLocked() {
 		return
 	}
 	r.signals.scheduled = true
-	time.AfterFunc(r.core.cfg.SignalTick, r.flushSignals)
+	if r.signals.tick == 0 {
+		r.signals.tick = r.core.signalTick(r.name)
+	}
+	time.AfterFunc(r.signals.tick, r.flushSignals)
 }
 
 // flushSignals sends the dirty keys' latest values as one batch per link.
@@ -124,4 +129,15 @@ func (r *room) snapshotLocked() *corralv1.ServerFrame {
 		return nil
 	}
 	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}
+}
+
+// signalTick is the flush period of a room: the first matching override,
+// or the server's SignalTick.
+func (c *Core) signalTick(room string) time.Duration {
+	for _, rt := range c.cfg.SignalTicks {
+		if rt.Tick > 0 && auth.Match([]string{rt.Pattern}, room) {
+			return rt.Tick
+		}
+	}
+	return c.cfg.SignalTick
 }

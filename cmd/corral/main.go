@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -104,6 +105,15 @@ func run(args []string, stderr io.Writer) error {
 		logger.Warn("the internal API accepts calls without an API key (--api-insecure or --insecure-dev); never in production")
 	}
 	opts.Core.SessionTTL = f.sessionTTL
+	opts.Core.SignalTick = f.signalTick
+	for _, item := range splitList(f.signalTickRooms) {
+		pattern, d, ok := strings.Cut(item, "=")
+		tick, err := time.ParseDuration(d)
+		if !ok || pattern == "" || err != nil || tick <= 0 {
+			return fmt.Errorf("--signal-tick-rooms: %q: want pattern=duration, e.g. canvas:*=16ms", item)
+		}
+		opts.Core.SignalTicks = append(opts.Core.SignalTicks, core.RoomTick{Pattern: pattern, Tick: tick})
+	}
 	opts.Edge.OriginPatterns = splitList(f.origins)
 	opts.Edge.AnyOrigin = f.insecureDev
 	opts.Edge.HandshakeRate, opts.Edge.HandshakeBurst = f.admitRate, f.admitBurst
@@ -153,7 +163,8 @@ type flags struct {
 	jwtIssuer, jwtAudience      string
 	origins                     string
 	sessionTTL, shutdownTimeout time.Duration
-	drainWindow                 time.Duration
+	drainWindow, signalTick     time.Duration
+	signalTickRooms             string
 	admitRate, resumeRate       float64
 	admitBurst, resumeBurst     int
 	logFormat, logLevel         string
@@ -196,6 +207,8 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
 		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
+		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")
+		fs.StringVar(&f.signalTickRooms, "signal-tick-rooms", "", "per-room overrides of --signal-tick: comma-separated pattern=duration, first match wins, e.g. 'canvas:*=16ms,typing:*=100ms' [CORRAL_SIGNAL_TICK_ROOMS]")
 		fs.DurationVar(&f.sessionTTL, "session-ttl", 2*time.Minute, "how long a dropped session stays resumable; must exceed the worst server delay plus a client's longest backoff [CORRAL_SESSION_TTL]")
 	}
 	fs.IntVar(&f.backlog, "backlog", 0, "accept queue `length` of the listeners (0: the kernel's cap, net.core.somaxconn; raise that sysctl for reconnect storms) [CORRAL_BACKLOG]")
