@@ -32,7 +32,11 @@ type conn struct {
 	// every connection instead of a timer per write.
 	writeStart atomic.Int64
 	wake       chan struct{} // capacity 1: "the queue changed"
-	done       chan struct{} // closed when the reader is finished
+	// writers counts the writer goroutine (0 or 1). The writer starts
+	// with work and ends after writerIdle without any: an idle connection
+	// holds no writer goroutine.
+	writers sync.WaitGroup
+	done    chan struct{} // closed when the reader is finished
 
 	mu       sync.Mutex // guards the following fields
 	queue    [][]byte   // encoded frames; shared, never modified
@@ -44,6 +48,8 @@ type conn struct {
 	// a backlog.
 	sigAt       map[string]queuedSignals
 	closing     bool // a close is queued; nothing more is accepted
+	writing     bool // a writer goroutine is running
+	ended       bool // the reader is done: no writer starts any more
 	closeCode   corralv1.Code
 	closeReason string
 
@@ -87,15 +93,18 @@ func (c *conn) serve() {
 	// The read limit is enforced below so that an oversize frame gets
 	// corral's own close code.
 	c.ws.SetReadLimit(-1)
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		c.writeLoop()
-	}()
 	clean := c.readLoop()
 	close(c.done)
 	c.link.detach(c, clean)
-	// Give the writer a moment to flush a queued close, then cut.
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	// Give a running writer a moment to flush a queued close, then cut.
+	writerDone := make(chan struct{})
+	go func() {
+		c.writers.Wait()
+		close(writerDone)
+	}()
 	select {
 	case <-writerDone:
 	case <-time.After(c.e.cfg.WriteTimeout):
@@ -103,6 +112,9 @@ func (c *conn) serve() {
 	c.ws.CloseNow()
 	<-writerDone
 }
+
+// writerIdle is how long a writer waits for more work before it ends.
+const writerIdle = 2 * time.Second
 
 // readLoop reads frames until the connection ends. It reports whether the
 // client closed cleanly.
@@ -280,7 +292,20 @@ func (c *conn) enqueue(b []byte) bool {
 	return true
 }
 
+// signal tells the writer the queue changed, starting one if none runs.
 func (c *conn) signal() {
+	c.mu.Lock()
+	if !c.writing && !c.ended {
+		c.writing = true
+		c.writers.Add(1) // under mu: serve's Wait comes after ended is set
+		c.mu.Unlock()
+		go func() {
+			defer c.writers.Done()
+			c.writeLoop()
+		}()
+		return
+	}
+	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -380,15 +405,30 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 // writes it as one message, and repeats; after a queued close it closes.
 func (c *conn) writeLoop() {
 	var buf []byte
+	idle := time.NewTimer(writerIdle)
+	defer idle.Stop()
 	for {
-		stop := false
-		select {
-		case <-c.wake:
-		case <-c.done:
-			// The reader is gone; a queued close still goes out.
-			stop = true
-		}
 		c.mu.Lock()
+		if len(c.queue) == 0 && !c.closing {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+				continue
+			case <-c.done:
+			case <-idle.C:
+			}
+			// No work for a while, or the reader is gone: end, unless
+			// work arrived meanwhile.
+			c.mu.Lock()
+			if len(c.queue) == 0 && !c.closing {
+				c.writing = false
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+			idle.Reset(writerIdle)
+			continue
+		}
 		q := c.queue
 		c.queue = c.spare[:0]
 		c.spare = nil
@@ -419,17 +459,15 @@ func (c *conn) writeLoop() {
 			}
 			c.mu.Unlock()
 			if cap(buf) > 256<<10 {
-				buf = nil // do not pin a large buffer on an idle connection
+				buf = nil // do not pin a large buffer
 			}
+			idle.Reset(writerIdle)
 		}
 		if closing {
 			if len(reason) > 120 {
 				reason = reason[:120]
 			}
 			c.ws.Close(websocket.StatusCode(code), reason)
-			return
-		}
-		if stop {
 			return
 		}
 	}
