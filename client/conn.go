@@ -186,31 +186,10 @@ func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 // Join enters room and waits for Joined (or Reset, then Joined). since > 0
 // asks for the messages after since first.
 func (c *Conn) Join(ctx context.Context, room string, since uint64, epoch string) (*corralv1.Joined, error) {
-	ch := make(chan *corralv1.ServerFrame, 1)
-	c.mu.Lock()
-	c.joinWait[room] = ch
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.joinWait, room)
-		c.mu.Unlock()
-	}()
-	if err := c.Send(ctx, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
+	f, err := c.request(ctx, c.joinWait, room, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
 		Room: room, SinceSeq: since, Epoch: epoch,
-	}}}); err != nil {
-		return nil, err
-	}
-	select {
-	case f := <-ch:
-		if e := f.GetError(); e != nil {
-			return nil, &ServerError{Err: e}
-		}
-		return f.GetJoined(), nil
-	case <-c.done:
-		return nil, c.Err()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	}}})
+	return f.GetJoined(), err
 }
 
 // Publish sends a reliable message and waits for its seq. id must be unique
@@ -219,18 +198,25 @@ func (c *Conn) Publish(ctx context.Context, room, id string, payload []byte) (*c
 	if id == "" {
 		return nil, errors.New("client: publish needs an id")
 	}
+	f, err := c.request(ctx, c.pubWait, id, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+		Room: room, Id: id, Payload: payload,
+	}}})
+	return f.GetPublished(), err
+}
+
+// request sends f and waits for the answer that deliver routes to
+// waiters[key]: the expected frame, or an Error frame (a *ServerError).
+func (c *Conn) request(ctx context.Context, waiters map[string]chan *corralv1.ServerFrame, key string, f *corralv1.ClientFrame) (*corralv1.ServerFrame, error) {
 	ch := make(chan *corralv1.ServerFrame, 1)
 	c.mu.Lock()
-	c.pubWait[id] = ch
+	waiters[key] = ch
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		delete(c.pubWait, id)
+		delete(waiters, key)
 		c.mu.Unlock()
 	}()
-	if err := c.Send(ctx, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
-		Room: room, Id: id, Payload: payload,
-	}}}); err != nil {
+	if err := c.Send(ctx, f); err != nil {
 		return nil, err
 	}
 	select {
@@ -238,9 +224,12 @@ func (c *Conn) Publish(ctx context.Context, room, id string, payload []byte) (*c
 		if e := f.GetError(); e != nil {
 			return nil, &ServerError{Err: e}
 		}
-		return f.GetPublished(), nil
+		return f, nil
 	case <-c.done:
-		return nil, c.Err()
+		if err := c.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("client: connection closed")
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
