@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/inflight"
 	"github.com/redis/rueidis"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -61,14 +62,13 @@ type RedisOptions struct {
 type Redis struct {
 	client   rueidis.Client
 	prefix   string
-	maxLen   string // MAXLEN argument
-	ttl      string // ms
-	window   string // ms
-	max      int64
+	maxLen   string        // MAXLEN argument
+	ttl      string        // ms
+	window   string        // ms
 	events   *events.Redis // nil: no event log
 	evKey    string        // the event stream's key, or ""
 	evMaxLen string        // its MAXLEN argument
-	inFlight atomic.Int64
+	limit    *inflight.Limit
 	closed   atomic.Bool
 
 	mu   sync.Mutex // guards subs
@@ -99,7 +99,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		maxLen: strconv.Itoa(opts.MaxLen),
 		ttl:    strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
 		window: strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
-		max:    int64(opts.MaxInFlight),
+		limit:  inflight.New(opts.MaxInFlight),
 		subs:   make(map[*Subscription]struct{}),
 		events: opts.Events,
 	}
@@ -122,14 +122,13 @@ func (r *Redis) acquire() error {
 	if r.closed.Load() {
 		return errClosed
 	}
-	if r.inFlight.Add(1) > r.max {
-		r.inFlight.Add(-1)
+	if !r.limit.TryAcquire() {
 		return ErrBusy
 	}
 	return nil
 }
 
-func (r *Redis) release() { r.inFlight.Add(-1) }
+func (r *Redis) release() { r.limit.Release() }
 
 // roomKeys returns the seq, log and epoch keys of room, in the order the
 // scripts take them.

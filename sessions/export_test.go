@@ -4,4 +4,4 @@ package sessions
 func AckWrites(r *Redis) int64 { return r.writes.Load() }
 
 // InFlight reports how many calls of r wait on Redis.
-func InFlight(r *Redis) int64 { return r.inFlight.Load() }
+func InFlight(r *Redis) int64 { return r.limit.InFlight() }

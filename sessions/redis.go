@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/inflight"
 	"github.com/redis/rueidis"
 )
 
@@ -35,17 +36,16 @@ var (
 // are buffered and written every FlushInterval by a goroutine that Close
 // stops. All methods may be called concurrently.
 type Redis struct {
-	client   rueidis.Client
-	prefix   string
-	ttl      time.Duration
-	ttlMS    string
-	max      int64
-	inFlight atomic.Int64
-	closed   atomic.Bool
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
-	writes   atomic.Int64 // ack commands sent, for tests
+	client rueidis.Client
+	prefix string
+	ttl    time.Duration
+	ttlMS  string
+	limit  *inflight.Limit
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	writes atomic.Int64 // ack commands sent, for tests
 
 	mu      sync.Mutex                   // guards pending
 	pending map[string]map[string]uint64 // session id → room → seq
@@ -60,7 +60,7 @@ func NewRedis(client rueidis.Client, opts Options) *Redis {
 		prefix:  opts.Prefix + ":session:",
 		ttl:     opts.TTL,
 		ttlMS:   strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
-		max:     int64(opts.MaxInFlight),
+		limit:   inflight.New(opts.MaxInFlight),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		pending: make(map[string]map[string]uint64),
@@ -76,14 +76,13 @@ func (r *Redis) acquire() error {
 	if r.closed.Load() {
 		return errClosed
 	}
-	if r.inFlight.Add(1) > r.max {
-		r.inFlight.Add(-1)
+	if !r.limit.TryAcquire() {
 		return ErrBusy
 	}
 	return nil
 }
 
-func (r *Redis) release() { r.inFlight.Add(-1) }
+func (r *Redis) release() { r.limit.Release() }
 
 // Create implements [Store.Create].
 func (r *Redis) Create(ctx context.Context, userID string) (*Session, error) {
