@@ -58,6 +58,14 @@ func TestScenarios(t *testing.T) {
 		"connect/no-api": {scenario: &bench.Connect{
 			Sockets: 20, Rooms: 2, Rate: 100, Inflight: 8, Hold: 500 * time.Millisecond, Probes: 2, SLO: time.Second,
 		}, tune: func(o *bench.Options) { o.Target.API = "" }},
+		"cursors": {scenario: &bench.Cursors{
+			Members: 10, Senders: 3, Hz: 20, Rooms: 1, Duration: 2 * time.Second, Rate: 5,
+			Fresh: 200 * time.Millisecond, ConnectRate: 200, AckTimeout: 5 * time.Second, SLO: time.Second,
+		}},
+		"storm": {scenario: &bench.Storm{
+			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second,
+			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
+		}},
 		"chat-burst": {scenario: &bench.ChatBurst{
 			Sockets: 20, Rooms: 2, Senders: 10, Rate: 40, RampUp: time.Second, Duration: time.Second,
 			Size: 100, AckTimeout: 5 * time.Second, ConnectRate: 200, SLO: time.Second,

@@ -26,6 +26,9 @@ type fleet struct {
 	dialTTL time.Duration
 	connLat histogram // dial start to Joined
 	target  int       // dials attempted
+	// signal, when set, is called by a member's consumer for each
+	// SignalEvent it reads, with the time it was read.
+	signal func(m *member, ev *corralv1.SignalEvent, now time.Time)
 
 	mu      sync.Mutex // guards the following field
 	members []*member
@@ -36,6 +39,7 @@ type fleet struct {
 // member is one client. got and resets belong to its consumer goroutine
 // until done is closed.
 type member struct {
+	idx    int
 	name   string
 	room   string
 	conn   *client.Conn
@@ -46,6 +50,8 @@ type member struct {
 
 	got    []entry
 	resets int
+	// held is, per signal sender, the highest counter read (cursors).
+	held []int64
 }
 
 type entry struct {
@@ -91,7 +97,7 @@ func (f *fleet) connect(ctx context.Context, n int, p profile, inflight int) int
 
 // dial connects client i, says hello and joins its room.
 func (f *fleet) dial(ctx context.Context, i int, scheduled time.Time) bool {
-	m := &member{name: "bench-" + strconv.Itoa(i), room: f.room(i), done: make(chan struct{})}
+	m := &member{idx: i, name: "bench-" + strconv.Itoa(i), room: f.room(i), done: make(chan struct{})}
 	token := f.r.o.Target.Token
 	if token == "" {
 		token = m.name
@@ -150,6 +156,10 @@ func (f *fleet) consume(m *member) {
 			m.got = append(m.got, entry{msg.GetSeq(), msg.GetId()})
 			if msg.GetSeq() > m.last.Load() {
 				m.last.Store(msg.GetSeq())
+			}
+		case *corralv1.ServerFrame_Signal:
+			if f.signal != nil {
+				f.signal(m, k.Signal, time.Now())
 			}
 		case *corralv1.ServerFrame_Reset_:
 			m.resets++

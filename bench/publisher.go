@@ -45,6 +45,13 @@ func (l *ledger) snapshot() ([]ack, map[string]uint64) {
 // p, round-robin over rooms, from a bounded pool of workers.
 func apiPublish(ctx context.Context, r *run, api corralv1connect.RoomServiceClient, l *ledger,
 	rooms func(int) string, start time.Time, p profile, workers, size int, timeout time.Duration) {
+	apiPublishUntil(ctx, ctx, r, api, l, rooms, start, p, workers, size, timeout)
+}
+
+// apiPublishUntil is apiPublish that stops scheduling publishes when stop
+// is done, while those already scheduled complete under ctx.
+func apiPublishUntil(ctx, stop context.Context, r *run, api corralv1connect.RoomServiceClient, l *ledger,
+	rooms func(int) string, start time.Time, p profile, workers, size int, timeout time.Duration) {
 	type job struct {
 		k  int
 		at time.Time
@@ -71,11 +78,11 @@ func apiPublish(ctx context.Context, r *run, api corralv1connect.RoomServiceClie
 			}
 		}()
 	}
-	pace(ctx, start, p, 0, func(k int, at time.Time) bool {
+	pace(stop, start, p, 0, func(k int, at time.Time) bool {
 		select {
 		case jobs <- job{k, at}:
 			return true
-		case <-ctx.Done():
+		case <-stop.Done():
 			return false
 		}
 	})

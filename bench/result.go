@@ -35,10 +35,15 @@ type Result struct {
 	// Connect is set by scenarios that measure connection set-up.
 	Connect *ConnectStats `json:"connect,omitempty"`
 	// Acks is set by scenarios whose clients wait for Published.
-	Acks     *Latency    `json:"acks,omitempty"`
-	Delivery Delivery    `json:"delivery"`
-	Errors   ErrorCounts `json:"errors"`
-	Server   *Cost       `json:"server,omitempty"`
+	Acks     *Latency `json:"acks,omitempty"`
+	Delivery Delivery `json:"delivery"`
+	// Freshness is set by cursors: how fresh the signal values were.
+	Freshness *Freshness `json:"freshness,omitempty"`
+	// Storm is set by storm: how the clients came back after the reset.
+	// Server and Generator then cover the RST until all had come back.
+	Storm  *StormStats `json:"storm,omitempty"`
+	Errors ErrorCounts `json:"errors"`
+	Server *Cost       `json:"server,omitempty"`
 	// Generator is what this load generator spent in the same window: on
 	// a shared machine, CPU it used is CPU the server did not get.
 	Generator *Cost `json:"generator,omitempty"`
@@ -165,4 +170,44 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// Freshness is the cursors scenario's measure of signals: for each receiver
+// and each sender key, the time from a send to the moment the receiver
+// holds that value or a newer one.
+type Freshness struct {
+	SLOMs float64 `json:"sloMs"`
+	// Sent is the signals the senders sent; Deliveries the SignalEvents
+	// receivers read (their own keys excluded), DeliveriesPerSec over the
+	// sending window.
+	Sent             uint64  `json:"sent"`
+	Deliveries       uint64  `json:"deliveries"`
+	DeliveriesPerSec float64 `json:"deliveriesPerSec"`
+	// Samples is one per receiver and send; Within those fresh within
+	// SLOMs; Never those whose value (or a newer one) never arrived.
+	Samples uint64  `json:"samples"`
+	Within  uint64  `json:"within"`
+	Never   uint64  `json:"never"`
+	Share   float64 `json:"share"`
+	Latency Latency `json:"latency"`
+}
+
+// StormStats is how a reconnect storm's clients came back.
+type StormStats struct {
+	Clients int `json:"clients"`
+	// Cut is the client connections the proxy reset.
+	Cut int `json:"cut"`
+	// Resumed came back with the session continued; Failed came back
+	// with a new session or ended; NotBack had not come back at all
+	// within the recovery timeout.
+	Resumed        int     `json:"resumed"`
+	Failed         int     `json:"failed"`
+	NotBack        int     `json:"notBack"`
+	AllBackSeconds float64 `json:"allBackSeconds"`
+	// Recovery is from the RST to EventConnected{Resumed: true}.
+	Recovery Latency `json:"recovery"`
+	// Attempts counts clients by the dials their reconnect took.
+	Attempts map[string]int `json:"attempts"`
+	// Disconnects counts how the connections were seen to end.
+	Disconnects map[string]int `json:"disconnects"`
 }

@@ -56,7 +56,7 @@ func (o Options) withDefaults() Options {
 // Scenarios returns a fresh value of every scenario, by name, with the
 // seeds' defaults.
 func Scenarios() []Scenario {
-	s := []Scenario{NewBroadcast(), NewConnect(), NewChatBurst()}
+	s := []Scenario{NewBroadcast(), NewConnect(), NewChatBurst(), NewCursors(), NewStorm()}
 	sort.Slice(s, func(i, j int) bool { return s[i].Name() < s[j].Name() })
 	return s
 }

@@ -67,6 +67,25 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Acks != nil {
 		lat("publish acks", *r.Acks)
 	}
+	if sm := r.Storm; sm != nil {
+		fmt.Fprintf(&b, "  storm                  %d clients, %d connections reset: %d resumed, %d failed, %d not back; all back in %.2f s\n",
+			sm.Clients, sm.Cut, sm.Resumed, sm.Failed, sm.NotBack, sm.AllBackSeconds)
+		lat("RST to resumed", sm.Recovery)
+		b.WriteString("  dials per reconnect   ")
+		for _, k := range sortedKeys(sm.Attempts) {
+			fmt.Fprintf(&b, " %s: %d", k, sm.Attempts[k])
+		}
+		b.WriteString("\n  disconnects seen      ")
+		for _, k := range sortedKeys(sm.Disconnects) {
+			fmt.Fprintf(&b, " %s: %d", k, sm.Disconnects[k])
+		}
+		b.WriteString("\n")
+	}
+	if fr := r.Freshness; fr != nil {
+		fmt.Fprintf(&b, "  signals                %d sent, %d delivered (%.0f/s), %d samples, %.3f%% within %g ms, %d never fresh\n",
+			fr.Sent, fr.Deliveries, fr.DeliveriesPerSec, fr.Samples, 100*fr.Share, fr.SLOMs, fr.Never)
+		lat("signal freshness", fr.Latency)
+	}
 	d := r.Delivery
 	fmt.Fprintf(&b, "  delivery check         %d published, %d expected, %d received, %d lost, %d duplicated",
 		d.Published, d.Expected, d.Received, d.Lost, d.Duplicated)

@@ -67,6 +67,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, usage, scenarioList())
 		return nil
 	}
+	if args[0] == bench.ProxyChildArg && len(args) == 2 {
+		// One of storm's proxy processes, started by a storm run.
+		return bench.ProxyChildMain(args[1], os.Stdin, stdout)
+	}
 	sc := bench.Lookup(args[0])
 	if sc == nil {
 		fmt.Fprintf(stderr, usage, scenarioList())

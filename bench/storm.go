@@ -1,0 +1,468 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/faultproxy"
+)
+
+// Storm is W1's reconnect storm: Clients sessions (client.Session) in Rooms
+// rooms, every one connected through a TCP proxy the generator starts in
+// front of the target, a backend publishing Rate messages/s per room over
+// the internal API; once steady, the proxy resets every connection at once
+// with TCP RST, and the run measures how each session comes back: from the
+// RST to its EventConnected{Resumed: true}, the dials it took, failures by
+// kind, and that nothing was lost or duplicated meanwhile.
+//
+// A proxied client costs 7 open files: the client's socket, the proxy's two,
+// and the two pipe pairs Go's io.Copy splices through on Linux. Under a
+// 20,000-file limit the proxy therefore runs in this process only up to
+// about 2,800 clients; beyond, the generator starts child processes of
+// itself (corral-bench with ProxyChildArg), one per 2,500 clients, and keeps
+// one file per client.
+type Storm struct {
+	Clients        int
+	Rooms          int
+	Rate           float64
+	Steady         time.Duration
+	After          time.Duration
+	RecoverTimeout time.Duration
+	ConnectRate    float64
+	Publishers     int
+	Size           int
+	Timeout        time.Duration
+	Proxies        int
+}
+
+// NewStorm returns W1's figures: 10,000 clients in 100 rooms of 100, 10
+// messages/s per room (100,000 deliveries/s).
+func NewStorm() *Storm {
+	return &Storm{
+		Clients: 10000, Rooms: 100, Rate: 10,
+		Steady: 5 * time.Second, After: 5 * time.Second, RecoverTimeout: 60 * time.Second,
+		ConnectRate: 1000, Publishers: 32, Size: 100, Timeout: 5 * time.Second,
+	}
+}
+
+func (s *Storm) Name() string { return "storm" }
+
+func (s *Storm) Describe() string {
+	return `W1 (seed 001): a reconnect storm, every connection reset at once.
+
+W1's reconnect storm: --clients self-healing sessions (client.Session) in
+--rooms rooms, each connected through a TCP proxy that this generator starts
+in front of --url; a backend publishes --rate messages/s per room over the
+internal API (--api). After --steady, the proxy resets every connection with
+TCP RST at once. Reports, per client, the time from the RST to its resumed
+connection (p50/p95/p99/max), the dials each reconnect took, failures by
+kind, lost and duplicated messages (must be 0/0), the server's CPU seconds
+from the RST until all resumed, and its peak RSS. Publishing goes on for
+--after once all have resumed.
+
+A proxied connection costs 7 open files (the client's socket, the proxy's
+two, and two pipe pairs: Go splices each direction through a pipe). Under a
+20,000-file limit the proxy therefore runs in this process up to ~2,800
+clients; beyond (or with --proxies N) corral-bench starts proxy child
+processes of itself, one per 2,500 clients, each with its own file limit, and
+the generator keeps one file per client: 10,000 clients fit.`
+}
+
+func (s *Storm) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&s.Clients, "clients", s.Clients, "sessions, each through the proxy (see --proxies)")
+	fs.IntVar(&s.Rooms, "rooms", s.Rooms, "rooms the clients are spread over (round-robin)")
+	fs.Float64Var(&s.Rate, "rate", s.Rate, "publishes per `second` per room")
+	fs.DurationVar(&s.Steady, "steady", s.Steady, "how long to publish before the reset")
+	fs.DurationVar(&s.After, "after", s.After, "how long to keep publishing once all have resumed")
+	fs.DurationVar(&s.RecoverTimeout, "recover-timeout", s.RecoverTimeout, "how long to wait for every client to resume")
+	fs.Float64Var(&s.ConnectRate, "connect-rate", s.ConnectRate, "new sessions per `second` while setting up")
+	fs.IntVar(&s.Publishers, "publishers", s.Publishers, "publish RPCs in flight at most")
+	fs.IntVar(&s.Size, "size", s.Size, "payload `bytes`")
+	fs.DurationVar(&s.Timeout, "publish-timeout", s.Timeout, "deadline of one publish RPC")
+	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
+}
+
+func (s *Storm) params() map[string]any {
+	return map[string]any{
+		"clients": s.Clients, "rooms": s.Rooms, "rate": s.Rate, "steady": s.Steady.String(),
+		"after": s.After.String(), "recover-timeout": s.RecoverTimeout.String(),
+		"connect-rate": s.ConnectRate, "publishers": s.Publishers, "size": s.Size,
+		"publish-timeout": s.Timeout.String(), "proxies": s.Proxies,
+	}
+}
+
+// stormState is what the sessions' consumers share.
+type stormState struct {
+	resetAt  atomic.Int64 // unix nanos of the RST; 0 before
+	recovery histogram
+	resumed  atomic.Int64
+	failed   atomic.Int64 // came back without resuming, or ended
+
+	mu          sync.Mutex // guards the following field
+	disconnects map[string]int
+}
+
+type stormClient struct {
+	m    *member
+	sess *client.Session
+	// back is set once by the consumer: the client came back (or failed).
+	back atomic.Bool
+}
+
+func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
+	o = o.withDefaults()
+	if s.Clients <= 0 || s.Rooms <= 0 || s.Rate <= 0 || s.ConnectRate <= 0 {
+		return nil, errors.New("bench: storm needs positive --clients, --rooms, --rate and --connect-rate")
+	}
+	// The proxy: in this process when its files fit, else child processes
+	// of clientsPerProxy clients each (--proxies overrides).
+	limit, _ := raiseFileLimit()
+	nproxy := s.Proxies
+	if nproxy == 0 && limit > 0 && uint64(filesPerProxied*s.Clients+256) > limit {
+		nproxy = (s.Clients + clientsPerProxy - 1) / clientsPerProxy
+	}
+	conns := filesPerProxied * s.Clients
+	if nproxy > 0 {
+		conns = s.Clients
+	}
+	restore, err := prepare(ctx, o, conns, true)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
+	u, err := url.Parse(o.Target.WS)
+	if err != nil {
+		return nil, fmt.Errorf("bench: storm: --url: %w", err)
+	}
+	var proxies []stormProxy
+	defer func() {
+		for _, p := range proxies {
+			p.Close()
+		}
+	}()
+	if nproxy <= 0 {
+		p, err := faultproxy.Start(u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("bench: storm: start the proxy: %w", err)
+		}
+		proxies = append(proxies, p)
+	}
+	for range nproxy {
+		p, err := startChildProxy(u.Host)
+		if err != nil {
+			return nil, err
+		}
+		proxies = append(proxies, p)
+	}
+	urls := make([]string, len(proxies))
+	for i, p := range proxies {
+		pu := *u
+		pu.Host = p.Addr()
+		urls[i] = pu.String()
+	}
+
+	setup := time.Duration(float64(s.Clients)/s.ConnectRate*float64(time.Second)) + 30*time.Second
+	horizon := setup + s.Steady + s.RecoverTimeout + s.After + o.Drain + 2*time.Minute
+	ctx, cancel := context.WithTimeout(ctx, horizon)
+	defer cancel()
+
+	r := newRun(s.Name(), o, horizon)
+	rooms := roomNamer(runID(), s.Rooms)
+	f := newFleet(r, rooms)
+	st := &stormState{disconnects: map[string]int{}}
+	r.startTicker(ctx)
+	defer r.stopTicker()
+
+	// Connect the sessions through the proxy, paced.
+	r.setPhase("connecting")
+	var mu sync.Mutex
+	var clients []*stormClient
+	sem := make(chan struct{}, 256)
+	var wg sync.WaitGroup
+	f.target = s.Clients
+	pace(ctx, time.Now(), steady(s.ConnectRate, setup), s.Clients, func(i int, at time.Time) bool {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if c := s.dial(ctx, r, f, st, urls[i%len(urls)], i, at); c != nil {
+				mu.Lock()
+				clients = append(clients, c)
+				mu.Unlock()
+			}
+		}()
+		return true
+	})
+	wg.Wait()
+	if len(clients) == 0 {
+		return nil, fmt.Errorf("bench: no client could connect to %s (through the proxy): %v", o.Target.WS, r.errors())
+	}
+
+	// Publish from now until the end; reset once steady.
+	total := s.Steady + s.RecoverTimeout + s.After + 10*time.Second
+	steps, p := rateSteps(s.Rate*float64(s.Rooms), total, nil, 0, "publishes/s")
+	start := time.Now().Add(100 * time.Millisecond)
+	r.steps = stepRecs(steps, start)
+	stop, stopPublish := context.WithCancel(ctx)
+	defer stopPublish()
+	pubDone := make(chan struct{})
+	r.setPhase("steady")
+	go func() {
+		defer close(pubDone)
+		apiPublishUntil(ctx, stop, r, apiClient(o.Target), r.ledger, rooms, start, p, s.Publishers, s.Size, s.Timeout)
+	}()
+	select {
+	case <-time.After(time.Until(start.Add(s.Steady))):
+	case <-ctx.Done():
+	}
+
+	r.setPhase("storm")
+	r.markWindow(ctx)
+	resetAt := time.Now()
+	st.resetAt.Store(resetAt.UnixNano())
+	cut := resetAll(proxies)
+	deadline := time.NewTimer(s.RecoverTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	for st.resumed.Load()+st.failed.Load() < int64(len(clients)) {
+		select {
+		case <-deadline.C:
+		case <-ctx.Done():
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	tick.Stop()
+	deadline.Stop()
+	recovered := time.Since(resetAt)
+	srv, gen := r.endWindow(ctx)
+	machine := r.machineWindow()
+
+	r.setPhase("after")
+	select {
+	case <-time.After(s.After):
+	case <-ctx.Done():
+	}
+	stopPublish()
+	<-pubDone
+	stoppedAt := time.Now().UnixNano()
+	acks, upto := r.ledger.snapshot()
+	r.setPhase("draining")
+	f.drain(ctx, upto, o.Drain)
+	r.setPhase("closing")
+	attempts := map[string]int{}
+	notBack := 0
+	for _, c := range clients {
+		if !c.back.Load() {
+			notBack++
+		}
+		if a := c.sess.Attempts(); len(a) > 1 {
+			attempts[strconv.Itoa(a[len(a)-1])]++
+		}
+	}
+	if notBack > 0 {
+		r.errMu.Lock()
+		r.errs["not-resumed"] += uint64(notBack)
+		r.errMu.Unlock()
+	}
+	closeSessions(clients, 30*time.Second)
+	r.stopTicker()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// The publisher ran until stopped, not the profile's full length:
+	// rates are over what ran (the consumers have ended).
+	for _, sr := range r.steps {
+		sr.to = min(sr.to, stoppedAt)
+	}
+
+	res := &Result{
+		Scenario: r.name, Started: r.start, Seconds: time.Since(r.start).Seconds(),
+		Target: r.o.Target, Params: s.params(), Best: -1,
+		Latency: r.lat.summary(), Histogram: r.lat.buckets(), Errors: r.errors(),
+		Timeline: r.timeline(),
+	}
+	res.Delivery = f.check(upto, acks)
+	res.Connect = &ConnectStats{Target: s.Clients, Joined: len(clients), Failed: s.Clients - len(clients), Latency: f.connLat.summary()}
+	for _, sr := range r.steps {
+		res.Steps = append(res.Steps, sr.result(0))
+	}
+	if srv != nil {
+		srv.RSSPeak = max(srv.RSSPeak, peakRSS(res.Timeline))
+	}
+	if r.o.InProcess {
+		gen = nil
+	}
+	res.Server, res.Generator, res.MachineCPU = srv, gen, machine
+	rec := st.recovery.summary()
+	res.Storm = &StormStats{
+		Clients: len(clients), Cut: cut, Resumed: int(st.resumed.Load()), Failed: int(st.failed.Load()),
+		NotBack: notBack, AllBackSeconds: recovered.Seconds(), Recovery: rec, Attempts: attempts,
+		Disconnects: st.disconnects,
+	}
+	cpu := ""
+	if srv != nil {
+		cpu = fmt.Sprintf(", server %.2f CPU-s from RST to all resumed, peak RSS %d MiB", srv.CPUSeconds, srv.RSSPeak>>20)
+	}
+	res.Headline = fmt.Sprintf("storm: %d clients in %d rooms, %d connections reset: %d resumed in %.1f s (p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms), %d failed, %d not back; lost %d, duplicated %d%s",
+		len(clients), s.Rooms, cut, st.resumed.Load(), recovered.Seconds(), rec.P50, rec.P95, rec.P99, rec.Max,
+		st.failed.Load(), notBack, res.Delivery.Lost, res.Delivery.Duplicated, cpu)
+	if len(res.Delivery.Violations) > 0 {
+		return res, fmt.Errorf("%w: %d lost, %d duplicated; first: %s", ErrViolation,
+			res.Delivery.Lost, res.Delivery.Duplicated, res.Delivery.Violations[0])
+	}
+	return res, nil
+}
+
+// dial connects session i through the proxy and joins its room.
+func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsURL string, i int, scheduled time.Time) *stormClient {
+	m := &member{idx: i, name: "bench-" + strconv.Itoa(i), room: f.room(i), done: make(chan struct{})}
+	token := r.o.Target.Token
+	if token == "" {
+		token = m.name
+	}
+	dctx, cancel := context.WithTimeout(ctx, f.dialTTL)
+	defer cancel()
+	t0 := time.Now()
+	r.sentOne(scheduled)
+	sess, err := client.Connect(dctx, wsURL, client.SessionOptions{
+		Options:     client.Options{Token: token, Encoding: r.o.Encoding, FrameBuffer: frameBuffer},
+		EventBuffer: frameBuffer,
+	})
+	if err != nil {
+		r.fail("connect:"+dialErrorKind(err), 0)
+		return nil
+	}
+	j, err := sess.Join(dctx, m.room)
+	if err != nil {
+		r.fail("join:"+dialErrorKind(err), 0)
+		_ = sess.Close()
+		return nil
+	}
+	f.connLat.observe(time.Since(t0))
+	m.joined = j.GetSeq()
+	c := &stormClient{m: m, sess: sess}
+	f.mu.Lock()
+	f.members = append(f.members, m)
+	f.mu.Unlock()
+	r.conns.Add(1)
+	go s.consume(r, st, c)
+	return c
+}
+
+// consume reads c's events until its session ends.
+func (s *Storm) consume(r *run, st *stormState, c *stormClient) {
+	m := c.m
+	defer close(m.done)
+	defer r.conns.Add(-1)
+	for ev := range c.sess.Events() {
+		switch ev.Kind {
+		case client.EventFrame:
+			if msg, ok := ev.Frame.GetKind().(*corralv1.ServerFrame_Message); ok {
+				if msg.Message.GetRoom() != m.room {
+					continue
+				}
+				if t, ok := sentTime(msg.Message.GetPayload()); ok {
+					r.delivered(t, time.Now())
+				}
+				m.got = append(m.got, entry{msg.Message.GetSeq(), msg.Message.GetId()})
+				if q := msg.Message.GetSeq(); q > m.last.Load() {
+					m.last.Store(q)
+				}
+			}
+		case client.EventConnected:
+			at := st.resetAt.Load()
+			if at == 0 || c.back.Load() {
+				continue
+			}
+			c.back.Store(true)
+			if ev.Resumed {
+				st.recovery.observe(time.Duration(time.Now().UnixNano() - at))
+				st.resumed.Add(1)
+			} else {
+				st.failed.Add(1)
+				r.fail("new-session", 0)
+			}
+		case client.EventDisconnected:
+			if st.resetAt.Load() != 0 && !c.back.Load() && ev.Err != nil {
+				kind := dialErrorKind(ev.Err)
+				var ce *client.CloseError
+				if errors.As(ev.Err, &ce) && ce.Code <= 0 && ce.Err != nil {
+					kind = dialErrorKind(ce.Err)
+				}
+				st.mu.Lock()
+				st.disconnects[kind]++
+				st.mu.Unlock()
+			}
+		case client.EventReset:
+			m.resets++
+			r.fail("reset", 0)
+		}
+	}
+	if st.resetAt.Load() != 0 && !c.back.Load() {
+		c.back.Store(true)
+		st.failed.Add(1)
+		r.fail("session-ended", 0)
+	}
+}
+
+// closeSessions closes every session and waits for their consumers, at
+// most d.
+func closeSessions(cs []*stormClient, d time.Duration) {
+	work := make(chan *stormClient)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				c.m.closed.Store(true)
+				_ = c.sess.Close()
+			}
+		}()
+	}
+	for _, c := range cs {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+	timeout := time.After(d)
+	for _, c := range cs {
+		select {
+		case <-c.m.done:
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// sortedKeys is for stable output of the attempts histogram.
+func sortedKeys(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		a, ea := strconv.Atoi(ks[i])
+		b, eb := strconv.Atoi(ks[j])
+		if ea != nil || eb != nil {
+			return ks[i] < ks[j]
+		}
+		return a < b
+	})
+	return ks
+}
