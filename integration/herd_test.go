@@ -32,7 +32,10 @@ func TestResetStormResumes(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	viaProxy := "ws://" + proxy.Addr() + "/ws"
-	ctx := testCtx(t)
+	// 2,000 clients under the race detector on 2 shared cores: give the
+	// whole run minutes, not the usual one.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 
 	chk := checker.New()
 	type member struct {
@@ -135,6 +138,13 @@ func TestResetStormResumes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if n := resumed.Load(); n < clients {
+		for _, m := range members {
+			select {
+			case <-m.s.Done():
+				t.Logf("%s ended: %v (attempts %v)", m.name, m.s.Err(), m.s.Attempts())
+			default:
+			}
+		}
 		t.Fatalf("only %d of %d sessions resumed within 60s", n, clients)
 	}
 	time.Sleep(300 * time.Millisecond) // live traffic after the storm
