@@ -252,101 +252,127 @@ func (c *conn) sendError(code corralv1.Code, msg string) {
 // alone. Replays are bounded by the room's history, which the client asked
 // for by joining or resuming; they do not count against the bounds of live
 // traffic, or a client far behind could never catch up.
-func (c *conn) enqueueReplay(b []byte) {
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		return
-	}
-	c.queue = append(c.queue, b)
-	c.replayed++
-	first := len(c.queue) == 1
-	c.mu.Unlock()
-	if first {
-		c.signal()
-	}
-}
+func (c *conn) enqueueReplay(b []byte) { c.push(b, pushReplay, "", nil) }
 
 // enqueue queues encoded frame bytes (which it never modifies). It never
 // blocks: a connection whose queue is over its bounds is a slow consumer and
-// is closed with a hint to resume.
-func (c *conn) enqueue(b []byte) bool {
+// is closed with a hint to resume. It reports whether b was queued.
+func (c *conn) enqueue(b []byte) bool { return c.push(b, pushLive, "", nil) }
+
+// enqueueSignals queues a room's signal batch (b is its encoding). If an
+// earlier batch of the room is still queued, the two merge in its place,
+// latest value per key, encoded for this connection alone.
+func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, b []byte) {
+	c.push(b, pushSignals, room, batch)
+}
+
+type pushKind uint8
+
+const (
+	pushLive    pushKind = iota // bounded live traffic
+	pushReplay                  // missed messages, outside the bounds
+	pushSignals                 // a room's signal batch, merged while queued
+)
+
+// push is the one way into the queue: bounds, signal merging and waking
+// the writer happen in one critical section, so what sigAt points at is
+// always the entry it was recorded for.
+func (c *conn) push(b []byte, kind pushKind, room string, batch *corralv1.Batch) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
-	if len(c.queue)-c.replayed >= c.e.cfg.QueueFrames || c.queued+len(b) > c.e.cfg.QueueBytes {
+	if kind == pushSignals {
+		if q, ok := c.sigAt[room]; ok {
+			merged := mergeSignals(q.batch, batch)
+			enc, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: merged}})
+			if err == nil {
+				c.queued += len(enc) - len(c.queue[q.idx])
+				c.queue[q.idx] = enc
+				c.sigAt[room] = queuedSignals{idx: q.idx, batch: merged}
+				c.mu.Unlock()
+				c.e.metrics.signalsMerged.Add(float64(len(batch.GetFrames())))
+				return true
+			}
+		}
+	}
+	if kind != pushReplay && (len(c.queue)-c.replayed >= c.e.cfg.QueueFrames || c.queued+len(b) > c.e.cfg.QueueBytes) {
 		c.mu.Unlock()
 		c.e.metrics.slow.WithLabelValues("queue_full").Inc()
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
 	c.queue = append(c.queue, b)
-	c.queued += len(b)
-	first := len(c.queue) == 1
-	c.mu.Unlock()
-	if first {
-		c.signal()
+	if kind == pushReplay {
+		c.replayed++
+	} else {
+		c.queued += len(b)
 	}
+	if kind == pushSignals {
+		if c.sigAt == nil {
+			c.sigAt = make(map[string]queuedSignals)
+		}
+		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
+	}
+	start, wake := c.startWriterLocked(), len(c.queue) == 1
+	c.mu.Unlock()
+	c.kick(start, wake)
 	return true
 }
 
 // signal tells the writer the queue changed, starting one if none runs.
 func (c *conn) signal() {
 	c.mu.Lock()
-	if !c.writing && !c.ended {
-		c.writing = true
-		c.writers.Add(1) // under mu: serve's Wait comes after ended is set
-		c.mu.Unlock()
+	start := c.startWriterLocked()
+	c.mu.Unlock()
+	c.kick(start, true)
+}
+
+// startWriterLocked reports whether a writer must be started, and counts
+// it. Lock must be held.
+func (c *conn) startWriterLocked() bool {
+	if c.writing || c.ended {
+		return false
+	}
+	c.writing = true
+	c.writers.Add(1) // under mu: serve's Wait comes after ended is set
+	return true
+}
+
+// kick starts the writer, or wakes a waiting one.
+func (c *conn) kick(start, wake bool) {
+	if start {
 		go func() {
 			defer c.writers.Done()
 			c.writeLoop()
 		}()
 		return
 	}
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// takeLocked hands the whole queue to the writer and starts an empty one.
+// Lock must be held.
+func (c *conn) takeLocked() [][]byte {
+	q := c.queue
+	c.queue = c.spare[:0]
+	c.spare = nil
+	c.queued = 0
+	c.replayed = 0
+	clear(c.sigAt) // queued batches are no longer mergeable
+	return q
 }
 
 // queuedSignals is a room's signal batch waiting in the queue.
 type queuedSignals struct {
 	idx   int
 	batch *corralv1.Batch
-}
-
-// enqueueSignals queues a room's signal batch (b is its encoding). If an
-// earlier batch of the room is still queued, the two merge in its place,
-// latest value per key, encoded for this connection alone.
-func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, b []byte) {
-	c.mu.Lock()
-	if q, ok := c.sigAt[room]; ok && !c.closing {
-		merged := mergeSignals(q.batch, batch)
-		enc, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: merged}})
-		if err == nil {
-			c.queued += len(enc) - len(c.queue[q.idx])
-			c.queue[q.idx] = enc
-			c.sigAt[room] = queuedSignals{idx: q.idx, batch: merged}
-			c.mu.Unlock()
-			c.e.metrics.signalsMerged.Add(float64(len(batch.GetFrames())))
-			return
-		}
-	}
-	c.mu.Unlock()
-	if !c.enqueue(b) {
-		return
-	}
-	c.mu.Lock()
-	if !c.closing && len(c.queue) > 0 {
-		if c.sigAt == nil {
-			c.sigAt = make(map[string]queuedSignals)
-		}
-		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
-	}
-	c.mu.Unlock()
 }
 
 // mergeSignals returns older's signals updated by newer's, latest value
@@ -429,12 +455,7 @@ func (c *conn) writeLoop() {
 			idle.Reset(writerIdle)
 			continue
 		}
-		q := c.queue
-		c.queue = c.spare[:0]
-		c.spare = nil
-		c.queued = 0
-		c.replayed = 0
-		clear(c.sigAt)
+		q := c.takeLocked()
 		closing, code, reason := c.closing, c.closeCode, c.closeReason
 		c.mu.Unlock()
 
