@@ -49,6 +49,9 @@ type Options struct {
 	// InternalAddr is where Serve exposes RoomService for internal
 	// services. Empty: not exposed.
 	InternalAddr string
+	// DebugAddr serves Go's profiles (/debug/pprof/) on this address.
+	// Empty: not served. Keep it private: profiles expose internals.
+	DebugAddr string
 	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090.
 	CoreURL string
 	// RedisURL (redis://host:port/db) makes history and sessions durable in
@@ -255,6 +258,12 @@ func Start(opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	if opts.DebugAddr != "" {
+		if err := n.listen(opts.DebugAddr, debugMux()); err != nil {
+			_ = n.Close(context.Background())
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
@@ -287,8 +296,16 @@ func (n *Node) Addr() string { return n.addrs[0] }
 
 // InternalAddr is where Serve exposes RoomService, or "".
 func (n *Node) InternalAddr() string {
-	if len(n.addrs) > 1 {
+	if n.opts.Mode == Serve && n.opts.InternalAddr != "" {
 		return n.addrs[1]
+	}
+	return ""
+}
+
+// DebugAddr is where the profiles are served (Options.DebugAddr), or "".
+func (n *Node) DebugAddr() string {
+	if n.opts.DebugAddr != "" {
+		return n.addrs[len(n.addrs)-1]
 	}
 	return ""
 }

@@ -88,6 +88,7 @@ func run(args []string, stderr io.Writer) error {
 		Mode:          mode,
 		Addr:          f.addr,
 		InternalAddr:  f.internalAddr,
+		DebugAddr:     f.debugAddr,
 		CoreURL:       f.coreURL,
 		RedisURL:      f.redisURL,
 		RedisPrefix:   f.redisPrefix,
@@ -153,6 +154,7 @@ func run(args []string, stderr io.Writer) error {
 
 type flags struct {
 	addr, internalAddr, coreURL string
+	debugAddr                   string
 	redisURL, redisPrefix       string
 	historyMaxLen, eventsMaxLen int
 	backlog                     int
@@ -220,6 +222,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.DurationVar(&f.drainWindow, "drain-window", 10*time.Second, "a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window [CORRAL_DRAIN_WINDOW]")
 	}
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's profiles (/debug/pprof/) on this private `host:port`; empty: off [CORRAL_DEBUG_ADDR]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json [CORRAL_LOG_FORMAT]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error [CORRAL_LOG_LEVEL]")
 	return f
