@@ -80,8 +80,13 @@ func (e *Edge) Ready() bool {
 	return true
 }
 
-// ServeHTTP upgrades a request to a WebSocket connection and serves it until
-// it closes.
+// ServeHTTP upgrades a request to a WebSocket connection and returns; the
+// connection is served on a goroutine of its own until it closes.
+//
+// Returning lets net/http release what it holds for the request (its
+// connection state, buffers, the request and its headers, and the deep
+// stack of its serving goroutine): an idle WebSocket then costs only the
+// connection's own state and a shallow reader goroutine.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	if e.closed {
@@ -92,7 +97,12 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e.connWG.Add(1)
 	e.mu.Unlock()
-	defer e.connWG.Done()
+	served := false
+	defer func() {
+		if !served {
+			e.connWG.Done()
+		}
+	}()
 
 	kind, wait := e.admit.admit(r)
 	if wait > 0 {
@@ -102,7 +112,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e.metrics.admissions.WithLabelValues(kind, "accepted").Inc()
 
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{protocol.SubprotocolProto, protocol.SubprotocolJSON},
 		OriginPatterns:     e.cfg.OriginPatterns,
 		InsecureSkipVerify: e.cfg.AnyOrigin,
@@ -122,8 +132,12 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
 		return
 	}
-	defer e.untrack(c)
-	c.serve()
+	served = true
+	go func() {
+		defer e.connWG.Done()
+		defer e.untrack(c)
+		c.serve()
+	}()
 }
 
 func (e *Edge) track(c *conn) bool {
