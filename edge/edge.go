@@ -35,7 +35,7 @@ type Edge struct {
 	// users the connections of each user (limits.go).
 	pending int
 	users   map[string]int
-	connWG sync.WaitGroup // one per open connection
+	connWG  sync.WaitGroup // one per open connection
 }
 
 // New starts an Edge: it opens its links to the core in the background.
