@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
@@ -121,7 +122,13 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 	}
 	reqs := make([]*joinReq, 0, len(want))
 	for room, pos := range want {
-		if ok, _ := c.granted(ctx, st.UserID, id, grants.Join, room); c.validRoom(room) != nil || !ok {
+		ok, err := c.granted(ctx, st.UserID, id, grants.Join, room)
+		if err != nil {
+			// A grants store that cannot answer must not cost the session
+			// its rooms: the token decides.
+			ok = auth.Match(id.GetJoin(), room)
+		}
+		if c.validRoom(room) != nil || !ok {
 			ep.link.send(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
 				Room: room, Code: corralv1.Code_CODE_FORBIDDEN, Reason: "the token does not grant this room",
 			}}})
