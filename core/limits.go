@@ -30,6 +30,8 @@ const (
 	refusedTooLarge  = "payload_too_large"
 	refusedRevoked   = "join_revoked"
 	refusedGrantsErr = "grants_unavailable"
+	refusedInvalid   = "invalid_argument"
+	refusedNotJoined = "not_joined"
 )
 
 // may reports whether s may do kind in room: its token or a run-time

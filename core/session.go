@@ -259,6 +259,7 @@ func (s *session) room(name string) *room {
 func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	name := j.GetRoom()
 	if err := c.validRoom(name); err != nil {
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
 		return
 	}
@@ -387,6 +388,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	r := s.room(name)
 	switch {
 	case r == nil:
+		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
 		return
 	case c.refusePublish(ctx, s, name, p.GetId()):
@@ -396,6 +398,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the server's limit", name, p.GetId())
 		return
 	case len(p.GetId()) > 128:
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
 		return
 	}
@@ -425,6 +428,7 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 	r := s.room(name)
 	switch {
 	case r == nil:
+		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
 		return
 	case c.refusePublish(ctx, s, name, ""):

@@ -110,6 +110,8 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 
+			wantCounted(t, scrape(t, coreBase(d)), "corral_core_refused_total", "forbidden_publish")
+
 			// After a leave: nothing more of a.
 			if err := alice.Send(ctx, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "a"}}}); err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -16,6 +17,45 @@ import (
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
+
+// scrape returns the Prometheus text of the node at base (http://host).
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// edgeBase and coreBase are where the edge's and the core's metrics are.
+func edgeBase(d *deployment) string {
+	return "http://" + strings.TrimSuffix(strings.TrimPrefix(d.wsURL, "ws://"), "/ws")
+}
+
+func coreBase(d *deployment) string {
+	if d.apiNode.InternalAddr() != "" {
+		return edgeBase(d) // serve: one registry on the main listener
+	}
+	return d.apiURL
+}
+
+// wantCounted fails unless the metrics text counts a refusal by reason.
+func wantCounted(t *testing.T, text, metric, reason string) {
+	t.Helper()
+	prefix := metric + `{reason="` + reason + `"} `
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, prefix) && strings.TrimPrefix(line, prefix) != "0" {
+			return
+		}
+	}
+	t.Fatalf("%s{reason=%q} not counted", metric, reason)
+}
 
 // serverErr returns the code of a *client.ServerError, or fails.
 func serverErr(t *testing.T, err error) *corralv1.Error {
@@ -88,6 +128,9 @@ func TestRateLimit(t *testing.T) {
 			if _, err := calm.Publish(ctx, "r", "calm-1", payload(1)); err != nil {
 				t.Fatal(err)
 			}
+			m := scrape(t, edgeBase(d))
+			wantCounted(t, m, "corral_edge_refused_total", "rate_messages")
+			wantCounted(t, m, "corral_edge_refused_total", "rate_sustained")
 		})
 	}
 }
@@ -120,6 +163,7 @@ func TestRoomsPerConnection(t *testing.T) {
 			if _, err := c.Join(ctx, "room-3", 0, ""); err != nil {
 				t.Fatal(err)
 			}
+			wantCounted(t, scrape(t, coreBase(d)), "corral_core_refused_total", "rooms_per_conn")
 		})
 	}
 }
