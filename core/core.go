@@ -11,6 +11,7 @@ import (
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
 )
@@ -48,6 +49,14 @@ type Core struct {
 	droppedAt map[string]time.Time
 
 	api apiState // the internal API's state (events.go)
+
+	// grants are the run-time room grants (limits.go); grantsDirty holds
+	// users whose grants changed, for grantsLoop.
+	grants      grants.Store
+	grantsWake  chan struct{}
+	enforceMu   sync.Mutex // serializes enforceGrants
+	grantsMu    sync.Mutex // guards grantsDirty
+	grantsDirty map[string]struct{}
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
@@ -70,7 +79,15 @@ func New(cfg Config) *Core {
 		droppedAt: make(map[string]time.Time),
 
 		subscribed: make(map[string]bool),
+
+		grants:      cfg.Grants,
+		grantsWake:  make(chan struct{}, 1),
+		grantsDirty: make(map[string]struct{}),
 	}
+	if c.grants == nil {
+		c.grants = grants.NewMemory()
+	}
+	c.grants.Watch(c.grantsChanged)
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
@@ -80,8 +97,9 @@ func New(cfg Config) *Core {
 		c.ownStore = true
 	}
 	c.initAPI()
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.touchLoop()
+	go c.grantsLoop()
 	return c
 }
 

@@ -31,7 +31,11 @@ type Edge struct {
 	mu     sync.Mutex // guards the following fields
 	conns  map[*conn]struct{}
 	closed bool
-	connWG sync.WaitGroup // one per open connection
+	// pending counts connections upgraded but not yet authenticated, and
+	// users the connections of each user (limits.go).
+	pending int
+	users   map[string]int
+	connWG  sync.WaitGroup // one per open connection
 }
 
 // New starts an Edge: it opens its links to the core in the background.
@@ -48,6 +52,7 @@ func New(cfg Config) (*Edge, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 		conns:   make(map[*conn]struct{}),
+		users:   make(map[string]int),
 	}
 	for i := range cfg.Links {
 		l := newLink(e, i)
@@ -111,6 +116,16 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.metrics.admissions.WithLabelValues(kind, "accepted").Inc()
+	if !e.pendingAdd() {
+		e.refusePending(w)
+		return
+	}
+	pending := true
+	defer func() {
+		if pending {
+			e.pendingDone()
+		}
+	}()
 
 	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{protocol.SubprotocolProto, protocol.SubprotocolJSON},
@@ -128,6 +143,12 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		enc = protocol.JSON
 	}
 	c := newConn(e, ws, enc, r.RemoteAddr)
+	c.handshakeDone = func() {
+		if pending {
+			pending = false
+			e.pendingDone()
+		}
+	}
 	if !e.track(c) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
 		return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/corral-rt/corral/web"
@@ -85,6 +87,15 @@ type Options struct {
 	// the Node.
 	Core core.Config
 	Edge edge.Config
+	// ReadHeaderTimeout bounds reading a request's headers (the WebSocket
+	// upgrade included): a client sending them slowly (slowloris) is cut
+	// after it. Default 5s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a kept-alive HTTP connection with no request in
+	// flight after this long. Default 60s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
+	MaxHeaderBytes int
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -139,8 +150,9 @@ func Start(opts Options) (*Node, error) {
 			}
 			h := history.NewRedis(n.redis, history.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, Events: ev})
 			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
-			cc.History, cc.Sessions = h, ss
-			n.stores = append(n.stores, ss, h)
+			g := grants.NewRedis(n.redis, grants.RedisOptions{Prefix: opts.RedisPrefix})
+			cc.History, cc.Sessions, cc.Grants = h, ss, g
+			n.stores = append(n.stores, ss, h, g)
 		}
 		if cc.History == nil {
 			var ev *events.Memory
@@ -278,7 +290,9 @@ func (n *Node) listen(addr string, h http.Handler) error {
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         p,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cmp.Or(n.opts.ReadHeaderTimeout, 5*time.Second),
+		IdleTimeout:       cmp.Or(n.opts.IdleTimeout, 60*time.Second),
+		MaxHeaderBytes:    cmp.Or(n.opts.MaxHeaderBytes, 64<<10),
 		ErrorLog:          slog.NewLogLogger(n.opts.Logger.Handler(), slog.LevelWarn),
 	}
 	n.servers = append(n.servers, srv)
