@@ -120,10 +120,13 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.refusePending(w)
 		return
 	}
-	pending := true
+	// The pending handshake ends once: at the authenticated hello, or
+	// when the connection ends before one.
+	var pendingOnce sync.Once
+	release := func() { pendingOnce.Do(e.pendingDone) }
 	defer func() {
-		if pending {
-			e.pendingDone()
+		if !served {
+			release()
 		}
 	}()
 
@@ -143,12 +146,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		enc = protocol.JSON
 	}
 	c := newConn(e, ws, enc, r.RemoteAddr)
-	c.handshakeDone = func() {
-		if pending {
-			pending = false
-			e.pendingDone()
-		}
-	}
+	c.handshakeDone = release
 	if !e.track(c) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
 		return
@@ -157,6 +155,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer e.connWG.Done()
 		defer e.untrack(c)
+		defer release()
 		c.serve()
 	}()
 }
