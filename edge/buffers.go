@@ -11,32 +11,32 @@ import (
 // Buffer sizes of a client connection. net/http hands a hijacked
 // connection a 4 KiB reader and a 4 KiB writer, which coder/websocket keeps
 // for the connection's whole life: most of what an idle connection costs.
-// corral's frames are small (a client frame is a hello, a join, a publish;
-// a server message is one WebSocket write of one or a few frames), so:
 //
-//   - readBufferSize holds a frame header and a typical client frame; a
-//     larger payload is read straight into its destination, as bufio does
-//     for reads larger than its buffer.
-//   - writeBufferSize holds a frame header plus a typical server message,
-//     so that one message is one write(2). A larger message (a big batch)
-//     costs a second write(2); they are rare and large, so the second
-//     call is cheap next to the copy.
+//   - readBufferSize holds a frame header and a typical client frame (a
+//     hello, a join, a publish); a larger payload is read straight into its
+//     destination, as bufio does for reads larger than its buffer.
+//   - controlBufferSize is coder/websocket's writer, which now carries only
+//     control frames (close, pong: at most 2+125 bytes, so one write(2)
+//     each): the edge frames its data messages itself and writes each one
+//     to the socket in one call (see conn.writeLoop).
 const (
-	readBufferSize  = 1 << 10
-	writeBufferSize = 2 << 10
+	readBufferSize    = 1 << 10
+	controlBufferSize = 256
 )
 
-// smallBuffers is the ResponseWriter handed to websocket.Accept: its Hijack
-// gives the connection corral's smaller buffers instead of net/http's.
-type smallBuffers struct {
+// hijacker is the ResponseWriter handed to websocket.Accept: its Hijack
+// gives the connection corral's smaller buffers instead of net/http's, and
+// keeps the net.Conn for the edge's own data writes.
+type hijacker struct {
 	http.ResponseWriter
+	nc net.Conn // set by Hijack
 }
 
 // Hijack hijacks the underlying connection and re-buffers it. Bytes the
 // client sent past the upgrade request and net/http already read stay first
 // in the new reader's buffer (coder/websocket takes them from there).
-func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -64,5 +64,6 @@ func (s smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, err
 		}
 	}
-	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(nc, writeBufferSize)), nil
+	h.nc = nc
+	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(nc, controlBufferSize)), nil
 }

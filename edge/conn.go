@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,14 @@ import (
 // conn is one client WebSocket. The HTTP handler goroutine is its only
 // reader; writeLoop is its only writer.
 type conn struct {
-	e      *Edge
-	ws     *websocket.Conn
+	e  *Edge
+	ws *websocket.Conn
+	// nc is ws's network connection. writeLoop writes data messages to it
+	// directly, framed by the edge (see appendFrameHeader), each in one
+	// Write; coder/websocket writes only control frames (close, pong),
+	// each also in one Write, so frames never interleave.
+	nc     net.Conn
+	opcode byte // the WebSocket opcode of data messages: text or binary
 	enc    protocol.Encoding
 	msgTyp websocket.MessageType
 	remote string
@@ -72,10 +79,12 @@ type conn struct {
 	reattaching bool
 }
 
-func newConn(e *Edge, ws *websocket.Conn, enc protocol.Encoding, remote string) *conn {
+func newConn(e *Edge, ws *websocket.Conn, nc net.Conn, enc protocol.Encoding, remote string) *conn {
 	c := &conn{
 		e:      e,
 		ws:     ws,
+		nc:     nc,
+		opcode: opText,
 		enc:    enc,
 		msgTyp: websocket.MessageText,
 		remote: remote,
@@ -85,7 +94,7 @@ func newConn(e *Edge, ws *websocket.Conn, enc protocol.Encoding, remote string) 
 		limits: newLimiter(&e.cfg),
 	}
 	if enc == protocol.Proto {
-		c.msgTyp = websocket.MessageBinary
+		c.msgTyp, c.opcode = websocket.MessageBinary, opBinary
 	}
 	c.link = e.linkFor(c.id)
 	c.lastRead.Store(time.Now().UnixNano())
@@ -485,14 +494,21 @@ func (c *conn) writeLoop() {
 		c.mu.Unlock()
 
 		if len(q) > 0 {
-			msg := q[0]
-			if len(q) > 1 {
-				buf = protocol.AppendBatch(c.enc, buf[:0], q)
-				msg = buf
+			// One WebSocket message: the frame header, then the one
+			// queued frame or a batch of them, written in one call.
+			if cap(buf) < maxFrameHeader {
+				buf = make([]byte, maxFrameHeader, 1024)
 			}
+			buf = buf[:maxFrameHeader]
+			if len(q) == 1 {
+				buf = append(buf, q[0]...)
+			} else {
+				buf = protocol.AppendBatch(c.enc, buf, q)
+			}
+			msg := frameMessage(buf, c.opcode)
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
 			c.writeStart.Store(time.Now().UnixNano())
-			err := c.ws.Write(context.Background(), c.msgTyp, msg)
+			_, err := c.nc.Write(msg)
 			c.writeStart.Store(0)
 			if err != nil {
 				c.ws.CloseNow()

@@ -130,7 +130,8 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
+	hj := &hijacker{ResponseWriter: w}
+	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{protocol.SubprotocolProto, protocol.SubprotocolJSON},
 		OriginPatterns:     e.cfg.OriginPatterns,
 		InsecureSkipVerify: e.cfg.AnyOrigin,
@@ -145,7 +146,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// No subprotocol offered: JSON, so any WebSocket tool can talk.
 		enc = protocol.JSON
 	}
-	c := newConn(e, ws, enc, r.RemoteAddr)
+	c := newConn(e, ws, hj.nc, enc, r.RemoteAddr)
 	c.handshakeDone = release
 	if !e.track(c) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")

@@ -1,0 +1,41 @@
+package edge
+
+import "encoding/binary"
+
+// The edge writes its data messages to the socket itself (RFC 6455 §5.2):
+// a server's frames are unmasked, and each of corral's messages is one
+// final frame, so the header is the opcode and the payload length.
+const (
+	opText   = 0x1
+	opBinary = 0x2
+	finBit   = 0x80
+
+	// maxFrameHeader is the longest header of an unmasked frame: 2 bytes,
+	// then 8 for a 64-bit length.
+	maxFrameHeader = 10
+)
+
+// frameMessage turns buf, whose first maxFrameHeader bytes are reserved
+// and followed by the payload, into one WebSocket frame: it writes the
+// header just before the payload and returns the frame, a suffix of buf.
+func frameMessage(buf []byte, opcode byte) []byte {
+	n := len(buf) - maxFrameHeader
+	var h [maxFrameHeader]byte
+	h[0] = finBit | opcode
+	hl := 2
+	switch {
+	case n <= 125:
+		h[1] = byte(n)
+	case n <= 0xFFFF:
+		h[1] = 126
+		binary.BigEndian.PutUint16(h[2:], uint16(n))
+		hl = 4
+	default:
+		h[1] = 127
+		binary.BigEndian.PutUint64(h[2:], uint64(n))
+		hl = 10
+	}
+	start := maxFrameHeader - hl
+	copy(buf[start:], h[:hl])
+	return buf[start:]
+}
