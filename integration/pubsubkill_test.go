@@ -138,7 +138,6 @@ func TestPubSubReconnectCatchesUp(t *testing.T) {
 	}
 }
 
-
 func setMax(t *testing.T, rc rueidis.Client, n int64) {
 	t.Helper()
 	err := rc.Do(context.Background(), rc.B().ConfigSet().ParameterValue().ParameterValue("maxclients", strconv.FormatInt(n, 10)).Build()).Error()
