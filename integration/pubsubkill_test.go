@@ -145,3 +145,44 @@ func setMax(t *testing.T, rc rueidis.Client, n int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestCoreUnsubscribesEmptyRooms: a core is subscribed to a room's channel
+// only while it has members there.
+func TestCoreUnsubscribesEmptyRooms(t *testing.T) {
+	addr := redistest.Start(t)
+	d := start(t, "serve", nil, func(o *server.Options) {
+		o.RedisURL = "redis://" + addr
+		o.RedisPrefix = redistest.Prefix(t)
+		o.Core.UnsubscribeDelay = 50 * time.Millisecond
+	})
+	rc := redistest.Client(t, addr)
+	ctx := testCtx(t)
+	subscribed := func() int {
+		chs, err := rc.Do(ctx, rc.B().PubsubChannels().Pattern("*{lobby*").Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(chs)
+	}
+	var conns []interface{ CloseNow() }
+	for i := range 3 {
+		c := dial(t, d, fmt.Sprintf("u%d", i), protocol.JSON)
+		if _, err := c.Join(ctx, fmt.Sprintf("lobby%d", i), 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	if n := subscribed(); n != 3 {
+		t.Fatalf("%d rooms subscribed with members in 3", n)
+	}
+	for _, c := range conns {
+		c.CloseNow()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for subscribed() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rooms still subscribed without members", subscribed())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
