@@ -230,10 +230,21 @@ func Start(opts Options) (*Node, error) {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	rc := n.redis // n.redis is cleared on Close
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if n.edge != nil && !n.edge.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
+		}
+		// A core without its Redis can neither order nor resume anything.
+		if rc != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			err := rc.Do(ctx, rc.B().Ping().Build()).Error()
+			cancel()
+			if err != nil {
+				http.Error(w, "not ready: redis: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ready")
 	})
