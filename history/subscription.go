@@ -172,13 +172,26 @@ func (s *Subscription) reconnect() <-chan error {
 		}
 		// Rooms whose SUBSCRIBE failed on the old connection are confirmed
 		// now.
+		// Rooms removed meanwhile may have been subscribed again here:
+		// unsubscribe them after.
 		s.mu.Lock()
+		var stale *batch
 		for i, room := range rooms {
-			if s.rooms[room] == batches[i] {
+			b, ok := s.rooms[room]
+			switch {
+			case b == batches[i]:
 				s.rooms[room] = confirmed
+			case !ok:
+				if stale == nil {
+					stale = s.batchLocked(true)
+				}
+				stale.rooms = append(stale.rooms, room)
 			}
 		}
 		s.mu.Unlock()
+		if stale != nil {
+			s.wake()
+		}
 		for _, room := range rooms {
 			s.deliver(room, nil)
 		}
