@@ -31,7 +31,7 @@ const usage = `corral — a real-time rooms server.
 
 Usage:
   corral serve [flags]   edge + core in one process, in memory (start here)
-  corral edge  [flags]   WebSocket edge; needs --core URL of a running core
+  corral edge  [flags]   WebSocket edge; needs --core URL of a running core (or several: a,b,c)
   corral core  [flags]   room service for edges and internal services
   corral help            this text
 
