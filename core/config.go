@@ -20,6 +20,10 @@ type Config struct {
 	// SessionTTL is how long a dropped session stays resumable; told to
 	// clients in Welcome. Default 2 minutes.
 	SessionTTL time.Duration
+	// UnsubscribeDelay is how often the rooms this core no longer holds
+	// leave its Redis pub/sub subscription, in one batch; a room emptied
+	// and re-joined meanwhile keeps its subscription. Default 10s.
+	UnsubscribeDelay time.Duration
 	// Heartbeat is how often clients are told to send something. Default 25s.
 	Heartbeat time.Duration
 	// LinkQueue bounds the frames waiting on one link. Default 262144.
@@ -57,6 +61,9 @@ func (c *Config) withDefaults() Config {
 	out := *c
 	if out.SessionTTL <= 0 {
 		out.SessionTTL = 2 * time.Minute
+	}
+	if out.UnsubscribeDelay <= 0 {
+		out.UnsubscribeDelay = 10 * time.Second
 	}
 	if out.Heartbeat <= 0 {
 		out.Heartbeat = 25 * time.Second

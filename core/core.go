@@ -30,9 +30,6 @@ type Core struct {
 	// this process is the only publisher.
 	sub *history.Subscription
 
-	subMu      sync.Mutex      // serializes subscribe and unsubscribe
-	subscribed map[string]bool // guarded by subMu
-
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -77,8 +74,6 @@ func New(cfg Config) *Core {
 		links:   make(map[*link]struct{}),
 
 		droppedAt: make(map[string]time.Time),
-
-		subscribed: make(map[string]bool),
 
 		grants:      cfg.Grants,
 		grantsWake:  make(chan struct{}, 1),
@@ -142,25 +137,17 @@ func (c *Core) onRemote(roomName string, msg *corralv1.Message) {
 	r.deliver(msg)
 }
 
-// subscribe makes sure pub/sub brings room's messages.
+// subscribe makes sure pub/sub brings room's messages. Joins of many
+// rooms at once share SUBSCRIBE commands (see history.Subscription.Add).
 func (c *Core) subscribe(ctx context.Context, room string) error {
-	c.subMu.Lock()
-	defer c.subMu.Unlock()
-	if c.subscribed[room] {
-		return nil
-	}
-	if err := c.sub.Add(ctx, room); err != nil {
-		return err
-	}
-	c.subscribed[room] = true
-	return nil
+	return c.sub.Add(ctx, room)
 }
 
 // unsubscribeLoop drops, in batches, the subscriptions of rooms this
 // process no longer holds.
 func (c *Core) unsubscribeLoop() {
 	defer c.wg.Done()
-	t := time.NewTicker(10 * time.Second)
+	t := time.NewTicker(c.cfg.UnsubscribeDelay)
 	defer t.Stop()
 	for {
 		select {
@@ -168,25 +155,17 @@ func (c *Core) unsubscribeLoop() {
 			return
 		case <-t.C:
 		}
-		c.subMu.Lock()
-		var gone []string
+		// Under c.mu: a room acquired after this decision subscribes
+		// again, after the UNSUBSCRIBE (history.Subscription.RemoveIf).
 		c.mu.Lock()
-		for room := range c.subscribed {
-			if _, ok := c.rooms[room]; !ok {
-				gone = append(gone, room)
-			}
-		}
+		n := c.sub.RemoveIf(func(room string) bool {
+			_, ok := c.rooms[room]
+			return !ok
+		})
 		c.mu.Unlock()
-		if len(gone) > 0 {
-			ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-			if err := c.sub.Remove(ctx, gone...); err == nil {
-				for _, room := range gone {
-					delete(c.subscribed, room)
-				}
-			}
-			cancel()
+		if n > 0 {
+			c.metrics.unsubscribed.Add(float64(n))
 		}
-		c.subMu.Unlock()
 	}
 }
 

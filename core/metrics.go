@@ -24,11 +24,13 @@ type metrics struct {
 	signalsIn, signalsOut  prometheus.Counter
 	signalsCoalesced       prometheus.Counter
 	reconnectSeconds       prometheus.Histogram
+	unsubscribed           prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		rooms:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_rooms", Help: "Rooms with members or work in flight."}),
+		unsubscribed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_pubsub_unsubscribed_total", Help: "Rooms whose Redis pub/sub subscription this core dropped because it no longer has members there."}),
 		sessions:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_sessions_attached", Help: "Sessions attached to a connection."}),
 		links:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_links", Help: "Open edge links."}),
 		published:     prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_messages_published_total", Help: "Messages appended to room history and fanned out."}),
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed)
 	}
 	return m
 }

@@ -9,14 +9,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Config configures an Edge. Core and Auth are required.
+// Config configures an Edge. Core (or Cores) and Auth are required.
 type Config struct {
 	// Core is the room service the edge links to (in-process or over h2c).
 	Core corralv1connect.RoomServiceClient
+	// Cores, when set, replaces Core: several cores sharing one Redis. The
+	// edge keeps Links streams to each; a connection is assigned to one
+	// stream. When a stream fails, it re-opens on the next core in the
+	// list and the edge resumes the stream's sessions there (sessions live
+	// in Redis, so any core can resume them): a failed core costs its
+	// clients no disconnect. A failed-over stream stays on its new core
+	// until that one fails too.
+	Cores []corralv1connect.RoomServiceClient
 	// Auth verifies connection tokens.
 	Auth auth.Authenticator
-	// Links is how many Link streams the edge keeps to the core; connections
-	// are spread over them. Default 2.
+	// Links is how many Link streams the edge keeps to each core;
+	// connections are spread over all of them. Default 2.
 	Links int
 	// OriginPatterns are the browser origins (host patterns, see
 	// websocket.AcceptOptions) allowed besides the request's own host.
@@ -87,6 +95,9 @@ type Config struct {
 
 func (c *Config) withDefaults() Config {
 	out := *c
+	if len(out.Cores) == 0 && out.Core != nil {
+		out.Cores = []corralv1connect.RoomServiceClient{out.Core}
+	}
 	if out.Links <= 0 {
 		out.Links = 2
 	}

@@ -40,7 +40,7 @@ type Edge struct {
 
 // New starts an Edge: it opens its links to the core in the background.
 func New(cfg Config) (*Edge, error) {
-	if cfg.Core == nil || cfg.Auth == nil {
+	if (cfg.Core == nil && len(cfg.Cores) == 0) || cfg.Auth == nil {
 		return nil, errors.New("edge: Config.Core and Config.Auth are required")
 	}
 	cfg = cfg.withDefaults()
@@ -54,7 +54,8 @@ func New(cfg Config) (*Edge, error) {
 		conns:   make(map[*conn]struct{}),
 		users:   make(map[string]int),
 	}
-	for i := range cfg.Links {
+	// Link i starts on core i mod len(Cores): each core gets Links streams.
+	for i := range cfg.Links * len(cfg.Cores) {
 		l := newLink(e, i)
 		e.links = append(e.links, l)
 		e.wg.Add(1)

@@ -29,6 +29,9 @@ type link struct {
 	e     *Edge
 	idx   int
 	queue *linkq.Queue[*corralv1.EdgeFrame]
+	// core indexes Config.Cores: where the stream is opened. Only run
+	// reads and writes it.
+	core int
 
 	mu    sync.Mutex // guards the following fields
 	up    bool
@@ -53,6 +56,7 @@ func newLink(e *Edge, idx int) *link {
 	return &link{
 		e:     e,
 		idx:   idx,
+		core:  idx % len(e.cfg.Cores),
 		queue: linkq.New[*corralv1.EdgeFrame](),
 		conns: make(map[uint64]*conn),
 		rooms: make(map[string]map[*conn]struct{}),
@@ -80,7 +84,12 @@ func (l *link) run(ctx context.Context) {
 			return
 		}
 		l.e.metrics.linkFailures.Inc()
-		l.e.cfg.Logger.Warn("link to core failed", "link", l.idx, "err", err)
+		l.e.cfg.Logger.Warn("link to core failed", "link", l.idx, "core", l.core, "err", err)
+		if n := len(l.e.cfg.Cores); n > 1 {
+			// Fail over: the orphans resume on the next core.
+			l.core = (l.core + 1) % n
+			l.e.metrics.linkFailovers.Inc()
+		}
 		if time.Since(start) > 10*time.Second {
 			backoff = 50 * time.Millisecond
 		}
@@ -98,7 +107,7 @@ func (l *link) run(ctx context.Context) {
 func (l *link) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := l.e.cfg.Core.Link(ctx)
+	stream, err := l.e.cfg.Cores[l.core].Link(ctx)
 	if err != nil {
 		return err
 	}

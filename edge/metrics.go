@@ -11,6 +11,7 @@ type metrics struct {
 	framesPerFlush prometheus.Histogram
 	linkUp         prometheus.Gauge
 	linkFailures   prometheus.Counter
+	linkFailovers  prometheus.Counter
 	signalsMerged  prometheus.Counter
 	admissions     *prometheus.CounterVec
 	draining       prometheus.Gauge
@@ -31,6 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		linkUp:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),
 		linkFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failures_total", Help: "Link streams to the core that failed."}),
+		linkFailovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failovers_total", Help: "Link streams moved to another core after a failure (several cores configured)."}),
 		admissions:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_admissions_total", Help: "Connection attempts by kind (handshake, resume) and outcome (accepted, deferred with 503)."}, []string{"kind", "outcome"}),
 		reattached:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_sessions_reattached_total", Help: "Sessions the edge resumed by itself after its link to the core came back (their clients saw no disconnect)."}),
 		draining:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_drain_remaining", Help: "Connections still open during a drain (0 when not draining)."}),
@@ -39,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures, m.signalsMerged, m.admissions, m.draining, m.reattached, m.refused, m.pending)
+		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.draining, m.reattached, m.refused, m.pending)
 	}
 	return m
 }

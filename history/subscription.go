@@ -35,10 +35,36 @@ type Subscription struct {
 
 	hmu sync.Mutex // serializes handler calls
 
-	mu     sync.RWMutex // guards the following fields
-	rooms  map[string]struct{}
+	kick    chan struct{} // wakes flushLoop; capacity 1
+	flushed chan struct{} // closed when flushLoop returns
+
+	mu sync.RWMutex // guards the following fields
+	// rooms is the set of subscribed rooms; the batch that subscribes
+	// each is closed once Redis confirms.
+	rooms  map[string]*batch
 	dc     rueidis.DedicatedClient
 	closed bool
+	// ops are SUBSCRIBE and UNSUBSCRIBE batches waiting for flushLoop, in
+	// the order the set changed, so that Redis ends where the set is.
+	ops []*batch
+}
+
+// confirmed stands for a SUBSCRIBE that Redis confirmed on the current
+// connection, for rooms subscribed by a reconnect.
+var confirmed = func() *batch {
+	b := &batch{done: make(chan struct{})}
+	close(b.done)
+	return b
+}()
+
+// batch is one SUBSCRIBE or UNSUBSCRIBE of rooms. Rooms added (or
+// removed) while a command is in flight wait in one batch for the next:
+// a thousand joins at once cost a few round trips, not a thousand.
+type batch struct {
+	unsub bool
+	rooms []string
+	done  chan struct{} // closed when sent; err is set before
+	err   error
 }
 
 // Subscribe starts a subscription with no rooms; add them with
@@ -54,7 +80,9 @@ func (r *Redis) Subscribe(ctx context.Context, handler func(room string, msg *co
 		r:       r,
 		handler: handler,
 		done:    make(chan struct{}),
-		rooms:   make(map[string]struct{}),
+		kick:    make(chan struct{}, 1),
+		flushed: make(chan struct{}),
+		rooms:   make(map[string]*batch),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	dc, wait, err := s.connect(ctx)
@@ -67,6 +95,7 @@ func (r *Redis) Subscribe(ctx context.Context, handler func(room string, msg *co
 	r.subs[s] = struct{}{}
 	r.mu.Unlock()
 	go s.run(wait)
+	go s.flushLoop()
 	return s, nil
 }
 
@@ -128,8 +157,10 @@ func (s *Subscription) reconnect() <-chan error {
 		old := s.dc
 		s.dc = dc
 		rooms := make([]string, 0, len(s.rooms))
-		for room := range s.rooms {
+		batches := make([]*batch, 0, len(s.rooms))
+		for room, b := range s.rooms {
 			rooms = append(rooms, room)
+			batches = append(batches, b)
 		}
 		s.mu.Unlock()
 		old.Close()
@@ -138,6 +169,28 @@ func (s *Subscription) reconnect() <-chan error {
 		if err != nil {
 			dc.Close() // so that wait reports it, and try again
 			continue
+		}
+		// Rooms whose SUBSCRIBE failed on the old connection are confirmed
+		// now.
+		// Rooms removed meanwhile may have been subscribed again here:
+		// unsubscribe them after.
+		s.mu.Lock()
+		var stale *batch
+		for i, room := range rooms {
+			b, ok := s.rooms[room]
+			switch {
+			case b == batches[i]:
+				s.rooms[room] = confirmed
+			case !ok:
+				if stale == nil {
+					stale = s.batchLocked(true)
+				}
+				stale.rooms = append(stale.rooms, room)
+			}
+		}
+		s.mu.Unlock()
+		if stale != nil {
+			s.wake()
 		}
 		for _, room := range rooms {
 			s.deliver(room, nil)
@@ -162,56 +215,189 @@ func (s *Subscription) subscribe(ctx context.Context, dc rueidis.DedicatedClient
 }
 
 // Add subscribes to rooms; it returns once Redis has confirmed, so messages
-// appended afterwards are delivered. On a connection error the rooms stay
-// in the set and are subscribed on reconnect.
+// appended afterwards are delivered. Rooms added concurrently share one
+// SUBSCRIBE. On a connection error the rooms stay in the set and are
+// subscribed on reconnect.
 func (s *Subscription) Add(ctx context.Context, rooms ...string) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return fmt.Errorf("history: subscription add: %w", errClosed)
 	}
+	var wait []*batch
+	var b *batch
 	for _, room := range rooms {
-		s.rooms[room] = struct{}{}
-	}
-	dc := s.dc
-	s.mu.Unlock()
-	if err := s.subscribe(ctx, dc, rooms); err != nil {
-		s.mu.RLock()
-		replaced := s.dc != dc
-		s.mu.RUnlock()
-		if replaced {
-			// The new connection subscribes every room in the set.
-			return nil
+		if old, ok := s.rooms[room]; ok {
+			wait = append(wait, old)
+			continue
 		}
-		return fmt.Errorf("history: subscription add: %w", err)
+		if b == nil {
+			b = s.batchLocked(false)
+			wait = append(wait, b)
+		}
+		b.rooms = append(b.rooms, room)
+		s.rooms[room] = b
+	}
+	s.mu.Unlock()
+	s.wake()
+	for _, b := range wait {
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return fmt.Errorf("history: subscription add: %w", ctx.Err())
+		}
+		if b.err != nil {
+			return fmt.Errorf("history: subscription add: %w", b.err)
+		}
 	}
 	return nil
 }
 
 // Remove unsubscribes from rooms; once it returns, their messages are no
-// longer delivered.
+// longer delivered. The UNSUBSCRIBE itself is sent in the background,
+// batched with others.
 func (s *Subscription) Remove(ctx context.Context, rooms ...string) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return fmt.Errorf("history: subscription remove: %w", errClosed)
 	}
-	for _, room := range rooms {
-		delete(s.rooms, room)
+	s.removeLocked(func(room string) bool { return true }, rooms)
+	return nil
+}
+
+// RemoveIf unsubscribes from every room for which gone reports true, as
+// Remove does. It does not block: gone may read state the caller guards
+// with its own lock, held during the call, so that a concurrent Add
+// cannot be undone by a decision taken before it.
+func (s *Subscription) RemoveIf(gone func(room string) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0
 	}
-	dc := s.dc
-	s.mu.Unlock()
+	return s.removeLocked(gone, nil)
+}
+
+// removeLocked removes the rooms (all subscribed rooms when nil) that
+// gone picks and queues their UNSUBSCRIBE. Lock must be held.
+func (s *Subscription) removeLocked(gone func(string) bool, rooms []string) int {
+	var b *batch
+	drop := func(room string) {
+		if _, ok := s.rooms[room]; !ok || !gone(room) {
+			return
+		}
+		delete(s.rooms, room)
+		if b == nil {
+			b = s.batchLocked(true)
+		}
+		b.rooms = append(b.rooms, room)
+	}
+	if rooms == nil {
+		for room := range s.rooms {
+			drop(room)
+		}
+	} else {
+		for _, room := range rooms {
+			drop(room)
+		}
+	}
+	if b == nil {
+		return 0
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return len(b.rooms)
+}
+
+// batchLocked returns the open batch of that kind at the tail of the
+// queue, or appends one. Lock must be held.
+func (s *Subscription) batchLocked(unsub bool) *batch {
+	if n := len(s.ops); n > 0 && s.ops[n-1].unsub == unsub {
+		return s.ops[n-1]
+	}
+	b := &batch{unsub: unsub, done: make(chan struct{})}
+	s.ops = append(s.ops, b)
+	return b
+}
+
+func (s *Subscription) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop sends the queued batches in order, one command in flight at a
+// time, until Close.
+func (s *Subscription) flushLoop() {
+	defer close(s.flushed)
+	for {
+		select {
+		case <-s.ctx.Done():
+			s.mu.Lock()
+			ops := s.ops
+			s.ops = nil
+			s.mu.Unlock()
+			for _, b := range ops {
+				b.err = errClosed
+				close(b.done)
+			}
+			return
+		case <-s.kick:
+		}
+		for {
+			s.mu.Lock()
+			if len(s.ops) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			b := s.ops[0]
+			s.ops = s.ops[1:]
+			dc := s.dc
+			s.mu.Unlock()
+			ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+			err := s.send(ctx, dc, b)
+			cancel()
+			if err != nil {
+				s.mu.Lock()
+				switch {
+				case s.dc != dc || b.unsub:
+					// A new connection subscribes every room in the set;
+					// an UNSUBSCRIBE on a broken one is moot.
+					err = nil
+				default:
+					// The callers fail; the rooms leave the set, so that
+					// the next Add tries again.
+					for _, room := range b.rooms {
+						if s.rooms[room] == b {
+							delete(s.rooms, room)
+						}
+					}
+				}
+				s.mu.Unlock()
+			}
+			b.err = err
+			close(b.done)
+		}
+	}
+}
+
+func (s *Subscription) send(ctx context.Context, dc rueidis.DedicatedClient, b *batch) error {
+	if !b.unsub {
+		return s.subscribe(ctx, dc, b.rooms)
+	}
+	rooms := b.rooms
 	for len(rooms) > 0 {
 		n := min(len(rooms), subscribeBatch)
 		chs := make([]string, n)
 		for i, room := range rooms[:n] {
 			chs[i] = s.r.channel(room)
 		}
-		// Messages are filtered by the room set anyway, so a failure here
-		// (the connection is gone) changes nothing for the caller.
-		err := dc.Do(ctx, dc.B().Unsubscribe().Channel(chs...).Build()).Error()
-		if err != nil && ctx.Err() != nil {
-			return fmt.Errorf("history: subscription remove: %w", err)
+		if err := dc.Do(ctx, dc.B().Unsubscribe().Channel(chs...).Build()).Error(); err != nil {
+			return err
 		}
 		rooms = rooms[n:]
 	}
@@ -229,6 +415,7 @@ func (s *Subscription) Close() error {
 		s.cancel()
 		dc.Close()
 		<-s.done
+		<-s.flushed
 		s.r.mu.Lock()
 		delete(s.r.subs, s)
 		s.r.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +55,10 @@ type Options struct {
 	// DebugAddr serves Go's profiles (/debug/pprof/) on this address.
 	// Empty: not served. Keep it private: profiles expose internals.
 	DebugAddr string
-	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090.
+	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090,
+	// or several cores' URLs separated by commas (cores sharing one Redis):
+	// the edge spreads its links over them and moves a failed core's
+	// sessions to the others (see edge.Config.Cores).
 	CoreURL string
 	// RedisURL (redis://host:port/db) makes history and sessions durable in
 	// Redis, shared by every core that uses the same Redis. Empty: in memory.
@@ -207,18 +211,27 @@ func Start(opts Options) (*Node, error) {
 		var client *connect.Client
 		if opts.Mode == Serve {
 			client = connect.NewClient(connectinprocess.New(rpc, connectinprocess.WithCopyFunc(shareLinkFrames)))
+		}
+		ec := opts.Edge
+		if client != nil {
+			ec.Core = corralv1connect.NewRoomServiceClient(client)
 		} else {
-			if opts.CoreURL == "" {
-				return nil, errors.New("server: Options.CoreURL is required for an edge")
-			}
 			var ics []connect.ClientInterceptor
 			if opts.CoreAPIKey != "" {
 				ics = append(ics, apiclient.Bearer(opts.CoreAPIKey))
 			}
-			client = connect.NewClient(connecthttp.NewTransport(h2cClient(), opts.CoreURL, connecthttp.WithCompressors()), ics...)
+			hc := h2cClient()
+			for _, u := range strings.Split(opts.CoreURL, ",") {
+				if u = strings.TrimSpace(u); u == "" {
+					continue
+				}
+				c := connect.NewClient(connecthttp.NewTransport(hc, u, connecthttp.WithCompressors()), ics...)
+				ec.Cores = append(ec.Cores, corralv1connect.NewRoomServiceClient(c))
+			}
+			if len(ec.Cores) == 0 {
+				return nil, errors.New("server: Options.CoreURL is required for an edge")
+			}
 		}
-		ec := opts.Edge
-		ec.Core = corralv1connect.NewRoomServiceClient(client)
 		ec.Auth = opts.Auth
 		ec.Logger = opts.Logger.With("part", "edge")
 		ec.Registerer = reg
@@ -232,10 +245,21 @@ func Start(opts Options) (*Node, error) {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	rc := n.redis // n.redis is cleared on Close
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if n.edge != nil && !n.edge.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
+		}
+		// A core without its Redis can neither order nor resume anything.
+		if rc != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			err := rc.Do(ctx, rc.B().Ping().Build()).Error()
+			cancel()
+			if err != nil {
+				http.Error(w, "not ready: redis: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ready")
 	})

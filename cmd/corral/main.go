@@ -31,7 +31,7 @@ const usage = `corral — a real-time rooms server.
 
 Usage:
   corral serve [flags]   edge + core in one process, in memory (start here)
-  corral edge  [flags]   WebSocket edge; needs --core URL of a running core
+  corral edge  [flags]   WebSocket edge; needs --core URL of a running core (or several: a,b,c)
   corral core  [flags]   room service for edges and internal services
   corral help            this text
 
@@ -201,7 +201,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.internalAddr, "internal-addr", "", "also serve the internal RoomService API (Connect, gRPC, gRPC-Web) on this `host:port`; keep it private [CORRAL_INTERNAL_ADDR]")
 	}
 	if mode == server.EdgeOnly {
-		fs.StringVar(&f.coreURL, "core", "http://127.0.0.1:8090", "base `URL` of the core (h2c) [CORRAL_CORE]")
+		fs.StringVar(&f.coreURL, "core", "http://127.0.0.1:8090", "base `URL` of the core (h2c), or several cores' URLs separated by commas (cores sharing one Redis: links are spread over them and a failed core's sessions move to the others) [CORRAL_CORE]")
 	}
 	if mode == server.CoreOnly {
 		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: the internal API accepts calls without an API key (same as --api-insecure); never in production [CORRAL_INSECURE_DEV]")
