@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/protocol"
 	"google.golang.org/protobuf/proto"
 )
@@ -27,7 +28,8 @@ func FuzzLinkResponse(f *testing.F) {
 		if proto.Unmarshal(data, &resp) != nil {
 			return
 		}
-		cfg := (&Config{QueueFrames: 64, QueueBytes: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).withDefaults()
+		cfg := (&Config{QueueFrames: 64, QueueBytes: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Cores: make([]corralv1connect.RoomServiceClient, 1)}).withDefaults() // a link needs a core; this one never dials
 		e := &Edge{cfg: cfg, metrics: newMetrics(nil), conns: make(map[*conn]struct{}), users: make(map[string]int)}
 		l := newLink(e, 0)
 		conns := []*conn{fuzzConn(e, l, 1, protocol.JSON), fuzzConn(e, l, 2, protocol.Proto)}
