@@ -74,17 +74,23 @@ type presenceState struct {
 	mu sync.Mutex // guards the following fields
 	// grace holds the dropped connections still counted, by room and
 	// session.
-	grace map[graceKey]*time.Timer
+	grace map[graceKey]*graceEntry
 }
 
 type graceKey struct{ room, session string }
+
+// graceEntry is a dropped connection still counted.
+type graceEntry struct {
+	timer *time.Timer
+	user  string
+}
 
 // initPresence makes the store; New calls it once.
 func (c *Core) initPresence() error {
 	p := &c.pres
 	p.cfg = c.cfg.Presence.withDefaults()
-	p.grace = make(map[graceKey]*time.Timer)
-	opts := presence.Options{OnChange: c.onPresenceChange, OnCommit: c.onPresenceCommit}
+	p.grace = make(map[graceKey]*graceEntry)
+	opts := presence.Options{OnChange: c.onPresenceChange, OnCommit: c.onPresenceCommit, OnLost: c.presenceRecount}
 	if p.cfg.NewStore == nil {
 		p.store = presence.NewMemory(opts)
 		return nil
@@ -102,8 +108,8 @@ func (c *Core) initPresence() error {
 func (c *Core) closePresence() error {
 	p := &c.pres
 	p.mu.Lock()
-	for k, t := range p.grace {
-		t.Stop()
+	for k, g := range p.grace {
+		g.timer.Stop()
 		delete(p.grace, k)
 	}
 	p.mu.Unlock()
@@ -172,11 +178,11 @@ func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []by
 	if !counted {
 		key := graceKey{r.name, s.id}
 		p.mu.Lock()
-		t, waiting := p.grace[key]
+		g, waiting := p.grace[key]
 		delete(p.grace, key)
 		p.mu.Unlock()
 		if waiting {
-			t.Stop()
+			g.timer.Stop()
 			counted = true
 		}
 	}
@@ -225,10 +231,10 @@ func (c *Core) presenceLeave(s *session, room string, clean bool) {
 	if _, ok := p.grace[key]; ok || c.ctx.Err() != nil {
 		return
 	}
-	var t *time.Timer
-	t = time.AfterFunc(p.cfg.Grace, func() {
+	g := &graceEntry{user: s.user}
+	g.timer = time.AfterFunc(p.cfg.Grace, func() {
 		p.mu.Lock()
-		mine := p.grace[key] == t
+		mine := p.grace[key] == g
 		if mine {
 			delete(p.grace, key)
 		}
@@ -237,7 +243,7 @@ func (c *Core) presenceLeave(s *session, room string, clean bool) {
 			remove()
 		}
 	})
-	p.grace[key] = t
+	p.grace[key] = g
 }
 
 // setPresence replaces the user's state in a room joined with presence.
@@ -636,8 +642,8 @@ func cloneMembers(m map[string]presence.Member) map[string]presence.Member {
 	return out
 }
 
-// presenceRooms lists the rooms this core keeps presence views of, for
-// unwatching the others.
+// unwatchPresenceLoop stops, every 10s, the store's changes of rooms
+// this core no longer holds.
 func (c *Core) unwatchPresenceLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(10 * time.Second)
@@ -665,11 +671,31 @@ func (c *Core) unwatchPresenceLoop() {
 			r.mu.Unlock()
 		}
 		c.mu.Unlock()
-		if len(gone) > 0 {
-			ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-			_ = c.pres.store.Unwatch(ctx, gone...)
-			cancel()
+		if len(gone) == 0 {
+			continue
 		}
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		_ = c.pres.store.Unwatch(ctx, gone...)
+		// A room that came back meanwhile may have watched before the
+		// unwatch: watch again and read it again.
+		for _, name := range gone {
+			c.mu.Lock()
+			r := c.rooms[name]
+			c.mu.Unlock()
+			if r == nil {
+				continue
+			}
+			r.mu.Lock()
+			want := r.pres.loaded || r.pres.loading
+			r.mu.Unlock()
+			if want && c.pres.store.Watch(ctx, name) == nil {
+				watched[name] = true
+				r.mu.Lock()
+				r.reloadPresenceLocked()
+				r.mu.Unlock()
+			}
+		}
+		cancel()
 	}
 }
 
@@ -683,5 +709,36 @@ func (c *Core) presenceDetach(s *session, clean bool) {
 	s.mu.Unlock()
 	for _, room := range rooms {
 		c.presenceLeave(s, room, clean)
+	}
+}
+
+// presenceRecount counts again every connection this core holds in
+// presence, after other cores swept it for dead (it could not heartbeat):
+// without it, members connected here would stay missing.
+func (c *Core) presenceRecount() {
+	type entry struct{ room, user string }
+	var all []entry
+	c.mu.Lock()
+	for _, s := range c.live {
+		s.mu.Lock()
+		for room := range s.pres {
+			all = append(all, entry{room, s.user})
+		}
+		s.mu.Unlock()
+	}
+	c.mu.Unlock()
+	p := &c.pres
+	p.mu.Lock()
+	for k, g := range p.grace {
+		all = append(all, entry{k.room, g.user})
+	}
+	p.mu.Unlock()
+	c.cfg.Logger.Warn("presence: this core was swept as dead; counting its connections again", "connections", len(all))
+	for _, e := range all {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		if err := p.store.Add(ctx, e.room, e.user, nil); err != nil {
+			c.cfg.Logger.Warn("presence recount failed", "room", e.room, "err", err)
+		}
+		cancel()
 	}
 }

@@ -53,11 +53,6 @@ type RedisOptions struct {
 	// other cores remove its connections. A dead core's members leave
 	// within DeadAfter + Heartbeat. Default 20s.
 	DeadAfter time.Duration
-	// OnLost is called when this core finds it was declared dead (it
-	// could not heartbeat for DeadAfter) and its connections were removed:
-	// the caller should Add its connections again. It runs on the
-	// heartbeat goroutine.
-	OnLost func()
 }
 
 // Redis is a [Store] in Redis, shared by every core that uses the same

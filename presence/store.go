@@ -67,6 +67,11 @@ type Options struct {
 	// Add, Remove, SetState, and the sweeps it ran), once each: the place
 	// to record events exactly once. Same rules as OnChange.
 	OnCommit func(Change)
+	// OnLost is called when a shared store finds that other cores took
+	// this core for dead (it could not heartbeat for too long) and removed
+	// its connections: the caller should Add its connections again. It
+	// runs on a store goroutine and may call the store.
+	OnLost func()
 }
 
 // Store holds presence for every room of a deployment. All methods may be
