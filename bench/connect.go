@@ -21,6 +21,9 @@ type Connect struct {
 	Hold     time.Duration
 	Probes   int
 	SLO      time.Duration
+	// Presence: members join with presence; the result counts their
+	// presence frames and bytes.
+	Presence bool
 }
 
 // NewConnect returns W3's rate, 1,000 new connections/s, up to 15,000
@@ -53,13 +56,14 @@ func (c *Connect) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Inflight, "inflight", c.Inflight, "dials in progress at most")
 	fs.DurationVar(&c.Hold, "hold", c.Hold, "how long the connections stay idle before memory is read")
 	fs.IntVar(&c.Probes, "probes", c.Probes, "messages published to each room after the hold, to check delivery (through --api when given, else by a member)")
+	fs.BoolVar(&c.Presence, "presence", c.Presence, "join with presence and count the presence frames and bytes each member reads")
 	fs.DurationVar(&c.SLO, "slo", c.SLO, "the run passes with p95 connect-to-joined within this and no failed connection")
 }
 
 func (c *Connect) params() map[string]any {
 	return map[string]any{
 		"sockets": c.Sockets, "rooms": c.Rooms, "rate": c.Rate, "inflight": c.Inflight,
-		"hold": c.Hold.String(), "probes": c.Probes, "slo": c.SLO.String(),
+		"hold": c.Hold.String(), "probes": c.Probes, "slo": c.SLO.String(), "presence": c.Presence,
 	}
 }
 
@@ -81,6 +85,9 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	r := newRun(c.Name(), o, horizon)
 	rooms := roomNamer(runID(), c.Rooms)
 	f := newFleet(r, rooms)
+	if c.Presence {
+		f.presence = new(presenceTally)
+	}
 	// Connections per second are this scenario's deliveries: the step's
 	// window is the dialing time at the target rate.
 	start := time.Now().Add(100 * time.Millisecond)
@@ -150,6 +157,10 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 		joined, c.Sockets, cs.Achieved, c.Rate, cs.Latency.P50, cs.Latency.P95, cs.Latency.P99)
 	if res.Server != nil {
 		res.Headline += fmt.Sprintf("; server memory %.1f KiB per idle connection", float64(res.Server.PerConn)/1024)
+	}
+	if f.presence != nil {
+		res.Presence = f.presence.stats()
+		res.Headline += res.Presence.headline()
 	}
 	return res, err
 }

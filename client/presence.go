@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -80,4 +81,34 @@ func (r *Roster) List() []*corralv1.PresenceMember {
 	}
 	slices.SortFunc(out, func(a, b *corralv1.PresenceMember) int { return strings.Compare(a.GetUserId(), b.GetUserId()) })
 	return out
+}
+
+// JoinPresence is [Session.Join] with presence (see [Conn.JoinPresence]):
+// the Session keeps the flag and the latest state across reconnects, so a
+// resume keeps the user shown and a new session shows it again. Presence
+// frames arrive as EventFrame events; feed them to a [Roster] (a snapshot
+// after each connect resets it).
+func (s *Session) JoinPresence(ctx context.Context, room string, state []byte) (*corralv1.Joined, error) {
+	return s.join(ctx, room, true, state)
+}
+
+// SetPresence replaces the user's presence state in a room joined with
+// JoinPresence. The state is kept for rejoins; while disconnected it is
+// sent with the next join.
+func (s *Session) SetPresence(ctx context.Context, room string, state []byte) error {
+	s.mu.Lock()
+	st := s.rooms[room]
+	if st == nil || !st.presence {
+		s.mu.Unlock()
+		return errors.New("client: set presence: room not joined with presence")
+	}
+	st.state = state
+	c := s.conn
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return s.send(ctx, c, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{
+		Room: room, State: state,
+	}}})
 }
