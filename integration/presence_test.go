@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect/v2/connectinprocess"
+	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -296,12 +298,16 @@ func TestPresenceAcrossCores(t *testing.T) {
 // connected to the surviving core stays.
 func TestPresenceCoreDies(t *testing.T) {
 	const deadAfter = time.Second
-	a, _, da, db := twoCores(t, func(o *server.Options) {
+	a, b, da, db := twoCores(t, func(o *server.Options) {
 		fastPresence(time.Minute)(o)
 		o.PresenceHeartbeat = 100 * time.Millisecond
 		o.PresenceDeadAfter = deadAfter
 	})
 	ctx := testCtx(t)
+	// b's internal API, in-process: the event log is shared in Redis.
+	events := follow(t, apiclient.New("", "", &apiclient.Options{Transport: connectinprocess.New(b.APIServer())}),
+		&corralv1.EventsRequest{Kinds: []corralv1.EventKind{corralv1.EventKind_EVENT_KIND_PRESENCE}})
+	events.next(t) // the start position
 	for _, u := range []string{"gone1", "gone2", "both"} {
 		joinPresence(t, dial(t, da, u, protocol.JSON), "r", "")
 	}
@@ -332,6 +338,80 @@ func TestPresenceCoreDies(t *testing.T) {
 	}
 	if r := w.roster.Get("both"); r.GetConnections() != 1 {
 		t.Fatalf("both: %v", r)
+	}
+	// The event log has each change once: 5 joins or updates before, then
+	// the sweep's two leaves and one update.
+	evs := events.until(t, func(evs []*corralv1.Event) bool { return len(evs) >= 8 })
+	time.Sleep(500 * time.Millisecond)
+	for {
+		select {
+		case res := <-events.ch:
+			evs = append(evs, res.GetEvents()...)
+			continue
+		default:
+		}
+		break
+	}
+	left := map[string]int{}
+	for _, ev := range evs {
+		if pc := ev.GetPresence(); pc.GetChange() == corralv1.PresenceChanged_CHANGE_LEFT {
+			left[pc.GetMember().GetUserId()]++
+		}
+	}
+	if len(evs) != 8 || left["gone1"] != 1 || left["gone2"] != 1 || len(left) != 2 {
+		t.Fatalf("%d presence events, leaves %v: %v", len(evs), left, evs)
+	}
+}
+
+// TestPresenceCountsOnly: a room above the diff limit sends counts only;
+// the list is read in pages with PresenceQuery; back under the limit,
+// members get the list again.
+func TestPresenceCountsOnly(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, mode, nil, func(o *server.Options) {
+				fastPresence(time.Minute)(o)
+				o.Core.Presence.MaxDiffMembers = 3
+				o.Core.Presence.PageLimit = 2
+			})
+			ctx := testCtx(t)
+			w := joinPresence(t, dial(t, d, "u0", protocol.JSON), "big", "")
+			var others []*client.Conn
+			for i := 1; i < 5; i++ {
+				c := dial(t, d, fmt.Sprintf("u%d", i), protocol.Proto)
+				if _, err := c.JoinPresence(ctx, "big", nil); err != nil {
+					t.Fatal(err)
+				}
+				others = append(others, c)
+			}
+			w.until(5*time.Second, "counts only", func(r *client.Roster) bool { return r.CountsOnly && r.Members == 5 })
+			var users []string
+			after := ""
+			for range 10 {
+				page, err := w.c.QueryPresence(ctx, "big", after, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if page.GetTotal() != 5 || len(page.GetMembers()) > 2 {
+					t.Fatalf("page %v", page)
+				}
+				for _, m := range page.GetMembers() {
+					users = append(users, m.GetUserId())
+				}
+				if after = page.GetNext(); after == "" {
+					break
+				}
+			}
+			if want := []string{"u0", "u1", "u2", "u3", "u4"}; !slices.Equal(users, want) {
+				t.Fatalf("paged %v, want %v", users, want)
+			}
+			others[0].Close()
+			others[1].Close()
+			w.until(5*time.Second, "the list again", has("u0", "u3", "u4"))
+			if w.roster.CountsOnly {
+				t.Fatal("still counts only")
+			}
+		})
 	}
 }
 
