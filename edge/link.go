@@ -61,8 +61,8 @@ func newLink(e *Edge, idx int) *link {
 		rooms: make(map[string]map[*conn]struct{}),
 
 		presence: make(map[string]map[*conn]struct{}),
-		roomSeq: make(map[string]uint64),
-		orphans: make(map[uint64]*conn),
+		roomSeq:  make(map[string]uint64),
+		orphans:  make(map[uint64]*conn),
 	}
 }
 
