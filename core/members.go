@@ -104,6 +104,10 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 			continue
 		}
 		c.api.recordKick(s, kick{code: code, reason: req.GetReason(), at: now})
+		if protocol.AdviceOf(code) == protocol.AdviceStop {
+			// The session ends: no grace window, the user leaves now.
+			c.presenceDetach(s, true)
+		}
 		ep.link.close(ep.conn, code, req.GetReason(), jitter(req.GetDelayMs()))
 		res.SessionIds = append(res.SessionIds, s.id)
 	}
