@@ -312,6 +312,7 @@ type presenceView struct {
 	version uint64
 	now     map[string]presence.Member
 	early   []presence.Change // arrived while loading
+	sorted  []presence.Member // now by user id, for pages; nil: stale
 
 	sent       map[string]presence.Member // what members were told
 	dirty      map[string]struct{}
@@ -370,6 +371,7 @@ func (r *room) loadPresence(ctx context.Context) {
 			}
 		}
 		v.now, v.version, v.loaded = now, snap.Version, true
+		v.sorted = nil
 		early := v.early
 		v.early = nil
 		slices.SortFunc(early, func(a, b presence.Change) int { return int(a.Version) - int(b.Version) })
@@ -414,6 +416,7 @@ func sameMember(a, b presence.Member) bool {
 
 func (v *presenceView) applyLocked(ch presence.Change) {
 	v.version = ch.Version
+	v.sorted = nil
 	if ch.Kind == presence.Left {
 		delete(v.now, ch.Member.User)
 	} else {
@@ -500,8 +503,9 @@ func (r *room) presenceUnsubscribeLocked(s *session) {
 	}
 }
 
-// presenceList is the view's members ordered by user id; false when the
-// view is not loaded.
+// presenceList is the view's members ordered by user id (shared: do not
+// modify); false when the view is not loaded. The order is kept until the
+// next change, so paging a large room sorts it once, not once per page.
 func (r *room) presenceList() ([]presence.Member, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -509,12 +513,14 @@ func (r *room) presenceList() ([]presence.Member, bool) {
 	if !v.loaded {
 		return nil, false
 	}
-	out := make([]presence.Member, 0, len(v.now))
-	for _, m := range v.now {
-		out = append(out, m)
+	if v.sorted == nil {
+		v.sorted = make([]presence.Member, 0, len(v.now))
+		for _, m := range v.now {
+			v.sorted = append(v.sorted, m)
+		}
+		slices.SortFunc(v.sorted, func(a, b presence.Member) int { return strings.Compare(a.User, b.User) })
 	}
-	slices.SortFunc(out, func(a, b presence.Member) int { return strings.Compare(a.User, b.User) })
-	return out, true
+	return v.sorted, true
 }
 
 func (r *room) schedulePresenceLocked() {
