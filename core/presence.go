@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -352,7 +353,16 @@ func (r *room) loadPresence(ctx context.Context) {
 		if err != nil {
 			v.loading = false
 			r.mu.Unlock()
-			r.core.cfg.Logger.Warn("presence list failed", "room", r.name, "err", err)
+			r.core.cfg.Logger.Warn("presence list failed; retrying", "room", r.name, "err", err)
+			if r.core.ctx.Err() == nil {
+				time.AfterFunc(time.Second, func() {
+					r.mu.Lock()
+					defer r.mu.Unlock()
+					if !r.pres.loading && (len(r.pres.subs) > 0 || len(r.pres.pending) > 0 || r.pres.loaded) {
+						r.reloadPresenceLocked()
+					}
+				})
+			}
 			return
 		}
 		now := make(map[string]presence.Member, len(snap.Members))
@@ -374,7 +384,7 @@ func (r *room) loadPresence(ctx context.Context) {
 		v.sorted = nil
 		early := v.early
 		v.early = nil
-		slices.SortFunc(early, func(a, b presence.Change) int { return int(a.Version) - int(b.Version) })
+		slices.SortFunc(early, func(a, b presence.Change) int { return cmp.Compare(a.Version, b.Version) })
 		for _, ch := range early {
 			switch {
 			case ch.Version <= v.version:

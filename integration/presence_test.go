@@ -524,3 +524,50 @@ func TestPresenceJoinStorm(t *testing.T) {
 		t.Fatalf("a member got %d presence frames for %d joins (bound %d)", maxFrames, n, bound)
 	}
 }
+
+// TestPresenceCrashKill9: a corral process on Redis is killed with SIGKILL;
+// a second process sweeps it: each member the dead process alone held
+// leaves once, within --presence-dead-after plus a heartbeat and a tick.
+func TestPresenceCrashKill9(t *testing.T) {
+	bin := buildCorral(t)
+	redisAddr := "redis://" + redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	const deadAfter = 2 * time.Second
+	proc := func() (*process, *deployment) {
+		addr := freeAddr(t)
+		p := &process{t: t, bin: bin, args: []string{
+			"serve", "--insecure-dev", "--addr", addr, "--log-level", "error",
+			"--redis", redisAddr, "--redis-prefix", prefix,
+			"--presence-dead-after", deadAfter.String(), "--presence-tick", "100ms",
+		}}
+		p.start()
+		t.Cleanup(p.kill9)
+		waitReady(t, "http://"+addr+"/readyz")
+		return p, &deployment{wsURL: "ws://" + addr + "/ws"}
+	}
+	victim, dv := proc()
+	_, ds := proc()
+	for _, u := range []string{"v1", "v2"} {
+		joinPresence(t, dial(t, dv, u, protocol.JSON), "r", "")
+	}
+	w := joinPresence(t, dial(t, ds, "watch", protocol.JSON), "r", "")
+	w.until(10*time.Second, "everyone", has("v1", "v2", "watch"))
+	killed := time.Now()
+	victim.kill9()
+	w.until(deadAfter+10*time.Second, "the victims gone", has("watch"))
+	el := time.Since(killed)
+	t.Logf("members of the killed process left after %v", el)
+	if bound := deadAfter + 3*time.Second + time.Second; el > bound {
+		t.Fatalf("left after %v, bound %v", el, bound)
+	}
+	w.quiet(time.Second, func(*corralv1.Presence) bool { return false })
+	leaves := map[string]int{}
+	for _, p := range w.frames {
+		for _, u := range p.GetLeaves() {
+			leaves[u]++
+		}
+	}
+	if leaves["v1"] != 1 || leaves["v2"] != 1 || len(leaves) != 2 {
+		t.Fatalf("leaves %v", leaves)
+	}
+}
