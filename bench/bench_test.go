@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -205,3 +206,48 @@ func TestScenariosByName(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestStormDrain smoke-runs storm --cause drain: two corral nodes on one
+// Redis; the clients start on a, which drains, and move to b.
+func TestStormDrain(t *testing.T) {
+	redisURL := "redis://" + redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	node := func() *server.Node {
+		n, err := server.Start(server.Options{
+			Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
+			Auth: auth.Dev{}, APIInsecure: true, RedisURL: redisURL, RedisPrefix: prefix,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			n.Close(ctx)
+		})
+		return n
+	}
+	a, b := node(), node()
+	s := &bench.Storm{
+		Clients: 40, Rooms: 4, Rate: 10, Steady: time.Second, After: time.Second,
+		RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
+		Cause: "drain", DrainWindow: 500 * time.Millisecond, Fallback: "ws://" + b.Addr() + "/ws",
+	}
+	target := bench.Target{WS: "ws://" + a.Addr() + "/ws", API: "http://" + b.InternalAddr(), PID: os.Getpid()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := s.Run(ctx, bench.Options{Target: target, Drain: 5 * time.Second, Progress: io.Discard})
+	if err != nil {
+		if res != nil {
+			res.WriteText(testWriter{t})
+		}
+		t.Fatal(err)
+	}
+	if st := res.Storm; st == nil || st.Resumed != 40 || st.Failed != 0 || st.PeakPerSecond == 0 {
+		t.Fatalf("storm stats: %+v", res.Storm)
+	}
+	if len(res.Delivery.Violations) > 0 || res.Delivery.Received == 0 {
+		t.Fatalf("delivery: %+v", res.Delivery)
+	}
+}

@@ -21,6 +21,9 @@ type Connect struct {
 	Hold     time.Duration
 	Probes   int
 	SLO      time.Duration
+	// Slowloris half-open connections are held against the server while
+	// the honest ones connect (see slowloris.go). 0: none.
+	Slowloris int
 	// Presence: members join with presence; the result counts their
 	// presence frames and bytes.
 	Presence bool
@@ -56,6 +59,7 @@ func (c *Connect) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Inflight, "inflight", c.Inflight, "dials in progress at most")
 	fs.DurationVar(&c.Hold, "hold", c.Hold, "how long the connections stay idle before memory is read")
 	fs.IntVar(&c.Probes, "probes", c.Probes, "messages published to each room after the hold, to check delivery (through --api when given, else by a member)")
+	fs.IntVar(&c.Slowloris, "slowloris", c.Slowloris, "hold `N` half-open connections (half dribbling HTTP headers, half upgraded and silent, re-opened when cut) while the honest ones connect")
 	fs.BoolVar(&c.Presence, "presence", c.Presence, "join with presence and count the presence frames and bytes each member reads")
 	fs.DurationVar(&c.SLO, "slo", c.SLO, "the run passes with p95 connect-to-joined within this and no failed connection")
 }
@@ -63,7 +67,7 @@ func (c *Connect) Flags(fs *flag.FlagSet) {
 func (c *Connect) params() map[string]any {
 	return map[string]any{
 		"sockets": c.Sockets, "rooms": c.Rooms, "rate": c.Rate, "inflight": c.Inflight,
-		"hold": c.Hold.String(), "probes": c.Probes, "slo": c.SLO.String(), "presence": c.Presence,
+		"hold": c.Hold.String(), "probes": c.Probes, "slo": c.SLO.String(), "slowloris": c.Slowloris, "presence": c.Presence,
 	}
 }
 
@@ -72,7 +76,7 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	if c.Sockets <= 0 || c.Rooms <= 0 || c.Rate <= 0 {
 		return nil, errors.New("bench: connect needs positive --sockets, --rooms and --rate")
 	}
-	restore, err := prepare(ctx, o, c.Sockets, false)
+	restore, err := prepare(ctx, o, c.Sockets+c.Slowloris, false)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +102,19 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	r.markWindow(ctx)
 	a := r.winSrv
 
+	var loris *slowloris
+	if c.Slowloris > 0 {
+		lctx, stopLoris := context.WithCancel(ctx)
+		loris, err = holdSlowloris(lctx, o.Target.WS, c.Slowloris)
+		if err != nil {
+			stopLoris()
+			return nil, err
+		}
+		defer func() {
+			stopLoris()
+			loris.wait()
+		}()
+	}
 	r.setPhase("connecting")
 	sleepCtx(ctx, time.Until(start))
 	t0 := time.Now()
@@ -155,6 +172,10 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Headline = fmt.Sprintf("connect: %d of %d joined at %.0f/s (target %g/s), connect-to-joined p50 %.1f ms, p95 %.1f ms, p99 %.1f ms",
 		joined, c.Sockets, cs.Achieved, c.Rate, cs.Latency.P50, cs.Latency.P95, cs.Latency.P99)
+	if loris != nil {
+		res.Headline += fmt.Sprintf("; meanwhile %d half-open connections held (%d opened, %d cut by the server)",
+			c.Slowloris, loris.opened.Load(), loris.cut.Load())
+	}
 	if res.Server != nil {
 		res.Headline += fmt.Sprintf("; server memory %.1f KiB per idle connection", float64(res.Server.PerConn)/1024)
 	}

@@ -212,4 +212,9 @@ type StormStats struct {
 	Attempts map[string]int `json:"attempts"`
 	// Disconnects counts how the connections were seen to end.
 	Disconnects map[string]int `json:"disconnects"`
+	// Cause is "rst" or "drain".
+	Cause string `json:"cause"`
+	// PeakPerSecond is the most resumes within one second (by whole
+	// seconds since the cut).
+	PeakPerSecond int `json:"peakPerSecond"`
 }

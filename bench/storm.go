@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +45,12 @@ type Storm struct {
 	Size           int
 	Timeout        time.Duration
 	Proxies        int
+	// Cause is how the connections end: "rst" (the proxy resets them) or
+	// "drain" (POST /admin/drain on the target; the sessions move to
+	// Fallback, or come back to the target once it restarts).
+	Cause       string
+	DrainWindow time.Duration
+	Fallback    string
 	// Presence: sessions join with presence; the result counts their
 	// presence frames and bytes (the reset and the resumes included).
 	Presence bool
@@ -55,6 +63,7 @@ func NewStorm() *Storm {
 		Clients: 10000, Rooms: 100, Rate: 10,
 		Steady: 5 * time.Second, After: 5 * time.Second, RecoverTimeout: 60 * time.Second,
 		ConnectRate: 1000, Publishers: 32, Size: 100, Timeout: 5 * time.Second,
+		Cause: "rst", DrainWindow: 10 * time.Second,
 	}
 }
 
@@ -78,7 +87,15 @@ two, and two pipe pairs: Go splices each direction through a pipe). Under a
 20,000-file limit the proxy therefore runs in this process up to ~2,800
 clients; beyond (or with --proxies N) corral-bench starts proxy child
 processes of itself, one per 2,500 clients, each with its own file limit, and
-the generator keeps one file per client: 10,000 clients fit.`
+the generator keeps one file per client: 10,000 clients fit.
+
+With --cause drain there is no proxy: the clients connect to --url directly,
+and instead of the RST the generator drains that server (POST /admin/drain
+with --drain-window, the internal API key as bearer). Each client follows
+its hint to --fallback (another edge of the same deployment, sharing Redis),
+or, without one, back to --url once something listens there again (a
+restarted process). Reports the time from the drain until all are back and
+the peak reconnect rate (resumes per second, by the clients' clocks).`
 }
 
 func (s *Storm) Flags(fs *flag.FlagSet) {
@@ -94,6 +111,9 @@ func (s *Storm) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.Timeout, "publish-timeout", s.Timeout, "deadline of one publish RPC")
 	fs.BoolVar(&s.Presence, "presence", s.Presence, "join with presence and count the presence frames and bytes each member reads, through the reset and the resumes")
 	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
+	fs.StringVar(&s.Cause, "cause", s.Cause, "how the connections end: rst (TCP RST from the proxy) or drain (POST /admin/drain on --url's server)")
+	fs.DurationVar(&s.DrainWindow, "drain-window", s.DrainWindow, "with --cause drain: the window the server spreads the reconnect hints over")
+	fs.StringVar(&s.Fallback, "fallback", s.Fallback, "with --cause drain: the WebSocket `URL` of another edge the clients move to")
 }
 
 func (s *Storm) params() map[string]any {
@@ -101,7 +121,8 @@ func (s *Storm) params() map[string]any {
 		"clients": s.Clients, "rooms": s.Rooms, "rate": s.Rate, "steady": s.Steady.String(),
 		"after": s.After.String(), "recover-timeout": s.RecoverTimeout.String(),
 		"connect-rate": s.ConnectRate, "publishers": s.Publishers, "size": s.Size,
-		"publish-timeout": s.Timeout.String(), "proxies": s.Proxies, "presence": s.Presence,
+		"publish-timeout": s.Timeout.String(), "proxies": s.Proxies,
+		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback, "presence": s.Presence,
 	}
 }
 
@@ -111,9 +132,11 @@ type stormState struct {
 	recovery histogram
 	resumed  atomic.Int64
 	failed   atomic.Int64 // came back without resuming, or ended
+	fallback string       // SessionOptions.Fallbacks, if any
 
-	mu          sync.Mutex // guards the following field
+	mu          sync.Mutex // guards the following fields
 	disconnects map[string]int
+	perSecond   map[int64]int // resumes by whole second since the cut
 }
 
 type stormClient struct {
@@ -128,6 +151,10 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	if s.Clients <= 0 || s.Rooms <= 0 || s.Rate <= 0 || s.ConnectRate <= 0 {
 		return nil, errors.New("bench: storm needs positive --clients, --rooms, --rate and --connect-rate")
 	}
+	drain := s.Cause == "drain"
+	if !drain && s.Cause != "rst" && s.Cause != "" {
+		return nil, fmt.Errorf("bench: storm: --cause %q: want rst or drain", s.Cause)
+	}
 	// The proxy: in this process when its files fit, else child processes
 	// of clientsPerProxy clients each (--proxies overrides).
 	limit, _ := raiseFileLimit()
@@ -136,7 +163,7 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		nproxy = (s.Clients + clientsPerProxy - 1) / clientsPerProxy
 	}
 	conns := filesPerProxied * s.Clients
-	if nproxy > 0 {
+	if nproxy > 0 || drain {
 		conns = s.Clients
 	}
 	restore, err := prepare(ctx, o, conns, true)
@@ -154,7 +181,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 			p.Close()
 		}
 	}()
-	if nproxy <= 0 {
+	if drain {
+		nproxy = 0
+	} else if nproxy <= 0 {
 		p, err := faultproxy.Start(u.Host)
 		if err != nil {
 			return nil, fmt.Errorf("bench: storm: start the proxy: %w", err)
@@ -174,6 +203,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		pu.Host = p.Addr()
 		urls[i] = pu.String()
 	}
+	if drain {
+		urls = []string{o.Target.WS}
+	}
 
 	setup := time.Duration(float64(s.Clients)/s.ConnectRate*float64(time.Second)) + 30*time.Second
 	horizon := setup + s.Steady + s.RecoverTimeout + s.After + o.Drain + 2*time.Minute
@@ -183,10 +215,13 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	r := newRun(s.Name(), o, horizon)
 	rooms := roomNamer(runID(), s.Rooms)
 	f := newFleet(r, rooms)
+	st := &stormState{disconnects: map[string]int{}, perSecond: map[int64]int{}}
+	if drain {
+		st.fallback = s.Fallback
+	}
 	if s.Presence {
 		f.presence = new(presenceTally)
 	}
-	st := &stormState{disconnects: map[string]int{}}
 	r.startTicker(ctx)
 	defer r.stopTicker()
 
@@ -242,7 +277,15 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	r.markWindow(ctx)
 	resetAt := time.Now()
 	st.resetAt.Store(resetAt.UnixNano())
-	cut := resetAll(proxies)
+	var cut int
+	drained := make(chan error, 1)
+	if drain {
+		cut = len(clients)
+		go func() { drained <- s.drainTarget(ctx, o) }()
+	} else {
+		cut = resetAll(proxies)
+		drained <- nil
+	}
 	deadline := time.NewTimer(s.RecoverTimeout)
 	tick := time.NewTicker(20 * time.Millisecond)
 	for st.resumed.Load()+st.failed.Load() < int64(len(clients)) {
@@ -257,6 +300,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	tick.Stop()
 	deadline.Stop()
 	recovered := time.Since(resetAt)
+	if err := <-drained; err != nil {
+		r.fail("drain:"+err.Error(), 0)
+	}
 	srv, gen := r.endWindow(ctx)
 	machine := r.machineWindow()
 
@@ -319,15 +365,22 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	res.Storm = &StormStats{
 		Clients: len(clients), Cut: cut, Resumed: int(st.resumed.Load()), Failed: int(st.failed.Load()),
 		NotBack: notBack, AllBackSeconds: recovered.Seconds(), Recovery: rec, Attempts: attempts,
-		Disconnects: st.disconnects,
+		Disconnects: st.disconnects, Cause: s.Cause,
+	}
+	for _, n := range st.perSecond {
+		res.Storm.PeakPerSecond = max(res.Storm.PeakPerSecond, n)
 	}
 	cpu := ""
 	if srv != nil {
 		cpu = fmt.Sprintf(", server %.2f CPU-s from RST to all resumed, peak RSS %d MiB", srv.CPUSeconds, srv.RSSPeak>>20)
 	}
-	res.Headline = fmt.Sprintf("storm: %d clients in %d rooms, %d connections reset: %d resumed in %.1f s (p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms), %d failed, %d not back; lost %d, duplicated %d%s",
-		len(clients), s.Rooms, cut, st.resumed.Load(), recovered.Seconds(), rec.P50, rec.P95, rec.P99, rec.Max,
-		st.failed.Load(), notBack, res.Delivery.Lost, res.Delivery.Duplicated, cpu)
+	what := "connections reset"
+	if drain {
+		what = fmt.Sprintf("drained over %v", s.DrainWindow)
+	}
+	res.Headline = fmt.Sprintf("storm: %d clients in %d rooms, %d %s: %d resumed in %.1f s (p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms; peak %d resumes/s), %d failed, %d not back; lost %d, duplicated %d%s",
+		len(clients), s.Rooms, cut, what, st.resumed.Load(), recovered.Seconds(), rec.P50, rec.P95, rec.P99, rec.Max,
+		res.Storm.PeakPerSecond, st.failed.Load(), notBack, res.Delivery.Lost, res.Delivery.Duplicated, cpu)
 	if f.presence != nil {
 		res.Presence = f.presence.stats()
 		res.Headline += res.Presence.headline()
@@ -350,10 +403,14 @@ func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsUR
 	defer cancel()
 	t0 := time.Now()
 	r.sentOne(scheduled)
-	sess, err := client.Connect(dctx, wsURL, client.SessionOptions{
+	opts := client.SessionOptions{
 		Options:     client.Options{Token: token, Encoding: r.o.Encoding, FrameBuffer: frameBuffer},
 		EventBuffer: frameBuffer,
-	})
+	}
+	if st.fallback != "" {
+		opts.Fallbacks = []string{st.fallback}
+	}
+	sess, err := client.Connect(dctx, wsURL, opts)
 	if err != nil {
 		r.fail("connect:"+dialErrorKind(err), 0)
 		return nil
@@ -412,8 +469,12 @@ func (s *Storm) consume(r *run, st *stormState, c *stormClient) {
 			}
 			c.back.Store(true)
 			if ev.Resumed {
-				st.recovery.observe(time.Duration(time.Now().UnixNano() - at))
+				d := time.Duration(time.Now().UnixNano() - at)
+				st.recovery.observe(d)
 				st.resumed.Add(1)
+				st.mu.Lock()
+				st.perSecond[int64(d/time.Second)]++
+				st.mu.Unlock()
 			} else {
 				st.failed.Add(1)
 				r.fail("new-session", 0)
@@ -486,4 +547,34 @@ func sortedKeys(m map[string]int) []string {
 		return a < b
 	})
 	return ks
+}
+
+// drainTarget asks the target's server to drain (POST /admin/drain) and
+// waits for its answer: it comes when its clients have gone.
+func (s *Storm) drainTarget(ctx context.Context, o Options) error {
+	u, err := url.Parse(o.Target.WS)
+	if err != nil {
+		return err
+	}
+	u.Scheme = "http"
+	if strings.HasPrefix(o.Target.WS, "wss:") {
+		u.Scheme = "https"
+	}
+	u.Path, u.RawQuery = "/admin/drain", "window="+s.DrainWindow.String()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	if o.Target.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+o.Target.APIKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s", u, resp.Status)
+	}
+	return nil
 }

@@ -68,9 +68,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		lat("publish acks", *r.Acks)
 	}
 	if sm := r.Storm; sm != nil {
-		fmt.Fprintf(&b, "  storm                  %d clients, %d connections reset: %d resumed, %d failed, %d not back; all back in %.2f s\n",
-			sm.Clients, sm.Cut, sm.Resumed, sm.Failed, sm.NotBack, sm.AllBackSeconds)
-		lat("RST to resumed", sm.Recovery)
+		fmt.Fprintf(&b, "  storm                  %d clients, %d connections ended (%s): %d resumed, %d failed, %d not back; all back in %.2f s, peak %d resumes/s\n",
+			sm.Clients, sm.Cut, sm.Cause, sm.Resumed, sm.Failed, sm.NotBack, sm.AllBackSeconds, sm.PeakPerSecond)
+		lat("cut to resumed", sm.Recovery)
 		b.WriteString("  dials per reconnect   ")
 		for _, k := range sortedKeys(sm.Attempts) {
 			fmt.Fprintf(&b, " %s: %d", k, sm.Attempts[k])

@@ -27,6 +27,10 @@ type Options struct {
 	FrameBuffer int
 	// ReadLimit bounds one server message. Default 16 MiB.
 	ReadLimit int64
+	// HTTPClient makes the upgrade request, e.g. to dial from a chosen
+	// source address or with chosen socket options. Nil:
+	// http.DefaultClient.
+	HTTPClient *http.Client
 }
 
 // CloseError is why a connection ended: the WebSocket close code and
@@ -81,6 +85,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		Subprotocols: []string{sub},
 		HTTPHeader:   opts.Header,
+		HTTPClient:   opts.HTTPClient,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", url, err)

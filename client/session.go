@@ -35,6 +35,13 @@ type SessionOptions struct {
 	DialTimeout time.Duration
 	// EventBuffer is the capacity of Events. Default 4096.
 	EventBuffer int
+	// Fallbacks are other addresses of the same deployment (more edges,
+	// when no load balancer spreads clients). A reconnect after the server
+	// asked the client to go elsewhere (CODE_GOING_AWAY: a drain or a
+	// shutdown), and any attempt after a failed dial, goes to the next
+	// address, in turn. Sessions resume on any edge of a deployment whose
+	// cores share Redis.
+	Fallbacks []string
 }
 
 func (o SessionOptions) withDefaults() SessionOptions {
@@ -116,7 +123,8 @@ type Event struct {
 // and decides what to do after a drop, and one reader goroutine per
 // connection, which tracks positions and feeds Events.
 type Session struct {
-	url      string
+	urls     []string // the address Connect was given, then Fallbacks
+	at       int      // urls[at] is dialed next; supervisor only
 	opts     SessionOptions
 	events   chan Event
 	strays   chan string // rooms to leave on the current connection
@@ -169,7 +177,7 @@ func (st *roomState) settle(err error) {
 func Connect(ctx context.Context, url string, opts SessionOptions) (*Session, error) {
 	opts = opts.withDefaults()
 	s := &Session{
-		url:     url,
+		urls:    append([]string{url}, opts.Fallbacks...),
 		opts:    opts,
 		events:  make(chan Event, opts.EventBuffer),
 		strays:  make(chan string, 64),
@@ -474,6 +482,9 @@ func (s *Session) leaveLater(room string) {
 func (s *Session) dial(ctx context.Context, fresh bool, hint *corralv1.ReconnectHint, reconnect bool) (*Conn, error) {
 	step := 0
 	var last error
+	if reconnect && hint.GetCode() == corralv1.Code_CODE_GOING_AWAY {
+		s.at = (s.at + 1) % len(s.urls)
+	}
 	for n := 1; ; n++ {
 		if reconnect || n > 1 {
 			if !sleep(ctx, s.opts.Backoff.Delay(step, hint)) {
@@ -486,7 +497,8 @@ func (s *Session) dial(ctx context.Context, fresh bool, hint *corralv1.Reconnect
 			o.Resume = s.resumeFrame()
 		}
 		actx, cancel := context.WithTimeout(ctx, s.opts.DialTimeout)
-		c, err := Dial(actx, s.url, o)
+		url := s.urls[s.at]
+		c, err := Dial(actx, url, o)
 		cancel()
 		if err == nil {
 			s.mu.Lock()
@@ -502,6 +514,10 @@ func (s *Session) dial(ctx context.Context, fresh bool, hint *corralv1.Reconnect
 		var ce *CloseError
 		if errors.As(err, &ce) {
 			hint = ce.Hint
+		} else {
+			// Not reached (refused, unreachable, or not upgraded): try
+			// the next address.
+			s.at = (s.at + 1) % len(s.urls)
 		}
 		switch adviceOf(err) {
 		case adviceStop:
@@ -512,9 +528,9 @@ func (s *Session) dial(ctx context.Context, fresh bool, hint *corralv1.Reconnect
 		}
 	}
 	if last == nil {
-		return nil, fmt.Errorf("client: connect %s: %w", s.url, ctx.Err())
+		return nil, fmt.Errorf("client: connect %s: %w", s.urls[s.at], ctx.Err())
 	}
-	return nil, fmt.Errorf("client: connect %s: %w; last attempt: %w", s.url, ctx.Err(), last)
+	return nil, fmt.Errorf("client: connect %s: %w; last attempt: %w", s.urls[s.at], ctx.Err(), last)
 }
 
 // resumeFrame names the current session and the position of every room

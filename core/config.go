@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,16 @@ type Config struct {
 	SignalTicks []RoomTick
 	// MaxPayload bounds message and signal payloads in bytes. Default 64 KiB.
 	MaxPayload int
+	// Grants holds run-time room grants (RoomService.Grant and Revoke).
+	// Nil: in memory, this core only.
+	Grants grants.Store
+	// ReadOnlyRooms are room patterns (exact names, or "*" for any run of
+	// characters) where clients may not publish or signal, whatever their
+	// grants: only internal services publish there.
+	ReadOnlyRooms []string
+	// MaxRoomsPerConn bounds the rooms one connection is in; past it a
+	// join gets CODE_LIMIT_EXCEEDED. Default 128; negative: unlimited.
+	MaxRoomsPerConn int
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the core's metrics. Nil: not registered.
@@ -63,6 +74,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxPayload <= 0 {
 		out.MaxPayload = 64 << 10
+	}
+	if out.MaxRoomsPerConn == 0 {
+		out.MaxRoomsPerConn = 128
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()

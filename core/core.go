@@ -11,6 +11,7 @@ import (
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
 )
@@ -52,6 +53,14 @@ type Core struct {
 	// presErr is why the presence store could not be made; Start fails
 	// with it (New falls back to memory).
 	presErr error
+
+	// grants are the run-time room grants (limits.go); grantsDirty holds
+	// users whose grants changed, for grantsLoop.
+	grants      grants.Store
+	grantsWake  chan struct{}
+	enforceMu   sync.Mutex // serializes enforceGrants
+	grantsMu    sync.Mutex // guards grantsDirty
+	grantsDirty map[string]struct{}
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
@@ -74,7 +83,15 @@ func New(cfg Config) *Core {
 		droppedAt: make(map[string]time.Time),
 
 		subscribed: make(map[string]bool),
+
+		grants:      cfg.Grants,
+		grantsWake:  make(chan struct{}, 1),
+		grantsDirty: make(map[string]struct{}),
 	}
+	if c.grants == nil {
+		c.grants = grants.NewMemory()
+	}
+	c.grants.Watch(c.grantsChanged)
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
@@ -90,8 +107,9 @@ func New(cfg Config) *Core {
 		c.cfg.Presence.NewStore = nil
 		_ = c.initPresence()
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.touchLoop()
+	go c.grantsLoop()
 	go c.unwatchPresenceLoop()
 	return c
 }

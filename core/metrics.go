@@ -17,6 +17,7 @@ type metrics struct {
 	linkSends, linkFrames  prometheus.Counter
 	linkOverflows          prometheus.Counter
 	dropped                *prometheus.CounterVec
+	refused                *prometheus.CounterVec
 	storeSeconds           *prometheus.HistogramVec
 	storeErrors            *prometheus.CounterVec
 	storeInFlight          prometheus.Gauge
@@ -37,6 +38,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkFrames:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_frames_total", Help: "Frames sent to edges (frames per send = this / sends)."}),
 		linkOverflows: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_overflows_total", Help: "Links closed because their queue overflowed."}),
 		dropped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_dropped_total", Help: "Frames the core dropped, by reason."}, []string{"reason"}),
+		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_refused_total", Help: "Client operations the core refused by policy or limit, by reason (forbidden_join, forbidden_publish, read_only, rooms_per_conn, payload_too_large, join_revoked, grants_unavailable, invalid_argument, not_joined)."}, []string{"reason"}),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "corral_core_store_seconds", Help: "Latency of history and session store operations, by operation.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.presenceFlushes)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.presenceFlushes)
 	}
 	return m
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
 )
@@ -125,7 +126,13 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 	}
 	reqs := make([]*joinReq, 0, len(want))
 	for room, pos := range want {
-		if err := c.validRoom(room); err != nil || !auth.Match(id.GetJoin(), room) {
+		ok, err := c.granted(ctx, st.UserID, id, grants.Join, room)
+		if err != nil {
+			// A grants store that cannot answer must not cost the session
+			// its rooms: the token decides.
+			ok = auth.Match(id.GetJoin(), room)
+		}
+		if c.validRoom(room) != nil || !ok {
 			ep.link.send(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
 				Room: room, Code: corralv1.Code_CODE_FORBIDDEN, Reason: "the token does not grant this room",
 			}}})
@@ -208,7 +215,7 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 	case *corralv1.ClientFrame_Publish:
 		c.clientPublish(ctx, s, k.Publish)
 	case *corralv1.ClientFrame_Signal:
-		c.clientSignal(s, k.Signal)
+		c.clientSignal(ctx, s, k.Signal)
 	case *corralv1.ClientFrame_Ack:
 		if err := c.sess.Ack(ctx, s.id, k.Ack.GetRoom(), k.Ack.GetSeq()); err != nil {
 			c.metrics.dropped.WithLabelValues("ack_store").Inc()
@@ -262,11 +269,11 @@ func (s *session) room(name string) *room {
 func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	name := j.GetRoom()
 	if err := c.validRoom(name); err != nil {
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
 		return
 	}
-	if !auth.Match(s.ident.GetJoin(), name) {
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room", name, "")
+	if c.refuseJoin(ctx, s, name) {
 		return
 	}
 	c.join(ctx, s, []*joinReq{{name: name, since: j.GetSinceSeq(), epoch: j.GetEpoch(),
@@ -398,15 +405,17 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	r := s.room(name)
 	switch {
 	case r == nil:
+		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
 		return
-	case !auth.Match(s.ident.GetPublish(), name):
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant publishing to this room", name, p.GetId())
+	case c.refusePublish(ctx, s, name, p.GetId()):
 		return
 	case len(p.GetPayload()) > c.cfg.MaxPayload:
+		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the server's limit", name, p.GetId())
 		return
 	case len(p.GetId()) > 128:
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
 		return
 	}
@@ -431,17 +440,18 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	}}})
 }
 
-func (c *Core) clientSignal(s *session, sg *corralv1.Signal) {
+func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal) {
 	name := sg.GetRoom()
 	r := s.room(name)
 	switch {
 	case r == nil:
+		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
 		return
-	case !auth.Match(s.ident.GetPublish(), name):
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant signalling in this room", name, "")
+	case c.refusePublish(ctx, s, name, ""):
 		return
 	case len(sg.GetPayload()) > c.cfg.MaxPayload || len(sg.GetKey()) > 200:
+		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the server's limit", name, "")
 		return
 	}

@@ -64,6 +64,11 @@ func (a *admission) admit(r *http.Request) (kind string, wait time.Duration) {
 // refuse answers 503 with a jittered delay: the time until a token frees
 // up, spread over as much again so the refused do not return together.
 func refuse(w http.ResponseWriter, wait time.Duration) {
+	refuseWith(w, wait, "corral is admitting connections gradually; retry after the delay")
+}
+
+// refuseWith answers 503 with CODE_OVERLOADED, msg and a jittered delay.
+func refuseWith(w http.ResponseWriter, wait time.Duration, msg string) {
 	ms := wait.Milliseconds()
 	ms += rand.Int64N(ms + 100)
 	w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
@@ -71,7 +76,7 @@ func refuse(w http.ResponseWriter, wait time.Duration) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 	json.NewEncoder(w).Encode(map[string]any{
 		"code":         int(corralv1.Code_CODE_OVERLOADED),
-		"message":      "corral is admitting connections gradually; retry after the delay",
+		"message":      msg,
 		"retryAfterMs": ms,
 	})
 }

@@ -46,6 +46,35 @@ type Config struct {
 	// (URL ?resume=1). Defaults 10000 and 10000.
 	ResumeRate  float64
 	ResumeBurst int
+	// MessageRate and MessageBurst are each connection's token bucket for
+	// publishes (per second). Past it a publish gets an Error frame with
+	// CODE_RATE_LIMITED and retry_after_ms. Defaults 50 and 100; a
+	// negative rate: unlimited.
+	MessageRate  float64
+	MessageBurst int
+	// SignalRate and SignalBurst are the bucket for signals. Defaults 100
+	// and 200 (a cursor at 60 Hz fits).
+	SignalRate  float64
+	SignalBurst int
+	// ControlRate and ControlBurst are the bucket for joins and leaves.
+	// Defaults 20 and 200 (a client joining its 128 rooms at once fits).
+	ControlRate  float64
+	ControlBurst int
+	// RateStrikes is how many refusals by the buckets within 10 seconds
+	// close a connection with CODE_RATE_LIMITED (sustained abuse), told to
+	// come back after RateCloseDelay. Defaults 100 and 10s; negative: never
+	// close.
+	RateStrikes    int
+	RateCloseDelay time.Duration
+	// MaxConnsPerUser bounds one user's connections on this edge; past it
+	// a connection is closed after its hello with CODE_LIMIT_EXCEEDED.
+	// Default 1000; negative: unlimited.
+	MaxConnsPerUser int
+	// MaxPending bounds the connections upgraded whose hello has not been
+	// authenticated yet (slow or silent clients, each held at most
+	// HelloTimeout); past it an upgrade is answered 503 with Retry-After.
+	// Default 10000; negative: unlimited.
+	MaxPending int
 	// DrainWindow spreads the reconnect hints of a drain: each client is
 	// told to come back after a delay uniform in [0, DrainWindow]. Default
 	// 10s.
@@ -85,6 +114,21 @@ func (c *Config) withDefaults() Config {
 	if out.ResumeRate == 0 {
 		out.ResumeRate, out.ResumeBurst = 10000, 10000
 	}
+	out.MessageRate, out.MessageBurst = bucketDefaults(out.MessageRate, out.MessageBurst, 50, 100)
+	out.SignalRate, out.SignalBurst = bucketDefaults(out.SignalRate, out.SignalBurst, 100, 200)
+	out.ControlRate, out.ControlBurst = bucketDefaults(out.ControlRate, out.ControlBurst, 20, 200)
+	if out.RateStrikes == 0 {
+		out.RateStrikes = 100
+	}
+	if out.RateCloseDelay <= 0 {
+		out.RateCloseDelay = 10 * time.Second
+	}
+	if out.MaxConnsPerUser == 0 {
+		out.MaxConnsPerUser = 1000
+	}
+	if out.MaxPending == 0 {
+		out.MaxPending = 10000
+	}
 	if out.DrainWindow <= 0 {
 		out.DrainWindow = 10 * time.Second
 	}
@@ -92,4 +136,20 @@ func (c *Config) withDefaults() Config {
 		out.Logger = slog.Default()
 	}
 	return out
+}
+
+// bucketDefaults fills a token bucket's rate and burst: a zero rate takes
+// the default, a zero burst twice the rate (at least the default burst
+// when the rate is the default).
+func bucketDefaults(rate float64, burst int, defRate float64, defBurst int) (float64, int) {
+	if rate == 0 {
+		rate = defRate
+		if burst <= 0 {
+			burst = defBurst
+		}
+	}
+	if burst <= 0 {
+		burst = max(1, int(2*rate))
+	}
+	return rate, burst
 }

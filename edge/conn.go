@@ -25,6 +25,9 @@ type conn struct {
 	remote string
 	id     uint64
 	link   *link
+	// limits and handshakeDone are used by the reader goroutine only.
+	limits        *limiter
+	handshakeDone func() // ends the pending handshake (limits.go)
 
 	lastRead atomic.Int64 // unix nanoseconds of the last frame read
 	// writeStart is when the write in progress began (0: none). The edge's
@@ -82,6 +85,7 @@ func newConn(e *Edge, ws *websocket.Conn, enc protocol.Encoding, remote string) 
 		id:     e.nextID.Add(1),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		limits: newLimiter(&e.cfg),
 	}
 	if enc == protocol.Proto {
 		c.msgTyp = websocket.MessageBinary
@@ -123,10 +127,17 @@ const writerIdle = 2 * time.Second
 // client closed cleanly.
 func (c *conn) readLoop() (clean bool) {
 	ctx := c.e.ctx
-	hctx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
+	// Not a read deadline: a read whose context ends cuts the socket
+	// without a close frame. The timer closes with corral's own code, and
+	// the pending read then ends.
+	helloTimer := time.AfterFunc(c.e.cfg.HelloTimeout, func() {
+		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
+	})
 	var f corralv1.ClientFrame
-	err := c.readFrame(hctx, &f)
-	cancel()
+	err := c.readFrame(context.Background(), &f)
+	if !helloTimer.Stop() {
+		return false // timed out; the close is queued
+	}
 	if err != nil {
 		return c.readFailed(err, true)
 	}
@@ -141,6 +152,16 @@ func (c *conn) readLoop() (clean bool) {
 	if err != nil {
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, err.Error(), 0, false)
 		return false
+	}
+	if !c.e.userAdd(id.GetUserId()) {
+		c.e.metrics.refused.WithLabelValues(refusedConnsPerUser).Inc()
+		c.closeWith(corralv1.Code_CODE_LIMIT_EXCEEDED,
+			fmt.Sprintf("more than %d connections of this user", c.e.cfg.MaxConnsPerUser), 0, false)
+		return false
+	}
+	defer c.e.userDone(id.GetUserId())
+	if c.handshakeDone != nil {
+		c.handshakeDone()
 	}
 	hello.Token = ""
 	if !c.link.attach(c, &corralv1.Attach{
@@ -168,6 +189,9 @@ func (c *conn) readLoop() (clean bool) {
 		case *corralv1.ClientFrame_Hello:
 			c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
 		default:
+			if !c.check(f) {
+				continue
+			}
 			if !c.link.forward(c, f) {
 				return false
 			}
@@ -208,6 +232,7 @@ func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
 func (c *conn) readFailed(err error, beforeHello bool) bool {
 	switch {
 	case errors.Is(err, errTooLarge):
+		c.e.metrics.refused.WithLabelValues(refusedFrameTooLarge).Inc()
 		c.closeWith(corralv1.Code_CODE_TOO_LARGE, fmt.Sprintf("frame larger than %d bytes", c.e.cfg.ReadLimit), 0, false)
 	case errors.Is(err, protocol.ErrBadFrame):
 		c.closeWith(corralv1.Code_CODE_BAD_FRAME, err.Error(), 0, false)

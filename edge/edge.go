@@ -31,7 +31,11 @@ type Edge struct {
 	mu     sync.Mutex // guards the following fields
 	conns  map[*conn]struct{}
 	closed bool
-	connWG sync.WaitGroup // one per open connection
+	// pending counts connections upgraded but not yet authenticated, and
+	// users the connections of each user (limits.go).
+	pending int
+	users   map[string]int
+	connWG  sync.WaitGroup // one per open connection
 }
 
 // New starts an Edge: it opens its links to the core in the background.
@@ -48,6 +52,7 @@ func New(cfg Config) (*Edge, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 		conns:   make(map[*conn]struct{}),
+		users:   make(map[string]int),
 	}
 	for i := range cfg.Links {
 		l := newLink(e, i)
@@ -80,8 +85,13 @@ func (e *Edge) Ready() bool {
 	return true
 }
 
-// ServeHTTP upgrades a request to a WebSocket connection and serves it until
-// it closes.
+// ServeHTTP upgrades a request to a WebSocket connection and returns; the
+// connection is served on a goroutine of its own until it closes.
+//
+// Returning lets net/http release what it holds for the request (its
+// connection state, buffers, the request and its headers, and the deep
+// stack of its serving goroutine): an idle WebSocket then costs only the
+// connection's own state and a shallow reader goroutine.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	if e.closed {
@@ -92,7 +102,12 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e.connWG.Add(1)
 	e.mu.Unlock()
-	defer e.connWG.Done()
+	served := false
+	defer func() {
+		if !served {
+			e.connWG.Done()
+		}
+	}()
 
 	kind, wait := e.admit.admit(r)
 	if wait > 0 {
@@ -101,8 +116,21 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.metrics.admissions.WithLabelValues(kind, "accepted").Inc()
+	if !e.pendingAdd() {
+		e.refusePending(w)
+		return
+	}
+	// The pending handshake ends once: at the authenticated hello, or
+	// when the connection ends before one.
+	var pendingOnce sync.Once
+	release := func() { pendingOnce.Do(e.pendingDone) }
+	defer func() {
+		if !served {
+			release()
+		}
+	}()
 
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{protocol.SubprotocolProto, protocol.SubprotocolJSON},
 		OriginPatterns:     e.cfg.OriginPatterns,
 		InsecureSkipVerify: e.cfg.AnyOrigin,
@@ -118,12 +146,18 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		enc = protocol.JSON
 	}
 	c := newConn(e, ws, enc, r.RemoteAddr)
+	c.handshakeDone = release
 	if !e.track(c) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
 		return
 	}
-	defer e.untrack(c)
-	c.serve()
+	served = true
+	go func() {
+		defer e.connWG.Done()
+		defer e.untrack(c)
+		defer release()
+		c.serve()
+	}()
 }
 
 func (e *Edge) track(c *conn) bool {

@@ -53,6 +53,9 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 			n.Close(ctx)
 		})
 	}
+	// Behaviour tests push traffic faster than a browser would; the
+	// abuse limits have their own tests (limits_test.go), which set them.
+	tune = withoutRateLimits(tune)
 	var edgeNode, apiNode *server.Node
 	var apiURL string
 	switch mode {
@@ -178,3 +181,14 @@ func waitClosed(t *testing.T, c *client.Conn) *client.CloseError {
 }
 
 func payload(i int) []byte { return []byte(fmt.Sprintf(`{"n":%d}`, i)) }
+
+// withoutRateLimits lifts the per-connection rate limits, then applies
+// tune.
+func withoutRateLimits(tune func(*server.Options)) func(*server.Options) {
+	return func(o *server.Options) {
+		o.Edge.MessageRate, o.Edge.SignalRate, o.Edge.ControlRate = -1, -1, -1
+		if tune != nil {
+			tune(o)
+		}
+	}
+}

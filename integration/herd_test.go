@@ -334,3 +334,131 @@ func TestAdminDrain(t *testing.T) {
 		t.Fatal("node not marked drained")
 	}
 }
+
+// TestDrainMovesSessionsToFallback is a deploy without a load balancer:
+// sessions on edge a, with edge b as their fallback, both on one Redis. a
+// drains while a publisher keeps sending through b; every session follows
+// its GOING_AWAY hint to b, resumes there (no new session), and the
+// checker finds nothing lost or duplicated.
+func TestDrainMovesSessionsToFallback(t *testing.T) {
+	const clients = 40
+	addr := "redis://" + redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	aNode, err := server.Start(server.Options{
+		Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
+		RedisURL: addr, RedisPrefix: prefix,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { aNode.Close(context.Background()) })
+	waitReady(t, "http://"+aNode.Addr()+"/readyz")
+	aURL := "ws://" + aNode.Addr() + "/ws"
+	b := start(t, "serve", nil, func(o *server.Options) { o.RedisURL, o.RedisPrefix = addr, prefix })
+	ctx := testCtx(t)
+
+	chk := checker.New()
+	var resumed, fresh atomic.Int64
+	var draining atomic.Bool // connections before the drain are not counted
+	froms := make([]uint64, clients)
+	sessions := make([]*client.Session, clients)
+	for i := range clients {
+		name := fmt.Sprintf("u%d", i)
+		s, err := client.Connect(ctx, aURL, client.SessionOptions{
+			Options:   client.Options{Token: name, Encoding: protocol.Encoding(i % 2)},
+			Fallbacks: []string{b.wsURL},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		j, err := s.Join(ctx, "deploy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[i], froms[i] = s, j.GetSeq()
+		go func() {
+			for ev := range s.Events() {
+				switch ev.Kind {
+				case client.EventFrame:
+					if m := ev.Frame.GetMessage(); m != nil {
+						chk.Received(name, m.GetRoom(), m.GetSeq(), m.GetId())
+					}
+				case client.EventConnected:
+					if !draining.Load() {
+						continue
+					}
+					if ev.Resumed {
+						resumed.Add(1)
+					} else {
+						fresh.Add(1)
+					}
+				case client.EventReset:
+					chk.Reset(name, ev.Room)
+				}
+			}
+		}()
+	}
+
+	pub := dial(t, b, "pub", protocol.JSON)
+	if _, err := pub.Join(ctx, "deploy", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range pub.Frames() {
+		}
+	}()
+	var last atomic.Uint64
+	stop := make(chan struct{})
+	pubDone := make(chan error, 1)
+	go func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				pubDone <- nil
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			id := fmt.Sprintf("m%d", k)
+			p, err := pub.Publish(ctx, "deploy", id, payload(k))
+			if err != nil {
+				pubDone <- err
+				return
+			}
+			chk.Acked("deploy", p.GetSeq(), id)
+			last.Store(p.GetSeq())
+		}
+	}()
+
+	time.Sleep(100 * time.Millisecond)
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	draining.Store(true)
+	if err := aNode.Drain(dctx, time.Second); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for resumed.Load()+fresh.Load() < clients && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r, f := resumed.Load(), fresh.Load(); r != clients || f != 0 {
+		t.Fatalf("after the drain %d sessions resumed and %d started anew, want %d and 0", r, f, clients)
+	}
+	time.Sleep(100 * time.Millisecond) // live traffic on b
+	close(stop)
+	if err := <-pubDone; err != nil {
+		t.Fatal(err)
+	}
+	upto := last.Load()
+	for i := range clients {
+		name := fmt.Sprintf("u%d", i)
+		settle := time.Now().Add(10 * time.Second)
+		for chk.Count(name, "deploy") < int(upto-froms[i]) && time.Now().Before(settle) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		chk.Member(name, "deploy", froms[i], upto)
+	}
+	if err := chk.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,7 +3,11 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,6 +171,7 @@ func TestSlowConsumerResumes(t *testing.T) {
 			d := start(t, mode, nil, func(o *server.Options) {
 				o.Edge.QueueFrames, o.Edge.QueueBytes = 32, 256<<10
 				o.HistoryMaxLen = 5000 // the resume must find what it missed
+				o.Edge.WriteTimeout = time.Minute
 			})
 			ctx := testCtx(t)
 			pub := dial(t, d, "pub", protocol.JSON)
@@ -182,7 +187,12 @@ func TestSlowConsumerResumes(t *testing.T) {
 			// FrameBuffer 1 and a pause per message: this client reads far
 			// slower than the room publishes, so its queue at the server
 			// overflows while it still reads.
-			slow, err := client.Dial(dctx, d.wsURL, client.Options{Token: "slow", FrameBuffer: 1})
+			// A small receive buffer, fixed (no autotuning, which lets a
+			// loopback socket take up to net.ipv4.tcp_rmem's maximum, 32
+			// MiB on some kernels: the whole test's traffic): the server's
+			// queue, not the kernel, must absorb what the client does not
+			// read.
+			slow, err := client.Dial(dctx, d.wsURL, client.Options{Token: "slow", FrameBuffer: 1, HTTPClient: smallRcvBufClient(64 << 10)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,12 +204,26 @@ func TestSlowConsumerResumes(t *testing.T) {
 			chk := checker.New()
 			var last uint64
 			readDone := make(chan struct{})
+			// The reader stalls after a few messages until 600 publishes
+			// (9.6 MB, more than the client's 64 KiB receive buffer, the
+			// server's send buffer (at most net.ipv4.tcp_wmem's maximum,
+			// 4 MiB) and the 256 KiB queue hold) are acknowledged: however
+			// fast or slow this machine runs the publishers, the room
+			// outpaces the reader and the queue overflows. The write
+			// timeout is raised so that the stalled write is not cut
+			// first (that is the stalled-client test's case).
+			published := make(chan struct{})
+			var acked atomic.Int64
 			go func() {
 				defer close(readDone)
+				n := 0
 				for f := range slow.Frames() {
 					if m := f.GetMessage(); m != nil {
 						chk.Received("slow", "feed", m.GetSeq(), m.GetId())
 						last = m.GetSeq()
+						if n++; n == 10 {
+							<-published
+						}
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
@@ -220,6 +244,9 @@ func TestSlowConsumerResumes(t *testing.T) {
 							return err
 						}
 						chk.Acked("feed", p.GetSeq(), id)
+						if acked.Add(1) == 600 {
+							close(published)
+						}
 					}
 					return nil
 				})
@@ -253,4 +280,18 @@ func TestSlowConsumerResumes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// smallRcvBufClient dials with SO_RCVBUF set to n bytes.
+func smallRcvBufClient(n int) *http.Client {
+	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 }

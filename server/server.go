@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
@@ -50,6 +52,9 @@ type Options struct {
 	// InternalAddr is where Serve exposes RoomService for internal
 	// services. Empty: not exposed.
 	InternalAddr string
+	// DebugAddr serves Go's profiles (/debug/pprof/) on this address.
+	// Empty: not served. Keep it private: profiles expose internals.
+	DebugAddr string
 	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090.
 	CoreURL string
 	// RedisURL (redis://host:port/db) makes history and sessions durable in
@@ -88,6 +93,15 @@ type Options struct {
 	// the Node.
 	Core core.Config
 	Edge edge.Config
+	// ReadHeaderTimeout bounds reading a request's headers (the WebSocket
+	// upgrade included): a client sending them slowly (slowloris) is cut
+	// after it. Default 5s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a kept-alive HTTP connection with no request in
+	// flight after this long. Default 60s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
+	MaxHeaderBytes int
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -142,8 +156,9 @@ func Start(opts Options) (*Node, error) {
 			}
 			h := history.NewRedis(n.redis, history.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, Events: ev})
 			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
-			cc.History, cc.Sessions = h, ss
-			n.stores = append(n.stores, ss, h)
+			g := grants.NewRedis(n.redis, grants.RedisOptions{Prefix: opts.RedisPrefix})
+			cc.History, cc.Sessions, cc.Grants = h, ss, g
+			n.stores = append(n.stores, ss, h, g)
 			if cc.Presence.NewStore == nil {
 				rc := n.redis
 				cc.Presence.NewStore = func(po presence.Options) (presence.Store, error) {
@@ -272,6 +287,12 @@ func Start(opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	if opts.DebugAddr != "" {
+		if err := n.listen(opts.DebugAddr, debugMux()); err != nil {
+			_ = n.Close(context.Background())
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
@@ -286,7 +307,9 @@ func (n *Node) listen(addr string, h http.Handler) error {
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         p,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cmp.Or(n.opts.ReadHeaderTimeout, 5*time.Second),
+		IdleTimeout:       cmp.Or(n.opts.IdleTimeout, 60*time.Second),
+		MaxHeaderBytes:    cmp.Or(n.opts.MaxHeaderBytes, 64<<10),
 		ErrorLog:          slog.NewLogLogger(n.opts.Logger.Handler(), slog.LevelWarn),
 	}
 	n.servers = append(n.servers, srv)
@@ -304,8 +327,16 @@ func (n *Node) Addr() string { return n.addrs[0] }
 
 // InternalAddr is where Serve exposes RoomService, or "".
 func (n *Node) InternalAddr() string {
-	if len(n.addrs) > 1 {
+	if n.opts.Mode == Serve && n.opts.InternalAddr != "" {
 		return n.addrs[1]
+	}
+	return ""
+}
+
+// DebugAddr is where the profiles are served (Options.DebugAddr), or "".
+func (n *Node) DebugAddr() string {
+	if n.opts.DebugAddr != "" {
+		return n.addrs[len(n.addrs)-1]
 	}
 	return ""
 }

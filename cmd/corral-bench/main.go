@@ -25,6 +25,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/edge"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -116,6 +117,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		node, err := server.Start(server.Options{
 			Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
 			Auth: auth.Dev{}, APIInsecure: true,
+			// Load, not abuse: the per-connection rates and the per-user
+			// bound are lifted (the other limits stay).
+			Edge:   edge.Config{MessageRate: -1, SignalRate: -1, ControlRate: -1, MaxConnsPerUser: -1},
 			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {

@@ -88,6 +88,7 @@ func run(args []string, stderr io.Writer) error {
 		Mode:          mode,
 		Addr:          f.addr,
 		InternalAddr:  f.internalAddr,
+		DebugAddr:     f.debugAddr,
 		CoreURL:       f.coreURL,
 		RedisURL:      f.redisURL,
 		RedisPrefix:   f.redisPrefix,
@@ -123,6 +124,15 @@ func run(args []string, stderr io.Writer) error {
 	opts.Edge.HandshakeRate, opts.Edge.HandshakeBurst = f.admitRate, f.admitBurst
 	opts.Edge.ResumeRate, opts.Edge.ResumeBurst = f.resumeRate, f.resumeBurst
 	opts.Edge.DrainWindow = f.drainWindow
+	opts.Edge.MessageRate, opts.Edge.MessageBurst = f.publishRate, f.publishBurst
+	opts.Edge.SignalRate, opts.Edge.SignalBurst = f.signalRate, f.signalBurst
+	opts.Edge.ControlRate, opts.Edge.ControlBurst = f.controlRate, f.controlBurst
+	opts.Edge.RateStrikes, opts.Edge.MaxConnsPerUser = f.rateStrikes, f.maxConnsPerUser
+	opts.Edge.MaxPending, opts.Edge.ReadLimit = f.maxPending, f.maxFrame
+	opts.Edge.HelloTimeout = f.helloTimeout
+	opts.Core.MaxPayload, opts.Core.MaxRoomsPerConn = f.maxPayload, f.maxRooms
+	opts.Core.ReadOnlyRooms = splitList(f.readOnlyRooms)
+	opts.ReadHeaderTimeout = f.readHeaderTimeout
 	if mode != server.CoreOnly {
 		a, err := authenticator(f, logger)
 		if err != nil {
@@ -157,6 +167,7 @@ func run(args []string, stderr io.Writer) error {
 
 type flags struct {
 	addr, internalAddr, coreURL string
+	debugAddr                   string
 	redisURL, redisPrefix       string
 	historyMaxLen, eventsMaxLen int
 	backlog                     int
@@ -175,6 +186,15 @@ type flags struct {
 	admitRate, resumeRate       float64
 	admitBurst, resumeBurst     int
 	logFormat, logLevel         string
+
+	// Abuse limits (docs/SECURITY.md).
+	publishRate, signalRate, controlRate    float64
+	publishBurst, signalBurst, controlBurst int
+	rateStrikes, maxConnsPerUser            int
+	maxPending, maxPayload, maxRooms        int
+	maxFrame                                int64
+	helloTimeout, readHeaderTimeout         time.Duration
+	readOnlyRooms                           string
 }
 
 func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
@@ -230,7 +250,27 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.resumeBurst, "resume-burst", 10000, "burst of the resume bucket [CORRAL_RESUME_BURST]")
 		fs.DurationVar(&f.drainWindow, "drain-window", 10*time.Second, "a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window [CORRAL_DRAIN_WINDOW]")
 	}
+	if mode != server.CoreOnly {
+		fs.Float64Var(&f.publishRate, "publish-rate", 50, "publishes per second per connection (token bucket; past it an error frame with retry-after; negative: unlimited) [CORRAL_PUBLISH_RATE]")
+		fs.IntVar(&f.publishBurst, "publish-burst", 100, "burst of the per-connection publish bucket [CORRAL_PUBLISH_BURST]")
+		fs.Float64Var(&f.signalRate, "signal-rate", 100, "signals per second per connection (token bucket, apart from publishes; negative: unlimited) [CORRAL_SIGNAL_RATE]")
+		fs.IntVar(&f.signalBurst, "signal-burst", 200, "burst of the per-connection signal bucket [CORRAL_SIGNAL_BURST]")
+		fs.Float64Var(&f.controlRate, "control-rate", 20, "joins and leaves per second per connection (negative: unlimited) [CORRAL_CONTROL_RATE]")
+		fs.IntVar(&f.controlBurst, "control-burst", 200, "burst of the per-connection join/leave bucket [CORRAL_CONTROL_BURST]")
+		fs.IntVar(&f.rateStrikes, "rate-strikes", 100, "refusals by the rate limits within 10s that close a connection with 4101 (negative: never) [CORRAL_RATE_STRIKES]")
+		fs.IntVar(&f.maxConnsPerUser, "max-conns-per-user", 1000, "connections of one user on this edge (past it: close 4408; negative: unlimited) [CORRAL_MAX_CONNS_PER_USER]")
+		fs.IntVar(&f.maxPending, "max-pending", 10000, "connections upgraded but not yet authenticated (past it: 503 with Retry-After; negative: unlimited) [CORRAL_MAX_PENDING]")
+		fs.Int64Var(&f.maxFrame, "max-frame", 64<<10, "largest client frame in `bytes` (past it: close 4413) [CORRAL_MAX_FRAME]")
+		fs.DurationVar(&f.helloTimeout, "hello-timeout", 10*time.Second, "how long a new connection may take to send and authenticate its hello (past it: close 4405) [CORRAL_HELLO_TIMEOUT]")
+	}
+	if mode != server.EdgeOnly {
+		fs.IntVar(&f.maxPayload, "max-payload", 64<<10, "largest message or signal payload in `bytes` (past it: error 4413) [CORRAL_MAX_PAYLOAD]")
+		fs.IntVar(&f.maxRooms, "max-rooms-per-conn", 128, "rooms one connection may be in (past it: error 4408; negative: unlimited) [CORRAL_MAX_ROOMS_PER_CONN]")
+		fs.StringVar(&f.readOnlyRooms, "read-only-rooms", "", "comma-separated room patterns where clients may not publish or signal (only internal services do), e.g. 'news:*,announcements' [CORRAL_READ_ONLY_ROOMS]")
+	}
+	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 5*time.Second, "how long a client may take to send its HTTP request headers (slowloris) [CORRAL_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's profiles (/debug/pprof/) on this private `host:port`; empty: off [CORRAL_DEBUG_ADDR]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json [CORRAL_LOG_FORMAT]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error [CORRAL_LOG_LEVEL]")
 	return f

@@ -54,6 +54,7 @@ var Code = /* @__PURE__ */ ((Code2) => {
   Code2[Code2["HELLO_REQUIRED"] = 4405] = "HELLO_REQUIRED";
   Code2[Code2["UNKNOWN_FRAME"] = 4406] = "UNKNOWN_FRAME";
   Code2[Code2["INVALID_ARGUMENT"] = 4407] = "INVALID_ARGUMENT";
+  Code2[Code2["LIMIT_EXCEEDED"] = 4408] = "LIMIT_EXCEEDED";
   Code2[Code2["TOO_LARGE"] = 4413] = "TOO_LARGE";
   return Code2;
 })(Code || {});

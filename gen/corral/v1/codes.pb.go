@@ -77,6 +77,10 @@ const (
 	Code_CODE_UNKNOWN_FRAME Code = 4406
 	// A field is invalid (for example an empty or too long room name).
 	Code_CODE_INVALID_ARGUMENT Code = 4407
+	// A per-connection or per-user limit is reached: too many rooms on this
+	// connection, or too many connections of this user. Stop: leave a room,
+	// or close another connection, before trying again.
+	Code_CODE_LIMIT_EXCEEDED Code = 4408
 	// A frame or payload exceeds the configured size limit.
 	Code_CODE_TOO_LARGE Code = 4413
 )
@@ -102,6 +106,7 @@ var (
 		4405: "CODE_HELLO_REQUIRED",
 		4406: "CODE_UNKNOWN_FRAME",
 		4407: "CODE_INVALID_ARGUMENT",
+		4408: "CODE_LIMIT_EXCEEDED",
 		4413: "CODE_TOO_LARGE",
 	}
 	Code_value = map[string]int32{
@@ -123,6 +128,7 @@ var (
 		"CODE_HELLO_REQUIRED":     4405,
 		"CODE_UNKNOWN_FRAME":      4406,
 		"CODE_INVALID_ARGUMENT":   4407,
+		"CODE_LIMIT_EXCEEDED":     4408,
 		"CODE_TOO_LARGE":          4413,
 	}
 )
@@ -158,7 +164,7 @@ var File_corral_v1_codes_proto protoreflect.FileDescriptor
 
 const file_corral_v1_codes_proto_rawDesc = "" +
 	"\n" +
-	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xdb\x03\n" +
+	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xf5\x03\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x0fCODE_GOING_AWAY\x10\xa0\x1f\x12\x17\n" +
@@ -177,7 +183,8 @@ const file_corral_v1_codes_proto_rawDesc = "" +
 	"\x0fCODE_NOT_JOINED\x10\xb4\"\x12\x18\n" +
 	"\x13CODE_HELLO_REQUIRED\x10\xb5\"\x12\x17\n" +
 	"\x12CODE_UNKNOWN_FRAME\x10\xb6\"\x12\x1a\n" +
-	"\x15CODE_INVALID_ARGUMENT\x10\xb7\"\x12\x13\n" +
+	"\x15CODE_INVALID_ARGUMENT\x10\xb7\"\x12\x18\n" +
+	"\x13CODE_LIMIT_EXCEEDED\x10\xb8\"\x12\x13\n" +
 	"\x0eCODE_TOO_LARGE\x10\xbd\"B\x94\x01\n" +
 	"\rcom.corral.v1B\n" +
 	"CodesProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +

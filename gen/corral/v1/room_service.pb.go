@@ -2295,6 +2295,233 @@ func (x *MemberDisconnected) GetReason() string {
 	return ""
 }
 
+// GrantRequest adds run-time grants. Patterns are exact room names, or
+// patterns where "*" matches any run of characters, as in token grants.
+// A granted pattern also lifts every revocation it matches (a grant of
+// "game:*" lifts a revocation of "game:1" and of "game:*"; a grant of
+// "game:1" does not lift a revocation of "game:*"). At least one pattern
+// is required; each list holds at most 256 patterns of at most 256 bytes.
+type GrantRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Room grants for join.
+	Join []string `protobuf:"bytes,2,rep,name=join,proto3" json:"join,omitempty"`
+	// Room grants for publish and signal.
+	Publish       []string `protobuf:"bytes,3,rep,name=publish,proto3" json:"publish,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRequest) Reset() {
+	*x = GrantRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRequest) ProtoMessage() {}
+
+func (x *GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
+func (*GrantRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GrantRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GrantRequest) GetJoin() []string {
+	if x != nil {
+		return x.Join
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetPublish() []string {
+	if x != nil {
+		return x.Publish
+	}
+	return nil
+}
+
+// GrantResponse is empty: the grants are stored.
+type GrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{31}
+}
+
+// RevokeRequest takes grants away. A revoked pattern removes every
+// run-time grant it matches and is recorded as a revocation: a room it
+// matches is refused whatever the token or another grant says, until a
+// later Grant lifts it. At least one pattern is required.
+type RevokeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Revoked join grants: the user's connections leave matching rooms.
+	Join []string `protobuf:"bytes,2,rep,name=join,proto3" json:"join,omitempty"`
+	// Revoked publish grants: later publishes and signals are refused.
+	Publish       []string `protobuf:"bytes,3,rep,name=publish,proto3" json:"publish,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RevokeRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *RevokeRequest) GetJoin() []string {
+	if x != nil {
+		return x.Join
+	}
+	return nil
+}
+
+func (x *RevokeRequest) GetPublish() []string {
+	if x != nil {
+		return x.Publish
+	}
+	return nil
+}
+
+// RevokeResponse reports what this core removed at once; other cores
+// sharing the store do the same for their connections shortly after.
+type RevokeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sessions removed from at least one room on this core, ordered.
+	SessionIds []string `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	// Room memberships removed on this core.
+	RoomsLeft     uint32 `protobuf:"varint,2,opt,name=rooms_left,json=roomsLeft,proto3" json:"rooms_left,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RevokeResponse) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *RevokeResponse) GetRoomsLeft() uint32 {
+	if x != nil {
+		return x.RoomsLeft
+	}
+	return 0
+}
+
 var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
@@ -2451,14 +2678,28 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05clean\x18\x03 \x01(\bR\x05clean\x12#\n" +
 	"\x04code\x18\x04 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason*\xa1\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"U\n" +
+	"\fGrantRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04join\x18\x02 \x03(\tR\x04join\x12\x18\n" +
+	"\apublish\x18\x03 \x03(\tR\apublish\"\x0f\n" +
+	"\rGrantResponse\"V\n" +
+	"\rRevokeRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04join\x18\x02 \x03(\tR\x04join\x12\x18\n" +
+	"\apublish\x18\x03 \x03(\tR\apublish\"P\n" +
+	"\x0eRevokeResponse\x12\x1f\n" +
+	"\vsession_ids\x18\x01 \x03(\tR\n" +
+	"sessionIds\x12\x1d\n" +
+	"\n" +
+	"rooms_left\x18\x02 \x01(\rR\troomsLeft*\xa1\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
 	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
-	"\x13EVENT_KIND_PRESENCE\x10\x052\xe4\x03\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xdf\x04\n" +
 	"\vRoomService\x12;\n" +
 	"\x04Link\x12\x16.corral.v1.LinkRequest\x1a\x17.corral.v1.LinkResponse(\x010\x01\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
@@ -2467,7 +2708,9 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\aMembers\x12\x19.corral.v1.MembersRequest\x1a\x1a.corral.v1.MembersResponse\x12I\n" +
 	"\n" +
 	"Disconnect\x12\x1c.corral.v1.DisconnectRequest\x1a\x1d.corral.v1.DisconnectResponse\x12?\n" +
-	"\x06Events\x12\x18.corral.v1.EventsRequest\x1a\x19.corral.v1.EventsResponse0\x01B\x9a\x01\n" +
+	"\x06Events\x12\x18.corral.v1.EventsRequest\x1a\x19.corral.v1.EventsResponse0\x01\x12:\n" +
+	"\x05Grant\x12\x17.corral.v1.GrantRequest\x1a\x18.corral.v1.GrantResponse\x12=\n" +
+	"\x06Revoke\x12\x18.corral.v1.RevokeRequest\x1a\x19.corral.v1.RevokeResponseB\x9a\x01\n" +
 	"\rcom.corral.v1B\x10RoomServiceProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -2484,7 +2727,7 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(EventKind)(0),              // 0: corral.v1.EventKind
 	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
@@ -2518,44 +2761,48 @@ var file_corral_v1_room_service_proto_goTypes = []any{
 	(*MemberJoined)(nil),        // 29: corral.v1.MemberJoined
 	(*MemberLeft)(nil),          // 30: corral.v1.MemberLeft
 	(*MemberDisconnected)(nil),  // 31: corral.v1.MemberDisconnected
-	(*ClientFrame)(nil),         // 32: corral.v1.ClientFrame
-	(*Hello)(nil),               // 33: corral.v1.Hello
-	(*ServerFrame)(nil),         // 34: corral.v1.ServerFrame
-	(*ReconnectHint)(nil),       // 35: corral.v1.ReconnectHint
-	(*Message)(nil),             // 36: corral.v1.Message
-	(*PresenceMember)(nil),      // 37: corral.v1.PresenceMember
-	(Code)(0),                   // 38: corral.v1.Code
+	(*GrantRequest)(nil),        // 32: corral.v1.GrantRequest
+	(*GrantResponse)(nil),       // 33: corral.v1.GrantResponse
+	(*RevokeRequest)(nil),       // 34: corral.v1.RevokeRequest
+	(*RevokeResponse)(nil),      // 35: corral.v1.RevokeResponse
+	(*ClientFrame)(nil),         // 36: corral.v1.ClientFrame
+	(*Hello)(nil),               // 37: corral.v1.Hello
+	(*ServerFrame)(nil),         // 38: corral.v1.ServerFrame
+	(*ReconnectHint)(nil),       // 39: corral.v1.ReconnectHint
+	(*Message)(nil),             // 40: corral.v1.Message
+	(*PresenceMember)(nil),      // 41: corral.v1.PresenceMember
+	(Code)(0),                   // 42: corral.v1.Code
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
 	3,  // 0: corral.v1.LinkRequest.frames:type_name -> corral.v1.EdgeFrame
 	4,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
-	32, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
+	36, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
 	6,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
-	33, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
+	37, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
 	5,  // 5: corral.v1.Attach.identity:type_name -> corral.v1.Identity
 	8,  // 6: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
 	9,  // 7: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
 	10, // 8: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
 	12, // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
 	11, // 10: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
-	34, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	34, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
-	35, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	36, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	38, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	38, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
+	39, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	40, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
 	19, // 15: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
 	22, // 16: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	37, // 17: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	38, // 18: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	41, // 17: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	42, // 18: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
 	0,  // 19: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
 	27, // 20: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	36, // 21: corral.v1.Event.message:type_name -> corral.v1.Message
+	40, // 21: corral.v1.Event.message:type_name -> corral.v1.Message
 	29, // 22: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
 	30, // 23: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
 	31, // 24: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
 	28, // 25: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
 	1,  // 26: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	37, // 27: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	38, // 28: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	41, // 27: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	42, // 28: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
 	2,  // 29: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
 	13, // 30: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
 	17, // 31: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
@@ -2563,15 +2810,19 @@ var file_corral_v1_room_service_proto_depIdxs = []int32{
 	20, // 33: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
 	23, // 34: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
 	25, // 35: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	7,  // 36: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
-	14, // 37: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	18, // 38: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	16, // 39: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	21, // 40: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	24, // 41: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	26, // 42: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	36, // [36:43] is the sub-list for method output_type
-	29, // [29:36] is the sub-list for method input_type
+	32, // 36: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	34, // 37: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	7,  // 38: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
+	14, // 39: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	18, // 40: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	16, // 41: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	21, // 42: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	24, // 43: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	26, // 44: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	33, // 45: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	35, // 46: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	38, // [38:47] is the sub-list for method output_type
+	29, // [29:38] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2612,7 +2863,7 @@ func file_corral_v1_room_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,10 @@ const (
 	RoomServiceDisconnectProcedure = "/corral.v1.RoomService/Disconnect"
 	// RoomServiceEventsProcedure is the procedure name of the RoomService's Events RPC.
 	RoomServiceEventsProcedure = "/corral.v1.RoomService/Events"
+	// RoomServiceGrantProcedure is the procedure name of the RoomService's Grant RPC.
+	RoomServiceGrantProcedure = "/corral.v1.RoomService/Grant"
+	// RoomServiceRevokeProcedure is the procedure name of the RoomService's Revoke RPC.
+	RoomServiceRevokeProcedure = "/corral.v1.RoomService/Revoke"
 )
 
 var (
@@ -90,6 +94,20 @@ var (
 			Procedure:  RoomServiceEventsProcedure,
 		}
 	})
+	roomServiceGrantSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Grant"),
+			Procedure:  RoomServiceGrantProcedure,
+		}
+	})
+	roomServiceRevokeSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Revoke"),
+			Procedure:  RoomServiceRevokeProcedure,
+		}
+	})
 )
 
 // RoomServiceClient is a client for the corral.v1.RoomService service.
@@ -112,6 +130,15 @@ type RoomServiceClient interface {
 	// Events follows the log of committed room events (messages, joins,
 	// leaves, disconnects), from a position, then live. See EventsRequest.
 	Events(context.Context, *v1.EventsRequest) (RoomServiceEventsClientStream, error)
+	// Grant adds run-time room grants for a user, beside those of the
+	// user's tokens, and lifts revocations they cover. It takes effect on
+	// the user's connections at once, on every core sharing the store.
+	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
+	// Revoke takes room grants away from a user, including those of the
+	// user's tokens. Revoking join removes the user's connections from the
+	// rooms it matches (each gets Left with CODE_FORBIDDEN), on every core
+	// sharing the store.
+	Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error)
 }
 
 // NewRoomServiceClient constructs a client for the corral.v1.RoomService service. Multiple service
@@ -196,6 +223,15 @@ type RoomServiceHandler interface {
 	// Events follows the log of committed room events (messages, joins,
 	// leaves, disconnects), from a position, then live. See EventsRequest.
 	Events(context.Context, *v1.EventsRequest, RoomServiceEventsServerStream) error
+	// Grant adds run-time room grants for a user, beside those of the
+	// user's tokens, and lifts revocations they cover. It takes effect on
+	// the user's connections at once, on every core sharing the store.
+	Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error)
+	// Revoke takes room grants away from a user, including those of the
+	// user's tokens. Revoking join removes the user's connections from the
+	// rooms it matches (each gets Left with CODE_FORBIDDEN), on every core
+	// sharing the store.
+	Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error)
 }
 
 // RegisterRoomServiceHandler registers svc as the corral.v1.RoomService implementation on server.
@@ -209,6 +245,8 @@ func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) 
 		connect.Method{Spec: roomServiceMembersSpec(), Handler: adapter.members},
 		connect.Method{Spec: roomServiceDisconnectSpec(), Handler: adapter.disconnect},
 		connect.Method{Spec: roomServiceEventsSpec(), Handler: adapter.events},
+		connect.Method{Spec: roomServiceGrantSpec(), Handler: adapter.grant},
+		connect.Method{Spec: roomServiceRevokeSpec(), Handler: adapter.revoke},
 	)
 }
 
@@ -282,6 +320,14 @@ func (UnimplementedRoomServiceHandler) Events(context.Context, *v1.EventsRequest
 	return connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Events is not implemented")
 }
 
+func (UnimplementedRoomServiceHandler) Grant(context.Context, *v1.GrantRequest) (*v1.GrantResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Grant is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Revoke is not implemented")
+}
+
 type roomServiceClient struct {
 	client *connect.Client
 }
@@ -340,6 +386,22 @@ func (c *roomServiceClient) Events(ctx context.Context, req *v1.EventsRequest) (
 		return RoomServiceEventsClientStream{}, err
 	}
 	return RoomServiceEventsClientStream{stream: stream}, nil
+}
+
+func (c *roomServiceClient) Grant(ctx context.Context, req *v1.GrantRequest) (*v1.GrantResponse, error) {
+	var res v1.GrantResponse
+	if err := c.client.CallUnary(ctx, roomServiceGrantSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Revoke(ctx context.Context, req *v1.RevokeRequest) (*v1.RevokeResponse, error) {
+	var res v1.RevokeResponse
+	if err := c.client.CallUnary(ctx, roomServiceRevokeSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 type roomServiceHandler struct{ svc RoomServiceHandler }
@@ -414,4 +476,28 @@ func (h roomServiceHandler) events(ctx context.Context, _ connect.Spec, stream c
 		return err
 	}
 	return h.svc.Events(ctx, &req, RoomServiceEventsServerStream{stream: stream})
+}
+
+func (h roomServiceHandler) grant(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.GrantRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Grant(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) revoke(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.RevokeRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Revoke(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
 }

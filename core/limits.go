@@ -1,0 +1,225 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"github.com/corral-rt/corral/auth"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/grants"
+)
+
+// Room authorization and per-connection limits of the core. A session
+// may join a room when its token or a run-time grant allows it (package
+// grants); it may publish and signal when, beside that, the room is not
+// read-only for clients (Config.ReadOnlyRooms). Run-time grants change
+// through Grant and Revoke; a revoked join removes the user's sessions from
+// the rooms it matches, on every core sharing the grants store. Every
+// refusal is counted in corral_core_refused_total by reason.
+
+// Reasons of corral_core_refused_total.
+const (
+	refusedJoin      = "forbidden_join"
+	refusedPublish   = "forbidden_publish"
+	refusedReadOnly  = "read_only"
+	refusedRooms     = "rooms_per_conn"
+	refusedTooLarge  = "payload_too_large"
+	refusedRevoked   = "join_revoked"
+	refusedGrantsErr = "grants_unavailable"
+	refusedInvalid   = "invalid_argument"
+	refusedNotJoined = "not_joined"
+)
+
+// may reports whether s may do kind in room: its token or a run-time
+// grant allows it and, for publish, the room is not read-only. A grants
+// store that cannot answer refuses (fail closed) with err set.
+func (c *Core) may(ctx context.Context, s *session, kind grants.Kind, room string) (bool, error) {
+	if kind == grants.Publish && auth.Match(c.cfg.ReadOnlyRooms, room) {
+		return false, nil
+	}
+	return c.granted(ctx, s.user, s.ident, kind, room)
+}
+
+// granted applies the token's and the run-time grants.
+func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, kind grants.Kind, room string) (bool, error) {
+	token := id.GetJoin()
+	if kind == grants.Publish {
+		token = id.GetPublish()
+	}
+	g, err := c.grants.Get(ctx, user)
+	if err != nil {
+		c.metrics.refused.WithLabelValues(refusedGrantsErr).Inc()
+		return false, err
+	}
+	return grants.Allows(g, kind, token, room), nil
+}
+
+// refuseJoin checks a client join: the grants, and the bound on rooms per
+// connection. It answers a refusal itself and reports false.
+func (c *Core) refuseJoin(ctx context.Context, s *session, name string) bool {
+	ok, err := c.may(ctx, s, grants.Join, name)
+	switch {
+	case err != nil:
+		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, "")
+		return true
+	case !ok:
+		c.metrics.refused.WithLabelValues(refusedJoin).Inc()
+		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room", name, "")
+		return true
+	}
+	s.mu.Lock()
+	_, in := s.rooms[name]
+	n := len(s.rooms)
+	s.mu.Unlock()
+	if !in && c.cfg.MaxRoomsPerConn > 0 && n >= c.cfg.MaxRoomsPerConn {
+		c.metrics.refused.WithLabelValues(refusedRooms).Inc()
+		s.sendErr(corralv1.Code_CODE_LIMIT_EXCEEDED,
+			fmt.Sprintf("at most %d rooms per connection: leave one first", c.cfg.MaxRoomsPerConn), name, "")
+		return true
+	}
+	return false
+}
+
+// refusePublish checks a client publish or signal for the grants and the
+// read-only policy. It answers a refusal itself and reports false.
+func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
+	if auth.Match(c.cfg.ReadOnlyRooms, name) {
+		c.metrics.refused.WithLabelValues(refusedReadOnly).Inc()
+		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients", name, ref)
+		return true
+	}
+	ok, err := c.may(ctx, s, grants.Publish, name)
+	switch {
+	case err != nil:
+		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)
+		return true
+	case !ok:
+		c.metrics.refused.WithLabelValues(refusedPublish).Inc()
+		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant publishing to this room", name, ref)
+		return true
+	}
+	return false
+}
+
+// Grant adds run-time grants for a user.
+func (c *Core) Grant(ctx context.Context, req *corralv1.GrantRequest) (*corralv1.GrantResponse, error) {
+	if err := c.grants.Grant(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+		return nil, grantsError(err)
+	}
+	return &corralv1.GrantResponse{}, nil
+}
+
+// Revoke takes grants away from a user and removes the user's sessions on
+// this core from the rooms they may no longer be in; other cores do the
+// same when the store announces the change.
+func (c *Core) Revoke(ctx context.Context, req *corralv1.RevokeRequest) (*corralv1.RevokeResponse, error) {
+	// Under enforceMu the announcement of this change, which grantsLoop
+	// handles, cannot remove the memberships before this call counts them.
+	c.enforceMu.Lock()
+	defer c.enforceMu.Unlock()
+	if err := c.grants.Revoke(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+		return nil, grantsError(err)
+	}
+	ids, n := c.enforceGrants(ctx, req.GetUserId())
+	return &corralv1.RevokeResponse{SessionIds: ids, RoomsLeft: uint32(n)}, nil
+}
+
+func grantsError(err error) *connect.Error {
+	if errors.Is(err, grants.ErrInvalid) {
+		return connectErr(connect.CodeInvalidArgument, err)
+	}
+	return rpcError(err)
+}
+
+// enforceGrants removes user's live sessions from every room their grants
+// no longer allow: each gets Left with CODE_FORBIDDEN. It returns the
+// sessions concerned and how many memberships ended.
+func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
+	c.mu.Lock()
+	var mine []*session
+	for _, s := range c.live {
+		if s.user == user {
+			mine = append(mine, s)
+		}
+	}
+	c.mu.Unlock()
+	var ids []string
+	left := 0
+	for _, s := range mine {
+		s.mu.Lock()
+		names := make([]string, 0, len(s.rooms))
+		for name := range s.rooms {
+			names = append(names, name)
+		}
+		s.mu.Unlock()
+		removed := false
+		for _, name := range names {
+			ok, err := c.granted(ctx, user, s.ident, grants.Join, name)
+			if ok || err != nil {
+				continue // a store that cannot answer removes no one
+			}
+			s.mu.Lock()
+			r := s.rooms[name]
+			delete(s.rooms, name)
+			s.mu.Unlock()
+			if r == nil {
+				continue
+			}
+			c.metrics.refused.WithLabelValues(refusedRevoked).Inc()
+			r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: "the join grant was revoked"})
+			c.emitLeft(s, name)
+			c.presenceLeave(s, name, true)
+			c.releaseMember(r)
+			if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
+				c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+			}
+			removed = true
+			left++
+		}
+		if removed {
+			ids = append(ids, s.id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, left
+}
+
+// grantsLoop applies the changes the grants store announces (from this
+// core or another) to this core's sessions, one user at a time. The
+// store's callback only records the user, so it never blocks.
+func (c *Core) grantsLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.grantsWake:
+		}
+		c.grantsMu.Lock()
+		users := c.grantsDirty
+		c.grantsDirty = make(map[string]struct{})
+		c.grantsMu.Unlock()
+		for user := range users {
+			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+			c.enforceMu.Lock()
+			c.enforceGrants(ctx, user)
+			c.enforceMu.Unlock()
+			cancel()
+		}
+	}
+}
+
+// grantsChanged records that user's grants changed.
+func (c *Core) grantsChanged(user string) {
+	c.grantsMu.Lock()
+	c.grantsDirty[user] = struct{}{}
+	c.grantsMu.Unlock()
+	select {
+	case c.grantsWake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,101 @@
+package edge
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+	"google.golang.org/protobuf/proto"
+)
+
+// FuzzLinkResponse feeds a LinkResponse decoded from arbitrary bytes to a
+// link's dispatch, as if the core sent it, with two attached connections
+// (one per encoding) that have no socket. Whatever the core sends must not
+// crash the edge, and whatever the edge queues for a browser must decode.
+func FuzzLinkResponse(f *testing.F) {
+	for _, seed := range linkResponseSeeds() {
+		b, err := proto.Marshal(seed)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var resp corralv1.LinkResponse
+		if proto.Unmarshal(data, &resp) != nil {
+			return
+		}
+		cfg := (&Config{QueueFrames: 64, QueueBytes: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).withDefaults()
+		e := &Edge{cfg: cfg, metrics: newMetrics(nil), conns: make(map[*conn]struct{}), users: make(map[string]int)}
+		l := newLink(e, 0)
+		conns := []*conn{fuzzConn(e, l, 1, protocol.JSON), fuzzConn(e, l, 2, protocol.Proto)}
+		l.dispatch(resp.GetFrames())
+		// A second time: the state the first left behind (members,
+		// positions, closes) must hold too.
+		l.dispatch(resp.GetFrames())
+		for _, c := range conns {
+			c.mu.Lock()
+			q := append([][]byte(nil), c.queue...)
+			c.mu.Unlock()
+			for _, b := range q {
+				var sf corralv1.ServerFrame
+				if err := protocol.DecodeServer(c.enc, b, &sf); err != nil {
+					t.Fatalf("queued %s frame does not decode: %v: %q", c.enc, err, b)
+				}
+			}
+		}
+	})
+}
+
+// fuzzConn is an attached connection with no socket and no writer.
+func fuzzConn(e *Edge, l *link, id uint64, enc protocol.Encoding) *conn {
+	c := &conn{e: e, enc: enc, id: id, link: l, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c.ended = true // no writer goroutine
+	c.attach = &corralv1.Attach{Identity: &corralv1.Identity{UserId: "u"}}
+	c.since = make(map[string]uint64)
+	c.epochs = make(map[string]string)
+	l.conns[id] = c
+	return c
+}
+
+func linkResponseSeeds() []*corralv1.LinkResponse {
+	msg := func(room string, seq uint64, payload string) *corralv1.ServerFrame {
+		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+			Room: room, Seq: seq, Payload: []byte(payload), Sender: "s", Id: "m", TimeMs: 1,
+		}}}
+	}
+	conn := func(id uint64, f *corralv1.ServerFrame) *corralv1.CoreFrame {
+		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Conn{Conn: &corralv1.ConnFrame{Conn: id, Frame: f}}}
+	}
+	room := func(name string, f *corralv1.ServerFrame) *corralv1.CoreFrame {
+		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{Room: name, Frame: f}}}
+	}
+	member := func(id uint64, name string, in bool) *corralv1.CoreFrame {
+		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{Conn: id, Room: name, Member: in}}}
+	}
+	signals := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{
+		{Kind: &corralv1.ServerFrame_Signal{Signal: &corralv1.SignalEvent{Room: "r", Key: "k", Payload: []byte(`{"x":1}`)}}},
+	}}}}
+	return []*corralv1.LinkResponse{
+		{},
+		{Frames: []*corralv1.CoreFrame{
+			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: "s", ResumeToken: "t", UserId: "u"}}}),
+			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: "r", Seq: 3, Epoch: "e"}}}),
+			member(1, "r", true), member(2, "r", true),
+			room("r", msg("r", 4, `{"a":1}`)),
+			room("r", signals), room("r", signals),
+			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{msg("r", 2, `1`), msg("r", 3, `"x"`)}}}}),
+			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{Room: "r", Code: corralv1.Code_CODE_FORBIDDEN}}}),
+			member(1, "r", false),
+		}},
+		{Frames: []*corralv1.CoreFrame{
+			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: "r", Seq: 9, Epoch: "f"}}}),
+			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: corralv1.Code_CODE_RATE_LIMITED, RetryAfterMs: 10}}}),
+			{Kind: &corralv1.CoreFrame_Close{Close: &corralv1.CloseConn{Conn: 2, Hint: &corralv1.ReconnectHint{Code: corralv1.Code_CODE_GOING_AWAY, DelayMs: 5}}}},
+			conn(99, msg("x", 1, `1`)),
+			room("nobody", msg("nobody", 1, `1`)),
+		}},
+	}
+}

@@ -1,0 +1,158 @@
+package grants_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/grants"
+	"github.com/corral-rt/corral/internal/redistest"
+)
+
+func TestAllows(t *testing.T) {
+	g := &grants.Grants{Join: []string{"vip:*"}, JoinRevoked: []string{"lobby", "vip:secret"}, Publish: []string{"chat"}}
+	tests := map[string]struct {
+		kind  grants.Kind
+		token []string
+		room  string
+		want  bool
+	}{
+		"token grants":            {grants.Join, []string{"game:*"}, "game:1", true},
+		"run-time grant":          {grants.Join, nil, "vip:1", true},
+		"neither":                 {grants.Join, []string{"game:*"}, "other", false},
+		"revoked beats token":     {grants.Join, []string{"*"}, "lobby", false},
+		"revoked beats grant":     {grants.Join, nil, "vip:secret", false},
+		"publish apart from join": {grants.Publish, nil, "vip:1", false},
+		"publish grant":           {grants.Publish, nil, "chat", true},
+		"join revocation only":    {grants.Publish, []string{"lobby"}, "lobby", true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := grants.Allows(g, tt.kind, tt.token, tt.room); got != tt.want {
+				t.Fatalf("Allows = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if grants.Allows(nil, grants.Join, []string{"a"}, "a") != true || grants.Allows(nil, grants.Join, nil, "a") {
+		t.Fatal("nil grants: the token alone decides")
+	}
+}
+
+func TestStores(t *testing.T) {
+	stores := map[string]func(t *testing.T) grants.Store{
+		"memory": func(*testing.T) grants.Store { return grants.NewMemory() },
+		"redis": func(t *testing.T) grants.Store {
+			addr := redistest.Start(t)
+			return grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: redistest.Prefix(t)})
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() { s.Close() })
+			var mu sync.Mutex
+			changed := map[string]int{}
+			s.Watch(func(user string) {
+				mu.Lock()
+				changed[user]++
+				mu.Unlock()
+			})
+			ctx := context.Background()
+			if g, err := s.Get(ctx, "ann"); err != nil || g != nil {
+				t.Fatalf("empty store: %v %v", g, err)
+			}
+			if err := s.Revoke(ctx, "ann", []string{"game:*"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Grant(ctx, "ann", []string{"game:1"}, []string{"chat"}); err != nil {
+				t.Fatal(err)
+			}
+			g, err := s.Get(ctx, "ann")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A narrower grant does not lift a broader revocation.
+			if grants.Allows(g, grants.Join, nil, "game:1") || !grants.Allows(g, grants.Publish, nil, "chat") {
+				t.Fatalf("after revoke game:*, grant game:1: %+v", g)
+			}
+			if err := s.Grant(ctx, "ann", []string{"game:*"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if g, _ = s.Get(ctx, "ann"); !grants.Allows(g, grants.Join, nil, "game:2") {
+				t.Fatalf("a broader grant lifts the revocation: %+v", g)
+			}
+			if err := s.Revoke(ctx, "ann", []string{"game:*"}, []string{"chat"}); err != nil {
+				t.Fatal(err)
+			}
+			if g, _ = s.Get(ctx, "ann"); len(g.Join) != 0 || len(g.Publish) != 0 {
+				t.Fatalf("revoke removes the grants it matches: %+v", g)
+			}
+			if err := s.Grant(ctx, "", []string{"a"}, nil); !errors.Is(err, grants.ErrInvalid) {
+				t.Fatalf("no user: %v", err)
+			}
+			if err := s.Grant(ctx, "ann", nil, nil); !errors.Is(err, grants.ErrInvalid) {
+				t.Fatalf("no pattern: %v", err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				mu.Lock()
+				n := changed["ann"]
+				mu.Unlock()
+				if n >= 4 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("watch saw %d changes, want 4", n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestRedisShared: a change made through one store is seen through
+// another at once (announced), not only after the cache TTL.
+func TestRedisShared(t *testing.T) {
+	addr := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	a := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+	b := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	heard := make(chan string, 8)
+	b.Watch(func(user string) { heard <- user })
+	ctx := context.Background()
+	// b subscribes in the background: until it hears a change, changes
+	// may pass it by.
+	for i := 0; ; i++ {
+		if err := a.Grant(ctx, "warm-up", []string{"x"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-heard:
+		case <-time.After(100 * time.Millisecond):
+			if i < 50 {
+				continue
+			}
+			t.Fatal("b never heard of a change")
+		}
+		break
+	}
+	// Fill b's cache with "nothing" first.
+	if g, err := b.Get(ctx, "cam"); err != nil || g != nil {
+		t.Fatal(g, err)
+	}
+	if err := a.Grant(ctx, "cam", []string{"stage"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for u := range heard {
+		if u == "cam" {
+			break
+		}
+	}
+	g, err := b.Get(ctx, "cam")
+	if err != nil || !grants.Allows(g, grants.Join, nil, "stage") {
+		t.Fatalf("b reads %+v, %v", g, err)
+	}
+}

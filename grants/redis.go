@@ -1,0 +1,220 @@
+package grants
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed cas.lua
+var casLua string
+
+var casScript = rueidis.NewLuaScript(casLua)
+
+// RedisOptions configure a Redis store.
+type RedisOptions struct {
+	// Prefix prefixes every key and the channel. Default "corral".
+	Prefix string
+	// TTL bounds how long a cached user's grants are used without reading
+	// Redis again: the delay of a change whose announcement this process
+	// missed (its pub/sub connection was down). Default 5s.
+	TTL time.Duration
+}
+
+// Redis is a Store shared by every process using the same Redis. Each
+// user's grants are one JSON value; a change is a compare-and-set that
+// also publishes the user's id on the prefix's grants channel. Reads are
+// cached for RedisOptions.TTL and dropped when a change is announced.
+type Redis struct {
+	client  rueidis.Client
+	prefix  string
+	channel string
+	ttl     time.Duration
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu    sync.Mutex // guards the following fields
+	cache map[string]cached
+	watch func(string)
+}
+
+type cached struct {
+	g  *Grants
+	at time.Time
+}
+
+// maxCached bounds the cache; past it expired entries are swept.
+const maxCached = 1 << 16
+
+// NewRedis returns a Redis store and starts listening for changes. Close
+// stops it; it does not close client.
+func NewRedis(client rueidis.Client, o RedisOptions) *Redis {
+	if o.Prefix == "" {
+		o.Prefix = "corral"
+	}
+	if o.TTL <= 0 {
+		o.TTL = 5 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Redis{
+		client:  client,
+		prefix:  o.Prefix,
+		channel: o.Prefix + ":grants",
+		ttl:     o.TTL,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		cache:   make(map[string]cached),
+	}
+	go r.listen(ctx)
+	return r
+}
+
+func (r *Redis) key(user string) string { return r.prefix + ":grants:{" + user + "}" }
+
+// listen follows the channel until ctx ends, subscribing again after a
+// failure. Each (re)subscription drops the whole cache: announcements may
+// have been missed.
+func (r *Redis) listen(ctx context.Context) {
+	defer close(r.done)
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		r.mu.Lock()
+		clear(r.cache)
+		r.mu.Unlock()
+		start := time.Now()
+		_ = r.client.Receive(ctx, r.client.B().Subscribe().Channel(r.channel).Build(), func(m rueidis.PubSubMessage) {
+			r.changed(m.Message)
+		})
+		if time.Since(start) > 10*time.Second {
+			backoff = 50 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (r *Redis) changed(user string) {
+	r.mu.Lock()
+	delete(r.cache, user)
+	watch := r.watch
+	r.mu.Unlock()
+	if watch != nil {
+		watch(user)
+	}
+}
+
+// Get returns user's grants (nil: none), from the cache when fresh.
+func (r *Redis) Get(ctx context.Context, user string) (*Grants, error) {
+	now := time.Now()
+	r.mu.Lock()
+	if e, ok := r.cache[user]; ok && now.Sub(e.at) < r.ttl {
+		r.mu.Unlock()
+		return e.g, nil
+	}
+	r.mu.Unlock()
+	g, _, err := r.read(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if len(r.cache) >= maxCached {
+		for u, e := range r.cache {
+			if now.Sub(e.at) >= r.ttl {
+				delete(r.cache, u)
+			}
+		}
+	}
+	if len(r.cache) < maxCached {
+		r.cache[user] = cached{g: g, at: now}
+	}
+	r.mu.Unlock()
+	return g, nil
+}
+
+// read returns user's grants and their stored form ("" when none).
+func (r *Redis) read(ctx context.Context, user string) (*Grants, string, error) {
+	raw, err := r.client.Do(ctx, r.client.B().Get().Key(r.key(user)).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("grants: read: %w", err)
+	}
+	g := new(Grants)
+	if err := json.Unmarshal([]byte(raw), g); err != nil {
+		return nil, "", fmt.Errorf("grants: decode %s: %w", r.key(user), err)
+	}
+	return g, raw, nil
+}
+
+// Grant adds grants for user and lifts the revocations they match.
+func (r *Redis) Grant(ctx context.Context, user string, join, publish []string) error {
+	return r.update(ctx, user, true, join, publish)
+}
+
+// Revoke removes the grants the patterns match and records revocations.
+func (r *Redis) Revoke(ctx context.Context, user string, join, publish []string) error {
+	return r.update(ctx, user, false, join, publish)
+}
+
+var errContended = errors.New("grants: too many concurrent changes of one user")
+
+func (r *Redis) update(ctx context.Context, user string, grant bool, join, publish []string) error {
+	if err := Validate(user, join, publish); err != nil {
+		return err
+	}
+	for range 16 {
+		old, raw, err := r.read(ctx, user)
+		if err != nil {
+			return err
+		}
+		g, err := apply(old, grant, join, publish)
+		if err != nil {
+			return err
+		}
+		next := ""
+		if !g.Empty() {
+			b, err := json.Marshal(g)
+			if err != nil {
+				return fmt.Errorf("grants: encode: %w", err)
+			}
+			next = string(b)
+		}
+		set, err := casScript.Exec(ctx, r.client, []string{r.key(user)}, []string{raw, next, r.channel, user}).AsInt64()
+		if err != nil {
+			return fmt.Errorf("grants: store: %w", err)
+		}
+		if set == 1 {
+			// This process may hear its own announcement only later: drop
+			// the cached copy now, so that its next check reads the change.
+			r.mu.Lock()
+			delete(r.cache, user)
+			r.mu.Unlock()
+			return nil
+		}
+	}
+	return errContended
+}
+
+// Watch sets the function called with a user whose grants changed.
+func (r *Redis) Watch(fn func(user string)) {
+	r.mu.Lock()
+	r.watch = fn
+	r.mu.Unlock()
+}
+
+// Close stops listening. Safe to call twice.
+func (r *Redis) Close() error {
+	r.cancel()
+	<-r.done
+	return nil
+}
