@@ -242,6 +242,7 @@ func twoCores(t *testing.T, tune func(*server.Options)) (a, b *server.Node, da, 
 	t.Helper()
 	addr := "redis://" + redistest.Start(t)
 	prefix := redistest.Prefix(t)
+	tune = withoutRateLimits(tune)
 	startNode := func() (*server.Node, *deployment) {
 		o := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
 			RedisURL: addr, RedisPrefix: prefix}
