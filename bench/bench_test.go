@@ -59,6 +59,13 @@ func TestScenarios(t *testing.T) {
 		"connect/no-api": {scenario: &bench.Connect{
 			Sockets: 20, Rooms: 2, Rate: 100, Inflight: 8, Hold: 500 * time.Millisecond, Probes: 2, SLO: time.Second,
 		}, tune: func(o *bench.Options) { o.Target.API = "" }},
+		"connect/presence": {scenario: &bench.Connect{
+			Sockets: 20, Rooms: 2, Rate: 100, Inflight: 8, Hold: 500 * time.Millisecond, Probes: 2, SLO: time.Second, Presence: true,
+		}},
+		"storm/presence": {scenario: &bench.Storm{
+			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second, Presence: true,
+			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
+		}},
 		"cursors": {scenario: &bench.Cursors{
 			Members: 10, Senders: 3, Hz: 20, Rooms: 1, Duration: 2 * time.Second, Rate: 5,
 			Fresh: 200 * time.Millisecond, ConnectRate: 200, AckTimeout: 5 * time.Second, SLO: time.Second,
@@ -95,6 +102,9 @@ func TestScenarios(t *testing.T) {
 			}
 			if res.Delivery.Received == 0 || res.Delivery.Expected == 0 {
 				t.Errorf("nothing delivered: %+v", res.Delivery)
+			}
+			if p := res.Presence; p != nil && (p.Members != res.Connect.Joined || p.MaxFramesPerMember == 0 || p.Bytes == 0) {
+				t.Errorf("presence counts: %+v", p)
 			}
 			if res.Connect == nil || res.Connect.Joined != res.Connect.Target {
 				t.Errorf("connections: %+v", res.Connect)

@@ -24,6 +24,9 @@ type Connect struct {
 	// Slowloris half-open connections are held against the server while
 	// the honest ones connect (see slowloris.go). 0: none.
 	Slowloris int
+	// Presence: members join with presence; the result counts their
+	// presence frames and bytes.
+	Presence bool
 }
 
 // NewConnect returns W3's rate, 1,000 new connections/s, up to 15,000
@@ -57,13 +60,14 @@ func (c *Connect) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Hold, "hold", c.Hold, "how long the connections stay idle before memory is read")
 	fs.IntVar(&c.Probes, "probes", c.Probes, "messages published to each room after the hold, to check delivery (through --api when given, else by a member)")
 	fs.IntVar(&c.Slowloris, "slowloris", c.Slowloris, "hold `N` half-open connections (half dribbling HTTP headers, half upgraded and silent, re-opened when cut) while the honest ones connect")
+	fs.BoolVar(&c.Presence, "presence", c.Presence, "join with presence and count the presence frames and bytes each member reads")
 	fs.DurationVar(&c.SLO, "slo", c.SLO, "the run passes with p95 connect-to-joined within this and no failed connection")
 }
 
 func (c *Connect) params() map[string]any {
 	return map[string]any{
 		"sockets": c.Sockets, "rooms": c.Rooms, "rate": c.Rate, "inflight": c.Inflight,
-		"hold": c.Hold.String(), "probes": c.Probes, "slo": c.SLO.String(), "slowloris": c.Slowloris,
+		"hold": c.Hold.String(), "probes": c.Probes, "slo": c.SLO.String(), "slowloris": c.Slowloris, "presence": c.Presence,
 	}
 }
 
@@ -85,6 +89,9 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	r := newRun(c.Name(), o, horizon)
 	rooms := roomNamer(runID(), c.Rooms)
 	f := newFleet(r, rooms)
+	if c.Presence {
+		f.presence = new(presenceTally)
+	}
 	// Connections per second are this scenario's deliveries: the step's
 	// window is the dialing time at the target rate.
 	start := time.Now().Add(100 * time.Millisecond)
@@ -171,6 +178,10 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if res.Server != nil {
 		res.Headline += fmt.Sprintf("; server memory %.1f KiB per idle connection", float64(res.Server.PerConn)/1024)
+	}
+	if f.presence != nil {
+		res.Presence = f.presence.stats()
+		res.Headline += res.Presence.headline()
 	}
 	return res, err
 }

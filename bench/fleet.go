@@ -29,6 +29,9 @@ type fleet struct {
 	// signal, when set, is called by a member's consumer for each
 	// SignalEvent it reads, with the time it was read.
 	signal func(m *member, ev *corralv1.SignalEvent, now time.Time)
+	// presence, when set, makes members join with presence and counts
+	// their Presence frames.
+	presence *presenceTally
 
 	mu      sync.Mutex // guards the following field
 	members []*member
@@ -52,6 +55,8 @@ type member struct {
 	resets int
 	// held is, per signal sender, the highest counter read (cursors).
 	held []int64
+	// pres counts Presence frames (nil without --presence).
+	pres *presenceCount
 }
 
 type entry struct {
@@ -113,7 +118,13 @@ func (f *fleet) dial(ctx context.Context, i int, scheduled time.Time) bool {
 		f.r.fail("connect:"+dialErrorKind(err), 0)
 		return false
 	}
-	j, err := c.Join(ctx, m.room, 0, "")
+	var j *corralv1.Joined
+	if f.presence != nil {
+		m.pres = f.presence.add()
+		j, err = c.JoinPresence(ctx, m.room, []byte(`{"name":"`+m.name+`"}`))
+	} else {
+		j, err = c.Join(ctx, m.room, 0, "")
+	}
 	if err != nil {
 		f.r.fail("join:"+dialErrorKind(err), 0)
 		c.CloseNow()
@@ -160,6 +171,10 @@ func (f *fleet) consume(m *member) {
 		case *corralv1.ServerFrame_Signal:
 			if f.signal != nil {
 				f.signal(m, k.Signal, time.Now())
+			}
+		case *corralv1.ServerFrame_Presence:
+			if m.pres != nil {
+				m.pres.observe(f.r.o.Encoding, fr)
 			}
 		case *corralv1.ServerFrame_Reset_:
 			m.resets++

@@ -37,6 +37,8 @@ type Result struct {
 	// Acks is set by scenarios whose clients wait for Published.
 	Acks     *Latency `json:"acks,omitempty"`
 	Delivery Delivery `json:"delivery"`
+	// Presence is set when members joined with presence (--presence).
+	Presence *PresenceStats `json:"presence,omitempty"`
 	// Freshness is set by cursors: how fresh the signal values were.
 	Freshness *Freshness `json:"freshness,omitempty"`
 	// Storm is set by storm: how the clients came back after the reset.

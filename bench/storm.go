@@ -51,6 +51,9 @@ type Storm struct {
 	Cause       string
 	DrainWindow time.Duration
 	Fallback    string
+	// Presence: sessions join with presence; the result counts their
+	// presence frames and bytes (the reset and the resumes included).
+	Presence bool
 }
 
 // NewStorm returns W1's figures: 10,000 clients in 100 rooms of 100, 10
@@ -106,6 +109,7 @@ func (s *Storm) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Publishers, "publishers", s.Publishers, "publish RPCs in flight at most")
 	fs.IntVar(&s.Size, "size", s.Size, "payload `bytes`")
 	fs.DurationVar(&s.Timeout, "publish-timeout", s.Timeout, "deadline of one publish RPC")
+	fs.BoolVar(&s.Presence, "presence", s.Presence, "join with presence and count the presence frames and bytes each member reads, through the reset and the resumes")
 	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
 	fs.StringVar(&s.Cause, "cause", s.Cause, "how the connections end: rst (TCP RST from the proxy) or drain (POST /admin/drain on --url's server)")
 	fs.DurationVar(&s.DrainWindow, "drain-window", s.DrainWindow, "with --cause drain: the window the server spreads the reconnect hints over")
@@ -118,7 +122,7 @@ func (s *Storm) params() map[string]any {
 		"after": s.After.String(), "recover-timeout": s.RecoverTimeout.String(),
 		"connect-rate": s.ConnectRate, "publishers": s.Publishers, "size": s.Size,
 		"publish-timeout": s.Timeout.String(), "proxies": s.Proxies,
-		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback,
+		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback, "presence": s.Presence,
 	}
 }
 
@@ -214,6 +218,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	st := &stormState{disconnects: map[string]int{}, perSecond: map[int64]int{}}
 	if drain {
 		st.fallback = s.Fallback
+	}
+	if s.Presence {
+		f.presence = new(presenceTally)
 	}
 	r.startTicker(ctx)
 	defer r.stopTicker()
@@ -374,6 +381,10 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	res.Headline = fmt.Sprintf("storm: %d clients in %d rooms, %d %s: %d resumed in %.1f s (p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms; peak %d resumes/s), %d failed, %d not back; lost %d, duplicated %d%s",
 		len(clients), s.Rooms, cut, what, st.resumed.Load(), recovered.Seconds(), rec.P50, rec.P95, rec.P99, rec.Max,
 		res.Storm.PeakPerSecond, st.failed.Load(), notBack, res.Delivery.Lost, res.Delivery.Duplicated, cpu)
+	if f.presence != nil {
+		res.Presence = f.presence.stats()
+		res.Headline += res.Presence.headline()
+	}
 	if len(res.Delivery.Violations) > 0 {
 		return res, fmt.Errorf("%w: %d lost, %d duplicated; first: %s", ErrViolation,
 			res.Delivery.Lost, res.Delivery.Duplicated, res.Delivery.Violations[0])
@@ -404,7 +415,13 @@ func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsUR
 		r.fail("connect:"+dialErrorKind(err), 0)
 		return nil
 	}
-	j, err := sess.Join(dctx, m.room)
+	var j *corralv1.Joined
+	if f.presence != nil {
+		m.pres = f.presence.add()
+		j, err = sess.JoinPresence(dctx, m.room, []byte(`{"name":"`+m.name+`"}`))
+	} else {
+		j, err = sess.Join(dctx, m.room)
+	}
 	if err != nil {
 		r.fail("join:"+dialErrorKind(err), 0)
 		_ = sess.Close()
@@ -429,6 +446,10 @@ func (s *Storm) consume(r *run, st *stormState, c *stormClient) {
 	for ev := range c.sess.Events() {
 		switch ev.Kind {
 		case client.EventFrame:
+			if m.pres != nil && ev.Frame.GetPresence() != nil {
+				m.pres.observe(r.o.Encoding, ev.Frame)
+				continue
+			}
 			if msg, ok := ev.Frame.GetKind().(*corralv1.ServerFrame_Message); ok {
 				if msg.Message.GetRoom() != m.room {
 					continue

@@ -86,6 +86,10 @@ func (r *Result) WriteText(w io.Writer) error {
 			fr.Sent, fr.Deliveries, fr.DeliveriesPerSec, fr.Samples, 100*fr.Share, fr.SLOMs, fr.Never)
 		lat("signal freshness", fr.Latency)
 	}
+	if p := r.Presence; p != nil {
+		fmt.Fprintf(&b, "  presence               %d members: %.1f frames (max %d), %.0f bytes (max %d) per member\n",
+			p.Members, p.FramesPerMember, p.MaxFramesPerMember, p.BytesPerMember, p.MaxBytesPerMember)
+	}
 	d := r.Delivery
 	fmt.Fprintf(&b, "  delivery check         %d published, %d expected, %d received, %d lost, %d duplicated",
 		d.Published, d.Expected, d.Received, d.Lost, d.Duplicated)

@@ -65,6 +65,7 @@ type Conn struct {
 	mu       sync.Mutex // guards the following fields
 	pubWait  map[string]chan *corralv1.ServerFrame
 	joinWait map[string]chan *corralv1.ServerFrame
+	pageWait map[string]chan *corralv1.ServerFrame // by room
 	hint     *corralv1.ReconnectHint
 	err      *CloseError
 }
@@ -106,6 +107,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		done:     make(chan struct{}),
 		pubWait:  make(map[string]chan *corralv1.ServerFrame),
 		joinWait: make(map[string]chan *corralv1.ServerFrame),
+		pageWait: make(map[string]chan *corralv1.ServerFrame),
 	}
 	if c.enc == protocol.Proto {
 		c.typ = websocket.MessageBinary
@@ -331,6 +333,9 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 			waiter = c.joinWait[room]
 			delete(c.joinWait, room)
 		}
+	case *corralv1.ServerFrame_PresencePage:
+		waiter = c.pageWait[k.PresencePage.GetRoom()]
+		delete(c.pageWait, k.PresencePage.GetRoom())
 	case *corralv1.ServerFrame_Reconnect:
 		c.hint = k.Reconnect
 	}

@@ -114,3 +114,34 @@ func ExampleConnect() {
 	// connected, resumed: false
 	// 1 bob: "hi"
 }
+
+func ExampleConn_JoinPresence() {
+	url, stop := runCorral()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	c, err := client.Dial(ctx, url, client.Options{Token: "alice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.JoinPresence(ctx, "lobby", []byte(`{"name":"Alice"}`)); err != nil {
+		log.Fatal(err)
+	}
+	// A snapshot comes first (at the room's next presence tick), then
+	// diffs; a Roster applies them.
+	var who client.Roster
+	for f := range c.Frames() {
+		if p := f.GetPresence(); p != nil {
+			who.Apply(p)
+			if who.Get("alice") != nil {
+				break
+			}
+		}
+	}
+	for _, m := range who.List() {
+		fmt.Println(m.GetUserId(), string(m.GetState()), m.GetConnections())
+	}
+	// Output: alice {"name":"Alice"} 1
+}

@@ -156,6 +156,10 @@ type roomState struct {
 	ready   chan struct{}    // closed at the first Joined or on failure
 	err     error            // why the join failed
 	settled bool
+	// presence: joined with presence, with this state (JoinPresence,
+	// SetPresence); kept for rejoins on a new session.
+	presence bool
+	state    []byte
 }
 
 // settle ends the wait of Join. Session.mu must be held.
@@ -228,6 +232,10 @@ func (s *Session) Attempts() []int {
 // drop the Session resumes it from the last message passed on. Joining a
 // room the session is already in returns at once.
 func (s *Session) Join(ctx context.Context, room string) (*corralv1.Joined, error) {
+	return s.join(ctx, room, false, nil)
+}
+
+func (s *Session) join(ctx context.Context, room string, presence bool, state []byte) (*corralv1.Joined, error) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -241,14 +249,15 @@ func (s *Session) Join(ctx context.Context, room string) (*corralv1.Joined, erro
 	}
 	send := st == nil
 	if send {
-		st = &roomState{ready: make(chan struct{})}
+		st = &roomState{ready: make(chan struct{}), presence: presence, state: state}
 		s.rooms[room] = st
 	}
+	jf := st.joinFrame(room)
 	// While conn is nil the supervisor joins the room once connected.
 	c := s.conn
 	s.mu.Unlock()
 	if send && c != nil {
-		err := s.send(ctx, c, joinFrame(room))
+		err := s.send(ctx, c, jf)
 		if isEncodeErr(err) {
 			s.forget(room, st, false)
 			return nil, err
@@ -450,8 +459,11 @@ func isEncodeErr(err error) bool {
 	return errors.Is(err, protocol.ErrBadFrame) || errors.Is(err, protocol.ErrUnknownFrame)
 }
 
-func joinFrame(room string) *corralv1.ClientFrame {
-	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}}
+// joinFrame joins room as st wants. Session.mu must be held.
+func (st *roomState) joinFrame(room string) *corralv1.ClientFrame {
+	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
+		Room: room, Presence: st.presence, PresenceState: st.state,
+	}}}
 }
 
 // leaveLater asks the supervisor to send a Leave for room on the current
@@ -532,7 +544,7 @@ func (s *Session) resumeFrame() *corralv1.Resume {
 	r := &corralv1.Resume{SessionId: s.welcome.GetSessionId(), ResumeToken: s.welcome.GetResumeToken()}
 	for name, st := range s.rooms {
 		if st.in {
-			r.Rooms = append(r.Rooms, &corralv1.RoomPosition{Room: name, Seq: st.seq, Epoch: st.epoch})
+			r.Rooms = append(r.Rooms, &corralv1.RoomPosition{Room: name, Seq: st.seq, Epoch: st.epoch, Presence: st.presence})
 		}
 	}
 	return r
@@ -620,14 +632,20 @@ func (s *Session) attach(c *Conn) <-chan struct{} {
 	resumed := w.GetResumed() && s.welcome != nil && w.GetSessionId() == s.welcome.GetSessionId()
 	s.welcome = w
 	s.conn, s.live = c, false
-	var pending []string
+	var pending []*corralv1.ClientFrame
 	for name, st := range s.rooms {
 		if !resumed {
 			st.reset = st.reset || st.in
 			st.in = false
 		}
 		if !st.in {
-			pending = append(pending, name)
+			pending = append(pending, st.joinFrame(name))
+		} else if st.presence && st.state != nil {
+			// Resumed: the server kept the presence, but its state is gone
+			// if the grace window passed; setting it again is free if not.
+			pending = append(pending, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{
+				Room: name, State: st.state,
+			}}})
 		}
 	}
 	s.mu.Unlock()
@@ -641,9 +659,9 @@ func (s *Session) attach(c *Conn) <-chan struct{} {
 	}()
 	// The joins go out before anything a caller sends on c, so a publish
 	// finds its room.
-	for _, room := range pending {
+	for _, jf := range pending {
 		ctx, cancel := context.WithTimeout(s.ctx, s.opts.DialTimeout)
-		err := s.send(ctx, c, joinFrame(room))
+		err := s.send(ctx, c, jf)
 		cancel()
 		if err != nil && !isEncodeErr(err) {
 			break // c is cut; the next connection joins them

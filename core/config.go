@@ -55,6 +55,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// API tunes the internal API (Broadcast, Events).
 	API APIConfig
+	// Presence tunes presence (presence.go).
+	Presence PresenceConfig
 }
 
 func (c *Config) withDefaults() Config {

@@ -45,7 +45,11 @@ type Core struct {
 	// reconnect_duration_seconds; entries older than the TTL are swept.
 	droppedAt map[string]time.Time
 
-	api apiState // the internal API's state (events.go)
+	api  apiState      // the internal API's state (events.go)
+	pres presenceState // presence.go
+	// presErr is why the presence store could not be made; Start fails
+	// with it (New falls back to memory).
+	presErr error
 
 	// grants are the run-time room grants (limits.go); grantsDirty holds
 	// users whose grants changed, for grantsLoop.
@@ -92,9 +96,16 @@ func New(cfg Config) *Core {
 		c.ownStore = true
 	}
 	c.initAPI()
-	c.wg.Add(2)
+	if err := c.initPresence(); err != nil {
+		c.presErr = err
+		c.cfg.Logger.Error("presence store failed; presence is local to this core", "err", err)
+		c.cfg.Presence.NewStore = nil
+		_ = c.initPresence()
+	}
+	c.wg.Add(3)
 	go c.touchLoop()
 	go c.grantsLoop()
+	go c.unwatchPresenceLoop()
 	return c
 }
 
@@ -108,6 +119,10 @@ type subscriber interface {
 // members everywhere see one order.
 func Start(ctx context.Context, cfg Config) (*Core, error) {
 	c := New(cfg)
+	if c.presErr != nil {
+		c.Close()
+		return nil, fmt.Errorf("core: presence: %w", c.presErr)
+	}
 	if s, ok := c.hist.(subscriber); ok {
 		sub, err := s.Subscribe(ctx, c.onRemote)
 		if err != nil {
@@ -191,10 +206,11 @@ func (c *Core) Close() error {
 		c.sub.Close()
 	}
 	c.wg.Wait()
+	perr := c.closePresence()
 	if c.ownStore {
-		return errors.Join(c.sess.Close(), c.hist.Close())
+		return errors.Join(perr, c.sess.Close(), c.hist.Close())
 	}
-	return nil
+	return perr
 }
 
 var errCoreClosed = errors.New("core: closed")

@@ -356,7 +356,7 @@ func newEventFilter(req *corralv1.EventsRequest) (*eventFilter, error) {
 		}
 	}
 	for _, k := range req.GetKinds() {
-		if k <= corralv1.EventKind_EVENT_KIND_UNSPECIFIED || k > corralv1.EventKind_EVENT_KIND_DISCONNECTED {
+		if k <= corralv1.EventKind_EVENT_KIND_UNSPECIFIED || k > corralv1.EventKind_EVENT_KIND_PRESENCE {
 			return nil, fmt.Errorf("core: unknown event kind %d", k)
 		}
 		f.kinds |= 1 << uint32(k)
@@ -392,6 +392,8 @@ func kindOf(ev *corralv1.Event) corralv1.EventKind {
 		return corralv1.EventKind_EVENT_KIND_LEFT
 	case *corralv1.Event_Disconnected:
 		return corralv1.EventKind_EVENT_KIND_DISCONNECTED
+	case *corralv1.Event_Presence:
+		return corralv1.EventKind_EVENT_KIND_PRESENCE
 	}
 	return corralv1.EventKind_EVENT_KIND_UNSPECIFIED
 }

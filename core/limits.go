@@ -172,6 +172,7 @@ func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
 			c.metrics.refused.WithLabelValues(refusedRevoked).Inc()
 			r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: "the join grant was revoked"})
 			c.emitLeft(s, name)
+			c.presenceLeave(s, name, true)
 			c.releaseMember(r)
 			if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
 				c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)

@@ -13,15 +13,23 @@ import (
 )
 
 // Members lists the room's members attached to this core, from the room's
-// live state: members whose join finished (Joined was sent).
-func (c *Core) Members(_ context.Context, req *corralv1.MembersRequest) (*corralv1.MembersResponse, error) {
+// live state: members whose join finished (Joined was sent); and the
+// room's presence from the presence store (every core).
+func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corralv1.MembersResponse, error) {
 	if err := c.validRoom(req.GetRoom()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
+	}
+	snap, err := c.pres.store.List(ctx, req.GetRoom())
+	if err != nil {
+		return nil, connectErr(connect.CodeUnavailable, err)
 	}
 	c.mu.Lock()
 	r := c.rooms[req.GetRoom()]
 	c.mu.Unlock()
 	res := &corralv1.MembersResponse{}
+	for _, m := range snap.Members {
+		res.Presence = append(res.Presence, presenceMember(m))
+	}
 	if r == nil {
 		return res, nil
 	}
@@ -96,6 +104,10 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 			continue
 		}
 		c.api.recordKick(s, kick{code: code, reason: req.GetReason(), at: now})
+		if protocol.AdviceOf(code) == protocol.AdviceStop {
+			// The session ends: no grace window, the user leaves now.
+			c.presenceDetach(s, true)
+		}
 		ep.link.close(ep.conn, code, req.GetReason(), jitter(req.GetDelayMs()))
 		res.SessionIds = append(res.SessionIds, s.id)
 	}

@@ -22,6 +22,7 @@ type metrics struct {
 	storeErrors            *prometheus.CounterVec
 	storeInFlight          prometheus.Gauge
 	signalsIn, signalsOut  prometheus.Counter
+	presenceFlushes        prometheus.Counter
 	signalsCoalesced       prometheus.Counter
 	reconnectSeconds       prometheus.Histogram
 	unsubscribed           prometheus.Counter
@@ -53,10 +54,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		signalsIn:        prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_in_total", Help: "Signals received from clients."}),
 		signalsOut:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_out_total", Help: "Signal values flushed to rooms (each goes once per link)."}),
+		presenceFlushes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_presence_flushes_total", Help: "Presence frames flushed to rooms (each goes once per link)."}),
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes)
 	}
 	return m
 }

@@ -50,6 +50,7 @@ type room struct {
 	// kept for them until they go live.
 	joining  map[*session]*catchup
 	signals  signalState
+	pres     presenceView
 	pending  map[uint64]*corralv1.Message // ahead of a gap
 	filling  bool                         // a gap fill is scheduled or running
 	wantFill bool                         // fill even without a known gap
@@ -309,6 +310,9 @@ type joinReq struct {
 	since   uint64
 	epoch   string
 	resumed bool
+	// presence: count the session in the room's presence, with state.
+	presence bool
+	state    []byte
 	// Filled by begin:
 	target    uint64 // the room's last seq when the join began
 	roomEpoch string
@@ -411,6 +415,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 
 func (r *room) removeLocked(s *session, ep endpoint) {
 	delete(r.members, s)
+	r.presenceUnsubscribeLocked(s)
 	if n := r.links[ep.link] - 1; n > 0 {
 		r.links[ep.link] = n
 	} else {

@@ -24,6 +24,8 @@ type session struct {
 	ep    endpoint
 	rooms map[string]*room
 	gone  bool // detached or taken over
+	// pres holds the rooms where this session is counted in presence.
+	pres map[string]bool
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
@@ -111,6 +113,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 	// The client's own positions win: it knows what it processed. Rooms the
 	// store knows but the client did not mention resume from the last ack.
 	want := make(map[string]sessions.Position, len(st.Rooms)+len(r.GetRooms()))
+	pres := make(map[string]bool)
 	for room, pos := range st.Rooms {
 		want[room] = pos
 	}
@@ -119,6 +122,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 			continue
 		}
 		want[p.GetRoom()] = sessions.Position{Seq: p.GetSeq(), Epoch: p.GetEpoch()}
+		pres[p.GetRoom()] = p.GetPresence()
 	}
 	reqs := make([]*joinReq, 0, len(want))
 	for room, pos := range want {
@@ -135,7 +139,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 			_ = c.sess.DeleteRoom(ctx, s.id, room)
 			continue
 		}
-		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch, resumed: true})
+		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch, resumed: true, presence: pres[room]})
 	}
 	c.join(ctx, s, reqs)
 	return s
@@ -154,6 +158,8 @@ func (c *Core) takeOver(old *session) {
 		r.leave(old, nil)
 		c.releaseMember(r)
 	}
+	// The new connection takes the count over if it rejoins within grace.
+	c.presenceDetach(old, false)
 	ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
 }
 
@@ -174,6 +180,7 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 		c.releaseMember(r)
 	}
 	c.emitDisconnected(s, rooms, clean)
+	c.presenceDetach(s, clean)
 	c.mu.Lock()
 	if c.live[s.id] == s {
 		delete(c.live, s.id)
@@ -188,7 +195,6 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 	if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
 		c.cfg.Logger.Warn("session touch at detach failed", "session", s.id, "err", err)
 	}
-	_ = clean // Presence (a later issue) treats a clean leave as immediate.
 }
 
 // releaseMember forgets r if its last member just left.
@@ -218,6 +224,10 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 		s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
 			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
 		}}})
+	case *corralv1.ClientFrame_SetPresence:
+		c.setPresence(ctx, s, k.SetPresence)
+	case *corralv1.ClientFrame_PresenceQuery:
+		c.presenceQuery(ctx, s, k.PresenceQuery)
 	case *corralv1.ClientFrame_Hello:
 		s.sendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
 	default:
@@ -266,7 +276,8 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	if c.refuseJoin(ctx, s, name) {
 		return
 	}
-	c.join(ctx, s, []*joinReq{{name: name, since: j.GetSinceSeq(), epoch: j.GetEpoch()}})
+	c.join(ctx, s, []*joinReq{{name: name, since: j.GetSinceSeq(), epoch: j.GetEpoch(),
+		presence: j.GetPresence(), state: j.GetPresenceState()}})
 }
 
 // join adds s to rooms. Each room keeps live messages for s while the
@@ -311,6 +322,11 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 			continue
 		}
 		c.emitJoined(s, q.name, q.resumed)
+		if q.presence {
+			c.presenceJoin(ctx, s, q.room, q.state)
+		} else {
+			c.presenceLeave(s, q.name, true) // rejoined without presence
+		}
 		q.room.mu.Lock()
 		epoch := q.room.epoch
 		q.room.mu.Unlock()
@@ -377,6 +393,7 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 	}
 	r.leave(s, &corralv1.Left{Room: name})
 	c.emitLeft(s, name)
+	c.presenceLeave(s, name, true)
 	c.releaseMember(r)
 	if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
 		c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)

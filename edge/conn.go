@@ -75,6 +75,9 @@ type conn struct {
 	token   string
 	since   map[string]uint64 // per room: the position the conn is at, at least
 	epochs  map[string]string
+	// presence holds the rooms the conn receives presence in, for a
+	// reattach (RoomPosition.presence). Created on first use.
+	presence map[string]bool
 	// reattaching swallows the Welcome of a resume the edge made itself.
 	reattaching bool
 }

@@ -39,6 +39,9 @@ type link struct {
 	// rooms maps a room to its local members on this link: the core sends a
 	// room frame once per link and it goes to each of them.
 	rooms map[string]map[*conn]struct{}
+	// presence maps a room to its local members that receive its presence
+	// frames (RoomFrame.presence): a subset of rooms.
+	presence map[string]map[*conn]struct{}
 	// roomSeq is the seq of the last message of each room delivered on
 	// this link: where every member of the room is.
 	roomSeq map[string]uint64
@@ -61,8 +64,9 @@ func newLink(e *Edge, idx int) *link {
 		conns: make(map[uint64]*conn),
 		rooms: make(map[string]map[*conn]struct{}),
 
-		roomSeq: make(map[string]uint64),
-		orphans: make(map[uint64]*conn),
+		presence: make(map[string]map[*conn]struct{}),
+		roomSeq:  make(map[string]uint64),
+		orphans:  make(map[uint64]*conn),
 	}
 }
 
@@ -186,6 +190,7 @@ func (l *link) down() {
 	}
 	l.conns = make(map[uint64]*conn)
 	l.rooms = make(map[string]map[*conn]struct{})
+	l.presence = make(map[string]map[*conn]struct{})
 	l.roomSeq = make(map[string]uint64)
 	l.queue.Reset()
 	l.mu.Unlock()
@@ -217,7 +222,7 @@ func (l *link) reattachLocked() {
 	for id, c := range l.orphans {
 		resume := &corralv1.Resume{SessionId: c.session, ResumeToken: c.token}
 		for room, seq := range c.since {
-			resume.Rooms = append(resume.Rooms, &corralv1.RoomPosition{Room: room, Seq: seq, Epoch: c.epochs[room]})
+			resume.Rooms = append(resume.Rooms, &corralv1.RoomPosition{Room: room, Seq: seq, Epoch: c.epochs[room], Presence: c.presence[room]})
 		}
 		a := &corralv1.Attach{
 			Hello:      &corralv1.Hello{Client: c.attach.GetHello().GetClient(), Resume: resume},
@@ -313,11 +318,32 @@ func (l *link) addMemberLocked(room string, c *conn) {
 	c.rooms[room] = struct{}{}
 }
 
+// addPresenceLocked makes c, a member of room, receive its presence
+// frames. Lock must be held.
+func (l *link) addPresenceLocked(room string, c *conn) {
+	m := l.presence[room]
+	if m == nil {
+		m = make(map[*conn]struct{})
+		l.presence[room] = m
+	}
+	m[c] = struct{}{}
+	if c.presence == nil {
+		c.presence = make(map[string]bool)
+	}
+	c.presence[room] = true
+}
+
 func (l *link) removeMemberLocked(room string, c *conn) {
 	if m := l.rooms[room]; m != nil {
 		delete(m, c)
 		if len(m) == 0 {
 			delete(l.rooms, room)
+		}
+	}
+	if m := l.presence[room]; m != nil {
+		delete(m, c)
+		if len(m) == 0 {
+			delete(l.presence, room)
 		}
 	}
 	delete(c.rooms, room)
@@ -352,6 +378,7 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				c.since[r.GetRoom()], c.epochs[r.GetRoom()] = r.GetSeq(), r.GetEpoch()
 			case *corralv1.ServerFrame_Left:
 				delete(c.since, sk.Left.GetRoom())
+				delete(c.presence, sk.Left.GetRoom())
 			case *corralv1.ServerFrame_Batch:
 				if fs := sk.Batch.GetFrames(); len(fs) > 0 {
 					if m := fs[len(fs)-1].GetMessage(); m != nil {
@@ -375,8 +402,12 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 			}
 			if m.GetMember() {
 				l.addMemberLocked(m.GetRoom(), c)
+				if m.GetPresence() {
+					l.addPresenceLocked(m.GetRoom(), c)
+				}
 			} else {
 				l.removeMemberLocked(m.GetRoom(), c)
+				delete(c.presence, m.GetRoom())
 			}
 		case *corralv1.CoreFrame_Close:
 			if c := l.conns[k.Close.GetConn()]; c != nil {
@@ -397,6 +428,9 @@ func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
 		l.roomSeq[rf.GetRoom()] = k.Reset_.GetSeq()
 	}
 	members := l.rooms[rf.GetRoom()]
+	if rf.GetPresence() {
+		members = l.presence[rf.GetRoom()]
+	}
 	if len(members) == 0 {
 		return
 	}

@@ -9,6 +9,24 @@ import (
 
 func clientFrames() map[string]*corralv1.ClientFrame {
 	return map[string]*corralv1.ClientFrame{
+		"join presence": {Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
+			Room: "lobby", Presence: true, PresenceState: []byte(`{"name":"Ann","colour":"#f00"}`),
+		}}},
+		"join presence binary state": {Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
+			Room: "lobby", Presence: true, PresenceState: []byte{0xff, 0x00},
+		}}},
+		"set presence": {Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{
+			Room: "lobby", State: []byte(`"away"`),
+		}}},
+		"set presence empty": {Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{Room: "lobby"}}},
+		"presence query": {Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{
+			Room: "arena", After: "u0100", Limit: 50,
+		}}},
+		"hello resume presence": {Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
+			Resume: &corralv1.Resume{SessionId: "s", ResumeToken: "t", Rooms: []*corralv1.RoomPosition{
+				{Room: "lobby", Seq: 3, Epoch: "e", Presence: true},
+			}},
+		}}},
 		"hello": {Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
 			Token: "eyJhbGciOiJFZERTQSJ9.e30.sig", Client: "corral-js/1.0",
 		}}},
@@ -52,6 +70,26 @@ func clientFrames() map[string]*corralv1.ClientFrame {
 
 func serverFrames() map[string]*corralv1.ServerFrame {
 	fs := map[string]*corralv1.ServerFrame{
+		"presence snapshot": {Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
+			Room: "lobby", Snapshot: true, Members: 2, Connections: 3,
+			Joins: []*corralv1.PresenceMember{
+				{UserId: "ann", State: []byte(`{"name":"Ann"}`), Connections: 2},
+				{UserId: "ben", State: []byte{0x01}, Connections: 1},
+			},
+		}}},
+		"presence diff": {Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
+			Room: "lobby", Members: 2, Connections: 2,
+			Joins:   []*corralv1.PresenceMember{{UserId: "cat", Connections: 1}},
+			Updates: []*corralv1.PresenceMember{{UserId: "ann", State: []byte(`"away"`), Connections: 1}},
+			Leaves:  []string{"ben", "dan"},
+		}}},
+		"presence counts": {Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
+			Room: "arena", CountsOnly: true, Members: 5000, Connections: 5200,
+		}}},
+		"presence page": {Kind: &corralv1.ServerFrame_PresencePage{PresencePage: &corralv1.PresencePage{
+			Room: "arena", Next: "u0150", Total: 5000,
+			Members: []*corralv1.PresenceMember{{UserId: "u0101", Connections: 1}},
+		}}},
 		"welcome": {Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
 			SessionId: "s1", ResumeToken: "rt", UserId: "u1", Resumed: true,
 			HeartbeatMs: 25000, SessionTtlMs: 120000,

@@ -26,6 +26,8 @@ func appendClientJSON(b []byte, f *corralv1.ClientFrame) []byte {
 		b = appendStringField(b, s, `"room":`, m.GetRoom())
 		b = appendUintField(b, s, `"sinceSeq":`, m.GetSinceSeq())
 		b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
+		b = appendBoolField(b, s, `"presence":`, m.GetPresence())
+		b = appendStateField(b, s, "presenceState", m.GetPresenceState())
 		b = append(b, '}')
 	case *corralv1.ClientFrame_Leave:
 		b = append(b, `{"leave":{`...)
@@ -59,6 +61,12 @@ func appendClientJSON(b []byte, f *corralv1.ClientFrame) []byte {
 		b = append(b, `{"ping":{`...)
 		b = appendUintField(b, len(b), `"id":`, k.Ping.GetId())
 		b = append(b, '}')
+	case *corralv1.ClientFrame_SetPresence:
+		b = appendSetPresence(b, k.SetPresence)
+		b = append(b, '}')
+	case *corralv1.ClientFrame_PresenceQuery:
+		b = appendPresenceQuery(b, k.PresenceQuery)
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }
@@ -86,6 +94,7 @@ func appendHello(b []byte, m *corralv1.Hello) []byte {
 				b = appendStringField(b, ps, `"room":`, p.GetRoom())
 				b = appendUintField(b, ps, `"seq":`, p.GetSeq())
 				b = appendStringField(b, ps, `"epoch":`, p.GetEpoch())
+				b = appendBoolField(b, ps, `"presence":`, p.GetPresence())
 				b = append(b, '}')
 			}
 			b = append(b, ']')
@@ -180,6 +189,10 @@ func appendServerJSON(b []byte, f *corralv1.ServerFrame) []byte {
 		b = appendStringField(b, s, `"room":`, m.GetRoom())
 		b = appendUintField(b, s, `"seq":`, m.GetSeq())
 		b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
+	case *corralv1.ServerFrame_Presence:
+		b = appendPresence(b, k.Presence)
+	case *corralv1.ServerFrame_PresencePage:
+		b = appendPresencePage(b, k.PresencePage)
 	case *corralv1.ServerFrame_Batch:
 		b = append(b, `{"batch":{`...)
 		if frames := k.Batch.GetFrames(); len(frames) > 0 {

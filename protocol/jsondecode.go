@@ -75,6 +75,18 @@ func decodeClientJSON(data []byte, dst *corralv1.ClientFrame) error {
 				dst.Kind = &corralv1.ClientFrame_Ping{Ping: m}
 				err = d.ping(m)
 			}
+		case "setPresence", "set_presence":
+			if ok, err = d.openKind(key, dst.Kind != nil); ok {
+				m := new(corralv1.SetPresence)
+				dst.Kind = &corralv1.ClientFrame_SetPresence{SetPresence: m}
+				err = d.setPresence(m)
+			}
+		case "presenceQuery", "presence_query":
+			if ok, err = d.openKind(key, dst.Kind != nil); ok {
+				m := new(corralv1.PresenceQuery)
+				dst.Kind = &corralv1.ClientFrame_PresenceQuery{PresenceQuery: m}
+				err = d.presenceQuery(m)
+			}
 		default:
 			d.skip()
 		}
@@ -193,6 +205,18 @@ func (d *decoder) serverFrame(dst *corralv1.ServerFrame) error {
 				m := new(corralv1.Reset)
 				dst.Kind = &corralv1.ServerFrame_Reset_{Reset_: m}
 				err = d.reset(m)
+			}
+		case "presence":
+			if ok, err = d.openKind(key, dst.Kind != nil); ok {
+				m := new(corralv1.Presence)
+				dst.Kind = &corralv1.ServerFrame_Presence{Presence: m}
+				err = d.presence(m)
+			}
+		case "presencePage", "presence_page":
+			if ok, err = d.openKind(key, dst.Kind != nil); ok {
+				m := new(corralv1.PresencePage)
+				dst.Kind = &corralv1.ServerFrame_PresencePage{PresencePage: m}
+				err = d.presencePage(m)
 			}
 		case "batch":
 			if ok, err = d.openKind(key, dst.Kind != nil); ok {
@@ -320,6 +344,8 @@ func (d *decoder) rooms(m *corralv1.Resume) error {
 				p.Seq, err = d.uint(path+"[].seq", 64)
 			case "epoch":
 				p.Epoch, err = d.str(path + "[].epoch")
+			case "presence":
+				p.Presence, err = d.bool(path + "[].presence")
 			default:
 				d.skip()
 			}
@@ -345,6 +371,12 @@ func (d *decoder) join(m *corralv1.Join) error {
 			m.SinceSeq, err = d.uint("join.sinceSeq", 64)
 		case "epoch":
 			m.Epoch, err = d.str("join.epoch")
+		case "presence":
+			m.Presence, err = d.bool("join.presence")
+		case "presenceState", "presence_state":
+			m.PresenceState, err = d.payload("join.presenceState", m.PresenceState)
+		case "presenceStateBase64", "presence_state_base64":
+			m.PresenceState, err = d.payloadBase64("join.presenceStateBase64", m.PresenceState)
 		default:
 			d.skip()
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/corral-rt/corral/web"
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,6 +88,11 @@ type Options struct {
 	CoreAPIKey string
 	// Auth verifies connection tokens (edges). Required for Serve and EdgeOnly.
 	Auth auth.Authenticator
+	// PresenceHeartbeat and PresenceDeadAfter tune presence on Redis (see
+	// presence.RedisOptions): a core that stops heartbeating for
+	// PresenceDeadAfter has its members removed by another core. Defaults
+	// 3s and 20s.
+	PresenceHeartbeat, PresenceDeadAfter time.Duration
 	// Core and Edge tune the parts; their Logger and Registerer are set by
 	// the Node.
 	Core core.Config
@@ -157,6 +163,17 @@ func Start(opts Options) (*Node, error) {
 			g := grants.NewRedis(n.redis, grants.RedisOptions{Prefix: opts.RedisPrefix})
 			cc.History, cc.Sessions, cc.Grants = h, ss, g
 			n.stores = append(n.stores, ss, h, g)
+			if cc.Presence.NewStore == nil {
+				rc := n.redis
+				cc.Presence.NewStore = func(po presence.Options) (presence.Store, error) {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					return presence.NewRedis(ctx, rc, presence.RedisOptions{
+						Options: po, Prefix: opts.RedisPrefix,
+						Heartbeat: opts.PresenceHeartbeat, DeadAfter: opts.PresenceDeadAfter,
+					})
+				}
+			}
 		}
 		if cc.History == nil {
 			var ev *events.Memory

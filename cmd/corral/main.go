@@ -106,6 +106,10 @@ func run(args []string, stderr io.Writer) error {
 		logger.Warn("the internal API accepts calls without an API key (--api-insecure or --insecure-dev); never in production")
 	}
 	opts.Core.SessionTTL = f.sessionTTL
+	opts.Core.Presence.Grace = f.presenceGrace
+	opts.Core.Presence.Tick = f.presenceTick
+	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
+	opts.PresenceDeadAfter = f.presenceDeadAfter
 	opts.Core.SignalTick = f.signalTick
 	for _, item := range splitList(f.signalTickRooms) {
 		pattern, d, ok := strings.Cut(item, "=")
@@ -176,6 +180,9 @@ type flags struct {
 	sessionTTL, shutdownTimeout time.Duration
 	drainWindow, signalTick     time.Duration
 	signalTickRooms             string
+	presenceGrace, presenceTick time.Duration
+	presenceDeadAfter           time.Duration
+	presenceMaxDiff             int
 	admitRate, resumeRate       float64
 	admitBurst, resumeBurst     int
 	logFormat, logLevel         string
@@ -229,6 +236,10 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")
 		fs.StringVar(&f.signalTickRooms, "signal-tick-rooms", "", "per-room overrides of --signal-tick: comma-separated pattern=duration, first match wins, e.g. 'canvas:*=16ms,typing:*=100ms' [CORRAL_SIGNAL_TICK_ROOMS]")
+		fs.DurationVar(&f.presenceGrace, "presence-grace", 15*time.Second, "a dropped connection stays in its rooms' presence this long, so that a resume shows no leave and join; a clean leave is immediate [CORRAL_PRESENCE_GRACE]")
+		fs.DurationVar(&f.presenceTick, "presence-tick", 500*time.Millisecond, "how often a room sends its batched presence changes [CORRAL_PRESENCE_TICK]")
+		fs.IntVar(&f.presenceMaxDiff, "presence-max-diff", 1000, "rooms with more members than this send presence counts only; clients page the list with PresenceQuery [CORRAL_PRESENCE_MAX_DIFF]")
+		fs.DurationVar(&f.presenceDeadAfter, "presence-dead-after", 20*time.Second, "with Redis: a core silent this long is dead and another core removes its members from presence (within this plus 3s) [CORRAL_PRESENCE_DEAD_AFTER]")
 		fs.DurationVar(&f.sessionTTL, "session-ttl", 2*time.Minute, "how long a dropped session stays resumable; must exceed the worst server delay plus a client's longest backoff [CORRAL_SESSION_TTL]")
 	}
 	fs.IntVar(&f.backlog, "backlog", 0, "accept queue `length` of the listeners (0: the kernel's cap, net.core.somaxconn; raise that sysctl for reconnect storms) [CORRAL_BACKLOG]")

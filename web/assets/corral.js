@@ -72,17 +72,22 @@ var B = 2;
 var P = 3;
 var C = 4;
 var R = 5;
+var M = 6;
+var L = 7;
 var clientSpec = {
   hello: { token: S, client: S, resume: R },
-  join: { room: S, sinceSeq: N, epoch: S },
+  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P },
   leave: { room: S },
   publish: { room: S, id: S, payload: P },
   signal: { room: S, key: S, payload: P, clear: B },
   ack: { room: S, seq: N },
-  ping: { id: N }
+  ping: { id: N },
+  setPresence: { room: S, state: P },
+  presenceQuery: { room: S, after: S, limit: N }
 };
 var resumeSpec = { sessionId: S, resumeToken: S };
-var positionSpec = { room: S, seq: N, epoch: S };
+var positionSpec = { room: S, seq: N, epoch: S, presence: B };
+var memberSpec = { userId: S, state: P, connections: N };
 var serverSpec = {
   welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N },
   joined: { room: S, seq: N, epoch: S, resumed: B },
@@ -93,7 +98,9 @@ var serverSpec = {
   pong: { id: N, timeMs: N },
   reconnect: { code: C, reason: S, delayMs: N },
   error: { code: C, message: S, room: S, ref: S, retryAfterMs: N },
-  reset: { room: S, seq: N, epoch: S }
+  reset: { room: S, seq: N, epoch: S },
+  presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
+  presencePage: { room: S, members: M, next: S, total: N }
 };
 function encodeClient(frame) {
   const kinds = Object.keys(frame);
@@ -121,7 +128,7 @@ function encodeObject(spec, v, path) {
         if (x) out.push(`"${key}":true`);
         break;
       case P: {
-        const p = encodePayload(x, at);
+        const p = encodePayload(x, at, key);
         if (p) out.push(p);
         break;
       }
@@ -139,14 +146,14 @@ function encodeResume(v, path) {
   const list = rooms.map((r, i) => encodeObject(positionSpec, r, `${path}.rooms[${i}]`));
   return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"rooms":[${list.join(",")}]}`;
 }
-function encodePayload(x, path) {
+function encodePayload(x, path, key) {
   if (x === void 0 || x === null) return "";
   if (x instanceof Uint8Array) {
-    return x.length === 0 ? "" : `"payloadBase64":"${toBase64(x)}"`;
+    return x.length === 0 ? "" : `"${key}Base64":"${toBase64(x)}"`;
   }
   const json = JSON.stringify(x);
   if (json === void 0) throw new CodecError(`encode: ${path}: not a JSON value`);
-  return `"payload":${escapeLineSeparators(json)}`;
+  return `"${key}":${escapeLineSeparators(json)}`;
 }
 function str(x, path) {
   if (typeof x !== "string") throw new CodecError(`encode: ${path}: want a string`);
@@ -227,11 +234,25 @@ function decodeObject(spec, body, path) {
         out[key] = x === true;
         break;
       case P:
-        out[key] = decodePayload(x, src["payloadBase64"], at);
+        out[key] = decodePayload(x, src[key + "Base64"], at);
+        break;
+      case M:
+        out[key] = decodeList(x, at).map((m, i) => decodeObject(memberSpec, m, `${at}[${i}]`));
+        break;
+      case L:
+        out[key] = decodeList(x, at).map((s, i) => {
+          if (typeof s !== "string") throw new CodecError(`decode: ${at}[${i}]: want a string`);
+          return s;
+        });
         break;
     }
   }
   return out;
+}
+function decodeList(x, path) {
+  if (x === void 0 || x === null) return [];
+  if (!Array.isArray(x)) throw new CodecError(`decode: ${path}: want an array`);
+  return x;
 }
 function decodeNumber(x, path) {
   if (x === void 0 || x === null) return 0;
@@ -455,7 +476,7 @@ var Client = class extends Emitter {
    * the client was in before a reload (or a resume) is restored from where
    * it was left; a room joined for the first time starts at its current end.
    */
-  join(room) {
+  join(room, opts) {
     if (this.st === "closed") return Promise.reject(new CorralError(1e3, "client closed", room));
     this.leaving.delete(room);
     let r = this.rooms.get(room);
@@ -466,9 +487,28 @@ var Client = class extends Emitter {
       this.dirty = true;
       this.persist();
     }
+    if (opts?.presence) {
+      r.presence = true;
+      r.state = opts.state;
+    }
     const p = new Promise((resolve, reject) => r.waiters.push({ resolve, reject }));
     if (this.st === "open" && !r.joining) this.sendJoin(room, r);
     return p;
+  }
+  /**
+   * setPresence replaces the user's presence state in a room joined with
+   * presence ({ presence: true }); the state is kept for rejoins.
+   */
+  setPresence(room, state) {
+    const r = this.rooms.get(room);
+    if (!r?.presence) throw new CorralError(4404 /* NOT_JOINED */, "room not joined with presence", room);
+    r.state = state;
+    if (this.st === "open" && r.ready) this.send({ setPresence: { room, state } });
+  }
+  /** queryPresence asks for a page of a joined room's members, ordered by
+   * user id after `after`; the answer comes as a "presencePage" event. */
+  queryPresence(room, after = "", limit = 0) {
+    if (this.st === "open") this.send({ presenceQuery: { room, after, limit } });
   }
   /** leave exits a room; it resolves when the server confirms (at once when offline). */
   leave(room) {
@@ -559,7 +599,7 @@ var Client = class extends Emitter {
       const resume = this.session && {
         sessionId: this.session.sessionId,
         resumeToken: this.session.resumeToken,
-        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch }))
+        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch, presence: r.presence ?? false }))
       };
       this.resumeRooms = new Set(resume ? this.rooms.keys() : []);
       this.send({ hello: { token, client: this.options.clientName ?? CLIENT_NAME, resume: resume || void 0 } });
@@ -680,6 +720,10 @@ var Client = class extends Emitter {
         return this.onError(f.value);
       case "reset":
         return this.onReset(f.value);
+      case "presence":
+        return this.emit("presence", f.value);
+      case "presencePage":
+        return this.emit("presencePage", f.value);
     }
   }
   onWelcome(w) {
@@ -706,7 +750,7 @@ var Client = class extends Emitter {
   }
   sendJoin(room, r) {
     r.joining = true;
-    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch } });
+    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch, presence: r.presence ?? false, presenceState: r.state } });
   }
   onJoined(j) {
     let r = this.rooms.get(j.room);

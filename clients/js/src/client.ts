@@ -14,6 +14,8 @@ import type {
   Message,
   Payload,
   Published,
+  Presence,
+  PresencePage,
   Reset,
   ServerFrame,
   SignalEvent,
@@ -61,6 +63,12 @@ export interface ClientEvents {
   /** History the client asked for is gone: refetch the room's state; live
    * messages continue after seq. */
   reset: Reset;
+  /** A room's presence (rooms joined with presence): a snapshot (replace
+   * the list), then diffs (add joins, replace updates, drop leaves); or
+   * counts only in large rooms. See docs/PRESENCE.md. */
+  presence: Presence;
+  /** A page of a room's members, answering queryPresence. */
+  presencePage: PresencePage;
   /** An error frame not tied to a pending call, or why the client stopped. */
   error: CorralError;
 }
@@ -145,6 +153,9 @@ interface RoomState {
   joining: boolean;
   waiters: Waiter<Joined>[];
   acked: number;
+  /** Joined with presence, with this state; kept for rejoins. */
+  presence?: boolean;
+  state?: Payload;
 }
 
 interface Waiter<T> {
@@ -304,7 +315,7 @@ export class Client extends Emitter<ClientEvents> {
    * the client was in before a reload (or a resume) is restored from where
    * it was left; a room joined for the first time starts at its current end.
    */
-  join(room: string): Promise<Joined> {
+  join(room: string, opts?: { presence?: boolean; state?: Payload }): Promise<Joined> {
     if (this.st === "closed") return Promise.reject(new CorralError(1000, "client closed", room));
     this.leaving.delete(room);
     let r = this.rooms.get(room);
@@ -315,9 +326,30 @@ export class Client extends Emitter<ClientEvents> {
       this.dirty = true;
       this.persist();
     }
+    if (opts?.presence) {
+      r.presence = true;
+      r.state = opts.state;
+    }
     const p = new Promise<Joined>((resolve, reject) => r.waiters.push({ resolve, reject }));
     if (this.st === "open" && !r.joining) this.sendJoin(room, r);
     return p;
+  }
+
+  /**
+   * setPresence replaces the user's presence state in a room joined with
+   * presence ({ presence: true }); the state is kept for rejoins.
+   */
+  setPresence(room: string, state: Payload): void {
+    const r = this.rooms.get(room);
+    if (!r?.presence) throw new CorralError(Code.NOT_JOINED, "room not joined with presence", room);
+    r.state = state;
+    if (this.st === "open" && r.ready) this.send({ setPresence: { room, state } });
+  }
+
+  /** queryPresence asks for a page of a joined room's members, ordered by
+   * user id after `after`; the answer comes as a "presencePage" event. */
+  queryPresence(room: string, after = "", limit = 0): void {
+    if (this.st === "open") this.send({ presenceQuery: { room, after, limit } });
   }
 
   /** leave exits a room; it resolves when the server confirms (at once when offline). */
@@ -416,7 +448,7 @@ export class Client extends Emitter<ClientEvents> {
       const resume = this.session && {
         sessionId: this.session.sessionId,
         resumeToken: this.session.resumeToken,
-        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch })),
+        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch, presence: r.presence ?? false })),
       };
       this.resumeRooms = new Set(resume ? this.rooms.keys() : []);
       this.send({ hello: { token, client: this.options.clientName ?? CLIENT_NAME, resume: resume || undefined } });
@@ -546,6 +578,10 @@ export class Client extends Emitter<ClientEvents> {
         return this.onError(f.value);
       case "reset":
         return this.onReset(f.value);
+      case "presence":
+        return this.emit("presence", f.value);
+      case "presencePage":
+        return this.emit("presencePage", f.value);
     }
   }
 
@@ -577,7 +613,7 @@ export class Client extends Emitter<ClientEvents> {
 
   private sendJoin(room: string, r: RoomState): void {
     r.joining = true;
-    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch } });
+    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch, presence: r.presence ?? false, presenceState: r.state } });
   }
 
   private onJoined(j: Joined): void {

@@ -17,28 +17,34 @@ export class CodecError extends Error {
   override name = "CodecError";
 }
 
-// Field types: string, number, bool, payload, code, resume (hello only).
+// Field types: string, number, bool, payload, code, resume (hello only),
+// presence members (a list of PresenceMember), a list of strings.
 const S = 0,
   N = 1,
   B = 2,
   P = 3,
   C = 4,
-  R = 5;
-type FieldType = typeof S | typeof N | typeof B | typeof P | typeof C | typeof R;
+  R = 5,
+  M = 6,
+  L = 7;
+type FieldType = typeof S | typeof N | typeof B | typeof P | typeof C | typeof R | typeof M | typeof L;
 type Spec = Readonly<Record<string, FieldType>>;
 
 // Client frames in proto field order: the order the Go encoder writes.
 const clientSpec: Readonly<Record<string, Spec>> = {
   hello: { token: S, client: S, resume: R },
-  join: { room: S, sinceSeq: N, epoch: S },
+  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P },
   leave: { room: S },
   publish: { room: S, id: S, payload: P },
   signal: { room: S, key: S, payload: P, clear: B },
   ack: { room: S, seq: N },
   ping: { id: N },
+  setPresence: { room: S, state: P },
+  presenceQuery: { room: S, after: S, limit: N },
 };
 const resumeSpec: Spec = { sessionId: S, resumeToken: S };
-const positionSpec: Spec = { room: S, seq: N, epoch: S };
+const positionSpec: Spec = { room: S, seq: N, epoch: S, presence: B };
+const memberSpec: Spec = { userId: S, state: P, connections: N };
 
 // Server frames, batch aside. Exported for the test that holds it against
 // the proto descriptors.
@@ -53,6 +59,8 @@ export const serverSpec: { readonly [K in keyof ServerKinds]: Spec } = {
   reconnect: { code: C, reason: S, delayMs: N },
   error: { code: C, message: S, room: S, ref: S, retryAfterMs: N },
   reset: { room: S, seq: N, epoch: S },
+  presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
+  presencePage: { room: S, members: M, next: S, total: N },
 };
 
 /** encodeClient writes one client frame as a corral.v1.json text message. */
@@ -83,7 +91,7 @@ function encodeObject(spec: Spec, v: Record<string, unknown>, path: string): str
         if (x) out.push(`"${key}":true`);
         break;
       case P: {
-        const p = encodePayload(x, at);
+        const p = encodePayload(x, at, key);
         if (p) out.push(p);
         break;
       }
@@ -103,16 +111,16 @@ function encodeResume(v: Record<string, unknown>, path: string): string {
   return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"rooms":[${list.join(",")}]}`;
 }
 
-// A payload goes inline as JSON; bytes go as payloadBase64. undefined,
-// null and empty bytes mean no payload, as on the server.
-function encodePayload(x: unknown, path: string): string {
+// A payload (or a presence state) goes inline as JSON; bytes go as
+// <key>Base64. undefined, null and empty bytes mean none, as on the server.
+function encodePayload(x: unknown, path: string, key: string): string {
   if (x === undefined || x === null) return "";
   if (x instanceof Uint8Array) {
-    return x.length === 0 ? "" : `"payloadBase64":"${toBase64(x)}"`;
+    return x.length === 0 ? "" : `"${key}Base64":"${toBase64(x)}"`;
   }
   const json = JSON.stringify(x);
   if (json === undefined) throw new CodecError(`encode: ${path}: not a JSON value`);
-  return `"payload":${escapeLineSeparators(json)}`;
+  return `"${key}":${escapeLineSeparators(json)}`;
 }
 
 function str(x: unknown, path: string): string {
@@ -209,11 +217,26 @@ function decodeObject(spec: Spec, body: unknown, path: string): Record<string, u
         out[key] = x === true;
         break;
       case P:
-        out[key] = decodePayload(x, src["payloadBase64"], at);
+        out[key] = decodePayload(x, src[key + "Base64"], at);
+        break;
+      case M:
+        out[key] = decodeList(x, at).map((m, i) => decodeObject(memberSpec, m, `${at}[${i}]`));
+        break;
+      case L:
+        out[key] = decodeList(x, at).map((s, i) => {
+          if (typeof s !== "string") throw new CodecError(`decode: ${at}[${i}]: want a string`);
+          return s;
+        });
         break;
     }
   }
   return out;
+}
+
+function decodeList(x: unknown, path: string): unknown[] {
+  if (x === undefined || x === null) return [];
+  if (!Array.isArray(x)) throw new CodecError(`decode: ${path}: want an array`);
+  return x;
 }
 
 // Numbers are JSON numbers; numeric strings are accepted as protojson

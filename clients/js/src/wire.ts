@@ -74,6 +74,9 @@ export type Pong = ServerKinds["pong"];
 export type ReconnectHint = ServerKinds["reconnect"];
 export type ErrorFrame = ServerKinds["error"];
 export type Reset = ServerKinds["reset"];
+export type Presence = ServerKinds["presence"];
+export type PresencePage = ServerKinds["presencePage"];
+export type PresenceMember = Presence["joins"][number];
 
 /** A room position as sent in Hello.resume. */
 export type RoomPosition = Fields<pb.RoomPosition>;

@@ -507,3 +507,32 @@ describe("rooms", () => {
     assert.deepEqual(got, [1, 2, 3]);
   });
 });
+
+describe("presence", () => {
+  test("joins with presence and state, sets it, emits presence frames, resumes with the flag", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    const got: unknown[] = [];
+    c.on("presence", (p) => got.push(p));
+    const p = c.join("lobby", { presence: true, state: { name: "Alice" } });
+    ws.serve({ joined: { room: "lobby", seq: 3, epoch: "e1" } });
+    await p;
+    assert.deepEqual(ws.sent.at(-1), { join: { room: "lobby", presence: true, presenceState: { name: "Alice" } } });
+    ws.serve({ presence: { room: "lobby", snapshot: true, joins: [{ userId: "alice", state: { name: "Alice" }, connections: 1 }], members: 1, connections: 1 } });
+    assert.deepEqual(got, [{
+      room: "lobby", snapshot: true, joins: [{ userId: "alice", state: { name: "Alice" }, connections: 1 }],
+      updates: [], leaves: [], members: 1, connections: 1, countsOnly: false,
+    }]);
+    c.setPresence("lobby", "away");
+    assert.deepEqual(ws.sent.at(-1), { setPresence: { room: "lobby", state: "away" } });
+    assert.throws(() => c.setPresence("elsewhere", 1), CorralError);
+    ws.drop();
+    await settle();
+    mock.timers.tick(1000);
+    await settle();
+    const again = FakeSocket.last;
+    again.open();
+    const hello = again.sent[0] as { hello: { resume: { rooms: unknown[] } } };
+    assert.deepEqual(hello.hello.resume.rooms, [{ room: "lobby", seq: 3, epoch: "e1", presence: true }]);
+  });
+});

@@ -154,6 +154,7 @@ test("the codec's server table matches client.proto", () => {
     for (const x of f.message.fields) {
       let t = -1;
       if (x.fieldKind === "enum") t = 4;
+      else if (x.fieldKind === "list") t = x.listKind === "message" ? 6 : 7;
       else if (x.fieldKind === "scalar") {
         switch (x.scalar) {
           case ScalarType.STRING:

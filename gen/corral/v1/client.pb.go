@@ -33,6 +33,8 @@ type ClientFrame struct {
 	//	*ClientFrame_Signal
 	//	*ClientFrame_Ack
 	//	*ClientFrame_Ping
+	//	*ClientFrame_SetPresence
+	//	*ClientFrame_PresenceQuery
 	Kind          isClientFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -138,6 +140,24 @@ func (x *ClientFrame) GetPing() *Ping {
 	return nil
 }
 
+func (x *ClientFrame) GetSetPresence() *SetPresence {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_SetPresence); ok {
+			return x.SetPresence
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetPresenceQuery() *PresenceQuery {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_PresenceQuery); ok {
+			return x.PresenceQuery
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Kind interface {
 	isClientFrame_Kind()
 }
@@ -170,6 +190,14 @@ type ClientFrame_Ping struct {
 	Ping *Ping `protobuf:"bytes,7,opt,name=ping,proto3,oneof"`
 }
 
+type ClientFrame_SetPresence struct {
+	SetPresence *SetPresence `protobuf:"bytes,8,opt,name=set_presence,json=setPresence,proto3,oneof"`
+}
+
+type ClientFrame_PresenceQuery struct {
+	PresenceQuery *PresenceQuery `protobuf:"bytes,9,opt,name=presence_query,json=presenceQuery,proto3,oneof"`
+}
+
 func (*ClientFrame_Hello) isClientFrame_Kind() {}
 
 func (*ClientFrame_Join) isClientFrame_Kind() {}
@@ -183,6 +211,10 @@ func (*ClientFrame_Signal) isClientFrame_Kind() {}
 func (*ClientFrame_Ack) isClientFrame_Kind() {}
 
 func (*ClientFrame_Ping) isClientFrame_Kind() {}
+
+func (*ClientFrame_SetPresence) isClientFrame_Kind() {}
+
+func (*ClientFrame_PresenceQuery) isClientFrame_Kind() {}
 
 // Hello authenticates the connection and starts or resumes a session.
 type Hello struct {
@@ -318,7 +350,10 @@ type RoomPosition struct {
 	Seq   uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The room history's epoch the seq belongs to. A different epoch on the
 	// server means that history was lost; the client gets a Reset.
-	Epoch         string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// True when the client had joined the room with presence (Join.presence):
+	// the resumed membership keeps it.
+	Presence      bool `protobuf:"varint,4,opt,name=presence,proto3" json:"presence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +409,13 @@ func (x *RoomPosition) GetEpoch() string {
 	return ""
 }
 
+func (x *RoomPosition) GetPresence() bool {
+	if x != nil {
+		return x.Presence
+	}
+	return false
+}
+
 // Join enters a room. The server answers Joined, or Error with the room set.
 type Join struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -382,7 +424,14 @@ type Join struct {
 	// delivered before live traffic.
 	SinceSeq uint64 `protobuf:"varint,2,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
 	// The epoch since_seq belongs to.
-	Epoch         string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Opt in to the room's presence: the user is shown as a member (with
+	// presence_state) and the connection receives Presence frames, starting
+	// with a snapshot after Joined. See docs/PRESENCE.md.
+	Presence bool `protobuf:"varint,4,opt,name=presence,proto3" json:"presence,omitempty"`
+	// The user's initial presence state (see SetPresence.state); only with
+	// presence.
+	PresenceState []byte `protobuf:"bytes,5,opt,name=presence_state,json=presenceState,proto3" json:"presence_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -436,6 +485,20 @@ func (x *Join) GetEpoch() string {
 		return x.Epoch
 	}
 	return ""
+}
+
+func (x *Join) GetPresence() bool {
+	if x != nil {
+		return x.Presence
+	}
+	return false
+}
+
+func (x *Join) GetPresenceState() []byte {
+	if x != nil {
+		return x.PresenceState
+	}
+	return nil
 }
 
 // Leave exits a room. The server answers Left.
@@ -719,6 +782,131 @@ func (x *Ping) GetId() uint64 {
 	return 0
 }
 
+// SetPresence sets the user's presence state in a room joined with
+// presence. The latest value wins; members see it in a Presence update.
+// The server answers Error only when the frame is refused.
+type SetPresence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// Small and opaque to corral (for example a name and a colour), at most
+	// the server's limit (default 1 KiB). Inline JSON in the JSON
+	// subprotocol. Empty clears it.
+	State         []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPresence) Reset() {
+	*x = SetPresence{}
+	mi := &file_corral_v1_client_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPresence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPresence) ProtoMessage() {}
+
+func (x *SetPresence) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPresence.ProtoReflect.Descriptor instead.
+func (*SetPresence) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetPresence) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *SetPresence) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// PresenceQuery asks for one page of a room's members, ordered by user id.
+// The server answers PresencePage. Large rooms send only counts in Presence
+// frames; this is how their member list is read.
+type PresenceQuery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// Members with a user id greater than this (PresencePage.next). Empty:
+	// from the first.
+	After string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	// At most this many (0 or above the server's page limit: the limit, 100
+	// by default).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceQuery) Reset() {
+	*x = PresenceQuery{}
+	mi := &file_corral_v1_client_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceQuery) ProtoMessage() {}
+
+func (x *PresenceQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceQuery.ProtoReflect.Descriptor instead.
+func (*PresenceQuery) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PresenceQuery) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *PresenceQuery) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *PresenceQuery) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // ServerFrame is one frame from the server.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -735,6 +923,8 @@ type ServerFrame struct {
 	//	*ServerFrame_Error
 	//	*ServerFrame_Reset_
 	//	*ServerFrame_Batch
+	//	*ServerFrame_Presence
+	//	*ServerFrame_PresencePage
 	Kind          isServerFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -742,7 +932,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_corral_v1_client_proto_msgTypes[10]
+	mi := &file_corral_v1_client_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +944,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[10]
+	mi := &file_corral_v1_client_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +957,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{10}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServerFrame) GetKind() isServerFrame_Kind {
@@ -876,6 +1066,24 @@ func (x *ServerFrame) GetBatch() *Batch {
 	return nil
 }
 
+func (x *ServerFrame) GetPresence() *Presence {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetPresencePage() *PresencePage {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_PresencePage); ok {
+			return x.PresencePage
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Kind interface {
 	isServerFrame_Kind()
 }
@@ -924,6 +1132,14 @@ type ServerFrame_Batch struct {
 	Batch *Batch `protobuf:"bytes,11,opt,name=batch,proto3,oneof"`
 }
 
+type ServerFrame_Presence struct {
+	Presence *Presence `protobuf:"bytes,12,opt,name=presence,proto3,oneof"`
+}
+
+type ServerFrame_PresencePage struct {
+	PresencePage *PresencePage `protobuf:"bytes,13,opt,name=presence_page,json=presencePage,proto3,oneof"`
+}
+
 func (*ServerFrame_Welcome) isServerFrame_Kind() {}
 
 func (*ServerFrame_Joined) isServerFrame_Kind() {}
@@ -946,6 +1162,10 @@ func (*ServerFrame_Reset_) isServerFrame_Kind() {}
 
 func (*ServerFrame_Batch) isServerFrame_Kind() {}
 
+func (*ServerFrame_Presence) isServerFrame_Kind() {}
+
+func (*ServerFrame_PresencePage) isServerFrame_Kind() {}
+
 // Welcome accepts a Hello.
 type Welcome struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -965,7 +1185,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_corral_v1_client_proto_msgTypes[11]
+	mi := &file_corral_v1_client_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1197,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[11]
+	mi := &file_corral_v1_client_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1210,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{11}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1051,7 +1271,7 @@ type Joined struct {
 
 func (x *Joined) Reset() {
 	*x = Joined{}
-	mi := &file_corral_v1_client_proto_msgTypes[12]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1283,7 @@ func (x *Joined) String() string {
 func (*Joined) ProtoMessage() {}
 
 func (x *Joined) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[12]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1296,7 @@ func (x *Joined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Joined.ProtoReflect.Descriptor instead.
 func (*Joined) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{12}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Joined) GetRoom() string {
@@ -1119,7 +1339,7 @@ type Left struct {
 
 func (x *Left) Reset() {
 	*x = Left{}
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1351,7 @@ func (x *Left) String() string {
 func (*Left) ProtoMessage() {}
 
 func (x *Left) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1364,7 @@ func (x *Left) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Left.ProtoReflect.Descriptor instead.
 func (*Left) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Left) GetRoom() string {
@@ -1188,7 +1408,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1420,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1433,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Message) GetRoom() string {
@@ -1274,7 +1494,7 @@ type SignalEvent struct {
 
 func (x *SignalEvent) Reset() {
 	*x = SignalEvent{}
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1506,7 @@ func (x *SignalEvent) String() string {
 func (*SignalEvent) ProtoMessage() {}
 
 func (x *SignalEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1519,7 @@ func (x *SignalEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalEvent.ProtoReflect.Descriptor instead.
 func (*SignalEvent) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SignalEvent) GetRoom() string {
@@ -1351,7 +1571,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1583,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1596,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Published) GetRoom() string {
@@ -1418,7 +1638,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1650,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1663,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Pong) GetId() uint64 {
@@ -1474,7 +1694,7 @@ type ReconnectHint struct {
 
 func (x *ReconnectHint) Reset() {
 	*x = ReconnectHint{}
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1706,7 @@ func (x *ReconnectHint) String() string {
 func (*ReconnectHint) ProtoMessage() {}
 
 func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1719,7 @@ func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectHint.ProtoReflect.Descriptor instead.
 func (*ReconnectHint) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReconnectHint) GetCode() Code {
@@ -1541,7 +1761,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1773,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1786,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Error) GetCode() Code {
@@ -1618,7 +1838,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1850,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1863,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Reset) GetRoom() string {
@@ -1677,7 +1897,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1909,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1922,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Batch) GetFrames() []*ServerFrame {
@@ -1712,11 +1932,259 @@ func (x *Batch) GetFrames() []*ServerFrame {
 	return nil
 }
 
+// Presence is a change of a room's presence, sent to connections that
+// joined with presence. The first one after Joined is a snapshot; the
+// following ones are diffs against what the connection was told before,
+// batched per room per presence tick. A user with several connections is
+// one member.
+type Presence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// True: joins lists every member and replaces the client's list.
+	Snapshot bool `protobuf:"varint,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Members who appeared (snapshot: all members).
+	Joins []*PresenceMember `protobuf:"bytes,3,rep,name=joins,proto3" json:"joins,omitempty"`
+	// Members whose state or connection count changed.
+	Updates []*PresenceMember `protobuf:"bytes,4,rep,name=updates,proto3" json:"updates,omitempty"`
+	// User ids of members who left.
+	Leaves []string `protobuf:"bytes,5,rep,name=leaves,proto3" json:"leaves,omitempty"`
+	// The room's members and their connections, on every core.
+	Members     uint32 `protobuf:"varint,6,opt,name=members,proto3" json:"members,omitempty"`
+	Connections uint32 `protobuf:"varint,7,opt,name=connections,proto3" json:"connections,omitempty"`
+	// True when the room has more members than the server sends diffs for:
+	// joins, updates and leaves are empty and only the counts are current;
+	// read the list with PresenceQuery.
+	CountsOnly    bool `protobuf:"varint,8,opt,name=counts_only,json=countsOnly,proto3" json:"counts_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Presence) Reset() {
+	*x = Presence{}
+	mi := &file_corral_v1_client_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Presence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Presence) ProtoMessage() {}
+
+func (x *Presence) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Presence.ProtoReflect.Descriptor instead.
+func (*Presence) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Presence) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *Presence) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *Presence) GetJoins() []*PresenceMember {
+	if x != nil {
+		return x.Joins
+	}
+	return nil
+}
+
+func (x *Presence) GetUpdates() []*PresenceMember {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+func (x *Presence) GetLeaves() []string {
+	if x != nil {
+		return x.Leaves
+	}
+	return nil
+}
+
+func (x *Presence) GetMembers() uint32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
+func (x *Presence) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *Presence) GetCountsOnly() bool {
+	if x != nil {
+		return x.CountsOnly
+	}
+	return false
+}
+
+// PresenceMember is one user present in a room.
+type PresenceMember struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The state the user set (SetPresence or Join.presence_state). Inline
+	// JSON in the JSON subprotocol.
+	State []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The user's connections in the room, on every core.
+	Connections   uint32 `protobuf:"varint,3,opt,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceMember) Reset() {
+	*x = PresenceMember{}
+	mi := &file_corral_v1_client_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceMember) ProtoMessage() {}
+
+func (x *PresenceMember) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceMember.ProtoReflect.Descriptor instead.
+func (*PresenceMember) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PresenceMember) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *PresenceMember) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *PresenceMember) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+// PresencePage answers a PresenceQuery.
+type PresencePage struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Room    string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Members []*PresenceMember      `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// Pass as PresenceQuery.after for the next page; empty on the last page.
+	Next string `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	// The room's member count.
+	Total         uint32 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresencePage) Reset() {
+	*x = PresencePage{}
+	mi := &file_corral_v1_client_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresencePage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresencePage) ProtoMessage() {}
+
+func (x *PresencePage) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresencePage.ProtoReflect.Descriptor instead.
+func (*PresencePage) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PresencePage) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *PresencePage) GetMembers() []*PresenceMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *PresencePage) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+func (x *PresencePage) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
 var File_corral_v1_client_proto protoreflect.FileDescriptor
 
 const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\"\xb8\x02\n" +
+	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\"\xb8\x03\n" +
 	"\vClientFrame\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x04join\x18\x02 \x01(\v2\x0f.corral.v1.JoinH\x00R\x04join\x12(\n" +
@@ -1724,7 +2192,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\apublish\x18\x04 \x01(\v2\x12.corral.v1.PublishH\x00R\apublish\x12+\n" +
 	"\x06signal\x18\x05 \x01(\v2\x11.corral.v1.SignalH\x00R\x06signal\x12\"\n" +
 	"\x03ack\x18\x06 \x01(\v2\x0e.corral.v1.AckH\x00R\x03ack\x12%\n" +
-	"\x04ping\x18\a \x01(\v2\x0f.corral.v1.PingH\x00R\x04pingB\x06\n" +
+	"\x04ping\x18\a \x01(\v2\x0f.corral.v1.PingH\x00R\x04ping\x12;\n" +
+	"\fset_presence\x18\b \x01(\v2\x16.corral.v1.SetPresenceH\x00R\vsetPresence\x12A\n" +
+	"\x0epresence_query\x18\t \x01(\v2\x18.corral.v1.PresenceQueryH\x00R\rpresenceQueryB\x06\n" +
 	"\x04kind\"`\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
@@ -1734,15 +2204,18 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12-\n" +
-	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionR\x05rooms\"J\n" +
+	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionR\x05rooms\"f\n" +
 	"\fRoomPosition\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\tR\x05epoch\"M\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\"\x90\x01\n" +
 	"\x04Join\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1b\n" +
 	"\tsince_seq\x18\x02 \x01(\x04R\bsinceSeq\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\tR\x05epoch\"\x1b\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\x12%\n" +
+	"\x0epresence_state\x18\x05 \x01(\fR\rpresenceState\"\x1b\n" +
 	"\x05Leave\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\"G\n" +
 	"\aPublish\x12\x12\n" +
@@ -1758,7 +2231,14 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x16\n" +
 	"\x04Ping\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\x90\x04\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"7\n" +
+	"\vSetPresence\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\"O\n" +
+	"\rPresenceQuery\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x83\x05\n" +
 	"\vServerFrame\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.corral.v1.WelcomeH\x00R\awelcome\x12+\n" +
 	"\x06joined\x18\x02 \x01(\v2\x11.corral.v1.JoinedH\x00R\x06joined\x12%\n" +
@@ -1771,7 +2251,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x05error\x18\t \x01(\v2\x10.corral.v1.ErrorH\x00R\x05error\x12(\n" +
 	"\x05reset\x18\n" +
 	" \x01(\v2\x10.corral.v1.ResetH\x00R\x05reset\x12(\n" +
-	"\x05batch\x18\v \x01(\v2\x10.corral.v1.BatchH\x00R\x05batchB\x06\n" +
+	"\x05batch\x18\v \x01(\v2\x10.corral.v1.BatchH\x00R\x05batch\x121\n" +
+	"\bpresence\x18\f \x01(\v2\x13.corral.v1.PresenceH\x00R\bpresence\x12>\n" +
+	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePageB\x06\n" +
 	"\x04kind\"\xc7\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
@@ -1826,7 +2308,26 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\"7\n" +
 	"\x05Batch\x12.\n" +
-	"\x06frames\x18\x01 \x03(\v2\x16.corral.v1.ServerFrameR\x06framesB\x95\x01\n" +
+	"\x06frames\x18\x01 \x03(\v2\x16.corral.v1.ServerFrameR\x06frames\"\x95\x02\n" +
+	"\bPresence\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\bR\bsnapshot\x12/\n" +
+	"\x05joins\x18\x03 \x03(\v2\x19.corral.v1.PresenceMemberR\x05joins\x123\n" +
+	"\aupdates\x18\x04 \x03(\v2\x19.corral.v1.PresenceMemberR\aupdates\x12\x16\n" +
+	"\x06leaves\x18\x05 \x03(\tR\x06leaves\x12\x18\n" +
+	"\amembers\x18\x06 \x01(\rR\amembers\x12 \n" +
+	"\vconnections\x18\a \x01(\rR\vconnections\x12\x1f\n" +
+	"\vcounts_only\x18\b \x01(\bR\n" +
+	"countsOnly\"a\n" +
+	"\x0ePresenceMember\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x12 \n" +
+	"\vconnections\x18\x03 \x01(\rR\vconnections\"\x81\x01\n" +
+	"\fPresencePage\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x123\n" +
+	"\amembers\x18\x02 \x03(\v2\x19.corral.v1.PresenceMemberR\amembers\x12\x12\n" +
+	"\x04next\x18\x03 \x01(\tR\x04next\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\rR\x05totalB\x95\x01\n" +
 	"\rcom.corral.v1B\vClientProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -1842,31 +2343,36 @@ func file_corral_v1_client_proto_rawDescGZIP() []byte {
 	return file_corral_v1_client_proto_rawDescData
 }
 
-var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_corral_v1_client_proto_goTypes = []any{
-	(*ClientFrame)(nil),   // 0: corral.v1.ClientFrame
-	(*Hello)(nil),         // 1: corral.v1.Hello
-	(*Resume)(nil),        // 2: corral.v1.Resume
-	(*RoomPosition)(nil),  // 3: corral.v1.RoomPosition
-	(*Join)(nil),          // 4: corral.v1.Join
-	(*Leave)(nil),         // 5: corral.v1.Leave
-	(*Publish)(nil),       // 6: corral.v1.Publish
-	(*Signal)(nil),        // 7: corral.v1.Signal
-	(*Ack)(nil),           // 8: corral.v1.Ack
-	(*Ping)(nil),          // 9: corral.v1.Ping
-	(*ServerFrame)(nil),   // 10: corral.v1.ServerFrame
-	(*Welcome)(nil),       // 11: corral.v1.Welcome
-	(*Joined)(nil),        // 12: corral.v1.Joined
-	(*Left)(nil),          // 13: corral.v1.Left
-	(*Message)(nil),       // 14: corral.v1.Message
-	(*SignalEvent)(nil),   // 15: corral.v1.SignalEvent
-	(*Published)(nil),     // 16: corral.v1.Published
-	(*Pong)(nil),          // 17: corral.v1.Pong
-	(*ReconnectHint)(nil), // 18: corral.v1.ReconnectHint
-	(*Error)(nil),         // 19: corral.v1.Error
-	(*Reset)(nil),         // 20: corral.v1.Reset
-	(*Batch)(nil),         // 21: corral.v1.Batch
-	(Code)(0),             // 22: corral.v1.Code
+	(*ClientFrame)(nil),    // 0: corral.v1.ClientFrame
+	(*Hello)(nil),          // 1: corral.v1.Hello
+	(*Resume)(nil),         // 2: corral.v1.Resume
+	(*RoomPosition)(nil),   // 3: corral.v1.RoomPosition
+	(*Join)(nil),           // 4: corral.v1.Join
+	(*Leave)(nil),          // 5: corral.v1.Leave
+	(*Publish)(nil),        // 6: corral.v1.Publish
+	(*Signal)(nil),         // 7: corral.v1.Signal
+	(*Ack)(nil),            // 8: corral.v1.Ack
+	(*Ping)(nil),           // 9: corral.v1.Ping
+	(*SetPresence)(nil),    // 10: corral.v1.SetPresence
+	(*PresenceQuery)(nil),  // 11: corral.v1.PresenceQuery
+	(*ServerFrame)(nil),    // 12: corral.v1.ServerFrame
+	(*Welcome)(nil),        // 13: corral.v1.Welcome
+	(*Joined)(nil),         // 14: corral.v1.Joined
+	(*Left)(nil),           // 15: corral.v1.Left
+	(*Message)(nil),        // 16: corral.v1.Message
+	(*SignalEvent)(nil),    // 17: corral.v1.SignalEvent
+	(*Published)(nil),      // 18: corral.v1.Published
+	(*Pong)(nil),           // 19: corral.v1.Pong
+	(*ReconnectHint)(nil),  // 20: corral.v1.ReconnectHint
+	(*Error)(nil),          // 21: corral.v1.Error
+	(*Reset)(nil),          // 22: corral.v1.Reset
+	(*Batch)(nil),          // 23: corral.v1.Batch
+	(*Presence)(nil),       // 24: corral.v1.Presence
+	(*PresenceMember)(nil), // 25: corral.v1.PresenceMember
+	(*PresencePage)(nil),   // 26: corral.v1.PresencePage
+	(Code)(0),              // 27: corral.v1.Code
 }
 var file_corral_v1_client_proto_depIdxs = []int32{
 	1,  // 0: corral.v1.ClientFrame.hello:type_name -> corral.v1.Hello
@@ -1876,28 +2382,35 @@ var file_corral_v1_client_proto_depIdxs = []int32{
 	7,  // 4: corral.v1.ClientFrame.signal:type_name -> corral.v1.Signal
 	8,  // 5: corral.v1.ClientFrame.ack:type_name -> corral.v1.Ack
 	9,  // 6: corral.v1.ClientFrame.ping:type_name -> corral.v1.Ping
-	2,  // 7: corral.v1.Hello.resume:type_name -> corral.v1.Resume
-	3,  // 8: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
-	11, // 9: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
-	12, // 10: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
-	13, // 11: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
-	14, // 12: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
-	15, // 13: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
-	16, // 14: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
-	17, // 15: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
-	18, // 16: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
-	19, // 17: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
-	20, // 18: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
-	21, // 19: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
-	22, // 20: corral.v1.Left.code:type_name -> corral.v1.Code
-	22, // 21: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
-	22, // 22: corral.v1.Error.code:type_name -> corral.v1.Code
-	10, // 23: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	10, // 7: corral.v1.ClientFrame.set_presence:type_name -> corral.v1.SetPresence
+	11, // 8: corral.v1.ClientFrame.presence_query:type_name -> corral.v1.PresenceQuery
+	2,  // 9: corral.v1.Hello.resume:type_name -> corral.v1.Resume
+	3,  // 10: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
+	13, // 11: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
+	14, // 12: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
+	15, // 13: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
+	16, // 14: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
+	17, // 15: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
+	18, // 16: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
+	19, // 17: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
+	20, // 18: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
+	21, // 19: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
+	22, // 20: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
+	23, // 21: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
+	24, // 22: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
+	26, // 23: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
+	27, // 24: corral.v1.Left.code:type_name -> corral.v1.Code
+	27, // 25: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
+	27, // 26: corral.v1.Error.code:type_name -> corral.v1.Code
+	12, // 27: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
+	25, // 28: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
+	25, // 29: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
+	25, // 30: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_client_proto_init() }
@@ -1914,8 +2427,10 @@ func file_corral_v1_client_proto_init() {
 		(*ClientFrame_Signal)(nil),
 		(*ClientFrame_Ack)(nil),
 		(*ClientFrame_Ping)(nil),
+		(*ClientFrame_SetPresence)(nil),
+		(*ClientFrame_PresenceQuery)(nil),
 	}
-	file_corral_v1_client_proto_msgTypes[10].OneofWrappers = []any{
+	file_corral_v1_client_proto_msgTypes[12].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Joined)(nil),
 		(*ServerFrame_Left)(nil),
@@ -1927,6 +2442,8 @@ func file_corral_v1_client_proto_init() {
 		(*ServerFrame_Error)(nil),
 		(*ServerFrame_Reset_)(nil),
 		(*ServerFrame_Batch)(nil),
+		(*ServerFrame_Presence)(nil),
+		(*ServerFrame_PresencePage)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1934,7 +2451,7 @@ func file_corral_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_client_proto_rawDesc), len(file_corral_v1_client_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -30,6 +30,7 @@ const (
 	EventKind_EVENT_KIND_JOINED       EventKind = 2
 	EventKind_EVENT_KIND_LEFT         EventKind = 3
 	EventKind_EVENT_KIND_DISCONNECTED EventKind = 4
+	EventKind_EVENT_KIND_PRESENCE     EventKind = 5
 )
 
 // Enum value maps for EventKind.
@@ -40,6 +41,7 @@ var (
 		2: "EVENT_KIND_JOINED",
 		3: "EVENT_KIND_LEFT",
 		4: "EVENT_KIND_DISCONNECTED",
+		5: "EVENT_KIND_PRESENCE",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":  0,
@@ -47,6 +49,7 @@ var (
 		"EVENT_KIND_JOINED":       2,
 		"EVENT_KIND_LEFT":         3,
 		"EVENT_KIND_DISCONNECTED": 4,
+		"EVENT_KIND_PRESENCE":     5,
 	}
 )
 
@@ -75,6 +78,59 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
 	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{0}
+}
+
+// What happened to the member.
+type PresenceChanged_Change int32
+
+const (
+	PresenceChanged_CHANGE_UNSPECIFIED PresenceChanged_Change = 0
+	PresenceChanged_CHANGE_JOINED      PresenceChanged_Change = 1
+	PresenceChanged_CHANGE_UPDATED     PresenceChanged_Change = 2
+	PresenceChanged_CHANGE_LEFT        PresenceChanged_Change = 3
+)
+
+// Enum value maps for PresenceChanged_Change.
+var (
+	PresenceChanged_Change_name = map[int32]string{
+		0: "CHANGE_UNSPECIFIED",
+		1: "CHANGE_JOINED",
+		2: "CHANGE_UPDATED",
+		3: "CHANGE_LEFT",
+	}
+	PresenceChanged_Change_value = map[string]int32{
+		"CHANGE_UNSPECIFIED": 0,
+		"CHANGE_JOINED":      1,
+		"CHANGE_UPDATED":     2,
+		"CHANGE_LEFT":        3,
+	}
+)
+
+func (x PresenceChanged_Change) Enum() *PresenceChanged_Change {
+	p := new(PresenceChanged_Change)
+	*p = x
+	return p
+}
+
+func (x PresenceChanged_Change) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PresenceChanged_Change) Descriptor() protoreflect.EnumDescriptor {
+	return file_corral_v1_room_service_proto_enumTypes[1].Descriptor()
+}
+
+func (PresenceChanged_Change) Type() protoreflect.EnumType {
+	return &file_corral_v1_room_service_proto_enumTypes[1]
+}
+
+func (x PresenceChanged_Change) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PresenceChanged_Change.Descriptor instead.
+func (PresenceChanged_Change) EnumDescriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{26, 0}
 }
 
 // LinkRequest is one batch of frames from an edge.
@@ -646,9 +702,11 @@ func (x *ConnFrame) GetFrame() *ServerFrame {
 // RoomFrame is a frame for every connection of this Link that is a member of
 // the room.
 type RoomFrame struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
-	Frame         *ServerFrame           `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Frame *ServerFrame           `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
+	// Only for the members added with Membership.presence.
+	Presence      bool `protobuf:"varint,3,opt,name=presence,proto3" json:"presence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -697,15 +755,25 @@ func (x *RoomFrame) GetFrame() *ServerFrame {
 	return nil
 }
 
+func (x *RoomFrame) GetPresence() bool {
+	if x != nil {
+		return x.Presence
+	}
+	return false
+}
+
 // Membership adds a connection to a room's local members at the edge (from
 // then on the room's RoomFrames reach it) or removes it. The core adds a
 // member only once the member has caught up with the room, after its Joined
 // frame and any replayed messages.
 type Membership struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
-	Room          string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
-	Member        bool                   `protobuf:"varint,3,opt,name=member,proto3" json:"member,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Conn   uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	Room   string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Member bool                   `protobuf:"varint,3,opt,name=member,proto3" json:"member,omitempty"`
+	// The member also receives the room's presence frames (RoomFrame with
+	// presence set).
+	Presence      bool `protobuf:"varint,4,opt,name=presence,proto3" json:"presence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +825,13 @@ func (x *Membership) GetRoom() string {
 func (x *Membership) GetMember() bool {
 	if x != nil {
 		return x.Member
+	}
+	return false
+}
+
+func (x *Membership) GetPresence() bool {
+	if x != nil {
+		return x.Presence
 	}
 	return false
 }
@@ -1380,7 +1455,10 @@ type MembersResponse struct {
 	// One per user, ordered by user id.
 	Members []*Member `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
 	// Connections in the room on this core: the sum of Member.connections.
-	Connections   uint32 `protobuf:"varint,2,opt,name=connections,proto3" json:"connections,omitempty"`
+	Connections uint32 `protobuf:"varint,2,opt,name=connections,proto3" json:"connections,omitempty"`
+	// The room's presence on every core: users who joined with presence,
+	// ordered by user id, with their state and connection count.
+	Presence      []*PresenceMember `protobuf:"bytes,3,rep,name=presence,proto3" json:"presence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1427,6 +1505,13 @@ func (x *MembersResponse) GetConnections() uint32 {
 		return x.Connections
 	}
 	return 0
+}
+
+func (x *MembersResponse) GetPresence() []*PresenceMember {
+	if x != nil {
+		return x.Presence
+	}
+	return nil
 }
 
 // Member is one user in a room.
@@ -1809,6 +1894,7 @@ type Event struct {
 	//	*Event_Joined
 	//	*Event_Left
 	//	*Event_Disconnected
+	//	*Event_Presence
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1908,6 +1994,15 @@ func (x *Event) GetDisconnected() *MemberDisconnected {
 	return nil
 }
 
+func (x *Event) GetPresence() *PresenceChanged {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -1934,6 +2029,13 @@ type Event_Disconnected struct {
 	Disconnected *MemberDisconnected `protobuf:"bytes,7,opt,name=disconnected,proto3,oneof"`
 }
 
+type Event_Presence struct {
+	// The room's presence changed: a user appeared, left, or changed
+	// state or connection count. Committed once per change whichever core
+	// made it (a dead core's members are removed by another core's sweep).
+	Presence *PresenceChanged `protobuf:"bytes,8,opt,name=presence,proto3,oneof"`
+}
+
 func (*Event_Message) isEvent_Kind() {}
 
 func (*Event_Joined) isEvent_Kind() {}
@@ -1941,6 +2043,63 @@ func (*Event_Joined) isEvent_Kind() {}
 func (*Event_Left) isEvent_Kind() {}
 
 func (*Event_Disconnected) isEvent_Kind() {}
+
+func (*Event_Presence) isEvent_Kind() {}
+
+// PresenceChanged is one change of a room's presence.
+type PresenceChanged struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Change PresenceChanged_Change `protobuf:"varint,1,opt,name=change,proto3,enum=corral.v1.PresenceChanged_Change" json:"change,omitempty"`
+	// The member after the change (for a leave: its last state, no
+	// connections).
+	Member        *PresenceMember `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceChanged) Reset() {
+	*x = PresenceChanged{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceChanged) ProtoMessage() {}
+
+func (x *PresenceChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceChanged.ProtoReflect.Descriptor instead.
+func (*PresenceChanged) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PresenceChanged) GetChange() PresenceChanged_Change {
+	if x != nil {
+		return x.Change
+	}
+	return PresenceChanged_CHANGE_UNSPECIFIED
+}
+
+func (x *PresenceChanged) GetMember() *PresenceMember {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
 
 // MemberJoined is a session joining a room.
 type MemberJoined struct {
@@ -1955,7 +2114,7 @@ type MemberJoined struct {
 
 func (x *MemberJoined) Reset() {
 	*x = MemberJoined{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	mi := &file_corral_v1_room_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2126,7 @@ func (x *MemberJoined) String() string {
 func (*MemberJoined) ProtoMessage() {}
 
 func (x *MemberJoined) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	mi := &file_corral_v1_room_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2139,7 @@ func (x *MemberJoined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberJoined.ProtoReflect.Descriptor instead.
 func (*MemberJoined) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{26}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MemberJoined) GetUserId() string {
@@ -2015,7 +2174,7 @@ type MemberLeft struct {
 
 func (x *MemberLeft) Reset() {
 	*x = MemberLeft{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	mi := &file_corral_v1_room_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2186,7 @@ func (x *MemberLeft) String() string {
 func (*MemberLeft) ProtoMessage() {}
 
 func (x *MemberLeft) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	mi := &file_corral_v1_room_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2199,7 @@ func (x *MemberLeft) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberLeft.ProtoReflect.Descriptor instead.
 func (*MemberLeft) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{27}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MemberLeft) GetUserId() string {
@@ -2073,7 +2232,7 @@ type MemberDisconnected struct {
 
 func (x *MemberDisconnected) Reset() {
 	*x = MemberDisconnected{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	mi := &file_corral_v1_room_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2244,7 @@ func (x *MemberDisconnected) String() string {
 func (*MemberDisconnected) ProtoMessage() {}
 
 func (x *MemberDisconnected) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	mi := &file_corral_v1_room_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2257,7 @@ func (x *MemberDisconnected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberDisconnected.ProtoReflect.Descriptor instead.
 func (*MemberDisconnected) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{28}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MemberDisconnected) GetUserId() string {
@@ -2155,7 +2314,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[29]
+	mi := &file_corral_v1_room_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2326,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[29]
+	mi := &file_corral_v1_room_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2339,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{29}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GrantRequest) GetUserId() string {
@@ -2213,7 +2372,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	mi := &file_corral_v1_room_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2384,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	mi := &file_corral_v1_room_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2397,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{30}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{31}
 }
 
 // RevokeRequest takes grants away. A revoked pattern removes every
@@ -2258,7 +2417,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	mi := &file_corral_v1_room_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2429,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	mi := &file_corral_v1_room_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2442,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{31}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RevokeRequest) GetUserId() string {
@@ -2321,7 +2480,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	mi := &file_corral_v1_room_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2492,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	mi := &file_corral_v1_room_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2505,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{32}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RevokeResponse) GetSessionIds() []string {
@@ -2402,15 +2561,17 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\x04kind\"M\n" +
 	"\tConnFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"M\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"i\n" +
 	"\tRoomFrame\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"L\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\x12\x1a\n" +
+	"\bpresence\x18\x03 \x01(\bR\bpresence\"h\n" +
 	"\n" +
 	"Membership\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
 	"\x04room\x18\x02 \x01(\tR\x04room\x12\x16\n" +
-	"\x06member\x18\x03 \x01(\bR\x06member\"M\n" +
+	"\x06member\x18\x03 \x01(\bR\x06member\x12\x1a\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\"M\n" +
 	"\tCloseConn\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12,\n" +
 	"\x04hint\x18\x02 \x01(\v2\x18.corral.v1.ReconnectHintR\x04hint\"\x7f\n" +
@@ -2453,10 +2614,11 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"$\n" +
 	"\x0eMembersRequest\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\"`\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"\x97\x01\n" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.corral.v1.MemberR\amembers\x12 \n" +
-	"\vconnections\x18\x02 \x01(\rR\vconnections\"d\n" +
+	"\vconnections\x18\x02 \x01(\rR\vconnections\x125\n" +
+	"\bpresence\x18\x03 \x03(\v2\x19.corral.v1.PresenceMemberR\bpresence\"d\n" +
 	"\x06Member\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1f\n" +
 	"\vsession_ids\x18\x02 \x03(\tR\n" +
@@ -2481,7 +2643,7 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\x05kinds\x18\x04 \x03(\x0e2\x14.corral.v1.EventKindR\x05kinds\"V\n" +
 	"\x0eEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.corral.v1.EventR\x06events\x12\x1a\n" +
-	"\bposition\x18\x02 \x01(\tR\bposition\"\xad\x02\n" +
+	"\bposition\x18\x02 \x01(\tR\bposition\"\xe7\x02\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\tR\bposition\x12\x17\n" +
 	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x12\n" +
@@ -2489,8 +2651,17 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\v2\x12.corral.v1.MessageH\x00R\amessage\x121\n" +
 	"\x06joined\x18\x05 \x01(\v2\x17.corral.v1.MemberJoinedH\x00R\x06joined\x12+\n" +
 	"\x04left\x18\x06 \x01(\v2\x15.corral.v1.MemberLeftH\x00R\x04left\x12C\n" +
-	"\fdisconnected\x18\a \x01(\v2\x1d.corral.v1.MemberDisconnectedH\x00R\fdisconnectedB\x06\n" +
-	"\x04kind\"`\n" +
+	"\fdisconnected\x18\a \x01(\v2\x1d.corral.v1.MemberDisconnectedH\x00R\fdisconnected\x128\n" +
+	"\bpresence\x18\b \x01(\v2\x1a.corral.v1.PresenceChangedH\x00R\bpresenceB\x06\n" +
+	"\x04kind\"\xd9\x01\n" +
+	"\x0fPresenceChanged\x129\n" +
+	"\x06change\x18\x01 \x01(\x0e2!.corral.v1.PresenceChanged.ChangeR\x06change\x121\n" +
+	"\x06member\x18\x02 \x01(\v2\x19.corral.v1.PresenceMemberR\x06member\"X\n" +
+	"\x06Change\x12\x16\n" +
+	"\x12CHANGE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rCHANGE_JOINED\x10\x01\x12\x12\n" +
+	"\x0eCHANGE_UPDATED\x10\x02\x12\x0f\n" +
+	"\vCHANGE_LEFT\x10\x03\"`\n" +
 	"\fMemberJoined\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -2521,13 +2692,14 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1d\n" +
 	"\n" +
-	"rooms_left\x18\x02 \x01(\rR\troomsLeft*\x88\x01\n" +
+	"rooms_left\x18\x02 \x01(\rR\troomsLeft*\xa1\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
-	"\x17EVENT_KIND_DISCONNECTED\x10\x042\xdf\x04\n" +
+	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xdf\x04\n" +
 	"\vRoomService\x12;\n" +
 	"\x04Link\x12\x16.corral.v1.LinkRequest\x1a\x17.corral.v1.LinkResponse(\x010\x01\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
@@ -2554,99 +2726,106 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 	return file_corral_v1_room_service_proto_rawDescData
 }
 
-var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_corral_v1_room_service_proto_goTypes = []any{
-	(EventKind)(0),             // 0: corral.v1.EventKind
-	(*LinkRequest)(nil),        // 1: corral.v1.LinkRequest
-	(*EdgeFrame)(nil),          // 2: corral.v1.EdgeFrame
-	(*Attach)(nil),             // 3: corral.v1.Attach
-	(*Identity)(nil),           // 4: corral.v1.Identity
-	(*Detach)(nil),             // 5: corral.v1.Detach
-	(*LinkResponse)(nil),       // 6: corral.v1.LinkResponse
-	(*CoreFrame)(nil),          // 7: corral.v1.CoreFrame
-	(*ConnFrame)(nil),          // 8: corral.v1.ConnFrame
-	(*RoomFrame)(nil),          // 9: corral.v1.RoomFrame
-	(*Membership)(nil),         // 10: corral.v1.Membership
-	(*CloseConn)(nil),          // 11: corral.v1.CloseConn
-	(*PublishRequest)(nil),     // 12: corral.v1.PublishRequest
-	(*PublishResponse)(nil),    // 13: corral.v1.PublishResponse
-	(*HistoryRequest)(nil),     // 14: corral.v1.HistoryRequest
-	(*HistoryResponse)(nil),    // 15: corral.v1.HistoryResponse
-	(*BroadcastRequest)(nil),   // 16: corral.v1.BroadcastRequest
-	(*BroadcastResponse)(nil),  // 17: corral.v1.BroadcastResponse
-	(*BroadcastResult)(nil),    // 18: corral.v1.BroadcastResult
-	(*MembersRequest)(nil),     // 19: corral.v1.MembersRequest
-	(*MembersResponse)(nil),    // 20: corral.v1.MembersResponse
-	(*Member)(nil),             // 21: corral.v1.Member
-	(*DisconnectRequest)(nil),  // 22: corral.v1.DisconnectRequest
-	(*DisconnectResponse)(nil), // 23: corral.v1.DisconnectResponse
-	(*EventsRequest)(nil),      // 24: corral.v1.EventsRequest
-	(*EventsResponse)(nil),     // 25: corral.v1.EventsResponse
-	(*Event)(nil),              // 26: corral.v1.Event
-	(*MemberJoined)(nil),       // 27: corral.v1.MemberJoined
-	(*MemberLeft)(nil),         // 28: corral.v1.MemberLeft
-	(*MemberDisconnected)(nil), // 29: corral.v1.MemberDisconnected
-	(*GrantRequest)(nil),       // 30: corral.v1.GrantRequest
-	(*GrantResponse)(nil),      // 31: corral.v1.GrantResponse
-	(*RevokeRequest)(nil),      // 32: corral.v1.RevokeRequest
-	(*RevokeResponse)(nil),     // 33: corral.v1.RevokeResponse
-	(*ClientFrame)(nil),        // 34: corral.v1.ClientFrame
-	(*Hello)(nil),              // 35: corral.v1.Hello
-	(*ServerFrame)(nil),        // 36: corral.v1.ServerFrame
-	(*ReconnectHint)(nil),      // 37: corral.v1.ReconnectHint
-	(*Message)(nil),            // 38: corral.v1.Message
-	(Code)(0),                  // 39: corral.v1.Code
+	(EventKind)(0),              // 0: corral.v1.EventKind
+	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
+	(*LinkRequest)(nil),         // 2: corral.v1.LinkRequest
+	(*EdgeFrame)(nil),           // 3: corral.v1.EdgeFrame
+	(*Attach)(nil),              // 4: corral.v1.Attach
+	(*Identity)(nil),            // 5: corral.v1.Identity
+	(*Detach)(nil),              // 6: corral.v1.Detach
+	(*LinkResponse)(nil),        // 7: corral.v1.LinkResponse
+	(*CoreFrame)(nil),           // 8: corral.v1.CoreFrame
+	(*ConnFrame)(nil),           // 9: corral.v1.ConnFrame
+	(*RoomFrame)(nil),           // 10: corral.v1.RoomFrame
+	(*Membership)(nil),          // 11: corral.v1.Membership
+	(*CloseConn)(nil),           // 12: corral.v1.CloseConn
+	(*PublishRequest)(nil),      // 13: corral.v1.PublishRequest
+	(*PublishResponse)(nil),     // 14: corral.v1.PublishResponse
+	(*HistoryRequest)(nil),      // 15: corral.v1.HistoryRequest
+	(*HistoryResponse)(nil),     // 16: corral.v1.HistoryResponse
+	(*BroadcastRequest)(nil),    // 17: corral.v1.BroadcastRequest
+	(*BroadcastResponse)(nil),   // 18: corral.v1.BroadcastResponse
+	(*BroadcastResult)(nil),     // 19: corral.v1.BroadcastResult
+	(*MembersRequest)(nil),      // 20: corral.v1.MembersRequest
+	(*MembersResponse)(nil),     // 21: corral.v1.MembersResponse
+	(*Member)(nil),              // 22: corral.v1.Member
+	(*DisconnectRequest)(nil),   // 23: corral.v1.DisconnectRequest
+	(*DisconnectResponse)(nil),  // 24: corral.v1.DisconnectResponse
+	(*EventsRequest)(nil),       // 25: corral.v1.EventsRequest
+	(*EventsResponse)(nil),      // 26: corral.v1.EventsResponse
+	(*Event)(nil),               // 27: corral.v1.Event
+	(*PresenceChanged)(nil),     // 28: corral.v1.PresenceChanged
+	(*MemberJoined)(nil),        // 29: corral.v1.MemberJoined
+	(*MemberLeft)(nil),          // 30: corral.v1.MemberLeft
+	(*MemberDisconnected)(nil),  // 31: corral.v1.MemberDisconnected
+	(*GrantRequest)(nil),        // 32: corral.v1.GrantRequest
+	(*GrantResponse)(nil),       // 33: corral.v1.GrantResponse
+	(*RevokeRequest)(nil),       // 34: corral.v1.RevokeRequest
+	(*RevokeResponse)(nil),      // 35: corral.v1.RevokeResponse
+	(*ClientFrame)(nil),         // 36: corral.v1.ClientFrame
+	(*Hello)(nil),               // 37: corral.v1.Hello
+	(*ServerFrame)(nil),         // 38: corral.v1.ServerFrame
+	(*ReconnectHint)(nil),       // 39: corral.v1.ReconnectHint
+	(*Message)(nil),             // 40: corral.v1.Message
+	(*PresenceMember)(nil),      // 41: corral.v1.PresenceMember
+	(Code)(0),                   // 42: corral.v1.Code
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	2,  // 0: corral.v1.LinkRequest.frames:type_name -> corral.v1.EdgeFrame
-	3,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
-	34, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
-	5,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
-	35, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
-	4,  // 5: corral.v1.Attach.identity:type_name -> corral.v1.Identity
-	7,  // 6: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
-	8,  // 7: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
-	9,  // 8: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
-	11, // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
-	10, // 10: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
-	36, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	36, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
-	37, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	38, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
-	18, // 15: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
-	21, // 16: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	39, // 17: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
-	0,  // 18: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
-	26, // 19: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	38, // 20: corral.v1.Event.message:type_name -> corral.v1.Message
-	27, // 21: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
-	28, // 22: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
-	29, // 23: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
-	39, // 24: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	1,  // 25: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
-	12, // 26: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	16, // 27: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	14, // 28: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	19, // 29: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	22, // 30: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	24, // 31: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	30, // 32: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	32, // 33: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	6,  // 34: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
-	13, // 35: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	17, // 36: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	15, // 37: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	20, // 38: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	23, // 39: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	25, // 40: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	31, // 41: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	33, // 42: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	34, // [34:43] is the sub-list for method output_type
-	25, // [25:34] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	3,  // 0: corral.v1.LinkRequest.frames:type_name -> corral.v1.EdgeFrame
+	4,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
+	36, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
+	6,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
+	37, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
+	5,  // 5: corral.v1.Attach.identity:type_name -> corral.v1.Identity
+	8,  // 6: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
+	9,  // 7: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
+	10, // 8: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
+	12, // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
+	11, // 10: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
+	38, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	38, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
+	39, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	40, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	19, // 15: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
+	22, // 16: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
+	41, // 17: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	42, // 18: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	0,  // 19: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
+	27, // 20: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
+	40, // 21: corral.v1.Event.message:type_name -> corral.v1.Message
+	29, // 22: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
+	30, // 23: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
+	31, // 24: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
+	28, // 25: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
+	1,  // 26: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
+	41, // 27: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	42, // 28: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	2,  // 29: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
+	13, // 30: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	17, // 31: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	15, // 32: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	20, // 33: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	23, // 34: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	25, // 35: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	32, // 36: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	34, // 37: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	7,  // 38: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
+	14, // 39: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	18, // 40: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	16, // 41: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	21, // 42: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	24, // 43: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	26, // 44: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	33, // 45: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	35, // 46: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	38, // [38:47] is the sub-list for method output_type
+	29, // [29:38] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -2676,14 +2855,15 @@ func file_corral_v1_room_service_proto_init() {
 		(*Event_Joined)(nil),
 		(*Event_Left)(nil),
 		(*Event_Disconnected)(nil),
+		(*Event_Presence)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   33,
+			NumEnums:      2,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -121,7 +121,8 @@ type RoomServiceClient interface {
 	Broadcast(context.Context, *v1.BroadcastRequest) (*v1.BroadcastResponse, error)
 	// History reads a range of a room's retained messages.
 	History(context.Context, *v1.HistoryRequest) (*v1.HistoryResponse, error)
-	// Members lists who is in a room now on this core.
+	// Members lists who is in a room now on this core, and the room's
+	// presence on every core.
 	Members(context.Context, *v1.MembersRequest) (*v1.MembersResponse, error)
 	// Disconnect closes the connections of a user or a session on this core,
 	// with a code from the table that tells the client what to do next.
@@ -213,7 +214,8 @@ type RoomServiceHandler interface {
 	Broadcast(context.Context, *v1.BroadcastRequest) (*v1.BroadcastResponse, error)
 	// History reads a range of a room's retained messages.
 	History(context.Context, *v1.HistoryRequest) (*v1.HistoryResponse, error)
-	// Members lists who is in a room now on this core.
+	// Members lists who is in a room now on this core, and the room's
+	// presence on every core.
 	Members(context.Context, *v1.MembersRequest) (*v1.MembersResponse, error)
 	// Disconnect closes the connections of a user or a session on this core,
 	// with a code from the table that tells the client what to do next.

@@ -12,7 +12,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file corral/v1/client.proto.
  */
 export const file_corral_v1_client: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEiiAIKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAQgYKBGtpbmQiSQoFSGVsbG8SDQoFdG9rZW4YASABKAkSDgoGY2xpZW50GAIgASgJEiEKBnJlc3VtZRgDIAEoCzIRLmNvcnJhbC52MS5SZXN1bWUiWgoGUmVzdW1lEhIKCnNlc3Npb25faWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEiYKBXJvb21zGAMgAygLMhcuY29ycmFsLnYxLlJvb21Qb3NpdGlvbiI4CgxSb29tUG9zaXRpb24SDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkiNgoESm9pbhIMCgRyb29tGAEgASgJEhEKCXNpbmNlX3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCSIVCgVMZWF2ZRIMCgRyb29tGAEgASgJIjQKB1B1Ymxpc2gSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRIPCgdwYXlsb2FkGAMgASgMIkMKBlNpZ25hbBIMCgRyb29tGAEgASgJEgsKA2tleRgCIAEoCRIPCgdwYXlsb2FkGAMgASgMEg0KBWNsZWFyGAQgASgIIiAKA0FjaxIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBCISCgRQaW5nEgoKAmlkGAEgASgEIrcDCgtTZXJ2ZXJGcmFtZRIlCgd3ZWxjb21lGAEgASgLMhIuY29ycmFsLnYxLldlbGNvbWVIABIjCgZqb2luZWQYAiABKAsyES5jb3JyYWwudjEuSm9pbmVkSAASHwoEbGVmdBgDIAEoCzIPLmNvcnJhbC52MS5MZWZ0SAASJQoHbWVzc2FnZRgEIAEoCzISLmNvcnJhbC52MS5NZXNzYWdlSAASKAoGc2lnbmFsGAUgASgLMhYuY29ycmFsLnYxLlNpZ25hbEV2ZW50SAASKQoJcHVibGlzaGVkGAYgASgLMhQuY29ycmFsLnYxLlB1Ymxpc2hlZEgAEh8KBHBvbmcYByABKAsyDy5jb3JyYWwudjEuUG9uZ0gAEi0KCXJlY29ubmVjdBgIIAEoCzIYLmNvcnJhbC52MS5SZWNvbm5lY3RIaW50SAASIQoFZXJyb3IYCSABKAsyEC5jb3JyYWwudjEuRXJyb3JIABIhCgVyZXNldBgKIAEoCzIQLmNvcnJhbC52MS5SZXNldEgAEiEKBWJhdGNoGAsgASgLMhAuY29ycmFsLnYxLkJhdGNoSABCBgoEa2luZCKDAQoHV2VsY29tZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEg8KB3Jlc3VtZWQYBCABKAgSFAoMaGVhcnRiZWF0X21zGAUgASgNEhYKDnNlc3Npb25fdHRsX21zGAYgASgNIkMKBkpvaW5lZBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIIkMKBExlZnQSDAoEcm9vbRgBIAEoCRIdCgRjb2RlGAIgASgOMg8uY29ycmFsLnYxLkNvZGUSDgoGcmVhc29uGAMgASgJImIKB01lc3NhZ2USDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDgoGc2VuZGVyGAMgASgJEg8KB3BheWxvYWQYBCABKAwSDwoHdGltZV9tcxgFIAEoAxIKCgJpZBgGIAEoCSJYCgtTaWduYWxFdmVudBIMCgRyb29tGAEgASgJEgsKA2tleRgCIAEoCRIOCgZzZW5kZXIYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBINCgVjbGVhchgFIAEoCCJFCglQdWJsaXNoZWQSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRILCgNzZXEYAyABKAQSEQoJZHVwbGljYXRlGAQgASgIIiMKBFBvbmcSCgoCaWQYASABKAQSDwoHdGltZV9tcxgCIAEoAyJQCg1SZWNvbm5lY3RIaW50Eh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAiABKAkSEAoIZGVsYXlfbXMYAyABKA0iagoFRXJyb3ISHQoEY29kZRgBIAEoDjIPLmNvcnJhbC52MS5Db2RlEg8KB21lc3NhZ2UYAiABKAkSDAoEcm9vbRgDIAEoCRILCgNyZWYYBCABKAkSFgoOcmV0cnlfYWZ0ZXJfbXMYBSABKA0iMQoFUmVzZXQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkiLwoFQmF0Y2gSJgoGZnJhbWVzGAEgAygLMhYuY29ycmFsLnYxLlNlcnZlckZyYW1lYgZwcm90bzM", [file_corral_v1_codes]);
+  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEi7AIKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIloKBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRImCgVyb29tcxgDIAMoCzIXLmNvcnJhbC52MS5Sb29tUG9zaXRpb24iSgoMUm9vbVBvc2l0aW9uEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEhAKCHByZXNlbmNlGAQgASgIImAKBEpvaW4SDAoEcm9vbRgBIAEoCRIRCglzaW5jZV9zZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgSFgoOcHJlc2VuY2Vfc3RhdGUYBSABKAwiFQoFTGVhdmUSDAoEcm9vbRgBIAEoCSI0CgdQdWJsaXNoEgwKBHJvb20YASABKAkSCgoCaWQYAiABKAkSDwoHcGF5bG9hZBgDIAEoDCJDCgZTaWduYWwSDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBINCgVjbGVhchgEIAEoCCIgCgNBY2sSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQiEgoEUGluZxIKCgJpZBgBIAEoBCIqCgtTZXRQcmVzZW5jZRIMCgRyb29tGAEgASgJEg0KBXN0YXRlGAIgASgMIjsKDVByZXNlbmNlUXVlcnkSDAoEcm9vbRgBIAEoCRINCgVhZnRlchgCIAEoCRINCgVsaW1pdBgDIAEoDSKSBAoLU2VydmVyRnJhbWUSJQoHd2VsY29tZRgBIAEoCzISLmNvcnJhbC52MS5XZWxjb21lSAASIwoGam9pbmVkGAIgASgLMhEuY29ycmFsLnYxLkpvaW5lZEgAEh8KBGxlZnQYAyABKAsyDy5jb3JyYWwudjEuTGVmdEgAEiUKB21lc3NhZ2UYBCABKAsyEi5jb3JyYWwudjEuTWVzc2FnZUgAEigKBnNpZ25hbBgFIAEoCzIWLmNvcnJhbC52MS5TaWduYWxFdmVudEgAEikKCXB1Ymxpc2hlZBgGIAEoCzIULmNvcnJhbC52MS5QdWJsaXNoZWRIABIfCgRwb25nGAcgASgLMg8uY29ycmFsLnYxLlBvbmdIABItCglyZWNvbm5lY3QYCCABKAsyGC5jb3JyYWwudjEuUmVjb25uZWN0SGludEgAEiEKBWVycm9yGAkgASgLMhAuY29ycmFsLnYxLkVycm9ySAASIQoFcmVzZXQYCiABKAsyEC5jb3JyYWwudjEuUmVzZXRIABIhCgViYXRjaBgLIAEoCzIQLmNvcnJhbC52MS5CYXRjaEgAEicKCHByZXNlbmNlGAwgASgLMhMuY29ycmFsLnYxLlByZXNlbmNlSAASMAoNcHJlc2VuY2VfcGFnZRgNIAEoCzIXLmNvcnJhbC52MS5QcmVzZW5jZVBhZ2VIAEIGCgRraW5kIoMBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEg8KB3VzZXJfaWQYAyABKAkSDwoHcmVzdW1lZBgEIAEoCBIUCgxoZWFydGJlYXRfbXMYBSABKA0SFgoOc2Vzc2lvbl90dGxfbXMYBiABKA0iQwoGSm9pbmVkEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEg8KB3Jlc3VtZWQYBCABKAgiQwoETGVmdBIMCgRyb29tGAEgASgJEh0KBGNvZGUYAiABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAyABKAkiYgoHTWVzc2FnZRIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBIOCgZzZW5kZXIYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBIPCgd0aW1lX21zGAUgASgDEgoKAmlkGAYgASgJIlgKC1NpZ25hbEV2ZW50EgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEg4KBnNlbmRlchgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEg0KBWNsZWFyGAUgASgIIkUKCVB1Ymxpc2hlZBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEgsKA3NlcRgDIAEoBBIRCglkdXBsaWNhdGUYBCABKAgiIwoEUG9uZxIKCgJpZBgBIAEoBBIPCgd0aW1lX21zGAIgASgDIlAKDVJlY29ubmVjdEhpbnQSHQoEY29kZRgBIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgCIAEoCRIQCghkZWxheV9tcxgDIAEoDSJqCgVFcnJvchIdCgRjb2RlGAEgASgOMg8uY29ycmFsLnYxLkNvZGUSDwoHbWVzc2FnZRgCIAEoCRIMCgRyb29tGAMgASgJEgsKA3JlZhgEIAEoCRIWCg5yZXRyeV9hZnRlcl9tcxgFIAEoDSIxCgVSZXNldBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCSIvCgVCYXRjaBImCgZmcmFtZXMYASADKAsyFi5jb3JyYWwudjEuU2VydmVyRnJhbWUiywEKCFByZXNlbmNlEgwKBHJvb20YASABKAkSEAoIc25hcHNob3QYAiABKAgSKAoFam9pbnMYAyADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISKgoHdXBkYXRlcxgEIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIOCgZsZWF2ZXMYBSADKAkSDwoHbWVtYmVycxgGIAEoDRITCgtjb25uZWN0aW9ucxgHIAEoDRITCgtjb3VudHNfb25seRgIIAEoCCJFCg5QcmVzZW5jZU1lbWJlchIPCgd1c2VyX2lkGAEgASgJEg0KBXN0YXRlGAIgASgMEhMKC2Nvbm5lY3Rpb25zGAMgASgNImUKDFByZXNlbmNlUGFnZRIMCgRyb29tGAEgASgJEioKB21lbWJlcnMYAiADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISDAoEbmV4dBgDIAEoCRINCgV0b3RhbBgEIAEoDWIGcHJvdG8z", [file_corral_v1_codes]);
 
 /**
  * ClientFrame is one frame from a client.
@@ -65,6 +65,18 @@ export type ClientFrame = Message$1<"corral.v1.ClientFrame"> & {
      */
     value: Ping;
     case: "ping";
+  } | {
+    /**
+     * @generated from field: corral.v1.SetPresence set_presence = 8;
+     */
+    value: SetPresence;
+    case: "setPresence";
+  } | {
+    /**
+     * @generated from field: corral.v1.PresenceQuery presence_query = 9;
+     */
+    value: PresenceQuery;
+    case: "presenceQuery";
   } | { case: undefined; value?: undefined };
 };
 
@@ -165,6 +177,14 @@ export type RoomPosition = Message$1<"corral.v1.RoomPosition"> & {
    * @generated from field: string epoch = 3;
    */
   epoch: string;
+
+  /**
+   * True when the client had joined the room with presence (Join.presence):
+   * the resumed membership keeps it.
+   *
+   * @generated from field: bool presence = 4;
+   */
+  presence: boolean;
 };
 
 /**
@@ -199,6 +219,23 @@ export type Join = Message$1<"corral.v1.Join"> & {
    * @generated from field: string epoch = 3;
    */
   epoch: string;
+
+  /**
+   * Opt in to the room's presence: the user is shown as a member (with
+   * presence_state) and the connection receives Presence frames, starting
+   * with a snapshot after Joined. See docs/PRESENCE.md.
+   *
+   * @generated from field: bool presence = 4;
+   */
+  presence: boolean;
+
+  /**
+   * The user's initial presence state (see SetPresence.state); only with
+   * presence.
+   *
+   * @generated from field: bytes presence_state = 5;
+   */
+  presenceState: Uint8Array;
 };
 
 /**
@@ -347,6 +384,73 @@ export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 9);
 
 /**
+ * SetPresence sets the user's presence state in a room joined with
+ * presence. The latest value wins; members see it in a Presence update.
+ * The server answers Error only when the frame is refused.
+ *
+ * @generated from message corral.v1.SetPresence
+ */
+export type SetPresence = Message$1<"corral.v1.SetPresence"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * Small and opaque to corral (for example a name and a colour), at most
+   * the server's limit (default 1 KiB). Inline JSON in the JSON
+   * subprotocol. Empty clears it.
+   *
+   * @generated from field: bytes state = 2;
+   */
+  state: Uint8Array;
+};
+
+/**
+ * Describes the message corral.v1.SetPresence.
+ * Use `create(SetPresenceSchema)` to create a new message.
+ */
+export const SetPresenceSchema: GenMessage<SetPresence> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 10);
+
+/**
+ * PresenceQuery asks for one page of a room's members, ordered by user id.
+ * The server answers PresencePage. Large rooms send only counts in Presence
+ * frames; this is how their member list is read.
+ *
+ * @generated from message corral.v1.PresenceQuery
+ */
+export type PresenceQuery = Message$1<"corral.v1.PresenceQuery"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * Members with a user id greater than this (PresencePage.next). Empty:
+   * from the first.
+   *
+   * @generated from field: string after = 2;
+   */
+  after: string;
+
+  /**
+   * At most this many (0 or above the server's page limit: the limit, 100
+   * by default).
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message corral.v1.PresenceQuery.
+ * Use `create(PresenceQuerySchema)` to create a new message.
+ */
+export const PresenceQuerySchema: GenMessage<PresenceQuery> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 11);
+
+/**
  * ServerFrame is one frame from the server.
  *
  * @generated from message corral.v1.ServerFrame
@@ -421,6 +525,18 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
      */
     value: Batch;
     case: "batch";
+  } | {
+    /**
+     * @generated from field: corral.v1.Presence presence = 12;
+     */
+    value: Presence;
+    case: "presence";
+  } | {
+    /**
+     * @generated from field: corral.v1.PresencePage presence_page = 13;
+     */
+    value: PresencePage;
+    case: "presencePage";
   } | { case: undefined; value?: undefined };
 };
 
@@ -429,7 +545,7 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
  * Use `create(ServerFrameSchema)` to create a new message.
  */
 export const ServerFrameSchema: GenMessage<ServerFrame> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 10);
+  messageDesc(file_corral_v1_client, 12);
 
 /**
  * Welcome accepts a Hello.
@@ -481,7 +597,7 @@ export type Welcome = Message$1<"corral.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 11);
+  messageDesc(file_corral_v1_client, 13);
 
 /**
  * Joined confirms a Join, or restores a room on resume.
@@ -520,7 +636,7 @@ export type Joined = Message$1<"corral.v1.Joined"> & {
  * Use `create(JoinedSchema)` to create a new message.
  */
 export const JoinedSchema: GenMessage<Joined> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 12);
+  messageDesc(file_corral_v1_client, 14);
 
 /**
  * Left confirms a Leave, or tells the client it was removed from a room.
@@ -549,7 +665,7 @@ export type Left = Message$1<"corral.v1.Left"> & {
  * Use `create(LeftSchema)` to create a new message.
  */
 export const LeftSchema: GenMessage<Left> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 13);
+  messageDesc(file_corral_v1_client, 15);
 
 /**
  * Message is one reliable message in a room's order.
@@ -603,7 +719,7 @@ export type Message = Message$1<"corral.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 14);
+  messageDesc(file_corral_v1_client, 16);
 
 /**
  * SignalEvent is the latest value of one signal key in a room.
@@ -646,7 +762,7 @@ export type SignalEvent = Message$1<"corral.v1.SignalEvent"> & {
  * Use `create(SignalEventSchema)` to create a new message.
  */
 export const SignalEventSchema: GenMessage<SignalEvent> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 15);
+  messageDesc(file_corral_v1_client, 17);
 
 /**
  * Published acknowledges a Publish.
@@ -682,7 +798,7 @@ export type Published = Message$1<"corral.v1.Published"> & {
  * Use `create(PublishedSchema)` to create a new message.
  */
 export const PublishedSchema: GenMessage<Published> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 16);
+  messageDesc(file_corral_v1_client, 18);
 
 /**
  * Pong answers a Ping.
@@ -706,7 +822,7 @@ export type Pong = Message$1<"corral.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 17);
+  messageDesc(file_corral_v1_client, 19);
 
 /**
  * ReconnectHint precedes a server-initiated close and tells the client what
@@ -738,7 +854,7 @@ export type ReconnectHint = Message$1<"corral.v1.ReconnectHint"> & {
  * Use `create(ReconnectHintSchema)` to create a new message.
  */
 export const ReconnectHintSchema: GenMessage<ReconnectHint> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 18);
+  messageDesc(file_corral_v1_client, 20);
 
 /**
  * Error reports a refused frame. The connection stays open unless a close
@@ -784,7 +900,7 @@ export type Error = Message$1<"corral.v1.Error"> & {
  * Use `create(ErrorSchema)` to create a new message.
  */
 export const ErrorSchema: GenMessage<Error> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 19);
+  messageDesc(file_corral_v1_client, 21);
 
 /**
  * Reset tells the client that history it asked for is gone (trimmed,
@@ -815,7 +931,7 @@ export type Reset = Message$1<"corral.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 20);
+  messageDesc(file_corral_v1_client, 22);
 
 /**
  * Batch carries several frames in one WebSocket message, in order.
@@ -834,5 +950,149 @@ export type Batch = Message$1<"corral.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 21);
+  messageDesc(file_corral_v1_client, 23);
+
+/**
+ * Presence is a change of a room's presence, sent to connections that
+ * joined with presence. The first one after Joined is a snapshot; the
+ * following ones are diffs against what the connection was told before,
+ * batched per room per presence tick. A user with several connections is
+ * one member.
+ *
+ * @generated from message corral.v1.Presence
+ */
+export type Presence = Message$1<"corral.v1.Presence"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * True: joins lists every member and replaces the client's list.
+   *
+   * @generated from field: bool snapshot = 2;
+   */
+  snapshot: boolean;
+
+  /**
+   * Members who appeared (snapshot: all members).
+   *
+   * @generated from field: repeated corral.v1.PresenceMember joins = 3;
+   */
+  joins: PresenceMember[];
+
+  /**
+   * Members whose state or connection count changed.
+   *
+   * @generated from field: repeated corral.v1.PresenceMember updates = 4;
+   */
+  updates: PresenceMember[];
+
+  /**
+   * User ids of members who left.
+   *
+   * @generated from field: repeated string leaves = 5;
+   */
+  leaves: string[];
+
+  /**
+   * The room's members and their connections, on every core.
+   *
+   * @generated from field: uint32 members = 6;
+   */
+  members: number;
+
+  /**
+   * @generated from field: uint32 connections = 7;
+   */
+  connections: number;
+
+  /**
+   * True when the room has more members than the server sends diffs for:
+   * joins, updates and leaves are empty and only the counts are current;
+   * read the list with PresenceQuery.
+   *
+   * @generated from field: bool counts_only = 8;
+   */
+  countsOnly: boolean;
+};
+
+/**
+ * Describes the message corral.v1.Presence.
+ * Use `create(PresenceSchema)` to create a new message.
+ */
+export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 24);
+
+/**
+ * PresenceMember is one user present in a room.
+ *
+ * @generated from message corral.v1.PresenceMember
+ */
+export type PresenceMember = Message$1<"corral.v1.PresenceMember"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * The state the user set (SetPresence or Join.presence_state). Inline
+   * JSON in the JSON subprotocol.
+   *
+   * @generated from field: bytes state = 2;
+   */
+  state: Uint8Array;
+
+  /**
+   * The user's connections in the room, on every core.
+   *
+   * @generated from field: uint32 connections = 3;
+   */
+  connections: number;
+};
+
+/**
+ * Describes the message corral.v1.PresenceMember.
+ * Use `create(PresenceMemberSchema)` to create a new message.
+ */
+export const PresenceMemberSchema: GenMessage<PresenceMember> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 25);
+
+/**
+ * PresencePage answers a PresenceQuery.
+ *
+ * @generated from message corral.v1.PresencePage
+ */
+export type PresencePage = Message$1<"corral.v1.PresencePage"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * @generated from field: repeated corral.v1.PresenceMember members = 2;
+   */
+  members: PresenceMember[];
+
+  /**
+   * Pass as PresenceQuery.after for the next page; empty on the last page.
+   *
+   * @generated from field: string next = 3;
+   */
+  next: string;
+
+  /**
+   * The room's member count.
+   *
+   * @generated from field: uint32 total = 4;
+   */
+  total: number;
+};
+
+/**
+ * Describes the message corral.v1.PresencePage.
+ * Use `create(PresencePageSchema)` to create a new message.
+ */
+export const PresencePageSchema: GenMessage<PresencePage> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 26);
 

@@ -1,0 +1,760 @@
+package core
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/presence"
+)
+
+// Presence: who is in a room (package presence keeps the counts, shared by
+// every core). A connection joins with presence to be shown and to receive
+// the room's Presence frames.
+//
+// Each room keeps a view of the store (now) and what its presence members
+// were told (sent). Changes from any core reach the view through the
+// store's OnChange in version order; a gap makes the room read the store
+// again. A flush every Tick sends the users that changed since the last
+// one as one Presence diff, once per link: a crowd joining within a tick
+// costs each member one frame, not one per joiner. New presence members
+// get a snapshot of sent at the next flush, then the diffs. Rooms above
+// MaxDiffMembers send counts only; PresenceQuery pages through the list.
+//
+// A clean leave (Leave, or a connection closed normally) uncounts at once.
+// A dropped connection is uncounted after Grace unless its session comes
+// back first, on any core: a resume within Grace shows no leave and join.
+
+// PresenceConfig tunes presence. Zero fields mean defaults.
+type PresenceConfig struct {
+	// NewStore makes the store with the core's callbacks. Nil: in memory,
+	// for one process.
+	NewStore func(presence.Options) (presence.Store, error)
+	// Grace is how long a dropped connection stays counted, waiting for
+	// its session to resume. Default 15s.
+	Grace time.Duration
+	// Tick is how often a room sends its presence changes. Default 500ms.
+	Tick time.Duration
+	// MaxDiffMembers: rooms with more members send counts only. Default
+	// 1000.
+	MaxDiffMembers int
+	// MaxState bounds a user's presence state in bytes. Default 1024.
+	MaxState int
+	// PageLimit bounds the members of one PresencePage. Default 100.
+	PageLimit int
+}
+
+func (p PresenceConfig) withDefaults() PresenceConfig {
+	if p.Grace <= 0 {
+		p.Grace = 15 * time.Second
+	}
+	if p.Tick <= 0 {
+		p.Tick = 500 * time.Millisecond
+	}
+	if p.MaxDiffMembers <= 0 {
+		p.MaxDiffMembers = 1000
+	}
+	if p.MaxState <= 0 {
+		p.MaxState = 1024
+	}
+	if p.PageLimit <= 0 {
+		p.PageLimit = 100
+	}
+	return p
+}
+
+// presenceState is the core's part of presence.
+type presenceState struct {
+	cfg   PresenceConfig
+	store presence.Store
+
+	mu sync.Mutex // guards the following fields
+	// grace holds the dropped connections still counted, by room and
+	// session.
+	grace map[graceKey]*graceEntry
+}
+
+type graceKey struct{ room, session string }
+
+// graceEntry is a dropped connection still counted.
+type graceEntry struct {
+	timer *time.Timer
+	user  string
+}
+
+// initPresence makes the store; New calls it once.
+func (c *Core) initPresence() error {
+	p := &c.pres
+	p.cfg = c.cfg.Presence.withDefaults()
+	p.grace = make(map[graceKey]*graceEntry)
+	opts := presence.Options{OnChange: c.onPresenceChange, OnCommit: c.onPresenceCommit, OnLost: c.presenceRecount}
+	if p.cfg.NewStore == nil {
+		p.store = presence.NewMemory(opts)
+		return nil
+	}
+	st, err := p.cfg.NewStore(opts)
+	if err != nil {
+		return err
+	}
+	p.store = st
+	return nil
+}
+
+// closePresence stops grace timers (their connections stay counted: with
+// a shared store other cores sweep them) and closes the store.
+func (c *Core) closePresence() error {
+	p := &c.pres
+	p.mu.Lock()
+	for k, g := range p.grace {
+		g.timer.Stop()
+		delete(p.grace, k)
+	}
+	p.mu.Unlock()
+	if p.store == nil {
+		return nil
+	}
+	return p.store.Close()
+}
+
+// onPresenceCommit records a change this core committed in the event log.
+func (c *Core) onPresenceCommit(ch presence.Change) {
+	pc := &corralv1.PresenceChanged{Member: presenceMember(ch.Member)}
+	switch ch.Kind {
+	case presence.Joined:
+		pc.Change = corralv1.PresenceChanged_CHANGE_JOINED
+	case presence.Updated:
+		pc.Change = corralv1.PresenceChanged_CHANGE_UPDATED
+	case presence.Left:
+		pc.Change = corralv1.PresenceChanged_CHANGE_LEFT
+	}
+	c.emit(ch.Room, &corralv1.Event{Kind: &corralv1.Event_Presence{Presence: pc}})
+}
+
+// onPresenceChange brings a change to the room's view, if the room is here.
+func (c *Core) onPresenceChange(ch presence.Change) {
+	c.mu.Lock()
+	r := c.rooms[ch.Room]
+	c.mu.Unlock()
+	if r != nil {
+		r.presenceChange(ch)
+	}
+}
+
+func presenceMember(m presence.Member) *corralv1.PresenceMember {
+	return &corralv1.PresenceMember{UserId: m.User, State: m.State, Connections: uint32(max(m.Conns, 0))}
+}
+
+// presenceJoin shows s in room r (or keeps it shown: a session that comes
+// back within its grace is counted already) and subscribes it to the
+// room's presence frames from the next flush on.
+func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []byte) {
+	p := &c.pres
+	if len(state) > p.cfg.MaxState {
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", r.name, "")
+		state = nil
+	}
+	if err := p.store.Watch(ctx, r.name); err != nil {
+		s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), r.name, "")
+		return
+	}
+	r.ensurePresenceLoaded(ctx)
+
+	s.mu.Lock()
+	counted := s.pres[r.name]
+	gone := s.gone
+	if !gone {
+		if s.pres == nil {
+			s.pres = make(map[string]bool)
+		}
+		s.pres[r.name] = true
+	}
+	s.mu.Unlock()
+	if gone {
+		return
+	}
+	if !counted {
+		key := graceKey{r.name, s.id}
+		p.mu.Lock()
+		g, waiting := p.grace[key]
+		delete(p.grace, key)
+		p.mu.Unlock()
+		if waiting {
+			g.timer.Stop()
+			counted = true
+		}
+	}
+	var err error
+	switch {
+	case !counted:
+		err = p.store.Add(ctx, r.name, s.user, state)
+	case state != nil:
+		err = p.store.SetState(ctx, r.name, s.user, state)
+	}
+	if err != nil {
+		s.mu.Lock()
+		delete(s.pres, r.name)
+		s.mu.Unlock()
+		s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), r.name, "")
+		return
+	}
+	r.presenceSubscribe(s)
+}
+
+// presenceLeave uncounts s in room: at once when clean, else after the
+// grace window unless the session comes back.
+func (c *Core) presenceLeave(s *session, room string, clean bool) {
+	s.mu.Lock()
+	counted := s.pres[room]
+	delete(s.pres, room)
+	s.mu.Unlock()
+	if !counted {
+		return
+	}
+	p := &c.pres
+	remove := func() {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		defer cancel()
+		if err := p.store.Remove(ctx, room, s.user); err != nil {
+			c.cfg.Logger.Warn("presence remove failed", "room", room, "err", err)
+		}
+	}
+	if clean {
+		remove()
+		return
+	}
+	key := graceKey{room, s.id}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.grace[key]; ok || c.ctx.Err() != nil {
+		return
+	}
+	g := &graceEntry{user: s.user}
+	g.timer = time.AfterFunc(p.cfg.Grace, func() {
+		p.mu.Lock()
+		mine := p.grace[key] == g
+		if mine {
+			delete(p.grace, key)
+		}
+		p.mu.Unlock()
+		if mine {
+			remove()
+		}
+	})
+	p.grace[key] = g
+}
+
+// setPresence replaces the user's state in a room joined with presence.
+func (c *Core) setPresence(ctx context.Context, s *session, sp *corralv1.SetPresence) {
+	name := sp.GetRoom()
+	s.mu.Lock()
+	on := s.pres[name]
+	s.mu.Unlock()
+	switch {
+	case !on:
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room with presence before setting presence", name, "")
+		return
+	case len(sp.GetState()) > c.pres.cfg.MaxState:
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", name, "")
+		return
+	}
+	if err := c.pres.store.SetState(ctx, name, s.user, sp.GetState()); err != nil {
+		s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), name, "")
+	}
+}
+
+// presenceQuery answers one page of a joined room's members.
+func (c *Core) presenceQuery(ctx context.Context, s *session, q *corralv1.PresenceQuery) {
+	name := q.GetRoom()
+	r := s.room(name)
+	if r == nil {
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before asking for its presence", name, "")
+		return
+	}
+	limit := c.pres.cfg.PageLimit
+	if l := int(q.GetLimit()); l > 0 && l < limit {
+		limit = l
+	}
+	members, ok := r.presenceList()
+	if !ok {
+		snap, err := c.pres.store.List(ctx, name)
+		if err != nil {
+			s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), name, "")
+			return
+		}
+		members = snap.Members
+	}
+	i, _ := slices.BinarySearchFunc(members, q.GetAfter(), func(m presence.Member, after string) int {
+		if m.User <= after {
+			return -1
+		}
+		return 1
+	})
+	page := &corralv1.PresencePage{Room: name, Total: uint32(len(members))}
+	end := min(i+limit, len(members))
+	for _, m := range members[i:end] {
+		page.Members = append(page.Members, presenceMember(m))
+	}
+	if end < len(members) && end > i {
+		page.Next = members[end-1].User
+	}
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_PresencePage{PresencePage: page}})
+}
+
+// presenceView is a room's presence as this core knows it. Guarded by the
+// room's lock.
+type presenceView struct {
+	loaded  bool
+	loading bool
+	stale   bool // changes were missed while loading: load again
+	version uint64
+	now     map[string]presence.Member
+	early   []presence.Change // arrived while loading
+	sorted  []presence.Member // now by user id, for pages; nil: stale
+
+	sent       map[string]presence.Member // what members were told
+	dirty      map[string]struct{}
+	countsOnly bool // members were told counts only
+	sentCounts [2]int
+	scheduled  bool
+
+	subs    map[*session]endpoint // receive presence frames
+	pending map[*session]endpoint // get a snapshot at the next flush
+	links   map[*link]int         // subs per link
+}
+
+// maxEarly bounds the changes kept while a room's presence loads.
+const maxEarly = 10000
+
+// ensurePresenceLoaded reads the room's presence from the store once.
+func (r *room) ensurePresenceLoaded(ctx context.Context) {
+	r.mu.Lock()
+	v := &r.pres
+	load := !v.loaded && !v.loading
+	if load {
+		v.loading = true
+	}
+	r.mu.Unlock()
+	if load {
+		r.loadPresence(ctx)
+	}
+}
+
+// loadPresence reads the room's presence and applies what arrived
+// meanwhile; v.loading must have been set by the caller.
+func (r *room) loadPresence(ctx context.Context) {
+	for range 10 {
+		snap, err := r.core.pres.store.List(ctx, r.name)
+		r.mu.Lock()
+		v := &r.pres
+		if err != nil {
+			v.loading = false
+			r.mu.Unlock()
+			r.core.cfg.Logger.Warn("presence list failed; retrying", "room", r.name, "err", err)
+			if r.core.ctx.Err() == nil {
+				time.AfterFunc(time.Second, func() {
+					r.mu.Lock()
+					defer r.mu.Unlock()
+					if !r.pres.loading && (len(r.pres.subs) > 0 || len(r.pres.pending) > 0 || r.pres.loaded) {
+						r.reloadPresenceLocked()
+					}
+				})
+			}
+			return
+		}
+		now := make(map[string]presence.Member, len(snap.Members))
+		for _, m := range snap.Members {
+			now[m.User] = m
+		}
+		v.initLocked()
+		for u, m := range v.now {
+			if n, ok := now[u]; !ok || !sameMember(m, n) {
+				v.dirty[u] = struct{}{}
+			}
+		}
+		for u := range now {
+			if _, ok := v.now[u]; !ok {
+				v.dirty[u] = struct{}{}
+			}
+		}
+		v.now, v.version, v.loaded = now, snap.Version, true
+		v.sorted = nil
+		early := v.early
+		v.early = nil
+		slices.SortFunc(early, func(a, b presence.Change) int { return cmp.Compare(a.Version, b.Version) })
+		for _, ch := range early {
+			switch {
+			case ch.Version <= v.version:
+			case ch.Version == v.version+1:
+				v.applyLocked(ch)
+			default:
+				v.stale = true
+			}
+		}
+		if v.stale {
+			v.stale = false
+			r.mu.Unlock()
+			continue
+		}
+		v.loading = false
+		r.schedulePresenceLocked()
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Lock()
+	r.pres.loading = false
+	r.mu.Unlock()
+}
+
+func (v *presenceView) initLocked() {
+	if v.dirty == nil {
+		v.now = make(map[string]presence.Member)
+		v.sent = make(map[string]presence.Member)
+		v.dirty = make(map[string]struct{})
+		v.subs = make(map[*session]endpoint)
+		v.pending = make(map[*session]endpoint)
+		v.links = make(map[*link]int)
+	}
+}
+
+func sameMember(a, b presence.Member) bool {
+	return a.Conns == b.Conns && string(a.State) == string(b.State)
+}
+
+func (v *presenceView) applyLocked(ch presence.Change) {
+	v.version = ch.Version
+	v.sorted = nil
+	if ch.Kind == presence.Left {
+		delete(v.now, ch.Member.User)
+	} else {
+		v.now[ch.Member.User] = ch.Member
+	}
+	v.dirty[ch.Member.User] = struct{}{}
+}
+
+// presenceChange applies one change from the store to the view.
+func (r *room) presenceChange(ch presence.Change) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := &r.pres
+	switch {
+	case v.loading:
+		if ch.Kind == 0 || len(v.early) >= maxEarly {
+			v.stale = true
+			return
+		}
+		v.early = append(v.early, ch)
+		return
+	case !v.loaded:
+		return // nobody here wants this room's presence
+	case ch.Kind == 0, ch.Version > v.version+1:
+		r.reloadPresenceLocked()
+		return
+	case ch.Version <= v.version:
+		return
+	}
+	v.applyLocked(ch)
+	r.schedulePresenceLocked()
+}
+
+// reloadPresenceLocked reads the room's presence again, in the
+// background. Lock must be held.
+func (r *room) reloadPresenceLocked() {
+	v := &r.pres
+	if v.loading {
+		v.stale = true
+		return
+	}
+	v.loading = true
+	if r.core.ctx.Err() != nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(r.core.ctx, 5*time.Second)
+		defer cancel()
+		r.loadPresence(ctx)
+	}()
+}
+
+// presenceSubscribe makes s, a member, receive the room's presence frames:
+// a snapshot at the next flush, then diffs.
+func (r *room) presenceSubscribe(s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ep, ok := r.members[s]
+	if !ok {
+		return // left or detached meanwhile
+	}
+	v := &r.pres
+	v.initLocked()
+	if _, ok := v.subs[s]; ok {
+		return
+	}
+	v.pending[s] = ep
+	r.schedulePresenceLocked()
+}
+
+// presenceUnsubscribeLocked forgets s as a receiver. Lock must be held.
+func (r *room) presenceUnsubscribeLocked(s *session) {
+	v := &r.pres
+	delete(v.pending, s)
+	ep, ok := v.subs[s]
+	if !ok {
+		return
+	}
+	delete(v.subs, s)
+	if n := v.links[ep.link] - 1; n > 0 {
+		v.links[ep.link] = n
+	} else {
+		delete(v.links, ep.link)
+	}
+}
+
+// presenceList is the view's members ordered by user id (shared: do not
+// modify); false when the view is not loaded. The order is kept until the
+// next change, so paging a large room sorts it once, not once per page.
+func (r *room) presenceList() ([]presence.Member, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := &r.pres
+	if !v.loaded {
+		return nil, false
+	}
+	if v.sorted == nil {
+		v.sorted = make([]presence.Member, 0, len(v.now))
+		for _, m := range v.now {
+			v.sorted = append(v.sorted, m)
+		}
+		slices.SortFunc(v.sorted, func(a, b presence.Member) int { return strings.Compare(a.User, b.User) })
+	}
+	return v.sorted, true
+}
+
+func (r *room) schedulePresenceLocked() {
+	v := &r.pres
+	if v.scheduled || !v.loaded || (len(v.dirty) == 0 && len(v.pending) == 0) {
+		return
+	}
+	v.scheduled = true
+	time.AfterFunc(r.core.pres.cfg.Tick, r.flushPresence)
+}
+
+// flushPresence sends what changed since the last flush as one frame per
+// link, then snapshots to new subscribers.
+func (r *room) flushPresence() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := &r.pres
+	v.scheduled = false
+	if !v.loaded || r.core.ctx.Err() != nil {
+		return
+	}
+	conns := 0
+	for _, m := range v.now {
+		conns += m.Conns
+	}
+	counts := [2]int{len(v.now), conns}
+	countsOnly := len(v.now) > r.core.pres.cfg.MaxDiffMembers
+	var out *corralv1.Presence
+	switch {
+	case countsOnly:
+		if !v.countsOnly || counts != v.sentCounts {
+			out = &corralv1.Presence{Room: r.name, CountsOnly: true}
+		}
+		clear(v.dirty)
+	case v.countsOnly:
+		// Back under the limit: everyone gets the list again.
+		clear(v.dirty)
+		v.sent = cloneMembers(v.now)
+		out = r.snapshotPresenceLocked()
+	default:
+		out = &corralv1.Presence{Room: r.name}
+		for u := range v.dirty {
+			old, was := v.sent[u]
+			cur, is := v.now[u]
+			switch {
+			case is && !was:
+				out.Joins = append(out.Joins, presenceMember(cur))
+				v.sent[u] = cur
+			case was && !is:
+				out.Leaves = append(out.Leaves, u)
+				delete(v.sent, u)
+			case is && !sameMember(old, cur):
+				out.Updates = append(out.Updates, presenceMember(cur))
+				v.sent[u] = cur
+			}
+		}
+		clear(v.dirty)
+		if len(out.Joins)+len(out.Updates)+len(out.Leaves) == 0 {
+			out = nil
+		}
+	}
+	v.countsOnly = countsOnly
+	if out != nil {
+		v.sentCounts = counts
+		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
+		r.core.metrics.presenceFlushes.Inc()
+		if len(v.links) > 0 {
+			f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+				Room:     r.name,
+				Frame:    &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}},
+				Presence: true,
+			}}}
+			for l := range v.links {
+				l.enqueue(f)
+			}
+		}
+	}
+	if len(v.pending) == 0 {
+		return
+	}
+	var snap *corralv1.ServerFrame
+	if countsOnly {
+		snap = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
+			Room: r.name, Snapshot: true, CountsOnly: true, Members: uint32(counts[0]), Connections: uint32(counts[1]),
+		}}}
+	} else {
+		p := r.snapshotPresenceLocked()
+		p.Snapshot = true
+		snap = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: p}}
+	}
+	for s, ep := range v.pending {
+		delete(v.pending, s)
+		if cur, ok := r.members[s]; !ok || cur != ep {
+			continue
+		}
+		ep.link.enqueue(connFrame(ep.conn, snap))
+		ep.link.enqueue(&corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
+			Conn: ep.conn, Room: r.name, Member: true, Presence: true,
+		}}})
+		v.subs[s] = ep
+		v.links[ep.link]++
+	}
+}
+
+// snapshotPresenceLocked lists sent, ordered by user id, with the counts.
+// Lock must be held.
+func (r *room) snapshotPresenceLocked() *corralv1.Presence {
+	v := &r.pres
+	p := &corralv1.Presence{Room: r.name, Snapshot: true, Joins: make([]*corralv1.PresenceMember, 0, len(v.sent))}
+	conns := 0
+	for _, m := range v.sent {
+		p.Joins = append(p.Joins, presenceMember(m))
+		conns += m.Conns
+	}
+	slices.SortFunc(p.Joins, func(a, b *corralv1.PresenceMember) int { return strings.Compare(a.UserId, b.UserId) })
+	p.Members, p.Connections = uint32(len(v.sent)), uint32(conns)
+	return p
+}
+
+func cloneMembers(m map[string]presence.Member) map[string]presence.Member {
+	out := make(map[string]presence.Member, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// unwatchPresenceLoop stops, every 10s, the store's changes of rooms
+// this core no longer holds.
+func (c *Core) unwatchPresenceLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	watched := make(map[string]bool)
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		var gone []string
+		c.mu.Lock()
+		for room := range watched {
+			if _, ok := c.rooms[room]; !ok {
+				gone = append(gone, room)
+				delete(watched, room)
+			}
+		}
+		for name, r := range c.rooms {
+			r.mu.Lock()
+			if r.pres.loaded || r.pres.loading {
+				watched[name] = true
+			}
+			r.mu.Unlock()
+		}
+		c.mu.Unlock()
+		if len(gone) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		_ = c.pres.store.Unwatch(ctx, gone...)
+		// A room that came back meanwhile may have watched before the
+		// unwatch: watch again and read it again.
+		for _, name := range gone {
+			c.mu.Lock()
+			r := c.rooms[name]
+			c.mu.Unlock()
+			if r == nil {
+				continue
+			}
+			r.mu.Lock()
+			want := r.pres.loaded || r.pres.loading
+			r.mu.Unlock()
+			if want && c.pres.store.Watch(ctx, name) == nil {
+				watched[name] = true
+				r.mu.Lock()
+				r.reloadPresenceLocked()
+				r.mu.Unlock()
+			}
+		}
+		cancel()
+	}
+}
+
+// presenceDetach uncounts every room of s (after grace unless clean).
+func (c *Core) presenceDetach(s *session, clean bool) {
+	s.mu.Lock()
+	rooms := make([]string, 0, len(s.pres))
+	for room := range s.pres {
+		rooms = append(rooms, room)
+	}
+	s.mu.Unlock()
+	for _, room := range rooms {
+		c.presenceLeave(s, room, clean)
+	}
+}
+
+// presenceRecount counts again every connection this core holds in
+// presence, after other cores swept it for dead (it could not heartbeat):
+// without it, members connected here would stay missing.
+func (c *Core) presenceRecount() {
+	type entry struct{ room, user string }
+	var all []entry
+	c.mu.Lock()
+	for _, s := range c.live {
+		s.mu.Lock()
+		for room := range s.pres {
+			all = append(all, entry{room, s.user})
+		}
+		s.mu.Unlock()
+	}
+	c.mu.Unlock()
+	p := &c.pres
+	p.mu.Lock()
+	for k, g := range p.grace {
+		all = append(all, entry{k.room, g.user})
+	}
+	p.mu.Unlock()
+	c.cfg.Logger.Warn("presence: this core was swept as dead; counting its connections again", "connections", len(all))
+	for _, e := range all {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		if err := p.store.Add(ctx, e.room, e.user, nil); err != nil {
+			c.cfg.Logger.Warn("presence recount failed", "room", e.room, "err", err)
+		}
+		cancel()
+	}
+}

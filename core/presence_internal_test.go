@@ -1,0 +1,63 @@
+package core
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestPresenceGraceWindow: a dropped connection stays counted for the
+// grace window; its session coming back within it keeps the count (no
+// leave, no second connection); a clean leave uncounts at once.
+func TestPresenceGraceWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Presence: PresenceConfig{Grace: 15 * time.Second}})
+		defer c.Close()
+		ctx := context.Background()
+		r := newRoom(c, "r")
+		conns := func() int {
+			t.Helper()
+			snap, err := c.pres.store.List(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Members) == 0 {
+				return 0
+			}
+			return snap.Members[0].Conns
+		}
+		s := &session{id: "s1", user: "u"}
+		c.presenceJoin(ctx, s, r, []byte(`"hi"`))
+		if n := conns(); n != 1 {
+			t.Fatalf("after join: %d connections", n)
+		}
+		c.presenceLeave(s, "r", false) // dropped
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := conns(); n != 1 {
+			t.Fatalf("within grace: %d connections", n)
+		}
+		back := &session{id: "s1", user: "u"} // the session resumes
+		c.presenceJoin(ctx, back, r, nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := conns(); n != 1 {
+			t.Fatalf("resumed: %d connections", n)
+		}
+		c.presenceLeave(back, "r", false)
+		time.Sleep(16 * time.Second)
+		synctest.Wait()
+		if n := conns(); n != 0 {
+			t.Fatalf("after grace: %d connections", n)
+		}
+		other := &session{id: "s2", user: "v"}
+		c.presenceJoin(ctx, other, r, nil)
+		c.presenceLeave(other, "r", true)
+		if n := conns(); n != 0 {
+			t.Fatalf("after a clean leave: %d connections", n)
+		}
+	})
+}

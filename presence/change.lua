@@ -1,0 +1,67 @@
+-- change.lua applies one change to a room's presence atomically and
+-- publishes it on the room's presence channel.
+--
+-- KEYS[1] members hash (user -> connections on every core)
+-- KEYS[2] states hash (user -> state)
+-- KEYS[3] this core's hash for the room (user -> its connections here)
+-- KEYS[4] version counter
+-- ARGV[1] user
+-- ARGV[2] connection delta: '1' (add), '-1' (remove) or '0' (set state)
+-- ARGV[3] '1' when ARGV[4] replaces the state
+-- ARGV[4] state
+-- ARGV[5] the room's presence channel
+-- ARGV[6] the version counter's TTL in ms
+--
+-- Returns {} when nothing changed, else {kind, version, connections, state}
+-- with kind 1 joined, 2 updated, 3 left.
+
+local members, states, mine, verKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local user, delta = ARGV[1], tonumber(ARGV[2])
+local before = tonumber(redis.call('HGET', members, user) or '0')
+
+if delta < 0 then
+  local n = tonumber(redis.call('HGET', mine, user) or '0')
+  if n <= 0 then
+    return {} -- swept meanwhile: nothing of ours to remove
+  end
+  if n == 1 then
+    redis.call('HDEL', mine, user)
+  else
+    redis.call('HINCRBY', mine, user, -1)
+  end
+elseif delta > 0 then
+  redis.call('HINCRBY', mine, user, 1)
+elseif before == 0 then
+  return {} -- state of someone not present
+end
+
+local after = before + delta
+local state = redis.call('HGET', states, user) or ''
+local kind
+if after <= 0 then
+  after = 0
+  kind = 3
+  redis.call('HDEL', members, user)
+  redis.call('HDEL', states, user)
+else
+  if ARGV[3] == '1' then
+    if delta == 0 and state == ARGV[4] then
+      return {}
+    end
+    state = ARGV[4]
+    if state == '' then
+      redis.call('HDEL', states, user)
+    else
+      redis.call('HSET', states, user, state)
+    end
+  end
+  if delta ~= 0 then
+    redis.call('HSET', members, user, after)
+  end
+  if before == 0 then kind = 1 else kind = 2 end
+end
+
+local v = redis.call('INCR', verKey)
+redis.call('PEXPIRE', verKey, ARGV[6])
+redis.call('PUBLISH', ARGV[5], kind .. '|' .. v .. '|' .. after .. '|' .. #user .. '|' .. user .. state)
+return {kind, v, after, state}

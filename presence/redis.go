@@ -1,0 +1,555 @@
+package presence
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed change.lua
+var changeLua string
+
+//go:embed sweep.lua
+var sweepLua string
+
+//go:embed list.lua
+var listLua string
+
+//go:embed heartbeat.lua
+var heartbeatLua string
+
+var (
+	changeScript    = rueidis.NewLuaScript(changeLua)
+	sweepScript     = rueidis.NewLuaScript(sweepLua)
+	listScript      = rueidis.NewLuaScriptReadOnly(listLua)
+	heartbeatScript = rueidis.NewLuaScript(heartbeatLua)
+)
+
+// versionTTL is how long a room's presence version outlives its last
+// change. A reader never keeps a view of a room that long without a change.
+const versionTTL = 7 * 24 * time.Hour
+
+// RedisOptions configures [NewRedis]. Zero fields mean defaults.
+type RedisOptions struct {
+	Options
+	// Prefix starts every key and channel name; default "corral".
+	Prefix string
+	// CoreID names this core; default random. Two live cores must never
+	// share one.
+	CoreID string
+	// Heartbeat is how often this core says it is alive and sweeps dead
+	// cores. Default 3s.
+	Heartbeat time.Duration
+	// DeadAfter is how long a core may go without a heartbeat before
+	// other cores remove its connections. A dead core's members leave
+	// within DeadAfter + Heartbeat. Default 20s.
+	DeadAfter time.Duration
+}
+
+// Redis is a [Store] in Redis, shared by every core that uses the same
+// Redis and Prefix. Keys of a room are hash-tagged by room:
+//
+//	{prefix}:{room}:pres:m        hash user -> connections (all cores)
+//	{prefix}:{room}:pres:s        hash user -> state
+//	{prefix}:{room}:pres:c:{core} hash user -> connections on that core
+//	{prefix}:{room}:pres:v        the room's presence version
+//	{prefix}:{room}:pres:ch       the pub/sub channel of its changes
+//
+// and two keys name the cores: {prefix}:pres:cores (sorted set of
+// heartbeats) and {prefix}:pres:core:{core}:rooms (the rooms a core
+// counted connections in, for the sweep).
+type Redis struct {
+	client rueidis.Client
+	opts   RedisOptions
+	verTTL string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	hmu sync.Mutex // serializes OnChange calls from pub/sub
+
+	mu      sync.Mutex // guards the following fields
+	watched map[string]struct{}
+	dc      rueidis.DedicatedClient
+	closed  bool
+}
+
+// NewRedis starts a store on client (which the caller closes after the
+// store): it heartbeats at once, then every Heartbeat, and opens a
+// dedicated connection for pub/sub.
+func NewRedis(ctx context.Context, client rueidis.Client, opts RedisOptions) (*Redis, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "corral"
+	}
+	if opts.CoreID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		opts.CoreID = hex.EncodeToString(b[:])
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 3 * time.Second
+	}
+	if opts.DeadAfter <= 0 {
+		opts.DeadAfter = 20 * time.Second
+	}
+	r := &Redis{
+		client:  client,
+		opts:    opts,
+		verTTL:  strconv.FormatInt(versionTTL.Milliseconds(), 10),
+		watched: make(map[string]struct{}),
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if _, err := r.heartbeat(ctx); err != nil {
+		r.cancel()
+		return nil, fmt.Errorf("presence: heartbeat: %w", err)
+	}
+	dc, wait, err := r.connect(ctx)
+	if err != nil {
+		r.cancel()
+		return nil, fmt.Errorf("presence: subscribe: %w", err)
+	}
+	r.dc = dc
+	r.wg.Add(2)
+	go r.heartbeatLoop()
+	go r.subscriptionLoop(wait)
+	return r, nil
+}
+
+// CoreID is the id this store heartbeats as.
+func (r *Redis) CoreID() string { return r.opts.CoreID }
+
+func (r *Redis) key(room, suffix string) string {
+	return r.opts.Prefix + ":{" + room + "}:pres:" + suffix
+}
+
+func (r *Redis) channel(room string) string { return r.key(room, "ch") }
+
+func (r *Redis) coresKey() string { return r.opts.Prefix + ":pres:cores" }
+
+func (r *Redis) roomsKey(core string) string {
+	return r.opts.Prefix + ":pres:core:" + core + ":rooms"
+}
+
+func (r *Redis) changeKeys(room, core string) []string {
+	return []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "c:"+core), r.key(room, "v")}
+}
+
+func (r *Redis) change(ctx context.Context, op, room, user, delta string, setState bool, state []byte) error {
+	if r.isClosed() {
+		return fmt.Errorf("presence: %s: %w", op, ErrClosed)
+	}
+	set := "0"
+	if setState {
+		set = "1"
+	}
+	args := []string{user, delta, set, string(state), r.channel(room), r.verTTL}
+	res, err := changeScript.Exec(ctx, r.client, r.changeKeys(room, r.opts.CoreID), args).ToArray()
+	if err != nil {
+		return fmt.Errorf("presence: %s %q: %w", op, room, err)
+	}
+	if len(res) == 0 {
+		return nil
+	}
+	ch, err := parseChange(room, user, res)
+	if err != nil {
+		return fmt.Errorf("presence: %s %q: %w", op, room, err)
+	}
+	if r.opts.OnCommit != nil {
+		r.opts.OnCommit(ch)
+	}
+	return nil
+}
+
+// parseChange reads {kind, version, connections, state}.
+func parseChange(room, user string, res []rueidis.RedisMessage) (Change, error) {
+	if len(res) != 4 {
+		return Change{}, fmt.Errorf("unexpected reply of %d elements", len(res))
+	}
+	kind, err := res[0].AsInt64()
+	if err != nil {
+		return Change{}, err
+	}
+	ver, err := res[1].AsUint64()
+	if err != nil {
+		return Change{}, err
+	}
+	conns, err := res[2].AsInt64()
+	if err != nil {
+		return Change{}, err
+	}
+	state, err := res[3].ToString()
+	if err != nil {
+		return Change{}, err
+	}
+	ch := Change{Room: room, Kind: Kind(kind), Version: ver, Member: Member{User: user, Conns: int(conns)}}
+	if state != "" {
+		ch.Member.State = []byte(state)
+	}
+	return ch, nil
+}
+
+// Add implements [Store.Add].
+func (r *Redis) Add(ctx context.Context, room, user string, state []byte) error {
+	// The room is recorded for the sweep before anything is counted in it.
+	if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.roomsKey(r.opts.CoreID)).Member(room).Build()).Error(); err != nil {
+		return fmt.Errorf("presence: add %q: %w", room, err)
+	}
+	return r.change(ctx, "add", room, user, "1", state != nil, state)
+}
+
+// Remove implements [Store.Remove].
+func (r *Redis) Remove(ctx context.Context, room, user string) error {
+	return r.change(ctx, "remove", room, user, "-1", false, nil)
+}
+
+// SetState implements [Store.SetState].
+func (r *Redis) SetState(ctx context.Context, room, user string, state []byte) error {
+	return r.change(ctx, "set state", room, user, "0", true, state)
+}
+
+// List implements [Store.List].
+func (r *Redis) List(ctx context.Context, room string) (Snapshot, error) {
+	if r.isClosed() {
+		return Snapshot{}, fmt.Errorf("presence: list: %w", ErrClosed)
+	}
+	keys := []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "v")}
+	res, err := listScript.Exec(ctx, r.client, keys, nil).ToArray()
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("unexpected reply of %d elements", len(res))
+	}
+	var out Snapshot
+	var conns, states []string
+	if err == nil {
+		out.Version, err = res[0].AsUint64()
+	}
+	if err == nil {
+		conns, err = res[1].AsStrSlice()
+	}
+	if err == nil {
+		states, err = res[2].AsStrSlice()
+	}
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("presence: list %q: %w", room, err)
+	}
+	byUser := make(map[string]string, len(states)/2)
+	for i := 0; i+1 < len(states); i += 2 {
+		byUser[states[i]] = states[i+1]
+	}
+	out.Members = make([]Member, 0, len(conns)/2)
+	for i := 0; i+1 < len(conns); i += 2 {
+		n, _ := strconv.Atoi(conns[i+1])
+		m := Member{User: conns[i], Conns: n}
+		if s := byUser[conns[i]]; s != "" {
+			m.State = []byte(s)
+		}
+		out.Members = append(out.Members, m)
+	}
+	sortMembers(out.Members)
+	return out, nil
+}
+
+func (r *Redis) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// heartbeatLoop heartbeats and sweeps dead cores until Close.
+func (r *Redis) heartbeatLoop() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.DeadAfter/2)
+		added, err := r.heartbeat(ctx)
+		cancel()
+		if err == nil && added && r.opts.OnLost != nil {
+			r.opts.OnLost()
+		}
+	}
+}
+
+// heartbeat records this core as alive and sweeps the dead ones. It
+// reports whether this core had been removed from the set (swept).
+func (r *Redis) heartbeat(ctx context.Context) (bool, error) {
+	dl := strconv.FormatInt(r.opts.DeadAfter.Milliseconds(), 10)
+	res, err := heartbeatScript.Exec(ctx, r.client, []string{r.coresKey()}, []string{r.opts.CoreID, dl}).ToArray()
+	if err != nil {
+		return false, err
+	}
+	if len(res) == 0 {
+		return false, errors.New("empty heartbeat reply")
+	}
+	added, _ := res[0].AsInt64()
+	for _, m := range res[1:] {
+		id, err := m.ToString()
+		if err != nil {
+			continue
+		}
+		if err := r.Sweep(ctx, id); err != nil {
+			return added == 1, err
+		}
+	}
+	return added == 1, nil
+}
+
+// Sweep removes the connections core counted, in every room, emitting
+// each resulting change once (OnCommit here, OnChange wherever the room is
+// watched), and forgets core. Any core may sweep any dead core, even
+// concurrently.
+func (r *Redis) Sweep(ctx context.Context, core string) error {
+	rooms, err := r.client.Do(ctx, r.client.B().Smembers().Key(r.roomsKey(core)).Build()).AsStrSlice()
+	if err != nil {
+		return fmt.Errorf("presence: sweep %s: %w", core, err)
+	}
+	for _, room := range rooms {
+		res, err := sweepScript.Exec(ctx, r.client, r.changeKeys(room, core), []string{r.channel(room), r.verTTL}).ToArray()
+		if err != nil {
+			return fmt.Errorf("presence: sweep %s in %q: %w", core, room, err)
+		}
+		for i := 0; i+4 < len(res); i += 5 {
+			user, err := res[i+3].ToString()
+			if err != nil {
+				continue
+			}
+			ch, err := parseChange(room, user, []rueidis.RedisMessage{res[i], res[i+1], res[i+2], res[i+4]})
+			if err == nil && r.opts.OnCommit != nil {
+				r.opts.OnCommit(ch)
+			}
+		}
+	}
+	cmds := rueidis.Commands{
+		r.client.B().Del().Key(r.roomsKey(core)).Build(),
+		r.client.B().Zrem().Key(r.coresKey()).Member(core).Build(),
+	}
+	for _, res := range r.client.DoMulti(ctx, cmds...) {
+		if err := res.Error(); err != nil {
+			return fmt.Errorf("presence: sweep %s: %w", core, err)
+		}
+	}
+	return nil
+}
+
+// connect opens a dedicated connection that delivers pub/sub messages.
+func (r *Redis) connect(ctx context.Context) (rueidis.DedicatedClient, <-chan error, error) {
+	dc, _ := r.client.Dedicate()
+	wait := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: r.onMessage})
+	if err := dc.Do(ctx, dc.B().Ping().Build()).Error(); err != nil {
+		dc.Close()
+		return nil, nil, err
+	}
+	return dc, wait, nil
+}
+
+// subscriptionLoop replaces the pub/sub connection whenever it breaks,
+// subscribes the watched rooms again and tells OnChange to read them again.
+func (r *Redis) subscriptionLoop(wait <-chan error) {
+	defer r.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-wait:
+		}
+		for {
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+			dc, w, err := r.connect(ctx)
+			if err != nil {
+				cancel()
+				continue
+			}
+			r.mu.Lock()
+			if r.closed {
+				r.mu.Unlock()
+				cancel()
+				dc.Close()
+				return
+			}
+			old := r.dc
+			r.dc = dc
+			rooms := make([]string, 0, len(r.watched))
+			for room := range r.watched {
+				rooms = append(rooms, room)
+			}
+			r.mu.Unlock()
+			old.Close()
+			err = r.subscribe(ctx, dc, rooms)
+			cancel()
+			if err != nil {
+				dc.Close()
+				wait = w
+				break
+			}
+			backoff = 50 * time.Millisecond
+			for _, room := range rooms {
+				r.deliver(Change{Room: room})
+			}
+			wait = w
+			break
+		}
+	}
+}
+
+func (r *Redis) subscribe(ctx context.Context, dc rueidis.DedicatedClient, rooms []string) error {
+	for len(rooms) > 0 {
+		n := min(len(rooms), 512)
+		chs := make([]string, n)
+		for i, room := range rooms[:n] {
+			chs[i] = r.channel(room)
+		}
+		if err := dc.Do(ctx, dc.B().Subscribe().Channel(chs...).Build()).Error(); err != nil {
+			return err
+		}
+		rooms = rooms[n:]
+	}
+	return nil
+}
+
+// Watch implements [Store.Watch]. It returns once Redis confirmed the
+// subscription, so changes committed afterwards are delivered.
+func (r *Redis) Watch(ctx context.Context, room string) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return fmt.Errorf("presence: watch: %w", ErrClosed)
+	}
+	if _, ok := r.watched[room]; ok {
+		r.mu.Unlock()
+		return nil
+	}
+	r.watched[room] = struct{}{}
+	dc := r.dc
+	r.mu.Unlock()
+	if err := r.subscribe(ctx, dc, []string{room}); err != nil {
+		r.mu.Lock()
+		replaced := r.dc != dc
+		if !replaced {
+			delete(r.watched, room)
+		}
+		r.mu.Unlock()
+		if replaced {
+			return nil // the new connection subscribes every watched room
+		}
+		return fmt.Errorf("presence: watch %q: %w", room, err)
+	}
+	return nil
+}
+
+// Unwatch implements [Store.Unwatch].
+func (r *Redis) Unwatch(ctx context.Context, rooms ...string) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	for _, room := range rooms {
+		delete(r.watched, room)
+	}
+	dc := r.dc
+	r.mu.Unlock()
+	for len(rooms) > 0 {
+		n := min(len(rooms), 512)
+		chs := make([]string, n)
+		for i, room := range rooms[:n] {
+			chs[i] = r.channel(room)
+		}
+		// Changes are filtered by the watched set anyway.
+		_ = dc.Do(ctx, dc.B().Unsubscribe().Channel(chs...).Build()).Error()
+		rooms = rooms[n:]
+	}
+	return nil
+}
+
+func (r *Redis) onMessage(m rueidis.PubSubMessage) {
+	room, ok := strings.CutPrefix(m.Channel, r.opts.Prefix+":{")
+	if ok {
+		room, ok = strings.CutSuffix(room, "}:pres:ch")
+	}
+	if !ok {
+		return
+	}
+	ch, ok := decodeChange(room, m.Message)
+	if ok {
+		r.deliver(ch)
+	}
+}
+
+// decodeChange reads "kind|version|connections|len(user)|user state".
+func decodeChange(room, msg string) (Change, bool) {
+	var f [4]int64
+	rest := msg
+	for i := range f {
+		head, tail, ok := strings.Cut(rest, "|")
+		if !ok {
+			return Change{}, false
+		}
+		n, err := strconv.ParseInt(head, 10, 64)
+		if err != nil || n < 0 {
+			return Change{}, false
+		}
+		f[i], rest = n, tail
+	}
+	if int64(len(rest)) < f[3] || f[0] < 1 || f[0] > 3 {
+		return Change{}, false
+	}
+	ch := Change{Room: room, Kind: Kind(f[0]), Version: uint64(f[1]), Member: Member{User: rest[:f[3]], Conns: int(f[2])}}
+	if s := rest[f[3]:]; s != "" {
+		ch.Member.State = []byte(s)
+	}
+	return ch, true
+}
+
+// deliver hands a change to OnChange if its room is watched.
+func (r *Redis) deliver(ch Change) {
+	if r.opts.OnChange == nil {
+		return
+	}
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	r.mu.Lock()
+	_, ok := r.watched[ch.Room]
+	r.mu.Unlock()
+	if ok {
+		r.opts.OnChange(ch)
+	}
+}
+
+// Close stops heartbeating (other cores sweep this core's connections
+// after DeadAfter unless they were removed) and closes the pub/sub
+// connection. Safe to call twice.
+func (r *Redis) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	dc := r.dc
+	r.mu.Unlock()
+	r.cancel()
+	dc.Close()
+	r.wg.Wait()
+	return nil
+}

@@ -1,0 +1,232 @@
+package presence_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/internal/redistest"
+	"github.com/corral-rt/corral/presence"
+	"github.com/redis/rueidis"
+)
+
+// recorder collects changes.
+type recorder struct {
+	mu  sync.Mutex
+	chs []presence.Change
+}
+
+func (r *recorder) add(ch presence.Change) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.chs = append(r.chs, ch)
+}
+
+func (r *recorder) wait(t *testing.T, n int) []presence.Change {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		got := append([]presence.Change(nil), r.chs...)
+		r.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d changes, want %d: %+v", len(got), n, got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func redisClient(t *testing.T) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Start(t)}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// stores returns a fresh store of each kind with its recorders.
+func stores(t *testing.T) map[string]func(onChange, onCommit *recorder) presence.Store {
+	return map[string]func(onChange, onCommit *recorder) presence.Store{
+		"memory": func(onChange, onCommit *recorder) presence.Store {
+			return presence.NewMemory(presence.Options{OnChange: onChange.add, OnCommit: onCommit.add})
+		},
+		"redis": func(onChange, onCommit *recorder) presence.Store {
+			s, err := presence.NewRedis(context.Background(), redisClient(t), presence.RedisOptions{
+				Options: presence.Options{OnChange: onChange.add, OnCommit: onCommit.add},
+				Prefix:  redistest.Prefix(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+}
+
+// TestStoreCounts: connections of one user are one member; joined on the
+// first, left on the last, updated in between; versions are consecutive.
+func TestStoreCounts(t *testing.T) {
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			var changes, commits recorder
+			s := mk(&changes, &commits)
+			ctx := context.Background()
+			if err := s.Watch(ctx, "r"); err != nil {
+				t.Fatal(err)
+			}
+			steps := []func() error{
+				func() error { return s.Add(ctx, "r", "alice", []byte(`{"c":"red"}`)) },
+				func() error { return s.Add(ctx, "r", "alice", nil) },
+				func() error { return s.SetState(ctx, "r", "alice", []byte(`{"c":"blue"}`)) },
+				func() error { return s.SetState(ctx, "r", "alice", []byte(`{"c":"blue"}`)) }, // no change
+				func() error { return s.Remove(ctx, "r", "alice") },
+				func() error { return s.Remove(ctx, "r", "alice") },
+				func() error { return s.Remove(ctx, "r", "alice") }, // nothing left: no change
+			}
+			for i, step := range steps {
+				if err := step(); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			want := []struct {
+				kind  presence.Kind
+				conns int
+				state string
+			}{
+				{presence.Joined, 1, `{"c":"red"}`},
+				{presence.Updated, 2, `{"c":"red"}`},
+				{presence.Updated, 2, `{"c":"blue"}`},
+				{presence.Updated, 1, `{"c":"blue"}`},
+				{presence.Left, 0, `{"c":"blue"}`},
+			}
+			for _, rec := range []*recorder{&changes, &commits} {
+				got := rec.wait(t, len(want))
+				time.Sleep(50 * time.Millisecond)
+				if len(rec.chs) != len(want) {
+					t.Fatalf("%d changes, want %d: %+v", len(rec.chs), len(want), rec.chs)
+				}
+				for i, w := range want {
+					g := got[i]
+					if g.Kind != w.kind || g.Member.Conns != w.conns || string(g.Member.State) != w.state || g.Member.User != "alice" {
+						t.Fatalf("change %d: %+v, want %+v", i, g, w)
+					}
+					if i > 0 && g.Version != got[i-1].Version+1 {
+						t.Fatalf("change %d: version %d after %d", i, g.Version, got[i-1].Version)
+					}
+				}
+			}
+			snap, err := s.List(ctx, "r")
+			if err != nil || len(snap.Members) != 0 {
+				t.Fatalf("list after all left: %+v %v", snap, err)
+			}
+		})
+	}
+}
+
+// TestStoreList lists members ordered by user with state and counts.
+func TestStoreList(t *testing.T) {
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := mk(&recorder{}, &recorder{})
+			ctx := context.Background()
+			for _, u := range []string{"carol", "alice", "bob", "alice"} {
+				if err := s.Add(ctx, "r", u, []byte(`"`+u+`"`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, err := s.List(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Version != 4 || len(snap.Members) != 3 {
+				t.Fatalf("snapshot %+v", snap)
+			}
+			for i, w := range []struct {
+				user  string
+				conns int
+			}{{"alice", 2}, {"bob", 1}, {"carol", 1}} {
+				m := snap.Members[i]
+				if m.User != w.user || m.Conns != w.conns || string(m.State) != `"`+w.user+`"` {
+					t.Fatalf("member %d: %+v", i, m)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisSweepDeadCore: the connections of a core that stops
+// heartbeating are removed by another core's sweep; each member it alone
+// held leaves once, whoever sweeps and however often.
+func TestRedisSweepDeadCore(t *testing.T) {
+	client := redisClient(t)
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	var aCommits, bCommits, bChanges recorder
+	opts := func(commits, changes *recorder) presence.RedisOptions {
+		return presence.RedisOptions{
+			Options:   presence.Options{OnCommit: commits.add, OnChange: changes.add},
+			Prefix:    prefix,
+			Heartbeat: 50 * time.Millisecond,
+			DeadAfter: 300 * time.Millisecond,
+		}
+	}
+	a, err := presence.NewRedis(ctx, client, opts(&aCommits, &recorder{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := presence.NewRedis(ctx, client, opts(&bCommits, &bChanges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Watch(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "alice", "bob"} {
+		if err := a.Add(ctx, "r", u, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Add(ctx, "r", "bob", nil); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a.Close() // a crash, for presence: no removals, no heartbeat
+	// alice leaves; bob stays with b's connection.
+	got := bChanges.wait(t, 6)
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("swept after %v", el)
+	}
+	tail := got[4:]
+	left, updated := 0, 0
+	for _, ch := range tail {
+		switch {
+		case ch.Kind == presence.Left && ch.Member.User == "alice":
+			left++
+		case ch.Kind == presence.Updated && ch.Member.User == "bob" && ch.Member.Conns == 1:
+			updated++
+		}
+	}
+	if left != 1 || updated != 1 {
+		t.Fatalf("sweep changes %+v", tail)
+	}
+	// Sweeping again finds nothing.
+	if err := b.Sweep(ctx, a.CoreID()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(bCommits.wait(t, 3)); n != 3 { // b's add + the sweep's two
+		t.Fatalf("b committed %d changes, want 3", n)
+	}
+	snap, err := b.List(ctx, "r")
+	if err != nil || len(snap.Members) != 1 || snap.Members[0].User != "bob" {
+		t.Fatalf("after sweep: %+v %v", snap, err)
+	}
+}

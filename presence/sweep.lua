@@ -1,0 +1,42 @@
+-- sweep.lua removes a dead core's connections from one room's presence,
+-- atomically, publishing one change per member it affects. Run twice, the
+-- second run finds nothing: each member's leave is emitted once.
+--
+-- KEYS[1] members hash, KEYS[2] states hash, KEYS[3] the dead core's hash
+-- for the room, KEYS[4] version counter
+-- ARGV[1] the room's presence channel
+-- ARGV[2] the version counter's TTL in ms
+--
+-- Returns a flat array of {kind, version, connections, user, state} per
+-- change.
+
+local members, states, dead, verKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local held = redis.call('HGETALL', dead)
+local out = {}
+for i = 1, #held, 2 do
+  local user, n = held[i], tonumber(held[i + 1])
+  local before = tonumber(redis.call('HGET', members, user) or '0')
+  if before > 0 and n > 0 then
+    local after = before - n
+    local state = redis.call('HGET', states, user) or ''
+    local kind = 2
+    if after <= 0 then
+      after = 0
+      kind = 3
+      redis.call('HDEL', members, user)
+      redis.call('HDEL', states, user)
+    else
+      redis.call('HSET', members, user, after)
+    end
+    local v = redis.call('INCR', verKey)
+    redis.call('PEXPIRE', verKey, ARGV[2])
+    redis.call('PUBLISH', ARGV[1], kind .. '|' .. v .. '|' .. after .. '|' .. #user .. '|' .. user .. state)
+    table.insert(out, kind)
+    table.insert(out, v)
+    table.insert(out, after)
+    table.insert(out, user)
+    table.insert(out, state)
+  end
+end
+redis.call('DEL', dead)
+return out
