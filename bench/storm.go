@@ -132,7 +132,6 @@ type stormState struct {
 	recovery histogram
 	resumed  atomic.Int64
 	failed   atomic.Int64 // came back without resuming, or ended
-	fallback string       // SessionOptions.Fallbacks, if any
 
 	mu          sync.Mutex // guards the following fields
 	disconnects map[string]int
@@ -216,9 +215,6 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	rooms := roomNamer(runID(), s.Rooms)
 	f := newFleet(r, rooms)
 	st := &stormState{disconnects: map[string]int{}, perSecond: map[int64]int{}}
-	if drain {
-		st.fallback = s.Fallback
-	}
 	if s.Presence {
 		f.presence = new(presenceTally)
 	}
@@ -407,8 +403,8 @@ func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsUR
 		Options:     client.Options{Token: token, Encoding: r.o.Encoding, FrameBuffer: frameBuffer},
 		EventBuffer: frameBuffer,
 	}
-	if st.fallback != "" {
-		opts.Fallbacks = []string{st.fallback}
+	if s.Cause == "drain" && s.Fallback != "" {
+		opts.Fallbacks = []string{s.Fallback}
 	}
 	sess, err := client.Connect(dctx, wsURL, opts)
 	if err != nil {

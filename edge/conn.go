@@ -22,13 +22,12 @@ type conn struct {
 	e  *Edge
 	ws *websocket.Conn
 	// nc is ws's network connection. writeLoop writes data messages to it
-	// directly, framed by the edge (see appendFrameHeader), each in one
+	// directly, framed by the edge (see frameMessage), each in one
 	// Write; coder/websocket writes only control frames (close, pong),
 	// each also in one Write, so frames never interleave.
 	nc     net.Conn
 	opcode byte // the WebSocket opcode of data messages: text or binary
 	enc    protocol.Encoding
-	msgTyp websocket.MessageType
 	remote string
 	id     uint64
 	link   *link
@@ -89,7 +88,6 @@ func newConn(e *Edge, ws *websocket.Conn, nc net.Conn, enc protocol.Encoding, re
 		nc:     nc,
 		opcode: opText,
 		enc:    enc,
-		msgTyp: websocket.MessageText,
 		remote: remote,
 		id:     e.nextID.Add(1),
 		wake:   make(chan struct{}, 1),
@@ -97,7 +95,7 @@ func newConn(e *Edge, ws *websocket.Conn, nc net.Conn, enc protocol.Encoding, re
 		limits: newLimiter(&e.cfg),
 	}
 	if enc == protocol.Proto {
-		c.msgTyp, c.opcode = websocket.MessageBinary, opBinary
+		c.opcode = opBinary
 	}
 	c.link = e.linkFor(c.id)
 	c.lastRead.Store(time.Now().UnixNano())
