@@ -27,7 +27,7 @@ func appendClientJSON(b []byte, f *corralv1.ClientFrame) []byte {
 		b = appendUintField(b, s, `"sinceSeq":`, m.GetSinceSeq())
 		b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
 		b = appendBoolField(b, s, `"presence":`, m.GetPresence())
-		b = appendStateField(b, s, "presenceState", m.GetPresenceState())
+		b = appendBytesField(b, s, "presenceState", m.GetPresenceState())
 		b = append(b, '}')
 	case *corralv1.ClientFrame_Leave:
 		b = append(b, `{"leave":{`...)
@@ -262,15 +262,24 @@ func appendBoolField(b []byte, start int, key string, v bool) []byte {
 // appendPayloadField writes p inline when it is JSON that decodes back to
 // the same bytes, and as payloadBase64 otherwise.
 func appendPayloadField(b []byte, start int, p []byte) []byte {
+	return appendBytesField(b, start, "payload", p)
+}
+
+// appendBytesField writes the bytes field key as appendPayloadField writes
+// "payload": inline under key, or base64 under key+"Base64". Presence
+// states ("state", "presenceState") are written this way too.
+func appendBytesField(b []byte, start int, key string, p []byte) []byte {
 	if len(p) == 0 {
 		return b
 	}
 	b = comma(b, start)
+	b = append(b, '"')
+	b = append(b, key...)
 	if inlinePayload(p) {
-		b = append(b, `"payload":`...)
+		b = append(b, `":`...)
 		return append(b, p...)
 	}
-	b = append(b, `"payloadBase64":"`...)
+	b = append(b, `Base64":"`...)
 	b = base64.StdEncoding.AppendEncode(b, p)
 	return append(b, '"')
 }

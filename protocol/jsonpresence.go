@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/base64"
 	"strconv"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -10,26 +9,6 @@ import (
 // The presence frames in the corral.v1.json subprotocol. A presence state
 // is a bytes field written like a payload: an inline JSON value under
 // "state", or "stateBase64" when it would not read back the same inline.
-
-// appendStateField is appendPayloadField for a field named key: `"state"`
-// writes "state" or "stateBase64".
-func appendStateField(b []byte, start int, key string, p []byte) []byte {
-	if len(p) == 0 {
-		return b
-	}
-	b = comma(b, start)
-	if inlinePayload(p) {
-		b = append(b, '"')
-		b = append(b, key...)
-		b = append(b, `":`...)
-		return append(b, p...)
-	}
-	b = append(b, '"')
-	b = append(b, key...)
-	b = append(b, `Base64":"`...)
-	b = base64.StdEncoding.AppendEncode(b, p)
-	return append(b, '"')
-}
 
 func appendPresenceMembers(b []byte, start int, key string, ms []*corralv1.PresenceMember) []byte {
 	if len(ms) == 0 {
@@ -45,7 +24,7 @@ func appendPresenceMembers(b []byte, start int, key string, ms []*corralv1.Prese
 		b = append(b, '{')
 		s := len(b)
 		b = appendStringField(b, s, `"userId":`, m.GetUserId())
-		b = appendStateField(b, s, "state", m.GetState())
+		b = appendBytesField(b, s, "state", m.GetState())
 		b = appendUintField(b, s, `"connections":`, uint64(m.GetConnections()))
 		b = append(b, '}')
 	}
@@ -90,7 +69,7 @@ func appendSetPresence(b []byte, m *corralv1.SetPresence) []byte {
 	b = append(b, `{"setPresence":{`...)
 	s := len(b)
 	b = appendStringField(b, s, `"room":`, m.GetRoom())
-	return appendStateField(b, s, "state", m.GetState())
+	return appendBytesField(b, s, "state", m.GetState())
 }
 
 func appendPresenceQuery(b []byte, m *corralv1.PresenceQuery) []byte {
