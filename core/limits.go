@@ -34,16 +34,6 @@ const (
 	refusedNotJoined = "not_joined"
 )
 
-// may reports whether s may do kind in room: its token or a run-time
-// grant allows it and, for publish, the room is not read-only. A grants
-// store that cannot answer refuses (fail closed) with err set.
-func (c *Core) may(ctx context.Context, s *session, kind grants.Kind, room string) (bool, error) {
-	if kind == grants.Publish && auth.Match(c.cfg.ReadOnlyRooms, room) {
-		return false, nil
-	}
-	return c.granted(ctx, s.user, s.ident, kind, room)
-}
-
 // granted applies the token's and the run-time grants.
 func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, kind grants.Kind, room string) (bool, error) {
 	token := id.GetJoin()
@@ -61,7 +51,7 @@ func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, 
 // refuseJoin checks a client join: the grants, and the bound on rooms per
 // connection. It answers a refusal itself and reports false.
 func (c *Core) refuseJoin(ctx context.Context, s *session, name string) bool {
-	ok, err := c.may(ctx, s, grants.Join, name)
+	ok, err := c.granted(ctx, s.user, s.ident, grants.Join, name)
 	switch {
 	case err != nil:
 		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, "")
@@ -92,7 +82,7 @@ func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) 
 		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients", name, ref)
 		return true
 	}
-	ok, err := c.may(ctx, s, grants.Publish, name)
+	ok, err := c.granted(ctx, s.user, s.ident, grants.Publish, name)
 	switch {
 	case err != nil:
 		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)

@@ -7,7 +7,7 @@ import (
 
 // Memory is a Store for one process.
 type Memory struct {
-	mu    sync.Mutex // guards the following fields
+	mu    sync.RWMutex // guards the following fields; Get (every publish) reads
 	users map[string]*Grants
 	watch func(string)
 }
@@ -17,8 +17,8 @@ func NewMemory() *Memory { return &Memory{users: make(map[string]*Grants)} }
 
 // Get returns user's grants; nil when there are none.
 func (m *Memory) Get(_ context.Context, user string) (*Grants, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	return m.users[user], nil
 }
 

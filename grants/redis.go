@@ -39,9 +39,13 @@ type Redis struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	mu    sync.Mutex // guards the following fields
+	mu    sync.RWMutex // guards the following fields
 	cache map[string]cached
 	watch func(string)
+	// gen counts invalidations (an announced change, a change made here,
+	// a resubscription). A read from Redis is cached only if none came
+	// while it was in flight: else a revoked grant could be cached anew.
+	gen uint64
 }
 
 type cached struct {
@@ -86,6 +90,7 @@ func (r *Redis) listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		r.mu.Lock()
 		clear(r.cache)
+		r.gen++
 		r.mu.Unlock()
 		start := time.Now()
 		_ = r.client.Receive(ctx, r.client.B().Subscribe().Channel(r.channel).Build(), func(m rueidis.PubSubMessage) {
@@ -105,6 +110,7 @@ func (r *Redis) listen(ctx context.Context) {
 func (r *Redis) changed(user string) {
 	r.mu.Lock()
 	delete(r.cache, user)
+	r.gen++
 	watch := r.watch
 	r.mu.Unlock()
 	if watch != nil {
@@ -115,17 +121,22 @@ func (r *Redis) changed(user string) {
 // Get returns user's grants (nil: none), from the cache when fresh.
 func (r *Redis) Get(ctx context.Context, user string) (*Grants, error) {
 	now := time.Now()
-	r.mu.Lock()
-	if e, ok := r.cache[user]; ok && now.Sub(e.at) < r.ttl {
-		r.mu.Unlock()
+	r.mu.RLock()
+	e, ok := r.cache[user]
+	gen := r.gen
+	r.mu.RUnlock()
+	if ok && now.Sub(e.at) < r.ttl {
 		return e.g, nil
 	}
-	r.mu.Unlock()
 	g, _, err := r.read(ctx, user)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen != gen {
+		return g, nil // invalidated meanwhile: use once, do not cache
+	}
 	if len(r.cache) >= maxCached {
 		for u, e := range r.cache {
 			if now.Sub(e.at) >= r.ttl {
@@ -136,7 +147,6 @@ func (r *Redis) Get(ctx context.Context, user string) (*Grants, error) {
 	if len(r.cache) < maxCached {
 		r.cache[user] = cached{g: g, at: now}
 	}
-	r.mu.Unlock()
 	return g, nil
 }
 
@@ -198,6 +208,7 @@ func (r *Redis) update(ctx context.Context, user string, grant bool, join, publi
 			// the cached copy now, so that its next check reads the change.
 			r.mu.Lock()
 			delete(r.cache, user)
+			r.gen++
 			r.mu.Unlock()
 			return nil
 		}
