@@ -60,6 +60,23 @@ func TestStores(t *testing.T) {
 				mu.Unlock()
 			})
 			ctx := context.Background()
+			// The Redis store subscribes in the background: until it hears
+			// a change, announcements may pass it by.
+			for i := 0; ; i++ {
+				if err := s.Grant(ctx, "warm-up", []string{"x"}, nil); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond)
+				mu.Lock()
+				n := changed["warm-up"]
+				mu.Unlock()
+				if n > 0 {
+					break
+				}
+				if i == 500 {
+					t.Fatal("the store never heard of its own change")
+				}
+			}
 			if g, err := s.Get(ctx, "ann"); err != nil || g != nil {
 				t.Fatalf("empty store: %v %v", g, err)
 			}
@@ -146,9 +163,11 @@ func TestRedisShared(t *testing.T) {
 	if err := a.Grant(ctx, "cam", []string{"stage"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for u := range heard {
-		if u == "cam" {
-			break
+	for u := ""; u != "cam"; {
+		select {
+		case u = <-heard:
+		case <-time.After(5 * time.Second):
+			t.Fatal("b never heard of cam's change")
 		}
 	}
 	g, err := b.Get(ctx, "cam")
