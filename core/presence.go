@@ -679,14 +679,21 @@ func (c *Core) unwatchPresenceLoop() {
 				delete(watched, room)
 			}
 		}
-		for name, r := range c.rooms {
+		held := make([]*room, 0, len(c.rooms))
+		for _, r := range c.rooms {
+			held = append(held, r)
+		}
+		c.mu.Unlock()
+		// Each room's lock apart, not under the core's: the core's lock
+		// is not held across every room. A room dropped meanwhile is
+		// found gone on the next tick.
+		for _, r := range held {
 			r.mu.Lock()
 			if r.pres.loaded || r.pres.loading {
-				watched[name] = true
+				watched[r.name] = true
 			}
 			r.mu.Unlock()
 		}
-		c.mu.Unlock()
 		if len(gone) == 0 {
 			continue
 		}
