@@ -264,6 +264,19 @@ func (d *decoder) openObject(path string) (bool, error) {
 	return false, d.typeErr(path, "object")
 }
 
+// openArray is openObject for an array: false (and no error) for null.
+func (d *decoder) openArray(path string) (bool, error) {
+	switch d.peek() {
+	case 'n':
+		d.skip()
+		return false, nil
+	case '[':
+		d.i++
+		return true, nil
+	}
+	return false, d.typeErr(path, "array")
+}
+
 func (d *decoder) hello(m *corralv1.Hello) error {
 	for {
 		key, ok := d.nextKey()
@@ -315,14 +328,8 @@ func (d *decoder) resume(m *corralv1.Resume) error {
 
 func (d *decoder) rooms(m *corralv1.Resume) error {
 	const path = "hello.resume.rooms"
-	switch d.peek() {
-	case 'n':
-		d.skip()
-		return nil
-	case '[':
-		d.i++
-	default:
-		return d.typeErr(path, "array")
+	if ok, err := d.openArray(path); !ok {
+		return err
 	}
 	for d.nextElem() {
 		if d.peek() != '{' {
@@ -770,14 +777,11 @@ func (d *decoder) batch(m *corralv1.Batch) error {
 			d.skip()
 			continue
 		}
-		switch d.peek() {
-		case 'n':
-			d.skip()
+		if ok, err := d.openArray("batch.frames"); !ok {
+			if err != nil {
+				return err
+			}
 			continue
-		case '[':
-			d.i++
-		default:
-			return d.typeErr("batch.frames", "array")
 		}
 		for d.nextElem() {
 			n := len(m.Frames)

@@ -128,19 +128,6 @@ func (d *decoder) presenceQuery(m *corralv1.PresenceQuery) error {
 	}
 }
 
-// openArray starts reading an array member; false for null.
-func (d *decoder) openArray(path string) (bool, error) {
-	switch d.peek() {
-	case 'n':
-		d.skip()
-		return false, nil
-	case '[':
-		d.i++
-		return true, nil
-	}
-	return false, d.typeErr(path, "array")
-}
-
 func (d *decoder) presenceMembers(path string, dst []*corralv1.PresenceMember) ([]*corralv1.PresenceMember, error) {
 	if ok, err := d.openArray(path); !ok {
 		return dst, err
