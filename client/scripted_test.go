@@ -197,6 +197,9 @@ func TestSessionScripted(t *testing.T) {
 		len(rs.GetRooms()) != 1 || rs.GetRooms()[0].GetSeq() != 3 || rs.GetRooms()[0].GetEpoch() != "e1" {
 		t.Fatalf("resume %v, want %v", rs, want)
 	}
+	if rs.GetInstance() == "" || rs.GetAttempt() != 1 {
+		t.Fatalf("resume instance %q attempt %d, want a random instance and attempt 1", rs.GetInstance(), rs.GetAttempt())
+	}
 	c2.send(welcomeF(true), joinedF("r", 3, "e1", true), msgF("r", 3), msgF("r", 4))
 	r.wait(t, "4 messages", func() bool { return len(r.ids) == 4 })
 	c2.discard()

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -134,6 +136,11 @@ type Session struct {
 	wg       sync.WaitGroup // the readers
 	lastSend atomic.Int64   // unix nanoseconds of the last frame sent
 	pingID   uint64         // supervisor only
+	// instance and dials order this Session's resume attempts
+	// (corralv1.Resume.instance and .attempt): a slow attempt given up on
+	// cannot take the session from a newer one. dials: supervisor only.
+	instance string
+	dials    uint32
 
 	mu       sync.Mutex // guards the following fields
 	conn     *Conn      // nil while reconnecting
@@ -177,13 +184,14 @@ func (st *roomState) settle(err error) {
 func Connect(ctx context.Context, url string, opts SessionOptions) (*Session, error) {
 	opts = opts.withDefaults()
 	s := &Session{
-		urls:    append([]string{url}, opts.Fallbacks...),
-		opts:    opts,
-		events:  make(chan Event, opts.EventBuffer),
-		strays:  make(chan string, 64),
-		done:    make(chan struct{}),
-		changed: make(chan struct{}),
-		rooms:   make(map[string]*roomState),
+		instance: newInstance(),
+		urls:     append([]string{url}, opts.Fallbacks...),
+		opts:     opts,
+		events:   make(chan Event, opts.EventBuffer),
+		strays:   make(chan string, 64),
+		done:     make(chan struct{}),
+		changed:  make(chan struct{}),
+		rooms:    make(map[string]*roomState),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	c, err := s.dial(ctx, false, nil, false)
@@ -495,6 +503,10 @@ func (s *Session) dial(ctx context.Context, fresh bool, hint *corralv1.Reconnect
 		o := s.opts.Options
 		if !fresh {
 			o.Resume = s.resumeFrame()
+			if o.Resume != nil {
+				s.dials++
+				o.Resume.Instance, o.Resume.Attempt = s.instance, s.dials
+			}
 		}
 		actx, cancel := context.WithTimeout(ctx, s.opts.DialTimeout)
 		url := s.urls[s.at]
@@ -531,6 +543,13 @@ func (s *Session) dial(ctx context.Context, fresh bool, hint *corralv1.Reconnect
 		return nil, fmt.Errorf("client: connect %s: %w", s.urls[s.at], ctx.Err())
 	}
 	return nil, fmt.Errorf("client: connect %s: %w; last attempt: %w", s.urls[s.at], ctx.Err(), last)
+}
+
+// newInstance returns a random name for one Session (96 bits, base64url).
+func newInstance() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // resumeFrame names the current session and the position of every room

@@ -467,6 +467,84 @@ func TestSessionTakenOver(t *testing.T) {
 	}
 }
 
+// TestStaleResumeAttemptRefused: a resume attempt that arrives after a newer
+// attempt of the same client instance is refused with
+// CODE_SESSION_TAKEN_OVER and leaves the newer connection alone; an attempt
+// of another instance (a reloaded page) still takes the session over.
+func TestStaleResumeAttemptRefused(t *testing.T) {
+	node := startCorral(t, nil)
+	ctx := testCtx(t)
+	url := "ws://" + node.Addr() + "/ws"
+	first, err := client.Dial(ctx, url, client.Options{Token: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(first)
+	if _, err := first.Join(ctx, "r", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	w := first.Welcome()
+	first.CloseNow()
+	attempt := func(instance string, n uint32) (*client.Conn, error) {
+		return client.Dial(ctx, url, client.Options{Token: "bob", Resume: &corralv1.Resume{
+			SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken(), Instance: instance, Attempt: n,
+			Rooms: []*corralv1.RoomPosition{{Room: "r"}},
+		}})
+	}
+	newer, err := attempt("tab1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.CloseNow()
+	if !newer.Welcome().GetResumed() {
+		t.Fatal("attempt 2 did not resume")
+	}
+	frames := make(chan *corralv1.ServerFrame, 64)
+	go func() {
+		for f := range newer.Frames() {
+			frames <- f
+		}
+	}()
+	stale, err := attempt("tab1", 1)
+	var ce *client.CloseError
+	if err == nil {
+		stale.CloseNow()
+		t.Fatal("attempt 1 after attempt 2 resumed the session")
+	}
+	if !errors.As(err, &ce) || int(ce.Code) != int(corralv1.Code_CODE_SESSION_TAKEN_OVER) {
+		t.Fatalf("attempt 1 after attempt 2: %v, want close %d", err, corralv1.Code_CODE_SESSION_TAKEN_OVER)
+	}
+	// The newer connection still holds the session and its room.
+	if _, err := newer.Publish(ctx, "r", "m1", []byte(`1`)); err != nil {
+		t.Fatalf("publish on the newer connection: %v", err)
+	}
+	for got := false; !got; {
+		select {
+		case f := <-frames:
+			got = f.GetMessage().GetId() == "m1"
+		case <-newer.Done():
+			t.Fatalf("the newer connection ended: %v", newer.Err())
+		case <-ctx.Done():
+			t.Fatal("m1 never came back")
+		}
+	}
+	// Another instance is not ordered against tab1: it takes over.
+	reload, err := attempt("tab2", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reload.CloseNow()
+	drain(reload)
+	select {
+	case <-newer.Done():
+		if e := newer.Err(); e == nil || int(e.Code) != int(corralv1.Code_CODE_SESSION_TAKEN_OVER) {
+			t.Fatalf("the taken-over connection ended with %v", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("another instance did not take the session over")
+	}
+}
+
 // TestSessionHeartbeat: an idle Session pings often enough that the
 // server never times it out, and Close ends it cleanly.
 func TestSessionHeartbeat(t *testing.T) {

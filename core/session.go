@@ -28,6 +28,9 @@ type session struct {
 	pres map[string]bool
 }
 
+// maxInstance bounds Resume.instance.
+const maxInstance = 64
+
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // attach starts or resumes the session of a new connection. It returns nil
@@ -76,9 +79,20 @@ func (c *Core) welcome(st *sessions.Session, resumed bool) *corralv1.ServerFrame
 // rejoins every room from where the client left it.
 func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r *corralv1.Resume) *session {
 	done := c.metrics.storeOp("session_resume")
-	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken())
+	at := sessions.Attempt{Instance: r.GetInstance(), N: r.GetAttempt()}
+	if len(at.Instance) > maxInstance {
+		ep.link.close(ep.conn, corralv1.Code_CODE_BAD_FRAME, "resume.instance longer than 64 bytes", 0)
+		return nil
+	}
+	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken(), at)
 	done(err)
 	switch {
+	case errors.Is(err, sessions.ErrStale):
+		// The client gave up on this attempt and holds the session on a
+		// newer connection: leave that one alone.
+		c.metrics.refused.WithLabelValues("stale_resume").Inc()
+		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
+		return nil
 	case errors.Is(err, sessions.ErrNotFound):
 		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
 		return nil

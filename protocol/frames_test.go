@@ -40,6 +40,9 @@ func clientFrames() map[string]*corralv1.ClientFrame {
 				},
 			},
 		}}},
+		"hello resume attempt": {Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
+			Resume: &corralv1.Resume{SessionId: "s1", ResumeToken: "rt", Instance: "k3x9", Attempt: 4},
+		}}},
 		"hello empty resume": {Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
 			Resume: &corralv1.Resume{},
 		}}},

@@ -82,6 +82,8 @@ func appendHello(b []byte, m *corralv1.Hello) []byte {
 		rs := len(b)
 		b = appendStringField(b, rs, `"sessionId":`, r.GetSessionId())
 		b = appendStringField(b, rs, `"resumeToken":`, r.GetResumeToken())
+		b = appendStringField(b, rs, `"instance":`, r.GetInstance())
+		b = appendUintField(b, rs, `"attempt":`, uint64(r.GetAttempt()))
 		if len(r.GetRooms()) > 0 {
 			b = comma(b, rs)
 			b = append(b, `"rooms":[`...)

@@ -315,6 +315,12 @@ func (d *decoder) resume(m *corralv1.Resume) error {
 			m.SessionId, err = d.str("hello.resume.sessionId")
 		case "resumeToken", "resume_token":
 			m.ResumeToken, err = d.str("hello.resume.resumeToken")
+		case "instance":
+			m.Instance, err = d.str("hello.resume.instance")
+		case "attempt":
+			var u uint64
+			u, err = d.uint("hello.resume.attempt", 32)
+			m.Attempt = uint32(u)
 		case "rooms":
 			err = d.rooms(m)
 		default:

@@ -30,6 +30,7 @@ type memSession struct {
 	created   time.Time
 	rooms     map[string]Position
 	expires   time.Time
+	attempt   Attempt // the last ordered attempt that resumed it
 }
 
 // NewMemory returns an empty store and starts its sweep goroutine.
@@ -101,7 +102,7 @@ func (m *Memory) Create(_ context.Context, userID string) (*Session, error) {
 }
 
 // Resume implements [Store.Resume].
-func (m *Memory) Resume(_ context.Context, id, token string) (*Session, error) {
+func (m *Memory) Resume(_ context.Context, id, token string, at Attempt) (*Session, error) {
 	h := tokenHash(token)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -113,6 +114,12 @@ func (m *Memory) Resume(_ context.Context, id, token string) (*Session, error) {
 		return nil, fmt.Errorf("sessions: resume: %w", ErrTokenMismatch)
 	}
 	s.expires = time.Now().Add(m.ttl)
+	if at.ordered() {
+		if at.Instance == s.attempt.Instance && at.N <= s.attempt.N {
+			return nil, fmt.Errorf("sessions: resume: %w", ErrStale)
+		}
+		s.attempt = at
+	}
 	return &Session{ID: id, Token: token, UserID: s.userID, Rooms: maps.Clone(s.rooms), Created: s.created}, nil
 }
 

@@ -25,9 +25,12 @@ var (
 	updateLua string
 	//go:embed ack.lua
 	ackLua string
+	//go:embed resume.lua
+	resumeLua string
 
 	createScript = rueidis.NewLuaScript(createLua)
 	updateScript = rueidis.NewLuaScript(updateLua)
+	resumeScript = rueidis.NewLuaScript(resumeLua)
 	ackSHA       = sha1Hex(ackLua)
 )
 
@@ -109,7 +112,7 @@ func (r *Redis) Create(ctx context.Context, userID string) (*Session, error) {
 }
 
 // Resume implements [Store.Resume].
-func (r *Redis) Resume(ctx context.Context, id, token string) (*Session, error) {
+func (r *Redis) Resume(ctx context.Context, id, token string, at Attempt) (*Session, error) {
 	if err := r.acquire(); err != nil {
 		return nil, fmt.Errorf("sessions: resume: %w", err)
 	}
@@ -129,8 +132,19 @@ func (r *Redis) Resume(ctx context.Context, id, token string) (*Session, error) 
 	if subtle.ConstantTimeCompare(h[:], stored) != 1 {
 		return nil, fmt.Errorf("sessions: resume: %w", ErrTokenMismatch)
 	}
-	if err := r.touch(ctx, id); err != nil {
+	n := "0"
+	if at.ordered() {
+		n = strconv.FormatUint(uint64(at.N), 10)
+	}
+	ok, err := resumeScript.Exec(ctx, r.client, []string{r.key(id)},
+		[]string{r.ttlMS, at.Instance, n}).AsInt64()
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("sessions: resume: %w", err)
+	case ok == 0:
+		return nil, fmt.Errorf("sessions: resume: %w", ErrNotFound)
+	case ok < 0:
+		return nil, fmt.Errorf("sessions: resume: %w", ErrStale)
 	}
 	s := &Session{ID: id, Token: token, UserID: fields["uid"], Rooms: make(map[string]Position)}
 	if ms, err := strconv.ParseInt(fields["ct"], 10, 64); err == nil {

@@ -32,6 +32,9 @@ var (
 	ErrNotFound = errors.New("sessions: not found")
 	// ErrTokenMismatch means the resume token is not the session's.
 	ErrTokenMismatch = errors.New("sessions: resume token mismatch")
+	// ErrStale means a newer resume attempt of the same client instance
+	// already holds the session (see [Attempt]).
+	ErrStale = errors.New("sessions: a newer resume attempt of this client holds the session")
 	// ErrBusy is returned (wrapped) when a store's bound on in-flight work
 	// is reached; the call did nothing and may be retried later.
 	ErrBusy = errors.New("sessions: busy")
@@ -39,16 +42,29 @@ var (
 	errClosed = errors.New("sessions: closed")
 )
 
+// Attempt names one resume attempt of a client: Instance is random per
+// client instance, N grows with each of its dials. A store refuses an
+// attempt of the instance that last resumed the session unless its N is
+// larger, so a slow attempt the client abandoned cannot take the session
+// from a newer one. The zero Attempt is not ordered: it always resumes.
+type Attempt struct {
+	Instance string
+	N        uint32
+}
+
+func (a Attempt) ordered() bool { return a.Instance != "" && a.N > 0 }
+
 // Store keeps sessions. All methods may be called concurrently.
 type Store interface {
 	// Create makes a new session for userID with fresh random id
 	// (URL-safe, 128 bits) and token (256 bits).
 	Create(ctx context.Context, userID string) (*Session, error)
 	// Resume returns the session when id exists and token matches
-	// (constant-time compare), refreshing its TTL. It returns an error
-	// wrapping ErrNotFound or ErrTokenMismatch otherwise. It does not
-	// check the user; the caller does.
-	Resume(ctx context.Context, id, token string) (*Session, error)
+	// (constant-time compare), refreshing its TTL and recording at. It
+	// returns an error wrapping ErrNotFound or ErrTokenMismatch otherwise,
+	// or ErrStale when at is not newer than the attempt recorded for the
+	// same instance. It does not check the user; the caller does.
+	Resume(ctx context.Context, id, token string, at Attempt) (*Session, error)
 	// Touch refreshes the TTL (called periodically while connected and at
 	// disconnect). An unknown session is ErrNotFound.
 	Touch(ctx context.Context, id string) error

@@ -20,6 +20,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	tests := map[string]func(*testing.T, sessions.Store){
 		"CreateResume":  testCreateResume,
 		"TokenMismatch": testTokenMismatch,
+		"StaleAttempt":  testStaleAttempt,
 		"NotFound":      testNotFound,
 		"Rooms":         testRooms,
 		"AckCoalescing": testAckCoalescing,
@@ -48,7 +49,7 @@ func mustCreate(t *testing.T, s sessions.Store, user string) *sessions.Session {
 
 func mustResume(t *testing.T, s sessions.Store, sess *sessions.Session) *sessions.Session {
 	t.Helper()
-	got, err := s.Resume(context.Background(), sess.ID, sess.Token)
+	got, err := s.Resume(context.Background(), sess.ID, sess.Token, sessions.Attempt{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +83,48 @@ func testTokenMismatch(t *testing.T, s sessions.Store) {
 		"other session":  b.Token,
 		"one char short": a.Token[:len(a.Token)-1],
 	} {
-		if _, err := s.Resume(context.Background(), a.ID, token); !errors.Is(err, sessions.ErrTokenMismatch) {
+		if _, err := s.Resume(context.Background(), a.ID, token, sessions.Attempt{}); !errors.Is(err, sessions.ErrTokenMismatch) {
 			t.Errorf("%s: Resume = %v, want ErrTokenMismatch", name, err)
 		}
+	}
+}
+
+// testStaleAttempt: an attempt of the instance that last resumed the
+// session resumes only when it is newer; another instance, or an unordered
+// attempt, always resumes (a reloaded page is a new instance).
+func testStaleAttempt(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	resume := func(at sessions.Attempt) error {
+		_, err := s.Resume(ctx, a.ID, a.Token, at)
+		return err
+	}
+	steps := []struct {
+		at    sessions.Attempt
+		stale bool
+	}{
+		{sessions.Attempt{Instance: "i1", N: 2}, false},
+		{sessions.Attempt{Instance: "i1", N: 1}, true}, // gave up, arrived late
+		{sessions.Attempt{Instance: "i1", N: 2}, true}, // the same attempt twice
+		{sessions.Attempt{Instance: "i1", N: 3}, false},
+		{sessions.Attempt{}, false},                    // unordered: no check, no record
+		{sessions.Attempt{Instance: "i1", N: 3}, true}, // i1's record survives it
+		{sessions.Attempt{Instance: "i2", N: 1}, false},
+		{sessions.Attempt{Instance: "i1", N: 4}, false}, // the record is now i2's
+		{sessions.Attempt{Instance: "i1", N: 1}, true},
+	}
+	for i, st := range steps {
+		err := resume(st.at)
+		if st.stale != errors.Is(err, sessions.ErrStale) || (!st.stale && err != nil) {
+			t.Fatalf("step %d: Resume(%+v) = %v, stale want %v", i, st.at, err, st.stale)
+		}
+	}
+	// A wrong token is refused as such and records nothing.
+	if _, err := s.Resume(ctx, a.ID, "guess", sessions.Attempt{Instance: "i1", N: 100}); !errors.Is(err, sessions.ErrTokenMismatch) {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if err := resume(sessions.Attempt{Instance: "i1", N: 5}); err != nil {
+		t.Fatalf("after a refused guess: %v", err)
 	}
 }
 
@@ -92,8 +132,8 @@ func testNotFound(t *testing.T, s sessions.Store) {
 	ctx := context.Background()
 	a := mustCreate(t, s, "u1")
 	tests := map[string]func() error{
-		"resume":      func() error { _, err := s.Resume(ctx, "nope", a.Token); return err },
-		"resume ''":   func() error { _, err := s.Resume(ctx, "", a.Token); return err },
+		"resume":      func() error { _, err := s.Resume(ctx, "nope", a.Token, sessions.Attempt{}); return err },
+		"resume ''":   func() error { _, err := s.Resume(ctx, "", a.Token, sessions.Attempt{}); return err },
 		"touch":       func() error { return s.Touch(ctx, "nope") },
 		"set room":    func() error { return s.SetRoom(ctx, "nope", "r", sessions.Position{Seq: 1, Epoch: "e"}) },
 		"delete room": func() error { return s.DeleteRoom(ctx, "nope", "r") },
@@ -257,7 +297,7 @@ func testDelete(t *testing.T, s sessions.Store) {
 	if err := s.Delete(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resume(ctx, a.ID, a.Token); !errors.Is(err, sessions.ErrNotFound) {
+	if _, err := s.Resume(ctx, a.ID, a.Token, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
 		t.Fatalf("Resume after Delete: %v", err)
 	}
 }

@@ -85,7 +85,7 @@ var clientSpec = {
   setPresence: { room: S, state: P },
   presenceQuery: { room: S, after: S, limit: N }
 };
-var resumeSpec = { sessionId: S, resumeToken: S };
+var resumeSpec = { sessionId: S, resumeToken: S, instance: S, attempt: N };
 var positionSpec = { room: S, seq: N, epoch: S, presence: B };
 var memberSpec = { userId: S, state: P, connections: N };
 var serverSpec = {
@@ -406,6 +406,8 @@ var Client = class extends Emitter {
     this.resumeRooms = /* @__PURE__ */ new Set();
     this.outbox = /* @__PURE__ */ new Map();
     this.signals = /* @__PURE__ */ new Map();
+    /** Resume attempts made by this Client (Resume.attempt). */
+    this.dials = 0;
     this.nextId = 0;
     this.opts = {
       signalIntervalMs: options.signalIntervalMs ?? 33,
@@ -599,6 +601,8 @@ var Client = class extends Emitter {
       const resume = this.session && {
         sessionId: this.session.sessionId,
         resumeToken: this.session.resumeToken,
+        instance: this.idPrefix,
+        attempt: ++this.dials,
         rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch, presence: r.presence ?? false }))
       };
       this.resumeRooms = new Set(resume ? this.rooms.keys() : []);

@@ -222,6 +222,8 @@ export class Client extends Emitter<ClientEvents> {
   private readonly outbox = new Map<string, PendingPublish>();
   private readonly signals = new Map<string, SignalState>();
   private readonly idPrefix: string;
+  /** Resume attempts made by this Client (Resume.attempt). */
+  private dials = 0;
   private nextId = 0;
 
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -445,9 +447,14 @@ export class Client extends Emitter<ClientEvents> {
     this.connectTimer = setTimeout(() => this.lost(gen, 1006, "no welcome within the connect timeout"), this.opts.connectTimeoutMs);
     ws.onopen = () => {
       if (gen !== this.gen) return;
+      // instance and attempt order this client's resume attempts: one
+      // given up on (the connect timeout) cannot take the session from a
+      // newer one when its hello arrives late. A reload is a new instance.
       const resume = this.session && {
         sessionId: this.session.sessionId,
         resumeToken: this.session.resumeToken,
+        instance: this.idPrefix,
+        attempt: ++this.dials,
         rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch, presence: r.presence ?? false })),
       };
       this.resumeRooms = new Set(resume ? this.rooms.keys() : []);

@@ -42,7 +42,7 @@ const clientSpec: Readonly<Record<string, Spec>> = {
   setPresence: { room: S, state: P },
   presenceQuery: { room: S, after: S, limit: N },
 };
-const resumeSpec: Spec = { sessionId: S, resumeToken: S };
+const resumeSpec: Spec = { sessionId: S, resumeToken: S, instance: S, attempt: N };
 const positionSpec: Spec = { room: S, seq: N, epoch: S, presence: B };
 const memberSpec: Spec = { userId: S, state: P, connections: N };
 

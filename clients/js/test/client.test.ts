@@ -187,13 +187,17 @@ describe("resume", () => {
     ws = FakeSocket.last;
     assert.equal(FakeSocket.all.length, 2);
     ws.open();
+    const { instance, attempt, ...resume } = (ws.sent[0] as { hello: { resume: Record<string, unknown> } }).hello.resume;
+    assert.match(String(instance), /^[0-9a-z]{8}$/, "a random instance orders the resume attempts");
+    assert.equal(attempt, 1, "the first resume attempt of this client");
     assert.deepEqual(ws.sent[0], {
       hello: {
         token: "alice",
         client: "corral-js/0.1.0",
-        resume: { sessionId: "s1", resumeToken: "t1", rooms: [{ room: "lobby", seq: 12, epoch: "e1" }] },
+        resume: { ...resume, instance, attempt },
       },
     });
+    assert.deepEqual(resume, { sessionId: "s1", resumeToken: "t1", rooms: [{ room: "lobby", seq: 12, epoch: "e1" }] });
     ws.serve(welcome({ resumed: true }));
     const got: number[] = [];
     c.on("message", (m) => got.push(m.seq));
@@ -221,7 +225,10 @@ describe("resume", () => {
     await settle();
     FakeSocket.last.open();
     const hello = FakeSocket.last.framesOf("hello")[0]!;
-    assert.deepEqual(hello["resume"], { sessionId: "s1", resumeToken: "t1", rooms: [{ room: "lobby", seq: 3, epoch: "e1" }] });
+    const { instance, attempt, ...resume } = hello["resume"] as Record<string, unknown>;
+    assert.match(String(instance), /^[0-9a-z]{8}$/);
+    assert.equal(attempt, 1, "a reload is a new instance: its first attempt");
+    assert.deepEqual(resume, { sessionId: "s1", resumeToken: "t1", rooms: [{ room: "lobby", seq: 3, epoch: "e1" }] });
     // The app joins again after a reload; the resumed room answers it.
     const j = second.c.join("lobby");
     FakeSocket.last.serve(welcome({ resumed: true }));

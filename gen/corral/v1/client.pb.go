@@ -287,7 +287,18 @@ type Resume struct {
 	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	ResumeToken string                 `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	// The last seq the client processed in each room it was in.
-	Rooms         []*RoomPosition `protobuf:"bytes,3,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	Rooms []*RoomPosition `protobuf:"bytes,3,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// instance and attempt order a client's resume attempts, so that an
+	// attempt the client gave up on (its hello still on the way) cannot take
+	// the session from a newer one. instance is random per client instance
+	// (per page load; at most 64 bytes); attempt grows with every dial of
+	// that instance. The server refuses, with close 4004
+	// (CODE_SESSION_TAKEN_OVER) on that connection, an attempt of the same
+	// instance that is not newer than one it already accepted for the
+	// session. An empty instance or a zero attempt: no ordering (the newest
+	// arrival wins).
+	Instance      string `protobuf:"bytes,4,opt,name=instance,proto3" json:"instance,omitempty"`
+	Attempt       uint32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -341,6 +352,20 @@ func (x *Resume) GetRooms() []*RoomPosition {
 		return x.Rooms
 	}
 	return nil
+}
+
+func (x *Resume) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *Resume) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 // RoomPosition is a position in one room's history.
@@ -2199,12 +2224,14 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12)\n" +
-	"\x06resume\x18\x03 \x01(\v2\x11.corral.v1.ResumeR\x06resume\"y\n" +
+	"\x06resume\x18\x03 \x01(\v2\x11.corral.v1.ResumeR\x06resume\"\xaf\x01\n" +
 	"\x06Resume\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12-\n" +
-	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionR\x05rooms\"f\n" +
+	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionR\x05rooms\x12\x1a\n" +
+	"\binstance\x18\x04 \x01(\tR\binstance\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\"f\n" +
 	"\fRoomPosition\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
