@@ -197,7 +197,7 @@ type Freshness struct {
 // StormStats is how a reconnect storm's clients came back.
 type StormStats struct {
 	Clients int `json:"clients"`
-	// Cut is the client connections the proxy reset.
+	// Cut is the client connections reset (by the generator or its proxy).
 	Cut int `json:"cut"`
 	// Resumed came back with the session continued; Failed came back
 	// with a new session or ended; NotBack had not come back at all

@@ -20,15 +20,18 @@ import (
 )
 
 // Storm is W1's reconnect storm: Clients sessions (client.Session) in Rooms
-// rooms, every one connected through a TCP proxy the generator starts in
-// front of the target, a backend publishing Rate messages/s per room over
-// the internal API; once steady, the proxy resets every connection at once
-// with TCP RST, and the run measures how each session comes back: from the
-// RST to its EventConnected{Resumed: true}, the dials it took, failures by
-// kind, and that nothing was lost or duplicated meanwhile.
+// rooms, a backend publishing Rate messages/s per room over the internal
+// API; once steady, every connection is reset at once with TCP RST, and the
+// run measures how each session comes back: from the RST to its
+// EventConnected{Resumed: true}, the dials it took, failures by kind, and
+// that nothing was lost or duplicated meanwhile.
 //
-// A proxied client costs 7 open files: the client's socket, the proxy's two,
-// and the two pipe pairs Go's io.Copy splices through on Linux. Under a
+// By default (Cause "rst") the generator dials the sessions' sockets
+// itself and resets them all (SO_LINGER 0, close): the server gets a RST on
+// every socket, as from a middlebox, with nothing copying traffic in
+// between. Cause "rst-proxy" puts a TCP proxy in front of the target that
+// resets both sides instead. A proxied client costs 7 open files (the
+// client's socket, the proxy's two, and two pipe pairs); under a
 // 20,000-file limit the proxy therefore runs in this process only up to
 // about 2,800 clients; beyond, the generator starts child processes of
 // itself (corral-bench with ProxyChildArg), one per 2,500 clients, and keeps
@@ -54,6 +57,8 @@ type Storm struct {
 	// Presence: sessions join with presence; the result counts their
 	// presence frames and bytes (the reset and the resumes included).
 	Presence bool
+
+	httpClient *http.Client // with --cause rst: dials what ResetAll resets
 }
 
 // NewStorm returns W1's figures: 10,000 clients in 100 rooms of 100, 10
@@ -73,21 +78,24 @@ func (s *Storm) Describe() string {
 	return `W1 (seed 001): a reconnect storm, every connection reset at once.
 
 W1's reconnect storm: --clients self-healing sessions (client.Session) in
---rooms rooms, each connected through a TCP proxy that this generator starts
-in front of --url; a backend publishes --rate messages/s per room over the
-internal API (--api). After --steady, the proxy resets every connection with
-TCP RST at once. Reports, per client, the time from the RST to its resumed
+--rooms rooms; a backend publishes --rate messages/s per room over the
+internal API (--api). After --steady, every connection is reset with TCP
+RST at once. Reports, per client, the time from the RST to its resumed
 connection (p50/p95/p99/max), the dials each reconnect took, failures by
 kind, lost and duplicated messages (must be 0/0), the server's CPU seconds
 from the RST until all resumed, and its peak RSS. Publishing goes on for
 --after once all have resumed.
 
-A proxied connection costs 7 open files (the client's socket, the proxy's
-two, and two pipe pairs: Go splices each direction through a pipe). Under a
-20,000-file limit the proxy therefore runs in this process up to ~2,800
-clients; beyond (or with --proxies N) corral-bench starts proxy child
-processes of itself, one per 2,500 clients, each with its own file limit, and
-the generator keeps one file per client: 10,000 clients fit.
+--cause rst (the default): the generator resets its own sockets
+(SO_LINGER 0, then close) at the same instant; the server receives a RST
+on every socket, exactly what a middlebox reset sends it, and no proxy sits
+in the path copying traffic. --cause rst-proxy: the clients connect through
+a TCP proxy that this generator starts in front of --url, and the proxy
+resets both sides. A proxied connection costs 7 open files (the client's
+socket, the proxy's two, two pipe pairs); under a 20,000-file limit the
+proxy runs in this process up to ~2,800 clients; beyond (or with --proxies
+N) corral-bench starts proxy child processes of itself, one per 2,500
+clients, each with its own file limit.
 
 With --cause drain there is no proxy: the clients connect to --url directly,
 and instead of the RST the generator drains that server (POST /admin/drain
@@ -99,7 +107,7 @@ the peak reconnect rate (resumes per second, by the clients' clocks).`
 }
 
 func (s *Storm) Flags(fs *flag.FlagSet) {
-	fs.IntVar(&s.Clients, "clients", s.Clients, "sessions, each through the proxy (see --proxies)")
+	fs.IntVar(&s.Clients, "clients", s.Clients, "sessions")
 	fs.IntVar(&s.Rooms, "rooms", s.Rooms, "rooms the clients are spread over (round-robin)")
 	fs.Float64Var(&s.Rate, "rate", s.Rate, "publishes per `second` per room")
 	fs.DurationVar(&s.Steady, "steady", s.Steady, "how long to publish before the reset")
@@ -110,8 +118,8 @@ func (s *Storm) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Size, "size", s.Size, "payload `bytes`")
 	fs.DurationVar(&s.Timeout, "publish-timeout", s.Timeout, "deadline of one publish RPC")
 	fs.BoolVar(&s.Presence, "presence", s.Presence, "join with presence and count the presence frames and bytes each member reads, through the reset and the resumes")
-	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
-	fs.StringVar(&s.Cause, "cause", s.Cause, "how the connections end: rst (TCP RST from the proxy) or drain (POST /admin/drain on --url's server)")
+	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "with --cause rst-proxy: proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
+	fs.StringVar(&s.Cause, "cause", s.Cause, "how the connections end: rst (this generator resets every socket: SO_LINGER 0, close), rst-proxy (TCP RST from a proxy in between) or drain (POST /admin/drain on --url's server)")
 	fs.DurationVar(&s.DrainWindow, "drain-window", s.DrainWindow, "with --cause drain: the window the server spreads the reconnect hints over")
 	fs.StringVar(&s.Fallback, "fallback", s.Fallback, "with --cause drain: the WebSocket `URL` of another edge the clients move to")
 }
@@ -151,18 +159,23 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, errors.New("bench: storm needs positive --clients, --rooms, --rate and --connect-rate")
 	}
 	drain := s.Cause == "drain"
-	if !drain && s.Cause != "rst" && s.Cause != "" {
-		return nil, fmt.Errorf("bench: storm: --cause %q: want rst or drain", s.Cause)
+	var local *resetDialer // --cause rst: the generator resets its own sockets
+	switch s.Cause {
+	case "rst", "":
+		local = newResetDialer()
+	case "drain", "rst-proxy":
+	default:
+		return nil, fmt.Errorf("bench: storm: --cause %q: want rst, rst-proxy or drain", s.Cause)
 	}
-	// The proxy: in this process when its files fit, else child processes
-	// of clientsPerProxy clients each (--proxies overrides).
+	// The proxy (rst-proxy): in this process when its files fit, else
+	// child processes of clientsPerProxy clients each (--proxies overrides).
 	limit, _ := raiseFileLimit()
 	nproxy := s.Proxies
 	if nproxy == 0 && limit > 0 && uint64(filesPerProxied*s.Clients+256) > limit {
 		nproxy = (s.Clients + clientsPerProxy - 1) / clientsPerProxy
 	}
 	conns := filesPerProxied * s.Clients
-	if nproxy > 0 || drain {
+	if nproxy > 0 || drain || local != nil {
 		conns = s.Clients
 	}
 	restore, err := prepare(ctx, o, conns, true)
@@ -180,7 +193,7 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 			p.Close()
 		}
 	}()
-	if drain {
+	if drain || local != nil {
 		nproxy = 0
 	} else if nproxy <= 0 {
 		p, err := faultproxy.Start(u.Host)
@@ -202,8 +215,11 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		pu.Host = p.Addr()
 		urls[i] = pu.String()
 	}
-	if drain {
+	if drain || local != nil {
 		urls = []string{o.Target.WS}
+	}
+	if local != nil {
+		s.httpClient = local.client()
 	}
 
 	setup := time.Duration(float64(s.Clients)/s.ConnectRate*float64(time.Second)) + 30*time.Second
@@ -275,10 +291,14 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	st.resetAt.Store(resetAt.UnixNano())
 	var cut int
 	drained := make(chan error, 1)
-	if drain {
+	switch {
+	case drain:
 		cut = len(clients)
 		go func() { drained <- s.drainTarget(ctx, o) }()
-	} else {
+	case local != nil:
+		cut = local.ResetAll()
+		drained <- nil
+	default:
 		cut = resetAll(proxies)
 		drained <- nil
 	}
@@ -400,7 +420,7 @@ func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsUR
 	t0 := time.Now()
 	r.sentOne(scheduled)
 	opts := client.SessionOptions{
-		Options:     client.Options{Token: token, Encoding: r.o.Encoding, FrameBuffer: frameBuffer},
+		Options:     client.Options{Token: token, Encoding: r.o.Encoding, FrameBuffer: frameBuffer, HTTPClient: s.httpClient},
 		EventBuffer: frameBuffer,
 	}
 	if s.Cause == "drain" && s.Fallback != "" {
