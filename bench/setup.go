@@ -32,7 +32,7 @@ func prepare(ctx context.Context, o Options, conns int, needAPI bool) (restore f
 	if limit > 0 && uint64(need) > limit {
 		return nil, fmt.Errorf("bench: %d connections need about %d open files but this process may hold %d (its hard limit): use fewer connections, run the server as its own process, or run several generators", conns, need, limit)
 	}
-	return useSources(o.Target, sourceCount(o.Sources, conns))
+	return useSources(o.Target, o.sources(conns))
 }
 
 // runID names a run's rooms so that runs against one server never share a

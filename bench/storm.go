@@ -162,7 +162,7 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	var local *resetDialer // --cause rst: the generator resets its own sockets
 	switch s.Cause {
 	case "rst", "":
-		local = newResetDialer()
+		local = newResetDialer(sourceDial(o.sources(s.Clients)))
 	case "drain", "rst-proxy":
 	default:
 		return nil, fmt.Errorf("bench: storm: --cause %q: want rst, rst-proxy or drain", s.Cause)

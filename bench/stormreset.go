@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 )
 
 // resetDialer dials the storm's WebSocket connections itself and keeps
@@ -14,12 +13,15 @@ import (
 // middlebox reset looks like, a RST on every socket, and no proxy copies
 // the traffic in between.
 type resetDialer struct {
+	base func(ctx context.Context, network, addr string) (net.Conn, error)
+
 	mu    sync.Mutex
 	conns map[*resetConn]struct{}
 }
 
-func newResetDialer() *resetDialer {
-	return &resetDialer{conns: make(map[*resetConn]struct{})}
+// newResetDialer dials through base (see sourceDial).
+func newResetDialer(base func(ctx context.Context, network, addr string) (net.Conn, error)) *resetDialer {
+	return &resetDialer{base: base, conns: make(map[*resetConn]struct{})}
 }
 
 // client returns an HTTP client whose connections d tracks.
@@ -32,8 +34,7 @@ func (d *resetDialer) client() *http.Client {
 }
 
 func (d *resetDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	nd := net.Dialer{Timeout: 30 * time.Second, KeepAlive: -1}
-	c, err := nd.DialContext(ctx, network, addr)
+	c, err := d.base(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}

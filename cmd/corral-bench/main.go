@@ -180,7 +180,7 @@ func defineCommon(fs *flag.FlagSet) *common {
 	fs.IntVar(&c.pid, "pid", 0, "the corral server's process `id` on this machine: its CPU and memory are read from /proc")
 	fs.StringVar(&c.token, "token", "", "connection token every client sends (default: each client's own name, a user id for corral --insecure-dev)")
 	fs.StringVar(&c.encoding, "encoding", "json", "client subprotocol: json or proto")
-	fs.IntVar(&c.sources, "sources", 0, "spread clients over source addresses 127.0.0.1 to 127.0.0.`N` (0: one per 25,000 connections)")
+	fs.IntVar(&c.sources, "sources", 0, "spread clients over source addresses 127.0.0.1 to 127.0.0.`N` (0: one per 2,000 connections when the target is 127.0.0.1)")
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long to wait for deliveries in flight after the last publish")
 	fs.StringVar(&c.jsonFile, "json", "", "write the JSON record to `FILE`")
 	fs.StringVar(&c.report, "report", "", "write a self-contained HTML report (latency histogram, timeline) to `FILE.html`")
