@@ -250,3 +250,16 @@ func (c *Cluster) MoveSlot(tb testing.TB, slot uint16, to int) {
 	}
 	c.waitStable(ctx)
 }
+
+// NameOn returns base followed by a number, the first such name whose hash
+// slot node (an index of Addrs) owns: with it in a hash tag, a key lands on
+// that node.
+func (c *Cluster) NameOn(node int, base string) string {
+	c.tb.Helper()
+	for i := 0; ; i++ {
+		name := base + strconv.Itoa(i)
+		if c.Owner(pubsub.Slot(name)) == node {
+			return name
+		}
+	}
+}
