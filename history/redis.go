@@ -78,8 +78,8 @@ type Redis struct {
 	// SSUBSCRIBE per node, and write events after the append script.
 	sharded bool
 	onEvErr func(room string, err error)
-	limit    *inflight.Limit
-	closed   atomic.Bool
+	limit   *inflight.Limit
+	closed  atomic.Bool
 
 	mu   sync.Mutex // guards subs
 	subs map[*Subscription]struct{}
@@ -104,13 +104,13 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		opts.Prefix = "corral"
 	}
 	r := &Redis{
-		client: client,
-		prefix: opts.Prefix,
-		maxLen: strconv.Itoa(opts.MaxLen),
-		ttl:    strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
-		window: strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
-		limit:  inflight.New(opts.MaxInFlight),
-		subs:   make(map[*Subscription]struct{}),
+		client:  client,
+		prefix:  opts.Prefix,
+		maxLen:  strconv.Itoa(opts.MaxLen),
+		ttl:     strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
+		window:  strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
+		limit:   inflight.New(opts.MaxInFlight),
+		subs:    make(map[*Subscription]struct{}),
 		events:  opts.Events,
 		sharded: client.Mode() == rueidis.ClientModeCluster,
 		onEvErr: opts.OnEventError,
