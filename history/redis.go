@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/internal/inflight"
+	"github.com/corral-rt/corral/internal/tryagain"
 	"github.com/redis/rueidis"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -181,7 +182,7 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	}
 	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen, spublish}
 	var res []rueidis.RedisMessage
-	err = whileUnstable(ctx, func() error {
+	err = tryagain.Do(ctx, func() error {
 		res, err = appendScript.Exec(ctx, r.client, keys, args).ToArray()
 		return err
 	})
@@ -215,26 +216,6 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 		}
 	}
 	return out, nil
-}
-
-// whileUnstable calls fn again while it fails with TRYAGAIN, which Redis
-// Cluster answers a multi-key command whose slot is being migrated and
-// whose keys are split between the two nodes for a moment. The command
-// was not run, so it is safe to repeat. It gives up when ctx ends.
-func whileUnstable(ctx context.Context, fn func() error) error {
-	backoff := 5 * time.Millisecond
-	for {
-		err := fn()
-		if e, ok := rueidis.IsRedisErr(err); !ok || !e.IsTryAgain() {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
 }
 
 // encodeWithoutSeq encodes msg with seq 0 and splits the encoding where the
@@ -381,24 +362,17 @@ func evalMulti(ctx context.Context, c rueidis.Client, src, sha string, execs []r
 	for i := range todo {
 		todo[i] = i
 	}
-	backoff := 5 * time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		evalOnce(ctx, c, src, sha, execs, todo, resps)
 		var again []int
 		for _, i := range todo {
-			if err, ok := rueidis.IsRedisErr(resps[i].Error()); ok && err.IsTryAgain() {
+			if tryagain.Is(resps[i].Error()) {
 				again = append(again, i)
 			}
 		}
-		if len(again) == 0 {
+		if len(again) == 0 || !tryagain.Wait(ctx, attempt) {
 			return resps
 		}
-		select {
-		case <-ctx.Done():
-			return resps
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
 		todo = again
 	}
 }

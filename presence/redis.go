@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/corral-rt/corral/internal/pubsub"
+	"github.com/corral-rt/corral/internal/tryagain"
 )
 
 //go:embed change.lua
@@ -165,7 +166,11 @@ func (r *Redis) change(ctx context.Context, op, room, user, delta string, setSta
 		set = "1"
 	}
 	args := []string{user, delta, set, string(state), r.channel(room), r.verTTL, r.spublish}
-	res, err := changeScript.Exec(ctx, r.client, r.changeKeys(room, r.opts.CoreID), args).ToArray()
+	var res []rueidis.RedisMessage
+	err := tryagain.Do(ctx, func() (err error) {
+		res, err = changeScript.Exec(ctx, r.client, r.changeKeys(room, r.opts.CoreID), args).ToArray()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("presence: %s %q: %w", op, room, err)
 	}
@@ -235,7 +240,11 @@ func (r *Redis) List(ctx context.Context, room string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("presence: list: %w", ErrClosed)
 	}
 	keys := []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "v")}
-	res, err := listScript.Exec(ctx, r.client, keys, nil).ToArray()
+	var res []rueidis.RedisMessage
+	err := tryagain.Do(ctx, func() (err error) {
+		res, err = listScript.Exec(ctx, r.client, keys, nil).ToArray()
+		return err
+	})
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("unexpected reply of %d elements", len(res))
 	}
@@ -330,7 +339,11 @@ func (r *Redis) Sweep(ctx context.Context, core string) error {
 		return fmt.Errorf("presence: sweep %s: %w", core, err)
 	}
 	for _, room := range rooms {
-		res, err := sweepScript.Exec(ctx, r.client, r.changeKeys(room, core), []string{r.channel(room), r.verTTL, r.spublish}).ToArray()
+		var res []rueidis.RedisMessage
+		err := tryagain.Do(ctx, func() (err error) {
+			res, err = sweepScript.Exec(ctx, r.client, r.changeKeys(room, core), []string{r.channel(room), r.verTTL, r.spublish}).ToArray()
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("presence: sweep %s in %q: %w", core, room, err)
 		}
