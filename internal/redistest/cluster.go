@@ -263,3 +263,7 @@ func (c *Cluster) NameOn(node int, base string) string {
 		}
 	}
 }
+
+// Node returns a plain client of node i (an index of Addrs), for commands
+// about that node alone (PUBSUB SHARDNUMSUB, CLUSTER ...).
+func (c *Cluster) Node(i int) rueidis.Client { return c.nodes[i].client }
