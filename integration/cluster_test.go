@@ -1,8 +1,6 @@
 package integration_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
-	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
@@ -150,22 +147,12 @@ func runClusterTraffic(t *testing.T, migrate bool) {
 		pubWG.Go(func() {
 			for k := range perPub {
 				id, r := fmt.Sprintf("p%d-%d", p, k), room(k)
-				for {
-					pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					res, err := c.Publish(pctx, r, id, payload(k))
-					cancel()
-					if err == nil {
-						chk.Acked(r, res.GetSeq(), id)
-						break
-					}
-					var se *client.ServerError
-					unavailable := errors.As(err, &se) && se.Err.GetCode() == corralv1.Code_CODE_UNAVAILABLE
-					if ctx.Err() != nil || (!unavailable && !errors.Is(err, context.DeadlineExceeded)) {
-						errs <- fmt.Errorf("publisher %d, %s: %w", p, id, err)
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
+				res, _, err := publishAcked(ctx, c, r, id, payload(k), 5*time.Second)
+				if err != nil {
+					errs <- fmt.Errorf("publisher %d, %s: %w", p, id, err)
+					return
 				}
+				chk.Acked(r, res.GetSeq(), id)
 				sent.Add(1)
 				time.Sleep(2 * time.Millisecond)
 			}

@@ -68,28 +68,24 @@ func stores(t *testing.T) map[string]func(onChange, onCommit *recorder) presence
 			return presence.NewMemory(presence.Options{OnChange: onChange.add, OnCommit: onCommit.add})
 		},
 		"redis": func(onChange, onCommit *recorder) presence.Store {
-			s, err := presence.NewRedis(context.Background(), redisClient(t), presence.RedisOptions{
-				Options: presence.Options{OnChange: onChange.add, OnCommit: onCommit.add},
-				Prefix:  redistest.Prefix(t),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
+			return newRedisStore(t, redisClient(t), onChange, onCommit)
 		},
 		"cluster": func(onChange, onCommit *recorder) presence.Store {
-			s, err := presence.NewRedis(context.Background(), cluster, presence.RedisOptions{
-				Options: presence.Options{OnChange: onChange.add, OnCommit: onCommit.add},
-				Prefix:  redistest.Prefix(t),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
+			return newRedisStore(t, cluster, onChange, onCommit)
 		},
 	}
+}
+
+func newRedisStore(t *testing.T, client rueidis.Client, onChange, onCommit *recorder) presence.Store {
+	s, err := presence.NewRedis(context.Background(), client, presence.RedisOptions{
+		Options: presence.Options{OnChange: onChange.add, OnCommit: onCommit.add},
+		Prefix:  redistest.Prefix(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // TestStoreCounts: connections of one user are one member; joined on the

@@ -391,18 +391,7 @@ func (s *Subscriber) send(ctx context.Context, b *batch) error {
 		}
 	}
 	s.mu.RUnlock()
-	errs := make(map[string]error)
-	for _, g := range s.route(ctx, chans, false) {
-		if g.err != nil {
-			for _, ch := range g.chans {
-				errs[ch] = g.err
-			}
-			continue
-		}
-		for i, err := range s.exec(ctx, g.c, false, g.chans) {
-			s.confirm(g.chans[i], b, g.c, err, errs)
-		}
-	}
+	_, errs := s.subscribe(ctx, chans, b)
 	if len(errs) == 0 {
 		close(b.done)
 		return nil
@@ -432,6 +421,28 @@ func (s *Subscriber) send(ctx context.Context, b *batch) error {
 	}
 	close(b.done)
 	return nil
+}
+
+// subscribe subscribes chans, each on its node, for batch b or, when b is
+// nil, again after they were lost. It returns the channels it subscribed
+// and the errors of the others.
+func (s *Subscriber) subscribe(ctx context.Context, chans []string, b *batch) ([]string, map[string]error) {
+	errs := make(map[string]error)
+	var done []string
+	for _, g := range s.route(ctx, chans, false) {
+		if g.err != nil {
+			for _, ch := range g.chans {
+				errs[ch] = g.err
+			}
+			continue
+		}
+		for i, err := range s.exec(ctx, g.c, false, g.chans) {
+			if s.confirm(g.chans[i], b, g.c, err, errs) {
+				done = append(done, g.chans[i])
+			}
+		}
+	}
+	return done, errs
 }
 
 // confirm records the outcome of ch's SUBSCRIBE on c, sent for batch b,
@@ -502,21 +513,7 @@ func (s *Subscriber) resubscribe(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	errs := make(map[string]error)
-	var done []string
-	for _, g := range s.route(ctx, chans, false) {
-		if g.err != nil {
-			for _, ch := range g.chans {
-				errs[ch] = g.err
-			}
-			continue
-		}
-		for i, err := range s.exec(ctx, g.c, false, g.chans) {
-			if s.confirm(g.chans[i], nil, g.c, err, errs) {
-				done = append(done, g.chans[i])
-			}
-		}
-	}
+	done, errs := s.subscribe(ctx, chans, nil)
 	var err error
 	if len(errs) > 0 {
 		s.mu.Lock()
