@@ -101,7 +101,9 @@ func (s *Subscription) Add(ctx context.Context, rooms ...string) error {
 // longer delivered. The UNSUBSCRIBE itself is sent in the background,
 // batched with others.
 func (s *Subscription) Remove(ctx context.Context, rooms ...string) error {
-	s.ps.Remove(s.channels(rooms)...)
+	if err := s.ps.Remove(s.channels(rooms)...); err != nil {
+		return fmt.Errorf("history: subscription remove: %w", errClosed)
+	}
 	return nil
 }
 

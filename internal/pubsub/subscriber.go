@@ -177,11 +177,15 @@ func (s *Subscriber) Add(ctx context.Context, chans ...string) error {
 
 // Remove takes channels out of the set; once it returns, their messages
 // are no longer delivered. The UNSUBSCRIBE itself is sent in the
-// background, batched with others.
-func (s *Subscriber) Remove(chans ...string) {
+// background, batched with others. It fails only on a closed Subscriber.
+func (s *Subscriber) Remove(chans ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("pubsub: remove: %w", ErrClosed)
+	}
 	s.removeLocked(func(string) bool { return true }, chans)
+	return nil
 }
 
 // RemoveIf takes out every channel for which gone reports true, as Remove

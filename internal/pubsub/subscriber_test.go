@@ -105,7 +105,9 @@ func TestShardedConnectionLoss(t *testing.T) {
 	publish("2")
 	waitFor(t, "messages after the loss", all(2))
 
-	s.Remove(chans[0])
+	if err := s.Remove(chans[0]); err != nil {
+		t.Fatal(err)
+	}
 	publish("3")
 	waitFor(t, "messages after a remove", func() bool {
 		h.mu.Lock()
