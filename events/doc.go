@@ -22,7 +22,9 @@
 // n+1 of the same epoch, which detects exactly both trimming and a log that
 // was reset (a restart, a flushed Redis).
 //
-// The Redis stream (key "<prefix>:events") is one key for every room, so it
-// does not fit Redis Cluster, where a room's keys live on the room's slot:
-// disable the event log there.
+// The Redis stream (key "<prefix>:events") is one key for every room, so on
+// Redis Cluster, where a room's keys live on the room's slot, history
+// cannot commit a message's event in its append script: it calls
+// [Redis.AppendMessage] after the append instead, which is not atomic with
+// it (see there).
 package events

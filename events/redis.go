@@ -71,8 +71,8 @@ func (r *Redis) Append(ctx context.Context, evs []*corralv1.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	args := make([]string, 2, 2+len(evs))
-	args[0], args[1] = strconv.Itoa(r.maxLen), newEpoch()
+	args := make([]string, 3, 3+len(evs))
+	args[0], args[1], args[2] = strconv.Itoa(r.maxLen), newEpoch(), "e"
 	for _, ev := range evs {
 		b, err := proto.Marshal(ev)
 		if err != nil {
@@ -82,6 +82,21 @@ func (r *Redis) Append(ctx context.Context, evs []*corralv1.Event) error {
 	}
 	if err := addScript.Exec(ctx, r.client, []string{r.key}, args).Error(); err != nil {
 		return fmt.Errorf("events: append: %w", err)
+	}
+	return nil
+}
+
+// AppendMessage commits the event of a message already in history, given
+// the message's canonical encoding (with its seq). It is for a history
+// store that cannot commit the event in its own append script: on Redis
+// Cluster the stream's key and a room's keys live in different slots. Such
+// an event is then not atomic with the append: it is lost if the process
+// dies between the two, and two rooms' (or one room's) concurrent appends
+// may enter the log in another order than their seqs.
+func (r *Redis) AppendMessage(ctx context.Context, msg []byte) error {
+	args := []string{strconv.Itoa(r.maxLen), newEpoch(), "m", string(msg)}
+	if err := addScript.Exec(ctx, r.client, []string{r.key}, args).Error(); err != nil {
+		return fmt.Errorf("events: append message: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/internal/redistest"
+	"github.com/redis/rueidis"
 )
 
 func TestAllows(t *testing.T) {
@@ -46,6 +47,10 @@ func TestStores(t *testing.T) {
 		"redis": func(t *testing.T) grants.Store {
 			addr := redistest.Start(t)
 			return grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: redistest.Prefix(t)})
+		},
+		"cluster": func(t *testing.T) grants.Store {
+			client := redistest.StartCluster(t).Client(t)
+			return grants.NewRedis(client, grants.RedisOptions{Prefix: redistest.Prefix(t)})
 		},
 	}
 	for name, open := range stores {
@@ -130,12 +135,31 @@ func TestStores(t *testing.T) {
 }
 
 // TestRedisShared: a change made through one store is seen through
-// another at once (announced), not only after the cache TTL.
+// another at once (announced), not only after the cache TTL. On Redis
+// Cluster the announcement is a plain PUBLISH, which every node relays.
 func TestRedisShared(t *testing.T) {
-	addr := redistest.Start(t)
+	deployments := map[string]func() (rueidis.Client, rueidis.Client){
+		"redis": func() (rueidis.Client, rueidis.Client) {
+			addr := redistest.Start(t)
+			return redistest.Client(t, addr), redistest.Client(t, addr)
+		},
+		"cluster": func() (rueidis.Client, rueidis.Client) {
+			c := redistest.StartCluster(t)
+			return c.Client(t), c.Client(t)
+		},
+	}
+	for name, clients := range deployments {
+		t.Run(name, func(t *testing.T) {
+			ca, cb := clients()
+			testShared(t, ca, cb)
+		})
+	}
+}
+
+func testShared(t *testing.T, ca, cb rueidis.Client) {
 	prefix := redistest.Prefix(t)
-	a := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
-	b := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+	a := grants.NewRedis(ca, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+	b := grants.NewRedis(cb, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
 	t.Cleanup(func() { a.Close(); b.Close() })
 	heard := make(chan string, 8)
 	b.Watch(func(user string) { heard <- user })

@@ -20,6 +20,8 @@
 -- ARGV[7] a fresh epoch, used when the room has no history
 -- ARGV[8] MAXLEN of the event log stream (approximate trimming), '' when
 --         there is no event log
+-- ARGV[9] '1' to publish with SPUBLISH (sharded pub/sub, Redis Cluster),
+--         else PUBLISH
 --
 -- Returns {seq, epoch, duplicate (0 or 1)}.
 
@@ -88,5 +90,9 @@ if eventsKey then
   end
   redis.call('XADD', eventsKey, 'MAXLEN', '~', ARGV[8], '*', 'n', string.format('%d', n), 'x', logEpoch, 'm', data)
 end
-redis.call('PUBLISH', ARGV[3], data)
+if ARGV[9] == '1' then
+  redis.call('SPUBLISH', ARGV[3], data)
+else
+  redis.call('PUBLISH', ARGV[3], data)
+end
 return {seq, epoch, 0}

@@ -32,5 +32,11 @@
 // also commits the message's event in the same step: under the room's lock
 // in memory, in append.lua in Redis (an entry in the stream
 // "<prefix>:events", see package events). That stream is one key for every
-// room, so it does not fit Redis Cluster.
+// room, so on Redis Cluster it cannot share the script: there the event is
+// written by a second command after the append, not atomically with it.
+//
+// On Redis Cluster append.lua publishes with SPUBLISH and a [Subscription]
+// subscribes with SSUBSCRIBE on one connection per node (package
+// internal/pubsub), resubscribing a room on its new node when its slot
+// moves.
 package history

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/internal/inflight"
+	"github.com/corral-rt/corral/internal/tryagain"
 	"github.com/redis/rueidis"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -50,9 +51,15 @@ type RedisOptions struct {
 	// Prefix starts every key and channel name; default "corral".
 	Prefix string
 	// Events, when set, receives the event of every appended message in
-	// the same script as the append. Its stream is one key for all rooms:
-	// leave Events nil on Redis Cluster.
+	// the same script as the append. On Redis Cluster, where the log's
+	// one stream cannot share a slot with every room, the event is written
+	// by a second command after the append instead: see
+	// [events.Redis.AppendMessage] for what that gives up.
 	Events *events.Redis
+	// OnEventError, when set, is told when that second command failed:
+	// the message is in history (Append succeeds) but its event is not in
+	// the log. Only on Redis Cluster.
+	OnEventError func(room string, err error)
 }
 
 // Redis is a [Store] in Redis, shared by every process that uses the same
@@ -68,8 +75,12 @@ type Redis struct {
 	events   *events.Redis // nil: no event log
 	evKey    string        // the event stream's key, or ""
 	evMaxLen string        // its MAXLEN argument
-	limit    *inflight.Limit
-	closed   atomic.Bool
+	// sharded: on Redis Cluster, publish with SPUBLISH, subscribe with
+	// SSUBSCRIBE per node, and write events after the append script.
+	sharded bool
+	onEvErr func(room string, err error)
+	limit   *inflight.Limit
+	closed  atomic.Bool
 
 	mu   sync.Mutex // guards subs
 	subs map[*Subscription]struct{}
@@ -94,16 +105,18 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		opts.Prefix = "corral"
 	}
 	r := &Redis{
-		client: client,
-		prefix: opts.Prefix,
-		maxLen: strconv.Itoa(opts.MaxLen),
-		ttl:    strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
-		window: strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
-		limit:  inflight.New(opts.MaxInFlight),
-		subs:   make(map[*Subscription]struct{}),
-		events: opts.Events,
+		client:  client,
+		prefix:  opts.Prefix,
+		maxLen:  strconv.Itoa(opts.MaxLen),
+		ttl:     strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
+		window:  strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
+		limit:   inflight.New(opts.MaxInFlight),
+		subs:    make(map[*Subscription]struct{}),
+		events:  opts.Events,
+		sharded: client.Mode() == rueidis.ClientModeCluster,
+		onEvErr: opts.OnEventError,
 	}
-	if opts.Events != nil {
+	if opts.Events != nil && !r.sharded {
 		r.evKey, r.evMaxLen = opts.Events.Key(), strconv.Itoa(opts.Events.MaxLen())
 	}
 	return r
@@ -163,8 +176,16 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	if r.evKey != "" {
 		keys = append(keys, r.evKey)
 	}
-	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen}
-	res, err := appendScript.Exec(ctx, r.client, keys, args).ToArray()
+	spublish := "0"
+	if r.sharded {
+		spublish = "1"
+	}
+	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen, spublish}
+	var res []rueidis.RedisMessage
+	err = tryagain.Do(ctx, func() error {
+		res, err = appendScript.Exec(ctx, r.client, keys, args).ToArray()
+		return err
+	})
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("unexpected reply of %d elements", len(res))
 	}
@@ -184,6 +205,16 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	}
 	out.Duplicate = dup == 1
 	msg.Seq = out.Seq
+	if r.events != nil && r.evKey == "" && !out.Duplicate {
+		// Redis Cluster: the event log is in another slot.
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+		if err == nil {
+			err = r.events.AppendMessage(ctx, b)
+		}
+		if err != nil && r.onEvErr != nil {
+			r.onEvErr(room, err)
+		}
+	}
 	return out, nil
 }
 
@@ -323,21 +354,45 @@ func parsePage(resp rueidis.RedisResult, limit int) (Page, error) {
 }
 
 // evalMulti runs script once per exec in one pipeline, by EVALSHA, and
-// again by EVAL for those the server did not have loaded (NOSCRIPT).
+// again by EVAL for those the server did not have loaded (NOSCRIPT). Those
+// answered TRYAGAIN (a slot in migration) run again until ctx ends.
 func evalMulti(ctx context.Context, c rueidis.Client, src, sha string, execs []rueidis.LuaExec) []rueidis.RedisResult {
-	cmds := make(rueidis.Commands, len(execs))
-	for i, e := range execs {
-		cmds[i] = c.B().Evalsha().Sha1(sha).Numkeys(int64(len(e.Keys))).Key(e.Keys...).Arg(e.Args...).Build()
+	resps := make([]rueidis.RedisResult, len(execs))
+	todo := make([]int, len(execs))
+	for i := range todo {
+		todo[i] = i
 	}
-	resps := c.DoMulti(ctx, cmds...)
+	for attempt := 1; ; attempt++ {
+		evalOnce(ctx, c, src, sha, execs, todo, resps)
+		var again []int
+		for _, i := range todo {
+			if tryagain.Is(resps[i].Error()) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || !tryagain.Wait(ctx, attempt) {
+			return resps
+		}
+		todo = again
+	}
+}
+
+// evalOnce runs execs[i] for each i in todo into resps[i].
+func evalOnce(ctx context.Context, c rueidis.Client, src, sha string, execs []rueidis.LuaExec, todo []int, resps []rueidis.RedisResult) {
+	cmds := make(rueidis.Commands, len(todo))
+	for j, i := range todo {
+		e := execs[i]
+		cmds[j] = c.B().Evalsha().Sha1(sha).Numkeys(int64(len(e.Keys))).Key(e.Keys...).Arg(e.Args...).Build()
+	}
 	var retry []int
-	for i, resp := range resps {
+	for j, resp := range c.DoMulti(ctx, cmds...) {
+		resps[todo[j]] = resp
 		if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
-			retry = append(retry, i)
+			retry = append(retry, todo[j])
 		}
 	}
 	if len(retry) == 0 {
-		return resps
+		return
 	}
 	cmds = cmds[:0]
 	for _, i := range retry {
@@ -347,7 +402,6 @@ func evalMulti(ctx context.Context, c rueidis.Client, src, sha string, execs []r
 	for j, resp := range c.DoMulti(ctx, cmds...) {
 		resps[retry[j]] = resp
 	}
-	return resps
 }
 
 func sha1Hex(src string) string {

@@ -59,6 +59,9 @@ func TestScaleOutCoreFailover(t *testing.T) {
 		p := &process{t: t, bin: bin, args: []string{
 			"edge", "--insecure-dev", "--addr", addr, "--log-level", "warn",
 			"--core", coreURLs,
+			// Publishers go faster than the default 50/s: limits have
+			// their own tests.
+			"--publish-rate", "-1",
 		}}
 		p.start()
 		t.Cleanup(p.kill9)
@@ -135,23 +138,13 @@ func TestScaleOutCoreFailover(t *testing.T) {
 			defer pubWG.Done()
 			for k := range perPub {
 				id, r := fmt.Sprintf("p%d-%d", p, k), room(k)
-				for {
-					pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-					res, err := c.Publish(pctx, r, id, payload(k))
-					cancel()
-					if err == nil {
-						chk.Acked(r, res.GetSeq(), id)
-						break
-					}
-					var se *client.ServerError
-					unavailable := errors.As(err, &se) && se.Err.GetCode() == corralv1.Code_CODE_UNAVAILABLE
-					if ctx.Err() != nil || (!unavailable && !errors.Is(err, context.DeadlineExceeded)) {
-						errs <- fmt.Errorf("publisher %d, %s: %w", p, id, err)
-						return
-					}
-					retries.Add(1)
-					time.Sleep(50 * time.Millisecond)
+				res, n, err := publishAcked(ctx, c, r, id, payload(k), 2*time.Second)
+				retries.Add(int64(n))
+				if err != nil {
+					errs <- fmt.Errorf("publisher %d, %s: %w", p, id, err)
+					return
 				}
+				chk.Acked(r, res.GetSeq(), id)
 				sent.Add(1)
 				time.Sleep(2 * time.Millisecond)
 			}
@@ -217,6 +210,28 @@ func TestScaleOutCoreFailover(t *testing.T) {
 	}
 	if resets.Load() > 0 {
 		t.Fatalf("%d Resets: history survived, nobody should have been told to refetch", resets.Load())
+	}
+}
+
+// publishAcked publishes until the publish is acknowledged, each attempt
+// bounded by timeout, repeating the same id (so deduplicated) after an
+// UNAVAILABLE or a timeout: the core may die with it in flight, or refuse
+// it while the edge moves the session. It returns how many attempts were
+// repeated.
+func publishAcked(ctx context.Context, c *client.Conn, room, id string, payload []byte, timeout time.Duration) (*corralv1.Published, int, error) {
+	for retries := 0; ; retries++ {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		res, err := c.Publish(pctx, room, id, payload)
+		cancel()
+		if err == nil {
+			return res, retries, nil
+		}
+		var se *client.ServerError
+		unavailable := errors.As(err, &se) && se.Err.GetCode() == corralv1.Code_CODE_UNAVAILABLE
+		if ctx.Err() != nil || (!unavailable && !errors.Is(err, context.DeadlineExceeded)) {
+			return nil, retries, err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

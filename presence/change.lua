@@ -11,11 +11,14 @@
 -- ARGV[4] state
 -- ARGV[5] the room's presence channel
 -- ARGV[6] the version counter's TTL in ms
+-- ARGV[7] '1' to publish with SPUBLISH (Redis Cluster), else PUBLISH
 --
 -- Returns {} when nothing changed, else {kind, version, connections, state}
 -- with kind 1 joined, 2 updated, 3 left.
 
 local members, states, mine, verKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local publish = 'PUBLISH'
+if ARGV[7] == '1' then publish = 'SPUBLISH' end
 local user, delta = ARGV[1], tonumber(ARGV[2])
 local before = tonumber(redis.call('HGET', members, user) or '0')
 
@@ -63,5 +66,5 @@ end
 
 local v = redis.call('INCR', verKey)
 redis.call('PEXPIRE', verKey, ARGV[6])
-redis.call('PUBLISH', ARGV[5], kind .. '|' .. v .. '|' .. after .. '|' .. #user .. '|' .. user .. state)
+redis.call(publish, ARGV[5], kind .. '|' .. v .. '|' .. after .. '|' .. #user .. '|' .. user .. state)
 return {kind, v, after, state}

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/corral-rt/corral/internal/pubsub"
+	"github.com/corral-rt/corral/internal/tryagain"
 )
 
 //go:embed change.lua
@@ -71,17 +74,17 @@ type Redis struct {
 	client rueidis.Client
 	opts   RedisOptions
 	verTTL string
+	// spublish is "1" on Redis Cluster: the scripts publish with SPUBLISH
+	// and sub subscribes with SSUBSCRIBE, per node.
+	spublish string
+	sub      *pubsub.Subscriber
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	hmu sync.Mutex // serializes OnChange calls from pub/sub
-
-	mu      sync.Mutex // guards the following fields
-	watched map[string]struct{}
-	dc      rueidis.DedicatedClient
-	closed  bool
+	mu     sync.Mutex // guards closed
+	closed bool
 }
 
 // NewRedis starts a store on client (which the caller closes after the
@@ -103,25 +106,35 @@ func NewRedis(ctx context.Context, client rueidis.Client, opts RedisOptions) (*R
 		opts.DeadAfter = 20 * time.Second
 	}
 	r := &Redis{
-		client:  client,
-		opts:    opts,
-		verTTL:  strconv.FormatInt(versionTTL.Milliseconds(), 10),
-		watched: make(map[string]struct{}),
+		client:   client,
+		opts:     opts,
+		verTTL:   strconv.FormatInt(versionTTL.Milliseconds(), 10),
+		spublish: "0",
+	}
+	if pubsub.Sharded(client) {
+		r.spublish = "1"
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if _, err := r.heartbeat(ctx); err != nil {
 		r.cancel()
 		return nil, fmt.Errorf("presence: heartbeat: %w", err)
 	}
-	dc, wait, err := r.connect(ctx)
+	sub, err := pubsub.New(ctx, client, pubsub.Options{
+		OnMessage: r.onMessage,
+		OnResubscribed: func(channel string) {
+			// Changes may have been missed: OnChange reads the room again.
+			if room, ok := r.room(channel); ok && r.opts.OnChange != nil {
+				r.opts.OnChange(Change{Room: room})
+			}
+		},
+	})
 	if err != nil {
 		r.cancel()
 		return nil, fmt.Errorf("presence: subscribe: %w", err)
 	}
-	r.dc = dc
-	r.wg.Add(2)
+	r.sub = sub
+	r.wg.Add(1)
 	go r.heartbeatLoop()
-	go r.subscriptionLoop(wait)
 	return r, nil
 }
 
@@ -152,8 +165,12 @@ func (r *Redis) change(ctx context.Context, op, room, user, delta string, setSta
 	if setState {
 		set = "1"
 	}
-	args := []string{user, delta, set, string(state), r.channel(room), r.verTTL}
-	res, err := changeScript.Exec(ctx, r.client, r.changeKeys(room, r.opts.CoreID), args).ToArray()
+	args := []string{user, delta, set, string(state), r.channel(room), r.verTTL, r.spublish}
+	var res []rueidis.RedisMessage
+	err := tryagain.Do(ctx, func() (err error) {
+		res, err = changeScript.Exec(ctx, r.client, r.changeKeys(room, r.opts.CoreID), args).ToArray()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("presence: %s %q: %w", op, room, err)
 	}
@@ -223,7 +240,11 @@ func (r *Redis) List(ctx context.Context, room string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("presence: list: %w", ErrClosed)
 	}
 	keys := []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "v")}
-	res, err := listScript.Exec(ctx, r.client, keys, nil).ToArray()
+	var res []rueidis.RedisMessage
+	err := tryagain.Do(ctx, func() (err error) {
+		res, err = listScript.Exec(ctx, r.client, keys, nil).ToArray()
+		return err
+	})
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("unexpected reply of %d elements", len(res))
 	}
@@ -318,7 +339,11 @@ func (r *Redis) Sweep(ctx context.Context, core string) error {
 		return fmt.Errorf("presence: sweep %s: %w", core, err)
 	}
 	for _, room := range rooms {
-		res, err := sweepScript.Exec(ctx, r.client, r.changeKeys(room, core), []string{r.channel(room), r.verTTL}).ToArray()
+		var res []rueidis.RedisMessage
+		err := tryagain.Do(ctx, func() (err error) {
+			res, err = sweepScript.Exec(ctx, r.client, r.changeKeys(room, core), []string{r.channel(room), r.verTTL, r.spublish}).ToArray()
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("presence: sweep %s in %q: %w", core, room, err)
 		}
@@ -345,154 +370,50 @@ func (r *Redis) Sweep(ctx context.Context, core string) error {
 	return nil
 }
 
-// connect opens a dedicated connection that delivers pub/sub messages.
-func (r *Redis) connect(ctx context.Context) (rueidis.DedicatedClient, <-chan error, error) {
-	dc, _ := r.client.Dedicate()
-	wait := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: r.onMessage})
-	if err := dc.Do(ctx, dc.B().Ping().Build()).Error(); err != nil {
-		dc.Close()
-		return nil, nil, err
-	}
-	return dc, wait, nil
-}
-
-// subscriptionLoop replaces the pub/sub connection whenever it breaks,
-// subscribes the watched rooms again and tells OnChange to read them again.
-func (r *Redis) subscriptionLoop(wait <-chan error) {
-	defer r.wg.Done()
-	backoff := 50 * time.Millisecond
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-wait:
-		}
-		for {
-			select {
-			case <-r.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 2*time.Second)
-			ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
-			dc, w, err := r.connect(ctx)
-			if err != nil {
-				cancel()
-				continue
-			}
-			r.mu.Lock()
-			if r.closed {
-				r.mu.Unlock()
-				cancel()
-				dc.Close()
-				return
-			}
-			old := r.dc
-			r.dc = dc
-			rooms := make([]string, 0, len(r.watched))
-			for room := range r.watched {
-				rooms = append(rooms, room)
-			}
-			r.mu.Unlock()
-			old.Close()
-			err = r.subscribe(ctx, dc, rooms)
-			cancel()
-			if err != nil {
-				dc.Close()
-				wait = w
-				break
-			}
-			backoff = 50 * time.Millisecond
-			for _, room := range rooms {
-				r.deliver(Change{Room: room})
-			}
-			wait = w
-			break
-		}
-	}
-}
-
-func (r *Redis) subscribe(ctx context.Context, dc rueidis.DedicatedClient, rooms []string) error {
-	for len(rooms) > 0 {
-		n := min(len(rooms), 512)
-		chs := make([]string, n)
-		for i, room := range rooms[:n] {
-			chs[i] = r.channel(room)
-		}
-		if err := dc.Do(ctx, dc.B().Subscribe().Channel(chs...).Build()).Error(); err != nil {
-			return err
-		}
-		rooms = rooms[n:]
-	}
-	return nil
-}
-
 // Watch implements [Store.Watch]. It returns once Redis confirmed the
 // subscription, so changes committed afterwards are delivered.
 func (r *Redis) Watch(ctx context.Context, room string) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return fmt.Errorf("presence: watch: %w", ErrClosed)
-	}
-	if _, ok := r.watched[room]; ok {
-		r.mu.Unlock()
-		return nil
-	}
-	r.watched[room] = struct{}{}
-	dc := r.dc
-	r.mu.Unlock()
-	if err := r.subscribe(ctx, dc, []string{room}); err != nil {
-		r.mu.Lock()
-		replaced := r.dc != dc
-		if !replaced {
-			delete(r.watched, room)
-		}
-		r.mu.Unlock()
-		if replaced {
-			return nil // the new connection subscribes every watched room
+	if err := r.sub.Add(ctx, r.channel(room)); err != nil {
+		if errors.Is(err, pubsub.ErrClosed) {
+			err = ErrClosed
 		}
 		return fmt.Errorf("presence: watch %q: %w", room, err)
 	}
 	return nil
 }
 
-// Unwatch implements [Store.Unwatch].
+// Unwatch implements [Store.Unwatch]. The UNSUBSCRIBE is sent in the
+// background; changes are no longer delivered once it returns.
 func (r *Redis) Unwatch(ctx context.Context, rooms ...string) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
+	chs := make([]string, len(rooms))
+	for i, room := range rooms {
+		chs[i] = r.channel(room)
 	}
-	for _, room := range rooms {
-		delete(r.watched, room)
-	}
-	dc := r.dc
-	r.mu.Unlock()
-	for len(rooms) > 0 {
-		n := min(len(rooms), 512)
-		chs := make([]string, n)
-		for i, room := range rooms[:n] {
-			chs[i] = r.channel(room)
-		}
-		// Changes are filtered by the watched set anyway.
-		_ = dc.Do(ctx, dc.B().Unsubscribe().Channel(chs...).Build()).Error()
-		rooms = rooms[n:]
-	}
+	_ = r.sub.Remove(chs...) // closed: nothing is watched any more
 	return nil
 }
 
-func (r *Redis) onMessage(m rueidis.PubSubMessage) {
-	room, ok := strings.CutPrefix(m.Channel, r.opts.Prefix+":{")
+// room returns the room of a presence channel name.
+func (r *Redis) room(channel string) (string, bool) {
+	room, ok := strings.CutPrefix(channel, r.opts.Prefix+":{")
 	if ok {
 		room, ok = strings.CutSuffix(room, "}:pres:ch")
 	}
+	return room, ok
+}
+
+// onMessage hands a change heard on pub/sub to OnChange. The subscriber
+// calls it one at a time, for watched rooms only.
+func (r *Redis) onMessage(channel, msg string) {
+	if r.opts.OnChange == nil {
+		return
+	}
+	room, ok := r.room(channel)
 	if !ok {
 		return
 	}
-	ch, ok := decodeChange(room, m.Message)
-	if ok {
-		r.deliver(ch)
+	if ch, ok := decodeChange(room, msg); ok {
+		r.opts.OnChange(ch)
 	}
 }
 
@@ -521,24 +442,9 @@ func decodeChange(room, msg string) (Change, bool) {
 	return ch, true
 }
 
-// deliver hands a change to OnChange if its room is watched.
-func (r *Redis) deliver(ch Change) {
-	if r.opts.OnChange == nil {
-		return
-	}
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	r.mu.Lock()
-	_, ok := r.watched[ch.Room]
-	r.mu.Unlock()
-	if ok {
-		r.opts.OnChange(ch)
-	}
-}
-
 // Close stops heartbeating (other cores sweep this core's connections
 // after DeadAfter unless they were removed) and closes the pub/sub
-// connection. Safe to call twice.
+// connections. Safe to call twice.
 func (r *Redis) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -546,10 +452,8 @@ func (r *Redis) Close() error {
 		return nil
 	}
 	r.closed = true
-	dc := r.dc
 	r.mu.Unlock()
 	r.cancel()
-	dc.Close()
 	r.wg.Wait()
-	return nil
+	return r.sub.Close()
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/presence"
 	"github.com/redis/rueidis"
@@ -50,24 +51,41 @@ func redisClient(t *testing.T) rueidis.Client {
 	return c
 }
 
+// clients returns a client of each kind of Redis deployment: one server,
+// and a 3-node Redis Cluster.
+func clients(t *testing.T) map[string]rueidis.Client {
+	return map[string]rueidis.Client{
+		"redis":   redisClient(t),
+		"cluster": redistest.StartCluster(t).Client(t),
+	}
+}
+
 // stores returns a fresh store of each kind with its recorders.
 func stores(t *testing.T) map[string]func(onChange, onCommit *recorder) presence.Store {
+	cluster := redistest.StartCluster(t).Client(t)
 	return map[string]func(onChange, onCommit *recorder) presence.Store{
 		"memory": func(onChange, onCommit *recorder) presence.Store {
 			return presence.NewMemory(presence.Options{OnChange: onChange.add, OnCommit: onCommit.add})
 		},
 		"redis": func(onChange, onCommit *recorder) presence.Store {
-			s, err := presence.NewRedis(context.Background(), redisClient(t), presence.RedisOptions{
-				Options: presence.Options{OnChange: onChange.add, OnCommit: onCommit.add},
-				Prefix:  redistest.Prefix(t),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
+			return newRedisStore(t, redisClient(t), onChange, onCommit)
+		},
+		"cluster": func(onChange, onCommit *recorder) presence.Store {
+			return newRedisStore(t, cluster, onChange, onCommit)
 		},
 	}
+}
+
+func newRedisStore(t *testing.T, client rueidis.Client, onChange, onCommit *recorder) presence.Store {
+	s, err := presence.NewRedis(context.Background(), client, presence.RedisOptions{
+		Options: presence.Options{OnChange: onChange.add, OnCommit: onCommit.add},
+		Prefix:  redistest.Prefix(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // TestStoreCounts: connections of one user are one member; joined on the
@@ -168,7 +186,12 @@ func TestStoreList(t *testing.T) {
 // heartbeating are removed by another core's sweep; each member it alone
 // held leaves once, whoever sweeps and however often.
 func TestRedisSweepDeadCore(t *testing.T) {
-	client := redisClient(t)
+	for name, client := range clients(t) {
+		t.Run(name, func(t *testing.T) { testSweepDeadCore(t, client) })
+	}
+}
+
+func testSweepDeadCore(t *testing.T, client rueidis.Client) {
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	var aCommits, bCommits, bChanges recorder
@@ -227,5 +250,42 @@ func TestRedisSweepDeadCore(t *testing.T) {
 	snap, err := b.List(ctx, "r")
 	if err != nil || len(snap.Members) != 1 || snap.Members[0].User != "bob" {
 		t.Fatalf("after sweep: %+v %v", snap, err)
+	}
+}
+
+// TestRedisClusterSlotMove: a watched room's slot moves to another node;
+// the store says so (a Change with only the room: read it again) and
+// delivers the room's changes from the new node.
+func TestRedisClusterSlotMove(t *testing.T) {
+	cluster := redistest.StartCluster(t)
+	ctx := context.Background()
+	var changes recorder
+	s, err := presence.NewRedis(ctx, cluster.Client(t), presence.RedisOptions{
+		Options: presence.Options{OnChange: changes.add},
+		Prefix:  redistest.Prefix(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	room := cluster.NameOn(0, "r")
+	if err := s.Watch(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, room, "alice", nil); err != nil {
+		t.Fatal(err)
+	}
+	changes.wait(t, 1)
+	cluster.MoveSlot(t, pubsub.Slot(room), 1)
+	got := changes.wait(t, 2)
+	if ch := got[1]; ch.Room != room || ch.Kind != 0 {
+		t.Fatalf("after the move: %+v, want a read-again signal", ch)
+	}
+	if err := s.Add(ctx, room, "bob", nil); err != nil {
+		t.Fatal(err)
+	}
+	got = changes.wait(t, 3)
+	if ch := got[2]; ch.Kind != presence.Joined || ch.Member.User != "bob" {
+		t.Fatalf("change after the move: %+v", ch)
 	}
 }

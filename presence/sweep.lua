@@ -6,11 +6,14 @@
 -- for the room, KEYS[4] version counter
 -- ARGV[1] the room's presence channel
 -- ARGV[2] the version counter's TTL in ms
+-- ARGV[3] '1' to publish with SPUBLISH (Redis Cluster), else PUBLISH
 --
 -- Returns a flat array of {kind, version, connections, user, state} per
 -- change.
 
 local members, states, dead, verKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local publish = 'PUBLISH'
+if ARGV[3] == '1' then publish = 'SPUBLISH' end
 local held = redis.call('HGETALL', dead)
 local out = {}
 for i = 1, #held, 2 do
@@ -30,7 +33,7 @@ for i = 1, #held, 2 do
     end
     local v = redis.call('INCR', verKey)
     redis.call('PEXPIRE', verKey, ARGV[2])
-    redis.call('PUBLISH', ARGV[1], kind .. '|' .. v .. '|' .. after .. '|' .. #user .. '|' .. user .. state)
+    redis.call(publish, ARGV[1], kind .. '|' .. v .. '|' .. after .. '|' .. #user .. '|' .. user .. state)
     table.insert(out, kind)
     table.insert(out, v)
     table.insert(out, after)

@@ -74,8 +74,9 @@ type Options struct {
 	Backlog int
 	// EventsMaxLen is how many events the event log keeps for
 	// RoomService.Events (Redis trims approximately). Default 10000 in
-	// memory, 100000 in Redis; negative: no event log (needed on Redis
-	// Cluster).
+	// memory, 100000 in Redis; negative: no event log. On Redis Cluster
+	// a message's event is written after its append, not atomically with
+	// it (see history.RedisOptions.Events).
 	EventsMaxLen int
 	// APIKeys are the bearer keys the internal API (RoomService over HTTP,
 	// Link included) accepts. Required when the API is served over HTTP
@@ -158,7 +159,13 @@ func Start(opts Options) (*Node, error) {
 			if opts.EventsMaxLen >= 0 {
 				ev = events.NewRedis(n.redis, events.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.EventsMaxLen})
 			}
-			h := history.NewRedis(n.redis, history.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, Events: ev})
+			logger := cc.Logger
+			h := history.NewRedis(n.redis, history.RedisOptions{
+				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, Events: ev,
+				OnEventError: func(room string, err error) {
+					logger.Error("a message's event did not reach the event log", "room", room, "err", err)
+				},
+			})
 			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
 			g := grants.NewRedis(n.redis, grants.RedisOptions{Prefix: opts.RedisPrefix})
 			cc.History, cc.Sessions, cc.Grants = h, ss, g

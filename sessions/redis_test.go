@@ -22,6 +22,18 @@ func TestRedis(t *testing.T) {
 	})
 }
 
+// TestRedisCluster runs the store suite on a 3-node Redis Cluster: every
+// command names one session's key (or is split by slot by the client).
+func TestRedisCluster(t *testing.T) {
+	client := redistest.StartCluster(t).Client(t)
+	testStore(t, func(t *testing.T, opts sessions.Options) sessions.Store {
+		opts.Prefix = redistest.Prefix(t)
+		s := sessions.NewRedis(client, opts)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 func newRedis(t *testing.T, opts sessions.Options) (*sessions.Redis, rueidis.Client, string) {
 	t.Helper()
 	addr := redistest.Start(t)

@@ -217,7 +217,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the internal API accepts (each at least 16 characters); required for the API over HTTP (corral core, serve --internal-addr) [CORRAL_API_KEYS]")
 		fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "`file` of more API keys, one per line (# comments) [CORRAL_API_KEYS_FILE]")
 		fs.BoolVar(&f.apiInsecure, "api-insecure", false, "local development: the internal API accepts calls without an API key; never in production [CORRAL_API_INSECURE]")
-		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log, e.g. for Redis Cluster) [CORRAL_EVENTS]")
+		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log) [CORRAL_EVENTS]")
 	}
 	if mode == server.EdgeOnly {
 		fs.StringVar(&f.apiKey, "api-key", "", "bearer `key` the edge presents to the core (one of the core's --api-keys) [CORRAL_API_KEY]")
@@ -231,7 +231,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.origins, "origins", "", "comma-separated browser origin host patterns allowed besides the server's own host, e.g. app.example.com,*.example.com [CORRAL_ORIGINS]")
 	}
 	if mode != server.EdgeOnly {
-		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
+		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db, or any node of a Redis 7 Cluster) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
 		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")

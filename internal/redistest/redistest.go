@@ -96,6 +96,8 @@ type Server struct {
 	tb   testing.TB
 	port int
 	dir  string
+	// extra returns more redis-server arguments, given the port.
+	extra func(port int) ([]string, error)
 
 	mu     sync.Mutex // guards the following fields
 	cmd    *exec.Cmd
@@ -107,10 +109,15 @@ type Server struct {
 // is not on PATH.
 func StartProcess(tb testing.TB, port int) *Server {
 	tb.Helper()
+	return startProcess(tb, port, nil)
+}
+
+func startProcess(tb testing.TB, port int, extra func(int) ([]string, error)) *Server {
+	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		tb.Fatalf("%s", notFound)
 	}
-	s := &Server{tb: tb, port: port, dir: tb.TempDir()}
+	s := &Server{tb: tb, port: port, dir: tb.TempDir(), extra: extra}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if port == 0 {
@@ -175,10 +182,17 @@ func (s *Server) Restart() {
 
 func (s *Server) start() error {
 	var out bytes.Buffer
-	cmd := exec.Command("redis-server",
-		"--save", "", "--appendonly", "no",
+	args := []string{"--save", "", "--appendonly", "no",
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--dir", s.dir, "--daemonize", "no")
+		"--dir", s.dir, "--daemonize", "no"}
+	if s.extra != nil {
+		more, err := s.extra(s.port)
+		if err != nil {
+			return err
+		}
+		args = append(args, more...)
+	}
+	cmd := exec.Command("redis-server", args...)
 	cmd.Stdout = &syncWriter{w: &out}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
@@ -236,7 +250,8 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	if port == 6379 {
+	switch port {
+	case 6379, 5432, 3306, 5672, 1883, 4222: // other services' well-known ports
 		return freePort()
 	}
 	return port, nil

@@ -2,8 +2,10 @@ package redistest_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/redistest"
 )
 
@@ -35,5 +37,36 @@ func TestStart(t *testing.T) {
 	}
 	if a, b := redistest.Prefix(t), redistest.Prefix(t); a == b {
 		t.Fatalf("Prefix repeated %q", a)
+	}
+}
+
+func TestStartCluster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	cl := c.Client(t)
+	ctx := context.Background()
+	// Keys on every node, by way of the client's routing.
+	seen := map[int]bool{}
+	for i := 0; len(seen) < 3 && i < 1000; i++ {
+		k := fmt.Sprintf("{r%d}:k", i)
+		if err := cl.Do(ctx, cl.B().Set().Key(k).Value("v").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		seen[c.Owner(pubsub.Slot(k))] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("keys landed on nodes %v", seen)
+	}
+	k := "{moving}:k"
+	if err := cl.Do(ctx, cl.B().Set().Key(k).Value("v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	from := c.Owner(pubsub.Slot(k))
+	to := (from + 1) % 3
+	c.MoveSlot(t, pubsub.Slot(k), to)
+	if got := c.Owner(pubsub.Slot(k)); got != to {
+		t.Fatalf("slot on node %d after the move to %d", got, to)
+	}
+	if v, err := cl.Do(ctx, cl.B().Get().Key(k).Build()).ToString(); err != nil || v != "v" {
+		t.Fatalf("GET after the move = %q, %v", v, err)
 	}
 }
