@@ -23,6 +23,7 @@ type Edge struct {
 	admit   *admission
 	links   []*link
 	nextID  atomic.Uint64
+	poller  *poller // nil: connections never park
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -53,6 +54,7 @@ func New(cfg Config) (*Edge, error) {
 		cancel:  cancel,
 		conns:   make(map[*conn]struct{}),
 		users:   make(map[string]int),
+		poller:  newPoller(),
 	}
 	// Link i starts on core i mod len(Cores): each core gets Links streams.
 	for i := range cfg.Links * len(cfg.Cores) {
@@ -147,19 +149,17 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// No subprotocol offered: JSON, so any WebSocket tool can talk.
 		enc = protocol.JSON
 	}
-	c := newConn(e, ws, hj.nc, enc, r.RemoteAddr)
+	// coder/websocket read through a reader of its own for the upgrade
+	// (nothing, the request was read); from now on it reads sock directly.
+	hj.br.Reset(hj.sock)
+	c := newConn(e, ws, hj, enc, r.RemoteAddr)
 	c.handshakeDone = release
 	if !e.track(c) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
 		return
 	}
 	served = true
-	go func() {
-		defer e.connWG.Done()
-		defer e.untrack(c)
-		defer release()
-		c.serve()
-	}()
+	go c.serve() // finish releases, untracks and marks connWG done
 }
 
 func (e *Edge) track(c *conn) bool {
@@ -214,7 +214,7 @@ func (e *Edge) sweep() {
 			// socket is full, so no close frame can reach it; cut it. It
 			// resumes and loses nothing.
 			e.metrics.slow.WithLabelValues("write_timeout").Inc()
-			c.ws.CloseNow()
+			c.cutOff()
 		}
 		for _, c := range stale {
 			c.closeWith(corralv1.Code_CODE_HEARTBEAT_TIMEOUT, "no frame within two heartbeats", 0, false)
@@ -262,10 +262,14 @@ func (e *Edge) Drain(ctx context.Context, window time.Duration) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 		e.mu.Lock()
+		conns := make([]*conn, 0, len(e.conns))
 		for c := range e.conns {
-			c.ws.CloseNow()
+			conns = append(conns, c)
 		}
 		e.mu.Unlock()
+		for _, c := range conns {
+			c.cutOff()
+		}
 	}
 	e.metrics.draining.Set(0)
 	return err
@@ -277,6 +281,7 @@ func (e *Edge) Close(ctx context.Context) error {
 	err := e.Drain(ctx, 0)
 	e.cancel()
 	e.wg.Wait()
+	e.poller.close()
 	return err
 }
 
