@@ -57,10 +57,12 @@ type conn struct {
 	writeStart atomic.Int64
 	wake       chan struct{} // capacity 1: "the queue changed"
 	// writers counts the writer goroutine (0 or 1). The writer starts
-	// with work and ends after writerIdle without any: an idle connection
-	// holds no writer goroutine.
+	// with work and ends when it has none (see writeLoop): an idle
+	// connection holds no writer goroutine.
 	writers sync.WaitGroup
-	done    chan struct{} // closed when the reader is finished
+	// lastFlush is when the writer last wrote (unix nanoseconds).
+	lastFlush atomic.Int64
+	done      chan struct{} // closed when the reader is finished
 
 	mu       sync.Mutex // guards the following fields
 	queue    [][]byte   // encoded frames; shared, never modified
@@ -173,8 +175,15 @@ func (c *conn) cutOff() {
 	c.e.poller.closed(c)
 }
 
-// writerIdle is how long a writer waits for more work before it ends.
+// writerIdle is how long a writer waits for more work before it ends, on
+// a connection that had some within writerIdle before the writer started.
+// Otherwise (a heartbeat's pong every ten-odd seconds, a rare message) the
+// writer ends as soon as the queue is empty: idle connections hold no
+// writer, busy ones keep theirs.
 const writerIdle = 2 * time.Second
+
+// writeBufs holds the writers' message buffers between flushes.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // hello reads and authenticates the hello and attaches the connection. It
 // reports whether it did, and if not whether the client closed cleanly.
@@ -544,13 +553,25 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 // writeLoop is the connection's only writer: it takes everything queued,
 // writes it as one message, and repeats; after a queued close it closes.
 func (c *conn) writeLoop() {
-	var buf []byte
-	idle := time.NewTimer(writerIdle)
-	defer idle.Stop()
+	linger := time.Now().UnixNano()-c.lastFlush.Load() < int64(writerIdle)
+	var idle *time.Timer // made when first needed
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 && !c.closing {
+			if !linger {
+				c.writing = false
+				c.mu.Unlock()
+				return
+			}
 			c.mu.Unlock()
+			if idle == nil {
+				idle = time.NewTimer(writerIdle)
+			}
 			select {
 			case <-c.wake:
 				continue
@@ -576,10 +597,8 @@ func (c *conn) writeLoop() {
 		if len(q) > 0 {
 			// One WebSocket message: the frame header, then the one
 			// queued frame or a batch of them, written in one call.
-			if cap(buf) < maxFrameHeader {
-				buf = make([]byte, maxFrameHeader, 1024)
-			}
-			buf = buf[:maxFrameHeader]
+			bp := writeBufs.Get().(*[]byte)
+			buf := (*bp)[:maxFrameHeader]
 			if len(q) == 1 {
 				buf = append(buf, q[0]...)
 			} else {
@@ -587,23 +606,28 @@ func (c *conn) writeLoop() {
 			}
 			msg := frameMessage(buf, c.opcode)
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
-			c.writeStart.Store(time.Now().UnixNano())
+			now := time.Now().UnixNano()
+			c.writeStart.Store(now)
 			_, err := c.nc.Write(msg)
 			c.writeStart.Store(0)
+			if cap(buf) <= 64<<10 { // do not pin a large buffer
+				*bp = buf[:0]
+				writeBufs.Put(bp)
+			}
 			if err != nil {
 				c.cutOff()
 				return
 			}
+			c.lastFlush.Store(now)
 			clear(q)
 			c.mu.Lock()
 			if c.spare == nil {
 				c.spare = q[:0]
 			}
 			c.mu.Unlock()
-			if cap(buf) > 256<<10 {
-				buf = nil // do not pin a large buffer
+			if idle != nil {
+				idle.Reset(writerIdle)
 			}
-			idle.Reset(writerIdle)
 		}
 		if closing {
 			if len(reason) > 120 {
