@@ -23,13 +23,14 @@ import (
 //   - headerBufferSize is coder/websocket's own reader in front of sock,
 //     which frame headers pass through (bufio's minimum, 16 bytes).
 //   - controlBufferSize is coder/websocket's writer, which carries only
-//     control frames (close, pong: at most 2+125 bytes, so one write(2)
-//     each): the edge frames its data messages itself and writes each one
-//     to the socket in one call (see conn.writeLoop).
+//     control frames (close, pong: a server's header is 2 bytes for a
+//     payload of at most 125, so one write(2) each): the edge frames its
+//     data messages itself and writes each one to the socket in one call
+//     (see conn.writeLoop).
 const (
 	readBufferSize    = 1 << 10
 	headerBufferSize  = 16
-	controlBufferSize = 256
+	controlBufferSize = 128
 )
 
 var readBufs = sync.Pool{New: func() any { return new([readBufferSize]byte) }}

@@ -80,20 +80,14 @@ type conn struct {
 	closeReason string
 
 	// Guarded by link.mu, not mu:
-	// rooms are the rooms this connection is a local member of.
-	rooms map[string]struct{}
 	// attach is what the core was told when the connection attached, and
-	// session/token/since/epochs what the core answered since; with them
-	// the edge resumes the session itself when its link to the core is
-	// re-opened, and the browser notices nothing.
+	// session/token and rooms (positions, epochs) what the core answered
+	// since; with them the edge resumes the session itself when its link
+	// to the core is re-opened, and the browser notices nothing.
 	attach  *corralv1.Attach
 	session string
 	token   string
-	since   map[string]uint64 // per room: the position the conn is at, at least
-	epochs  map[string]string
-	// presence holds the rooms the conn receives presence in, for a
-	// reattach (RoomPosition.presence). Created on first use.
-	presence map[string]bool
+	rooms   []connRoom // see rooms.go
 	// reattaching swallows the Welcome of a resume the edge made itself.
 	reattaching bool
 }
