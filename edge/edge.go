@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Edge serves WebSocket clients and links them to the core. It is an
@@ -56,6 +57,12 @@ func New(cfg Config) (*Edge, error) {
 		users:   make(map[string]int),
 		poller:  newPoller(),
 	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "corral_edge_parked_connections",
+			Help: "Idle connections whose reader is parked (no goroutine; Linux).",
+		}, func() float64 { return float64(e.poller.parkedConns()) }))
+	}
 	// Link i starts on core i mod len(Cores): each core gets Links streams.
 	for i := range cfg.Links * len(cfg.Cores) {
 		l := newLink(e, i)
@@ -94,7 +101,8 @@ func (e *Edge) Ready() bool {
 // Returning lets net/http release what it holds for the request (its
 // connection state, buffers, the request and its headers, and the deep
 // stack of its serving goroutine): an idle WebSocket then costs only the
-// connection's own state and a shallow reader goroutine.
+// connection's own state (and, where it cannot park, a shallow reader
+// goroutine).
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	if e.closed {
