@@ -3,38 +3,51 @@ package edge
 import (
 	"bufio"
 	"bytes"
-	"io"
+	"errors"
 	"net"
 	"net/http"
+	"os"
+	"sync"
+	"time"
 )
 
-// Buffer sizes of a client connection. net/http hands a hijacked
-// connection a 4 KiB reader and a 4 KiB writer, which coder/websocket keeps
-// for the connection's whole life: most of what an idle connection costs.
+// Buffers of a client connection. net/http hands a hijacked connection a
+// 4 KiB reader and a 4 KiB writer, which coder/websocket keeps for the
+// connection's whole life: most of what an idle connection used to cost.
 //
-//   - readBufferSize holds a frame header and a typical client frame (a
-//     hello, a join, a publish); a larger payload is read straight into its
-//     destination, as bufio does for reads larger than its buffer.
-//   - controlBufferSize is coder/websocket's writer, which now carries only
-//     control frames (close, pong: at most 2+125 bytes, so one write(2)
-//     each): the edge frames its data messages itself and writes each one
-//     to the socket in one call (see conn.writeLoop).
+//   - readBufferSize is the read buffer a connection borrows from readBufs
+//     while it has bytes waiting (see sock): it holds a frame header and a
+//     typical client frame (a hello, a join, a publish); a larger payload
+//     is read straight into its destination. A connection between frames
+//     holds none.
+//   - headerBufferSize is coder/websocket's own reader in front of sock,
+//     which frame headers pass through (bufio's minimum, 16 bytes).
+//   - controlBufferSize is coder/websocket's writer, which carries only
+//     control frames (close, pong: a server's header is 2 bytes for a
+//     payload of at most 125, so one write(2) each): the edge frames its
+//     data messages itself and writes each one to the socket in one call
+//     (see conn.writeLoop).
 const (
 	readBufferSize    = 1 << 10
-	controlBufferSize = 256
+	headerBufferSize  = 16
+	controlBufferSize = 128
 )
 
+var readBufs = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
+
 // hijacker is the ResponseWriter handed to websocket.Accept: its Hijack
-// gives the connection corral's smaller buffers instead of net/http's, and
-// keeps the net.Conn for the edge's own data writes.
+// gives the connection corral's buffers instead of net/http's, and keeps
+// the net.Conn for the edge's own data writes.
 type hijacker struct {
 	http.ResponseWriter
-	nc net.Conn // set by Hijack
+	nc   net.Conn      // set by Hijack
+	sock *sock         // what coder/websocket reads, through br
+	br   *bufio.Reader // coder/websocket's reader
 }
 
 // Hijack hijacks the underlying connection and re-buffers it. Bytes the
-// client sent past the upgrade request and net/http already read stay first
-// in the new reader's buffer (coder/websocket takes them from there).
+// client sent past the upgrade request and net/http already read are read
+// first (sock.early).
 func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
 	if err != nil {
@@ -46,24 +59,102 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, err
 		}
 	}
-	var early []byte
+	s := &sock{Conn: nc}
 	if n := brw.Reader.Buffered(); n > 0 {
 		b, _ := brw.Reader.Peek(n)
-		early = bytes.Clone(b)
+		s.early = bytes.Clone(b)
 	}
-	// The early bytes must sit in the buffer itself, not only in the
-	// reader behind it: coder/websocket keeps what is buffered and then
-	// reads the net.Conn directly.
-	var br *bufio.Reader
-	if len(early) == 0 {
-		br = bufio.NewReaderSize(nc, readBufferSize)
+	h.nc, h.sock = nc, s
+	// coder/websocket takes what this reader has buffered (nothing), then
+	// reads the returned net.Conn through it: sock.
+	h.br = bufio.NewReaderSize(s, headerBufferSize)
+	return s, bufio.NewReadWriter(h.br, bufio.NewWriterSize(nc, controlBufferSize)), nil
+}
+
+// sock is the hijacked connection as coder/websocket reads it. A read
+// smaller than readBufferSize borrows a buffer from readBufs, reads the
+// socket into it and keeps what the caller did not take until the next
+// reads take it; then the buffer goes back. So a connection between frames
+// holds no read buffer.
+//
+// A read may linger (see conn.readFrames): with a read deadline set, it
+// lifts the deadline as soon as a byte arrives, so a deadline can only end
+// a read that consumed nothing, at a frame boundary.
+//
+// sock is read by one goroutine at a time (coder/websocket's read lock);
+// its fields are the reader's.
+type sock struct {
+	net.Conn
+	early []byte                // read past the upgrade request by net/http
+	buf   *[readBufferSize]byte // borrowed from readBufs; nil when empty
+	r, w  int                   // buf[r:w] is unread
+	err   error                 // the read error behind buf's bytes
+	// lingering: a read deadline is set, to be lifted at the first byte.
+	lingering bool
+}
+
+// Read reads from the connection, see sock.
+func (s *sock) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if s.buf != nil {
+		n := copy(p, s.buf[s.r:s.w])
+		s.r += n
+		if s.r == s.w {
+			readBufs.Put(s.buf)
+			s.buf, s.r, s.w = nil, 0, 0
+		}
+		return n, nil
+	}
+	if len(s.early) > 0 {
+		n := copy(p, s.early)
+		s.early = s.early[n:]
+		if len(s.early) == 0 {
+			s.early = nil
+		}
+		return n, nil
+	}
+	if s.err != nil {
+		err := s.err
+		s.err = nil
+		return 0, err
+	}
+	var n int
+	var err error
+	if len(p) >= readBufferSize {
+		n, err = s.Conn.Read(p)
 	} else {
-		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(early), nc), max(readBufferSize, len(early)))
-		if _, err := br.Peek(len(early)); err != nil {
-			nc.Close()
-			return nil, nil, err
+		b := readBufs.Get().(*[readBufferSize]byte)
+		var m int
+		m, err = s.Conn.Read(b[:])
+		n = copy(p, b[:m])
+		if n < m {
+			s.buf, s.r, s.w, s.err = b, n, m, err
+			err = nil
+		} else {
+			readBufs.Put(b)
 		}
 	}
-	h.nc = nc
-	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(nc, controlBufferSize)), nil
+	if s.lingering && (n > 0 || err != nil) {
+		s.lingering = false
+		s.Conn.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
+
+// idle reports whether sock holds no unread byte. The reader calls it
+// between frames.
+func (s *sock) idle() bool {
+	return s.buf == nil && len(s.early) == 0 && s.err == nil
+}
+
+// linger makes the next read end with os.ErrDeadlineExceeded, having read
+// nothing, if no byte arrives within d.
+func (s *sock) linger(d time.Duration) {
+	s.lingering = true
+	s.Conn.SetReadDeadline(time.Now().Add(d))
+}
+
+// lingered reports whether err ended a lingering read: nothing was read.
+func lingered(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

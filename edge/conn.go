@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -16,8 +18,9 @@ import (
 	"github.com/corral-rt/corral/protocol"
 )
 
-// conn is one client WebSocket. The HTTP handler goroutine is its only
-// reader; writeLoop is its only writer.
+// conn is one client WebSocket. It has at most one reader goroutine at a
+// time: the first runs serve, later ones readFrames after a park (see
+// park.go). writeLoop is its only writer.
 type conn struct {
 	e  *Edge
 	ws *websocket.Conn
@@ -25,15 +28,27 @@ type conn struct {
 	// directly, framed by the edge (see frameMessage), each in one
 	// Write; coder/websocket writes only control frames (close, pong),
 	// each also in one Write, so frames never interleave.
-	nc     net.Conn
+	nc net.Conn
+	// br and sock are what ws reads (see buffers.go); raw is nc for the
+	// poller (nil: never parks).
+	br     *bufio.Reader
+	sock   *sock
+	raw    syscall.RawConn
 	opcode byte // the WebSocket opcode of data messages: text or binary
 	enc    protocol.Encoding
 	remote string
 	id     uint64
 	link   *link
-	// limits and handshakeDone are used by the reader goroutine only.
+	// Used by the reader only: limits; handshakeDone, which ends the
+	// pending handshake (limits.go); the user counted in Edge.users.
 	limits        *limiter
-	handshakeDone func() // ends the pending handshake (limits.go)
+	handshakeDone func()
+	user          string
+	userCounted   bool
+
+	// Guarded by the poller's mu: the socket is in the poller's set (armed
+	// or not), and cut: closed outside the reader, never to park again.
+	registered, cut bool
 
 	lastRead atomic.Int64 // unix nanoseconds of the last frame read
 	// writeStart is when the write in progress began (0: none). The edge's
@@ -42,10 +57,12 @@ type conn struct {
 	writeStart atomic.Int64
 	wake       chan struct{} // capacity 1: "the queue changed"
 	// writers counts the writer goroutine (0 or 1). The writer starts
-	// with work and ends after writerIdle without any: an idle connection
-	// holds no writer goroutine.
+	// with work and ends when it has none (see writeLoop): an idle
+	// connection holds no writer goroutine.
 	writers sync.WaitGroup
-	done    chan struct{} // closed when the reader is finished
+	// lastFlush is when the writer last wrote (unix nanoseconds).
+	lastFlush atomic.Int64
+	done      chan struct{} // closed when the reader is finished
 
 	mu       sync.Mutex // guards the following fields
 	queue    [][]byte   // encoded frames; shared, never modified
@@ -63,29 +80,25 @@ type conn struct {
 	closeReason string
 
 	// Guarded by link.mu, not mu:
-	// rooms are the rooms this connection is a local member of.
-	rooms map[string]struct{}
 	// attach is what the core was told when the connection attached, and
-	// session/token/since/epochs what the core answered since; with them
-	// the edge resumes the session itself when its link to the core is
-	// re-opened, and the browser notices nothing.
+	// session/token and rooms (positions, epochs) what the core answered
+	// since; with them the edge resumes the session itself when its link
+	// to the core is re-opened, and the browser notices nothing.
 	attach  *corralv1.Attach
 	session string
 	token   string
-	since   map[string]uint64 // per room: the position the conn is at, at least
-	epochs  map[string]string
-	// presence holds the rooms the conn receives presence in, for a
-	// reattach (RoomPosition.presence). Created on first use.
-	presence map[string]bool
+	rooms   []connRoom // see rooms.go
 	// reattaching swallows the Welcome of a resume the edge made itself.
 	reattaching bool
 }
 
-func newConn(e *Edge, ws *websocket.Conn, nc net.Conn, enc protocol.Encoding, remote string) *conn {
+func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, remote string) *conn {
 	c := &conn{
 		e:      e,
 		ws:     ws,
-		nc:     nc,
+		nc:     hj.nc,
+		br:     hj.br,
+		sock:   hj.sock,
 		opcode: opText,
 		enc:    enc,
 		remote: remote,
@@ -97,17 +110,34 @@ func newConn(e *Edge, ws *websocket.Conn, nc net.Conn, enc protocol.Encoding, re
 	if enc == protocol.Proto {
 		c.opcode = opBinary
 	}
+	if e.poller != nil {
+		c.raw = rawConn(c.nc)
+	}
 	c.link = e.linkFor(c.id)
 	c.lastRead.Store(time.Now().UnixNano())
 	return c
 }
 
-// serve runs the connection: hello, attach, then frames until it ends.
+// serve runs the connection on its first reader goroutine: hello, attach,
+// then frames until it ends or parks.
 func (c *conn) serve() {
 	// The read limit is enforced below so that an oversize frame gets
 	// corral's own close code.
 	c.ws.SetReadLimit(-1)
-	clean := c.readLoop()
+	if ok, clean := c.hello(); !ok {
+		c.finish(clean)
+		return
+	}
+	c.readFrames()
+}
+
+// finish ends the connection, on its last reader goroutine: it detaches
+// it, lets the writer flush a queued close, closes the socket, and
+// releases what the connection counted.
+func (c *conn) finish(clean bool) {
+	if c.userCounted {
+		c.e.userDone(c.user)
+	}
 	close(c.done)
 	c.link.detach(c, clean)
 	c.mu.Lock()
@@ -125,14 +155,33 @@ func (c *conn) serve() {
 	}
 	c.ws.CloseNow()
 	<-writerDone
+	if c.handshakeDone != nil {
+		c.handshakeDone()
+	}
+	c.e.untrack(c)
+	c.e.connWG.Done()
 }
 
-// writerIdle is how long a writer waits for more work before it ends.
+// cutOff closes the socket without a close frame, from outside the
+// reader; a parked reader is started to end the connection.
+func (c *conn) cutOff() {
+	c.ws.CloseNow()
+	c.e.poller.closed(c)
+}
+
+// writerIdle is how long a writer waits for more work before it ends, on
+// a connection that had some within writerIdle before the writer started.
+// Otherwise (a heartbeat's pong every ten-odd seconds, a rare message) the
+// writer ends as soon as the queue is empty: idle connections hold no
+// writer, busy ones keep theirs.
 const writerIdle = 2 * time.Second
 
-// readLoop reads frames until the connection ends. It reports whether the
-// client closed cleanly.
-func (c *conn) readLoop() (clean bool) {
+// writeBufs holds the writers' message buffers between flushes.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// hello reads and authenticates the hello and attaches the connection. It
+// reports whether it did, and if not whether the client closed cleanly.
+func (c *conn) hello() (ok, clean bool) {
 	ctx := c.e.ctx
 	// Not a read deadline: a read whose context ends cuts the socket
 	// without a close frame. The timer closes with corral's own code, and
@@ -143,30 +192,30 @@ func (c *conn) readLoop() (clean bool) {
 	var f corralv1.ClientFrame
 	err := c.readFrame(context.Background(), &f)
 	if !helloTimer.Stop() {
-		return false // timed out; the close is queued
+		return false, false // timed out; the close is queued
 	}
 	if err != nil {
-		return c.readFailed(err, true)
+		return false, c.readFailed(err, true)
 	}
 	hello := f.GetHello()
 	if hello == nil {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "the first frame must be hello", 0, false)
-		return false
+		return false, false
 	}
 	actx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
 	id, err := c.e.cfg.Auth.Authenticate(actx, hello.GetToken())
 	cancel()
 	if err != nil {
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, err.Error(), 0, false)
-		return false
+		return false, false
 	}
 	if !c.e.userAdd(id.GetUserId()) {
 		c.e.metrics.refused.WithLabelValues(refusedConnsPerUser).Inc()
 		c.closeWith(corralv1.Code_CODE_LIMIT_EXCEEDED,
 			fmt.Sprintf("more than %d connections of this user", c.e.cfg.MaxConnsPerUser), 0, false)
-		return false
+		return false, false
 	}
-	defer c.e.userDone(id.GetUserId())
+	c.user, c.userCounted = id.GetUserId(), true
 	if c.handshakeDone != nil {
 		c.handshakeDone()
 	}
@@ -177,16 +226,34 @@ func (c *conn) readLoop() (clean bool) {
 		RemoteAddr: c.remote,
 		Protocol:   c.enc.String(),
 	}) {
-		return false
+		return false, false
 	}
+	return true, false
+}
+
+// readFrames reads frames until the connection ends (then it finishes it)
+// or parks (see park.go). It runs on the connection's reader goroutine:
+// the first, or one the poller started.
+func (c *conn) readFrames() {
 	// Reads need no context of their own: the connection is closed when
 	// the edge stops, which ends a pending read (and a context here would
 	// cost a timer registration per message).
-	ctx = context.Background()
+	ctx := context.Background()
+	canPark := c.raw != nil && c.e.poller != nil
 	for {
+		lingering := canPark && c.lingerIfIdle()
 		f := new(corralv1.ClientFrame)
 		if err := c.readFrame(ctx, f); err != nil {
-			return c.readFailed(err, false)
+			if lingering && lingered(err) {
+				// No frame within parkAfter, nothing consumed.
+				if c.e.poller.park(c) {
+					return
+				}
+				canPark = false // cut off, or no poller: read on
+				continue
+			}
+			c.finish(c.readFailed(err, false))
+			return
 		}
 		switch k := f.GetKind().(type) {
 		case *corralv1.ClientFrame_Ping:
@@ -200,10 +267,25 @@ func (c *conn) readLoop() (clean bool) {
 				continue
 			}
 			if !c.link.forward(c, f) {
-				return false
+				c.finish(false)
+				return
 			}
 		}
 	}
+}
+
+// lingerIfIdle makes the next read linger (see sock) if nothing is
+// buffered, and reports whether it did. Not once a close is queued: the
+// writer's close handshake then reads too (under ws's read lock), and
+// checking the buffers only before that keeps them the reader's.
+func (c *conn) lingerIfIdle() bool {
+	c.mu.Lock()
+	idle := !c.closing && c.br.Buffered() == 0 && c.sock.idle()
+	c.mu.Unlock()
+	if idle {
+		c.sock.linger(parkAfter)
+	}
+	return idle
 }
 
 var errTooLarge = errors.New("edge: frame exceeds the read limit")
@@ -465,13 +547,25 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 // writeLoop is the connection's only writer: it takes everything queued,
 // writes it as one message, and repeats; after a queued close it closes.
 func (c *conn) writeLoop() {
-	var buf []byte
-	idle := time.NewTimer(writerIdle)
-	defer idle.Stop()
+	linger := time.Now().UnixNano()-c.lastFlush.Load() < int64(writerIdle)
+	var idle *time.Timer // made when first needed
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 && !c.closing {
+			if !linger {
+				c.writing = false
+				c.mu.Unlock()
+				return
+			}
 			c.mu.Unlock()
+			if idle == nil {
+				idle = time.NewTimer(writerIdle)
+			}
 			select {
 			case <-c.wake:
 				continue
@@ -497,10 +591,8 @@ func (c *conn) writeLoop() {
 		if len(q) > 0 {
 			// One WebSocket message: the frame header, then the one
 			// queued frame or a batch of them, written in one call.
-			if cap(buf) < maxFrameHeader {
-				buf = make([]byte, maxFrameHeader, 1024)
-			}
-			buf = buf[:maxFrameHeader]
+			bp := writeBufs.Get().(*[]byte)
+			buf := (*bp)[:maxFrameHeader]
 			if len(q) == 1 {
 				buf = append(buf, q[0]...)
 			} else {
@@ -508,29 +600,35 @@ func (c *conn) writeLoop() {
 			}
 			msg := frameMessage(buf, c.opcode)
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
-			c.writeStart.Store(time.Now().UnixNano())
+			now := time.Now().UnixNano()
+			c.writeStart.Store(now)
 			_, err := c.nc.Write(msg)
 			c.writeStart.Store(0)
+			if cap(buf) <= 64<<10 { // do not pin a large buffer
+				*bp = buf[:0]
+				writeBufs.Put(bp)
+			}
 			if err != nil {
-				c.ws.CloseNow()
+				c.cutOff()
 				return
 			}
+			c.lastFlush.Store(now)
 			clear(q)
 			c.mu.Lock()
 			if c.spare == nil {
 				c.spare = q[:0]
 			}
 			c.mu.Unlock()
-			if cap(buf) > 256<<10 {
-				buf = nil // do not pin a large buffer
+			if idle != nil {
+				idle.Reset(writerIdle)
 			}
-			idle.Reset(writerIdle)
 		}
 		if closing {
 			if len(reason) > 120 {
 				reason = reason[:120]
 			}
 			c.ws.Close(websocket.StatusCode(code), reason)
+			c.e.poller.closed(c)
 			return
 		}
 	}

@@ -3,10 +3,12 @@
 // multiplexed Link streams. It holds no durable state: a restarted edge loses
 // nothing, its clients resume their sessions.
 //
-// Each connection has exactly one reader (the HTTP handler's goroutine) and
-// one writer goroutine that owns a bounded queue of encoded frames. The
-// writer drains everything that is ready and writes it as one WebSocket
-// message (a Batch frame), so a busy connection costs one write per flush,
+// Each connection has one reader and one writer that owns a bounded queue
+// of encoded frames. Neither holds a goroutine while the connection is
+// idle: on Linux the reader parks the socket in the edge's epoll set and
+// ends (park.go), and the writer starts with work. The writer drains
+// everything that is ready and writes it as one WebSocket message (a
+// Batch frame), so a busy connection costs one write per flush,
 // not one per frame. A room message arrives from the core once per link and
 // is encoded once per encoding; every local member's queue gets the same
 // bytes. A connection whose queue overflows is closed with

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Edge serves WebSocket clients and links them to the core. It is an
@@ -23,6 +24,7 @@ type Edge struct {
 	admit   *admission
 	links   []*link
 	nextID  atomic.Uint64
+	poller  *poller // nil: connections never park
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -53,6 +55,13 @@ func New(cfg Config) (*Edge, error) {
 		cancel:  cancel,
 		conns:   make(map[*conn]struct{}),
 		users:   make(map[string]int),
+		poller:  newPoller(),
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "corral_edge_parked_connections",
+			Help: "Idle connections whose reader is parked (no goroutine; Linux).",
+		}, func() float64 { return float64(e.poller.parkedConns()) }))
 	}
 	// Link i starts on core i mod len(Cores): each core gets Links streams.
 	for i := range cfg.Links * len(cfg.Cores) {
@@ -92,7 +101,8 @@ func (e *Edge) Ready() bool {
 // Returning lets net/http release what it holds for the request (its
 // connection state, buffers, the request and its headers, and the deep
 // stack of its serving goroutine): an idle WebSocket then costs only the
-// connection's own state and a shallow reader goroutine.
+// connection's own state (and, where it cannot park, a shallow reader
+// goroutine).
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	if e.closed {
@@ -147,19 +157,17 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// No subprotocol offered: JSON, so any WebSocket tool can talk.
 		enc = protocol.JSON
 	}
-	c := newConn(e, ws, hj.nc, enc, r.RemoteAddr)
+	// coder/websocket read through a reader of its own for the upgrade
+	// (nothing, the request was read); from now on it reads sock directly.
+	hj.br.Reset(hj.sock)
+	c := newConn(e, ws, hj, enc, r.RemoteAddr)
 	c.handshakeDone = release
 	if !e.track(c) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
 		return
 	}
 	served = true
-	go func() {
-		defer e.connWG.Done()
-		defer e.untrack(c)
-		defer release()
-		c.serve()
-	}()
+	go c.serve() // finish releases, untracks and marks connWG done
 }
 
 func (e *Edge) track(c *conn) bool {
@@ -214,7 +222,7 @@ func (e *Edge) sweep() {
 			// socket is full, so no close frame can reach it; cut it. It
 			// resumes and loses nothing.
 			e.metrics.slow.WithLabelValues("write_timeout").Inc()
-			c.ws.CloseNow()
+			c.cutOff()
 		}
 		for _, c := range stale {
 			c.closeWith(corralv1.Code_CODE_HEARTBEAT_TIMEOUT, "no frame within two heartbeats", 0, false)
@@ -262,10 +270,14 @@ func (e *Edge) Drain(ctx context.Context, window time.Duration) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 		e.mu.Lock()
+		conns := make([]*conn, 0, len(e.conns))
 		for c := range e.conns {
-			c.ws.CloseNow()
+			conns = append(conns, c)
 		}
 		e.mu.Unlock()
+		for _, c := range conns {
+			c.cutOff()
+		}
 	}
 	e.metrics.draining.Set(0)
 	return err
@@ -277,6 +289,7 @@ func (e *Edge) Close(ctx context.Context) error {
 	err := e.Drain(ctx, 0)
 	e.cancel()
 	e.wg.Wait()
+	e.poller.close()
 	return err
 }
 

@@ -56,8 +56,6 @@ func fuzzConn(e *Edge, l *link, id uint64, enc protocol.Encoding) *conn {
 	c := &conn{e: e, enc: enc, id: id, link: l, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c.ended = true // no writer goroutine
 	c.attach = &corralv1.Attach{Identity: &corralv1.Identity{UserId: "u"}}
-	c.since = make(map[string]uint64)
-	c.epochs = make(map[string]string)
 	l.conns[id] = c
 	return c
 }

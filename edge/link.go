@@ -179,10 +179,13 @@ func (l *link) down() {
 			continue
 		}
 		// Remember where the connection is in each of its rooms.
-		for room := range c.rooms {
-			c.since[room] = max(c.since[room], l.roomSeq[room])
+		for i := range c.rooms {
+			r := &c.rooms[i]
+			if r.member {
+				r.track(l.roomSeq[r.name])
+				r.member = false
+			}
 		}
-		c.rooms = nil
 		l.orphans[id] = c
 	}
 	if len(l.orphans) > 0 && l.orphanedAt.IsZero() {
@@ -221,8 +224,10 @@ func (l *link) giveUpOrphans() {
 func (l *link) reattachLocked() {
 	for id, c := range l.orphans {
 		resume := &corralv1.Resume{SessionId: c.session, ResumeToken: c.token}
-		for room, seq := range c.since {
-			resume.Rooms = append(resume.Rooms, &corralv1.RoomPosition{Room: room, Seq: seq, Epoch: c.epochs[room], Presence: c.presence[room]})
+		for _, r := range c.rooms {
+			if r.tracked {
+				resume.Rooms = append(resume.Rooms, &corralv1.RoomPosition{Room: r.name, Seq: r.seq, Epoch: r.epoch, Presence: r.presence})
+			}
 		}
 		a := &corralv1.Attach{
 			Hello:      &corralv1.Hello{Client: c.attach.GetHello().GetClient(), Resume: resume},
@@ -254,8 +259,6 @@ func (l *link) attach(c *conn, a *corralv1.Attach) bool {
 	if ok {
 		l.conns[c.id] = c
 		c.attach = a
-		c.since = make(map[string]uint64)
-		c.epochs = make(map[string]string)
 	}
 	l.mu.Unlock()
 	if !ok {
@@ -299,8 +302,10 @@ func (l *link) detach(c *conn, clean bool) {
 		return
 	}
 	delete(l.conns, c.id)
-	for room := range c.rooms {
-		l.removeMemberLocked(room, c)
+	for _, r := range c.rooms {
+		if r.member {
+			l.unlinkLocked(r.name, c)
+		}
 	}
 	l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{Clean: clean}}})
 }
@@ -312,10 +317,7 @@ func (l *link) addMemberLocked(room string, c *conn) {
 		l.rooms[room] = m
 	}
 	m[c] = struct{}{}
-	if c.rooms == nil {
-		c.rooms = make(map[string]struct{})
-	}
-	c.rooms[room] = struct{}{}
+	c.roomLocked(room).member = true
 }
 
 // addPresenceLocked makes c, a member of room, receive its presence
@@ -327,13 +329,19 @@ func (l *link) addPresenceLocked(room string, c *conn) {
 		l.presence[room] = m
 	}
 	m[c] = struct{}{}
-	if c.presence == nil {
-		c.presence = make(map[string]bool)
-	}
-	c.presence[room] = true
+	c.roomLocked(room).presence = true
 }
 
+// removeMemberLocked makes c no longer a local member of room, nor a
+// receiver of its presence. Lock must be held.
 func (l *link) removeMemberLocked(room string, c *conn) {
+	l.unlinkLocked(room, c)
+	c.updateRoomLocked(room, func(r *connRoom) { r.member, r.presence = false, false })
+}
+
+// unlinkLocked removes c from the link's members of room. Lock must be
+// held.
+func (l *link) unlinkLocked(room string, c *conn) {
 	if m := l.rooms[room]; m != nil {
 		delete(m, c)
 		if len(m) == 0 {
@@ -346,7 +354,6 @@ func (l *link) removeMemberLocked(room string, c *conn) {
 			delete(l.presence, room)
 		}
 	}
-	delete(c.rooms, room)
 }
 
 // dispatch delivers one batch from the core, in order.
@@ -372,17 +379,18 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				}
 			case *corralv1.ServerFrame_Joined:
 				j := sk.Joined
-				c.since[j.GetRoom()], c.epochs[j.GetRoom()] = j.GetSeq(), j.GetEpoch()
+				c.roomLocked(j.GetRoom()).position(j.GetSeq(), j.GetEpoch())
 			case *corralv1.ServerFrame_Reset_:
 				r := sk.Reset_
-				c.since[r.GetRoom()], c.epochs[r.GetRoom()] = r.GetSeq(), r.GetEpoch()
+				c.roomLocked(r.GetRoom()).position(r.GetSeq(), r.GetEpoch())
 			case *corralv1.ServerFrame_Left:
-				delete(c.since, sk.Left.GetRoom())
-				delete(c.presence, sk.Left.GetRoom())
+				c.updateRoomLocked(sk.Left.GetRoom(), func(r *connRoom) {
+					r.tracked, r.seq, r.presence = false, 0, false
+				})
 			case *corralv1.ServerFrame_Batch:
 				if fs := sk.Batch.GetFrames(); len(fs) > 0 {
 					if m := fs[len(fs)-1].GetMessage(); m != nil {
-						c.since[m.GetRoom()] = max(c.since[m.GetRoom()], m.GetSeq())
+						c.roomLocked(m.GetRoom()).track(m.GetSeq())
 					}
 				}
 			}
@@ -407,7 +415,6 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				}
 			} else {
 				l.removeMemberLocked(m.GetRoom(), c)
-				delete(c.presence, m.GetRoom())
 			}
 		case *corralv1.CoreFrame_Close:
 			if c := l.conns[k.Close.GetConn()]; c != nil {

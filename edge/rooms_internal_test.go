@@ -1,0 +1,104 @@
+package edge
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/protocol"
+)
+
+// TestReattachPositions: what the core tells a connection about its rooms
+// (Joined, Reset, replays, Left, membership with presence, room messages)
+// is what the edge resumes with after its link fails and comes back.
+func TestReattachPositions(t *testing.T) {
+	toConn := func(f *corralv1.ServerFrame) *corralv1.CoreFrame {
+		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Conn{Conn: &corralv1.ConnFrame{Conn: 1, Frame: f}}}
+	}
+	joined := func(room string, seq uint64, epoch string) *corralv1.CoreFrame {
+		return toConn(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: room, Seq: seq, Epoch: epoch}}})
+	}
+	member := func(room string, in, presence bool) *corralv1.CoreFrame {
+		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{Conn: 1, Room: room, Member: in, Presence: presence}}}
+	}
+	msg := func(room string, seq uint64) *corralv1.ServerFrame {
+		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{Room: room, Seq: seq}}}
+	}
+	welcome := toConn(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: "s", ResumeToken: "t"}}})
+
+	tests := map[string]struct {
+		frames []*corralv1.CoreFrame
+		want   []string // room:seq:epoch:presence, sorted
+	}{
+		"joined": {
+			frames: []*corralv1.CoreFrame{joined("a", 3, "e1"), member("a", true, false)},
+			want:   []string{"a:3:e1:false"},
+		},
+		"live messages move a member on": {
+			frames: []*corralv1.CoreFrame{
+				joined("a", 3, "e1"), member("a", true, true),
+				{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{Room: "a", Frame: msg("a", 7)}}},
+			},
+			want: []string{"a:7:e1:true"},
+		},
+		"reset and replay": {
+			frames: []*corralv1.CoreFrame{
+				joined("a", 3, "e1"),
+				toConn(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: "a", Seq: 10, Epoch: "e2"}}}),
+				toConn(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{msg("a", 11), msg("a", 12)}}}}),
+				joined("b", 1, "eb"),
+			},
+			want: []string{"a:12:e2:false", "b:1:eb:false"},
+		},
+		"left rooms are not resumed": {
+			frames: []*corralv1.CoreFrame{
+				joined("a", 3, "e1"), member("a", true, true), joined("b", 5, "eb"), member("b", true, false),
+				toConn(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{Room: "a"}}}),
+				member("a", false, false),
+			},
+			want: []string{"b:5:eb:false"},
+		},
+		"rejoined after a leave": {
+			frames: []*corralv1.CoreFrame{
+				joined("a", 3, "e1"), member("a", true, true),
+				toConn(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{Room: "a"}}}),
+				member("a", false, false),
+				joined("a", 4, "e1"), member("a", true, false),
+			},
+			want: []string{"a:4:e1:false"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := (&Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Cores: make([]corralv1connect.RoomServiceClient, 1)}).withDefaults()
+			e := &Edge{cfg: cfg, metrics: newMetrics(nil), conns: make(map[*conn]struct{}), users: make(map[string]int)}
+			l := newLink(e, 0)
+			c := fuzzConn(e, l, 1, protocol.JSON)
+			l.dispatch(append([]*corralv1.CoreFrame{welcome}, tc.frames...))
+			l.down()
+			l.mu.Lock()
+			l.reattachLocked()
+			l.mu.Unlock()
+			sent := l.queue.Take(10, 1<<20)
+			if len(sent) != 1 {
+				t.Fatalf("%d frames sent on reattach, want one Attach", len(sent))
+			}
+			var got []string
+			for _, p := range sent[0].GetAttach().GetHello().GetResume().GetRooms() {
+				got = append(got, fmt.Sprintf("%s:%d:%s:%v", p.GetRoom(), p.GetSeq(), p.GetEpoch(), p.GetPresence()))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("resumed rooms %q, want %q", got, tc.want)
+			}
+			if !c.reattaching {
+				t.Fatal("not marked reattaching")
+			}
+		})
+	}
+}
