@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net"
-	"syscall"
 )
 
 // listenTCP listens on addr. With backlog > 0 the accept queue is set to
@@ -28,8 +27,7 @@ func listenTCP(addr string, backlog int) (net.Listener, error) {
 		return nil, err
 	}
 	var lerr error
-	// listen(2) again on a listening socket only changes its backlog.
-	if err := rc.Control(func(fd uintptr) { lerr = syscall.Listen(int(fd), backlog) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { lerr = setBacklog(fd, backlog) }); err != nil {
 		lerr = err
 	}
 	if lerr != nil {
