@@ -193,6 +193,15 @@ func (c *Core) grantsLoop() {
 		users := c.grantsDirty
 		c.grantsDirty = make(map[string]struct{})
 		c.grantsMu.Unlock()
+		if _, any := users[grants.AnyUser]; any {
+			// Announcements may have been missed: every live user.
+			delete(users, grants.AnyUser)
+			c.mu.Lock()
+			for _, s := range c.live {
+				users[s.user] = struct{}{}
+			}
+			c.mu.Unlock()
+		}
 		for user := range users {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 			c.enforceMu.Lock()

@@ -69,11 +69,18 @@ type Store interface {
 	// revocations.
 	Revoke(ctx context.Context, user string, join, publish []string) error
 	// Watch sets the function called with a user whose grants changed,
-	// by this process or another. It is called from a goroutine of the
-	// store and must not block. Call Watch before the store is used.
+	// by this process or another. It is called with AnyUser when changes
+	// may have been missed (a shared store's announcements were lost
+	// while its subscription was down): every user must be checked again.
+	// It is called from a goroutine of the store and must not block. Call
+	// Watch before the store is used.
 	Watch(fn func(user string))
 	Close() error
 }
+
+// AnyUser is the user a Watch function is called with when any user's
+// grants may have changed unannounced.
+const AnyUser = ""
 
 // Validate checks a Grant or Revoke request.
 func Validate(user string, join, publish []string) error {

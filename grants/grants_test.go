@@ -164,22 +164,7 @@ func testShared(t *testing.T, ca, cb rueidis.Client) {
 	heard := make(chan string, 8)
 	b.Watch(func(user string) { heard <- user })
 	ctx := context.Background()
-	// b subscribes in the background: until it hears a change, changes
-	// may pass it by.
-	for i := 0; ; i++ {
-		if err := a.Grant(ctx, "warm-up", []string{"x"}, nil); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-heard:
-		case <-time.After(100 * time.Millisecond):
-			if i < 50 {
-				continue
-			}
-			t.Fatal("b never heard of a change")
-		}
-		break
-	}
+	warmUp(t, a, heard)
 	// Fill b's cache with "nothing" first.
 	if g, err := b.Get(ctx, "cam"); err != nil || g != nil {
 		t.Fatal(g, err)
@@ -197,5 +182,68 @@ func testShared(t *testing.T, ca, cb rueidis.Client) {
 	g, err := b.Get(ctx, "cam")
 	if err != nil || !grants.Allows(g, grants.Join, nil, "stage") {
 		t.Fatalf("b reads %+v, %v", g, err)
+	}
+}
+
+// warmUp returns once the store whose watcher feeds heard has heard a
+// change made through a: it subscribes in the background, and until then
+// changes may pass it by.
+func warmUp(t *testing.T, a grants.Store, heard <-chan string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if err := a.Grant(context.Background(), "warm-up", []string{"x"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-heard:
+			return
+		case <-time.After(100 * time.Millisecond):
+			if i >= 50 {
+				t.Fatal("never heard of a change")
+			}
+		}
+	}
+}
+
+// TestRedisResubscribeRechecks: when the store's subscription to the
+// announcements breaks and comes back, changes made meanwhile may have
+// been missed, so it drops its cache and tells the watcher to check every
+// user (grants.AnyUser); a revocation missed that way still removes
+// members.
+func TestRedisResubscribeRechecks(t *testing.T) {
+	addr := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	a := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+	b := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	heard := make(chan string, 64)
+	b.Watch(func(user string) {
+		select {
+		case heard <- user:
+		default:
+		}
+	})
+	warmUp(t, a, heard)
+	ctx := context.Background()
+	if g, err := b.Get(ctx, "cam"); err != nil || g != nil {
+		t.Fatal(g, err) // cached for an hour: only an announcement or a resubscription refreshes it
+	}
+	killer := redistest.Client(t, addr)
+	if err := killer.Do(ctx, killer.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Grant(ctx, "cam", []string{"stage"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for u := "cam"; u != grants.AnyUser; {
+		select {
+		case u = <-heard:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watcher was not told to check every user after the subscription came back")
+		}
+	}
+	g, err := b.Get(ctx, "cam")
+	if err != nil || !grants.Allows(g, grants.Join, nil, "stage") {
+		t.Fatalf("after resubscribing b reads %+v, %v", g, err)
 	}
 }

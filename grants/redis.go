@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -82,18 +83,30 @@ func NewRedis(client rueidis.Client, o RedisOptions) *Redis {
 func (r *Redis) key(user string) string { return r.prefix + ":grants:{" + user + "}" }
 
 // listen follows the channel until ctx ends, subscribing again after a
-// failure. Each (re)subscription drops the whole cache: announcements may
-// have been missed.
+// failure. Each (re)subscription drops the whole cache, and every one
+// after the first tells the watcher that any user's grants may have
+// changed: announcements may have been missed while it was down (rueidis
+// may also resubscribe by itself inside Receive; the confirmation hook
+// sees those too).
 func (r *Redis) listen(ctx context.Context) {
 	defer close(r.done)
 	backoff := 50 * time.Millisecond
+	var confirmed atomic.Int64
+	rctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+		if s.Kind != "subscribe" {
+			return
+		}
+		if confirmed.Add(1) > 1 {
+			r.changed(AnyUser)
+		}
+	})
 	for ctx.Err() == nil {
 		r.mu.Lock()
 		clear(r.cache)
 		r.gen++
 		r.mu.Unlock()
 		start := time.Now()
-		_ = r.client.Receive(ctx, r.client.B().Subscribe().Channel(r.channel).Build(), func(m rueidis.PubSubMessage) {
+		_ = r.client.Receive(rctx, r.client.B().Subscribe().Channel(r.channel).Build(), func(m rueidis.PubSubMessage) {
 			r.changed(m.Message)
 		})
 		if time.Since(start) > 10*time.Second {
@@ -109,7 +122,11 @@ func (r *Redis) listen(ctx context.Context) {
 
 func (r *Redis) changed(user string) {
 	r.mu.Lock()
-	delete(r.cache, user)
+	if user == AnyUser {
+		clear(r.cache)
+	} else {
+		delete(r.cache, user)
+	}
 	r.gen++
 	watch := r.watch
 	r.mu.Unlock()

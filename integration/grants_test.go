@@ -10,6 +10,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -219,6 +220,37 @@ func TestGrantAcrossCores(t *testing.T) {
 	}
 	if len(res.GetSessionIds()) != 0 {
 		t.Fatalf("core a has no session of cam, yet removed %v", res)
+	}
+	left := nextFrame(t, c, func(f *corralv1.ServerFrame) bool { return f.GetLeft() != nil })
+	if left.GetLeft().GetRoom() != "stage" || left.GetLeft().GetCode() != corralv1.Code_CODE_FORBIDDEN {
+		t.Fatalf("left: %v", left)
+	}
+}
+
+// TestRevokeMissedWhilePubSubDown: a change of grants whose announcement a
+// core never heard (here: written to Redis without one) is still applied
+// once the core's subscription breaks and comes back, because the core then
+// checks every live member again.
+func TestRevokeMissedWhilePubSubDown(t *testing.T) {
+	addr := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	d := start(t, "serve", grantsAuth(t), func(o *server.Options) { o.RedisURL, o.RedisPrefix = "redis://"+addr, prefix })
+	ctx := testCtx(t)
+	c := dialAs(t, d.wsURL, "cam", []string{"home"}, []string{"*"})
+	if _, err := d.api.Grant(ctx, &corralv1.GrantRequest{UserId: "cam", Join: []string{"stage"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Join(ctx, "stage", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	rc := redistest.Client(t, addr)
+	// The grant disappears without an announcement...
+	if err := rc.Do(ctx, rc.B().Del().Key(prefix+":grants:{cam}").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	// ...and the core's pub/sub connections break and come back.
+	if err := rc.Do(ctx, rc.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+		t.Fatal(err)
 	}
 	left := nextFrame(t, c, func(f *corralv1.ServerFrame) bool { return f.GetLeft() != nil })
 	if left.GetLeft().GetRoom() != "stage" || left.GetLeft().GetCode() != corralv1.Code_CODE_FORBIDDEN {
