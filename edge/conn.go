@@ -276,12 +276,14 @@ func (c *conn) readFrames() {
 
 // lingerIfIdle makes the next read linger (see sock) if nothing is
 // buffered, and reports whether it did. Not once a close is queued: the
-// writer's close handshake then reads too (under ws's read lock), and
-// checking the buffers only before that keeps them the reader's.
+// writer's close handshake then reads too (under ws's read lock, which
+// the reader does not hold here), and touching sock only under mu while
+// no close is queued keeps it the reader's: the linger too is set before
+// the writer can see the close.
 func (c *conn) lingerIfIdle() bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	idle := !c.closing && c.br.Buffered() == 0 && c.sock.idle()
-	c.mu.Unlock()
 	if idle {
 		c.sock.linger(parkAfter)
 	}
