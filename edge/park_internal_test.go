@@ -418,3 +418,49 @@ func maskedFrame(opcode byte, payload []byte) []byte {
 	}
 	return b
 }
+
+// TestParkedSocketNumberReused: a parked connection cut from outside
+// leaves the poller's set with its socket; the next accepted socket may
+// get the same number, and parks and wakes as its own (registrations are
+// keyed by connection id, not by socket number).
+func TestParkedSocketNumberReused(t *testing.T) {
+	te := startEdge(t, true, nil)
+	fdOf := func(c *conn) (fd uintptr) {
+		c.raw.Control(func(s uintptr) { fd = s })
+		return fd
+	}
+	a := te.dialJoin(t, "a", "")
+	waitFor(t, "a to park", func() bool { return te.parked() == 1 })
+	ca := serverConns(te)[0]
+	fdA := fdOf(ca)
+	ca.cutOff()
+	closed(t, a)
+	a.CloseNow() // frees the client's socket number too
+	waitFor(t, "a to end", func() bool { return te.conns() == 0 })
+
+	b := te.dialJoin(t, "b", "")
+	waitFor(t, "b to park", func() bool { return te.parked() == 1 })
+	if fdB := fdOf(serverConns(te)[0]); fdB != fdA {
+		t.Logf("b's socket is %d, a's was %d: not reused this time", fdB, fdA)
+	}
+	for id := range uint64(3) {
+		if err := b.Send(context.Background(), &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: id}}}); err != nil {
+			t.Fatal(err)
+		}
+		if p := next(t, b, func(f *corralv1.ServerFrame) bool { return f.GetPong() != nil }); p.GetPong().GetId() != id {
+			t.Fatalf("pong %v", p)
+		}
+		waitFor(t, "b to park again", func() bool { return te.parked() == 1 })
+	}
+}
+
+// serverConns are the edge's connections.
+func serverConns(te *testEdge) []*conn {
+	te.e.mu.Lock()
+	defer te.e.mu.Unlock()
+	var cs []*conn
+	for c := range te.e.conns {
+		cs = append(cs, c)
+	}
+	return cs
+}
