@@ -26,7 +26,8 @@ import (
 //     control frames (close, pong: a server's header is 2 bytes for a
 //     payload of at most 125, so one write(2) each): the edge frames its
 //     data messages itself and writes each one to the socket in one call
-//     (see conn.writeLoop).
+//     (see conn.push and conn.writeLoop). Both write through the
+//     connection's wire.
 const (
 	readBufferSize    = 1 << 10
 	headerBufferSize  = 16
@@ -41,6 +42,7 @@ var readBufs = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
 type hijacker struct {
 	http.ResponseWriter
 	nc   net.Conn      // set by Hijack
+	wire *wire         // every write to nc
 	sock *sock         // what coder/websocket reads, through br
 	br   *bufio.Reader // coder/websocket's reader
 }
@@ -64,11 +66,11 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		b, _ := brw.Reader.Peek(n)
 		s.early = bytes.Clone(b)
 	}
-	h.nc, h.sock = nc, s
+	h.nc, h.sock, h.wire = nc, s, newWire(nc)
 	// coder/websocket takes what this reader has buffered (nothing), then
 	// reads the returned net.Conn through it: sock.
 	h.br = bufio.NewReaderSize(s, headerBufferSize)
-	return s, bufio.NewReadWriter(h.br, bufio.NewWriterSize(nc, controlBufferSize)), nil
+	return s, bufio.NewReadWriter(h.br, bufio.NewWriterSize(h.wire, controlBufferSize)), nil
 }
 
 // sock is the hijacked connection as coder/websocket reads it. A read

@@ -24,6 +24,8 @@ import (
 type conn struct {
 	e  *Edge
 	ws *websocket.Conn
+	// wire carries every write to nc (see wire.go).
+	wire *wire
 	// nc is ws's network connection. writeLoop writes data messages to it
 	// directly, framed by the edge (see frameMessage), each in one
 	// Write; coder/websocket writes only control frames (close, pong),
@@ -97,6 +99,7 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 		e:      e,
 		ws:     ws,
 		nc:     hj.nc,
+		wire:   hj.wire,
 		br:     hj.br,
 		sock:   hj.sock,
 		opcode: opText,
@@ -422,6 +425,27 @@ func (c *conn) push(b []byte, kind pushKind, room string, batch *corralv1.Batch)
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
+	if kind != pushReplay && len(c.queue) == 0 && !c.writing && !c.ended {
+		// No writer and nothing queued: try b on the socket right away.
+		switch c.writeNow(b) {
+		case writeDone:
+			c.mu.Unlock()
+			return true
+		case writeTail:
+			// The socket took part of b: the writer writes the rest.
+			start := c.startWriterLocked()
+			c.mu.Unlock()
+			c.kick(start, false)
+			return true
+		case writeFailed:
+			c.writing = true // no writer ever again, as in writeLoop
+			c.mu.Unlock()
+			// Not on this goroutine, which may be fanning a room out.
+			go c.cutOff()
+			return false
+		}
+		// writeNone: the socket is full or busy; queue b.
+	}
 	c.queue = append(c.queue, b)
 	if kind == pushReplay {
 		c.replayed++
@@ -438,6 +462,34 @@ func (c *conn) push(b []byte, kind pushKind, room string, batch *corralv1.Batch)
 	c.mu.Unlock()
 	c.kick(start, wake)
 	return true
+}
+
+type writeResult int
+
+const (
+	writeNone   writeResult = iota // nothing written: queue the frame
+	writeDone                      // written in full
+	writeTail                      // partly written: the wire keeps the rest
+	writeFailed                    // the socket failed
+)
+
+// writeNow frames b as one WebSocket message and writes it without
+// blocking, on the pushing goroutine: a room's fan-out then costs one
+// write(2) per member and no writer wake-up. mu must be held, with no
+// writer running and nothing queued, so that b cannot overtake a frame.
+func (c *conn) writeNow(b []byte) writeResult {
+	bp := writeBufs.Get().(*[]byte)
+	buf := append((*bp)[:maxFrameHeader], b...)
+	r := c.wire.tryWrite(frameMessage(buf, c.opcode))
+	if cap(buf) <= 64<<10 {
+		*bp = buf[:0]
+		writeBufs.Put(bp)
+	}
+	if r == writeDone || r == writeTail {
+		c.e.metrics.framesPerFlush.Observe(1)
+		c.lastFlush.Store(time.Now().UnixNano())
+	}
+	return r
 }
 
 // signal tells the writer the queue changed, starting one if none runs.
@@ -556,6 +608,16 @@ func (c *conn) writeLoop() {
 			idle.Stop()
 		}
 	}()
+	if c.wire.pending() {
+		// The end of a message pushed without blocking.
+		c.writeStart.Store(time.Now().UnixNano())
+		err := c.wire.flush()
+		c.writeStart.Store(0)
+		if err != nil {
+			c.cutOff()
+			return
+		}
+	}
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 && !c.closing {
@@ -604,7 +666,7 @@ func (c *conn) writeLoop() {
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
 			now := time.Now().UnixNano()
 			c.writeStart.Store(now)
-			_, err := c.nc.Write(msg)
+			_, err := c.wire.Write(msg)
 			c.writeStart.Store(0)
 			if cap(buf) <= 64<<10 { // do not pin a large buffer
 				*bp = buf[:0]
