@@ -109,10 +109,14 @@ func (f *fleet) dial(ctx context.Context, i int, scheduled time.Time) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.dialTTL)
 	defer cancel()
+	if f.presence != nil {
+		m.pres = new(presenceCount) // counted once connected
+	}
 	start := time.Now()
 	f.r.sentOne(scheduled)
 	c, err := client.Dial(ctx, f.r.o.Target.WS, client.Options{
-		Token: token, Encoding: f.r.o.Encoding, FrameBuffer: frameBuffer,
+		Token: token, Encoding: f.r.o.Encoding,
+		OnFrame: func(fr *corralv1.ServerFrame) { f.handle(m, fr) },
 	})
 	if err != nil {
 		f.r.fail("connect:"+dialErrorKind(err), 0)
@@ -120,7 +124,7 @@ func (f *fleet) dial(ctx context.Context, i int, scheduled time.Time) bool {
 	}
 	var j *corralv1.Joined
 	if f.presence != nil {
-		m.pres = f.presence.add()
+		f.presence.add(m.pres)
 		j, err = c.JoinPresence(ctx, m.room, []byte(`{"name":"`+m.name+`"}`))
 	} else {
 		j, err = c.Join(ctx, m.room, 0, "")
@@ -153,37 +157,43 @@ func (f *fleet) all() []*member {
 	return append([]*member(nil), f.members...)
 }
 
-// consume reads m's frames until its connection ends.
+// handle takes one of m's frames, on m's connection's read goroutine
+// (client.Options.OnFrame: no hand-off per delivery).
+func (f *fleet) handle(m *member, fr *corralv1.ServerFrame) {
+	switch k := fr.GetKind().(type) {
+	case *corralv1.ServerFrame_Message:
+		msg := k.Message
+		if t, ok := sentTime(msg.GetPayload()); ok {
+			f.r.delivered(t, time.Now())
+		}
+		m.got = append(m.got, entry{msg.GetSeq(), msg.GetId()})
+		if msg.GetSeq() > m.last.Load() {
+			m.last.Store(msg.GetSeq())
+		}
+	case *corralv1.ServerFrame_Signal:
+		if f.signal != nil {
+			f.signal(m, k.Signal, time.Now())
+		}
+	case *corralv1.ServerFrame_Presence:
+		if m.pres != nil {
+			m.pres.observe(f.r.o.Encoding, fr)
+		}
+	case *corralv1.ServerFrame_Reset_:
+		m.resets++
+		f.r.fail("reset", 0)
+	case *corralv1.ServerFrame_Error:
+		if k.Error.GetRef() == "" {
+			f.r.fail("error:"+codeName(k.Error.GetCode()), 0)
+		}
+	}
+}
+
+// consume waits until m's connection ends (its frames go to handle) and
+// counts how it ended.
 func (f *fleet) consume(m *member) {
 	defer f.consumers.Done()
 	defer close(m.done)
-	for fr := range m.conn.Frames() {
-		switch k := fr.GetKind().(type) {
-		case *corralv1.ServerFrame_Message:
-			msg := k.Message
-			if t, ok := sentTime(msg.GetPayload()); ok {
-				f.r.delivered(t, time.Now())
-			}
-			m.got = append(m.got, entry{msg.GetSeq(), msg.GetId()})
-			if msg.GetSeq() > m.last.Load() {
-				m.last.Store(msg.GetSeq())
-			}
-		case *corralv1.ServerFrame_Signal:
-			if f.signal != nil {
-				f.signal(m, k.Signal, time.Now())
-			}
-		case *corralv1.ServerFrame_Presence:
-			if m.pres != nil {
-				m.pres.observe(f.r.o.Encoding, fr)
-			}
-		case *corralv1.ServerFrame_Reset_:
-			m.resets++
-			f.r.fail("reset", 0)
-		case *corralv1.ServerFrame_Error:
-			if k.Error.GetRef() == "" {
-				f.r.fail("error:"+codeName(k.Error.GetCode()), 0)
-			}
-		}
+	for range m.conn.Frames() {
 	}
 	if !m.closed.Load() {
 		kind := "close:lost"

@@ -51,12 +51,11 @@ type presenceTally struct {
 	counts []*presenceCount
 }
 
-func (t *presenceTally) add() *presenceCount {
-	pc := new(presenceCount)
+// add counts pc's member.
+func (t *presenceTally) add(pc *presenceCount) {
 	t.mu.Lock()
 	t.counts = append(t.counts, pc)
 	t.mu.Unlock()
-	return pc
 }
 
 // stats sums the counts.

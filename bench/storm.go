@@ -433,7 +433,8 @@ func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsUR
 	}
 	var j *corralv1.Joined
 	if f.presence != nil {
-		m.pres = f.presence.add()
+		m.pres = new(presenceCount)
+		f.presence.add(m.pres)
 		j, err = sess.JoinPresence(dctx, m.room, []byte(`{"name":"`+m.name+`"}`))
 	} else {
 		j, err = sess.Join(dctx, m.room)
