@@ -1,0 +1,84 @@
+package client_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+)
+
+// TestOnFrame: with Options.OnFrame every frame reaches the function, in
+// order, and none reaches Frames, which is closed when the connection
+// ends; requests (Join, Publish) still get their answers. Both encodings,
+// messages of several sizes (the reader reuses its buffer).
+func TestOnFrame(t *testing.T) {
+	node := startCorral(t, nil)
+	url := "ws://" + node.Addr() + "/ws"
+	for _, enc := range []protocol.Encoding{protocol.JSON, protocol.Proto} {
+		t.Run(enc.String(), func(t *testing.T) {
+			ctx := testCtx(t)
+			var mu sync.Mutex
+			var got []*corralv1.Message
+			c, err := client.Dial(ctx, url, client.Options{Token: "reader", Encoding: enc, OnFrame: func(f *corralv1.ServerFrame) {
+				if m := f.GetMessage(); m != nil {
+					mu.Lock()
+					got = append(got, m)
+					mu.Unlock()
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			room := "onframe-" + enc.String()
+			if _, err := c.Join(ctx, room, 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			pub, err := client.Dial(ctx, url, client.Options{Token: "writer", Encoding: enc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.CloseNow()
+			if _, err := pub.Join(ctx, room, 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			const n = 50
+			for i := range n {
+				payload := fmt.Sprintf(`{"i":%d,"pad":"%0*d"}`, i, (i*97)%3000, 0)
+				if _, err := pub.Publish(ctx, room, fmt.Sprint(i), []byte(payload)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A request made while frames flow through OnFrame.
+			if _, err := c.Publish(ctx, room, "last", []byte(`{"last":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				mu.Lock()
+				k := len(got)
+				mu.Unlock()
+				if k >= n+1 || time.Now().After(deadline) {
+					break
+				}
+			}
+			c.Close()
+			for range c.Frames() {
+				t.Fatal("a frame reached Frames with OnFrame set")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != n+1 {
+				t.Fatalf("OnFrame saw %d messages, want %d", len(got), n+1)
+			}
+			for i, m := range got[:n] {
+				want := fmt.Sprintf(`{"i":%d,"pad":"%0*d"}`, i, (i*97)%3000, 0)
+				if m.GetSeq() != uint64(i+1) || string(m.GetPayload()) != want {
+					t.Fatalf("message %d: seq %d, payload %.30q; want seq %d, %.30q", i, m.GetSeq(), m.GetPayload(), i+1, want)
+				}
+			}
+		})
+	}
+}
