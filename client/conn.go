@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -69,7 +71,13 @@ type Conn struct {
 	frames  chan *corralv1.ServerFrame
 	onFrame func(*corralv1.ServerFrame) // Options.OnFrame
 	rbuf    []byte                      // the reader's message buffer
-	done    chan struct{}
+	// raw is the TCP connection and fr reads frames from it, when the
+	// connection reads without coder/websocket (see wire.go); nil
+	// otherwise. closeSent: this side sent its close frame.
+	raw       *upgradeConn
+	fr        *frameReader
+	closeSent atomic.Bool
+	done      chan struct{}
 
 	writeMu sync.Mutex // one writer at a time
 
@@ -93,10 +101,15 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 			url += "?resume=1"
 		}
 	}
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+	hc, dctx := opts.HTTPClient, ctx
+	slot := new(dialSlot)
+	if rc := rawClient(url, opts.HTTPClient); rc != nil {
+		hc, dctx = rc, context.WithValue(ctx, slotKey{}, slot)
+	}
+	ws, _, err := websocket.Dial(dctx, url, &websocket.DialOptions{
 		Subprotocols: []string{sub},
 		HTTPHeader:   opts.Header,
-		HTTPClient:   opts.HTTPClient,
+		HTTPClient:   hc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", url, err)
@@ -126,6 +139,19 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	}
 	if c.enc == protocol.Proto {
 		c.typ = websocket.MessageBinary
+	}
+	if slot.c != nil && slot.c.done {
+		// The upgrade went over a connection of our own dialing (not one
+		// the transport kept from an earlier request): read it directly.
+		c.raw, c.fr = slot.c, newFrameReader(slot.c, limit)
+		// Until the welcome, reads end with ctx.
+		stop := context.AfterFunc(ctx, func() { c.raw.SetReadDeadline(time.Unix(1, 0)) })
+		defer func() {
+			if !stop() && ctx.Err() != nil {
+				return // Dial fails with ctx
+			}
+			c.raw.SetReadDeadline(time.Time{})
+		}()
 	}
 	hello := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
 		Token: opts.Token, Client: "corral-go", Resume: opts.Resume,
@@ -160,6 +186,12 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 			ws.CloseNow()
 			return nil, fmt.Errorf("client: expected welcome, got %v", f)
 		}
+	}
+	if c.raw != nil && ctx.Err() != nil {
+		// ctx ended as the welcome came: the deadline it set may be
+		// about to cut reads.
+		ws.CloseNow()
+		return nil, ctx.Err()
 	}
 	for _, f := range rest {
 		c.deliver(f)
@@ -266,8 +298,37 @@ func (e *ServerError) Error() string {
 
 // Close closes the connection normally.
 func (c *Conn) Close() error {
-	err := c.ws.Close(websocket.StatusNormalClosure, "")
+	if c.raw == nil {
+		err := c.ws.Close(websocket.StatusNormalClosure, "")
+		<-c.done
+		return err
+	}
+	// Say close, wait (at most 5 s) for the server's, which ends the
+	// reader, then close the socket.
+	var err error
+	if c.closeSent.CompareAndSwap(false, true) {
+		err = c.writeControl(opClose, closePayload(websocket.StatusNormalClosure, ""))
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		err = errors.New("client: no close frame from the server within 5s")
+	}
+	c.ws.CloseNow()
 	<-c.done
+	return err
+}
+
+// writeControl writes a control frame on the raw connection, between the
+// data frames coder/websocket writes.
+func (c *Conn) writeControl(op byte, payload []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.raw.Write(appendControl(nil, op, payload))
+	c.raw.SetWriteDeadline(time.Time{})
 	return err
 }
 
@@ -278,6 +339,17 @@ func (c *Conn) CloseNow() {
 }
 
 func (c *Conn) readOne(ctx context.Context) (*corralv1.ServerFrame, error) {
+	if c.fr != nil {
+		data, err := c.readRaw()
+		if err != nil {
+			return nil, err
+		}
+		f := new(corralv1.ServerFrame)
+		if err := protocol.DecodeServer(c.enc, data, f); err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
 	_, r, err := c.ws.Reader(ctx)
 	if err != nil {
 		return nil, c.closeError(err)
@@ -305,6 +377,55 @@ func (c *Conn) readOne(ctx context.Context) (*corralv1.ServerFrame, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// readRaw reads the next data message from the raw connection, answering
+// pings and the server's close on the way. Its errors are *CloseError; on
+// one the socket is closed.
+func (c *Conn) readRaw() ([]byte, error) {
+	for {
+		op, p, err := c.fr.message()
+		if err != nil {
+			switch {
+			case errors.Is(err, errProtocol):
+				c.closeWith(websocket.StatusProtocolError, err.Error())
+			case errors.Is(err, errTooBig):
+				c.closeWith(websocket.StatusMessageTooBig, "message over the read limit")
+			}
+			c.ws.CloseNow()
+			return nil, c.closeError(err)
+		}
+		switch op {
+		case opPing:
+			if err := c.writeControl(opPong, p); err != nil {
+				c.ws.CloseNow()
+				return nil, c.closeError(err)
+			}
+		case opPong:
+		case opClose:
+			ce, err := parseClose(p)
+			if err != nil {
+				c.closeWith(websocket.StatusProtocolError, err.Error())
+				c.ws.CloseNow()
+				return nil, c.closeError(err)
+			}
+			// Echo it (unless this side closed first), then close the
+			// socket: the close handshake is done.
+			c.closeWith(ce.Code, "")
+			c.ws.CloseNow()
+			return nil, c.closeError(ce)
+		default:
+			return p, nil
+		}
+	}
+}
+
+// closeWith sends a close frame, once, on the raw connection; errors are
+// of no use to a connection that is ending.
+func (c *Conn) closeWith(code websocket.StatusCode, reason string) {
+	if c.closeSent.CompareAndSwap(false, true) {
+		_ = c.writeControl(opClose, closePayload(code, reason))
+	}
 }
 
 func (c *Conn) closeError(err error) *CloseError {

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -11,74 +12,100 @@ import (
 	"github.com/corral-rt/corral/protocol"
 )
 
+// wrappedTransport is an http.RoundTripper that is not an *http.Transport:
+// a client given it reads through coder/websocket.
+type wrappedTransport struct{ http.RoundTripper }
+
 // TestOnFrame: with Options.OnFrame every frame reaches the function, in
 // order, and none reaches Frames, which is closed when the connection
-// ends; requests (Join, Publish) still get their answers. Both encodings,
-// messages of several sizes (the reader reuses its buffer).
+// ends; requests (Join, Publish) still get their answers; Close completes
+// the close handshake. Both encodings, messages of several sizes (the
+// reader reuses its buffer), both ways of reading (the connection's own
+// frame reader, and coder/websocket's).
 func TestOnFrame(t *testing.T) {
 	node := startCorral(t, nil)
 	url := "ws://" + node.Addr() + "/ws"
 	for _, enc := range []protocol.Encoding{protocol.JSON, protocol.Proto} {
-		t.Run(enc.String(), func(t *testing.T) {
-			ctx := testCtx(t)
-			var mu sync.Mutex
-			var got []*corralv1.Message
-			c, err := client.Dial(ctx, url, client.Options{Token: "reader", Encoding: enc, OnFrame: func(f *corralv1.ServerFrame) {
-				if m := f.GetMessage(); m != nil {
-					mu.Lock()
-					got = append(got, m)
-					mu.Unlock()
-				}
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			room := "onframe-" + enc.String()
-			if _, err := c.Join(ctx, room, 0, ""); err != nil {
-				t.Fatal(err)
-			}
-			pub, err := client.Dial(ctx, url, client.Options{Token: "writer", Encoding: enc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.CloseNow()
-			if _, err := pub.Join(ctx, room, 0, ""); err != nil {
-				t.Fatal(err)
-			}
-			const n = 50
-			for i := range n {
-				payload := fmt.Sprintf(`{"i":%d,"pad":"%0*d"}`, i, (i*97)%3000, 0)
-				if _, err := pub.Publish(ctx, room, fmt.Sprint(i), []byte(payload)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// A request made while frames flow through OnFrame.
-			if _, err := c.Publish(ctx, room, "last", []byte(`{"last":true}`)); err != nil {
-				t.Fatal(err)
-			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				mu.Lock()
-				k := len(got)
-				mu.Unlock()
-				if k >= n+1 || time.Now().After(deadline) {
-					break
-				}
-			}
-			c.Close()
-			for range c.Frames() {
-				t.Fatal("a frame reached Frames with OnFrame set")
-			}
+		for _, raw := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/raw=%v", enc, raw), func(t *testing.T) { testOnFrame(t, url, enc, raw) })
+		}
+	}
+}
+
+func testOnFrame(t *testing.T, url string, enc protocol.Encoding, raw bool) {
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var got []*corralv1.Message
+	var hc *http.Client
+	if !raw {
+		hc = &http.Client{Transport: wrappedTransport{http.DefaultTransport}}
+	}
+	c, err := client.Dial(ctx, url, client.Options{Token: "reader", Encoding: enc, HTTPClient: hc, OnFrame: func(f *corralv1.ServerFrame) {
+		if m := f.GetMessage(); m != nil {
 			mu.Lock()
-			defer mu.Unlock()
-			if len(got) != n+1 {
-				t.Fatalf("OnFrame saw %d messages, want %d", len(got), n+1)
-			}
-			for i, m := range got[:n] {
-				want := fmt.Sprintf(`{"i":%d,"pad":"%0*d"}`, i, (i*97)%3000, 0)
-				if m.GetSeq() != uint64(i+1) || string(m.GetPayload()) != want {
-					t.Fatalf("message %d: seq %d, payload %.30q; want seq %d, %.30q", i, m.GetSeq(), m.GetPayload(), i+1, want)
-				}
-			}
-		})
+			got = append(got, m)
+			mu.Unlock()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.ReadsRaw(c) != raw {
+		t.Fatalf("reads raw: %v, want %v", client.ReadsRaw(c), raw)
+	}
+	room := fmt.Sprintf("onframe-%s-%v", enc, raw)
+	if _, err := c.Join(ctx, room, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := client.Dial(ctx, url, client.Options{Token: "writer", Encoding: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.CloseNow()
+	if _, err := pub.Join(ctx, room, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		payload := fmt.Sprintf(`{"i":%d,"pad":"%0*d"}`, i, (i*97)%3000, 0)
+		if _, err := pub.Publish(ctx, room, fmt.Sprint(i), []byte(payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A request made while frames flow through OnFrame.
+	if _, err := c.Publish(ctx, room, "last", []byte(`{"last":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		k := len(got)
+		mu.Unlock()
+		if k >= n+1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("Close took %v: no close handshake", took)
+	}
+	if e := c.Err(); e == nil || e.Code != 1000 {
+		t.Fatalf("after Close: %v, want a normal closure", e)
+	}
+	for range c.Frames() {
+		t.Fatal("a frame reached Frames with OnFrame set")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n+1 {
+		t.Fatalf("OnFrame saw %d messages, want %d", len(got), n+1)
+	}
+	for i, m := range got[:n] {
+		want := fmt.Sprintf(`{"i":%d,"pad":"%0*d"}`, i, (i*97)%3000, 0)
+		if m.GetSeq() != uint64(i+1) || string(m.GetPayload()) != want {
+			t.Fatalf("message %d: seq %d, payload %.30q; want seq %d, %.30q", i, m.GetSeq(), m.GetPayload(), i+1, want)
+		}
 	}
 }

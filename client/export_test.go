@@ -8,3 +8,7 @@ func BackoffWithRand(b Backoff, r *rand.Rand) Backoff {
 	b.rng = r
 	return b
 }
+
+// ReadsRaw reports whether c reads its frames itself rather than through
+// coder/websocket (see wire.go).
+func ReadsRaw(c *Conn) bool { return c.raw != nil }
