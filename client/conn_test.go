@@ -1,9 +1,12 @@
 package client_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,5 +110,33 @@ func testOnFrame(t *testing.T, url string, enc protocol.Encoding, raw bool) {
 		if m.GetSeq() != uint64(i+1) || string(m.GetPayload()) != want {
 			t.Fatalf("message %d: seq %d, payload %.30q; want seq %d, %.30q", i, m.GetSeq(), m.GetPayload(), i+1, want)
 		}
+	}
+}
+
+// TestDialHonoursDefaultClient: with no HTTPClient a connection dials
+// through http.DefaultClient's transport (corral bench replaces it to
+// spread source addresses), and still reads its frames itself.
+func TestDialHonoursDefaultClient(t *testing.T) {
+	node := startCorral(t, nil)
+	var dials atomic.Int64
+	d := net.Dialer{}
+	prev := http.DefaultClient
+	http.DefaultClient = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+	defer func() { http.DefaultClient = prev }()
+	c, err := client.Dial(testCtx(t), "ws://"+node.Addr()+"/ws", client.Options{Token: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if dials.Load() != 1 {
+		t.Fatalf("%d dials through http.DefaultClient's transport, want 1", dials.Load())
+	}
+	if !client.ReadsRaw(c) {
+		t.Fatal("the connection reads through coder/websocket")
 	}
 }

@@ -79,27 +79,38 @@ func (u *upgradeConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// rawClients maps an HTTPClient (nil: the default) to its copy whose
-// transport records the connections it dials for upgrades.
-var rawClients sync.Map // *http.Client -> *http.Client
+// rawClients maps an HTTPClient to its copy whose transport records the
+// connections it dials for upgrades; at most maxRawClients of them (past
+// that, each Dial makes its own copy).
+var (
+	rawMu      sync.Mutex
+	rawClients = map[*http.Client]*http.Client{}
+)
+
+const maxRawClients = 64
 
 // rawClient returns the client to upgrade url with so that its connection
-// can be read directly, or nil when it cannot be.
+// can be read directly, or nil when it cannot be. hc nil is
+// http.DefaultClient, as for coder/websocket.
 func rawClient(url string, hc *http.Client) *http.Client {
 	if !strings.HasPrefix(url, "ws://") && !strings.HasPrefix(url, "http://") {
 		return nil // TLS below the frames
 	}
-	base := http.DefaultTransport
-	key := hc
-	if hc != nil && hc.Transport != nil {
-		base = hc.Transport
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
 	}
 	t, ok := base.(*http.Transport)
 	if !ok {
 		return nil
 	}
-	if v, ok := rawClients.Load(key); ok {
-		return v.(*http.Client)
+	rawMu.Lock()
+	defer rawMu.Unlock()
+	if out, ok := rawClients[hc]; ok {
+		return out
 	}
 	t = t.Clone()
 	dial := t.DialContext
@@ -118,12 +129,11 @@ func rawClient(url string, hc *http.Client) *http.Client {
 		}
 		return c, nil
 	}
-	out := &http.Client{Transport: t}
-	if hc != nil {
-		out.CheckRedirect, out.Jar, out.Timeout = hc.CheckRedirect, hc.Jar, hc.Timeout
+	out := &http.Client{Transport: t, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
+	if len(rawClients) < maxRawClients {
+		rawClients[hc] = out
 	}
-	v, _ := rawClients.LoadOrStore(key, out)
-	return v.(*http.Client)
+	return out
 }
 
 // WebSocket opcodes (RFC 6455 §5.2).
