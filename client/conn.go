@@ -140,18 +140,14 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if c.enc == protocol.Proto {
 		c.typ = websocket.MessageBinary
 	}
+	var stopCut func() bool // ends Dial's hold of ctx over raw reads
 	if slot.c != nil && slot.c.done {
 		// The upgrade went over a connection of our own dialing (not one
 		// the transport kept from an earlier request): read it directly.
 		c.raw, c.fr = slot.c, newFrameReader(slot.c, limit)
 		// Until the welcome, reads end with ctx.
-		stop := context.AfterFunc(ctx, func() { c.raw.SetReadDeadline(time.Unix(1, 0)) })
-		defer func() {
-			if !stop() && ctx.Err() != nil {
-				return // Dial fails with ctx
-			}
-			c.raw.SetReadDeadline(time.Time{})
-		}()
+		stopCut = context.AfterFunc(ctx, func() { c.raw.SetReadDeadline(time.Unix(1, 0)) })
+		defer stopCut()
 	}
 	hello := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
 		Token: opts.Token, Client: "corral-go", Resume: opts.Resume,
@@ -187,11 +183,13 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 			return nil, fmt.Errorf("client: expected welcome, got %v", f)
 		}
 	}
-	if c.raw != nil && ctx.Err() != nil {
-		// ctx ended as the welcome came: the deadline it set may be
-		// about to cut reads.
-		ws.CloseNow()
-		return nil, ctx.Err()
+	if stopCut != nil {
+		if !stopCut() {
+			// ctx ended as the welcome came: its deadline cuts reads.
+			ws.CloseNow()
+			return nil, ctx.Err()
+		}
+		c.raw.SetReadDeadline(time.Time{})
 	}
 	for _, f := range rest {
 		c.deliver(f)

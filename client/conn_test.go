@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/protocol"
@@ -138,5 +141,31 @@ func TestDialHonoursDefaultClient(t *testing.T) {
 	}
 	if !client.ReadsRaw(c) {
 		t.Fatal("the connection reads through coder/websocket")
+	}
+}
+
+// TestDialEndsWithCtx: a server that upgrades and never says welcome
+// holds Dial only until ctx ends.
+func TestDialEndsWithCtx(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.SubprotocolJSON}})
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		<-hold
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := client.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", client.Options{Token: "u"})
+	if err == nil {
+		t.Fatal("dialed a server that never said welcome")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Dial took %v after its ctx ended", took)
 	}
 }
