@@ -36,7 +36,6 @@ type conn struct {
 	br     *bufio.Reader
 	sock   *sock
 	raw    syscall.RawConn
-	opcode byte // the WebSocket opcode of data messages: text or binary
 	enc    protocol.Encoding
 	remote string
 	id     uint64
@@ -102,16 +101,12 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 		wire:   hj.wire,
 		br:     hj.br,
 		sock:   hj.sock,
-		opcode: opText,
 		enc:    enc,
 		remote: remote,
 		id:     e.nextID.Add(1),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		limits: newLimiter(&e.cfg),
-	}
-	if enc == protocol.Proto {
-		c.opcode = opBinary
 	}
 	if e.poller != nil {
 		c.raw = rawConn(c.nc)
@@ -341,12 +336,12 @@ func (c *conn) readFailed(err error, beforeHello bool) bool {
 
 // sendFrame encodes f for this connection and queues it.
 func (c *conn) sendFrame(f *corralv1.ServerFrame) {
-	b, err := protocol.AppendServer(c.enc, nil, f)
+	e, err := encode(c.enc, f)
 	if err != nil {
 		c.e.cfg.Logger.Error("encode server frame", "err", err)
 		return
 	}
-	c.enqueue(b)
+	c.enqueue(e)
 }
 
 // refuse answers a client frame the edge cannot pass on now with an Error
@@ -374,18 +369,19 @@ func (c *conn) sendError(code corralv1.Code, msg string) {
 // alone. Replays are bounded by the room's history, which the client asked
 // for by joining or resuming; they do not count against the bounds of live
 // traffic, or a client far behind could never catch up.
-func (c *conn) enqueueReplay(b []byte) { c.push(b, pushReplay, "", nil) }
+func (c *conn) enqueueReplay(b []byte) { c.push(encoded{b: b}, pushReplay, "", nil) }
 
-// enqueue queues encoded frame bytes (which it never modifies). It never
+// enqueue queues an encoded frame (which it never modifies). It never
 // blocks: a connection whose queue is over its bounds is a slow consumer and
-// is closed with a hint to resume. It reports whether b was queued.
-func (c *conn) enqueue(b []byte) bool { return c.push(b, pushLive, "", nil) }
+// is closed with a hint to resume. It reports whether e was queued or
+// written.
+func (c *conn) enqueue(e encoded) bool { return c.push(e, pushLive, "", nil) }
 
-// enqueueSignals queues a room's signal batch (b is its encoding). If an
+// enqueueSignals queues a room's signal batch (e is its encoding). If an
 // earlier batch of the room is still queued, the two merge in its place,
 // latest value per key, encoded for this connection alone.
-func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, b []byte) {
-	c.push(b, pushSignals, room, batch)
+func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, e encoded) {
+	c.push(e, pushSignals, room, batch)
 }
 
 type pushKind uint8
@@ -399,7 +395,8 @@ const (
 // push is the one way into the queue: bounds, signal merging and waking
 // the writer happen in one critical section, so what sigAt points at is
 // always the entry it was recorded for.
-func (c *conn) push(b []byte, kind pushKind, room string, batch *corralv1.Batch) bool {
+func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch) bool {
+	b := e.b
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -425,9 +422,17 @@ func (c *conn) push(b []byte, kind pushKind, room string, batch *corralv1.Batch)
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
-	if kind != pushReplay && len(c.queue) == 0 && !c.writing && !c.ended {
-		// No writer and nothing queued: try b on the socket right away.
-		switch c.writeNow(b) {
+	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended {
+		// No writer and nothing queued: try the message on the socket
+		// right away, without blocking, on this goroutine (a room's
+		// fan-out then costs one write(2) per member and no writer
+		// wake-up). mu is held, so nothing can overtake it.
+		r := c.wire.tryWrite(e.msg)
+		if r == writeDone || r == writeTail {
+			c.e.metrics.framesPerFlush.Observe(1)
+			c.lastFlush.Store(time.Now().UnixNano())
+		}
+		switch r {
 		case writeDone:
 			c.mu.Unlock()
 			return true
@@ -462,34 +467,6 @@ func (c *conn) push(b []byte, kind pushKind, room string, batch *corralv1.Batch)
 	c.mu.Unlock()
 	c.kick(start, wake)
 	return true
-}
-
-type writeResult int
-
-const (
-	writeNone   writeResult = iota // nothing written: queue the frame
-	writeDone                      // written in full
-	writeTail                      // partly written: the wire keeps the rest
-	writeFailed                    // the socket failed
-)
-
-// writeNow frames b as one WebSocket message and writes it without
-// blocking, on the pushing goroutine: a room's fan-out then costs one
-// write(2) per member and no writer wake-up. mu must be held, with no
-// writer running and nothing queued, so that b cannot overtake a frame.
-func (c *conn) writeNow(b []byte) writeResult {
-	bp := writeBufs.Get().(*[]byte)
-	buf := append((*bp)[:maxFrameHeader], b...)
-	r := c.wire.tryWrite(frameMessage(buf, c.opcode))
-	if cap(buf) <= 64<<10 {
-		*bp = buf[:0]
-		writeBufs.Put(bp)
-	}
-	if r == writeDone || r == writeTail {
-		c.e.metrics.framesPerFlush.Observe(1)
-		c.lastFlush.Store(time.Now().UnixNano())
-	}
-	return r
 }
 
 // signal tells the writer the queue changed, starting one if none runs.
@@ -608,15 +585,14 @@ func (c *conn) writeLoop() {
 			idle.Stop()
 		}
 	}()
-	if c.wire.pending() {
-		// The end of a message pushed without blocking.
-		c.writeStart.Store(time.Now().UnixNano())
-		err := c.wire.flush()
-		c.writeStart.Store(0)
-		if err != nil {
-			c.cutOff()
-			return
-		}
+	// The end of a message pushed without blocking, if that is why the
+	// writer started.
+	c.writeStart.Store(time.Now().UnixNano())
+	err := c.wire.flush()
+	c.writeStart.Store(0)
+	if err != nil {
+		c.cutOff()
+		return
 	}
 	for {
 		c.mu.Lock()
@@ -662,7 +638,7 @@ func (c *conn) writeLoop() {
 			} else {
 				buf = protocol.AppendBatch(c.enc, buf, q)
 			}
-			msg := frameMessage(buf, c.opcode)
+			msg := frameMessage(buf, opcodeOf(c.enc))
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
 			now := time.Now().UnixNano()
 			c.writeStart.Store(now)

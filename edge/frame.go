@@ -1,6 +1,11 @@
 package edge
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+)
 
 // The edge writes its data messages to the socket itself (RFC 6455 §5.2):
 // a server's frames are unmasked, and each of corral's messages is one
@@ -38,4 +43,28 @@ func frameMessage(buf []byte, opcode byte) []byte {
 	start := maxFrameHeader - hl
 	copy(buf[start:], h[:hl])
 	return buf[start:]
+}
+
+// opcodeOf is the opcode of data messages in enc: text for JSON, binary
+// for proto.
+func opcodeOf(enc protocol.Encoding) byte {
+	if enc == protocol.Proto {
+		return opBinary
+	}
+	return opText
+}
+
+// encoded is a server frame encoded for one encoding, made once for every
+// recipient: b is the frame as queued (a writer may batch it with others),
+// msg the same bytes after their WebSocket header, ready for the socket.
+// b is a suffix of msg; neither is ever modified.
+type encoded struct{ b, msg []byte }
+
+// encode encodes f in enc, with its WebSocket header.
+func encode(enc protocol.Encoding, f *corralv1.ServerFrame) (encoded, error) {
+	buf, err := protocol.AppendServer(enc, make([]byte, maxFrameHeader, 128), f)
+	if err != nil {
+		return encoded{}, err
+	}
+	return encoded{b: buf[maxFrameHeader:], msg: frameMessage(buf, opcodeOf(enc))}, nil
 }

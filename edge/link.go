@@ -425,8 +425,9 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 	}
 }
 
-// deliverRoomLocked encodes a room frame once per encoding in use and
-// queues the same bytes on every local member. Lock must be held.
+// deliverRoomLocked encodes (and frames) a room frame once per encoding in
+// use and queues or writes the same bytes for every local member. Lock must
+// be held.
 func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
 	switch k := rf.GetFrame().GetKind().(type) {
 	case *corralv1.ServerFrame_Message:
@@ -443,22 +444,22 @@ func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
 	}
 	// A batch in a room frame is the room's signal flush.
 	batch := rf.GetFrame().GetBatch()
-	var encoded [2][]byte
+	var byEnc [2]encoded
 	for c := range members {
-		b := encoded[c.enc]
-		if b == nil {
+		e := byEnc[c.enc]
+		if e.b == nil {
 			var err error
-			b, err = protocol.AppendServer(c.enc, nil, rf.GetFrame())
+			e, err = encode(c.enc, rf.GetFrame())
 			if err != nil {
 				l.e.cfg.Logger.Error("encode room frame", "room", rf.GetRoom(), "err", err)
 				return
 			}
-			encoded[c.enc] = b
+			byEnc[c.enc] = e
 		}
 		if batch != nil {
-			c.enqueueSignals(rf.GetRoom(), batch, b)
+			c.enqueueSignals(rf.GetRoom(), batch, e)
 		} else {
-			c.enqueue(b)
+			c.enqueue(e)
 		}
 	}
 }

@@ -45,11 +45,11 @@ func decodeBatch(t *testing.T, b []byte) []*corralv1.ServerFrame {
 func TestSignalsMergeWhileQueued(t *testing.T) {
 	c := queueConn(t)
 	b1, e1 := signals("r", "cursor:a", `1`, "cursor:b", `1`)
-	c.enqueueSignals("r", b1, e1)
+	c.enqueueSignals("r", b1, encoded{b: e1})
 	b2, e2 := signals("r", "cursor:a", `2`)
-	c.enqueueSignals("r", b2, e2)
+	c.enqueueSignals("r", b2, encoded{b: e2})
 	msg := []byte(`{"message":{"room":"r","seq":1}}`)
-	c.enqueue(msg)
+	c.enqueue(encoded{b: msg})
 
 	c.mu.Lock()
 	q := c.takeLocked()
@@ -66,9 +66,9 @@ func TestSignalsMergeWhileQueued(t *testing.T) {
 	}
 
 	// After the take, a new batch is a new entry: the taken one is gone.
-	c.enqueue(msg)
+	c.enqueue(encoded{b: msg})
 	b3, e3 := signals("r", "cursor:a", `3`)
-	c.enqueueSignals("r", b3, e3)
+	c.enqueueSignals("r", b3, encoded{b: e3})
 	c.mu.Lock()
 	q = c.takeLocked()
 	c.mu.Unlock()
@@ -85,10 +85,10 @@ func TestReplayOutsideBounds(t *testing.T) {
 	for range 5 {
 		c.enqueueReplay([]byte(`{"batch":{}}`))
 	}
-	if !c.enqueue([]byte(`a`)) || !c.enqueue([]byte(`b`)) {
+	if !c.enqueue(encoded{b: []byte(`a`)}) || !c.enqueue(encoded{b: []byte(`b`)}) {
 		t.Fatal("live frames refused within the bound")
 	}
-	if c.enqueue([]byte(`c`)) {
+	if c.enqueue(encoded{b: []byte(`c`)}) {
 		t.Fatal("a live frame past the bound was queued")
 	}
 	c.mu.Lock()

@@ -33,11 +33,8 @@ func newWire(nc net.Conn) *wire {
 func (w *wire) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.tail) > 0 {
-		if _, err := w.nc.Write(w.tail); err != nil {
-			return 0, err
-		}
-		w.tail = nil
+	if err := w.flushLocked(); err != nil {
+		return 0, err
 	}
 	return w.nc.Write(p)
 }
@@ -46,6 +43,10 @@ func (w *wire) Write(p []byte) (int, error) {
 func (w *wire) flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.flushLocked()
+}
+
+func (w *wire) flushLocked() error {
 	if len(w.tail) > 0 {
 		if _, err := w.nc.Write(w.tail); err != nil {
 			return err
@@ -55,15 +56,15 @@ func (w *wire) flush() error {
 	return nil
 }
 
-// pending reports whether a tail waits to be written.
-func (w *wire) pending() bool {
-	if w == nil {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.tail) > 0
-}
+// writeResult is what tryWrite did.
+type writeResult int
+
+const (
+	writeNone   writeResult = iota // nothing written: queue the frame
+	writeDone                      // written in full
+	writeTail                      // partly written: the wire keeps the rest
+	writeFailed                    // the socket failed
+)
 
 // tryWrite writes p without blocking: writeNone, having written nothing,
 // when another write is in progress, a tail is waiting, or the socket has
@@ -72,7 +73,7 @@ func (w *wire) pending() bool {
 // written, e.g. by starting the writer); writeFailed when the socket
 // failed.
 func (w *wire) tryWrite(p []byte) writeResult {
-	if w == nil || w.raw == nil || !w.mu.TryLock() {
+	if w.raw == nil || !w.mu.TryLock() {
 		return writeNone
 	}
 	defer w.mu.Unlock()
