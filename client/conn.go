@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -70,7 +69,6 @@ type Conn struct {
 	welcome *corralv1.Welcome
 	frames  chan *corralv1.ServerFrame
 	onFrame func(*corralv1.ServerFrame) // Options.OnFrame
-	rbuf    []byte                      // the reader's message buffer
 	// raw is the TCP connection and fr reads frames from it, when the
 	// connection reads without coder/websocket (see wire.go); nil
 	// otherwise. closeSent: this side sent its close frame.
@@ -101,12 +99,12 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 			url += "?resume=1"
 		}
 	}
-	hc, dctx := opts.HTTPClient, ctx
-	slot := new(dialSlot)
-	if rc := rawClient(url, opts.HTTPClient); rc != nil {
-		hc, dctx = rc, context.WithValue(ctx, slotKey{}, slot)
+	hc := opts.HTTPClient
+	var dialed *upgradeConn
+	if rc := rawClient(url, opts.HTTPClient, &dialed); rc != nil {
+		hc = rc
 	}
-	ws, _, err := websocket.Dial(dctx, url, &websocket.DialOptions{
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		Subprotocols: []string{sub},
 		HTTPHeader:   opts.Header,
 		HTTPClient:   hc,
@@ -141,10 +139,10 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		c.typ = websocket.MessageBinary
 	}
 	var stopCut func() bool // ends Dial's hold of ctx over raw reads
-	if slot.c != nil && slot.c.done {
-		// The upgrade went over a connection of our own dialing (not one
-		// the transport kept from an earlier request): read it directly.
-		c.raw, c.fr = slot.c, newFrameReader(slot.c, limit)
+	if dialed != nil && dialed.done {
+		// The upgrade went over the connection rawClient dialed: read it
+		// directly.
+		c.raw, c.fr = dialed, newFrameReader(dialed, limit)
 		// Until the welcome, reads end with ctx.
 		stopCut = context.AfterFunc(ctx, func() { c.raw.SetReadDeadline(time.Unix(1, 0)) })
 		defer stopCut()
@@ -303,10 +301,7 @@ func (c *Conn) Close() error {
 	}
 	// Say close, wait (at most 5 s) for the server's, which ends the
 	// reader, then close the socket.
-	var err error
-	if c.closeSent.CompareAndSwap(false, true) {
-		err = c.writeControl(opClose, closePayload(websocket.StatusNormalClosure, ""))
-	}
+	err := c.closeWith(websocket.StatusNormalClosure, "")
 	t := time.NewTimer(5 * time.Second)
 	defer t.Stop()
 	select {
@@ -337,38 +332,15 @@ func (c *Conn) CloseNow() {
 }
 
 func (c *Conn) readOne(ctx context.Context) (*corralv1.ServerFrame, error) {
+	var data []byte
+	var err error
 	if c.fr != nil {
-		data, err := c.readRaw()
-		if err != nil {
-			return nil, err
-		}
-		f := new(corralv1.ServerFrame)
-		if err := protocol.DecodeServer(c.enc, data, f); err != nil {
-			return nil, err
-		}
-		return f, nil
+		data, err = c.readRaw()
+	} else if _, data, err = c.ws.Read(ctx); err != nil {
+		err = c.closeError(err)
 	}
-	_, r, err := c.ws.Reader(ctx)
 	if err != nil {
-		return nil, c.closeError(err)
-	}
-	// Into the reader's own buffer: decoding copies what it keeps.
-	data := c.rbuf[:0]
-	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-		n, err := r.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, c.closeError(err)
-		}
-	}
-	if cap(data) <= 64<<10 { // do not pin a large one
-		c.rbuf = data[:0]
+		return nil, err
 	}
 	f := new(corralv1.ServerFrame)
 	if err := protocol.DecodeServer(c.enc, data, f); err != nil {
@@ -377,12 +349,28 @@ func (c *Conn) readOne(ctx context.Context) (*corralv1.ServerFrame, error) {
 	return f, nil
 }
 
-// readRaw reads the next data message from the raw connection, answering
-// pings and the server's close on the way. Its errors are *CloseError; on
-// one the socket is closed.
+// readRaw reads the next data message from the raw connection (valid
+// until the next call: decoding copies what it keeps), answering pings and
+// the server's close on the way. Its errors are *CloseError; on one the
+// socket is closed.
 func (c *Conn) readRaw() ([]byte, error) {
 	for {
 		op, p, err := c.fr.message()
+		switch {
+		case err != nil:
+		case op == opPing:
+			err = c.writeControl(opPong, p)
+		case op == opClose:
+			var ce websocket.CloseError
+			if ce, err = parseClose(p); err == nil {
+				// Echo it (unless this side closed first): the close
+				// handshake is done.
+				c.closeWith(ce.Code, "")
+				err = ce
+			}
+		case op != opPong:
+			return p, nil
+		}
 		if err != nil {
 			switch {
 			case errors.Is(err, errProtocol):
@@ -393,37 +381,16 @@ func (c *Conn) readRaw() ([]byte, error) {
 			c.ws.CloseNow()
 			return nil, c.closeError(err)
 		}
-		switch op {
-		case opPing:
-			if err := c.writeControl(opPong, p); err != nil {
-				c.ws.CloseNow()
-				return nil, c.closeError(err)
-			}
-		case opPong:
-		case opClose:
-			ce, err := parseClose(p)
-			if err != nil {
-				c.closeWith(websocket.StatusProtocolError, err.Error())
-				c.ws.CloseNow()
-				return nil, c.closeError(err)
-			}
-			// Echo it (unless this side closed first), then close the
-			// socket: the close handshake is done.
-			c.closeWith(ce.Code, "")
-			c.ws.CloseNow()
-			return nil, c.closeError(ce)
-		default:
-			return p, nil
-		}
 	}
 }
 
-// closeWith sends a close frame, once, on the raw connection; errors are
-// of no use to a connection that is ending.
-func (c *Conn) closeWith(code websocket.StatusCode, reason string) {
-	if c.closeSent.CompareAndSwap(false, true) {
-		_ = c.writeControl(opClose, closePayload(code, reason))
+// closeWith sends a close frame on the raw connection, unless this side
+// already did.
+func (c *Conn) closeWith(code websocket.StatusCode, reason string) error {
+	if !c.closeSent.CompareAndSwap(false, true) {
+		return nil
 	}
+	return c.writeControl(opClose, closePayload(code, reason))
 }
 
 func (c *Conn) closeError(err error) *CloseError {

@@ -90,12 +90,9 @@ func testOnFrame(t *testing.T, url string, enc protocol.Encoding, raw bool) {
 			break
 		}
 	}
-	start := time.Now()
+	// Close fails when the server's close frame does not come back.
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
-	}
-	if took := time.Since(start); took > 4*time.Second {
-		t.Fatalf("Close took %v: no close handshake", took)
 	}
 	// coder/websocket's reader, racing its own close handshake, may
 	// report the closed socket instead: only the raw reader promises 1000.
@@ -162,12 +159,13 @@ func TestDialEndsWithCtx(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// Without ctx's hold over the read, Dial would wait until the test's
+	// own timeout.
 	_, err := client.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", client.Options{Token: "u"})
 	if err == nil {
 		t.Fatal("dialed a server that never said welcome")
 	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("Dial took %v after its ctx ended", took)
+	if ctx.Err() == nil {
+		t.Fatalf("Dial failed before its ctx ended: %v", err)
 	}
 }

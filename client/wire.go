@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -30,12 +29,6 @@ import (
 // pong) itself, under the same lock as its data frames. For wss:// (TLS
 // below the frames) and for an HTTPClient whose transport is not an
 // *http.Transport, the connection reads through coder/websocket as before.
-
-// dialSlot receives, through the request's context, the connection the
-// transport dialed for one Dial.
-type dialSlot struct{ c *upgradeConn }
-
-type slotKey struct{}
 
 // upgradeConn is the TCP connection of one upgrade. Until the end of the
 // response's header it hands net/http what it reads, but never a byte
@@ -79,20 +72,12 @@ func (u *upgradeConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// rawClients maps an HTTPClient to its copy whose transport records the
-// connections it dials for upgrades; at most maxRawClients of them (past
-// that, each Dial makes its own copy).
-var (
-	rawMu      sync.Mutex
-	rawClients = map[*http.Client]*http.Client{}
-)
-
-const maxRawClients = 64
-
 // rawClient returns the client to upgrade url with so that its connection
-// can be read directly, or nil when it cannot be. hc nil is
-// http.DefaultClient, as for coder/websocket.
-func rawClient(url string, hc *http.Client) *http.Client {
+// can be read directly, or nil when it cannot be: a copy of hc (nil is
+// http.DefaultClient, as for coder/websocket) whose transport, made for
+// this one upgrade, hands the connection it dials to *dialed. A fresh
+// transport also never takes a kept-alive connection instead of dialing.
+func rawClient(url string, hc *http.Client, dialed **upgradeConn) *http.Client {
 	if !strings.HasPrefix(url, "ws://") && !strings.HasPrefix(url, "http://") {
 		return nil // TLS below the frames
 	}
@@ -107,11 +92,6 @@ func rawClient(url string, hc *http.Client) *http.Client {
 	if !ok {
 		return nil
 	}
-	rawMu.Lock()
-	defer rawMu.Unlock()
-	if out, ok := rawClients[hc]; ok {
-		return out
-	}
 	t = t.Clone()
 	dial := t.DialContext
 	if dial == nil {
@@ -122,18 +102,11 @@ func rawClient(url string, hc *http.Client) *http.Client {
 		if err != nil {
 			return nil, err
 		}
-		if slot, ok := ctx.Value(slotKey{}).(*dialSlot); ok && slot.c == nil {
-			u := &upgradeConn{Conn: c}
-			slot.c = u
-			return u, nil
-		}
-		return c, nil
+		u := &upgradeConn{Conn: c}
+		*dialed = u
+		return u, nil
 	}
-	out := &http.Client{Transport: t, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
-	if len(rawClients) < maxRawClients {
-		rawClients[hc] = out
-	}
-	return out
+	return &http.Client{Transport: t, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
 }
 
 // WebSocket opcodes (RFC 6455 §5.2).
@@ -321,7 +294,7 @@ func closePayload(code websocket.StatusCode, reason string) []byte {
 		return nil
 	}
 	if len(reason) > 123 {
-		reason = reason[:123]
+		reason = strings.ToValidUTF8(reason[:123], "")
 	}
 	p := binary.BigEndian.AppendUint16(nil, uint16(code))
 	return append(p, reason...)
