@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -73,7 +74,7 @@ type Conn struct {
 	// connection reads without coder/websocket (see wire.go); nil
 	// otherwise. closeSent: this side sent its close frame.
 	raw       *upgradeConn
-	fr        *frameReader
+	fr        *wsframe.Reader
 	closeSent atomic.Bool
 	done      chan struct{}
 
@@ -142,7 +143,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	if dialed != nil && dialed.done {
 		// The upgrade went over the connection rawClient dialed: read it
 		// directly.
-		c.raw, c.fr = dialed, newFrameReader(dialed, limit)
+		c.raw, c.fr = dialed, wsframe.NewReader(dialed, limit)
 		// Until the welcome, reads end with ctx.
 		stopCut = context.AfterFunc(ctx, func() { c.raw.SetReadDeadline(time.Unix(1, 0)) })
 		defer stopCut()
@@ -320,7 +321,7 @@ func (c *Conn) writeControl(op byte, payload []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	_, err := c.raw.Write(appendControl(nil, op, payload))
+	_, err := c.raw.Write(wsframe.AppendControl(nil, op, payload))
 	c.raw.SetWriteDeadline(time.Time{})
 	return err
 }
@@ -355,12 +356,12 @@ func (c *Conn) readOne(ctx context.Context) (*corralv1.ServerFrame, error) {
 // socket is closed.
 func (c *Conn) readRaw() ([]byte, error) {
 	for {
-		op, p, err := c.fr.message()
+		op, p, err := c.fr.Message()
 		switch {
 		case err != nil:
-		case op == opPing:
-			err = c.writeControl(opPong, p)
-		case op == opClose:
+		case op == wsframe.OpPing:
+			err = c.writeControl(wsframe.OpPong, p)
+		case op == wsframe.OpClose:
 			var ce websocket.CloseError
 			if ce, err = parseClose(p); err == nil {
 				// Echo it (unless this side closed first): the close
@@ -368,14 +369,14 @@ func (c *Conn) readRaw() ([]byte, error) {
 				c.closeWith(ce.Code, "")
 				err = ce
 			}
-		case op != opPong:
+		case op != wsframe.OpPong:
 			return p, nil
 		}
 		if err != nil {
 			switch {
-			case errors.Is(err, errProtocol):
+			case errors.Is(err, wsframe.ErrProtocol):
 				c.closeWith(websocket.StatusProtocolError, err.Error())
-			case errors.Is(err, errTooBig):
+			case errors.Is(err, wsframe.ErrTooBig):
 				c.closeWith(websocket.StatusMessageTooBig, "message over the read limit")
 			}
 			c.ws.CloseNow()
@@ -390,7 +391,7 @@ func (c *Conn) closeWith(code websocket.StatusCode, reason string) error {
 	if !c.closeSent.CompareAndSwap(false, true) {
 		return nil
 	}
-	return c.writeControl(opClose, closePayload(code, reason))
+	return c.writeControl(wsframe.OpClose, closePayload(code, reason))
 }
 
 func (c *Conn) closeError(err error) *CloseError {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -27,7 +28,7 @@ type conn struct {
 	// wire carries every write to nc (see wire.go).
 	wire *wire
 	// nc is ws's network connection. writeLoop writes data messages to it
-	// directly, framed by the edge (see frameMessage), each in one
+	// directly, framed by the edge (see wsframe.Frame), each in one
 	// Write; coder/websocket writes only control frames (close, pong),
 	// each also in one Write, so frames never interleave.
 	nc net.Conn
@@ -632,13 +633,13 @@ func (c *conn) writeLoop() {
 			// One WebSocket message: the frame header, then the one
 			// queued frame or a batch of them, written in one call.
 			bp := writeBufs.Get().(*[]byte)
-			buf := (*bp)[:maxFrameHeader]
+			buf := (*bp)[:wsframe.MaxHeader]
 			if len(q) == 1 {
 				buf = append(buf, q[0]...)
 			} else {
 				buf = protocol.AppendBatch(c.enc, buf, q)
 			}
-			msg := frameMessage(buf, opcodeOf(c.enc))
+			msg := wsframe.Frame(buf, opcodeOf(c.enc))
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
 			now := time.Now().UnixNano()
 			c.writeStart.Store(now)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+	"github.com/corral-rt/corral/internal/wsframe"
 )
 
 // TestFrameMessage writes frames of each length class (7-bit, 16-bit and
@@ -26,13 +27,13 @@ func TestFrameMessage(t *testing.T) {
 			return
 		}
 		for i, n := range sizes {
-			op := byte(opText)
+			op := byte(wsframe.OpText)
 			if i%2 == 1 {
-				op = opBinary
+				op = wsframe.OpBinary
 			}
-			buf := make([]byte, maxFrameHeader, maxFrameHeader+n)
+			buf := make([]byte, wsframe.MaxHeader, wsframe.MaxHeader+n)
 			buf = append(buf, bytes.Repeat([]byte{byte('a' + i)}, n)...)
-			if _, err := hj.nc.Write(frameMessage(buf, op)); err != nil {
+			if _, err := hj.nc.Write(wsframe.Frame(buf, op)); err != nil {
 				t.Error(err)
 				return
 			}

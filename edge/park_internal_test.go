@@ -21,6 +21,7 @@ import (
 	"github.com/corral-rt/corral/core"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -287,11 +288,11 @@ func TestParkedDrain(t *testing.T) {
 func TestFrameAcrossParkAfter(t *testing.T) {
 	te := startEdge(t, true, nil)
 	hello, _ := protocol.AppendClient(protocol.JSON, nil, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: "u"}}})
-	rc := rawDial(t, te.srv.Listener.Addr().String(), maskedFrame(opText, hello))
+	rc := rawDial(t, te.srv.Listener.Addr().String(), maskedFrame(wsframe.OpText, hello))
 	rc.await(t, func(f *corralv1.ServerFrame) bool { return f.GetWelcome() != nil })
 	waitFor(t, "the reader to park", func() bool { return te.parked() == 1 })
 	ping, _ := protocol.AppendClient(protocol.JSON, nil, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: 9}}})
-	frame := maskedFrame(opText, ping)
+	frame := maskedFrame(wsframe.OpText, ping)
 	rc.write(t, frame[:1])
 	time.Sleep(parkAfter + 300*time.Millisecond)
 	rc.write(t, frame[1:3])
@@ -353,7 +354,7 @@ func (rc *rawClient) send(t *testing.T, f *corralv1.ClientFrame) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc.write(t, maskedFrame(opText, b))
+	rc.write(t, maskedFrame(wsframe.OpText, b))
 }
 
 // await reads server frames until keep accepts one.
@@ -380,7 +381,7 @@ func (rc *rawClient) await(t *testing.T, keep func(*corralv1.ServerFrame) bool) 
 		if _, err := io.ReadFull(rc.br, p); err != nil {
 			t.Fatal(err)
 		}
-		if h[0]&0x0f != opText {
+		if h[0]&0x0f != wsframe.OpText {
 			t.Fatalf("opcode %d (%q) while waiting", h[0]&0x0f, p)
 		}
 		var f corralv1.ServerFrame
@@ -401,7 +402,7 @@ func (rc *rawClient) await(t *testing.T, keep func(*corralv1.ServerFrame) bool) 
 
 // maskedFrame is one final client frame (clients mask, RFC 6455 §5.3).
 func maskedFrame(opcode byte, payload []byte) []byte {
-	b := []byte{finBit | opcode}
+	b := []byte{0x80 | opcode} // FIN
 	switch n := len(payload); {
 	case n <= 125:
 		b = append(b, 0x80|byte(n))
