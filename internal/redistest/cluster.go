@@ -101,7 +101,7 @@ func (c *Cluster) waitStable(ctx context.Context) {
 			}
 			owners, err := c.owners(ctx, n)
 			if err != nil || (ref != "" && owners != ref) {
-				ok, last = false, fmt.Sprintf("%s: owners disagree (%v)", n.srv.Addr(), err)
+				ok, last = false, fmt.Sprintf("%s: owners %q, first node's %q (%v)", n.srv.Addr(), owners, ref, err)
 				break
 			}
 			ref = owners
