@@ -20,9 +20,10 @@ import (
 //
 // When a connection breaks, or Redis Cluster moves a room's slot to
 // another node, the subscription subscribes the affected rooms again,
-// with backoff; messages published meanwhile are not delivered. After
-// that the handler is called once per such room with a nil message,
-// meaning "messages may have been missed: catch up from history".
+// with backoff; messages published meanwhile are not delivered. Then the
+// handler is called once per such room with a nil message, meaning
+// "messages may have been missed: catch up from history", before any
+// message the new subscription delivers.
 type Subscription struct {
 	r  *Redis
 	ps *pubsub.Subscriber

@@ -35,7 +35,8 @@ type Options struct {
 	OnMessage func(channel, message string)
 	// OnResubscribed is called once per channel in the set after the
 	// channel was subscribed again, on a new connection or on the node its
-	// slot moved to: messages published meanwhile were not delivered.
+	// slot moved to: messages published meanwhile were not delivered. It
+	// comes before any message of the new subscription.
 	OnResubscribed func(channel string)
 }
 
@@ -52,7 +53,11 @@ type Subscriber struct {
 	done   chan struct{} // closed when loop returns
 	once   sync.Once
 
-	hmu sync.Mutex // serializes handler calls
+	hmu sync.Mutex // serializes handler calls; guards gapped
+	// gapped are channels being subscribed again whose OnResubscribed is
+	// still due: it goes out before their first message on the new
+	// subscription, or once the subscription is confirmed.
+	gapped map[string]bool
 
 	mu sync.RWMutex // guards the following fields
 	// chans is the set.
@@ -517,6 +522,14 @@ func (s *Subscriber) resubscribe(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	s.hmu.Lock()
+	if s.gapped == nil {
+		s.gapped = make(map[string]bool)
+	}
+	for _, ch := range chans {
+		s.gapped[ch] = true
+	}
+	s.hmu.Unlock()
 	done, errs := s.subscribe(ctx, chans, nil)
 	var err error
 	if len(errs) > 0 {
@@ -528,13 +541,16 @@ func (s *Subscriber) resubscribe(ctx context.Context) error {
 			break
 		}
 	}
+	s.hmu.Lock()
 	for _, ch := range done {
-		s.hmu.Lock()
-		if s.has(ch) {
-			s.opts.OnResubscribed(ch)
-		}
-		s.hmu.Unlock()
+		s.signalGapLocked(ch)
 	}
+	for ch := range s.gapped {
+		if !s.has(ch) {
+			delete(s.gapped, ch) // left the set meanwhile
+		}
+	}
+	s.hmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("pubsub: subscribe again: %w", err)
 	}
@@ -758,8 +774,22 @@ func (s *Subscriber) readOwners(ctx context.Context) error {
 func (s *Subscriber) onMessage(m rueidis.PubSubMessage) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
+	s.signalGapLocked(m.Channel)
 	if s.has(m.Channel) {
 		s.opts.OnMessage(m.Channel, m.Message)
+	}
+}
+
+// signalGapLocked calls OnResubscribed for ch if it is due: once per
+// resubscription, before anything ch's new subscription delivers. hmu must
+// be held.
+func (s *Subscriber) signalGapLocked(ch string) {
+	if !s.gapped[ch] {
+		return
+	}
+	delete(s.gapped, ch)
+	if s.has(ch) {
+		s.opts.OnResubscribed(ch)
 	}
 }
 

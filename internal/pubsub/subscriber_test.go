@@ -3,7 +3,9 @@ package pubsub_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,4 +121,93 @@ func TestShardedConnectionLoss(t *testing.T) {
 	if n := len(h.msgs[chans[0]]); n != 2 {
 		t.Fatalf("%d messages on a removed channel, want 2", n)
 	}
+}
+
+// TestResubscribedBeforeMessages: while a publisher sends numbered
+// messages without pause, the subscriber's connection is killed twice;
+// every jump in the numbers it delivers must come after an
+// OnResubscribed, never before it (a consumer that catches up on that
+// signal would otherwise see the jump first).
+func TestResubscribedBeforeMessages(t *testing.T) {
+	addr := redistest.Start(t)
+	client := redistest.Client(t, addr)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var log []int // -1 for OnResubscribed
+	s, err := pubsub.New(ctx, client, pubsub.Options{
+		OnMessage: func(_, msg string) {
+			n, _ := strconv.Atoi(msg)
+			mu.Lock()
+			log = append(log, n)
+			mu.Unlock()
+		},
+		OnResubscribed: func(string) {
+			mu.Lock()
+			log = append(log, -1)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Add(ctx, "ch"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := client.Do(ctx, client.B().Publish().Channel("ch").Message(strconv.Itoa(i)).Build()).Error(); err != nil {
+				t.Errorf("publish: %v", err)
+				return
+			}
+			sent.Store(int64(i))
+		}
+	})
+	for kill := range 2 {
+		at := sent.Load()
+		waitFor(t, "traffic", func() bool { return sent.Load() >= at+200 })
+		if err := client.Do(ctx, client.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the resubscription", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			k := 0
+			for _, n := range log {
+				if n == -1 {
+					k++
+				}
+			}
+			return k > kill
+		})
+	}
+	at := sent.Load()
+	waitFor(t, "traffic after", func() bool { return sent.Load() >= at+200 })
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	prev, gap, jumps := 0, false, 0
+	for _, n := range log {
+		if n == -1 {
+			gap = true
+			continue
+		}
+		if n != prev+1 {
+			if !gap {
+				t.Fatalf("message %d after %d with no OnResubscribed between", n, prev)
+			}
+			jumps++
+		}
+		prev, gap = n, false
+	}
+	t.Logf("%d messages, %d jumps", len(log), jumps)
 }
