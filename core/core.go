@@ -35,7 +35,9 @@ type Core struct {
 	wg     sync.WaitGroup
 
 	mu sync.Mutex // guards the following fields
-	// rooms holds rooms that have members or work in flight.
+	// rooms holds rooms that have members or work in flight; a room
+	// without either is forgotten at once (releaseRoom), with the
+	// in-memory history's hold on it (roomHolder).
 	rooms map[string]*room
 	// live holds sessions attached to a connection, by session id.
 	live   map[string]*session
@@ -278,6 +280,9 @@ func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*roo
 		r = newRoom(c, name)
 		c.rooms[name] = r
 		c.metrics.rooms.Inc()
+		if h, ok := c.hist.(roomHolder); ok {
+			h.Hold(name)
+		}
 	}
 	r.refs++
 	c.mu.Unlock()
@@ -304,5 +309,18 @@ func (c *Core) releaseRoom(r *room) {
 	if r.empty() && c.rooms[r.name] == r {
 		delete(c.rooms, r.name)
 		c.metrics.rooms.Dec()
+		if h, ok := c.hist.(roomHolder); ok {
+			h.Release(r.name)
+		}
 	}
+}
+
+// roomHolder is a history store that keeps a room in process memory only
+// while it is held or has history (history.Memory). A room is held exactly
+// while it is in Core.rooms: one count per Core, taken and dropped under
+// c.mu, so its epoch stays while anyone here uses it and the room is
+// forgotten, everywhere at once, when nobody does.
+type roomHolder interface {
+	Hold(room string)
+	Release(room string)
 }

@@ -10,6 +10,10 @@
 //
 // Two stores implement [Store]: [Memory], a ring buffer per room for a single
 // process, and [Redis], a Redis Stream per room that several processes share.
+// Both forget a room's history after a lifetime without appends (TTL,
+// default 24h), after which the room starts over under a new epoch; Memory
+// also forgets at once a room that has no message and nobody holds, so
+// made-up room names cost nothing (see [Memory.Hold]).
 // In Redis one Lua script (append.lua) assigns the seq, stores, trims and
 // publishes each message, so the order on a room's pub/sub channel (see
 // [Redis.Subscribe]) equals seq order across all processes.

@@ -3,6 +3,8 @@ package history
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"sync"
@@ -18,19 +20,49 @@ type MemoryOptions struct {
 	MaxLen int
 	// DedupeWindow is how long a dedupe key is remembered; default 2m.
 	DedupeWindow time.Duration
+	// TTL is how long a room's history lives after its last append, or
+	// after it was last held (see [Memory.Hold]), whichever is later;
+	// default 24h, as [RedisOptions.TTL]. A room past it is forgotten
+	// and comes back under a new epoch.
+	TTL time.Duration
 	// Events, when set, receives the event of every appended message in
 	// the same step as the append, in seq order per room.
 	Events *events.Memory
 }
 
 // Memory is a [Store] in process memory: a ring buffer per room. Its epochs
-// are random per room and process, so a restart resets every room. Rooms are
-// kept until the store is dropped. All methods may be called concurrently.
+// are random per room and process, so a restart resets every room. All
+// methods may be called concurrently.
+//
+// Memory holds a room only while it is in use: while it is held (see
+// [Memory.Hold]) or while it has history younger than MemoryOptions.TTL.
+// A room that has neither is forgotten (evicted), with its epoch: when it
+// is used again it starts over at seq 1 under a new epoch, so a client
+// holding a position from before gets a reset, never a silent gap. Reads
+// (Read, ReadMany, State) of a room the store does not hold create
+// nothing: they report an empty history under the epoch the room would
+// be created with. That epoch is a hash of the room's name, a secret of
+// the store and a count of evictions of rooms that had messages: it stays
+// the same until such an eviction, and never repeats an epoch under which
+// the room had messages. (A room evicted without ever having had a
+// message may come back under its old epoch: a position in it cannot miss
+// anything.)
 type Memory struct {
 	maxLen int
 	window time.Duration
+	ttl    time.Duration
 	events *events.Memory // nil: no event log
-	rooms  sync.Map       // room name → *memRoom
+	rooms  sync.Map       // room name → *memRoom; see memRoom.dead
+	salt   [16]byte       // random: makes epochs unguessable and per store
+
+	// genMu orders epoch choices (read lock) against evictions of rooms
+	// with messages (write lock), so that a room created after such an
+	// eviction gets an epoch of the new generation.
+	genMu sync.RWMutex
+	gen   uint64 // guarded by genMu: evictions of rooms with messages
+
+	sweepMu   sync.Mutex // guards nextSweep; held by one sweep at a time
+	nextSweep time.Time
 }
 
 // NewMemory returns an empty in-process store.
@@ -41,7 +73,38 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.DedupeWindow <= 0 {
 		opts.DedupeWindow = 2 * time.Minute
 	}
-	return &Memory{maxLen: opts.MaxLen, window: opts.DedupeWindow, events: opts.Events}
+	if opts.TTL <= 0 {
+		opts.TTL = 24 * time.Hour
+	}
+	m := &Memory{
+		maxLen: opts.MaxLen, window: opts.DedupeWindow, ttl: opts.TTL, events: opts.Events,
+		nextSweep: time.Now().Add(sweepEvery(opts.TTL)),
+	}
+	_, _ = rand.Read(m.salt[:]) // never fails
+	return m
+}
+
+// epochLocked is the epoch room gets when it is created now. genMu must
+// be held (read or write).
+func (m *Memory) epochLocked(room string) string {
+	h := sha256.New()
+	h.Write(m.salt[:])
+	h.Write(binary.BigEndian.AppendUint64(nil, m.gen))
+	h.Write([]byte(room))
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// epochOf is the epoch of a room the store does not hold.
+func (m *Memory) epochOf(room string) string {
+	m.genMu.RLock()
+	defer m.genMu.RUnlock()
+	return m.epochLocked(room)
+}
+
+// sweepEvery is how often the rooms past their lifetime are looked for:
+// a room outlives its TTL by at most this much.
+func sweepEvery(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, time.Millisecond), time.Minute)
 }
 
 // Events returns the log that receives the store's message events, or nil.
@@ -56,6 +119,15 @@ type memRoom struct {
 	epoch string
 
 	mu sync.Mutex // guards the following fields
+	// dead: the room was evicted (removed from Memory.rooms); a caller
+	// that found it there before must look the room up again.
+	dead bool
+	// holds counts Hold calls not yet released; a held room is never
+	// evicted.
+	holds int
+	// used is when the room was last appended to or released, the start
+	// of its lifetime.
+	used time.Time
 	// buf holds the retained messages; it grows to maxLen, then wraps.
 	// head is the index of the oldest, n how many are retained.
 	buf     []*corralv1.Message
@@ -71,12 +143,113 @@ type dedupeExpiry struct {
 	at  time.Time
 }
 
-func (m *Memory) room(name string) *memRoom {
-	if r, ok := m.rooms.Load(name); ok {
-		return r.(*memRoom)
+// lock returns name's room, locked and alive, creating it when needed.
+func (m *Memory) lock(name string) *memRoom {
+	for {
+		v, ok := m.rooms.Load(name)
+		if !ok {
+			m.genMu.RLock()
+			v, _ = m.rooms.LoadOrStore(name, &memRoom{epoch: m.epochLocked(name), used: time.Now()})
+			m.genMu.RUnlock()
+		}
+		r := v.(*memRoom)
+		r.mu.Lock()
+		if !r.dead {
+			return r
+		}
+		r.mu.Unlock() // evicted meanwhile: its successor is not
 	}
-	r, _ := m.rooms.LoadOrStore(name, &memRoom{epoch: newEpoch()})
-	return r.(*memRoom)
+}
+
+// lockIfAny returns name's room, locked and alive, or nil when the store
+// holds none. It creates nothing.
+func (m *Memory) lockIfAny(name string) *memRoom {
+	for {
+		v, ok := m.rooms.Load(name)
+		if !ok {
+			return nil
+		}
+		r := v.(*memRoom)
+		r.mu.Lock()
+		if !r.dead {
+			return r
+		}
+		r.mu.Unlock()
+	}
+}
+
+// evictLocked forgets r if nothing keeps it: no hold, and no message or
+// none younger than the TTL. It reports whether r was evicted. Lock must
+// be held.
+func (m *Memory) evictLocked(name string, r *memRoom, now time.Time) bool {
+	if r.dead || r.holds > 0 || (r.n > 0 && now.Sub(r.used) < m.ttl) {
+		return false
+	}
+	r.dead = true
+	if r.last == 0 {
+		m.rooms.CompareAndDelete(name, r)
+		return true
+	}
+	m.genMu.Lock()
+	m.gen++
+	m.rooms.CompareAndDelete(name, r)
+	m.genMu.Unlock()
+	return true
+}
+
+// Hold keeps room (its epoch and history) in memory until a matching
+// [Memory.Release], even without messages or past its TTL: the core holds
+// the rooms it has members in. Holds are counted.
+func (m *Memory) Hold(room string) {
+	r := m.lock(room)
+	r.holds++
+	r.mu.Unlock()
+}
+
+// Release drops a hold taken by [Memory.Hold]. The room's lifetime starts
+// again; a room left without messages is forgotten at once.
+func (m *Memory) Release(room string) {
+	r := m.lockIfAny(room)
+	if r == nil {
+		return
+	}
+	defer r.mu.Unlock()
+	if r.holds > 0 {
+		r.holds--
+	}
+	now := time.Now()
+	r.used = now
+	m.evictLocked(room, r, now)
+}
+
+// Len reports how many rooms the store holds in memory.
+func (m *Memory) Len() int {
+	n := 0
+	m.rooms.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// maybeSweep evicts the rooms past their lifetime, at most once per
+// sweepEvery: its cost, one look at every room, is spread over the calls
+// of that period, and no goroutine is needed.
+func (m *Memory) maybeSweep() {
+	now := time.Now()
+	if !m.sweepMu.TryLock() {
+		return // another caller sweeps
+	}
+	if now.Before(m.nextSweep) {
+		m.sweepMu.Unlock()
+		return
+	}
+	m.nextSweep = now.Add(sweepEvery(m.ttl))
+	m.sweepMu.Unlock()
+	m.rooms.Range(func(k, v any) bool {
+		r := v.(*memRoom)
+		r.mu.Lock()
+		m.evictLocked(k.(string), r, now)
+		r.mu.Unlock()
+		return true
+	})
 }
 
 // Append implements [Store.Append].
@@ -84,12 +257,18 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 	if err := checkAppend(room, msg); err != nil {
 		return AppendResult{}, err
 	}
-	r := m.room(room)
-	r.mu.Lock()
+	m.maybeSweep()
+	r := m.lock(room)
 	defer r.mu.Unlock()
-	var now time.Time
+	now := time.Now()
+	if r.n > 0 && r.holds == 0 && now.Sub(r.used) >= m.ttl {
+		// Past its lifetime, not swept yet: the history is gone.
+		m.evictLocked(room, r, now)
+		r.mu.Unlock()
+		r = m.lock(room)
+	}
+	r.used = now
 	if dedupeKey != "" {
-		now = time.Now()
 		r.expireDedupe(now)
 		if seq, ok := r.dedupe[dedupeKey]; ok {
 			msg.Seq = seq
@@ -161,8 +340,10 @@ func (m *Memory) Read(_ context.Context, q Query) (Page, error) {
 	if q.Room == "" {
 		return Page{}, errEmptyRoom
 	}
-	r := m.room(q.Room)
-	r.mu.Lock()
+	r := m.live(q.Room)
+	if r == nil {
+		return Page{State: State{Epoch: m.epochOf(q.Room)}}, nil
+	}
 	defer r.mu.Unlock()
 	p := Page{State: r.state()}
 	if r.n == 0 {
@@ -221,10 +402,27 @@ func (m *Memory) State(_ context.Context, room string) (State, error) {
 	if room == "" {
 		return State{}, errEmptyRoom
 	}
-	r := m.room(room)
-	r.mu.Lock()
+	r := m.live(room)
+	if r == nil {
+		return State{Epoch: m.epochOf(room)}, nil
+	}
 	defer r.mu.Unlock()
 	return r.state(), nil
+}
+
+// live returns room locked when it is held or has history within its
+// lifetime; else nil (a room past its lifetime is evicted on the way).
+func (m *Memory) live(room string) *memRoom {
+	m.maybeSweep()
+	r := m.lockIfAny(room)
+	if r == nil {
+		return nil
+	}
+	if m.evictLocked(room, r, time.Now()) {
+		r.mu.Unlock()
+		return nil
+	}
+	return r
 }
 
 // Close implements [Store.Close]; it does nothing.
@@ -241,11 +439,3 @@ func checkAppend(room string, msg *corralv1.Message) error {
 }
 
 var errEmptyRoom = fmt.Errorf("history: empty room name")
-
-// newEpoch returns a random id, distinct from every earlier epoch with
-// overwhelming probability.
-func newEpoch() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails
-	return hex.EncodeToString(b[:])
-}

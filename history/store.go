@@ -25,7 +25,8 @@ type Store interface {
 	// resume. Pages are in the order of qs.
 	ReadMany(ctx context.Context, qs []Query) ([]Page, error)
 	// State reports a room's epoch and seq bounds, creating the epoch when
-	// the room has none.
+	// the room has none ([Memory] keeps a new epoch only for a held room:
+	// see there).
 	State(ctx context.Context, room string) (State, error)
 	// Close releases the store's resources. It is safe to call twice.
 	Close() error
