@@ -10,11 +10,19 @@ import (
 
 // Memory is a [Store] for one process. Changes reach OnChange and OnCommit
 // synchronously, under the store's lock, in version order.
+//
+// A room is kept only while it has members: the last one leaving forgets
+// it, and reads (List, SetState, Remove) of a room without members create
+// nothing. Versions still never go back: a room is created at the highest
+// version any forgotten room reached (floor), and List of a room without
+// members reports that floor. A view of a forgotten room thus sees the
+// next change as newer, after a gap it reads the room again for.
 type Memory struct {
 	opts Options
 
 	mu     sync.Mutex // guards the following fields
 	rooms  map[string]*memRoom
+	floor  uint64 // the highest version of a forgotten room
 	closed bool
 }
 
@@ -31,10 +39,17 @@ func NewMemory(opts Options) *Memory {
 func (m *Memory) room(name string) *memRoom {
 	r := m.rooms[name]
 	if r == nil {
-		r = &memRoom{members: make(map[string]*Member)}
+		r = &memRoom{members: make(map[string]*Member), version: m.floor}
 		m.rooms[name] = r
 	}
 	return r
+}
+
+// Len reports how many rooms the store holds (rooms with members).
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rooms)
 }
 
 // commitLocked numbers a change and hands it out. Lock must be held.
@@ -91,9 +106,12 @@ func (m *Memory) Remove(_ context.Context, room, user string) error {
 		delete(r.members, user)
 		kind = Left
 	}
-	// An empty room is kept for its version: readers that keep a view
-	// must never see the version go back.
 	m.commitLocked(room, r, kind, mem)
+	if len(r.members) == 0 {
+		// Forgotten; the floor keeps its version from going back.
+		delete(m.rooms, room)
+		m.floor = max(m.floor, r.version)
+	}
 	return nil
 }
 
@@ -126,7 +144,7 @@ func (m *Memory) List(_ context.Context, room string) (Snapshot, error) {
 	}
 	r := m.rooms[room]
 	if r == nil {
-		return Snapshot{}, nil
+		return Snapshot{Version: m.floor}, nil
 	}
 	out := Snapshot{Version: r.version, Members: make([]Member, 0, len(r.members))}
 	for _, mem := range r.members {
