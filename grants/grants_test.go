@@ -3,6 +3,7 @@ package grants_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -254,5 +255,32 @@ func TestRedisResubscribeRechecks(t *testing.T) {
 	g, err := b.Get(ctx, "cam")
 	if err != nil || !grants.Allows(g, grants.Join, nil, "stage") {
 		t.Fatalf("after resubscribing b reads %+v, %v", g, err)
+	}
+}
+
+// TestRedisCacheForgets: the cache holds the users checked lately, not
+// every user ever checked: after a churn of distinct users and a TTL, the
+// next check sweeps the others out.
+func TestRedisCacheForgets(t *testing.T) {
+	addr := redistest.Start(t)
+	const ttl = 50 * time.Millisecond
+	r := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: redistest.Prefix(t), TTL: ttl})
+	defer r.Close()
+	ctx := context.Background()
+	const users = 2000
+	for i := range users {
+		if _, err := r.Get(ctx, fmt.Sprintf("user%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := grants.CacheLen(r); n == 0 {
+		t.Fatal("the cache holds no user just checked: it does not cache")
+	}
+	time.Sleep(2 * ttl)
+	if _, err := r.Get(ctx, "last"); err != nil {
+		t.Fatal(err)
+	}
+	if n := grants.CacheLen(r); n != 1 {
+		t.Fatalf("a TTL after the churn the cache holds %d users, want 1", n)
 	}
 }

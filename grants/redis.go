@@ -42,7 +42,11 @@ type Redis struct {
 
 	mu    sync.RWMutex // guards the following fields
 	cache map[string]cached
-	watch func(string)
+	// nextSweep is when the expired entries are next dropped: the cache
+	// holds the users checked within about two TTLs, not every user ever
+	// checked (up to maxCached).
+	nextSweep time.Time
+	watch     func(string)
 	// gen counts invalidations (an announced change, a change made here,
 	// a resubscription). A read from Redis is cached only if none came
 	// while it was in flight: else a revoked grant could be cached anew.
@@ -54,7 +58,8 @@ type cached struct {
 	at time.Time
 }
 
-// maxCached bounds the cache; past it expired entries are swept.
+// maxCached bounds the cache; past it, and once per TTL, expired entries
+// are swept.
 const maxCached = 1 << 16
 
 // NewRedis returns a Redis store and starts listening for changes. Close
@@ -154,7 +159,8 @@ func (r *Redis) Get(ctx context.Context, user string) (*Grants, error) {
 	if r.gen != gen {
 		return g, nil // invalidated meanwhile: use once, do not cache
 	}
-	if len(r.cache) >= maxCached {
+	if len(r.cache) >= maxCached || !now.Before(r.nextSweep) {
+		r.nextSweep = now.Add(r.ttl)
 		for u, e := range r.cache {
 			if now.Sub(e.at) >= r.ttl {
 				delete(r.cache, u)
