@@ -346,6 +346,7 @@ func (l *link) unlinkLocked(room string, c *conn) {
 		delete(m, c)
 		if len(m) == 0 {
 			delete(l.rooms, room)
+			delete(l.roomSeq, room)
 		}
 	}
 	if m := l.presence[room]; m != nil {
@@ -385,7 +386,9 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				c.roomLocked(r.GetRoom()).position(r.GetSeq(), r.GetEpoch())
 			case *corralv1.ServerFrame_Left:
 				c.updateRoomLocked(sk.Left.GetRoom(), func(r *connRoom) {
-					r.tracked, r.seq, r.presence = false, 0, false
+					// Nothing is kept of a room left: a connection
+					// joining ever-new rooms must not grow.
+					r.tracked, r.seq, r.presence, r.epoch = false, 0, false, ""
 				})
 			case *corralv1.ServerFrame_Batch:
 				if fs := sk.Batch.GetFrames(); len(fs) > 0 {
@@ -429,13 +432,15 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 // use and queues or writes the same bytes for every local member. Lock must
 // be held.
 func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
-	switch k := rf.GetFrame().GetKind().(type) {
-	case *corralv1.ServerFrame_Message:
-		l.roomSeq[rf.GetRoom()] = k.Message.GetSeq()
-	case *corralv1.ServerFrame_Reset_:
-		l.roomSeq[rf.GetRoom()] = k.Reset_.GetSeq()
-	}
 	members := l.rooms[rf.GetRoom()]
+	if len(members) > 0 { // a room without members here is forgotten
+		switch k := rf.GetFrame().GetKind().(type) {
+		case *corralv1.ServerFrame_Message:
+			l.roomSeq[rf.GetRoom()] = k.Message.GetSeq()
+		case *corralv1.ServerFrame_Reset_:
+			l.roomSeq[rf.GetRoom()] = k.Reset_.GetSeq()
+		}
+	}
 	if rf.GetPresence() {
 		members = l.presence[rf.GetRoom()]
 	}

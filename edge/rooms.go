@@ -8,7 +8,7 @@ package edge
 // of them). Guarded by link.mu, like conn.rooms.
 type connRoom struct {
 	name  string
-	epoch string // the room's epoch as last told, kept after a leave
+	epoch string // the room's epoch as last told, until a leave
 	// seq is at least the position the connection is at, when tracked.
 	seq      uint64
 	tracked  bool // seq is known: a reattach resumes the room
