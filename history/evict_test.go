@@ -165,3 +165,19 @@ func TestMemoryEvictionKeepsConcurrentAppends(t *testing.T) {
 		t.Fatal("no room was ever evicted: the test did not test eviction")
 	}
 }
+
+// TestMemoryHoldAfterLifetimeStartsOver: holding a room whose lifetime
+// ended (before any sweep) starts it over under a new epoch; its old
+// history is not brought back.
+func TestMemoryHoldAfterLifetimeStartsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := history.NewMemory(history.MemoryOptions{TTL: time.Hour})
+		ctx := context.Background()
+		res, _ := s.Append(ctx, "r", &corralv1.Message{Room: "r"}, "")
+		time.Sleep(time.Hour)
+		s.Hold("r")
+		if st, _ := s.State(ctx, "r"); st.Epoch == res.Epoch || st.Last != 0 {
+			t.Fatalf("held after its lifetime: %+v, want a new epoch than %s and last 0", st, res.Epoch)
+		}
+	})
+}

@@ -161,6 +161,21 @@ func (m *Memory) lock(name string) *memRoom {
 	}
 }
 
+// lockLive is lock for a room about to be used: a room past its lifetime
+// that the sweep has not evicted yet is evicted first (its history is
+// gone), so the room starts over under a new epoch.
+func (m *Memory) lockLive(name string) *memRoom {
+	for {
+		r := m.lock(name)
+		now := time.Now()
+		if r.n == 0 || r.holds > 0 || now.Sub(r.used) < m.ttl {
+			return r
+		}
+		m.evictLocked(name, r, now)
+		r.mu.Unlock()
+	}
+}
+
 // lockIfAny returns name's room, locked and alive, or nil when the store
 // holds none. It creates nothing.
 func (m *Memory) lockIfAny(name string) *memRoom {
@@ -201,7 +216,7 @@ func (m *Memory) evictLocked(name string, r *memRoom, now time.Time) bool {
 // [Memory.Release], even without messages or past its TTL: the core holds
 // the rooms it has members in. Holds are counted.
 func (m *Memory) Hold(room string) {
-	r := m.lock(room)
+	r := m.lockLive(room)
 	r.holds++
 	r.mu.Unlock()
 }
@@ -258,15 +273,9 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 		return AppendResult{}, err
 	}
 	m.maybeSweep()
-	r := m.lock(room)
+	r := m.lockLive(room)
 	defer r.mu.Unlock()
 	now := time.Now()
-	if r.n > 0 && r.holds == 0 && now.Sub(r.used) >= m.ttl {
-		// Past its lifetime, not swept yet: the history is gone.
-		m.evictLocked(room, r, now)
-		r.mu.Unlock()
-		r = m.lock(room)
-	}
 	r.used = now
 	if dedupeKey != "" {
 		r.expireDedupe(now)

@@ -1,0 +1,237 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectinprocess"
+	"github.com/corral-rt/corral/core"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/presence"
+)
+
+// evictCore is a core on in-memory stores the test can measure, with an
+// API client and one edge Link.
+type evictCore struct {
+	core *core.Core
+	hist *history.Memory
+	pres *presence.Memory
+	api  corralv1connect.RoomServiceClient
+	link corralv1connect.RoomServiceLinkClientStream
+}
+
+func newEvictCore(t *testing.T, ttl time.Duration) *evictCore {
+	t.Helper()
+	e := &evictCore{hist: history.NewMemory(history.MemoryOptions{TTL: ttl})}
+	cfg := core.Config{
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		History:    e.hist,
+		SignalTick: time.Millisecond,
+	}
+	cfg.Presence.NewStore = func(o presence.Options) (presence.Store, error) {
+		e.pres = presence.NewMemory(o)
+		return e.pres, nil
+	}
+	cfg.Presence.Tick = time.Millisecond
+	e.core = core.New(cfg)
+	t.Cleanup(func() { e.core.Close() })
+	srv := connect.NewServer()
+	corralv1connect.RegisterRoomServiceHandler(srv, e.core)
+	e.api = corralv1connect.NewRoomServiceClient(connect.NewClient(connectinprocess.New(srv)))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	stream, err := e.api.Link(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.CloseSend(); stream.Close() })
+	e.link = stream
+	return e
+}
+
+// send sends client frames of connection conn (attaching it first when
+// attach) and waits for their answers: a ping after them is answered
+// last. It returns the server frames the connection got.
+func (e *evictCore) send(t *testing.T, conn uint64, attach bool, fs ...*corralv1.ClientFrame) []*corralv1.ServerFrame {
+	t.Helper()
+	req := &corralv1.LinkRequest{}
+	if attach {
+		req.Frames = append(req.Frames, &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{
+			Hello:    &corralv1.Hello{Client: "test"},
+			Identity: &corralv1.Identity{UserId: fmt.Sprintf("user%d", conn), Join: []string{"*"}, Publish: []string{"*"}},
+			Protocol: "json",
+		}}})
+	}
+	const pingID = 424242
+	fs = append(fs, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: pingID}}})
+	for _, f := range fs {
+		req.Frames = append(req.Frames, &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Frame{Frame: f}})
+	}
+	if err := e.link.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	var got []*corralv1.ServerFrame
+	for {
+		res, err := e.link.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cf := range res.GetFrames() {
+			if cf.GetConn().GetConn() != conn {
+				continue
+			}
+			sf := cf.GetConn().GetFrame()
+			if sf.GetPong().GetId() == pingID {
+				return got
+			}
+			got = append(got, sf)
+		}
+	}
+}
+
+func join(room string, since uint64, epoch string) *corralv1.ClientFrame {
+	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room, SinceSeq: since, Epoch: epoch, Presence: true}}}
+}
+
+func leave(room string) *corralv1.ClientFrame {
+	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: room}}}
+}
+
+// TestCoreForgetsDistinctNames churns 100,000 distinct room names through
+// everything a client or a backend can name a room with: joins and leaves
+// (with presence, a signal and a presence query in between), History,
+// Members and Publish calls. Afterwards the core and its stores hold the
+// one room still joined, and, once the history lifetime has passed, no
+// other history.
+func TestCoreForgetsDistinctNames(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	const ttl = 500 * time.Millisecond
+	e := newEvictCore(t, ttl)
+	ctx := context.Background()
+	e.send(t, 1, true, join("kept", 0, ""))
+	const batch = 100 // rooms per Link message
+	for i := 0; i < n; i += 4 * batch {
+		var fs []*corralv1.ClientFrame
+		for j := i; j < min(i+4*batch, n); j++ {
+			name := fmt.Sprintf("r%d", j)
+			switch j % 4 {
+			case 0:
+				fs = append(fs, join(name, 0, ""),
+					&corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: name, Key: "cursor", Payload: []byte(`1`)}}},
+					&corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: name}}},
+					leave(name))
+			case 1:
+				if _, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: name}); err != nil {
+					t.Fatal(err)
+				}
+			case 2:
+				if _, err := e.api.Members(ctx, &corralv1.MembersRequest{Room: name}); err != nil {
+					t.Fatal(err)
+				}
+			case 3:
+				if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: name, Payload: []byte(`1`)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		e.send(t, 1, false, fs...)
+	}
+	if got := core.RoomsLen(e.core); got != 1 {
+		t.Errorf("the core holds %d rooms, want 1 (the one joined)", got)
+	}
+	if got := e.pres.Len(); got != 1 {
+		t.Errorf("presence holds %d rooms, want 1 (the one joined)", got)
+	}
+	if got, want := e.hist.Len(), 1+n/4; got > want {
+		t.Errorf("history holds %d rooms, want at most %d (the one joined and those published to)", got, want)
+	}
+	time.Sleep(2 * ttl)
+	if _, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: "any"}); err != nil { // runs the sweep
+		t.Fatal(err)
+	}
+	if got := e.hist.Len(); got != 1 {
+		t.Errorf("past the history lifetime history holds %d rooms, want 1 (the one joined)", got)
+	}
+}
+
+func joinedOf(fs []*corralv1.ServerFrame, room string) (*corralv1.Joined, *corralv1.Reset) {
+	var j *corralv1.Joined
+	var r *corralv1.Reset
+	for _, f := range fs {
+		if x := f.GetJoined(); x.GetRoom() == room {
+			j = x
+		}
+		if x := f.GetReset_(); x.GetRoom() == room {
+			r = x
+		}
+	}
+	return j, r
+}
+
+// TestCoreRejoinAfterEvictionResets: a room whose history outlived its
+// lifetime with nobody in it comes back under a new epoch, so a client
+// rejoining with its old position gets a reset, not a silent gap.
+func TestCoreRejoinAfterEvictionResets(t *testing.T) {
+	const ttl = 50 * time.Millisecond
+	e := newEvictCore(t, ttl)
+	ctx := context.Background()
+	j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
+	if j == nil {
+		t.Fatal("no joined")
+	}
+	for range 3 {
+		if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.send(t, 1, false, leave("x"))
+	time.Sleep(3 * ttl)
+	j2, reset := joinedOf(e.send(t, 1, false, join("x", 3, j.GetEpoch())), "x")
+	if reset == nil || j2 == nil || j2.GetEpoch() == j.GetEpoch() || reset.GetEpoch() != j2.GetEpoch() {
+		t.Fatalf("rejoin at seq 3 of epoch %s after the history expired: reset %v, joined %v; want a reset to a new epoch",
+			j.GetEpoch(), reset, j2)
+	}
+}
+
+// TestCoreEvictionKeepsJoinedRoom: while a room has a member its history
+// is never evicted, however short the lifetime and however others join
+// and leave it: every message stays under the epoch the member joined.
+func TestCoreEvictionKeepsJoinedRoom(t *testing.T) {
+	const ttl = time.Millisecond
+	e := newEvictCore(t, ttl)
+	ctx := context.Background()
+	j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
+	if j == nil {
+		t.Fatal("no joined")
+	}
+	e.send(t, 2, true)
+	const n = 100
+	for i := range n {
+		if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		fs := e.send(t, 2, false, join("x", uint64(i), j.GetEpoch()), leave("x"))
+		if _, reset := joinedOf(fs, "x"); reset != nil {
+			t.Fatalf("round %d: a rejoin at seq %d of epoch %s got %v", i, i, j.GetEpoch(), reset)
+		}
+		time.Sleep(2 * ttl) // past the lifetime: only the member keeps it
+	}
+	res, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetEpoch() != j.GetEpoch() || res.GetFirstSeq() != 1 || res.GetLastSeq() != n || len(res.GetMessages()) != n {
+		t.Fatalf("history of the joined room: epoch %s seqs %d..%d (%d messages), want epoch %s seqs 1..%d",
+			res.GetEpoch(), res.GetFirstSeq(), res.GetLastSeq(), len(res.GetMessages()), j.GetEpoch(), n)
+	}
+}
