@@ -69,6 +69,10 @@ type Options struct {
 	// HistoryMaxLen is how many messages each room's history keeps (Redis
 	// trims approximately). Default 1000 in memory, 10000 in Redis.
 	HistoryMaxLen int
+	// HistoryTTL is how long a room's history lives after its last
+	// append (in memory: or after its last member left, whichever is
+	// later); it then starts over under a new epoch. Default 24h.
+	HistoryTTL time.Duration
 	// Backlog is the listeners' accept queue (0: the kernel's cap,
 	// net.core.somaxconn). See listenTCP.
 	Backlog int
@@ -161,7 +165,7 @@ func Start(opts Options) (*Node, error) {
 			}
 			logger := cc.Logger
 			h := history.NewRedis(n.redis, history.RedisOptions{
-				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, Events: ev,
+				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev,
 				OnEventError: func(room string, err error) {
 					logger.Error("a message's event did not reach the event log", "room", room, "err", err)
 				},
@@ -187,7 +191,7 @@ func Start(opts Options) (*Node, error) {
 			if opts.EventsMaxLen >= 0 {
 				ev = events.NewMemory(events.MemoryOptions{MaxLen: opts.EventsMaxLen})
 			}
-			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, Events: ev})
+			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev})
 			cc.History = h
 			n.stores = append(n.stores, h)
 		}

@@ -93,6 +93,7 @@ func run(args []string, stderr io.Writer) error {
 		RedisURL:      f.redisURL,
 		RedisPrefix:   f.redisPrefix,
 		HistoryMaxLen: f.historyMaxLen,
+		HistoryTTL:    f.historyTTL,
 		Backlog:       f.backlog,
 		EventsMaxLen:  f.eventsMaxLen,
 		APIInsecure:   f.apiInsecure || f.insecureDev,
@@ -178,6 +179,7 @@ type flags struct {
 	jwtIssuer, jwtAudience      string
 	origins                     string
 	sessionTTL, shutdownTimeout time.Duration
+	historyTTL                  time.Duration
 	drainWindow, signalTick     time.Duration
 	signalTickRooms             string
 	presenceGrace, presenceTick time.Duration
@@ -234,6 +236,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db, or any node of a Redis 7 Cluster) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
 		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
+		fs.DurationVar(&f.historyTTL, "history-ttl", 24*time.Hour, "a room's history is forgotten this long after its last message (in memory: or after its last member left, whichever is later); it then starts over under a new epoch [CORRAL_HISTORY_TTL]")
 		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")
 		fs.StringVar(&f.signalTickRooms, "signal-tick-rooms", "", "per-room overrides of --signal-tick: comma-separated pattern=duration, first match wins, e.g. 'canvas:*=16ms,typing:*=100ms' [CORRAL_SIGNAL_TICK_ROOMS]")
 		fs.DurationVar(&f.presenceGrace, "presence-grace", 15*time.Second, "a dropped connection stays in its rooms' presence this long, so that a resume shows no leave and join; a clean leave is immediate [CORRAL_PRESENCE_GRACE]")
