@@ -235,3 +235,45 @@ func TestCoreEvictionKeepsJoinedRoom(t *testing.T) {
 			res.GetEpoch(), res.GetFirstSeq(), res.GetLastSeq(), len(res.GetMessages()), j.GetEpoch(), n)
 	}
 }
+
+// TestCoreSignalKeysBounded: a room keeps each signal key until its owner
+// clears it or goes, so one session may hold at most 64 keys in a room;
+// a new key past that is refused with 4408, a cleared key frees a slot.
+func TestCoreSignalKeysBounded(t *testing.T) {
+	e := newEvictCore(t, time.Hour)
+	e.send(t, 1, true, join("r", 0, ""))
+	signal := func(key string, clear bool) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "r", Key: key, Payload: []byte(`1`), Clear: clear}}}
+	}
+	errorsOf := func(fs []*corralv1.ServerFrame) []*corralv1.Error {
+		var out []*corralv1.Error
+		for _, f := range fs {
+			if x := f.GetError(); x != nil {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	var fs []*corralv1.ClientFrame
+	for i := range 64 {
+		fs = append(fs, signal(fmt.Sprintf("k%d", i), false))
+	}
+	fs = append(fs, signal("k0", false)) // an old key: no new slot
+	if errs := errorsOf(e.send(t, 1, false, fs...)); len(errs) != 0 {
+		t.Fatalf("64 keys refused: %v", errs)
+	}
+	errs := errorsOf(e.send(t, 1, false, signal("new", false)))
+	if len(errs) != 1 || errs[0].GetCode() != corralv1.Code_CODE_LIMIT_EXCEEDED {
+		t.Fatalf("the 65th key: errors %v, want one 4408", errs)
+	}
+	e.send(t, 1, false, signal("k1", true))
+	for i := 0; ; i++ { // the clear frees the slot at the next flush
+		if errs := errorsOf(e.send(t, 1, false, signal("new", false))); len(errs) == 0 {
+			break
+		}
+		if i == 200 {
+			t.Fatal("a cleared key never freed its slot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/corral-rt/corral/auth"
@@ -16,18 +17,37 @@ import (
 // event in order left 0.38% within 200 ms; latest-value-per-key on a 33 ms
 // tick with a dirty flag reached 99.97%.)
 
+// maxSignalKeys bounds the keys one session holds in a room (set and not
+// yet cleared): the room keeps every key's latest value until its owner
+// clears it or goes, so keys without a bound would grow the room's memory
+// with every distinct name a client makes up. A cursor, a selection and a
+// typing flag per user fit many times over.
+const maxSignalKeys = 64
+
+// refusedSignalKeys is the refusal reason of a signal past maxSignalKeys.
+const refusedSignalKeys = "signal_keys"
+
 // signalState is a room's signals. Guarded by the room's lock.
 type signalState struct {
 	latest    map[string]*corralv1.SignalEvent
 	owner     map[string]*session // who set each key; cleared when they go
+	owned     map[*session]int    // keys per owner, at most maxSignalKeys
 	dirty     []string            // keys changed since the last flush, in order
 	isDirty   map[string]bool     // the keys in dirty
 	scheduled bool                // a flush is pending
 	tick      time.Duration       // this room's flush period, set once
 }
 
-// signal records the latest value of a key and schedules a flush.
+// signal records the latest value of a key and schedules a flush. A new
+// key past maxSignalKeys of s is refused with an error frame to s.
 func (r *room) signal(s *session, ev *corralv1.SignalEvent) {
+	if !r.setSignal(s, ev) {
+		r.core.metrics.refused.WithLabelValues(refusedSignalKeys).Inc()
+		s.sendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", maxSignalKeys), r.name, "")
+	}
+}
+
+func (r *room) setSignal(s *session, ev *corralv1.SignalEvent) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.core.metrics.signalsIn.Inc()
@@ -35,16 +55,38 @@ func (r *room) signal(s *session, ev *corralv1.SignalEvent) {
 	if st.latest == nil {
 		st.latest = make(map[string]*corralv1.SignalEvent)
 		st.owner = make(map[string]*session)
+		st.owned = make(map[*session]int)
 		st.isDirty = make(map[string]bool)
 	}
-	if st.isDirty[ev.GetKey()] {
+	key := ev.GetKey()
+	old, had := st.owner[key]
+	if old != s {
+		if st.owned[s] >= maxSignalKeys {
+			return false
+		}
+		st.owned[s]++
+		if had {
+			st.disown(old)
+		}
+	}
+	if st.isDirty[key] {
 		r.core.metrics.signalsCoalesced.Inc() // replaced before it went out
 	} else {
-		st.markDirty(ev.GetKey())
+		st.markDirty(key)
 	}
-	st.latest[ev.GetKey()] = ev
-	st.owner[ev.GetKey()] = s
+	st.latest[key] = ev
+	st.owner[key] = s
 	r.scheduleSignalsLocked()
+	return true
+}
+
+// disown uncounts one key of s.
+func (st *signalState) disown(s *session) {
+	if n := st.owned[s] - 1; n > 0 {
+		st.owned[s] = n
+	} else {
+		delete(st.owned, s)
+	}
 }
 
 func (st *signalState) markDirty(key string) {
@@ -98,6 +140,7 @@ func (r *room) flushSignals() {
 		frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}})
 		if ev.GetClear() {
 			delete(st.latest, key)
+			st.disown(st.owner[key])
 			delete(st.owner, key)
 		}
 	}
