@@ -31,8 +31,8 @@ type MemoryOptions struct {
 }
 
 // Memory is a [Store] in process memory: a ring buffer per room. Its epochs
-// are random per room and process, so a restart resets every room. All
-// methods may be called concurrently.
+// derive from a random secret of the store, so a restart resets every
+// room. All methods may be called concurrently.
 //
 // Memory holds a room only while it is in use: while it is held (see
 // [Memory.Hold]) or while it has history younger than MemoryOptions.TTL.
