@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
 )
 
 const (
@@ -20,6 +21,9 @@ const (
 	maxTokenSize = 8 << 10
 	// maxSubject bounds the "sub" claim, in bytes.
 	maxSubject = 128
+	// maxPattern bounds a room pattern of the rooms and publish claims, as
+	// grants.MaxPatternLen does the API's.
+	maxPattern = 256
 	// minRSABits is the smallest RSA modulus NewJWT accepts.
 	minRSABits = 2048
 )
@@ -41,6 +45,7 @@ var (
 	errMissingSubject  = refusal("missing sub")
 	errSubjectTooLong  = refusal("sub longer than 128 bytes")
 	errSubjectNotPrint = refusal("sub is not printable text")
+	errBadPattern      = refusal("rooms or publish has an invalid pattern")
 )
 
 // JWTConfig configures [NewJWT].
@@ -180,8 +185,10 @@ func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identit
 		return nil, errMissingSubject
 	case len(c.Subject) > maxSubject:
 		return nil, errSubjectTooLong
-	case !printable(c.Subject):
+	case safetext.CheckName("sub", c.Subject, maxSubject) != nil:
 		return nil, errSubjectNotPrint
+	case !validPatterns(c.Rooms) || !validPatterns(c.Publish):
+		return nil, errBadPattern
 	}
 
 	id := &corralv1.Identity{
@@ -196,6 +203,17 @@ func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identit
 		id.ExpiresUnix = exp.Unix()
 	}
 	return id, nil
+}
+
+// validPatterns reports whether every room pattern of a claim is a valid
+// name (safetext.CheckName), as grants.Validate requires of the API's.
+func validPatterns(ps []string) bool {
+	for _, p := range ps {
+		if safetext.CheckName("pattern", p, maxPattern) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // reason maps an error from the jwt parser to a refusal. keyed reports

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
 )
@@ -205,6 +207,13 @@ func (c *conn) hello() (ok, clean bool) {
 	id, err := c.e.cfg.Auth.Authenticate(actx, hello.GetToken())
 	cancel()
 	if err != nil {
+		if !errors.Is(err, auth.ErrUnauthenticated) {
+			// The authenticator failed, not the token: the client
+			// retries, the log keeps why.
+			c.e.cfg.Logger.Warn("authenticator failed", "remote", c.remote, "err", err)
+			c.closeWith(corralv1.Code_CODE_UNAVAILABLE, "authentication unavailable: retry later", 1000, false)
+			return false, false
+		}
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, err.Error(), 0, false)
 		return false, false
 	}
@@ -348,7 +357,7 @@ func (c *conn) sendFrame(f *corralv1.ServerFrame) {
 // refuse answers a client frame the edge cannot pass on now with an Error
 // naming the frame's room and publish id, so the client can retry it.
 func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, retryMs uint32) {
-	e := &corralv1.Error{Code: code, Message: msg, RetryAfterMs: retryMs}
+	e := &corralv1.Error{Code: code, Message: safetext.Reason(msg), RetryAfterMs: retryMs}
 	switch k := f.GetKind().(type) {
 	case *corralv1.ClientFrame_Publish:
 		e.Room, e.Ref = k.Publish.GetRoom(), k.Publish.GetId()
@@ -363,7 +372,7 @@ func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, r
 }
 
 func (c *conn) sendError(code corralv1.Code, msg string) {
-	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: code, Message: msg}}})
+	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: code, Message: safetext.Reason(msg)}}})
 }
 
 // enqueueReplay queues a batch of missed messages for this connection
@@ -546,8 +555,11 @@ func mergeSignals(older, newer *corralv1.Batch) *corralv1.Batch {
 // closeWith queues a ReconnectHint and closes the connection with code once
 // it is written. With flush, frames already queued go first; without, they
 // are dropped (the client resumes and loses nothing). Safe to call twice;
-// the first call wins.
+// the first call wins. The reason is bounded on a character boundary
+// (safetext.Reason): it ends up in a close frame, which browsers refuse
+// (as 1006) when it is not UTF-8.
 func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flush bool) {
+	reason = safetext.Reason(reason)
 	hint, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reconnect{
 		Reconnect: &corralv1.ReconnectHint{Code: code, Reason: reason, DelayMs: delayMs},
 	}})
@@ -665,9 +677,6 @@ func (c *conn) writeLoop() {
 			}
 		}
 		if closing {
-			if len(reason) > 120 {
-				reason = reason[:120]
-			}
 			c.ws.Close(websocket.StatusCode(code), reason)
 			c.e.poller.closed(c)
 			return
