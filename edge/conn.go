@@ -43,17 +43,22 @@ type conn struct {
 	remote string
 	id     uint64
 	link   *link
-	// Used by the reader only: limits; handshakeDone, which ends the
-	// pending handshake (limits.go); the user counted in Edge.users.
-	limits        *limiter
+	// handshakeDone ends the pending handshake (limits.go); safe to call
+	// more than once and from any goroutine (the hello timer's).
 	handshakeDone func()
-	user          string
-	userCounted   bool
+	// Used by the reader only: limits; the user counted in Edge.users.
+	limits      *limiter
+	user        string
+	userCounted bool
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
 	registered, cut bool
 
+	// welcomed: the client's Welcome is queued. Until then a ping goes to
+	// the core, which answers after the Welcome (client.proto: Welcome
+	// comes first); after, the edge answers it.
+	welcomed atomic.Bool
 	lastRead atomic.Int64 // unix nanoseconds of the last frame read
 	// writeStart is when the write in progress began (0: none). The edge's
 	// sweeper cuts writes that pass Config.WriteTimeout: one watchdog for
@@ -110,6 +115,8 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		limits: newLimiter(&e.cfg),
+		// Edge.serveWS sets the real one.
+		handshakeDone: func() {},
 	}
 	if e.poller != nil {
 		c.raw = rawConn(c.nc)
@@ -156,9 +163,7 @@ func (c *conn) finish(clean bool) {
 	}
 	c.ws.CloseNow()
 	<-writerDone
-	if c.handshakeDone != nil {
-		c.handshakeDone()
-	}
+	c.handshakeDone()
 	c.e.untrack(c)
 	c.e.connWG.Done()
 }
@@ -189,7 +194,16 @@ func (c *conn) hello() (ok, clean bool) {
 	// the pending read then ends.
 	helloTimer := time.AfterFunc(c.e.cfg.HelloTimeout, func() {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
+		// The handshake is over now, not once the close handshake is
+		// (coder/websocket waits up to 5 s for a silent peer's reply):
+		// Config.MaxPending counts sockets within their hello deadline.
+		c.handshakeDone()
 	})
+	defer func() {
+		if !ok {
+			c.handshakeDone() // refused: a close is queued
+		}
+	}()
 	var f corralv1.ClientFrame
 	err := c.readFrame(context.Background(), &f)
 	if !helloTimer.Stop() {
@@ -217,6 +231,13 @@ func (c *conn) hello() (ok, clean bool) {
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, err.Error(), 0, false)
 		return false, false
 	}
+	if err := safetext.CheckName("user id", id.GetUserId(), maxUserID); err != nil {
+		// Whatever the authenticator, a user id obeys the rule for names:
+		// it is shown to other users and written in logs.
+		c.e.cfg.Logger.Warn("authenticator returned an invalid user id", "remote", c.remote, "err", err)
+		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, "the token's user id is not a valid name", 0, false)
+		return false, false
+	}
 	if !c.e.userAdd(id.GetUserId()) {
 		c.e.metrics.refused.WithLabelValues(refusedConnsPerUser).Inc()
 		c.closeWith(corralv1.Code_CODE_LIMIT_EXCEEDED,
@@ -224,9 +245,7 @@ func (c *conn) hello() (ok, clean bool) {
 		return false, false
 	}
 	c.user, c.userCounted = id.GetUserId(), true
-	if c.handshakeDone != nil {
-		c.handshakeDone()
-	}
+	c.handshakeDone()
 	hello.Token = ""
 	if !c.link.attach(c, &corralv1.Attach{
 		Hello:      hello,
@@ -238,6 +257,9 @@ func (c *conn) hello() (ok, clean bool) {
 	}
 	return true, false
 }
+
+// maxUserID bounds a user id in bytes, as grants.MaxUserID does.
+const maxUserID = 256
 
 // readFrames reads frames until the connection ends (then it finishes it)
 // or parks (see park.go). It runs on the connection's reader goroutine:
@@ -265,6 +287,13 @@ func (c *conn) readFrames() {
 		}
 		switch k := f.GetKind().(type) {
 		case *corralv1.ClientFrame_Ping:
+			if !c.welcomed.Load() {
+				if !c.link.forward(c, f) {
+					c.finish(false)
+					return
+				}
+				continue
+			}
 			c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
 				Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
 			}}})

@@ -255,3 +255,29 @@ func TestStoreErrorsHidden(t *testing.T) {
 		t.Fatalf("publish once the store is back: %v", err)
 	}
 }
+
+// lenientAuth accepts any token as the user id, unchecked, as a careless
+// custom Authenticator would.
+type lenientAuth struct{}
+
+func (lenientAuth) Authenticate(_ context.Context, token string) (*corralv1.Identity, error) {
+	return &corralv1.Identity{UserId: token, Join: []string{"*"}, Publish: []string{"*"}}, nil
+}
+
+// TestEdgeChecksUserID: whatever the authenticator returns, the edge
+// refuses a user id that breaks the rule for names (4401), and serves a
+// valid one.
+func TestEdgeChecksUserID(t *testing.T) {
+	d := start(t, "serve", lenientAuth{}, nil)
+	ctx := testCtx(t)
+	for name, bad := range badNames {
+		t.Run(name, func(t *testing.T) {
+			_, err := client.Dial(ctx, d.wsURL, client.Options{Token: bad})
+			var ce *client.CloseError
+			if !asCloseError(err, &ce) || ce.Code != websocket.StatusCode(corralv1.Code_CODE_UNAUTHENTICATED) {
+				t.Fatalf("dial as %q: %v, want a close with %d", bad, err, corralv1.Code_CODE_UNAUTHENTICATED)
+			}
+		})
+	}
+	dial(t, d, "alice", protocol.JSON)
+}
