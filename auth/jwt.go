@@ -24,6 +24,8 @@ const (
 	// maxPattern bounds a room pattern of the rooms and publish claims, as
 	// grants.MaxPatternLen does the API's.
 	maxPattern = 256
+	// MinHMACSecret is the shortest HMAC secret NewJWT accepts, in bytes.
+	MinHMACSecret = 32
 	// minRSABits is the smallest RSA modulus NewJWT accepts.
 	minRSABits = 2048
 )
@@ -56,8 +58,8 @@ type JWTConfig struct {
 	// refused. When there are several keys of a kind, a token is accepted
 	// if any of them verifies it (which allows rotating keys).
 	//
-	// The HMAC secret should be at least 32 random bytes. RSA keys must be
-	// at least 2048 bits. [ParsePublicKeysPEM] reads public keys from PEM.
+	// The HMAC secret must be at least MinHMACSecret (32) bytes, and
+	// should be random. RSA keys must be at least 2048 bits. [ParsePublicKeysPEM] reads public keys from PEM.
 	HMACSecret        []byte
 	RSAPublicKeys     []*rsa.PublicKey
 	Ed25519PublicKeys []ed25519.PublicKey
@@ -69,7 +71,8 @@ type JWTConfig struct {
 	// Leeway is the clock skew allowed when checking "exp", "nbf" and
 	// "iat". Zero allows none.
 	Leeway time.Duration
-	// RequireExpiry refuses tokens without an "exp" claim.
+	// RequireExpiry refuses tokens without an "exp" claim. corral's
+	// command sets it unless --insecure-dev (--require-exp).
 	RequireExpiry bool
 }
 
@@ -94,6 +97,10 @@ func NewJWT(cfg JWTConfig) (*JWT, error) {
 		requireExpiry: cfg.RequireExpiry,
 	}
 	var methods []string
+	if n := len(cfg.HMACSecret); n > 0 && n < MinHMACSecret {
+		// A short secret can be brute-forced offline from one token.
+		return nil, fmt.Errorf("auth: HMAC secret of %d bytes; need at least %d", n, MinHMACSecret)
+	}
 	if len(cfg.HMACSecret) > 0 {
 		methods = append(methods, jwt.SigningMethodHS256.Alg())
 		j.hmacKeys.Keys = []jwt.VerificationKey{slices.Clone(cfg.HMACSecret)}
