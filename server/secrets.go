@@ -59,16 +59,14 @@ func redactValue(v string) string {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return Redacted
 	}
-	if u.User == nil {
-		// A URL without user info may still carry a secret in its query.
-		if u.RawQuery != "" {
-			u.RawQuery = Redacted
-		}
-		return u.String()
+	if u.User != nil {
+		u.User = url.User(Redacted)
 	}
-	u.User = url.User(Redacted)
-	if u.RawQuery != "" {
-		u.RawQuery = Redacted
+	// A password may also come as a query parameter; other parameters
+	// (e.g. more node addresses) stay readable.
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", Redacted)
+		u.RawQuery = q.Encode()
 	}
 	return u.String()
 }

@@ -41,6 +41,10 @@ func TestRedactArgs(t *testing.T) {
 			[]string{"corral", "core", "--redis", "redis://r:6379/0"},
 			[]string{"corral", "core", "--redis", "redis://r:6379/0"},
 		},
+		"redis password in query": {
+			[]string{"corral", "core", "--redis", "redis://r:6379?addr=r2:6379&password=hunter2"},
+			[]string{"corral", "core", "--redis", "redis://r:6379?addr=r2%3A6379&password=REDACTED"},
+		},
 		"flag last without value": {
 			[]string{"corral", "serve", "--jwt-secret"},
 			[]string{"corral", "serve", "--jwt-secret"},
