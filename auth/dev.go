@@ -5,10 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
 )
 
 // maxDevUserID bounds the user id Dev accepts, in bytes.
@@ -27,7 +26,8 @@ var (
 // An empty token gets the user id "anon-" followed by 8 random hex digits. A
 // token of three dot-separated parts looks like a JWT and is refused, so that
 // a real token is never mistaken for a user id. Any other token is the user
-// id, and must be at most 64 bytes of printable text.
+// id, and must be a valid name of at most 64 bytes (safetext.CheckName:
+// no control, format or invisible characters, no space at either end).
 type Dev struct{}
 
 // Authenticate implements [Authenticator].
@@ -42,7 +42,7 @@ func (Dev) Authenticate(ctx context.Context, token string) (*corralv1.Identity, 
 		return nil, errDevJWT
 	case len(token) > maxDevUserID:
 		return nil, errDevTooLong
-	case !printable(token):
+	case safetext.CheckName("user id", token, maxDevUserID) != nil:
 		return nil, errDevNotPrinted
 	default:
 		user = token
@@ -52,18 +52,4 @@ func (Dev) Authenticate(ctx context.Context, token string) (*corralv1.Identity, 
 		Join:    []string{"*"},
 		Publish: []string{"*"},
 	}, nil
-}
-
-// printable reports whether s is valid UTF-8 made only of printable
-// characters (letters, marks, numbers, punctuation, symbols and ASCII space).
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }

@@ -13,13 +13,15 @@
 // public keys) or EdDSA (Ed25519 public keys). Any other "alg", including
 // "none", is refused. The claims are:
 //
-//	sub      required; 1 to 128 bytes of printable text; becomes the user id
+//	sub      required; a name of 1 to 128 bytes (the one rule for names:
+//	         docs/SECURITY.md); becomes the user id
 //	exp      optional expiry (NumericDate); required when RequireExpiry is set
 //	nbf      optional; the token is refused before it
 //	iat      optional; a token issued in the future is refused
 //	iss      checked against JWTConfig.Issuer when that is set
 //	aud      string or array; must contain JWTConfig.Audience when that is set
-//	rooms    array of strings: join grants
+//	rooms    array of strings: join grants, each a name of at most 256
+//	         bytes (a token with another is refused)
 //	publish  array of strings: publish grants; when absent or null, the same
 //	         as rooms (an empty array grants no publishing)
 //

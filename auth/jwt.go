@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
 )
 
 const (
@@ -20,6 +21,11 @@ const (
 	maxTokenSize = 8 << 10
 	// maxSubject bounds the "sub" claim, in bytes.
 	maxSubject = 128
+	// maxPattern bounds a room pattern of the rooms and publish claims, as
+	// grants.MaxPatternLen does the API's.
+	maxPattern = 256
+	// MinHMACSecret is the shortest HMAC secret NewJWT accepts, in bytes.
+	MinHMACSecret = 32
 	// minRSABits is the smallest RSA modulus NewJWT accepts.
 	minRSABits = 2048
 )
@@ -41,6 +47,7 @@ var (
 	errMissingSubject  = refusal("missing sub")
 	errSubjectTooLong  = refusal("sub longer than 128 bytes")
 	errSubjectNotPrint = refusal("sub is not printable text")
+	errBadPattern      = refusal("rooms or publish has an invalid pattern")
 )
 
 // JWTConfig configures [NewJWT].
@@ -51,8 +58,8 @@ type JWTConfig struct {
 	// refused. When there are several keys of a kind, a token is accepted
 	// if any of them verifies it (which allows rotating keys).
 	//
-	// The HMAC secret should be at least 32 random bytes. RSA keys must be
-	// at least 2048 bits. [ParsePublicKeysPEM] reads public keys from PEM.
+	// The HMAC secret must be at least MinHMACSecret (32) bytes, and
+	// should be random. RSA keys must be at least 2048 bits. [ParsePublicKeysPEM] reads public keys from PEM.
 	HMACSecret        []byte
 	RSAPublicKeys     []*rsa.PublicKey
 	Ed25519PublicKeys []ed25519.PublicKey
@@ -64,7 +71,8 @@ type JWTConfig struct {
 	// Leeway is the clock skew allowed when checking "exp", "nbf" and
 	// "iat". Zero allows none.
 	Leeway time.Duration
-	// RequireExpiry refuses tokens without an "exp" claim.
+	// RequireExpiry refuses tokens without an "exp" claim. corral's
+	// command sets it unless --insecure-dev (--require-exp).
 	RequireExpiry bool
 }
 
@@ -89,6 +97,10 @@ func NewJWT(cfg JWTConfig) (*JWT, error) {
 		requireExpiry: cfg.RequireExpiry,
 	}
 	var methods []string
+	if n := len(cfg.HMACSecret); n > 0 && n < MinHMACSecret {
+		// A short secret can be brute-forced offline from one token.
+		return nil, fmt.Errorf("auth: HMAC secret of %d bytes; need at least %d", n, MinHMACSecret)
+	}
 	if len(cfg.HMACSecret) > 0 {
 		methods = append(methods, jwt.SigningMethodHS256.Alg())
 		j.hmacKeys.Keys = []jwt.VerificationKey{slices.Clone(cfg.HMACSecret)}
@@ -180,8 +192,10 @@ func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identit
 		return nil, errMissingSubject
 	case len(c.Subject) > maxSubject:
 		return nil, errSubjectTooLong
-	case !printable(c.Subject):
+	case safetext.CheckName("sub", c.Subject, maxSubject) != nil:
 		return nil, errSubjectNotPrint
+	case !validPatterns(c.Rooms) || !validPatterns(c.Publish):
+		return nil, errBadPattern
 	}
 
 	id := &corralv1.Identity{
@@ -196,6 +210,17 @@ func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identit
 		id.ExpiresUnix = exp.Unix()
 	}
 	return id, nil
+}
+
+// validPatterns reports whether every room pattern of a claim is a valid
+// name (safetext.CheckName), as grants.Validate requires of the API's.
+func validPatterns(ps []string) bool {
+	for _, p := range ps {
+		if safetext.CheckName("pattern", p, maxPattern) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // reason maps an error from the jwt parser to a refusal. keyed reports

@@ -541,6 +541,8 @@ func TestNewJWT(t *testing.T) {
 		"all":                 {cfg: k.allConfig()},
 		"no key":              {cfg: auth.JWTConfig{Issuer: "x", Audience: "y"}, wantErr: true},
 		"empty HMAC secret":   {cfg: auth.JWTConfig{HMACSecret: []byte{}}, wantErr: true},
+		"1-byte HMAC secret":  {cfg: auth.JWTConfig{HMACSecret: []byte("x")}, wantErr: true},
+		"31-byte HMAC secret": {cfg: auth.JWTConfig{HMACSecret: k.hmac[:31]}, wantErr: true},
 		"nil RSA key":         {cfg: auth.JWTConfig{RSAPublicKeys: []*rsa.PublicKey{nil}}, wantErr: true},
 		"small RSA key":       {cfg: auth.JWTConfig{RSAPublicKeys: []*rsa.PublicKey{{N: big.NewInt(3233), E: 17}}}, wantErr: true},
 		"short Ed25519 key":   {cfg: auth.JWTConfig{Ed25519PublicKeys: []ed25519.PublicKey{make([]byte, 31)}}, wantErr: true},

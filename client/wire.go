@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/internal/wsframe"
 )
 
@@ -124,9 +125,7 @@ func closePayload(code websocket.StatusCode, reason string) []byte {
 	if code == websocket.StatusNoStatusRcvd {
 		return nil
 	}
-	if len(reason) > 123 {
-		reason = strings.ToValidUTF8(reason[:123], "")
-	}
+	reason = safetext.Reason(reason)
 	p := binary.BigEndian.AppendUint16(nil, uint16(code))
 	return append(p, reason...)
 }

@@ -11,7 +11,7 @@ import (
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
-	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/internal/safetext"
 )
 
 // Publish appends a message to a room as an internal service and fans it
@@ -25,7 +25,7 @@ func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corr
 	}
 	res, err := c.apiPublish(ctx, req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, c.rpcError(err)
 	}
 	return &corralv1.PublishResponse{Seq: res.Seq, Epoch: res.Epoch, Duplicate: res.Duplicate}, nil
 }
@@ -39,6 +39,11 @@ func (c *Core) validPublish(payload []byte, key, sender string) error {
 		return errors.New("core: idempotency key longer than 256 bytes")
 	case len(sender) > 256:
 		return errors.New("core: sender longer than 256 bytes")
+	case sender != "":
+		// Clients show the sender as a user id: the same rule.
+		if err := safetext.CheckName("sender", sender, 256); err != nil {
+			return fmt.Errorf("core: %w", err)
+		}
 	}
 	return nil
 }
@@ -81,10 +86,10 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	seen := make(map[string]struct{}, len(rooms))
 	for _, room := range rooms {
 		if err := c.validRoom(room); err != nil {
-			return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("room %q: %w", room, err))
+			return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("room %s: %w", safetext.Quote(room), err))
 		}
 		if _, dup := seen[room]; dup {
-			return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: room %q appears twice", room))
+			return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: room %s appears twice", safetext.Quote(room)))
 		}
 		seen[room] = struct{}{}
 	}
@@ -102,7 +107,7 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 				res, err := c.apiPublish(ctx, rooms[i], req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
 				out := &corralv1.BroadcastResult{Room: rooms[i], Seq: res.Seq, Epoch: res.Epoch, Duplicate: res.Duplicate}
 				if err != nil {
-					ce := rpcError(err)
+					ce := c.rpcError(err)
 					out.ErrorCode, out.ErrorMessage = ce.Code().String(), ce.Message()
 				}
 				results[i] = out
@@ -132,7 +137,7 @@ func (c *Core) History(ctx context.Context, req *corralv1.HistoryRequest) (*corr
 		Limit:   int(req.GetLimit()),
 	})
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, c.rpcError(err)
 	}
 	return &corralv1.HistoryResponse{
 		Messages: page.Messages,
@@ -141,24 +146,4 @@ func (c *Core) History(ctx context.Context, req *corralv1.HistoryRequest) (*corr
 		FirstSeq: page.First,
 		More:     page.More,
 	}, nil
-}
-
-// rpcError converts a core or store error at the RPC boundary.
-func rpcError(err error) *connect.Error {
-	switch {
-	case errors.Is(err, history.ErrBusy), errors.Is(err, sessions.ErrBusy):
-		return connectErr(connect.CodeResourceExhausted, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return connectErr(connect.CodeDeadlineExceeded, err)
-	case errors.Is(err, context.Canceled):
-		return connectErr(connect.CodeCanceled, err)
-	default:
-		return connectErr(connect.CodeUnavailable, err)
-	}
-}
-
-// connectErr wraps err in a Connect error with code, keeping err as the
-// cause for errors.Is.
-func connectErr(code connect.Code, err error) *connect.Error {
-	return connect.NewError(code, err.Error()).WithCause(err)
 }

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/sessions"
 )
 
@@ -251,21 +251,11 @@ func (c *Core) touchLoop() {
 	}
 }
 
-// validRoom checks a room name: 1..MaxRoomName bytes of printable UTF-8.
+// validRoom checks a room name: 1..MaxRoomName bytes, by the one rule for
+// names (safetext.CheckName; docs/SECURITY.md).
 func (c *Core) validRoom(name string) error {
-	if name == "" {
-		return errors.New("core: empty room name")
-	}
-	if len(name) > c.cfg.MaxRoomName {
-		return fmt.Errorf("core: room name longer than %d bytes", c.cfg.MaxRoomName)
-	}
-	if !utf8.ValidString(name) {
-		return errors.New("core: room name is not UTF-8")
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return errors.New("core: room name has control characters")
-		}
+	if err := safetext.CheckName("room name", name, c.cfg.MaxRoomName); err != nil {
+		return fmt.Errorf("core: %w", err)
 	}
 	return nil
 }

@@ -337,9 +337,9 @@ func (c *Core) eventsErr(ctx context.Context, err error) error {
 	case c.ctx.Err() != nil:
 		return connectErr(connect.CodeUnavailable, errCoreClosed)
 	case ctx.Err() != nil:
-		return rpcError(ctx.Err())
+		return c.rpcError(ctx.Err())
 	}
-	return rpcError(err)
+	return c.rpcError(err)
 }
 
 // eventFilter selects the events an Events stream sends.

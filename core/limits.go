@@ -98,7 +98,7 @@ func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) 
 // Grant adds run-time grants for a user.
 func (c *Core) Grant(ctx context.Context, req *corralv1.GrantRequest) (*corralv1.GrantResponse, error) {
 	if err := c.grants.Grant(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
-		return nil, grantsError(err)
+		return nil, c.grantsError(err)
 	}
 	return &corralv1.GrantResponse{}, nil
 }
@@ -112,17 +112,17 @@ func (c *Core) Revoke(ctx context.Context, req *corralv1.RevokeRequest) (*corral
 	c.enforceMu.Lock()
 	defer c.enforceMu.Unlock()
 	if err := c.grants.Revoke(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
-		return nil, grantsError(err)
+		return nil, c.grantsError(err)
 	}
 	ids, n := c.enforceGrants(ctx, req.GetUserId())
 	return &corralv1.RevokeResponse{SessionIds: ids, RoomsLeft: uint32(n)}, nil
 }
 
-func grantsError(err error) *connect.Error {
+func (c *Core) grantsError(err error) *connect.Error {
 	if errors.Is(err, grants.ErrInvalid) {
 		return connectErr(connect.CodeInvalidArgument, err)
 	}
-	return rpcError(err)
+	return c.rpcError(err)
 }
 
 // enforceGrants removes user's live sessions from every room their grants

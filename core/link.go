@@ -10,6 +10,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/linkq"
+	"github.com/corral-rt/corral/internal/safetext"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -283,6 +284,6 @@ func (l *link) send(conn uint64, f *corralv1.ServerFrame) {
 func (l *link) close(conn uint64, code corralv1.Code, reason string, delayMs uint32) {
 	l.enqueue(&corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Close{Close: &corralv1.CloseConn{
 		Conn: conn,
-		Hint: &corralv1.ReconnectHint{Code: code, Reason: reason, DelayMs: delayMs},
+		Hint: &corralv1.ReconnectHint{Code: code, Reason: safetext.Reason(reason), DelayMs: delayMs},
 	}}})
 }

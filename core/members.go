@@ -120,7 +120,7 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 		}
 		for _, id := range ids {
 			if err := c.sess.Delete(ctx, id); err != nil {
-				return nil, rpcError(err)
+				return nil, c.rpcError(err)
 			}
 		}
 	}

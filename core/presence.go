@@ -158,7 +158,7 @@ func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []by
 		state = nil
 	}
 	if err := p.store.Watch(ctx, r.name); err != nil {
-		s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), r.name, "")
+		c.storeFailed(s, "presence", err, r.name, "")
 		return
 	}
 	r.ensurePresenceLoaded(ctx)
@@ -198,7 +198,7 @@ func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []by
 		s.mu.Lock()
 		delete(s.pres, r.name)
 		s.mu.Unlock()
-		s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), r.name, "")
+		c.storeFailed(s, "presence", err, r.name, "")
 		return
 	}
 	r.presenceSubscribe(s)
@@ -262,7 +262,7 @@ func (c *Core) setPresence(ctx context.Context, s *session, sp *corralv1.SetPres
 		return
 	}
 	if err := c.pres.store.SetState(ctx, name, s.user, sp.GetState()); err != nil {
-		s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), name, "")
+		c.storeFailed(s, "presence", err, name, "")
 	}
 }
 
@@ -282,7 +282,7 @@ func (c *Core) presenceQuery(ctx context.Context, s *session, q *corralv1.Presen
 	if !ok {
 		snap, err := c.pres.store.List(ctx, name)
 		if err != nil {
-			s.sendErr(storeCode(err), "presence unavailable: "+err.Error(), name, "")
+			c.storeFailed(s, "presence", err, name, "")
 			return
 		}
 		members = snap.Members

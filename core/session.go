@@ -11,6 +11,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/sessions"
 )
 
@@ -270,7 +271,7 @@ func (s *session) sendTo(f *corralv1.ServerFrame) {
 
 func (s *session) sendErr(code corralv1.Code, msg, room, ref string) {
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
-		Code: code, Message: msg, Room: room, Ref: ref,
+		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
 	}}})
 }
 
@@ -312,7 +313,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 	for _, q := range reqs {
 		r, err := c.acquireRoom(ctx, q.name, true)
 		if err != nil {
-			s.sendErr(storeCode(err), "room unavailable: "+err.Error(), q.name, "")
+			c.storeFailed(s, "join", err, q.name, "")
 			continue
 		}
 		q.room = r
@@ -446,13 +447,16 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	}
 	res, err := r.publish(ctx, msg, dedupe)
 	if err != nil {
-		s.sendErr(storeCode(err), "publish failed: "+err.Error(), name, p.GetId())
+		c.storeFailed(s, "publish", err, name, p.GetId())
 		return
 	}
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
 		Room: name, Id: p.GetId(), Seq: res.Seq, Duplicate: res.Duplicate,
 	}}})
 }
+
+// maxSignalKey bounds a signal's key in bytes.
+const maxSignalKey = 200
 
 func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal) {
 	name := sg.GetRoom()
@@ -464,16 +468,17 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 		return
 	case c.refusePublish(ctx, s, name, ""):
 		return
-	case len(sg.GetPayload()) > c.cfg.MaxPayload || len(sg.GetKey()) > 200:
+	case len(sg.GetPayload()) > c.cfg.MaxPayload || len(sg.GetKey()) > maxSignalKey:
 		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the server's limit", name, "")
+		return
+	}
+	if err := safetext.CheckName("signal key", sg.GetKey(), maxSignalKey); err != nil {
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
 		return
 	}
 	r.signal(s, &corralv1.SignalEvent{
 		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
 	})
 }
-
-// storeCode is the client code for a failed store operation: a busy or
-// unreachable store means "retry".
-func storeCode(error) corralv1.Code { return corralv1.Code_CODE_UNAVAILABLE }

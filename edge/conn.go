@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
 )
@@ -41,17 +43,22 @@ type conn struct {
 	remote string
 	id     uint64
 	link   *link
-	// Used by the reader only: limits; handshakeDone, which ends the
-	// pending handshake (limits.go); the user counted in Edge.users.
-	limits        *limiter
+	// handshakeDone ends the pending handshake (limits.go); safe to call
+	// more than once and from any goroutine (the hello timer's).
 	handshakeDone func()
-	user          string
-	userCounted   bool
+	// Used by the reader only: limits; the user counted in Edge.users.
+	limits      *limiter
+	user        string
+	userCounted bool
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
 	registered, cut bool
 
+	// welcomed: the client's Welcome is queued. Until then a ping goes to
+	// the core, which answers after the Welcome (client.proto: Welcome
+	// comes first); after, the edge answers it.
+	welcomed atomic.Bool
 	lastRead atomic.Int64 // unix nanoseconds of the last frame read
 	// writeStart is when the write in progress began (0: none). The edge's
 	// sweeper cuts writes that pass Config.WriteTimeout: one watchdog for
@@ -108,6 +115,8 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		limits: newLimiter(&e.cfg),
+		// Edge.serveWS sets the real one.
+		handshakeDone: func() {},
 	}
 	if e.poller != nil {
 		c.raw = rawConn(c.nc)
@@ -154,9 +163,7 @@ func (c *conn) finish(clean bool) {
 	}
 	c.ws.CloseNow()
 	<-writerDone
-	if c.handshakeDone != nil {
-		c.handshakeDone()
-	}
+	c.handshakeDone()
 	c.e.untrack(c)
 	c.e.connWG.Done()
 }
@@ -187,7 +194,16 @@ func (c *conn) hello() (ok, clean bool) {
 	// the pending read then ends.
 	helloTimer := time.AfterFunc(c.e.cfg.HelloTimeout, func() {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
+		// The handshake is over now, not once the close handshake is
+		// (coder/websocket waits up to 5 s for a silent peer's reply):
+		// Config.MaxPending counts sockets within their hello deadline.
+		c.handshakeDone()
 	})
+	defer func() {
+		if !ok {
+			c.handshakeDone() // refused: a close is queued
+		}
+	}()
 	var f corralv1.ClientFrame
 	err := c.readFrame(context.Background(), &f)
 	if !helloTimer.Stop() {
@@ -205,7 +221,21 @@ func (c *conn) hello() (ok, clean bool) {
 	id, err := c.e.cfg.Auth.Authenticate(actx, hello.GetToken())
 	cancel()
 	if err != nil {
+		if !errors.Is(err, auth.ErrUnauthenticated) {
+			// The authenticator failed, not the token: the client
+			// retries, the log keeps why.
+			c.e.cfg.Logger.Warn("authenticator failed", "remote", c.remote, "err", err)
+			c.closeWith(corralv1.Code_CODE_UNAVAILABLE, "authentication unavailable: retry later", 1000, false)
+			return false, false
+		}
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, err.Error(), 0, false)
+		return false, false
+	}
+	if err := safetext.CheckName("user id", id.GetUserId(), maxUserID); err != nil {
+		// Whatever the authenticator, a user id obeys the rule for names:
+		// it is shown to other users and written in logs.
+		c.e.cfg.Logger.Warn("authenticator returned an invalid user id", "remote", c.remote, "err", err)
+		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, "the token's user id is not a valid name", 0, false)
 		return false, false
 	}
 	if !c.e.userAdd(id.GetUserId()) {
@@ -215,9 +245,7 @@ func (c *conn) hello() (ok, clean bool) {
 		return false, false
 	}
 	c.user, c.userCounted = id.GetUserId(), true
-	if c.handshakeDone != nil {
-		c.handshakeDone()
-	}
+	c.handshakeDone()
 	hello.Token = ""
 	if !c.link.attach(c, &corralv1.Attach{
 		Hello:      hello,
@@ -229,6 +257,9 @@ func (c *conn) hello() (ok, clean bool) {
 	}
 	return true, false
 }
+
+// maxUserID bounds a user id in bytes, as grants.MaxUserID does.
+const maxUserID = 256
 
 // readFrames reads frames until the connection ends (then it finishes it)
 // or parks (see park.go). It runs on the connection's reader goroutine:
@@ -256,6 +287,13 @@ func (c *conn) readFrames() {
 		}
 		switch k := f.GetKind().(type) {
 		case *corralv1.ClientFrame_Ping:
+			if !c.welcomed.Load() {
+				if !c.link.forward(c, f) {
+					c.finish(false)
+					return
+				}
+				continue
+			}
 			c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
 				Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
 			}}})
@@ -348,7 +386,7 @@ func (c *conn) sendFrame(f *corralv1.ServerFrame) {
 // refuse answers a client frame the edge cannot pass on now with an Error
 // naming the frame's room and publish id, so the client can retry it.
 func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, retryMs uint32) {
-	e := &corralv1.Error{Code: code, Message: msg, RetryAfterMs: retryMs}
+	e := &corralv1.Error{Code: code, Message: safetext.Reason(msg), RetryAfterMs: retryMs}
 	switch k := f.GetKind().(type) {
 	case *corralv1.ClientFrame_Publish:
 		e.Room, e.Ref = k.Publish.GetRoom(), k.Publish.GetId()
@@ -363,7 +401,7 @@ func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, r
 }
 
 func (c *conn) sendError(code corralv1.Code, msg string) {
-	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: code, Message: msg}}})
+	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: code, Message: safetext.Reason(msg)}}})
 }
 
 // enqueueReplay queues a batch of missed messages for this connection
@@ -546,8 +584,11 @@ func mergeSignals(older, newer *corralv1.Batch) *corralv1.Batch {
 // closeWith queues a ReconnectHint and closes the connection with code once
 // it is written. With flush, frames already queued go first; without, they
 // are dropped (the client resumes and loses nothing). Safe to call twice;
-// the first call wins.
+// the first call wins. The reason is bounded on a character boundary
+// (safetext.Reason): it ends up in a close frame, which browsers refuse
+// (as 1006) when it is not UTF-8.
 func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flush bool) {
+	reason = safetext.Reason(reason)
 	hint, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reconnect{
 		Reconnect: &corralv1.ReconnectHint{Code: code, Reason: reason, DelayMs: delayMs},
 	}})
@@ -665,9 +706,6 @@ func (c *conn) writeLoop() {
 			}
 		}
 		if closing {
-			if len(reason) > 120 {
-				reason = reason[:120]
-			}
 			c.ws.Close(websocket.StatusCode(code), reason)
 			c.e.poller.closed(c)
 			return

@@ -405,6 +405,9 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 				continue
 			}
 			c.sendFrame(sf)
+			if sf.GetWelcome() != nil {
+				c.welcomed.Store(true) // after it is queued: see welcomed
+			}
 		case *corralv1.CoreFrame_Membership:
 			m := k.Membership
 			c := l.conns[m.GetConn()]

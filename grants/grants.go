@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/internal/safetext"
 	"slices"
 
 	"github.com/corral-rt/corral/auth"
@@ -16,6 +17,8 @@ const (
 	MaxPatterns = 256
 	// MaxPatternLen bounds one pattern in bytes.
 	MaxPatternLen = 256
+	// MaxUserID bounds a user id in bytes (a JWT's sub has at most 128).
+	MaxUserID = 256
 )
 
 // ErrInvalid reports a request that breaks the limits above, or names no
@@ -84,8 +87,8 @@ const AnyUser = ""
 
 // Validate checks a Grant or Revoke request.
 func Validate(user string, join, publish []string) error {
-	if user == "" {
-		return fmt.Errorf("%w: no user", ErrInvalid)
+	if err := safetext.CheckName("user id", user, MaxUserID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(join)+len(publish) == 0 {
 		return fmt.Errorf("%w: no pattern", ErrInvalid)
@@ -95,8 +98,8 @@ func Validate(user string, join, publish []string) error {
 			return fmt.Errorf("%w: more than %d patterns", ErrInvalid, MaxPatterns)
 		}
 		for _, p := range list {
-			if p == "" || len(p) > MaxPatternLen {
-				return fmt.Errorf("%w: a pattern must have 1 to %d bytes", ErrInvalid, MaxPatternLen)
+			if err := safetext.CheckName("pattern", p, MaxPatternLen); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
 		}
 	}

@@ -75,6 +75,9 @@ func (e *frameError) Error() string {
 
 func (e *frameError) Unwrap() error { return e.sentinel }
 
+// badFrame makes a decode or encode error. A part of the frame it echoes
+// goes through safetext.Quote: bounded and quoted, since the message
+// reaches the client (and logs) as a close reason.
 func badFrame(path, format string, args ...any) error {
 	return &frameError{ErrBadFrame, path, fmt.Sprintf(format, args...)}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
 )
 
 // decoder walks a message that validJSON accepted. Its methods read one
@@ -184,7 +185,7 @@ func (d *decoder) number(path string) (text []byte, ok bool, err error) {
 			text = []byte(unquote(raw))
 		}
 		if !isNumber(text) {
-			return nil, false, badFrame(path, "%q is not a number", text)
+			return nil, false, badFrame(path, "%s is not a number", safetext.Quote(text))
 		}
 		return text, true, nil
 	case c == 'n':
@@ -202,7 +203,7 @@ func (d *decoder) uint(path string, bits int) (uint64, error) {
 	}
 	if u, ok := parseDigits(text); ok {
 		if bits < 64 && u >= 1<<bits {
-			return 0, badFrame(path, "%s out of range", text)
+			return 0, badFrame(path, "%s out of range", safetext.Quote(text))
 		}
 		return u, nil
 	}
@@ -211,7 +212,7 @@ func (d *decoder) uint(path string, bits int) (uint64, error) {
 	}
 	f, ok := parseIntegral(text)
 	if !ok || f < 0 || f >= math.Ldexp(1, bits) {
-		return 0, badFrame(path, "%s is not an unsigned %d-bit integer", text, bits)
+		return 0, badFrame(path, "%s is not an unsigned %d-bit integer", safetext.Quote(text), bits)
 	}
 	return uint64(f), nil
 }
@@ -230,7 +231,7 @@ func (d *decoder) int(path string, bits int) (int64, error) {
 	}
 	f, ok := parseIntegral(text)
 	if !ok || f < -math.Ldexp(1, bits-1) || f >= math.Ldexp(1, bits-1) {
-		return 0, badFrame(path, "%s is not a %d-bit integer", text, bits)
+		return 0, badFrame(path, "%s is not a %d-bit integer", safetext.Quote(text), bits)
 	}
 	return int64(f), nil
 }
@@ -246,7 +247,7 @@ func (d *decoder) code(path string) (corralv1.Code, error) {
 		if c, ok := corralv1.Code_value[name]; ok {
 			return corralv1.Code(c), nil
 		}
-		return 0, badFrame(path, "unknown code %q", name)
+		return 0, badFrame(path, "unknown code %s", safetext.Quote(name))
 	}
 	i, err := d.int(path, 32)
 	return corralv1.Code(i), err

@@ -56,6 +56,10 @@ type Options struct {
 	// DebugAddr serves Go's profiles (/debug/pprof/) on this address.
 	// Empty: not served. Keep it private: profiles expose internals.
 	DebugAddr string
+	// DebugCmdline is the command line /debug/pprof/cmdline shows, with
+	// secrets redacted (RedactArgs). Nil: the program name alone, never
+	// os.Args, whose flags may hold secrets.
+	DebugCmdline []string
 	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090,
 	// or several cores' URLs separated by commas (cores sharing one Redis):
 	// the edge spreads its links over them and moves a failed core's
@@ -285,7 +289,9 @@ func Start(opts Options) (*Node, error) {
 			err := rc.Do(ctx, rc.B().Ping().Build()).Error()
 			cancel()
 			if err != nil {
-				http.Error(w, "not ready: redis: "+err.Error(), http.StatusServiceUnavailable)
+				// /readyz is on the public port: the address stays in the log.
+				n.opts.Logger.Warn("not ready: redis ping failed", "err", err)
+				http.Error(w, "not ready: redis unavailable", http.StatusServiceUnavailable)
 				return
 			}
 		}
@@ -323,7 +329,7 @@ func Start(opts Options) (*Node, error) {
 		}
 	}
 	if opts.DebugAddr != "" {
-		if err := n.listen(opts.DebugAddr, debugMux()); err != nil {
+		if err := n.listen(opts.DebugAddr, debugMux(opts.DebugCmdline)); err != nil {
 			_ = n.Close(context.Background())
 			return nil, err
 		}

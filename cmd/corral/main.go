@@ -71,76 +71,14 @@ func run(args []string, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
-	fs := flag.NewFlagSet("corral "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := defineFlags(fs, mode)
-	if err := parseWithEnv(fs, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+	opts, f, err := configure(mode, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
-	logger, err := newLogger(f.logFormat, f.logLevel, stderr)
 	if err != nil {
 		return err
 	}
-	opts := server.Options{
-		Mode:          mode,
-		Addr:          f.addr,
-		InternalAddr:  f.internalAddr,
-		DebugAddr:     f.debugAddr,
-		CoreURL:       f.coreURL,
-		RedisURL:      f.redisURL,
-		RedisPrefix:   f.redisPrefix,
-		HistoryMaxLen: f.historyMaxLen,
-		HistoryTTL:    f.historyTTL,
-		Backlog:       f.backlog,
-		EventsMaxLen:  f.eventsMaxLen,
-		APIInsecure:   f.apiInsecure || f.insecureDev,
-		CoreAPIKey:    f.apiKey,
-		Logger:        logger,
-	}
-	if opts.APIKeys, err = apiKeys(f); err != nil {
-		return err
-	}
-	if opts.APIInsecure && len(opts.APIKeys) == 0 && mode != server.EdgeOnly && (mode == server.CoreOnly || f.internalAddr != "") {
-		logger.Warn("the internal API accepts calls without an API key (--api-insecure or --insecure-dev); never in production")
-	}
-	opts.Core.SessionTTL = f.sessionTTL
-	opts.Core.Presence.Grace = f.presenceGrace
-	opts.Core.Presence.Tick = f.presenceTick
-	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
-	opts.PresenceDeadAfter = f.presenceDeadAfter
-	opts.Core.SignalTick = f.signalTick
-	for _, item := range splitList(f.signalTickRooms) {
-		pattern, d, ok := strings.Cut(item, "=")
-		tick, err := time.ParseDuration(d)
-		if !ok || pattern == "" || err != nil || tick <= 0 {
-			return fmt.Errorf("--signal-tick-rooms: %q: want pattern=duration, e.g. canvas:*=16ms", item)
-		}
-		opts.Core.SignalTicks = append(opts.Core.SignalTicks, core.RoomTick{Pattern: pattern, Tick: tick})
-	}
-	opts.Edge.OriginPatterns = splitList(f.origins)
-	opts.Edge.AnyOrigin = f.insecureDev
-	opts.Edge.HandshakeRate, opts.Edge.HandshakeBurst = f.admitRate, f.admitBurst
-	opts.Edge.ResumeRate, opts.Edge.ResumeBurst = f.resumeRate, f.resumeBurst
-	opts.Edge.DrainWindow = f.drainWindow
-	opts.Edge.MessageRate, opts.Edge.MessageBurst = f.publishRate, f.publishBurst
-	opts.Edge.SignalRate, opts.Edge.SignalBurst = f.signalRate, f.signalBurst
-	opts.Edge.ControlRate, opts.Edge.ControlBurst = f.controlRate, f.controlBurst
-	opts.Edge.RateStrikes, opts.Edge.MaxConnsPerUser = f.rateStrikes, f.maxConnsPerUser
-	opts.Edge.MaxPending, opts.Edge.ReadLimit = f.maxPending, f.maxFrame
-	opts.Edge.HelloTimeout = f.helloTimeout
-	opts.Core.MaxPayload, opts.Core.MaxRoomsPerConn = f.maxPayload, f.maxRooms
-	opts.Core.ReadOnlyRooms = splitList(f.readOnlyRooms)
-	opts.ReadHeaderTimeout = f.readHeaderTimeout
-	if mode != server.CoreOnly {
-		a, err := authenticator(f, logger)
-		if err != nil {
-			return err
-		}
-		opts.Auth = a
-	}
+	logger := opts.Logger
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -166,6 +104,124 @@ func run(args []string, stderr io.Writer) error {
 	return runErr
 }
 
+// secretFlags are the flags whose values /debug/pprof/cmdline redacts;
+// each has a file form (name + "-file", or CORRAL_..._FILE).
+var secretFlags = map[string]bool{"jwt-secret": true, "api-keys": true, "api-key": true, "redis": true}
+
+// configure parses the command line of a command (args[0]) into the
+// server's options.
+func configure(mode server.Mode, args []string, stderr io.Writer) (server.Options, *flags, error) {
+	fs := flag.NewFlagSet("corral "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := defineFlags(fs, mode)
+	if err := parseWithEnv(fs, args[1:]); err != nil {
+		return server.Options{}, nil, err
+	}
+	logger, err := newLogger(f.logFormat, f.logLevel, stderr)
+	if err != nil {
+		return server.Options{}, nil, err
+	}
+	if err := readSecretFiles(f); err != nil {
+		return server.Options{}, nil, err
+	}
+	if !isSet(fs, "require-exp") {
+		f.requireExp = !f.insecureDev
+	}
+	opts := server.Options{
+		Mode:          mode,
+		Addr:          f.addr,
+		InternalAddr:  f.internalAddr,
+		DebugAddr:     f.debugAddr,
+		CoreURL:       f.coreURL,
+		RedisURL:      f.redisURL,
+		RedisPrefix:   f.redisPrefix,
+		HistoryMaxLen: f.historyMaxLen,
+		HistoryTTL:    f.historyTTL,
+		Backlog:       f.backlog,
+		EventsMaxLen:  f.eventsMaxLen,
+		APIInsecure:   f.apiInsecure || f.insecureDev,
+		CoreAPIKey:    f.apiKey,
+		Logger:        logger,
+		DebugCmdline:  server.RedactArgs(append([]string{os.Args[0]}, args...), func(name string) bool { return secretFlags[name] }),
+	}
+	if opts.APIKeys, err = apiKeys(f); err != nil {
+		return server.Options{}, nil, err
+	}
+	if opts.APIInsecure && len(opts.APIKeys) == 0 && mode != server.EdgeOnly && (mode == server.CoreOnly || f.internalAddr != "") {
+		logger.Warn("the internal API accepts calls without an API key (--api-insecure or --insecure-dev); never in production")
+	}
+	opts.Core.SessionTTL = f.sessionTTL
+	opts.Core.Presence.Grace = f.presenceGrace
+	opts.Core.Presence.Tick = f.presenceTick
+	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
+	opts.PresenceDeadAfter = f.presenceDeadAfter
+	opts.Core.SignalTick = f.signalTick
+	for _, item := range splitList(f.signalTickRooms) {
+		pattern, d, ok := strings.Cut(item, "=")
+		tick, err := time.ParseDuration(d)
+		if !ok || pattern == "" || err != nil || tick <= 0 {
+			return server.Options{}, nil, fmt.Errorf("--signal-tick-rooms: %q: want pattern=duration, e.g. canvas:*=16ms", item)
+		}
+		opts.Core.SignalTicks = append(opts.Core.SignalTicks, core.RoomTick{Pattern: pattern, Tick: tick})
+	}
+	opts.Edge.OriginPatterns = splitList(f.origins)
+	opts.Edge.AnyOrigin = f.insecureDev
+	opts.Edge.HandshakeRate, opts.Edge.HandshakeBurst = f.admitRate, f.admitBurst
+	opts.Edge.ResumeRate, opts.Edge.ResumeBurst = f.resumeRate, f.resumeBurst
+	opts.Edge.DrainWindow = f.drainWindow
+	opts.Edge.MessageRate, opts.Edge.MessageBurst = f.publishRate, f.publishBurst
+	opts.Edge.SignalRate, opts.Edge.SignalBurst = f.signalRate, f.signalBurst
+	opts.Edge.ControlRate, opts.Edge.ControlBurst = f.controlRate, f.controlBurst
+	opts.Edge.RateStrikes, opts.Edge.MaxConnsPerUser = f.rateStrikes, f.maxConnsPerUser
+	opts.Edge.MaxPending, opts.Edge.ReadLimit = f.maxPending, f.maxFrame
+	opts.Edge.HelloTimeout = f.helloTimeout
+	opts.Core.MaxPayload, opts.Core.MaxRoomsPerConn = f.maxPayload, f.maxRooms
+	opts.Core.ReadOnlyRooms = splitList(f.readOnlyRooms)
+	opts.ReadHeaderTimeout = f.readHeaderTimeout
+	if mode != server.CoreOnly {
+		a, err := authenticator(f, logger)
+		if err != nil {
+			return server.Options{}, nil, err
+		}
+		opts.Auth = a
+	}
+	return opts, f, nil
+}
+
+// readSecretFiles fills each secret flag from its file form.
+func readSecretFiles(f *flags) error {
+	for _, s := range []struct {
+		name  string
+		value *string
+		file  string
+	}{
+		{"jwt-secret", &f.jwtSecret, f.jwtSecretFile},
+		{"api-key", &f.apiKey, f.apiKeyFile},
+		{"redis", &f.redisURL, f.redisFile},
+	} {
+		if s.file == "" {
+			continue
+		}
+		if *s.value != "" {
+			return fmt.Errorf("--%s and --%s-file are both set: keep one", s.name, s.name)
+		}
+		v, err := server.ReadSecretFile(s.file)
+		if err != nil {
+			return fmt.Errorf("--%s-file: %w", s.name, err)
+		}
+		*s.value = v
+	}
+	return nil
+}
+
+// isSet reports whether a flag was given, on the command line or in the
+// environment.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+
 type flags struct {
 	addr, internalAddr, coreURL string
 	debugAddr                   string
@@ -174,13 +230,15 @@ type flags struct {
 	backlog                     int
 	insecureDev, apiInsecure    bool
 	apiKeys, apiKeysFile        string
-	apiKey                      string
+	apiKey, apiKeyFile          string
 	jwtSecret, jwtKeys          string
+	jwtSecretFile, redisFile    string
+	requireExp                  bool
 	jwtIssuer, jwtAudience      string
 	origins                     string
 	sessionTTL, shutdownTimeout time.Duration
-	historyTTL                  time.Duration
 	drainWindow, signalTick     time.Duration
+	historyTTL                  time.Duration
 	signalTickRooms             string
 	presenceGrace, presenceTick time.Duration
 	presenceDeadAfter           time.Duration
@@ -223,10 +281,13 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	}
 	if mode == server.EdgeOnly {
 		fs.StringVar(&f.apiKey, "api-key", "", "bearer `key` the edge presents to the core (one of the core's --api-keys) [CORRAL_API_KEY]")
+		fs.StringVar(&f.apiKeyFile, "api-key-file", "", "`file` holding --api-key, instead of the flag [CORRAL_API_KEY_FILE]")
 	}
 	if mode != server.CoreOnly {
 		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: accept connections without a verified token (the token, if any, is the user id) and from any origin; never in production [CORRAL_INSECURE_DEV]")
-		fs.StringVar(&f.jwtSecret, "jwt-secret", "", "HS256 `secret` that signs connection tokens [CORRAL_JWT_SECRET]")
+		fs.StringVar(&f.jwtSecret, "jwt-secret", "", "HS256 `secret` that signs connection tokens, at least 32 bytes; prefer --jwt-secret-file or the environment: flags show in ps [CORRAL_JWT_SECRET]")
+		fs.StringVar(&f.jwtSecretFile, "jwt-secret-file", "", "`file` holding --jwt-secret, instead of the flag [CORRAL_JWT_SECRET_FILE]")
+		fs.BoolVar(&f.requireExp, "require-exp", true, "refuse tokens without an exp claim (close 4401); default true, false with --insecure-dev [CORRAL_REQUIRE_EXP]")
 		fs.StringVar(&f.jwtKeys, "jwt-public-keys", "", "PEM `file` of RS256/EdDSA public keys that sign connection tokens [CORRAL_JWT_PUBLIC_KEYS]")
 		fs.StringVar(&f.jwtIssuer, "jwt-issuer", "", "required token issuer (iss) [CORRAL_JWT_ISSUER]")
 		fs.StringVar(&f.jwtAudience, "jwt-audience", "", "required token audience (aud) [CORRAL_JWT_AUDIENCE]")
@@ -234,6 +295,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	}
 	if mode != server.EdgeOnly {
 		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db, or any node of a Redis 7 Cluster) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
+		fs.StringVar(&f.redisFile, "redis-file", "", "`file` holding --redis (a URL with a password), instead of the flag [CORRAL_REDIS_FILE]")
 		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.historyTTL, "history-ttl", 24*time.Hour, "a room's history is forgotten this long after its last message (in memory: or after its last member left, whichever is later); it then starts over under a new epoch [CORRAL_HISTORY_TTL]")
@@ -297,8 +359,9 @@ func parseWithEnv(fs *flag.FlagSet, args []string) error {
 		}
 		env := "CORRAL_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
-			if e := fl.Value.Set(v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			// fs.Set, not fl.Value.Set: the flag then counts as set.
+			if e := fs.Set(fl.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", env, e)
 			}
 		}
 	})
@@ -313,7 +376,7 @@ func authenticator(f *flags, logger *slog.Logger) (auth.Authenticator, error) {
 		logger.Warn("--insecure-dev: connections are not authenticated and any origin is accepted")
 		return auth.Dev{}, nil
 	}
-	cfg := auth.JWTConfig{Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 5 * time.Second}
+	cfg := auth.JWTConfig{Issuer: f.jwtIssuer, Audience: f.jwtAudience, Leeway: 5 * time.Second, RequireExpiry: f.requireExp}
 	if f.jwtSecret != "" {
 		cfg.HMACSecret = []byte(f.jwtSecret)
 	}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/server"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const secret = "a jwt secret of at least 32 bytes!"
+
+func secretFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustConfigure(t *testing.T, mode server.Mode, args ...string) server.Options {
+	t.Helper()
+	opts, _, err := configure(mode, args, io.Discard)
+	if err != nil {
+		t.Fatalf("configure %q: %v", args, err)
+	}
+	return opts
+}
+
+func sign(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestShortJWTSecretRefused: a --jwt-secret under 32 bytes stops the start.
+func TestShortJWTSecretRefused(t *testing.T) {
+	for _, s := range []string{"x", secret[:31]} {
+		_, _, err := configure(server.Serve, []string{"serve", "--jwt-secret", s}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "at least 32") {
+			t.Fatalf("--jwt-secret of %d bytes: %v, want a refusal", len(s), err)
+		}
+		if strings.Contains(err.Error(), s) {
+			t.Fatalf("the error %q shows the secret", err)
+		}
+	}
+}
+
+// TestRequireExp: tokens without exp are refused (4401, as every
+// ErrUnauthenticated) unless --insecure-dev or --require-exp=false.
+func TestRequireExp(t *testing.T) {
+	ctx := context.Background()
+	noExp := sign(t, jwt.MapClaims{"sub": "alice"})
+	withExp := sign(t, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
+	for name, tc := range map[string]struct {
+		args      []string
+		noExpOK   bool
+		withExpOK bool
+	}{
+		"default":           {[]string{"serve", "--jwt-secret", secret}, false, true},
+		"insecure-dev":      {[]string{"serve", "--insecure-dev", "--jwt-secret", secret}, true, true},
+		"require-exp=false": {[]string{"serve", "--require-exp=false", "--jwt-secret", secret}, true, true},
+		"dev, but required": {[]string{"serve", "--insecure-dev", "--require-exp", "--jwt-secret", secret}, false, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := mustConfigure(t, server.Serve, tc.args...).Auth
+			_, err := a.Authenticate(ctx, noExp)
+			if (err == nil) != tc.noExpOK || (err != nil && !errors.Is(err, auth.ErrUnauthenticated)) {
+				t.Errorf("token without exp: %v, want ok=%v", err, tc.noExpOK)
+			}
+			if _, err := a.Authenticate(ctx, withExp); (err == nil) != tc.withExpOK {
+				t.Errorf("token with exp: %v", err)
+			}
+		})
+	}
+}
+
+// TestSecretFiles: every secret flag has a file form, as a flag and as
+// CORRAL_..._FILE; a file and the flag together are refused.
+func TestSecretFiles(t *testing.T) {
+	ctx := context.Background()
+	tok := sign(t, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
+
+	opts := mustConfigure(t, server.Serve, "serve", "--jwt-secret-file", secretFile(t, secret+"\n"))
+	if _, err := opts.Auth.Authenticate(ctx, tok); err != nil {
+		t.Fatalf("--jwt-secret-file: %v", err)
+	}
+	t.Run("env", func(t *testing.T) {
+		t.Setenv("CORRAL_JWT_SECRET_FILE", secretFile(t, secret))
+		t.Setenv("CORRAL_REDIS_FILE", secretFile(t, "redis://:pw-pw-pw@127.0.0.1:1/0\n"))
+		opts := mustConfigure(t, server.Serve, "serve")
+		if _, err := opts.Auth.Authenticate(ctx, tok); err != nil {
+			t.Fatalf("CORRAL_JWT_SECRET_FILE: %v", err)
+		}
+		if opts.RedisURL != "redis://:pw-pw-pw@127.0.0.1:1/0" {
+			t.Fatalf("CORRAL_REDIS_FILE gave %q", opts.RedisURL)
+		}
+	})
+	t.Run("edge api key", func(t *testing.T) {
+		t.Setenv("CORRAL_API_KEY_FILE", secretFile(t, "an-api-key-of-some-length\n"))
+		opts := mustConfigure(t, server.EdgeOnly, "edge", "--jwt-secret-file", secretFile(t, secret))
+		if opts.CoreAPIKey != "an-api-key-of-some-length" {
+			t.Fatalf("CORRAL_API_KEY_FILE gave %q", opts.CoreAPIKey)
+		}
+	})
+	if _, _, err := configure(server.Serve, []string{"serve", "--jwt-secret", secret, "--jwt-secret-file", secretFile(t, secret)}, io.Discard); err == nil {
+		t.Fatal("--jwt-secret with --jwt-secret-file accepted")
+	}
+}
+
+// TestDebugCmdlineRedacted: the command line the debug listener shows has
+// no secret flag's value, in any form.
+func TestDebugCmdlineRedacted(t *testing.T) {
+	opts := mustConfigure(t, server.Serve, "serve", "--jwt-secret", secret,
+		"--api-keys=key-one-key-one-key,key-two-key-two-key", "--redis", "redis://:hunter2hunter2@127.0.0.1:1/0", "--history", "7")
+	line := strings.Join(opts.DebugCmdline, " ")
+	for _, s := range []string{secret, "key-one", "key-two", "hunter2"} {
+		if strings.Contains(line, s) {
+			t.Fatalf("DebugCmdline %q shows %q", line, s)
+		}
+	}
+	if !strings.Contains(line, "127.0.0.1:1") || !strings.Contains(line, "--history 7") {
+		t.Fatalf("DebugCmdline %q lost what is not secret", line)
+	}
+}

@@ -1,0 +1,53 @@
+package core
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect/v2"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/safetext"
+	"github.com/corral-rt/corral/sessions"
+)
+
+// This file is where the core's errors become text someone else reads:
+// client Error frames (storeFailed) and Connect errors of the internal API
+// (rpcError, connectErr). A store's error names addresses, keys and
+// scripts: it goes to the log, and the client or the calling service gets
+// a code and a fixed text.
+
+// storeFailed tells s that what (a store operation on room: "publish",
+// "presence"...) failed, with a code that means "retry" and a text that
+// names no infrastructure; the log keeps the error.
+func (c *Core) storeFailed(s *session, what string, err error, room, ref string) {
+	c.cfg.Logger.Warn("store operation failed", "op", what, "session", s.id, "room", room, "err", err)
+	s.sendErr(corralv1.Code_CODE_UNAVAILABLE, what+" failed: store unavailable, retry later", room, ref)
+}
+
+// rpcError converts a store error (or the end of the call's context) at the
+// RPC boundary: the caller gets a code and a fixed text, the log the error.
+func (c *Core) rpcError(err error) *connect.Error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, "core: deadline exceeded").WithCause(err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, "core: canceled").WithCause(err)
+	}
+	c.cfg.Logger.Warn("api: store operation failed", "err", err)
+	if errors.Is(err, history.ErrBusy) || errors.Is(err, sessions.ErrBusy) {
+		return connect.NewError(connect.CodeResourceExhausted, "core: store busy, retry later").WithCause(err)
+	}
+	return connect.NewError(connect.CodeUnavailable, "core: store unavailable, retry later").WithCause(err)
+}
+
+// maxRPCMessage bounds the text of a Connect error made from a core error.
+const maxRPCMessage = 512
+
+// connectErr wraps err, a core error meant for the caller (invalid
+// argument, out of range...), in a Connect error with code, keeping err as
+// the cause for errors.Is. Errors that quote the request do it with
+// safetext.Quote; the text is bounded here.
+func connectErr(code connect.Code, err error) *connect.Error {
+	return connect.NewError(code, safetext.Truncate(err.Error(), maxRPCMessage)).WithCause(err)
+}
