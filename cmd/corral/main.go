@@ -102,9 +102,6 @@ func run(args []string, stderr io.Writer) error {
 	if opts.APIKeys, err = apiKeys(f); err != nil {
 		return err
 	}
-	if opts.APIInsecure && len(opts.APIKeys) == 0 && mode != server.EdgeOnly && (mode == server.CoreOnly || f.internalAddr != "") {
-		logger.Warn("the internal API accepts calls without an API key (--api-insecure or --insecure-dev); never in production")
-	}
 	opts.Core.SessionTTL = f.sessionTTL
 	opts.Core.Presence.Grace = f.presenceGrace
 	opts.Core.Presence.Tick = f.presenceTick
@@ -205,7 +202,10 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	}
 	fs.StringVar(&f.addr, "addr", defAddr, "listen address `host:port` [CORRAL_ADDR]")
 	if mode == server.Serve {
-		fs.StringVar(&f.internalAddr, "internal-addr", "", "also serve the internal RoomService API (Connect, gRPC, gRPC-Web) on this `host:port`; keep it private [CORRAL_INTERNAL_ADDR]")
+		fs.StringVar(&f.internalAddr, "internal-addr", "", "internal listener `host:port`: the RoomService API (Connect, gRPC, gRPC-Web), POST /admin/drain and /metrics (which then leave --addr); needs --api-keys; keep it private [CORRAL_INTERNAL_ADDR]")
+	}
+	if mode == server.EdgeOnly {
+		fs.StringVar(&f.internalAddr, "internal-addr", "", "internal listener `host:port`: POST /admin/drain and /metrics (which then leave --addr); needs --api-keys; keep it private [CORRAL_INTERNAL_ADDR]")
 	}
 	if mode == server.EdgeOnly {
 		fs.StringVar(&f.coreURL, "core", "http://127.0.0.1:8090", "base `URL` of the core (h2c), or several cores' URLs separated by commas (cores sharing one Redis: links are spread over them and a failed core's sessions move to the others) [CORRAL_CORE]")
@@ -213,10 +213,10 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	if mode == server.CoreOnly {
 		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: the internal API accepts calls without an API key (same as --api-insecure); never in production [CORRAL_INSECURE_DEV]")
 	}
+	fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` every internal listener accepts (each at least 16 characters): the RoomService API, /admin/*, /debug/*; required when there is one (corral core, --internal-addr, --debug-addr) [CORRAL_API_KEYS]")
+	fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "`file` of more API keys, one per line (# comments) [CORRAL_API_KEYS_FILE]")
+	fs.BoolVar(&f.apiInsecure, "api-insecure", false, "local development: the internal listeners accept calls without an API key (a warning names each open endpoint); never in production [CORRAL_API_INSECURE]")
 	if mode != server.EdgeOnly {
-		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the internal API accepts (each at least 16 characters); required for the API over HTTP (corral core, serve --internal-addr) [CORRAL_API_KEYS]")
-		fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "`file` of more API keys, one per line (# comments) [CORRAL_API_KEYS_FILE]")
-		fs.BoolVar(&f.apiInsecure, "api-insecure", false, "local development: the internal API accepts calls without an API key; never in production [CORRAL_API_INSECURE]")
 		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log) [CORRAL_EVENTS]")
 	}
 	if mode == server.EdgeOnly {
@@ -270,7 +270,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	}
 	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 5*time.Second, "how long a client may take to send its HTTP request headers (slowloris) [CORRAL_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
-	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's profiles (/debug/pprof/) on this private `host:port`; empty: off [CORRAL_DEBUG_ADDR]")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's profiles (/debug/pprof/) on this private `host:port`, behind --api-keys; empty: off [CORRAL_DEBUG_ADDR]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json [CORRAL_LOG_FORMAT]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error [CORRAL_LOG_LEVEL]")
 	return f
