@@ -88,6 +88,15 @@ type Options struct {
 	// Required when there is one (CoreOnly, InternalAddr, DebugAddr)
 	// unless APIInsecure is set.
 	APIKeys []string
+	// APIMaxRequestBytes bounds one request message of the internal API
+	// over HTTP (a Broadcast's rooms, a Link batch); past it the call
+	// fails with resource_exhausted. Default 4 MiB (connect's own
+	// default, made explicit): a Broadcast of 10,000 200-byte rooms and a
+	// 64 KiB payload fits, as does a Link batch (1 MiB plus one frame).
+	APIMaxRequestBytes int
+	// APIMaxEventStreams bounds the RoomService.Events streams open at
+	// once per API key; past it: resource_exhausted. Default 16.
+	APIMaxEventStreams int
 	// APIInsecure serves the internal listeners without keys: local
 	// development only; Start logs a warning naming every open endpoint.
 	// Keys, if given, are still checked.
@@ -248,6 +257,11 @@ func Start(opts Options) (*Node, error) {
 			}
 			ics = append(ics, ic)
 		}
+		apiRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_api_refused_total", Help: "Internal API calls refused by a bound of the server, by reason.",
+		}, []string{"reason"})
+		reg.MustRegister(apiRefused)
+		ics = append(ics, limitStreams(cmp.Or(opts.APIMaxEventStreams, 16), apiRefused))
 		n.rpc = connect.NewServer(ics...)
 		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
 		rpc = n.rpc
@@ -343,7 +357,8 @@ func Start(opts Options) (*Node, error) {
 		admin := n.mountAdmin(l.mux, l.role, door)
 		rpcHere := l.role == internal && n.rpc != nil
 		if rpcHere {
-			connecthttp.Mount(l.mux, n.rpc, connecthttp.WithCompressors())
+			connecthttp.Mount(l.mux, n.rpc, connecthttp.WithCompressors(),
+				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
 		}
 		if l.role == public && n.edge != nil {
 			l.mux.Handle("/ws", n.edge)
