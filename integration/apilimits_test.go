@@ -51,6 +51,18 @@ func TestAPILimits(t *testing.T) {
 		_, err := api.Publish(ctx, &corralv1.PublishRequest{Room: "a", Payload: []byte(`"` + strings.Repeat("x", 16<<10) + `"`)})
 		wantConnectCode(t, "a payload over --max-payload", err, connect.CodeInvalidArgument)
 	})
+	t.Run("publish fields", func(t *testing.T) {
+		long := strings.Repeat("x", 257)
+		for name, req := range map[string]*corralv1.PublishRequest{
+			"a 201-byte room":            {Room: long[:201], Payload: []byte(`1`)},
+			"a 257-byte idempotency key": {Room: "a", Payload: []byte(`1`), IdempotencyKey: long},
+			"a 257-byte sender":          {Room: "a", Payload: []byte(`1`), Sender: long},
+			"a room with a control char": {Room: "a\x01", Payload: []byte(`1`)},
+		} {
+			_, err := api.Publish(ctx, req)
+			wantConnectCode(t, name, err, connect.CodeInvalidArgument)
+		}
+	})
 	t.Run("broadcast rooms", func(t *testing.T) {
 		_, err := api.Broadcast(ctx, &corralv1.BroadcastRequest{Rooms: []string{"b1", "b2", "b3", "b4"}, Payload: []byte(`1`)})
 		wantConnectCode(t, "4 rooms", err, connect.CodeInvalidArgument)
