@@ -407,7 +407,12 @@ func (c *Conn) closeWith(code websocket.StatusCode, reason string) error {
 func (c *Conn) closeError(err error) *CloseError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &CloseError{Code: websocket.CloseStatus(err), Reason: closeReason(err), Hint: c.hint, Refusal: c.refusal, Err: err}
+	code := websocket.CloseStatus(err)
+	refusal := c.refusal
+	if refusal != nil && int(refusal.GetCode()) != int(code) {
+		refusal = nil // an earlier refused frame, not this close's
+	}
+	return &CloseError{Code: code, Reason: closeReason(err), Hint: c.hint, Refusal: refusal, Err: err}
 }
 
 func closeReason(err error) string {
