@@ -240,6 +240,7 @@ func TestStormDrain(t *testing.T) {
 		Clients: 40, Rooms: 4, Rate: 10, Steady: time.Second, After: time.Second,
 		RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
 		Cause: "drain", DrainWindow: 500 * time.Millisecond, Fallback: "ws://" + b.Addr() + "/ws",
+		Admin: "http://" + a.InternalAddr(),
 	}
 	target := bench.Target{WS: "ws://" + a.Addr() + "/ws", API: "http://" + b.InternalAddr(), PID: os.Getpid()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

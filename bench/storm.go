@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -49,11 +50,16 @@ type Storm struct {
 	Timeout        time.Duration
 	Proxies        int
 	// Cause is how the connections end: "rst" (the proxy resets them) or
-	// "drain" (POST /admin/drain on the target; the sessions move to
-	// Fallback, or come back to the target once it restarts).
+	// "drain" (POST /admin/drain on the target's internal listener,
+	// Admin; the sessions move to Fallback, or come back to the target
+	// once it restarts).
 	Cause       string
 	DrainWindow time.Duration
 	Fallback    string
+	// Admin is the base URL of the drained server's internal listener
+	// (corral --internal-addr), where /admin/drain is. Default: the
+	// target's API.
+	Admin string
 	// Presence: sessions join with presence; the result counts their
 	// presence frames and bytes (the reset and the resumes included).
 	Presence bool
@@ -99,7 +105,7 @@ clients, each with its own file limit.
 
 With --cause drain there is no proxy: the clients connect to --url directly,
 and instead of the RST the generator drains that server (POST /admin/drain
-with --drain-window, the internal API key as bearer). Each client follows
+on its internal listener, --admin, with --drain-window, the internal API key as bearer). Each client follows
 its hint to --fallback (another edge of the same deployment, sharing Redis),
 or, without one, back to --url once something listens there again (a
 restarted process). Reports the time from the drain until all are back and
@@ -119,7 +125,8 @@ func (s *Storm) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.Timeout, "publish-timeout", s.Timeout, "deadline of one publish RPC")
 	fs.BoolVar(&s.Presence, "presence", s.Presence, "join with presence and count the presence frames and bytes each member reads, through the reset and the resumes")
 	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "with --cause rst-proxy: proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
-	fs.StringVar(&s.Cause, "cause", s.Cause, "how the connections end: rst (this generator resets every socket: SO_LINGER 0, close), rst-proxy (TCP RST from a proxy in between) or drain (POST /admin/drain on --url's server)")
+	fs.StringVar(&s.Cause, "cause", s.Cause, "how the connections end: rst (this generator resets every socket: SO_LINGER 0, close), rst-proxy (TCP RST from a proxy in between) or drain (POST /admin/drain on --admin)")
+	fs.StringVar(&s.Admin, "admin", s.Admin, "with --cause drain: base `URL` of the drained server's internal listener (corral --internal-addr), where POST /admin/drain is; default --api")
 	fs.DurationVar(&s.DrainWindow, "drain-window", s.DrainWindow, "with --cause drain: the window the server spreads the reconnect hints over")
 	fs.StringVar(&s.Fallback, "fallback", s.Fallback, "with --cause drain: the WebSocket `URL` of another edge the clients move to")
 }
@@ -566,18 +573,19 @@ func sortedKeys(m map[string]int) []string {
 	return ks
 }
 
-// drainTarget asks the target's server to drain (POST /admin/drain) and
-// waits for its answer: it comes when its clients have gone.
+// drainTarget asks the target's server to drain (POST /admin/drain on its
+// internal listener, API) and waits for its answer: it comes when its
+// clients have gone.
 func (s *Storm) drainTarget(ctx context.Context, o Options) error {
-	u, err := url.Parse(o.Target.WS)
+	base := cmp.Or(s.Admin, o.Target.API)
+	if base == "" {
+		return errors.New("bench: --cause drain posts /admin/drain to the server's internal listener: give its URL (--admin)")
+	}
+	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/admin/drain")
 	if err != nil {
 		return err
 	}
-	u.Scheme = "http"
-	if strings.HasPrefix(o.Target.WS, "wss:") {
-		u.Scheme = "https"
-	}
-	u.Path, u.RawQuery = "/admin/drain", "window="+s.DrainWindow.String()
+	u.RawQuery = "window=" + s.DrainWindow.String()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
 	if err != nil {
 		return err

@@ -18,7 +18,8 @@ type Target struct {
 	// for server-side publishing.
 	API string `json:"api,omitempty"`
 	// Metrics is the Prometheus endpoint sampled for server cost when PID
-	// is 0. Default: /metrics on the WS host.
+	// is 0. Default: /metrics on API (corral serves it on its internal
+	// listener), else on the WS host.
 	Metrics string `json:"metrics,omitempty"`
 	// PID is the server's process id on this machine: its CPU time and RSS
 	// are read from /proc. 0: use Metrics.
@@ -33,11 +34,20 @@ type Target struct {
 	AllowRemote bool `json:"allowRemote,omitempty"`
 }
 
-// metricsURL returns Metrics, or /metrics on the WS host.
+// metricsURL returns Metrics, or /metrics on the internal listener (API),
+// or else on the WS host (a node without an internal listener).
 func (t Target) metricsURL() string {
 	if t.Metrics != "" {
 		return t.Metrics
 	}
+	if t.API != "" {
+		return strings.TrimSuffix(t.API, "/") + "/metrics"
+	}
+	return t.wsHost() + "/metrics"
+}
+
+// wsHost returns the http(s)://host of the WS URL, or "".
+func (t Target) wsHost() string {
 	u, err := url.Parse(t.WS)
 	if err != nil {
 		return ""
@@ -46,7 +56,7 @@ func (t Target) metricsURL() string {
 	if u.Scheme == "wss" {
 		scheme = "https"
 	}
-	return scheme + "://" + u.Host + "/metrics"
+	return scheme + "://" + u.Host
 }
 
 // check refuses a target that is malformed or, unless AllowRemote, not on

@@ -49,8 +49,13 @@ type Options struct {
 type CloseError struct {
 	Code   websocket.StatusCode
 	Reason string
-	Hint   *corralv1.ReconnectHint
-	Err    error
+	// Hint is the ReconnectHint that came before a close of the resume or
+	// retry class (code, full reason, delay).
+	Hint *corralv1.ReconnectHint
+	// Refusal is the Error frame (no room, no ref) that came before a
+	// close of the stop class: its code and full message.
+	Refusal *corralv1.Error
+	Err     error
 }
 
 func (e *CloseError) Error() string {
@@ -85,6 +90,7 @@ type Conn struct {
 	joinWait map[string]chan *corralv1.ServerFrame
 	pageWait map[string]chan *corralv1.ServerFrame // by room
 	hint     *corralv1.ReconnectHint
+	refusal  *corralv1.Error // the stop-class close's Error frame
 	err      *CloseError
 }
 
@@ -171,6 +177,10 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		for i, f := range frames {
 			if h := f.GetReconnect(); h != nil {
 				c.hint = h
+				continue
+			}
+			if e := f.GetError(); e != nil && e.GetRoom() == "" && e.GetRef() == "" {
+				c.refusal = e // a refused hello; the close follows
 				continue
 			}
 			if w := f.GetWelcome(); w != nil && c.welcome == nil {
@@ -397,7 +407,12 @@ func (c *Conn) closeWith(code websocket.StatusCode, reason string) error {
 func (c *Conn) closeError(err error) *CloseError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &CloseError{Code: websocket.CloseStatus(err), Reason: closeReason(err), Hint: c.hint, Err: err}
+	code := websocket.CloseStatus(err)
+	refusal := c.refusal
+	if refusal != nil && int(refusal.GetCode()) != int(code) {
+		refusal = nil // an earlier refused frame, not this close's
+	}
+	return &CloseError{Code: code, Reason: closeReason(err), Hint: c.hint, Refusal: refusal, Err: err}
 }
 
 func closeReason(err error) string {
@@ -458,6 +473,8 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 		} else if room := k.Error.GetRoom(); room != "" {
 			waiter = c.joinWait[room]
 			delete(c.joinWait, room)
+		} else if protocol.AdviceOf(k.Error.GetCode()) == protocol.AdviceStop {
+			c.refusal = k.Error // may come before a stop-class close
 		}
 	case *corralv1.ServerFrame_PresencePage:
 		waiter = c.pageWait[k.PresencePage.GetRoom()]

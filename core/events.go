@@ -12,6 +12,7 @@ import (
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/grants"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -36,7 +37,20 @@ type APIConfig struct {
 	// EventsHeartbeat is how often an idle Events stream sends an empty
 	// response. Default 15s.
 	EventsHeartbeat time.Duration
+	// MaxMembers bounds the members (and presence entries) one Members
+	// call lists; a room with more is refused with resource_exhausted.
+	// Default 10000.
+	MaxMembers int
 }
+
+// Bounds of the internal API's requests that have no setting: the room
+// patterns of an Events filter (as many, and as long, as a user's grants),
+// and the ids a Disconnect names.
+const (
+	maxEventPatterns   = grants.MaxPatterns
+	maxEventPatternLen = grants.MaxPatternLen
+	maxTargetID        = 256
+)
 
 func (a APIConfig) withDefaults() APIConfig {
 	if a.MaxBroadcastRooms <= 0 {
@@ -50,6 +64,9 @@ func (a APIConfig) withDefaults() APIConfig {
 	}
 	if a.EventsHeartbeat <= 0 {
 		a.EventsHeartbeat = 15 * time.Second
+	}
+	if a.MaxMembers <= 0 {
+		a.MaxMembers = 10000
 	}
 	return a
 }
@@ -350,9 +367,15 @@ type eventFilter struct {
 
 func newEventFilter(req *corralv1.EventsRequest) (*eventFilter, error) {
 	f := &eventFilter{rooms: req.GetRooms()}
+	if len(f.rooms) > maxEventPatterns {
+		return nil, fmt.Errorf("core: more than %d room patterns", maxEventPatterns)
+	}
 	for _, p := range f.rooms {
 		if p == "" {
 			return nil, errors.New("core: empty room pattern")
+		}
+		if len(p) > maxEventPatternLen {
+			return nil, fmt.Errorf("core: room pattern longer than %d bytes", maxEventPatternLen)
 		}
 	}
 	for _, k := range req.GetKinds() {

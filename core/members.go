@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -23,6 +24,10 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 	if err != nil {
 		return nil, connectErr(connect.CodeUnavailable, err)
 	}
+	limit := c.api.cfg.MaxMembers
+	if len(snap.Members) > limit {
+		return nil, tooManyMembers(limit)
+	}
 	c.mu.Lock()
 	r := c.rooms[req.GetRoom()]
 	c.mu.Unlock()
@@ -35,6 +40,10 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 	}
 	byUser := make(map[string]*corralv1.Member)
 	r.mu.Lock()
+	if len(r.members) > limit {
+		r.mu.Unlock()
+		return nil, tooManyMembers(limit)
+	}
 	for s := range r.members {
 		m := byUser[s.user]
 		if m == nil {
@@ -63,6 +72,12 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 	return res, nil
 }
 
+// tooManyMembers refuses a Members call whose answer would pass max
+// entries (core.APIConfig.MaxMembers).
+func tooManyMembers(limit int) *connect.Error {
+	return connectErr(connect.CodeResourceExhausted, fmt.Errorf("core: the room has more than %d members, the most one Members call lists", limit))
+}
+
 // maxReason bounds a Disconnect reason in bytes.
 const maxReason = 256
 
@@ -76,6 +91,9 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 	}
 	if len(req.GetReason()) > maxReason {
 		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: reason longer than 256 bytes"))
+	}
+	if len(req.GetUserId()) > maxTargetID || len(req.GetSessionId()) > maxTargetID {
+		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: user_id or session_id longer than %d bytes", maxTargetID))
 	}
 	var targets []*session
 	c.mu.Lock()

@@ -581,17 +581,16 @@ func mergeSignals(older, newer *corralv1.Batch) *corralv1.Batch {
 	return &corralv1.Batch{Frames: out}
 }
 
-// closeWith queues a ReconnectHint and closes the connection with code once
-// it is written. With flush, frames already queued go first; without, they
-// are dropped (the client resumes and loses nothing). Safe to call twice;
-// the first call wins. The reason is bounded on a character boundary
-// (safetext.Reason): it ends up in a close frame, which browsers refuse
-// (as 1006) when it is not UTF-8.
+// closeWith queues the frame that explains the close (closeFrame) and
+// closes the connection with code once it is written. With flush, frames
+// already queued go first; without, they are dropped (the client resumes
+// and loses nothing). Safe to call twice; the first call wins. Every close
+// the edge makes, the core's included, passes here. The reason is bounded on
+// a character boundary (safetext.Reason): it ends up in a close frame, which
+// browsers refuse (as 1006) when it is not UTF-8.
 func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flush bool) {
 	reason = safetext.Reason(reason)
-	hint, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reconnect{
-		Reconnect: &corralv1.ReconnectHint{Code: code, Reason: reason, DelayMs: delayMs},
-	}})
+	hint, err := protocol.AppendServer(c.enc, nil, closeFrame(code, reason, delayMs))
 	if err != nil {
 		hint = nil
 	}
@@ -615,6 +614,21 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 	c.mu.Unlock()
 	c.e.metrics.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
 	c.signal()
+}
+
+// closeFrame is the frame sent before a close with code: a ReconnectHint
+// for the resume and retry classes, and for the stop class an Error with
+// the code, so that no frame named "reconnect" ever precedes a close that
+// means "do not reconnect" (docs/CODES.md).
+func closeFrame(code corralv1.Code, reason string, delayMs uint32) *corralv1.ServerFrame {
+	if protocol.AdviceOf(code) == protocol.AdviceStop {
+		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{
+			Error: &corralv1.Error{Code: code, Message: reason},
+		}}
+	}
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reconnect{
+		Reconnect: &corralv1.ReconnectHint{Code: code, Reason: reason, DelayMs: delayMs},
+	}}
 }
 
 // writeLoop is the connection's only writer: it takes everything queued,

@@ -441,8 +441,8 @@ func TestDisconnect(t *testing.T) {
 				t.Fatalf("disconnect: %v, %v", res, err)
 			}
 			for _, c := range []*client.Conn{c1, c2} {
-				if ce := waitClosed(t, c); int(ce.Code) != int(corralv1.Code_CODE_FORBIDDEN) || ce.Hint.GetReason() != "banned" {
-					t.Fatalf("closed with %d %v", ce.Code, ce.Hint)
+				if ce := waitClosed(t, c); int(ce.Code) != int(corralv1.Code_CODE_FORBIDDEN) || ce.Refusal.GetMessage() != "banned" || ce.Hint != nil {
+					t.Fatalf("closed with %d, error frame %v, hint %v", ce.Code, ce.Refusal, ce.Hint)
 				}
 			}
 			// STOP: the session is gone.

@@ -47,6 +47,11 @@ func TestTokens(t *testing.T) {
 					if !ok || int(ce.Code) != int(corralv1.Code_CODE_UNAUTHENTICATED) {
 						t.Fatalf("got %v, want close %d", err, corralv1.Code_CODE_UNAUTHENTICATED)
 					}
+					// 4401 means stop: it comes in an error frame, never
+					// in a frame named reconnect.
+					if ce.Hint != nil || ce.Refusal.GetCode() != corralv1.Code_CODE_UNAUTHENTICATED {
+						t.Fatalf("4401 came with hint %v, error frame %v", ce.Hint, ce.Refusal)
+					}
 				})
 			}
 

@@ -27,20 +27,41 @@ func rawDial(t *testing.T, d *deployment, sub string) *websocket.Conn {
 }
 
 // closeCode reads until the server closes and returns the close code and
-// the reconnect hint's code seen before it.
+// the code of the frame that explained it: a reconnect hint for the resume
+// and retry classes, an error frame (no room) for the stop class. A
+// reconnect hint before a stop-class close fails the test.
 func closeCode(t *testing.T, ws *websocket.Conn, enc protocol.Encoding) (websocket.StatusCode, corralv1.Code) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var hint corralv1.Code
+	var hint, refusal corralv1.Code
 	for {
 		_, data, err := ws.Read(ctx)
 		if err != nil {
-			return websocket.CloseStatus(err), hint
+			code := websocket.CloseStatus(err)
+			if protocol.AdviceOf(corralv1.Code(code)) == protocol.AdviceStop {
+				if hint != 0 {
+					t.Errorf("stop-class close %d came after a reconnect hint %d", code, hint)
+				}
+				return code, refusal
+			}
+			return code, hint
 		}
 		var f corralv1.ServerFrame
-		if protocol.DecodeServer(enc, data, &f) == nil && f.GetReconnect() != nil {
-			hint = f.GetReconnect().GetCode()
+		if protocol.DecodeServer(enc, data, &f) != nil {
+			continue
+		}
+		frames := []*corralv1.ServerFrame{&f}
+		if b := f.GetBatch(); b != nil {
+			frames = b.GetFrames()
+		}
+		for _, f := range frames {
+			if h := f.GetReconnect(); h != nil {
+				hint = h.GetCode()
+			}
+			if e := f.GetError(); e != nil && e.GetRoom() == "" && e.GetRef() == "" {
+				refusal = e.GetCode()
+			}
 		}
 	}
 }

@@ -318,12 +318,12 @@ func TestDrainSpreadsHints(t *testing.T) {
 	}
 }
 
-// TestAdminDrain: POST /admin/drain needs an API key; with one it drains
-// the edge (clients get GOING_AWAY hints) and marks the node drained so the
-// process exits.
+// TestAdminDrain: POST /admin/drain, on the internal listener, needs an
+// API key; with one it drains the edge (clients get GOING_AWAY hints) and
+// marks the node drained so the process exits.
 func TestAdminDrain(t *testing.T) {
 	n, err := server.Start(server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
+		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
 		APIKeys: []string{testAPIKey},
 	})
 	if err != nil {
@@ -333,7 +333,7 @@ func TestAdminDrain(t *testing.T) {
 	waitReady(t, "http://"+n.Addr()+"/readyz")
 	d := &deployment{wsURL: "ws://" + n.Addr() + "/ws"}
 	c := dial(t, d, "watcher", protocol.JSON)
-	url := "http://" + n.Addr() + "/admin/drain?window=200ms"
+	url := "http://" + n.InternalAddr() + "/admin/drain?window=200ms"
 	resp, err := http.Post(url, "", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -33,17 +33,17 @@ func scrape(t *testing.T, base string) string {
 	return string(b)
 }
 
-// edgeBase and coreBase are where the edge's and the core's metrics are.
+// edgeBase and coreBase are where the edge's and the core's metrics are:
+// the internal listener when there is one (serve: one registry there), the
+// edge's public port otherwise.
 func edgeBase(d *deployment) string {
+	if d.apiNode.InternalAddr() != "" {
+		return d.apiURL
+	}
 	return "http://" + strings.TrimSuffix(strings.TrimPrefix(d.wsURL, "ws://"), "/ws")
 }
 
-func coreBase(d *deployment) string {
-	if d.apiNode.InternalAddr() != "" {
-		return edgeBase(d) // serve: one registry on the main listener
-	}
-	return d.apiURL
-}
+func coreBase(d *deployment) string { return d.apiURL }
 
 // wantCounted fails unless the metrics text counts a refusal by reason.
 func wantCounted(t *testing.T, text, metric, reason string) {

@@ -4,14 +4,17 @@
 // h2c), and a core alone. cmd/corral only parses flags into Options; tests
 // start the same nodes in-process.
 //
-// HTTP endpoints of an edge: /ws (WebSocket), /healthz, /readyz, /metrics,
-// and the demo page at / (package web).
-// A core serves corral.v1.RoomService (Connect, gRPC and gRPC-Web, over
-// HTTP/1.1 and h2c) plus /healthz, /readyz and /metrics.
+// HTTP endpoints of an edge: /ws (WebSocket), /healthz, /readyz, the demo
+// page at / (package web), and /metrics unless there is an internal
+// listener (Options.InternalAddr), which then serves /metrics and POST
+// /admin/drain. A core serves corral.v1.RoomService (Connect, gRPC and
+// gRPC-Web, over HTTP/1.1 and h2c) plus /healthz, /readyz and /metrics.
+// Admin and debug endpoints are served on internal listeners only, behind
+// the API key (admin.go states the rule, mountAdmin applies it).
 //
 // RoomService over HTTP requires a bearer API key on every call, Link
 // included ([RequireAPIKey], Options.APIKeys), unless Options.APIInsecure
 // disables it for local development; a split edge presents
 // Options.CoreAPIKey. The edge of Serve is linked in-process and needs
-// none.
+// none. An insecure node logs one warning naming every open endpoint.
 package server

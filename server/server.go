@@ -50,11 +50,16 @@ type Options struct {
 	// Addr is where the node listens: the WebSocket endpoint for Serve and
 	// EdgeOnly, RoomService for CoreOnly. Port 0 picks a free port.
 	Addr string
-	// InternalAddr is where Serve exposes RoomService for internal
-	// services. Empty: not exposed.
+	// InternalAddr is the internal listener of Serve and EdgeOnly: it
+	// serves RoomService (Serve), the admin endpoints (POST /admin/drain)
+	// and /metrics, which then leave the public port. A core's Addr is
+	// internal already. Empty: none; the admin endpoints are not served
+	// (drain with SIGTERM) and /metrics is on Addr. Keep it private; it
+	// needs APIKeys unless APIInsecure (see mountAdmin for the rule).
 	InternalAddr string
-	// DebugAddr serves Go's profiles (/debug/pprof/) on this address.
-	// Empty: not served. Keep it private: profiles expose internals.
+	// DebugAddr serves Go's profiles (/debug/pprof/) on this address,
+	// behind the API key like every admin endpoint. Empty: not served.
+	// Keep it private: profiles expose internals.
 	DebugAddr string
 	// DebugCmdline is the command line /debug/pprof/cmdline shows, with
 	// secrets redacted (RedactArgs). Nil: the program name alone, never
@@ -86,12 +91,23 @@ type Options struct {
 	// a message's event is written after its append, not atomically with
 	// it (see history.RedisOptions.Events).
 	EventsMaxLen int
-	// APIKeys are the bearer keys the internal API (RoomService over HTTP,
-	// Link included) accepts. Required when the API is served over HTTP
-	// (CoreOnly, or Serve with InternalAddr) unless APIInsecure is set.
+	// APIKeys are the bearer keys every internal listener accepts:
+	// RoomService over HTTP (Link included), /admin/* and /debug/*.
+	// Required when there is one (CoreOnly, InternalAddr, DebugAddr)
+	// unless APIInsecure is set.
 	APIKeys []string
-	// APIInsecure serves the internal API without keys: local development
-	// only. Keys, if given, are still checked.
+	// APIMaxRequestBytes bounds one request message of the internal API
+	// over HTTP (a Broadcast's rooms, a Link batch); past it the call
+	// fails with resource_exhausted. Default 4 MiB (connect's own
+	// default, made explicit): a Broadcast of 10,000 200-byte rooms and a
+	// 64 KiB payload fits, as does a Link batch (1 MiB plus one frame).
+	APIMaxRequestBytes int
+	// APIMaxEventStreams bounds the RoomService.Events streams open at
+	// once per API key; past it: resource_exhausted. Default 16.
+	APIMaxEventStreams int
+	// APIInsecure serves the internal listeners without keys: local
+	// development only; Start logs a warning naming every open endpoint.
+	// Keys, if given, are still checked.
 	APIInsecure bool
 	// CoreAPIKey is the key an EdgeOnly node presents to its core.
 	CoreAPIKey string
@@ -148,6 +164,32 @@ func Start(opts Options) (*Node, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n := &Node{opts: opts, serveErr: make(chan error, 2), drained: make(chan struct{})}
 	n.closing, n.endStreams = context.WithCancel(context.Background())
+	// Every listener but a serve or edge node's public one is internal:
+	// it needs keys unless the node is insecure.
+	internalAddr := opts.InternalAddr
+	if opts.Mode == CoreOnly {
+		internalAddr = ""
+	}
+	for what, addr := range map[string]string{"the internal listener (--internal-addr)": internalAddr, "the debug listener (--debug-addr)": opts.DebugAddr} {
+		if addr != "" {
+			if err := needKeys(what, opts); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var refused *prometheus.CounterVec
+	door := adminDoor{}
+	if len(opts.APIKeys) > 0 {
+		refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_api_unauthenticated_total", Help: "Internal API calls and admin requests refused for a missing or wrong API key, by reason.",
+		}, []string{"reason"})
+		reg.MustRegister(refused)
+		check, err := newKeyCheck(opts.APIKeys)
+		if err != nil {
+			return nil, err
+		}
+		door = adminDoor{check: check, refused: refused}
+	}
 
 	var rpc *connect.Server
 	if opts.Mode == Serve || opts.Mode == CoreOnly {
@@ -213,10 +255,6 @@ func Start(opts Options) (*Node, error) {
 		ics := []connect.ServerInterceptor{endOnClose(n.closing)}
 		exposed := opts.Mode == CoreOnly || opts.InternalAddr != ""
 		if len(opts.APIKeys) > 0 || (exposed && !opts.APIInsecure) {
-			refused := prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "corral_api_unauthenticated_total", Help: "Internal API calls refused for a missing or wrong API key, by reason.",
-			}, []string{"reason"})
-			reg.MustRegister(refused)
 			ic, err := RequireAPIKey(opts.APIKeys, refused)
 			if err != nil {
 				n.closeParts(context.Background())
@@ -227,6 +265,11 @@ func Start(opts Options) (*Node, error) {
 			}
 			ics = append(ics, ic)
 		}
+		apiRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_api_refused_total", Help: "Internal API calls refused by a bound of the server, by reason.",
+		}, []string{"reason"})
+		reg.MustRegister(apiRefused)
+		ics = append(ics, limitStreams(cmp.Or(opts.APIMaxEventStreams, 16), apiRefused))
 		n.rpc = connect.NewServer(ics...)
 		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
 		rpc = n.rpc
@@ -275,65 +318,71 @@ func Start(opts Options) (*Node, error) {
 		n.edge = e
 	}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	rc := n.redis // n.redis is cleared on Close
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if n.edge != nil && !n.edge.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		// A core without its Redis can neither order nor resume anything.
-		if rc != nil {
-			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-			err := rc.Do(ctx, rc.B().Ping().Build()).Error()
-			cancel()
-			if err != nil {
-				// /readyz is on the public port: the address stays in the log.
-				n.opts.Logger.Warn("not ready: redis ping failed", "err", err)
-				http.Error(w, "not ready: redis unavailable", http.StatusServiceUnavailable)
+	probes := func(mux *http.ServeMux) {
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			if n.edge != nil && !n.edge.Ready() {
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
 				return
 			}
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	if n.edge != nil {
-		mux.Handle("/ws", n.edge)
-		// Admin drain: with keys it needs one; without, only in dev.
-		if len(opts.APIKeys) > 0 {
-			check, err := newKeyCheck(opts.APIKeys)
-			if err != nil {
-				n.closeParts(context.Background())
-				return nil, err
+			// A core without its Redis can neither order nor resume anything.
+			if rc != nil {
+				ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+				err := rc.Do(ctx, rc.B().Ping().Build()).Error()
+				cancel()
+				if err != nil {
+					// The address stays in the log, never in the answer.
+					n.opts.Logger.Warn("not ready: redis ping failed", "err", err)
+					http.Error(w, "not ready: redis unavailable", http.StatusServiceUnavailable)
+					return
+				}
 			}
-			mux.Handle("POST /admin/drain", n.drainHandler(check))
-		} else if opts.APIInsecure {
-			mux.Handle("POST /admin/drain", n.drainHandler(nil))
-		}
-		mux.Handle("/", web.Handler()) // the demo page
+			fmt.Fprintln(w, "ready")
+		})
 	}
+	// The listeners, the first one at Options.Addr.
+	doorOpen := door.check == nil
+	first := &listener{role: public, addr: opts.Addr, mux: http.NewServeMux()}
+	ls := []*listener{first}
 	if opts.Mode == CoreOnly {
-		connecthttp.Mount(mux, n.rpc, connecthttp.WithCompressors())
-	}
-	if err := n.listen(opts.Addr, mux); err != nil {
-		n.closeParts(context.Background())
-		return nil, err
-	}
-	if opts.Mode == Serve && opts.InternalAddr != "" {
-		imux := http.NewServeMux()
-		connecthttp.Mount(imux, n.rpc)
-		if err := n.listen(opts.InternalAddr, imux); err != nil {
-			_ = n.Close(context.Background())
-			return nil, err
-		}
+		first.role = internal
+	} else if internalAddr != "" {
+		ls = append(ls, &listener{role: internal, addr: internalAddr, mux: http.NewServeMux()})
 	}
 	if opts.DebugAddr != "" {
-		if err := n.listen(opts.DebugAddr, debugMux(opts.DebugCmdline)); err != nil {
+		ls = append(ls, &listener{role: debug, addr: opts.DebugAddr, mux: http.NewServeMux()})
+	}
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	for _, l := range ls {
+		if l.role == debug {
+			l.open = n.openEndpoints(debug, n.mountAdmin(l.mux, debug, door), false, doorOpen)
+			continue
+		}
+		probes(l.mux)
+		// /metrics is on the internal listener when there is one.
+		if l.role == internal || len(ls) == 1 || ls[1].role != internal {
+			l.mux.Handle("GET /metrics", metrics)
+		}
+		admin := n.mountAdmin(l.mux, l.role, door)
+		rpcHere := l.role == internal && n.rpc != nil
+		if rpcHere {
+			connecthttp.Mount(l.mux, n.rpc, connecthttp.WithCompressors(),
+				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
+		}
+		if l.role == public && n.edge != nil {
+			l.mux.Handle("/ws", n.edge)
+			l.mux.Handle("/", web.Handler()) // the demo page
+		}
+		l.open = n.openEndpoints(l.role, admin, rpcHere, doorOpen)
+	}
+	for _, l := range ls {
+		if err := n.listen(l.addr, l.mux); err != nil {
 			_ = n.Close(context.Background())
 			return nil, err
 		}
 	}
+	n.warnInsecure(ls, n.addrs)
 	return n, nil
 }
 
@@ -366,9 +415,10 @@ func (n *Node) listen(addr string, h http.Handler) error {
 // Addr is the address the node listens on (Options.Addr, resolved).
 func (n *Node) Addr() string { return n.addrs[0] }
 
-// InternalAddr is where Serve exposes RoomService, or "".
+// InternalAddr is the internal listener of Serve (RoomService, /admin/*,
+// /metrics) or EdgeOnly (/admin/*, /metrics), or "".
 func (n *Node) InternalAddr() string {
-	if n.opts.Mode == Serve && n.opts.InternalAddr != "" {
+	if n.opts.Mode != CoreOnly && n.opts.InternalAddr != "" {
 		return n.addrs[1]
 	}
 	return ""

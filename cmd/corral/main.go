@@ -147,9 +147,6 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	if opts.APIKeys, err = apiKeys(f); err != nil {
 		return server.Options{}, nil, err
 	}
-	if opts.APIInsecure && len(opts.APIKeys) == 0 && mode != server.EdgeOnly && (mode == server.CoreOnly || f.internalAddr != "") {
-		logger.Warn("the internal API accepts calls without an API key (--api-insecure or --insecure-dev); never in production")
-	}
 	opts.Core.SessionTTL = f.sessionTTL
 	opts.Core.Presence.Grace = f.presenceGrace
 	opts.Core.Presence.Tick = f.presenceTick

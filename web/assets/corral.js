@@ -392,6 +392,10 @@ var Client = class extends Emitter {
     this.session = null;
     this.welcomeFrame = null;
     this.hint = null;
+    /** The error frame (no room, no ref) of the stop class that may come
+     * before a stop-class close: the server sends one instead of a
+     * reconnect hint (docs/CODES.md). Already emitted as "error". */
+    this.refusal = null;
     this.openedAt = 0;
     this.lastSent = 0;
     this.lastReceived = 0;
@@ -633,19 +637,20 @@ var Client = class extends Emitter {
   lost(gen, closeCode, closeReason) {
     if (gen !== this.gen || this.st === "closed") return;
     const hint = this.hint;
+    const refusal = this.refusal?.code === closeCode ? this.refusal : null;
     const wasOpen = this.st === "open";
     const ws = this.ws;
     this.detach();
     ws?.close();
     const code = hint?.code || closeCode;
-    const reason = hint?.reason || closeReason;
+    const reason = hint?.reason || refusal?.message || closeReason;
     if (wasOpen && Date.now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
     if (code === 4102 /* SESSION_EXPIRED */ || code === 4402 /* RESUME_REFUSED */ && this.session) {
       this.session = null;
       this.dirty = true;
       this.persist();
     } else if (adviceOf(code) === "stop" || code === 4004 /* SESSION_TAKEN_OVER */) {
-      this.stop(new CorralError(code, reason || `closed with ${code}`));
+      this.stop(new CorralError(code, reason || `closed with ${code}`), refusal !== null);
       return;
     }
     const delayMs = this.backoff.next(hint?.delayMs);
@@ -663,6 +668,7 @@ var Client = class extends Emitter {
     }
     this.ws = null;
     this.hint = null;
+    this.refusal = null;
     this.welcomeFrame = null;
     clearTimeout(this.connectTimer);
     clearTimeout(this.retryTimer);
@@ -677,8 +683,9 @@ var Client = class extends Emitter {
       p.timer = void 0;
     }
   }
-  /** stop ends for good: everything pending rejects with err. */
-  stop(err) {
+  /** stop ends for good: everything pending rejects with err, which is
+   * emitted as "error" unless it was already (emitted). */
+  stop(err, emitted = false) {
     this.detach();
     for (const r of this.rooms.values()) {
       for (const w of r.waiters.splice(0)) w.reject(err);
@@ -688,7 +695,7 @@ var Client = class extends Emitter {
     for (const p of [...this.outbox.values()]) this.settle(p, err);
     for (const s of this.signals.values()) clearTimeout(s.timer);
     this.setState("closed", { code: err.code, reason: err.message });
-    if (err.code !== 1e3) this.emit("error", err);
+    if (err.code !== 1e3 && !emitted) this.emit("error", err);
   }
   setState(state, extra = {}) {
     const previous = this.st;
@@ -721,6 +728,7 @@ var Client = class extends Emitter {
         this.hint = f.value;
         return;
       case "error":
+        if (!f.value.ref && !f.value.room && adviceOf(f.value.code) === "stop") this.refusal = f.value;
         return this.onError(f.value);
       case "reset":
         return this.onReset(f.value);

@@ -206,6 +206,10 @@ export class Client extends Emitter<ClientEvents> {
   private session: SessionState["session"] = null;
   private welcomeFrame: Welcome | null = null;
   private hint: { code: number; reason: string; delayMs: number } | null = null;
+  /** The error frame (no room, no ref) of the stop class that may come
+   * before a stop-class close: the server sends one instead of a
+   * reconnect hint (docs/CODES.md). Already emitted as "error". */
+  private refusal: ErrorFrame | null = null;
   private openedAt = 0;
   private lastSent = 0;
   private lastReceived = 0;
@@ -485,12 +489,13 @@ export class Client extends Emitter<ClientEvents> {
   private lost(gen: number, closeCode: number, closeReason: string): void {
     if (gen !== this.gen || this.st === "closed") return;
     const hint = this.hint;
+    const refusal = this.refusal?.code === closeCode ? this.refusal : null;
     const wasOpen = this.st === "open";
     const ws = this.ws;
     this.detach();
     ws?.close();
     const code = hint?.code || closeCode;
-    const reason = hint?.reason || closeReason;
+    const reason = hint?.reason || refusal?.message || closeReason;
     if (wasOpen && Date.now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
 
     if (code === Code.SESSION_EXPIRED || (code === Code.RESUME_REFUSED && this.session)) {
@@ -500,7 +505,7 @@ export class Client extends Emitter<ClientEvents> {
       this.dirty = true;
       this.persist();
     } else if (adviceOf(code) === "stop" || code === Code.SESSION_TAKEN_OVER) {
-      this.stop(new CorralError(code, reason || `closed with ${code}`));
+      this.stop(new CorralError(code, reason || `closed with ${code}`), refusal !== null);
       return;
     }
     const delayMs = this.backoff.next(hint?.delayMs);
@@ -519,6 +524,7 @@ export class Client extends Emitter<ClientEvents> {
     }
     this.ws = null;
     this.hint = null;
+    this.refusal = null;
     this.welcomeFrame = null;
     clearTimeout(this.connectTimer);
     clearTimeout(this.retryTimer);
@@ -534,8 +540,9 @@ export class Client extends Emitter<ClientEvents> {
     }
   }
 
-  /** stop ends for good: everything pending rejects with err. */
-  private stop(err: CorralError): void {
+  /** stop ends for good: everything pending rejects with err, which is
+   * emitted as "error" unless it was already (emitted). */
+  private stop(err: CorralError, emitted = false): void {
     this.detach();
     for (const r of this.rooms.values()) {
       for (const w of r.waiters.splice(0)) w.reject(err);
@@ -545,7 +552,7 @@ export class Client extends Emitter<ClientEvents> {
     for (const p of [...this.outbox.values()]) this.settle(p, err);
     for (const s of this.signals.values()) clearTimeout(s.timer);
     this.setState("closed", { code: err.code, reason: err.message });
-    if (err.code !== 1000) this.emit("error", err);
+    if (err.code !== 1000 && !emitted) this.emit("error", err);
   }
 
   private setState(state: ConnectionState, extra: Omit<StateChange, "state" | "previous"> = {}): void {
@@ -582,6 +589,7 @@ export class Client extends Emitter<ClientEvents> {
         this.hint = f.value;
         return;
       case "error":
+        if (!f.value.ref && !f.value.room && adviceOf(f.value.code) === "stop") this.refusal = f.value;
         return this.onError(f.value);
       case "reset":
         return this.onReset(f.value);

@@ -358,6 +358,23 @@ describe("backoff and codes", () => {
     });
   }
 
+  test("a stop-class close explained by an error frame stops once, with the frame's message", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    const errors: CorralError[] = [];
+    c.on("error", (e) => errors.push(e));
+    ws.serve({ error: { code: Code.FORBIDDEN, message: "banned for spamming the lobby" } });
+    ws.drop(Code.FORBIDDEN, "banned for spa");
+    assert.equal(c.state, "closed");
+    assert.equal(errors.length, 1, "one error event");
+    assert.equal(errors[0]?.code, Code.FORBIDDEN);
+    assert.equal(errors[0]?.message, "banned for spamming the lobby");
+    mock.timers.tick(120_000);
+    await settle();
+    assert.equal(FakeSocket.all.length, 1, "no reconnect");
+  });
+
   test("a session taken over elsewhere does not reconnect by itself", async () => {
     const { c } = newClient();
     const ws = await connected(c);

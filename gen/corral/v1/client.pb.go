@@ -1705,8 +1705,10 @@ func (x *Pong) GetTimeMs() int64 {
 	return 0
 }
 
-// ReconnectHint precedes a server-initiated close and tells the client what
-// to do: the code's range gives the advice, delay_ms when.
+// ReconnectHint precedes a server-initiated close of the resume or retry
+// class and tells the client what to do: the code's range gives the advice,
+// delay_ms when. A close of the stop class (4400-4499) is preceded by an
+// Error with its code instead, never by a ReconnectHint.
 type ReconnectHint struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Code   Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=corral.v1.Code" json:"code,omitempty"`
@@ -1769,7 +1771,8 @@ func (x *ReconnectHint) GetDelayMs() uint32 {
 }
 
 // Error reports a refused frame. The connection stays open unless a close
-// follows.
+// follows: an Error without room and ref whose code is of the stop class
+// explains the close with that code that follows it.
 type Error struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Code    Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=corral.v1.Code" json:"code,omitempty"`

@@ -845,8 +845,10 @@ export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 19);
 
 /**
- * ReconnectHint precedes a server-initiated close and tells the client what
- * to do: the code's range gives the advice, delay_ms when.
+ * ReconnectHint precedes a server-initiated close of the resume or retry
+ * class and tells the client what to do: the code's range gives the advice,
+ * delay_ms when. A close of the stop class (4400-4499) is preceded by an
+ * Error with its code instead, never by a ReconnectHint.
  *
  * @generated from message corral.v1.ReconnectHint
  */
@@ -878,7 +880,8 @@ export const ReconnectHintSchema: GenMessage<ReconnectHint> = /*@__PURE__*/
 
 /**
  * Error reports a refused frame. The connection stays open unless a close
- * follows.
+ * follows: an Error without room and ref whose code is of the stop class
+ * explains the close with that code that follows it.
  *
  * @generated from message corral.v1.Error
  */
