@@ -49,6 +49,14 @@ type Config struct {
 	// MaxRoomsPerConn bounds the rooms one connection is in; past it a
 	// join gets CODE_LIMIT_EXCEEDED. Default 128; negative: unlimited.
 	MaxRoomsPerConn int
+	// ConnQueueFrames and ConnQueueBytes bound the client frames of one
+	// connection waiting for the core (proto size). Past either the frame
+	// is refused, the queue dropped, and the connection closed with
+	// CODE_BACKLOG_FULL (counted as conn_backlog). The edge's rate limits
+	// keep an honest client far below. Defaults 1024 and 8 MiB; negative:
+	// unlimited.
+	ConnQueueFrames int
+	ConnQueueBytes  int
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the core's metrics. Nil: not registered.
@@ -84,6 +92,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxRoomsPerConn == 0 {
 		out.MaxRoomsPerConn = 128
+	}
+	if out.ConnQueueFrames == 0 {
+		out.ConnQueueFrames = 1024
+	}
+	if out.ConnQueueBytes == 0 {
+		out.ConnQueueBytes = 8 << 20
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()

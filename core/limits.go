@@ -32,6 +32,8 @@ const (
 	refusedGrantsErr = "grants_unavailable"
 	refusedInvalid   = "invalid_argument"
 	refusedNotJoined = "not_joined"
+	// refusedBacklog: a connection's work queue overflowed (connwork.go).
+	refusedBacklog = "conn_backlog"
 )
 
 // granted applies the token's and the run-time grants.

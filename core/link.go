@@ -71,10 +71,10 @@ func (c *Core) Link(ctx context.Context, stream corralv1connect.RoomServiceLinkS
 
 	err := l.readLoop(ctx)
 	l.fail(err)
-	// Every connection of this link is gone: detach their sessions once
-	// their queued frames are done.
+	// Every connection of this link is gone: detach their sessions, and
+	// drop what they had queued.
 	for _, w := range l.conns {
-		w.push(ctx, &corralv1.EdgeFrame{Conn: w.conn, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{}}})
+		w.detach(&corralv1.Detach{})
 	}
 	if serr := <-sendErr; err == nil || errors.Is(err, errLinkEOF) {
 		err = serr
@@ -183,95 +183,37 @@ func (l *link) sendLoop(ctx context.Context) error {
 // processed at the same time (each may wait on the store).
 const maxWorkersPerLink = 1024
 
-// connWork is one connection's queue of frames. Frames of a connection are
-// processed in order, one at a time; different connections run in
-// parallel, so a store round trip for one client never delays another.
-type connWork struct {
-	l    *link
-	conn uint64
-
-	mu      sync.Mutex // guards the following fields
-	queue   []*corralv1.EdgeFrame
-	running bool
-	s       *session // set by the attach
-}
-
 // handle routes one frame from the edge to its connection's queue. It runs
 // on the link's reader goroutine.
 func (l *link) handle(ctx context.Context, f *corralv1.EdgeFrame) {
 	conn := f.GetConn()
 	w := l.conns[conn]
-	switch f.GetKind().(type) {
+	switch k := f.GetKind().(type) {
 	case *corralv1.EdgeFrame_Attach:
 		if w != nil {
 			// A reused id: the edge lost track. The old one is gone.
-			w.push(ctx, &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{}}})
+			w.detach(&corralv1.Detach{})
 		}
-		w = &connWork{l: l, conn: conn}
+		w = newConnWork(ctx, l, conn)
 		l.conns[conn] = w
+		w.push(f, 0)
 	case *corralv1.EdgeFrame_Detach:
-		delete(l.conns, conn)
-	case *corralv1.EdgeFrame_Frame:
-	default:
-		l.core.metrics.dropped.WithLabelValues("unknown_edge_frame").Inc()
-		return
-	}
-	if w == nil {
-		// Frames after a close we initiated, or a confused edge; the
-		// connection is not attached, so there is no one to answer.
-		l.core.metrics.dropped.WithLabelValues("unattached").Inc()
-		return
-	}
-	w.push(ctx, f)
-}
-
-// push queues f and starts the connection's worker if it is idle.
-func (w *connWork) push(ctx context.Context, f *corralv1.EdgeFrame) {
-	w.mu.Lock()
-	w.queue = append(w.queue, f)
-	start := !w.running
-	w.running = true
-	w.mu.Unlock()
-	if start {
-		go w.run(ctx)
-	}
-}
-
-// run processes the queue until it is empty.
-func (w *connWork) run(ctx context.Context) {
-	c := w.l.core
-	w.l.workers <- struct{}{}
-	defer func() { <-w.l.workers }()
-	for {
-		w.mu.Lock()
-		if len(w.queue) == 0 {
-			w.running = false
-			w.mu.Unlock()
+		if w == nil {
+			l.core.metrics.dropped.WithLabelValues("unattached").Inc()
 			return
 		}
-		f := w.queue[0]
-		w.queue[0] = nil
-		w.queue = w.queue[1:]
-		s := w.s
-		w.mu.Unlock()
-
-		switch k := f.GetKind().(type) {
-		case *corralv1.EdgeFrame_Attach:
-			s = c.attach(ctx, w.l, w.conn, k.Attach)
-			w.mu.Lock()
-			w.s = s
-			w.mu.Unlock()
-		case *corralv1.EdgeFrame_Detach:
-			if s != nil {
-				c.detach(s, w.l, w.conn, k.Detach.GetClean())
-			}
-		case *corralv1.EdgeFrame_Frame:
-			if s != nil {
-				c.handleClient(ctx, s, k.Frame)
-			} else {
-				c.metrics.dropped.WithLabelValues("unattached").Inc()
-			}
+		delete(l.conns, conn)
+		w.detach(k.Detach)
+	case *corralv1.EdgeFrame_Frame:
+		if w == nil {
+			// Frames after a close we initiated, or a confused edge; the
+			// connection is not attached, so there is no one to answer.
+			l.core.metrics.dropped.WithLabelValues("unattached").Inc()
+			return
 		}
+		w.push(f, proto.Size(f))
+	default:
+		l.core.metrics.dropped.WithLabelValues("unknown_edge_frame").Inc()
 	}
 }
 

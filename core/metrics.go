@@ -26,6 +26,11 @@ type metrics struct {
 	signalsCoalesced       prometheus.Counter
 	reconnectSeconds       prometheus.Histogram
 	unsubscribed           prometheus.Counter
+	// backlogFrames and backlogBytes are what waits in the connections'
+	// work queues (connwork.go); coalesced counts queued presence updates
+	// and acks replaced by newer ones.
+	backlogFrames, backlogBytes prometheus.Gauge
+	coalesced                   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkFrames:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_frames_total", Help: "Frames sent to edges (frames per send = this / sends)."}),
 		linkOverflows: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_overflows_total", Help: "Links closed because their queue overflowed."}),
 		dropped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_dropped_total", Help: "Frames the core dropped, by reason."}, []string{"reason"}),
-		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_refused_total", Help: "Client operations the core refused by policy or limit, by reason (forbidden_join, forbidden_publish, read_only, rooms_per_conn, payload_too_large, join_revoked, grants_unavailable, invalid_argument, not_joined, stale_resume)."}, []string{"reason"}),
+		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_refused_total", Help: "Client operations the core refused by policy or limit, by reason (forbidden_join, forbidden_publish, read_only, rooms_per_conn, payload_too_large, join_revoked, grants_unavailable, invalid_argument, not_joined, stale_resume, conn_backlog)."}, []string{"reason"}),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "corral_core_store_seconds", Help: "Latency of history and session store operations, by operation.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
@@ -55,10 +60,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		signalsIn:        prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_in_total", Help: "Signals received from clients."}),
 		signalsOut:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_out_total", Help: "Signal values flushed to rooms (each goes once per link)."}),
 		presenceFlushes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_presence_flushes_total", Help: "Presence frames flushed to rooms (each goes once per link)."}),
+		backlogFrames:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_conn_backlog_frames", Help: "Client frames waiting in the connections' work queues (each bounded by --conn-backlog-frames)."}),
+		backlogBytes:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_conn_backlog_bytes", Help: "Bytes of the client frames waiting in the connections' work queues (each bounded by --conn-backlog-bytes)."}),
+		coalesced:        prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_conn_coalesced_total", Help: "Queued presence updates and acks replaced by a newer one of the same room before the core processed them."}),
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced)
 	}
 	return m
 }

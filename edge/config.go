@@ -68,6 +68,25 @@ type Config struct {
 	// Defaults 20 and 200 (a client joining its 128 rooms at once fits).
 	ControlRate  float64
 	ControlBurst int
+	// PresenceRate and PresenceBurst are the bucket for presence updates
+	// (set_presence). Defaults 10 and 20. The core also keeps at most one
+	// update per room queued for a connection (latest wins).
+	PresenceRate  float64
+	PresenceBurst int
+	// QueryRate and QueryBurst are the bucket for presence queries
+	// (presence_query). Defaults 10 and 50 (pages of a big room at once).
+	QueryRate  float64
+	QueryBurst int
+	// AckRate and AckBurst are the bucket for acks. Defaults 50 and 200
+	// (an ack per room after a resume into its 128 rooms fits).
+	AckRate  float64
+	AckBurst int
+	// MiscRate and MiscBurst are the bucket for every other frame: pings
+	// (answered by the edge), a hello after the first (an error), and
+	// frames of kinds this edge does not know (an error). Defaults 5 and
+	// 20 (a heartbeat ping every 25 s fits many times).
+	MiscRate  float64
+	MiscBurst int
 	// RateStrikes is how many refusals by the buckets within 10 seconds
 	// close a connection with CODE_RATE_LIMITED (sustained abuse), told to
 	// come back after RateCloseDelay. Defaults 100 and 10s; negative: never
@@ -128,6 +147,10 @@ func (c *Config) withDefaults() Config {
 	out.MessageRate, out.MessageBurst = bucketDefaults(out.MessageRate, out.MessageBurst, 50, 100)
 	out.SignalRate, out.SignalBurst = bucketDefaults(out.SignalRate, out.SignalBurst, 100, 200)
 	out.ControlRate, out.ControlBurst = bucketDefaults(out.ControlRate, out.ControlBurst, 20, 200)
+	out.PresenceRate, out.PresenceBurst = bucketDefaults(out.PresenceRate, out.PresenceBurst, 10, 20)
+	out.QueryRate, out.QueryBurst = bucketDefaults(out.QueryRate, out.QueryBurst, 10, 50)
+	out.AckRate, out.AckBurst = bucketDefaults(out.AckRate, out.AckBurst, 50, 200)
+	out.MiscRate, out.MiscBurst = bucketDefaults(out.MiscRate, out.MiscBurst, 5, 20)
 	if out.RateStrikes == 0 {
 		out.RateStrikes = 100
 	}

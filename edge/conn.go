@@ -285,6 +285,9 @@ func (c *conn) readFrames() {
 			c.finish(c.readFailed(err, false))
 			return
 		}
+		if !c.check(f) {
+			continue
+		}
 		switch k := f.GetKind().(type) {
 		case *corralv1.ClientFrame_Ping:
 			if !c.welcomed.Load() {
@@ -300,9 +303,6 @@ func (c *conn) readFrames() {
 		case *corralv1.ClientFrame_Hello:
 			c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
 		default:
-			if !c.check(f) {
-				continue
-			}
 			if !c.link.forward(c, f) {
 				c.finish(false)
 				return
@@ -347,8 +347,11 @@ func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
 		c.lastRead.Store(time.Now().UnixNano())
 		err = protocol.DecodeClient(c.enc, data, f)
 		if errors.Is(err, protocol.ErrUnknownFrame) {
-			// A newer client's frame: say so, keep the connection.
-			c.sendError(corralv1.Code_CODE_UNKNOWN_FRAME, err.Error())
+			// A newer client's frame: say so, keep the connection. Each
+			// answer is work, so it is rate-limited like any frame.
+			if c.check(nil) {
+				c.sendError(corralv1.Code_CODE_UNKNOWN_FRAME, err.Error())
+			}
 			continue
 		}
 		return err
@@ -396,6 +399,12 @@ func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, r
 		e.Room = k.Leave.GetRoom()
 	case *corralv1.ClientFrame_Signal:
 		e.Room = k.Signal.GetRoom()
+	case *corralv1.ClientFrame_Ack:
+		e.Room = k.Ack.GetRoom()
+	case *corralv1.ClientFrame_SetPresence:
+		e.Room = k.SetPresence.GetRoom()
+	case *corralv1.ClientFrame_PresenceQuery:
+		e.Room = k.PresenceQuery.GetRoom()
 	}
 	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: e}})
 }

@@ -4,32 +4,81 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
-// Abuse limits at the edge. Each connection has three token buckets, used
-// only by its reader goroutine (so they need no lock): messages
-// (publish), signals, and control frames (join, leave). A frame over its
-// bucket is refused with an Error frame (CODE_RATE_LIMITED, retry_after_ms)
-// and not passed on; a connection that keeps sending while refused
-// (Config.RateStrikes refusals within strikeWindow) is closed with
-// CODE_RATE_LIMITED and a delay. Beside the buckets the edge bounds
-// connections per user and connections still in their handshake (upgraded,
-// no authenticated hello yet). Every refusal is counted in
-// corral_edge_refused_total by reason.
+// Abuse limits at the edge. Every client frame kind takes a token from one
+// of its connection's buckets, as the table rules says (one row per
+// ClientFrame kind; a kind without a row, such as a newer client's frame
+// this edge cannot decode, takes from the misc bucket). The buckets are
+// used only by the connection's reader goroutine, so they need no lock. A
+// frame over its bucket is refused with an Error frame (CODE_RATE_LIMITED,
+// retry_after_ms) and not passed on; a connection that keeps sending while
+// refused (Config.RateStrikes refusals within strikeWindow) is closed with
+// CODE_RATE_LIMITED and a delay, and what it sends after that is dropped
+// uncounted. Beside the buckets the edge bounds connections per user and
+// connections still in their handshake (upgraded, no authenticated hello
+// yet). Every refusal is counted in corral_edge_refused_total by reason.
 
 // Reasons of corral_edge_refused_total.
 const (
 	refusedRateMessages  = "rate_messages"
 	refusedRateSignals   = "rate_signals"
 	refusedRateControl   = "rate_control"
+	refusedRatePresence  = "rate_presence"
+	refusedRateQueries   = "rate_queries"
+	refusedRateAcks      = "rate_acks"
+	refusedRateMisc      = "rate_misc"
 	refusedRateClose     = "rate_sustained"
 	refusedFrameTooLarge = "frame_too_large"
 	refusedConnsPerUser  = "conns_per_user"
 	refusedPending       = "pending_handshakes"
 )
+
+// The buckets of a connection.
+const (
+	bucketMessages = iota // publish
+	bucketSignals         // signal
+	bucketControl         // join, leave
+	bucketPresence        // set_presence
+	bucketQueries         // presence_query
+	bucketAcks            // ack
+	bucketMisc            // ping, hello again, unknown frames
+	numBuckets
+)
+
+// rule is what bounds one frame kind: the bucket it takes a token from
+// and the reason counted when it is refused.
+type rule struct {
+	bucket int
+	reason string
+}
+
+// rules is the one table of the per-connection rate limits, keyed by the
+// ClientFrame kind. docs/SECURITY.md's limits table has a row for each.
+var rules = map[reflect.Type]rule{
+	reflect.TypeFor[*corralv1.ClientFrame_Hello]():         {bucketMisc, refusedRateMisc},
+	reflect.TypeFor[*corralv1.ClientFrame_Join]():          {bucketControl, refusedRateControl},
+	reflect.TypeFor[*corralv1.ClientFrame_Leave]():         {bucketControl, refusedRateControl},
+	reflect.TypeFor[*corralv1.ClientFrame_Publish]():       {bucketMessages, refusedRateMessages},
+	reflect.TypeFor[*corralv1.ClientFrame_Signal]():        {bucketSignals, refusedRateSignals},
+	reflect.TypeFor[*corralv1.ClientFrame_Ack]():           {bucketAcks, refusedRateAcks},
+	reflect.TypeFor[*corralv1.ClientFrame_Ping]():          {bucketMisc, refusedRateMisc},
+	reflect.TypeFor[*corralv1.ClientFrame_SetPresence]():   {bucketPresence, refusedRatePresence},
+	reflect.TypeFor[*corralv1.ClientFrame_PresenceQuery](): {bucketQueries, refusedRateQueries},
+}
+
+// ruleOf returns the rule of f's kind (nil f: a frame this edge does not
+// know).
+func ruleOf(f *corralv1.ClientFrame) rule {
+	if r, ok := rules[reflect.TypeOf(f.GetKind())]; ok {
+		return r
+	}
+	return rule{bucketMisc, refusedRateMisc}
+}
 
 // strikeWindow is the window in which Config.RateStrikes refusals close a
 // connection.
@@ -68,47 +117,48 @@ func (b *bucket) take(now int64) (ok bool, wait time.Duration) {
 
 // limiter is one connection's buckets and strike count.
 type limiter struct {
-	messages, signals, control bucket
-	strikes                    int
-	windowStart                int64
+	buckets     [numBuckets]bucket
+	strikes     int
+	windowStart int64
+	// closed: the connection is being closed for sustained abuse; frames
+	// read after that are dropped and not counted again.
+	closed bool
 }
 
 func newLimiter(cfg *Config) *limiter {
-	return &limiter{
-		messages: newBucket(cfg.MessageRate, cfg.MessageBurst),
-		signals:  newBucket(cfg.SignalRate, cfg.SignalBurst),
-		control:  newBucket(cfg.ControlRate, cfg.ControlBurst),
-	}
+	l := &limiter{}
+	l.buckets[bucketMessages] = newBucket(cfg.MessageRate, cfg.MessageBurst)
+	l.buckets[bucketSignals] = newBucket(cfg.SignalRate, cfg.SignalBurst)
+	l.buckets[bucketControl] = newBucket(cfg.ControlRate, cfg.ControlBurst)
+	l.buckets[bucketPresence] = newBucket(cfg.PresenceRate, cfg.PresenceBurst)
+	l.buckets[bucketQueries] = newBucket(cfg.QueryRate, cfg.QueryBurst)
+	l.buckets[bucketAcks] = newBucket(cfg.AckRate, cfg.AckBurst)
+	l.buckets[bucketMisc] = newBucket(cfg.MiscRate, cfg.MiscBurst)
+	return l
 }
 
-// check decides whether the reader passes f on. It reports false when f
-// was refused; the connection is then either answered with an Error
-// frame or, after too many strikes, closed.
+// check decides whether the reader handles f (nil: a frame of a kind this
+// edge does not know). It reports false when f was refused; the
+// connection is then either answered with an Error frame or, after too
+// many strikes, closed.
 func (c *conn) check(f *corralv1.ClientFrame) bool {
-	var b *bucket
-	var reason string
-	switch f.GetKind().(type) {
-	case *corralv1.ClientFrame_Publish:
-		b, reason = &c.limits.messages, refusedRateMessages
-	case *corralv1.ClientFrame_Signal:
-		b, reason = &c.limits.signals, refusedRateSignals
-	case *corralv1.ClientFrame_Join, *corralv1.ClientFrame_Leave:
-		b, reason = &c.limits.control, refusedRateControl
-	default:
-		return true
+	l := c.limits
+	if l.closed {
+		return false
 	}
+	r := ruleOf(f)
 	now := time.Now().UnixNano()
-	ok, wait := b.take(now)
+	ok, wait := l.buckets[r.bucket].take(now)
 	if ok {
 		return true
 	}
-	c.e.metrics.refused.WithLabelValues(reason).Inc()
-	l := c.limits
+	c.e.metrics.refused.WithLabelValues(r.reason).Inc()
 	if now-l.windowStart > int64(strikeWindow) {
 		l.windowStart, l.strikes = now, 0
 	}
 	l.strikes++
 	if strikes := c.e.cfg.RateStrikes; strikes > 0 && l.strikes > strikes {
+		l.closed = true
 		c.e.metrics.refused.WithLabelValues(refusedRateClose).Inc()
 		c.closeWith(corralv1.Code_CODE_RATE_LIMITED,
 			fmt.Sprintf("more than %d frames over the rate limit within %v", strikes, strikeWindow),

@@ -1,8 +1,11 @@
 package edge
 
 import (
+	"reflect"
 	"testing"
 	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
 func TestBucket(t *testing.T) {
@@ -42,5 +45,33 @@ func TestBucketDefaults(t *testing.T) {
 	cfg = (&Config{MessageRate: 10, SignalRate: -1}).withDefaults()
 	if cfg.MessageBurst != 20 || cfg.SignalRate != -1 {
 		t.Fatalf("a rate without a burst: %+v", cfg)
+	}
+}
+
+// TestEveryFrameKindHasARule: every ClientFrame kind the protocol defines
+// has its own row in the rate-limit table, and every row's bucket has a
+// default rate: a new frame kind cannot reach the core unbounded by
+// accident (it fails here until it gets a row).
+func TestEveryFrameKindHasARule(t *testing.T) {
+	cfg := (&Config{}).withDefaults()
+	l := newLimiter(&cfg)
+	for i := range l.buckets {
+		if l.buckets[i].rate <= 0 {
+			t.Errorf("bucket %d has no default rate", i)
+		}
+	}
+	kind := (&corralv1.ClientFrame{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
+	fields := kind.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		f := &corralv1.ClientFrame{}
+		m := f.ProtoReflect()
+		m.Set(fd, m.NewField(fd))
+		if _, ok := rules[reflect.TypeOf(f.GetKind())]; !ok {
+			t.Errorf("ClientFrame.%s has no rate-limit rule (edge/limits.go) and no row in docs/SECURITY.md", fd.Name())
+		}
+	}
+	if r := ruleOf(nil); r.bucket != bucketMisc || r.reason != refusedRateMisc {
+		t.Errorf("an unknown kind: %+v", r)
 	}
 }

@@ -187,6 +187,7 @@ func payload(i int) []byte { return []byte(fmt.Sprintf(`{"n":%d}`, i)) }
 func withoutRateLimits(tune func(*server.Options)) func(*server.Options) {
 	return func(o *server.Options) {
 		o.Edge.MessageRate, o.Edge.SignalRate, o.Edge.ControlRate = -1, -1, -1
+		o.Edge.PresenceRate, o.Edge.QueryRate, o.Edge.AckRate, o.Edge.MiscRate = -1, -1, -1, -1
 		if tune != nil {
 			tune(o)
 		}

@@ -132,7 +132,16 @@ func TestRateLimit(t *testing.T) {
 			}
 			m := scrape(t, edgeBase(d))
 			wantCounted(t, m, "corral_edge_refused_total", "rate_messages")
-			wantCounted(t, m, "corral_edge_refused_total", "rate_sustained")
+			// Once closing, what the flooder still sends is not refused
+			// again: one close, counted once, and no more refusals than
+			// the strikes that led to it (the 20 spams after the close
+			// are not counted).
+			if n := sample(t, m, `corral_edge_refused_total{reason="rate_sustained"}`); n != 1 {
+				t.Fatalf("rate_sustained counted %v times for one connection", n)
+			}
+			if n := sample(t, m, `corral_edge_refused_total{reason="rate_messages"}`); n != 21 {
+				t.Fatalf("rate_messages = %v, want 21 (the 21st refusal closes)", n)
+			}
 		})
 	}
 }

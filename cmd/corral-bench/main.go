@@ -119,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			Auth: auth.Dev{}, APIInsecure: true,
 			// Load, not abuse: the per-connection rates and the per-user
 			// bound are lifted (the other limits stay).
-			Edge:   edge.Config{MessageRate: -1, SignalRate: -1, ControlRate: -1, MaxConnsPerUser: -1},
+			Edge:   edge.Config{MessageRate: -1, SignalRate: -1, ControlRate: -1, PresenceRate: -1, QueryRate: -1, AckRate: -1, MiscRate: -1, MaxConnsPerUser: -1},
 			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {

@@ -169,6 +169,11 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Edge.MessageRate, opts.Edge.MessageBurst = f.publishRate, f.publishBurst
 	opts.Edge.SignalRate, opts.Edge.SignalBurst = f.signalRate, f.signalBurst
 	opts.Edge.ControlRate, opts.Edge.ControlBurst = f.controlRate, f.controlBurst
+	opts.Edge.PresenceRate, opts.Edge.PresenceBurst = f.presenceRate, f.presenceBurst
+	opts.Edge.QueryRate, opts.Edge.QueryBurst = f.queryRate, f.queryBurst
+	opts.Edge.AckRate, opts.Edge.AckBurst = f.ackRate, f.ackBurst
+	opts.Edge.MiscRate, opts.Edge.MiscBurst = f.miscRate, f.miscBurst
+	opts.Core.ConnQueueFrames, opts.Core.ConnQueueBytes = f.connBacklogFrames, f.connBacklogBytes
 	opts.Edge.RateStrikes, opts.Edge.MaxConnsPerUser = f.rateStrikes, f.maxConnsPerUser
 	opts.Edge.MaxPending, opts.Edge.ReadLimit = f.maxPending, f.maxFrame
 	opts.Edge.HelloTimeout = f.helloTimeout
@@ -245,13 +250,16 @@ type flags struct {
 	logFormat, logLevel         string
 
 	// Abuse limits (docs/SECURITY.md).
-	publishRate, signalRate, controlRate    float64
-	publishBurst, signalBurst, controlBurst int
-	rateStrikes, maxConnsPerUser            int
-	maxPending, maxPayload, maxRooms        int
-	maxFrame                                int64
-	helloTimeout, readHeaderTimeout         time.Duration
-	readOnlyRooms                           string
+	publishRate, signalRate, controlRate           float64
+	publishBurst, signalBurst, controlBurst        int
+	presenceRate, queryRate, ackRate, miscRate     float64
+	presenceBurst, queryBurst, ackBurst, miscBurst int
+	connBacklogFrames, connBacklogBytes            int
+	rateStrikes, maxConnsPerUser                   int
+	maxPending, maxPayload, maxRooms               int
+	maxFrame                                       int64
+	helloTimeout, readHeaderTimeout                time.Duration
+	readOnlyRooms                                  string
 }
 
 func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
@@ -319,6 +327,16 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.signalBurst, "signal-burst", 200, "burst of the per-connection signal bucket [CORRAL_SIGNAL_BURST]")
 		fs.Float64Var(&f.controlRate, "control-rate", 20, "joins and leaves per second per connection (negative: unlimited) [CORRAL_CONTROL_RATE]")
 		fs.IntVar(&f.controlBurst, "control-burst", 200, "burst of the per-connection join/leave bucket [CORRAL_CONTROL_BURST]")
+		fs.Float64Var(&f.presenceRate, "presence-rate", 10, "presence updates (setPresence) per second per connection (negative: unlimited) [CORRAL_PRESENCE_RATE]")
+		fs.IntVar(&f.presenceBurst, "presence-burst", 20, "burst of the per-connection presence-update bucket [CORRAL_PRESENCE_BURST]")
+		fs.Float64Var(&f.queryRate, "query-rate", 10, "presence queries (presenceQuery) per second per connection (negative: unlimited) [CORRAL_QUERY_RATE]")
+		fs.IntVar(&f.queryBurst, "query-burst", 50, "burst of the per-connection presence-query bucket [CORRAL_QUERY_BURST]")
+		fs.Float64Var(&f.ackRate, "ack-rate", 50, "acks per second per connection (negative: unlimited) [CORRAL_ACK_RATE]")
+		fs.IntVar(&f.ackBurst, "ack-burst", 200, "burst of the per-connection ack bucket [CORRAL_ACK_BURST]")
+		fs.Float64Var(&f.miscRate, "misc-rate", 5, "other frames (pings, a repeated hello, unknown frame kinds) per second per connection (negative: unlimited) [CORRAL_MISC_RATE]")
+		fs.IntVar(&f.miscBurst, "misc-burst", 20, "burst of the per-connection bucket of other frames [CORRAL_MISC_BURST]")
+		fs.IntVar(&f.connBacklogFrames, "conn-backlog-frames", 1024, "client frames of one connection waiting for the core (past it: close 4105, the backlog dropped; negative: unlimited) [CORRAL_CONN_BACKLOG_FRAMES]")
+		fs.IntVar(&f.connBacklogBytes, "conn-backlog-bytes", 8<<20, "`bytes` of client frames of one connection waiting for the core (past it: close 4105; negative: unlimited) [CORRAL_CONN_BACKLOG_BYTES]")
 		fs.IntVar(&f.rateStrikes, "rate-strikes", 100, "refusals by the rate limits within 10s that close a connection with 4101 (negative: never) [CORRAL_RATE_STRIKES]")
 		fs.IntVar(&f.maxConnsPerUser, "max-conns-per-user", 1000, "connections of one user on this edge (past it: close 4408; negative: unlimited) [CORRAL_MAX_CONNS_PER_USER]")
 		fs.IntVar(&f.maxPending, "max-pending", 10000, "connections upgraded but not yet authenticated (past it: 503 with Retry-After; negative: unlimited) [CORRAL_MAX_PENDING]")

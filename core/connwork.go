@@ -1,0 +1,232 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+)
+
+// connWork is one connection's queue of frames. Frames of a connection are
+// processed in order, one at a time; different connections run in
+// parallel, so a store round trip for one client never delays another.
+//
+// The queue is bounded (Config.ConnQueueFrames and ConnQueueBytes): the
+// edge's rate limits keep an honest client far below it, so a connection
+// past it is closed with CODE_BACKLOG_FULL and the frames it had queued
+// are dropped. A presence update or an ack still queued is replaced by a
+// newer one of the same room (latest wins), so a flood of them costs at
+// most one store call per room at a time. A detach never waits behind the
+// queue: it drops what is queued, cancels the store call in flight, and
+// the session is released as soon as that call returns.
+type connWork struct {
+	l    *link
+	conn uint64
+	// ctx is the connection's work; cancel ends it, at the detach.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards the following fields
+	queue   []*corralv1.EdgeFrame
+	bytes   int // proto size of the frames in queue
+	sizes   map[*corralv1.EdgeFrame]int
+	latest  map[latestKey]*corralv1.EdgeFrame // replaceable frames in queue
+	running bool
+	s       *session         // set by the attach
+	gone    *corralv1.Detach // non-nil once detached: only the detach is left to do
+	full    bool             // the queue overflowed: the connection is being closed
+}
+
+// latestKey names a frame that a newer one of the same kind and room
+// replaces while it is queued.
+type latestKey struct {
+	kind uint8 // 1: set_presence, 2: ack
+	room string
+}
+
+func newConnWork(ctx context.Context, l *link, conn uint64) *connWork {
+	w := &connWork{l: l, conn: conn}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	return w
+}
+
+// replaceable reports the key under which f replaces an older queued frame,
+// and the room f orders against (a join or a leave of that room ends what
+// may be replaced before it).
+func replaceable(f *corralv1.EdgeFrame) (key latestKey, ok bool, barrier string) {
+	switch k := f.GetFrame().GetKind().(type) {
+	case *corralv1.ClientFrame_SetPresence:
+		return latestKey{1, k.SetPresence.GetRoom()}, true, ""
+	case *corralv1.ClientFrame_Ack:
+		return latestKey{2, k.Ack.GetRoom()}, true, ""
+	case *corralv1.ClientFrame_Join:
+		return latestKey{}, false, k.Join.GetRoom()
+	case *corralv1.ClientFrame_Leave:
+		return latestKey{}, false, k.Leave.GetRoom()
+	}
+	return latestKey{}, false, ""
+}
+
+// push queues f (size is its proto size; the attach counts 0) and starts
+// the connection's worker if it is idle. Past the queue's bounds f is
+// refused, the queue dropped and the connection closed with
+// CODE_BACKLOG_FULL; frames that come after that or after the detach are
+// dropped.
+func (w *connWork) push(f *corralv1.EdgeFrame, size int) {
+	m := w.l.core.metrics
+	cfg := &w.l.core.cfg
+	w.mu.Lock()
+	if w.gone != nil || w.full {
+		w.mu.Unlock()
+		m.dropped.WithLabelValues("conn_closing").Inc()
+		return
+	}
+	key, ok, barrier := replaceable(f)
+	if ok {
+		if old := w.latest[key]; old != nil {
+			w.bytes += size - w.sizes[old]
+			w.sizes[old] = size
+			old.Kind = f.Kind
+			w.mu.Unlock()
+			m.coalesced.Inc()
+			return
+		}
+	}
+	if barrier != "" {
+		delete(w.latest, latestKey{1, barrier})
+		delete(w.latest, latestKey{2, barrier})
+	}
+	if (cfg.ConnQueueFrames > 0 && len(w.queue) >= cfg.ConnQueueFrames) ||
+		(cfg.ConnQueueBytes > 0 && w.bytes+size > cfg.ConnQueueBytes) {
+		n := len(w.queue)
+		w.full = true
+		w.dropLocked()
+		w.mu.Unlock()
+		m.refused.WithLabelValues(refusedBacklog).Inc()
+		m.dropped.WithLabelValues(refusedBacklog).Add(float64(n))
+		w.cancel()
+		w.l.close(w.conn, corralv1.Code_CODE_BACKLOG_FULL,
+			fmt.Sprintf("more than %d frames or %d bytes waiting on this connection", cfg.ConnQueueFrames, cfg.ConnQueueBytes),
+			uint32(backlogDelay.Milliseconds()))
+		return
+	}
+	w.queue = append(w.queue, f)
+	w.bytes += size
+	m.backlogFrames.Inc()
+	m.backlogBytes.Add(float64(size))
+	if w.sizes == nil {
+		w.sizes = make(map[*corralv1.EdgeFrame]int)
+	}
+	w.sizes[f] = size
+	if ok {
+		if w.latest == nil {
+			w.latest = make(map[latestKey]*corralv1.EdgeFrame)
+		}
+		w.latest[key] = f
+	}
+	start := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if start {
+		go w.run()
+	}
+}
+
+// backlogDelay is the delay told to a connection closed with
+// CODE_BACKLOG_FULL before it comes back.
+const backlogDelay = 2 * time.Second
+
+// dropLocked empties the queue. Lock must be held.
+func (w *connWork) dropLocked() {
+	m := w.l.core.metrics
+	m.backlogFrames.Sub(float64(len(w.queue)))
+	m.backlogBytes.Sub(float64(w.bytes))
+	clear(w.queue)
+	w.queue = w.queue[:0]
+	w.bytes = 0
+	clear(w.sizes)
+	clear(w.latest)
+}
+
+// detach ends the connection's work: the queued frames are dropped
+// (counted), the call in flight is cancelled, and the worker detaches the
+// session as soon as that call returns (at once when none runs).
+func (w *connWork) detach(d *corralv1.Detach) {
+	w.mu.Lock()
+	if w.gone != nil {
+		w.mu.Unlock()
+		return
+	}
+	n := len(w.queue)
+	w.gone = d
+	w.dropLocked()
+	start := !w.running
+	w.running = true
+	w.mu.Unlock()
+	w.cancel()
+	if n > 0 {
+		w.l.core.metrics.dropped.WithLabelValues("detached").Add(float64(n))
+	}
+	if start {
+		go w.run()
+	}
+}
+
+// run processes the queue until it is empty, and the detach once the
+// connection is gone.
+func (w *connWork) run() {
+	c := w.l.core
+	select {
+	case w.l.workers <- struct{}{}:
+		defer func() { <-w.l.workers }()
+	case <-w.ctx.Done():
+		// Detached (or the link ended) while waiting for a worker slot:
+		// the detach alone is left, and it needs no slot.
+	}
+	for {
+		w.mu.Lock()
+		if w.gone != nil {
+			d, s := w.gone, w.s
+			w.s = nil
+			w.mu.Unlock()
+			if s != nil {
+				c.detach(s, w.l, w.conn, d.GetClean())
+			}
+			return
+		}
+		if len(w.queue) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		f := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		size := w.sizes[f]
+		delete(w.sizes, f)
+		w.bytes -= size
+		if key, ok, _ := replaceable(f); ok && w.latest[key] == f {
+			delete(w.latest, key)
+		}
+		s := w.s
+		w.mu.Unlock()
+		c.metrics.backlogFrames.Dec()
+		c.metrics.backlogBytes.Sub(float64(size))
+
+		switch k := f.GetKind().(type) {
+		case *corralv1.EdgeFrame_Attach:
+			s = c.attach(w.ctx, w.l, w.conn, k.Attach)
+			w.mu.Lock()
+			w.s = s
+			w.mu.Unlock()
+		case *corralv1.EdgeFrame_Frame:
+			if s != nil {
+				c.handleClient(w.ctx, s, k.Frame)
+			} else {
+				c.metrics.dropped.WithLabelValues("unattached").Inc()
+			}
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/linkq"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// floodKinds builds the i-th frame of a flood of each client frame kind.
+var floodKinds = map[string]func(i int) *corralv1.ClientFrame{
+	"hello": func(int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{}}}
+	},
+	"join": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: fmt.Sprint("j", i)}}}
+	},
+	"leave": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: fmt.Sprint("j", i)}}}
+	},
+	"publish": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "r", Id: fmt.Sprint(i), Payload: []byte(`1`)}}}
+	},
+	"signal": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "r", Key: "k", Payload: []byte(`1`)}}}
+	},
+	"ack": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Room: "r", Seq: uint64(i)}}}
+	},
+	"ping": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: uint64(i)}}}
+	},
+	"setPresence": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{Room: "r", State: []byte(fmt.Sprint(i))}}}
+	},
+	"presenceQuery": func(i int) *corralv1.ClientFrame {
+		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: "r"}}}
+	},
+}
+
+// replaced are the kinds a newer frame of the same room replaces while
+// queued: their flood never grows the queue.
+var replaced = map[string]bool{"ack": true, "setPresence": true}
+
+// value reads a counter or a gauge.
+func value(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue() + d.GetGauge().GetValue()
+}
+
+// testLink is a link without a stream, with one worker slot, so a test can
+// take the slot and hold every connection's frames in their queues.
+func testLink(c *Core) *link {
+	return &link{
+		core:    c,
+		queue:   linkq.New[*corralv1.CoreFrame](),
+		done:    make(chan struct{}),
+		conns:   make(map[uint64]*connWork),
+		workers: make(chan struct{}, 1),
+	}
+}
+
+func (c *Core) isLive(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live[id] != nil
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within 10 s", what)
+}
+
+// TestConnWorkFlood: while the core cannot keep up with a connection (its
+// worker waits for a slot, as behind a slow store), a flood of any client
+// frame kind queues at most ConnQueueFrames frames: past it the frame is
+// refused (conn_backlog), the backlog dropped and the connection closed
+// with CODE_BACKLOG_FULL; ack and set_presence are replaced per room
+// instead. The detach then releases the session without waiting for the
+// worker slot, and drops what was queued.
+func TestConnWorkFlood(t *testing.T) {
+	const bound, flood = 16, 200
+	for kind, frame := range floodKinds {
+		t.Run(kind, func(t *testing.T) {
+			c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ConnQueueFrames: bound})
+			defer c.Close()
+			ctx := context.Background()
+			l := testLink(c)
+			l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{
+				Hello: &corralv1.Hello{}, Identity: &corralv1.Identity{UserId: "u"},
+			}}})
+			w := l.conns[1]
+			var id string
+			waitFor(t, "attach", func() bool {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if w.s != nil && !w.running {
+					id = w.s.id
+				}
+				return id != ""
+			})
+			l.workers <- struct{}{} // the core is busy: nothing runs
+			defer func() { <-l.workers }()
+
+			for i := range flood {
+				l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Frame{Frame: frame(i)}})
+				w.mu.Lock()
+				n := len(w.queue)
+				w.mu.Unlock()
+				if n > bound {
+					t.Fatalf("frame %d: %d frames queued, bound %d", i, n, bound)
+				}
+			}
+			refused := value(t, c.metrics.refused.WithLabelValues(refusedBacklog))
+			closed := false
+			for _, f := range l.queue.Take(flood, 1<<20) {
+				if f.GetClose().GetHint().GetCode() == corralv1.Code_CODE_BACKLOG_FULL {
+					closed = true
+				}
+			}
+			if replaced[kind] {
+				if refused != 0 || closed || value(t, c.metrics.coalesced) != flood-1 {
+					t.Fatalf("replaced per room: refused %v, closed %v, coalesced %v", refused, closed, value(t, c.metrics.coalesced))
+				}
+			} else if refused != 1 || !closed {
+				t.Fatalf("past the bound: refused %v (want 1), closed with 4105: %v", refused, closed)
+			}
+
+			// The detach does not wait for the busy core.
+			l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{}}})
+			waitFor(t, "session released", func() bool { return !c.isLive(id) })
+			w.mu.Lock()
+			n := len(w.queue)
+			w.mu.Unlock()
+			if n != 0 || value(t, c.metrics.backlogFrames) != 0 {
+				t.Fatalf("after the detach: %d frames queued, backlog gauge %v", n, value(t, c.metrics.backlogFrames))
+			}
+		})
+	}
+}
+
+// TestConnWorkReplaceOrder: a queued presence update is replaced by a newer
+// one of its room, but not across a join or leave of that room, whose
+// order matters.
+func TestConnWorkReplaceOrder(t *testing.T) {
+	c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer c.Close()
+	ctx := context.Background()
+	l := testLink(c)
+	l.workers <- struct{}{}
+	defer func() { <-l.workers }()
+	l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{
+		Hello: &corralv1.Hello{}, Identity: &corralv1.Identity{UserId: "u"},
+	}}})
+	set := func(room, state string) *corralv1.EdgeFrame {
+		return &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
+			Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{Room: room, State: []byte(state)}}}}}
+	}
+	leave := &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
+		Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "r"}}}}}
+	for _, f := range []*corralv1.EdgeFrame{set("r", "1"), set("s", "1"), set("r", "2"), leave, set("r", "3"), set("r", "4"), set("s", "2")} {
+		l.handle(ctx, f)
+	}
+	w := l.conns[1]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var got []string
+	for _, f := range w.queue[1:] { // after the attach
+		switch k := f.GetFrame().GetKind().(type) {
+		case *corralv1.ClientFrame_SetPresence:
+			got = append(got, k.SetPresence.GetRoom()+"="+string(k.SetPresence.GetState()))
+		case *corralv1.ClientFrame_Leave:
+			got = append(got, "leave "+k.Leave.GetRoom())
+		}
+	}
+	want := fmt.Sprint([]string{"r=2", "s=2", "leave r", "r=4"})
+	if fmt.Sprint(got) != want {
+		t.Fatalf("queue %v, want %v", got, want)
+	}
+}
