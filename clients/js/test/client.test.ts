@@ -256,7 +256,7 @@ describe("resume", () => {
     ws.open();
     assert.equal(ws.framesOf("hello")[0]!["resume"], undefined);
     ws.serve(welcome({ sessionId: "s2", resumeToken: "t2" }));
-    assert.deepEqual(ws.framesOf("join"), [{ room: "lobby", sinceSeq: 5, epoch: "e1" }]);
+    assert.deepEqual(ws.framesOf("join"), [{ room: "lobby", sinceSeq: 5, epoch: "e1", fromPosition: true }]);
     assert.equal(c.sessionId, "s2");
   });
 
