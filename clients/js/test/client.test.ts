@@ -263,9 +263,12 @@ describe("resume", () => {
   test("a Welcome on a live connection carries the rotated token, which the next resume uses", async () => {
     const { c } = newClient();
     let ws = await connected(c);
-    // The edge resumed the session for us: only the token is new.
+    await joined(c, ws, "lobby", 3);
+    // The edge resumed the session for us: only the token is new, and
+    // nothing is joined again.
     ws.serve(welcome({ resumeToken: "t2", resumed: true }));
     assert.equal(c.state, "open");
+    assert.equal(ws.framesOf("join").length, 1);
     ws.drop();
     mock.timers.tick(1000);
     await settle();
