@@ -244,11 +244,14 @@ func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 	return nil
 }
 
-// Join enters room and waits for Joined (or Reset, then Joined). since > 0
-// asks for the messages after since first.
+// Join enters room and waits for Joined (or Reset, then Joined). With a
+// position, since > 0 or a non-empty epoch (so since 0 of an epoch is "from
+// the start of that epoch"), the messages after since are replayed first
+// (Joined.replay, then a ReplayEnd frame) or, when the epoch is not the
+// room's, a Reset comes first. Without, the join is live from now.
 func (c *Conn) Join(ctx context.Context, room string, since uint64, epoch string) (*corralv1.Joined, error) {
 	f, err := c.request(ctx, c.joinWait, room, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
-		Room: room, SinceSeq: since, Epoch: epoch,
+		Room: room, SinceSeq: since, Epoch: epoch, FromPosition: epoch != "",
 	}}})
 	return f.GetJoined(), err
 }

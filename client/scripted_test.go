@@ -140,7 +140,8 @@ func msgF(room string, seq uint64) *corralv1.ServerFrame {
 }
 
 // TestSessionScripted: duplicates are dropped by seq, the resume names
-// the right position, and the server's reconnect delay is honoured.
+// the right position with the latest (rotated) token, and the server's
+// reconnect delay is honoured.
 func TestSessionScripted(t *testing.T) {
 	fake := newScripted(t)
 	ctx := testCtx(t)
@@ -180,6 +181,11 @@ func TestSessionScripted(t *testing.T) {
 	}
 	r.wait(t, "3 messages", func() bool { return len(r.ids) == 3 })
 
+	// The edge resumed the session for us: a Welcome on the live
+	// connection carries the rotated token, which the next resume uses.
+	rotated := welcomeF(true)
+	rotated.GetWelcome().ResumeToken = "t1b"
+	c1.send(rotated)
 	// A drain: the server asks for a 300ms pause, then closes.
 	c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reconnect{Reconnect: &corralv1.ReconnectHint{
 		Code: corralv1.Code_CODE_GOING_AWAY, Reason: "restart", DelayMs: 300,
@@ -192,7 +198,7 @@ func TestSessionScripted(t *testing.T) {
 		t.Fatalf("reconnected after %v, before the hinted 300ms", waited)
 	}
 	rs := c2.read().GetHello().GetResume()
-	want := &corralv1.Resume{SessionId: "s1", ResumeToken: "t1", Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 3, Epoch: "e1"}}}
+	want := &corralv1.Resume{SessionId: "s1", ResumeToken: "t1b", Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 3, Epoch: "e1"}}}
 	if rs.GetSessionId() != want.SessionId || rs.GetResumeToken() != want.ResumeToken ||
 		len(rs.GetRooms()) != 1 || rs.GetRooms()[0].GetSeq() != 3 || rs.GetRooms()[0].GetEpoch() != "e1" {
 		t.Fatalf("resume %v, want %v", rs, want)

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/protocol"
+	"google.golang.org/protobuf/proto"
 )
 
 var (
@@ -849,7 +850,17 @@ func (s *Session) handle(f *corralv1.ServerFrame, out []Event) []Event {
 			}
 		}
 		return append(out, frame)
-	case *corralv1.ServerFrame_Pong, *corralv1.ServerFrame_Reconnect, *corralv1.ServerFrame_Welcome:
+	case *corralv1.ServerFrame_Welcome:
+		// A Welcome on a live connection: the edge resumed the session for
+		// us, which rotated the resume token. Keep it, or the next resume
+		// is refused.
+		if w := k.Welcome; s.welcome != nil && w.GetSessionId() == s.welcome.GetSessionId() {
+			nw := proto.CloneOf(s.welcome)
+			nw.ResumeToken = w.GetResumeToken()
+			s.welcome = nw
+		}
+		return out
+	case *corralv1.ServerFrame_Pong, *corralv1.ServerFrame_Reconnect:
 		return out
 	}
 	return append(out, frame)

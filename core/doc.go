@@ -10,6 +10,13 @@
 // history store (package events) and to which the core adds member events
 // (events.go).
 //
+// # Authorization
+//
+// Every way into a room (a Join, each room of a resume) and every Publish
+// and Signal passes one door, door.go: name validation, grants, the
+// read-only policy and the rooms-per-connection bound live there and
+// nowhere else.
+//
 // # Ordering
 //
 // Every change to a room (a published message, a member joining or leaving)

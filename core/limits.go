@@ -3,20 +3,19 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
 	"connectrpc.com/connect/v2"
-	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 )
 
-// Room authorization and per-connection limits of the core. A session
-// may join a room when its token or a run-time grant allows it (package
-// grants); it may publish and signal when, beside that, the room is not
-// read-only for clients (Config.ReadOnlyRooms). Run-time grants change
+// Room grants of the core. A session may join a room when its token or a
+// run-time grant allows it (package grants); it may publish and signal
+// when, beside that, the room is not read-only for clients
+// (Config.ReadOnlyRooms). door.go applies these rules to every join,
+// resumed room, publish and signal. Run-time grants change
 // through Grant and Revoke; a revoked join removes the user's sessions from
 // the rooms it matches, on every core sharing the grants store. Every
 // refusal is counted in corral_core_refused_total by reason.
@@ -48,53 +47,6 @@ func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, 
 		return false, err
 	}
 	return grants.Allows(g, kind, token, room), nil
-}
-
-// refuseJoin checks a client join: the grants, and the bound on rooms per
-// connection. It answers a refusal itself and reports false.
-func (c *Core) refuseJoin(ctx context.Context, s *session, name string) bool {
-	ok, err := c.granted(ctx, s.user, s.ident, grants.Join, name)
-	switch {
-	case err != nil:
-		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, "")
-		return true
-	case !ok:
-		c.metrics.refused.WithLabelValues(refusedJoin).Inc()
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room", name, "")
-		return true
-	}
-	s.mu.Lock()
-	_, in := s.rooms[name]
-	n := len(s.rooms)
-	s.mu.Unlock()
-	if !in && c.cfg.MaxRoomsPerConn > 0 && n >= c.cfg.MaxRoomsPerConn {
-		c.metrics.refused.WithLabelValues(refusedRooms).Inc()
-		s.sendErr(corralv1.Code_CODE_LIMIT_EXCEEDED,
-			fmt.Sprintf("at most %d rooms per connection: leave one first", c.cfg.MaxRoomsPerConn), name, "")
-		return true
-	}
-	return false
-}
-
-// refusePublish checks a client publish or signal for the grants and the
-// read-only policy. It answers a refusal itself and reports false.
-func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
-	if auth.Match(c.cfg.ReadOnlyRooms, name) {
-		c.metrics.refused.WithLabelValues(refusedReadOnly).Inc()
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients", name, ref)
-		return true
-	}
-	ok, err := c.granted(ctx, s.user, s.ident, grants.Publish, name)
-	switch {
-	case err != nil:
-		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)
-		return true
-	case !ok:
-		c.metrics.refused.WithLabelValues(refusedPublish).Inc()
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant publishing to this room", name, ref)
-		return true
-	}
-	return false
 }
 
 // Grant adds run-time grants for a user.

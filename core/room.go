@@ -305,11 +305,16 @@ func (r *room) resetLocked(epoch string, last uint64) {
 
 // joinReq is one room a session joins or resumes.
 type joinReq struct {
-	name    string
-	room    *room
-	since   uint64
-	epoch   string
-	resumed bool
+	name  string
+	room  *room
+	since uint64
+	epoch string
+	// position: (since, epoch) is where the client continues, checked
+	// against the room's epoch; without it the join is live from now.
+	position bool
+	resumed  bool
+	// stored: the session store lists the room (a resumed room).
+	stored bool
 	// presence: count the session in the room's presence, with state.
 	presence bool
 	state    []byte
@@ -335,7 +340,7 @@ func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) {
 	}
 	r.joining[s] = &catchup{}
 	q.target, q.roomEpoch = r.last, r.epoch
-	q.replay = (q.since > 0 || q.resumed) && (q.epoch == "" || q.epoch == r.epoch) && q.since < r.last
+	q.replay = q.position && q.epoch == r.epoch && q.since < r.last
 }
 
 // goLive finishes a join: the member gets Joined (or Reset and Joined), the
@@ -353,22 +358,24 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		return 0, false // detached meanwhile; detach found nothing to undo
 	}
 	send := func(f *corralv1.ServerFrame) { ep.link.enqueue(connFrame(ep.conn, f)) }
-	joined := func(seq uint64) {
+	joined := func(seq uint64, replay bool) {
 		send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
-			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed,
+			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed, Replay: replay,
 		}}})
 	}
 	switch {
-	case q.since == 0 && !q.resumed:
-		joined(r.last)
-	case (q.epoch != "" && q.epoch != r.epoch) || q.since > r.last:
+	case !q.position:
+		joined(r.last, false)
+	case q.epoch != r.epoch || q.since > r.last:
+		// An empty epoch never matches: a position the server cannot
+		// check is a Reset, never a silent skip.
 		send(resetFrame(r.name, r.last, r.epoch))
-		joined(r.last)
-	case !q.replay:
-		joined(q.since)
+		joined(r.last, false)
+	case q.since == r.last:
+		joined(q.since, false)
 	default:
-		// Missed messages: (since, target] from history, then what was
-		// delivered live meanwhile, up to r.last.
+		// Missed messages: (since, target] from history (when replay),
+		// then what was delivered live meanwhile, up to r.last.
 		var out []*corralv1.Message
 		next := q.since + 1
 		take := func(ms []*corralv1.Message) {
@@ -379,16 +386,16 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 				}
 			}
 		}
-		if q.readOK && q.roomEpoch == r.epoch && !cu.overflow {
+		if (q.readOK || !q.replay) && q.roomEpoch == r.epoch && !cu.overflow {
 			take(q.msgs)
 			take(cu.buf)
 		}
 		if next != r.last+1 {
 			send(resetFrame(r.name, r.last, r.epoch))
-			joined(r.last)
+			joined(r.last, false)
 			break
 		}
-		joined(q.since)
+		joined(q.since, true)
 		// Missed messages go as batches: one queue entry each at the edge.
 		for len(out) > 0 {
 			n, size := 0, 0
@@ -403,6 +410,10 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
 			out = out[n:]
 		}
+		// The replay ends here: what follows is live.
+		send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
+			Room: r.name, Seq: r.last,
+		}}})
 	}
 	if snap := r.snapshotLocked(); snap != nil {
 		send(snap)

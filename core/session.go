@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/sessions"
@@ -85,7 +84,9 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		ep.link.close(ep.conn, corralv1.Code_CODE_BAD_FRAME, "resume.instance longer than 64 bytes", 0)
 		return nil
 	}
-	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken(), at)
+	// The store authorizes (token, user, attempt) before it changes
+	// anything, and rotates the token.
+	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken(), id.GetUserId(), at)
 	done(err)
 	switch {
 	case errors.Is(err, sessions.ErrStale):
@@ -98,14 +99,14 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
 		return nil
 	case errors.Is(err, sessions.ErrTokenMismatch):
-		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match", 0)
+		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
+		return nil
+	case errors.Is(err, sessions.ErrUserMismatch):
+		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
 		return nil
 	case err != nil:
 		c.cfg.Logger.Warn("session resume failed", "err", err)
 		ep.link.close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
-		return nil
-	case st.UserID != id.GetUserId():
-		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
 		return nil
 	}
 	s := &session{id: st.ID, user: st.UserID, ident: id, ep: ep, rooms: make(map[string]*room)}
@@ -125,37 +126,34 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 	c.metrics.resumes.Inc()
 	ep.link.send(ep.conn, c.welcome(st, true))
 
-	// The client's own positions win: it knows what it processed. Rooms the
-	// store knows but the client did not mention resume from the last ack.
-	want := make(map[string]sessions.Position, len(st.Rooms)+len(r.GetRooms()))
-	pres := make(map[string]bool)
-	for room, pos := range st.Rooms {
-		want[room] = pos
-	}
+	// The client's own positions win: it knows what it processed. Rooms
+	// the store knows but the client did not mention resume from the last
+	// ack. Every room passes the door (admit) as one batch: the client's
+	// rooms in its order, then the store's by name.
+	reqs := make([]*joinReq, 0, len(r.GetRooms())+len(st.Rooms))
+	seen := make(map[string]bool, cap(reqs))
 	for _, p := range r.GetRooms() {
-		if p.GetRoom() == "" {
+		if seen[p.GetRoom()] {
 			continue
 		}
-		want[p.GetRoom()] = sessions.Position{Seq: p.GetSeq(), Epoch: p.GetEpoch()}
-		pres[p.GetRoom()] = p.GetPresence()
+		seen[p.GetRoom()] = true
+		_, stored := st.Rooms[p.GetRoom()]
+		reqs = append(reqs, &joinReq{name: p.GetRoom(), since: p.GetSeq(), epoch: p.GetEpoch(),
+			position: true, resumed: true, stored: stored, presence: p.GetPresence()})
 	}
-	reqs := make([]*joinReq, 0, len(want))
-	for room, pos := range want {
-		ok, err := c.granted(ctx, st.UserID, id, grants.Join, room)
-		if err != nil {
-			// A grants store that cannot answer must not cost the session
-			// its rooms: the token decides.
-			ok = auth.Match(id.GetJoin(), room)
+	rest := make([]string, 0, len(st.Rooms))
+	for room := range st.Rooms {
+		if !seen[room] {
+			rest = append(rest, room)
 		}
-		if c.validRoom(room) != nil || !ok {
-			ep.link.send(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
-				Room: room, Code: corralv1.Code_CODE_FORBIDDEN, Reason: "the token does not grant this room",
-			}}})
-			_ = c.sess.DeleteRoom(ctx, s.id, room)
-			continue
-		}
-		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch, resumed: true, presence: pres[room]})
 	}
+	slices.Sort(rest)
+	for _, room := range rest {
+		pos := st.Rooms[room]
+		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch,
+			position: true, resumed: true, stored: true})
+	}
+	reqs = c.admit(ctx, s, reqs)
 	c.join(ctx, s, reqs)
 	return s
 }
@@ -282,17 +280,10 @@ func (s *session) room(name string) *room {
 }
 
 func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
-	name := j.GetRoom()
-	if err := c.validRoom(name); err != nil {
-		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
-		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
-		return
-	}
-	if c.refuseJoin(ctx, s, name) {
-		return
-	}
-	c.join(ctx, s, []*joinReq{{name: name, since: j.GetSinceSeq(), epoch: j.GetEpoch(),
-		presence: j.GetPresence(), state: j.GetPresenceState()}})
+	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
+		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
+		presence: j.GetPresence(), state: j.GetPresenceState()}
+	c.join(ctx, s, c.admit(ctx, s, []*joinReq{q}))
 }
 
 // join adds s to rooms. Each room keeps live messages for s while the

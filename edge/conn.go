@@ -97,8 +97,6 @@ type conn struct {
 	session string
 	token   string
 	rooms   []connRoom // see rooms.go
-	// reattaching swallows the Welcome of a resume the edge made itself.
-	reattaching bool
 }
 
 func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, remote string) *conn {

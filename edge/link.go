@@ -220,7 +220,8 @@ func (l *link) giveUpOrphans() {
 
 // reattach resumes every orphan's session on the re-opened link: Attach
 // with the session's id, token and each room's position. The core replays
-// what they missed; their clients see no disconnect. Lock must be held.
+// what they missed; their clients see no disconnect, only a second Welcome
+// with the rotated resume token. Lock must be held.
 func (l *link) reattachLocked() {
 	for id, c := range l.orphans {
 		resume := &corralv1.Resume{SessionId: c.session, ResumeToken: c.token}
@@ -238,7 +239,6 @@ func (l *link) reattachLocked() {
 		if !l.enqueueLocked(&corralv1.EdgeFrame{Conn: id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}}) {
 			continue // the next failure or giveUpOrphans handles it
 		}
-		c.reattaching = true
 		l.conns[id] = c
 		delete(l.orphans, id)
 		l.e.metrics.reattached.Inc()
@@ -374,10 +374,9 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 			switch sk := sf.GetKind().(type) {
 			case *corralv1.ServerFrame_Welcome:
 				c.session, c.token = sk.Welcome.GetSessionId(), sk.Welcome.GetResumeToken()
-				if c.reattaching {
-					c.reattaching = false
-					continue // the client has its welcome already
-				}
+				// A reattach's Welcome goes to the client too: the resume
+				// rotated the token, and the client must resume with the
+				// new one if this connection drops (client.proto Welcome).
 			case *corralv1.ServerFrame_Joined:
 				j := sk.Joined
 				c.roomLocked(j.GetRoom()).position(j.GetSeq(), j.GetEpoch())
@@ -390,6 +389,8 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 					// joining ever-new rooms must not grow.
 					r.tracked, r.seq, r.presence, r.epoch = false, 0, false, ""
 				})
+			case *corralv1.ServerFrame_ReplayEnd:
+				c.roomLocked(sk.ReplayEnd.GetRoom()).track(sk.ReplayEnd.GetSeq())
 			case *corralv1.ServerFrame_Batch:
 				if fs := sk.Batch.GetFrames(); len(fs) > 0 {
 					if m := fs[len(fs)-1].GetMessage(); m != nil {

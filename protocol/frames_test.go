@@ -49,6 +49,9 @@ func clientFrames() map[string]*corralv1.ClientFrame {
 		"join": {Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
 			Room: "a", SinceSeq: 1<<53 - 1, Epoch: "e1",
 		}}},
+		"join from start of epoch": {Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
+			Room: "a", Epoch: "e1", FromPosition: true,
+		}}},
 		"leave": {Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "a"}}},
 		"publish": {Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
 			Room: "a", Id: "c1", Payload: []byte(`{"text":"hi"}`),
@@ -99,6 +102,12 @@ func serverFrames() map[string]*corralv1.ServerFrame {
 		}}},
 		"joined": {Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
 			Room: "a", Seq: 10, Epoch: "e1", Resumed: true,
+		}}},
+		"joined replay": {Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+			Room: "a", Seq: 4, Epoch: "e1", Replay: true,
+		}}},
+		"replay end": {Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
+			Room: "a", Seq: 12,
 		}}},
 		"left": {Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
 			Room: "a", Code: corralv1.Code_CODE_FORBIDDEN, Reason: "kicked",

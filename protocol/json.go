@@ -28,6 +28,7 @@ func appendClientJSON(b []byte, f *corralv1.ClientFrame) []byte {
 		b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
 		b = appendBoolField(b, s, `"presence":`, m.GetPresence())
 		b = appendBytesField(b, s, "presenceState", m.GetPresenceState())
+		b = appendBoolField(b, s, `"fromPosition":`, m.GetFromPosition())
 		b = append(b, '}')
 	case *corralv1.ClientFrame_Leave:
 		b = append(b, `{"leave":{`...)
@@ -128,6 +129,13 @@ func appendServerJSON(b []byte, f *corralv1.ServerFrame) []byte {
 		b = appendUintField(b, s, `"seq":`, m.GetSeq())
 		b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
 		b = appendBoolField(b, s, `"resumed":`, m.GetResumed())
+		b = appendBoolField(b, s, `"replay":`, m.GetReplay())
+	case *corralv1.ServerFrame_ReplayEnd:
+		m := k.ReplayEnd
+		b = append(b, `{"replayEnd":{`...)
+		s := len(b)
+		b = appendStringField(b, s, `"room":`, m.GetRoom())
+		b = appendUintField(b, s, `"seq":`, m.GetSeq())
 	case *corralv1.ServerFrame_Left:
 		m := k.Left
 		b = append(b, `{"left":{`...)

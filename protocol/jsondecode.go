@@ -206,6 +206,12 @@ func (d *decoder) serverFrame(dst *corralv1.ServerFrame) error {
 				dst.Kind = &corralv1.ServerFrame_Reset_{Reset_: m}
 				err = d.reset(m)
 			}
+		case "replayEnd", "replay_end":
+			if ok, err = d.openKind(key, dst.Kind != nil); ok {
+				m := new(corralv1.ReplayEnd)
+				dst.Kind = &corralv1.ServerFrame_ReplayEnd{ReplayEnd: m}
+				err = d.replayEnd(m)
+			}
 		case "presence":
 			if ok, err = d.openKind(key, dst.Kind != nil); ok {
 				m := new(corralv1.Presence)
@@ -390,6 +396,8 @@ func (d *decoder) join(m *corralv1.Join) error {
 			m.PresenceState, err = d.payload("join.presenceState", m.PresenceState)
 		case "presenceStateBase64", "presence_state_base64":
 			m.PresenceState, err = d.payloadBase64("join.presenceStateBase64", m.PresenceState)
+		case "fromPosition", "from_position":
+			m.FromPosition, err = d.bool("join.fromPosition")
 		default:
 			d.skip()
 		}
@@ -558,6 +566,8 @@ func (d *decoder) joined(m *corralv1.Joined) error {
 			m.Epoch, err = d.str("joined.epoch")
 		case "resumed":
 			m.Resumed, err = d.bool("joined.resumed")
+		case "replay":
+			m.Replay, err = d.bool("joined.replay")
 		default:
 			d.skip()
 		}
@@ -741,6 +751,27 @@ func (d *decoder) errorFrame(m *corralv1.Error) error {
 		case "retryAfterMs", "retry_after_ms":
 			u, err = d.uint("error.retryAfterMs", 32)
 			m.RetryAfterMs = uint32(u)
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (d *decoder) replayEnd(m *corralv1.ReplayEnd) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "room":
+			m.Room, err = d.str("replayEnd.room")
+		case "seq":
+			m.Seq, err = d.uint("replayEnd.seq", 64)
 		default:
 			d.skip()
 		}

@@ -26,11 +26,15 @@ type Memory struct {
 
 type memSession struct {
 	tokenHash [sha256.Size]byte
-	userID    string
-	created   time.Time
-	rooms     map[string]Position
-	expires   time.Time
-	attempt   Attempt // the last ordered attempt that resumed it
+	// prevHash is the token the last resume consumed, still good until
+	// tokenHash is used (see Store.Resume); zero when none.
+	prevHash [sha256.Size]byte
+	hasPrev  bool
+	userID   string
+	created  time.Time
+	rooms    map[string]Position
+	expires  time.Time
+	attempt  Attempt // the last ordered attempt that resumed it
 }
 
 // NewMemory returns an empty store and starts its sweep goroutine.
@@ -102,25 +106,35 @@ func (m *Memory) Create(_ context.Context, userID string) (*Session, error) {
 }
 
 // Resume implements [Store.Resume].
-func (m *Memory) Resume(_ context.Context, id, token string, at Attempt) (*Session, error) {
+func (m *Memory) Resume(_ context.Context, id, token, userID string, at Attempt) (*Session, error) {
 	h := tokenHash(token)
+	_, next := newSecrets()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, err := m.get(id)
 	if err != nil {
 		return nil, fmt.Errorf("sessions: resume: %w", err)
 	}
-	if subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) != 1 {
+	// Authorize first: a refused resume changes nothing.
+	cur := subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) == 1
+	prev := s.hasPrev && subtle.ConstantTimeCompare(h[:], s.prevHash[:]) == 1
+	switch {
+	case !cur && !prev:
 		return nil, fmt.Errorf("sessions: resume: %w", ErrTokenMismatch)
+	case s.userID != userID:
+		return nil, fmt.Errorf("sessions: resume: %w", ErrUserMismatch)
+	case at.ordered() && at.Instance == s.attempt.Instance && at.N <= s.attempt.N:
+		return nil, fmt.Errorf("sessions: resume: %w", ErrStale)
 	}
-	s.expires = time.Now().Add(m.ttl)
 	if at.ordered() {
-		if at.Instance == s.attempt.Instance && at.N <= s.attempt.N {
-			return nil, fmt.Errorf("sessions: resume: %w", ErrStale)
-		}
 		s.attempt = at
 	}
-	return &Session{ID: id, Token: token, UserID: s.userID, Rooms: maps.Clone(s.rooms), Created: s.created}, nil
+	// Presenting the current token kills its predecessor; presenting the
+	// predecessor kills the current one, which its client never saw.
+	s.prevHash, s.hasPrev = h, true
+	s.tokenHash = tokenHash(next)
+	s.expires = time.Now().Add(m.ttl)
+	return &Session{ID: id, Token: next, UserID: s.userID, Rooms: maps.Clone(s.rooms), Created: s.created}, nil
 }
 
 // Touch implements [Store.Touch].

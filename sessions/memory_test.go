@@ -33,7 +33,7 @@ func TestMemoryTTL(t *testing.T) {
 		time.Sleep(50 * time.Second)
 		// a was touched 50 s ago; b is 100 s old.
 		mustResume(t, s, a)
-		if _, err := s.Resume(ctx, b.ID, b.Token, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
+		if _, err := s.Resume(ctx, b.ID, b.Token, b.UserID, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
 			t.Fatalf("Resume of an expired session: %v", err)
 		}
 		time.Sleep(61 * time.Second)
@@ -69,14 +69,17 @@ func ExampleNewMemory() {
 	_ = s.Ack(ctx, sess.ID, "lobby", 42)
 
 	// Later, on a new connection, the client presents id and token.
-	resumed, err := s.Resume(ctx, sess.ID, sess.Token, sessions.Attempt{})
+	resumed, err := s.Resume(ctx, sess.ID, sess.Token, sess.UserID, sessions.Attempt{})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(resumed.UserID, resumed.Rooms["lobby"].Seq)
-	_, err = s.Resume(ctx, sess.ID, "guess", sessions.Attempt{})
+	_, err = s.Resume(ctx, sess.ID, "guess", sess.UserID, sessions.Attempt{})
 	fmt.Println(err)
+	// The token rotates: keep the latest.
+	fmt.Println(resumed.Token != sess.Token)
 	// Output:
 	// ann 42
 	// sessions: resume: sessions: resume token mismatch
+	// true
 }

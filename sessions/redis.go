@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"crypto/sha1"
-	"crypto/subtle"
 	_ "embed"
 	"encoding/hex"
 	"errors"
@@ -111,8 +110,9 @@ func (r *Redis) Create(ctx context.Context, userID string) (*Session, error) {
 	}
 }
 
-// Resume implements [Store.Resume].
-func (r *Redis) Resume(ctx context.Context, id, token string, at Attempt) (*Session, error) {
+// Resume implements [Store.Resume]: resume.lua checks and changes the
+// session in one step, so two resumes with one token cannot both succeed.
+func (r *Redis) Resume(ctx context.Context, id, token, userID string, at Attempt) (*Session, error) {
 	if err := r.acquire(); err != nil {
 		return nil, fmt.Errorf("sessions: resume: %w", err)
 	}
@@ -120,33 +120,34 @@ func (r *Redis) Resume(ctx context.Context, id, token string, at Attempt) (*Sess
 	if id == "" {
 		return nil, fmt.Errorf("sessions: resume: %w", ErrNotFound)
 	}
-	fields, err := r.client.Do(ctx, r.client.B().Hgetall().Key(r.key(id)).Build()).AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("sessions: resume: %w", err)
-	}
-	stored, err := hex.DecodeString(fields["tok"])
-	if len(fields) == 0 || err != nil {
-		return nil, fmt.Errorf("sessions: resume: %w", ErrNotFound)
-	}
-	h := tokenHash(token)
-	if subtle.ConstantTimeCompare(h[:], stored) != 1 {
-		return nil, fmt.Errorf("sessions: resume: %w", ErrTokenMismatch)
-	}
 	n := "0"
 	if at.ordered() {
 		n = strconv.FormatUint(uint64(at.N), 10)
 	}
-	ok, err := resumeScript.Exec(ctx, r.client, []string{r.key(id)},
-		[]string{r.ttlMS, at.Instance, n}).AsInt64()
-	switch {
-	case err != nil:
+	h := tokenHash(token)
+	_, next := newSecrets()
+	nh := tokenHash(next)
+	resp := resumeScript.Exec(ctx, r.client, []string{r.key(id)}, []string{
+		hex.EncodeToString(h[:]), userID, r.ttlMS, at.Instance, n, hex.EncodeToString(nh[:]),
+	})
+	if code, err := resp.AsInt64(); err == nil {
+		switch code {
+		case -1:
+			err = ErrStale
+		case -2:
+			err = ErrTokenMismatch
+		case -3:
+			err = ErrUserMismatch
+		default:
+			err = ErrNotFound
+		}
 		return nil, fmt.Errorf("sessions: resume: %w", err)
-	case ok == 0:
-		return nil, fmt.Errorf("sessions: resume: %w", ErrNotFound)
-	case ok < 0:
-		return nil, fmt.Errorf("sessions: resume: %w", ErrStale)
 	}
-	s := &Session{ID: id, Token: token, UserID: fields["uid"], Rooms: make(map[string]Position)}
+	fields, err := resp.AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("sessions: resume: %w", err)
+	}
+	s := &Session{ID: id, Token: next, UserID: fields["uid"], Rooms: make(map[string]Position)}
 	if ms, err := strconv.ParseInt(fields["ct"], 10, 64); err == nil {
 		s.Created = time.UnixMilli(ms)
 	}

@@ -75,7 +75,7 @@ func TestRedisTTL(t *testing.T) {
 	}
 	time.Sleep(1200 * time.Millisecond)
 	for _, sess := range []*sessions.Session{a, b} {
-		if _, err := s.Resume(ctx, sess.ID, sess.Token, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
+		if _, err := s.Resume(ctx, sess.ID, sess.Token, sess.UserID, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
 			t.Fatalf("Resume of an expired session: %v", err)
 		}
 		if err := s.Touch(ctx, sess.ID); !errors.Is(err, sessions.ErrNotFound) {
@@ -210,7 +210,7 @@ func TestRedisBusy(t *testing.T) {
 	if _, err := s.Create(ctx, "u"); !errors.Is(err, sessions.ErrBusy) {
 		t.Fatalf("Create past the bound: %v, want ErrBusy", err)
 	}
-	if _, err := s.Resume(ctx, a.ID, a.Token, sessions.Attempt{}); !errors.Is(err, sessions.ErrBusy) {
+	if _, err := s.Resume(ctx, a.ID, a.Token, a.UserID, sessions.Attempt{}); !errors.Is(err, sessions.ErrBusy) {
 		t.Fatalf("Resume past the bound: %v, want ErrBusy", err)
 	}
 	if err := s.SetRoom(ctx, a.ID, "r", sessions.Position{}); !errors.Is(err, sessions.ErrBusy) {

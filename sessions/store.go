@@ -32,6 +32,8 @@ var (
 	ErrNotFound = errors.New("sessions: not found")
 	// ErrTokenMismatch means the resume token is not the session's.
 	ErrTokenMismatch = errors.New("sessions: resume token mismatch")
+	// ErrUserMismatch means the session belongs to another user.
+	ErrUserMismatch = errors.New("sessions: session belongs to another user")
 	// ErrStale means a newer resume attempt of the same client instance
 	// already holds the session (see [Attempt]).
 	ErrStale = errors.New("sessions: a newer resume attempt of this client holds the session")
@@ -59,12 +61,20 @@ type Store interface {
 	// Create makes a new session for userID with fresh random id
 	// (URL-safe, 128 bits) and token (256 bits).
 	Create(ctx context.Context, userID string) (*Session, error)
-	// Resume returns the session when id exists and token matches
-	// (constant-time compare), refreshing its TTL and recording at. It
-	// returns an error wrapping ErrNotFound or ErrTokenMismatch otherwise,
-	// or ErrStale when at is not newer than the attempt recorded for the
-	// same instance. It does not check the user; the caller does.
-	Resume(ctx context.Context, id, token string, at Attempt) (*Session, error)
+	// Resume continues session id for userID. It first authorizes, and
+	// changes nothing when that fails: the session must exist (else an
+	// error wrapping ErrNotFound), token must match (constant-time
+	// compare of hashes; ErrTokenMismatch), the session must be userID's
+	// (ErrUserMismatch) and at must be newer than the attempt recorded for
+	// the same instance (ErrStale). Then it records at, refreshes the TTL
+	// and rotates the token: the returned Session.Token is a fresh one.
+	// The presented token stays good only until the fresh one is used: a
+	// client whose Welcome was lost (the connection broke right after the
+	// resume) retries with the token it has, and that retry must not lock
+	// it out. So a used token is refused (ErrTokenMismatch) once its
+	// successor has resumed, and the successor is refused once the used
+	// token resumed again (it never reached its client).
+	Resume(ctx context.Context, id, token, userID string, at Attempt) (*Session, error)
 	// Touch refreshes the TTL (called periodically while connected and at
 	// disconnect). An unknown session is ErrNotFound.
 	Touch(ctx context.Context, id string) error

@@ -18,15 +18,17 @@ type newStoreFunc func(t *testing.T, opts sessions.Options) sessions.Store
 // testStore runs the conformance suite every Store passes.
 func testStore(t *testing.T, newStore newStoreFunc) {
 	tests := map[string]func(*testing.T, sessions.Store){
-		"CreateResume":  testCreateResume,
-		"TokenMismatch": testTokenMismatch,
-		"StaleAttempt":  testStaleAttempt,
-		"NotFound":      testNotFound,
-		"Rooms":         testRooms,
-		"AckCoalescing": testAckCoalescing,
-		"AckAfterLeave": testAckAfterLeave,
-		"ConcurrentAck": testConcurrentAck,
-		"Delete":        testDelete,
+		"CreateResume":                testCreateResume,
+		"TokenMismatch":               testTokenMismatch,
+		"StaleAttempt":                testStaleAttempt,
+		"NotFound":                    testNotFound,
+		"Rooms":                       testRooms,
+		"AckCoalescing":               testAckCoalescing,
+		"AckAfterLeave":               testAckAfterLeave,
+		"ConcurrentAck":               testConcurrentAck,
+		"Delete":                      testDelete,
+		"Rotation":                    testRotation,
+		"RefusedResumeChangesNothing": testRefusedResumeChangesNothing,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -49,10 +51,11 @@ func mustCreate(t *testing.T, s sessions.Store, user string) *sessions.Session {
 
 func mustResume(t *testing.T, s sessions.Store, sess *sessions.Session) *sessions.Session {
 	t.Helper()
-	got, err := s.Resume(context.Background(), sess.ID, sess.Token, sessions.Attempt{})
+	got, err := s.Resume(context.Background(), sess.ID, sess.Token, sess.UserID, sessions.Attempt{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sess.Token = got.Token // rotated: the old one no longer resumes
 	return got
 }
 
@@ -68,8 +71,9 @@ func testCreateResume(t *testing.T, s sessions.Store) {
 	if a.UserID != "u1" || len(a.Rooms) != 0 || time.Since(a.Created) > time.Minute {
 		t.Fatalf("created %+v", a)
 	}
+	old := a.Token
 	got := mustResume(t, s, a)
-	if got.ID != a.ID || got.Token != a.Token || got.UserID != "u1" || len(got.Rooms) != 0 ||
+	if got.ID != a.ID || got.Token == old || !urlSafe.MatchString(got.Token) || got.UserID != "u1" || len(got.Rooms) != 0 ||
 		got.Created.UnixMilli() != a.Created.UnixMilli() {
 		t.Fatalf("resumed %+v, created %+v", got, a)
 	}
@@ -83,7 +87,7 @@ func testTokenMismatch(t *testing.T, s sessions.Store) {
 		"other session":  b.Token,
 		"one char short": a.Token[:len(a.Token)-1],
 	} {
-		if _, err := s.Resume(context.Background(), a.ID, token, sessions.Attempt{}); !errors.Is(err, sessions.ErrTokenMismatch) {
+		if _, err := s.Resume(context.Background(), a.ID, token, a.UserID, sessions.Attempt{}); !errors.Is(err, sessions.ErrTokenMismatch) {
 			t.Errorf("%s: Resume = %v, want ErrTokenMismatch", name, err)
 		}
 	}
@@ -96,7 +100,10 @@ func testStaleAttempt(t *testing.T, s sessions.Store) {
 	ctx := context.Background()
 	a := mustCreate(t, s, "u1")
 	resume := func(at sessions.Attempt) error {
-		_, err := s.Resume(ctx, a.ID, a.Token, at)
+		got, err := s.Resume(ctx, a.ID, a.Token, a.UserID, at)
+		if err == nil {
+			a.Token = got.Token
+		}
 		return err
 	}
 	steps := []struct {
@@ -120,7 +127,7 @@ func testStaleAttempt(t *testing.T, s sessions.Store) {
 		}
 	}
 	// A wrong token is refused as such and records nothing.
-	if _, err := s.Resume(ctx, a.ID, "guess", sessions.Attempt{Instance: "i1", N: 100}); !errors.Is(err, sessions.ErrTokenMismatch) {
+	if _, err := s.Resume(ctx, a.ID, "guess", a.UserID, sessions.Attempt{Instance: "i1", N: 100}); !errors.Is(err, sessions.ErrTokenMismatch) {
 		t.Fatalf("wrong token: %v", err)
 	}
 	if err := resume(sessions.Attempt{Instance: "i1", N: 5}); err != nil {
@@ -132,8 +139,8 @@ func testNotFound(t *testing.T, s sessions.Store) {
 	ctx := context.Background()
 	a := mustCreate(t, s, "u1")
 	tests := map[string]func() error{
-		"resume":      func() error { _, err := s.Resume(ctx, "nope", a.Token, sessions.Attempt{}); return err },
-		"resume ''":   func() error { _, err := s.Resume(ctx, "", a.Token, sessions.Attempt{}); return err },
+		"resume":      func() error { _, err := s.Resume(ctx, "nope", a.Token, a.UserID, sessions.Attempt{}); return err },
+		"resume ''":   func() error { _, err := s.Resume(ctx, "", a.Token, a.UserID, sessions.Attempt{}); return err },
 		"touch":       func() error { return s.Touch(ctx, "nope") },
 		"set room":    func() error { return s.SetRoom(ctx, "nope", "r", sessions.Position{Seq: 1, Epoch: "e"}) },
 		"delete room": func() error { return s.DeleteRoom(ctx, "nope", "r") },
@@ -297,7 +304,74 @@ func testDelete(t *testing.T, s sessions.Store) {
 	if err := s.Delete(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resume(ctx, a.ID, a.Token, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
+	if _, err := s.Resume(ctx, a.ID, a.Token, a.UserID, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
 		t.Fatalf("Resume after Delete: %v", err)
+	}
+}
+
+// testRotation: every successful resume replaces the token; a used token
+// is refused once its successor resumed, and a successor that never
+// reached its client is refused once the used token resumed again.
+func testRotation(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	resume := func(token string) (string, error) {
+		got, err := s.Resume(ctx, a.ID, token, "u1", sessions.Attempt{})
+		if err != nil {
+			return "", err
+		}
+		return got.Token, nil
+	}
+	t1 := a.Token
+	t2, err := resume(t1)
+	if err != nil || t2 == t1 {
+		t.Fatalf("first resume: token %q, %v", t2, err)
+	}
+	t3, err := resume(t2)
+	if err != nil || t3 == t2 {
+		t.Fatalf("second resume: token %q, %v", t3, err)
+	}
+	if _, err := resume(t1); !errors.Is(err, sessions.ErrTokenMismatch) {
+		t.Fatalf("replayed token: %v, want ErrTokenMismatch", err)
+	}
+	// The Welcome carrying t4 is lost: the client retries with t3.
+	if _, err := resume(t3); err != nil {
+		t.Fatal(err)
+	}
+	t5, err := resume(t3)
+	if err != nil {
+		t.Fatalf("retry after a lost Welcome: %v", err)
+	}
+	if _, err := resume(t5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resume(t3); !errors.Is(err, sessions.ErrTokenMismatch) {
+		t.Fatalf("t3 after its successor resumed: %v, want ErrTokenMismatch", err)
+	}
+}
+
+// testRefusedResumeChangesNothing: a resume refused for its user, token or
+// attempt records nothing: Mallory presenting Alice's session with Alice's
+// instance and the largest attempt leaves Alice able to resume (issue 17
+// item 3).
+func testRefusedResumeChangesNothing(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	alice := mustCreate(t, s, "alice")
+	at := sessions.Attempt{Instance: "alice-tab", N: 1}
+	got, err := s.Resume(ctx, alice.ID, alice.Token, "alice", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice.Token = got.Token
+	evil := sessions.Attempt{Instance: "alice-tab", N: 4294967295}
+	if _, err := s.Resume(ctx, alice.ID, alice.Token, "mallory", evil); !errors.Is(err, sessions.ErrUserMismatch) {
+		t.Fatalf("Mallory with Alice's token: %v, want ErrUserMismatch", err)
+	}
+	if _, err := s.Resume(ctx, alice.ID, "guess", "alice", evil); !errors.Is(err, sessions.ErrTokenMismatch) {
+		t.Fatalf("a guessed token: %v, want ErrTokenMismatch", err)
+	}
+	// Alice's next attempt, and her token, still work.
+	if _, err := s.Resume(ctx, alice.ID, alice.Token, "alice", sessions.Attempt{Instance: "alice-tab", N: 2}); err != nil {
+		t.Fatalf("Alice after the refused resumes: %v", err)
 	}
 }

@@ -77,7 +77,7 @@ var M = 6;
 var L = 7;
 var clientSpec = {
   hello: { token: S, client: S, resume: R },
-  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P },
+  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P, fromPosition: B },
   leave: { room: S },
   publish: { room: S, id: S, payload: P },
   signal: { room: S, key: S, payload: P, clear: B },
@@ -91,7 +91,7 @@ var positionSpec = { room: S, seq: N, epoch: S, presence: B };
 var memberSpec = { userId: S, state: P, connections: N };
 var serverSpec = {
   welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N },
-  joined: { room: S, seq: N, epoch: S, resumed: B },
+  joined: { room: S, seq: N, epoch: S, resumed: B, replay: B },
   left: { room: S, code: C, reason: S },
   message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
   signal: { room: S, key: S, sender: S, payload: P, clear: B },
@@ -101,7 +101,8 @@ var serverSpec = {
   error: { code: C, message: S, room: S, ref: S, retryAfterMs: N },
   reset: { room: S, seq: N, epoch: S },
   presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
-  presencePage: { room: S, members: M, next: S, total: N }
+  presencePage: { room: S, members: M, next: S, total: N },
+  replayEnd: { room: S, seq: N }
 };
 function encodeClient(frame) {
   const kinds = Object.keys(frame);
@@ -487,7 +488,7 @@ var Client = class extends Emitter {
     if (this.st === "closed") return Promise.reject(new CorralError(1e3, "client closed", room));
     this.leaving.delete(room);
     let r = this.rooms.get(room);
-    if (r?.ready) return Promise.resolve({ room, seq: r.seq, epoch: r.epoch, resumed: false });
+    if (r?.ready) return Promise.resolve({ room, seq: r.seq, epoch: r.epoch, resumed: false, replay: false });
     if (!r) {
       r = newRoom(0, "");
       this.rooms.set(room, r);
@@ -712,6 +713,12 @@ var Client = class extends Emitter {
   handle(f) {
     switch (f.case) {
       case "welcome":
+        if (this.welcomeFrame && f.value.sessionId === this.session?.sessionId) {
+          this.session = { ...this.session, resumeToken: f.value.resumeToken };
+          this.welcomeFrame = { ...this.welcomeFrame, resumeToken: f.value.resumeToken };
+          this.dirty = true;
+          return;
+        }
         return this.onWelcome(f.value);
       case "joined":
         return this.onJoined(f.value);
@@ -737,6 +744,8 @@ var Client = class extends Emitter {
         return this.emit("presence", f.value);
       case "presencePage":
         return this.emit("presencePage", f.value);
+      case "replayEnd":
+        return this.emit("replayEnd", f.value);
     }
   }
   onWelcome(w) {
@@ -763,7 +772,16 @@ var Client = class extends Emitter {
   }
   sendJoin(room, r) {
     r.joining = true;
-    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch, presence: r.presence ?? false, presenceState: r.state } });
+    this.send({
+      join: {
+        room,
+        sinceSeq: r.seq,
+        epoch: r.epoch,
+        presence: r.presence ?? false,
+        presenceState: r.state,
+        fromPosition: r.epoch !== ""
+      }
+    });
   }
   onJoined(j) {
     let r = this.rooms.get(j.room);

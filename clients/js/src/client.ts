@@ -16,6 +16,7 @@ import type {
   Published,
   Presence,
   PresencePage,
+  ReplayEnd,
   Reset,
   ServerFrame,
   SignalEvent,
@@ -52,8 +53,13 @@ export interface ClientEvents {
   state: StateChange;
   /** The server accepted a hello; resumed says whether the session continued. */
   welcome: Welcome;
-  /** A room was joined, or restored by a resume (resumed: true). */
+  /** A room was joined, or restored by a resume (resumed: true). With
+   * replay: true the messages that follow are replayed history, up to the
+   * room's "replayEnd"; without, every message after it is live. */
   joined: Joined;
+  /** The replay a "joined" with replay: true announced has ended: the
+   * room's messages from now on are live. */
+  replayEnd: ReplayEnd;
   /** A room was left, or the server removed the client from it. */
   left: Left;
   /** A reliable message, in the room's order, each seq once. */
@@ -325,7 +331,7 @@ export class Client extends Emitter<ClientEvents> {
     if (this.st === "closed") return Promise.reject(new CorralError(1000, "client closed", room));
     this.leaving.delete(room);
     let r = this.rooms.get(room);
-    if (r?.ready) return Promise.resolve({ room, seq: r.seq, epoch: r.epoch, resumed: false });
+    if (r?.ready) return Promise.resolve({ room, seq: r.seq, epoch: r.epoch, resumed: false, replay: false });
     if (!r) {
       r = newRoom(0, "");
       this.rooms.set(room, r);
@@ -572,6 +578,14 @@ export class Client extends Emitter<ClientEvents> {
   private handle(f: ServerFrame): void {
     switch (f.case) {
       case "welcome":
+        if (this.welcomeFrame && f.value.sessionId === this.session?.sessionId) {
+          // The edge resumed the session for us: only the (rotated) resume
+          // token is new. Keep it, or the next resume is refused.
+          this.session = { ...this.session, resumeToken: f.value.resumeToken };
+          this.welcomeFrame = { ...this.welcomeFrame, resumeToken: f.value.resumeToken };
+          this.dirty = true;
+          return;
+        }
         return this.onWelcome(f.value);
       case "joined":
         return this.onJoined(f.value);
@@ -597,6 +611,8 @@ export class Client extends Emitter<ClientEvents> {
         return this.emit("presence", f.value);
       case "presencePage":
         return this.emit("presencePage", f.value);
+      case "replayEnd":
+        return this.emit("replayEnd", f.value);
     }
   }
 
@@ -628,7 +644,18 @@ export class Client extends Emitter<ClientEvents> {
 
   private sendJoin(room: string, r: RoomState): void {
     r.joining = true;
-    this.send({ join: { room, sinceSeq: r.seq, epoch: r.epoch, presence: r.presence ?? false, presenceState: r.state } });
+    // A room with a known epoch continues from its position, even from
+    // seq 0 (joined while empty): the server replays or says reset.
+    this.send({
+      join: {
+        room,
+        sinceSeq: r.seq,
+        epoch: r.epoch,
+        presence: r.presence ?? false,
+        presenceState: r.state,
+        fromPosition: r.epoch !== "",
+      },
+    });
   }
 
   private onJoined(j: Joined): void {

@@ -33,7 +33,7 @@ type Spec = Readonly<Record<string, FieldType>>;
 // Client frames in proto field order: the order the Go encoder writes.
 const clientSpec: Readonly<Record<string, Spec>> = {
   hello: { token: S, client: S, resume: R },
-  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P },
+  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P, fromPosition: B },
   leave: { room: S },
   publish: { room: S, id: S, payload: P },
   signal: { room: S, key: S, payload: P, clear: B },
@@ -50,7 +50,7 @@ const memberSpec: Spec = { userId: S, state: P, connections: N };
 // the proto descriptors.
 export const serverSpec: { readonly [K in keyof ServerKinds]: Spec } = {
   welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N },
-  joined: { room: S, seq: N, epoch: S, resumed: B },
+  joined: { room: S, seq: N, epoch: S, resumed: B, replay: B },
   left: { room: S, code: C, reason: S },
   message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
   signal: { room: S, key: S, sender: S, payload: P, clear: B },
@@ -61,6 +61,7 @@ export const serverSpec: { readonly [K in keyof ServerKinds]: Spec } = {
   reset: { room: S, seq: N, epoch: S },
   presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
   presencePage: { room: S, members: M, next: S, total: N },
+  replayEnd: { room: S, seq: N },
 };
 
 /** encodeClient writes one client frame as a corral.v1.json text message. */

@@ -47,6 +47,7 @@ export type {
   PresencePage,
   Published,
   ReconnectHint,
+  ReplayEnd,
   Reset,
   ServerFrame,
   SignalEvent,

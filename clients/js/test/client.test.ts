@@ -256,8 +256,45 @@ describe("resume", () => {
     ws.open();
     assert.equal(ws.framesOf("hello")[0]!["resume"], undefined);
     ws.serve(welcome({ sessionId: "s2", resumeToken: "t2" }));
-    assert.deepEqual(ws.framesOf("join"), [{ room: "lobby", sinceSeq: 5, epoch: "e1" }]);
+    assert.deepEqual(ws.framesOf("join"), [{ room: "lobby", sinceSeq: 5, epoch: "e1", fromPosition: true }]);
     assert.equal(c.sessionId, "s2");
+  });
+
+  test("a Welcome on a live connection carries the rotated token, which the next resume uses", async () => {
+    const { c } = newClient();
+    let ws = await connected(c);
+    await joined(c, ws, "lobby", 3);
+    // The edge resumed the session for us: only the token is new, and
+    // nothing is joined again.
+    ws.serve(welcome({ resumeToken: "t2", resumed: true }));
+    assert.equal(c.state, "open");
+    assert.equal(ws.framesOf("join").length, 1);
+    ws.drop();
+    mock.timers.tick(1000);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    const resume = ws.framesOf("hello")[0]!["resume"] as Record<string, unknown>;
+    assert.equal(resume["resumeToken"], "t2");
+  });
+
+  test("a room joined empty rejoins from seq 0 of its epoch; replayEnd ends the replay", async () => {
+    const { c } = newClient();
+    let ws = await connected(c);
+    await joined(c, ws, "lobby", 0);
+    const ends: unknown[] = [];
+    c.on("replayEnd", (e) => ends.push(e));
+    ws.drop(Code.SESSION_EXPIRED);
+    mock.timers.tick(30_000);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    ws.serve(welcome({ sessionId: "s2", resumeToken: "t2" }));
+    assert.deepEqual(ws.framesOf("join"), [{ room: "lobby", epoch: "e1", fromPosition: true }]);
+    ws.serve({ joined: { room: "lobby", epoch: "e1", replay: true } });
+    ws.serve({ batch: { frames: [{ message: { room: "lobby", seq: 1, payload: 1 } }] } });
+    ws.serve({ replayEnd: { room: "lobby", seq: 1 } });
+    assert.deepEqual(ends, [{ room: "lobby", seq: 1 }]);
   });
 
   test("a refused resume token starts afresh", async () => {

@@ -445,10 +445,18 @@ func (x *RoomPosition) GetPresence() bool {
 type Join struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
-	// When non-zero, messages after this seq that are still in history are
-	// delivered before live traffic.
+	// A position to continue from: (since_seq, epoch) when since_seq is
+	// non-zero or from_position is true. Without a position the client
+	// joins live: Joined carries the room's last seq and nothing is
+	// replayed. With one, the server checks epoch against the room's
+	// history: when it matches and since_seq is not ahead of the room, the
+	// messages after since_seq are replayed (Joined.replay, then ReplayEnd);
+	// otherwise (another epoch, an empty epoch, a seq ahead of the room, or
+	// history trimmed) the client gets Reset, then Joined, and nothing is
+	// skipped silently.
 	SinceSeq uint64 `protobuf:"varint,2,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
-	// The epoch since_seq belongs to.
+	// The epoch since_seq belongs to (Joined.epoch or Reset.epoch). Required
+	// with a position: an empty epoch never matches (Reset).
 	Epoch string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Opt in to the room's presence: the user is shown as a member (with
 	// presence_state) and the connection receives Presence frames, starting
@@ -457,6 +465,10 @@ type Join struct {
 	// The user's initial presence state (see SetPresence.state); only with
 	// presence.
 	PresenceState []byte `protobuf:"bytes,5,opt,name=presence_state,json=presenceState,proto3" json:"presence_state,omitempty"`
+	// True: since_seq and epoch are a position even when since_seq is 0, so
+	// "from the start of epoch E" (a room that was empty when the client
+	// joined it) is expressible.
+	FromPosition  bool `protobuf:"varint,6,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +536,13 @@ func (x *Join) GetPresenceState() []byte {
 		return x.PresenceState
 	}
 	return nil
+}
+
+func (x *Join) GetFromPosition() bool {
+	if x != nil {
+		return x.FromPosition
+	}
+	return false
 }
 
 // Leave exits a room. The server answers Left.
@@ -950,6 +969,7 @@ type ServerFrame struct {
 	//	*ServerFrame_Batch
 	//	*ServerFrame_Presence
 	//	*ServerFrame_PresencePage
+	//	*ServerFrame_ReplayEnd
 	Kind          isServerFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1109,6 +1129,15 @@ func (x *ServerFrame) GetPresencePage() *PresencePage {
 	return nil
 }
 
+func (x *ServerFrame) GetReplayEnd() *ReplayEnd {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_ReplayEnd); ok {
+			return x.ReplayEnd
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Kind interface {
 	isServerFrame_Kind()
 }
@@ -1165,6 +1194,10 @@ type ServerFrame_PresencePage struct {
 	PresencePage *PresencePage `protobuf:"bytes,13,opt,name=presence_page,json=presencePage,proto3,oneof"`
 }
 
+type ServerFrame_ReplayEnd struct {
+	ReplayEnd *ReplayEnd `protobuf:"bytes,15,opt,name=replay_end,json=replayEnd,proto3,oneof"`
+}
+
 func (*ServerFrame_Welcome) isServerFrame_Kind() {}
 
 func (*ServerFrame_Joined) isServerFrame_Kind() {}
@@ -1191,11 +1224,18 @@ func (*ServerFrame_Presence) isServerFrame_Kind() {}
 
 func (*ServerFrame_PresencePage) isServerFrame_Kind() {}
 
-// Welcome accepts a Hello.
+func (*ServerFrame_ReplayEnd) isServerFrame_Kind() {}
+
+// Welcome accepts a Hello. It comes again on a live connection when the
+// edge resumed the session for the client (its link to the core failed and
+// came back): only resume_token is new then; keep it.
 type Welcome struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Secret; present it with session_id to resume. Keep it like a password.
+	// It rotates: every successful resume returns a new one and the one
+	// presented no longer resumes (a replay is refused with
+	// CODE_RESUME_REFUSED), so store the latest.
 	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	UserId      string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// True when an earlier session was resumed.
@@ -1280,16 +1320,22 @@ func (x *Welcome) GetSessionTtlMs() uint32 {
 	return 0
 }
 
-// Joined confirms a Join, or restores a room on resume.
+// Joined confirms a Join, or restores a room on resume. Messages with a
+// seq above seq follow: first, when replay is true, the messages the
+// client missed since its position (replayed, in Batch frames), ended by a
+// ReplayEnd for the room; then live traffic.
 type Joined struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
-	// The room's last seq at the moment of joining; messages with a higher
-	// seq follow.
+	// Where the messages that follow continue: the join's position when
+	// messages are replayed, else the room's last seq.
 	Seq   uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	Epoch string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// True when this membership was restored by a resume.
-	Resumed       bool `protobuf:"varint,4,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	Resumed bool `protobuf:"varint,4,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	// True: replayed messages follow, and a ReplayEnd for this room ends
+	// them. False: everything after this Joined is live.
+	Replay        bool `protobuf:"varint,5,opt,name=replay,proto3" json:"replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1352,6 +1398,67 @@ func (x *Joined) GetResumed() bool {
 	return false
 }
 
+func (x *Joined) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
+}
+
+// ReplayEnd ends the replay that a Joined with replay announced: messages
+// up to seq were replayed; the room's messages after it are live.
+type ReplayEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayEnd) Reset() {
+	*x = ReplayEnd{}
+	mi := &file_corral_v1_client_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayEnd) ProtoMessage() {}
+
+func (x *ReplayEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayEnd.ProtoReflect.Descriptor instead.
+func (*ReplayEnd) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReplayEnd) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *ReplayEnd) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // Left confirms a Leave, or tells the client it was removed from a room.
 type Left struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1364,7 +1471,7 @@ type Left struct {
 
 func (x *Left) Reset() {
 	*x = Left{}
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1483,7 @@ func (x *Left) String() string {
 func (*Left) ProtoMessage() {}
 
 func (x *Left) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1496,7 @@ func (x *Left) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Left.ProtoReflect.Descriptor instead.
 func (*Left) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Left) GetRoom() string {
@@ -1433,7 +1540,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1552,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1565,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Message) GetRoom() string {
@@ -1519,7 +1626,7 @@ type SignalEvent struct {
 
 func (x *SignalEvent) Reset() {
 	*x = SignalEvent{}
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1638,7 @@ func (x *SignalEvent) String() string {
 func (*SignalEvent) ProtoMessage() {}
 
 func (x *SignalEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1651,7 @@ func (x *SignalEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalEvent.ProtoReflect.Descriptor instead.
 func (*SignalEvent) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SignalEvent) GetRoom() string {
@@ -1596,7 +1703,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1715,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1728,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Published) GetRoom() string {
@@ -1663,7 +1770,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1782,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1795,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Pong) GetId() uint64 {
@@ -1721,7 +1828,7 @@ type ReconnectHint struct {
 
 func (x *ReconnectHint) Reset() {
 	*x = ReconnectHint{}
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1840,7 @@ func (x *ReconnectHint) String() string {
 func (*ReconnectHint) ProtoMessage() {}
 
 func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1853,7 @@ func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectHint.ProtoReflect.Descriptor instead.
 func (*ReconnectHint) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReconnectHint) GetCode() Code {
@@ -1789,7 +1896,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1908,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1921,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Error) GetCode() Code {
@@ -1866,7 +1973,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +1985,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +1998,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Reset) GetRoom() string {
@@ -1925,7 +2032,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2044,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2057,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Batch) GetFrames() []*ServerFrame {
@@ -1989,7 +2096,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2108,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2121,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Presence) GetRoom() string {
@@ -2088,7 +2195,7 @@ type PresenceMember struct {
 
 func (x *PresenceMember) Reset() {
 	*x = PresenceMember{}
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2207,7 @@ func (x *PresenceMember) String() string {
 func (*PresenceMember) ProtoMessage() {}
 
 func (x *PresenceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2220,7 @@ func (x *PresenceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceMember.ProtoReflect.Descriptor instead.
 func (*PresenceMember) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PresenceMember) GetUserId() string {
@@ -2152,7 +2259,7 @@ type PresencePage struct {
 
 func (x *PresencePage) Reset() {
 	*x = PresencePage{}
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2271,7 @@ func (x *PresencePage) String() string {
 func (*PresencePage) ProtoMessage() {}
 
 func (x *PresencePage) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2284,7 @@ func (x *PresencePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresencePage.ProtoReflect.Descriptor instead.
 func (*PresencePage) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PresencePage) GetRoom() string {
@@ -2239,13 +2346,14 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
-	"\bpresence\x18\x04 \x01(\bR\bpresence\"\x90\x01\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\"\xb5\x01\n" +
 	"\x04Join\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1b\n" +
 	"\tsince_seq\x18\x02 \x01(\x04R\bsinceSeq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
 	"\bpresence\x18\x04 \x01(\bR\bpresence\x12%\n" +
-	"\x0epresence_state\x18\x05 \x01(\fR\rpresenceState\"\x1b\n" +
+	"\x0epresence_state\x18\x05 \x01(\fR\rpresenceState\x12#\n" +
+	"\rfrom_position\x18\x06 \x01(\bR\ffromPosition\"\x1b\n" +
 	"\x05Leave\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\"G\n" +
 	"\aPublish\x12\x12\n" +
@@ -2268,7 +2376,7 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\rPresenceQuery\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x83\x05\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xba\x05\n" +
 	"\vServerFrame\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.corral.v1.WelcomeH\x00R\awelcome\x12+\n" +
 	"\x06joined\x18\x02 \x01(\v2\x11.corral.v1.JoinedH\x00R\x06joined\x12%\n" +
@@ -2283,7 +2391,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	" \x01(\v2\x10.corral.v1.ResetH\x00R\x05reset\x12(\n" +
 	"\x05batch\x18\v \x01(\v2\x10.corral.v1.BatchH\x00R\x05batch\x121\n" +
 	"\bpresence\x18\f \x01(\v2\x13.corral.v1.PresenceH\x00R\bpresence\x12>\n" +
-	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePageB\x06\n" +
+	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePage\x125\n" +
+	"\n" +
+	"replay_end\x18\x0f \x01(\v2\x14.corral.v1.ReplayEndH\x00R\treplayEndB\x06\n" +
 	"\x04kind\"\xc7\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
@@ -2292,12 +2402,16 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x18\n" +
 	"\aresumed\x18\x04 \x01(\bR\aresumed\x12!\n" +
 	"\fheartbeat_ms\x18\x05 \x01(\rR\vheartbeatMs\x12$\n" +
-	"\x0esession_ttl_ms\x18\x06 \x01(\rR\fsessionTtlMs\"^\n" +
+	"\x0esession_ttl_ms\x18\x06 \x01(\rR\fsessionTtlMs\"v\n" +
 	"\x06Joined\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x18\n" +
-	"\aresumed\x18\x04 \x01(\bR\aresumed\"W\n" +
+	"\aresumed\x18\x04 \x01(\bR\aresumed\x12\x16\n" +
+	"\x06replay\x18\x05 \x01(\bR\x06replay\"1\n" +
+	"\tReplayEnd\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"W\n" +
 	"\x04Left\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12#\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
@@ -2373,7 +2487,7 @@ func file_corral_v1_client_proto_rawDescGZIP() []byte {
 	return file_corral_v1_client_proto_rawDescData
 }
 
-var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_corral_v1_client_proto_goTypes = []any{
 	(*ClientFrame)(nil),    // 0: corral.v1.ClientFrame
 	(*Hello)(nil),          // 1: corral.v1.Hello
@@ -2390,19 +2504,20 @@ var file_corral_v1_client_proto_goTypes = []any{
 	(*ServerFrame)(nil),    // 12: corral.v1.ServerFrame
 	(*Welcome)(nil),        // 13: corral.v1.Welcome
 	(*Joined)(nil),         // 14: corral.v1.Joined
-	(*Left)(nil),           // 15: corral.v1.Left
-	(*Message)(nil),        // 16: corral.v1.Message
-	(*SignalEvent)(nil),    // 17: corral.v1.SignalEvent
-	(*Published)(nil),      // 18: corral.v1.Published
-	(*Pong)(nil),           // 19: corral.v1.Pong
-	(*ReconnectHint)(nil),  // 20: corral.v1.ReconnectHint
-	(*Error)(nil),          // 21: corral.v1.Error
-	(*Reset)(nil),          // 22: corral.v1.Reset
-	(*Batch)(nil),          // 23: corral.v1.Batch
-	(*Presence)(nil),       // 24: corral.v1.Presence
-	(*PresenceMember)(nil), // 25: corral.v1.PresenceMember
-	(*PresencePage)(nil),   // 26: corral.v1.PresencePage
-	(Code)(0),              // 27: corral.v1.Code
+	(*ReplayEnd)(nil),      // 15: corral.v1.ReplayEnd
+	(*Left)(nil),           // 16: corral.v1.Left
+	(*Message)(nil),        // 17: corral.v1.Message
+	(*SignalEvent)(nil),    // 18: corral.v1.SignalEvent
+	(*Published)(nil),      // 19: corral.v1.Published
+	(*Pong)(nil),           // 20: corral.v1.Pong
+	(*ReconnectHint)(nil),  // 21: corral.v1.ReconnectHint
+	(*Error)(nil),          // 22: corral.v1.Error
+	(*Reset)(nil),          // 23: corral.v1.Reset
+	(*Batch)(nil),          // 24: corral.v1.Batch
+	(*Presence)(nil),       // 25: corral.v1.Presence
+	(*PresenceMember)(nil), // 26: corral.v1.PresenceMember
+	(*PresencePage)(nil),   // 27: corral.v1.PresencePage
+	(Code)(0),              // 28: corral.v1.Code
 }
 var file_corral_v1_client_proto_depIdxs = []int32{
 	1,  // 0: corral.v1.ClientFrame.hello:type_name -> corral.v1.Hello
@@ -2418,29 +2533,30 @@ var file_corral_v1_client_proto_depIdxs = []int32{
 	3,  // 10: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
 	13, // 11: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
 	14, // 12: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
-	15, // 13: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
-	16, // 14: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
-	17, // 15: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
-	18, // 16: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
-	19, // 17: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
-	20, // 18: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
-	21, // 19: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
-	22, // 20: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
-	23, // 21: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
-	24, // 22: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
-	26, // 23: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
-	27, // 24: corral.v1.Left.code:type_name -> corral.v1.Code
-	27, // 25: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
-	27, // 26: corral.v1.Error.code:type_name -> corral.v1.Code
-	12, // 27: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
-	25, // 28: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
-	25, // 29: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
-	25, // 30: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	16, // 13: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
+	17, // 14: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
+	18, // 15: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
+	19, // 16: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
+	20, // 17: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
+	21, // 18: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
+	22, // 19: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
+	23, // 20: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
+	24, // 21: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
+	25, // 22: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
+	27, // 23: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
+	15, // 24: corral.v1.ServerFrame.replay_end:type_name -> corral.v1.ReplayEnd
+	28, // 25: corral.v1.Left.code:type_name -> corral.v1.Code
+	28, // 26: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
+	28, // 27: corral.v1.Error.code:type_name -> corral.v1.Code
+	12, // 28: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
+	26, // 29: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
+	26, // 30: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
+	26, // 31: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_client_proto_init() }
@@ -2474,6 +2590,7 @@ func file_corral_v1_client_proto_init() {
 		(*ServerFrame_Batch)(nil),
 		(*ServerFrame_Presence)(nil),
 		(*ServerFrame_PresencePage)(nil),
+		(*ServerFrame_ReplayEnd)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2481,7 +2598,7 @@ func file_corral_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_client_proto_rawDesc), len(file_corral_v1_client_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -12,7 +12,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file corral/v1/client.proto.
  */
 export const file_corral_v1_client: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEi7AIKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIn0KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRImCgVyb29tcxgDIAMoCzIXLmNvcnJhbC52MS5Sb29tUG9zaXRpb24SEAoIaW5zdGFuY2UYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDSJKCgxSb29tUG9zaXRpb24SDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgiYAoESm9pbhIMCgRyb29tGAEgASgJEhEKCXNpbmNlX3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIQCghwcmVzZW5jZRgEIAEoCBIWCg5wcmVzZW5jZV9zdGF0ZRgFIAEoDCIVCgVMZWF2ZRIMCgRyb29tGAEgASgJIjQKB1B1Ymxpc2gSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRIPCgdwYXlsb2FkGAMgASgMIkMKBlNpZ25hbBIMCgRyb29tGAEgASgJEgsKA2tleRgCIAEoCRIPCgdwYXlsb2FkGAMgASgMEg0KBWNsZWFyGAQgASgIIiAKA0FjaxIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBCISCgRQaW5nEgoKAmlkGAEgASgEIioKC1NldFByZXNlbmNlEgwKBHJvb20YASABKAkSDQoFc3RhdGUYAiABKAwiOwoNUHJlc2VuY2VRdWVyeRIMCgRyb29tGAEgASgJEg0KBWFmdGVyGAIgASgJEg0KBWxpbWl0GAMgASgNIpIECgtTZXJ2ZXJGcmFtZRIlCgd3ZWxjb21lGAEgASgLMhIuY29ycmFsLnYxLldlbGNvbWVIABIjCgZqb2luZWQYAiABKAsyES5jb3JyYWwudjEuSm9pbmVkSAASHwoEbGVmdBgDIAEoCzIPLmNvcnJhbC52MS5MZWZ0SAASJQoHbWVzc2FnZRgEIAEoCzISLmNvcnJhbC52MS5NZXNzYWdlSAASKAoGc2lnbmFsGAUgASgLMhYuY29ycmFsLnYxLlNpZ25hbEV2ZW50SAASKQoJcHVibGlzaGVkGAYgASgLMhQuY29ycmFsLnYxLlB1Ymxpc2hlZEgAEh8KBHBvbmcYByABKAsyDy5jb3JyYWwudjEuUG9uZ0gAEi0KCXJlY29ubmVjdBgIIAEoCzIYLmNvcnJhbC52MS5SZWNvbm5lY3RIaW50SAASIQoFZXJyb3IYCSABKAsyEC5jb3JyYWwudjEuRXJyb3JIABIhCgVyZXNldBgKIAEoCzIQLmNvcnJhbC52MS5SZXNldEgAEiEKBWJhdGNoGAsgASgLMhAuY29ycmFsLnYxLkJhdGNoSAASJwoIcHJlc2VuY2UYDCABKAsyEy5jb3JyYWwudjEuUHJlc2VuY2VIABIwCg1wcmVzZW5jZV9wYWdlGA0gASgLMhcuY29ycmFsLnYxLlByZXNlbmNlUGFnZUgAQgYKBGtpbmQigwEKB1dlbGNvbWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIEhQKDGhlYXJ0YmVhdF9tcxgFIAEoDRIWCg5zZXNzaW9uX3R0bF9tcxgGIAEoDSJDCgZKb2luZWQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSDwoHcmVzdW1lZBgEIAEoCCJDCgRMZWZ0EgwKBHJvb20YASABKAkSHQoEY29kZRgCIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgDIAEoCSJiCgdNZXNzYWdlEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg4KBnNlbmRlchgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEg8KB3RpbWVfbXMYBSABKAMSCgoCaWQYBiABKAkiWAoLU2lnbmFsRXZlbnQSDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSDgoGc2VuZGVyGAMgASgJEg8KB3BheWxvYWQYBCABKAwSDQoFY2xlYXIYBSABKAgiRQoJUHVibGlzaGVkEgwKBHJvb20YASABKAkSCgoCaWQYAiABKAkSCwoDc2VxGAMgASgEEhEKCWR1cGxpY2F0ZRgEIAEoCCIjCgRQb25nEgoKAmlkGAEgASgEEg8KB3RpbWVfbXMYAiABKAMiUAoNUmVjb25uZWN0SGludBIdCgRjb2RlGAEgASgOMg8uY29ycmFsLnYxLkNvZGUSDgoGcmVhc29uGAIgASgJEhAKCGRlbGF5X21zGAMgASgNImoKBUVycm9yEh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIPCgdtZXNzYWdlGAIgASgJEgwKBHJvb20YAyABKAkSCwoDcmVmGAQgASgJEhYKDnJldHJ5X2FmdGVyX21zGAUgASgNIjEKBVJlc2V0EgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJIi8KBUJhdGNoEiYKBmZyYW1lcxgBIAMoCzIWLmNvcnJhbC52MS5TZXJ2ZXJGcmFtZSLLAQoIUHJlc2VuY2USDAoEcm9vbRgBIAEoCRIQCghzbmFwc2hvdBgCIAEoCBIoCgVqb2lucxgDIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIqCgd1cGRhdGVzGAQgAygLMhkuY29ycmFsLnYxLlByZXNlbmNlTWVtYmVyEg4KBmxlYXZlcxgFIAMoCRIPCgdtZW1iZXJzGAYgASgNEhMKC2Nvbm5lY3Rpb25zGAcgASgNEhMKC2NvdW50c19vbmx5GAggASgIIkUKDlByZXNlbmNlTWVtYmVyEg8KB3VzZXJfaWQYASABKAkSDQoFc3RhdGUYAiABKAwSEwoLY29ubmVjdGlvbnMYAyABKA0iZQoMUHJlc2VuY2VQYWdlEgwKBHJvb20YASABKAkSKgoHbWVtYmVycxgCIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIMCgRuZXh0GAMgASgJEg0KBXRvdGFsGAQgASgNYgZwcm90bzM", [file_corral_v1_codes]);
+  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEi7AIKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIn0KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRImCgVyb29tcxgDIAMoCzIXLmNvcnJhbC52MS5Sb29tUG9zaXRpb24SEAoIaW5zdGFuY2UYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDSJKCgxSb29tUG9zaXRpb24SDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgidwoESm9pbhIMCgRyb29tGAEgASgJEhEKCXNpbmNlX3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIQCghwcmVzZW5jZRgEIAEoCBIWCg5wcmVzZW5jZV9zdGF0ZRgFIAEoDBIVCg1mcm9tX3Bvc2l0aW9uGAYgASgIIhUKBUxlYXZlEgwKBHJvb20YASABKAkiNAoHUHVibGlzaBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEg8KB3BheWxvYWQYAyABKAwiQwoGU2lnbmFsEgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEg8KB3BheWxvYWQYAyABKAwSDQoFY2xlYXIYBCABKAgiIAoDQWNrEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEIhIKBFBpbmcSCgoCaWQYASABKAQiKgoLU2V0UHJlc2VuY2USDAoEcm9vbRgBIAEoCRINCgVzdGF0ZRgCIAEoDCI7Cg1QcmVzZW5jZVF1ZXJ5EgwKBHJvb20YASABKAkSDQoFYWZ0ZXIYAiABKAkSDQoFbGltaXQYAyABKA0ivgQKC1NlcnZlckZyYW1lEiUKB3dlbGNvbWUYASABKAsyEi5jb3JyYWwudjEuV2VsY29tZUgAEiMKBmpvaW5lZBgCIAEoCzIRLmNvcnJhbC52MS5Kb2luZWRIABIfCgRsZWZ0GAMgASgLMg8uY29ycmFsLnYxLkxlZnRIABIlCgdtZXNzYWdlGAQgASgLMhIuY29ycmFsLnYxLk1lc3NhZ2VIABIoCgZzaWduYWwYBSABKAsyFi5jb3JyYWwudjEuU2lnbmFsRXZlbnRIABIpCglwdWJsaXNoZWQYBiABKAsyFC5jb3JyYWwudjEuUHVibGlzaGVkSAASHwoEcG9uZxgHIAEoCzIPLmNvcnJhbC52MS5Qb25nSAASLQoJcmVjb25uZWN0GAggASgLMhguY29ycmFsLnYxLlJlY29ubmVjdEhpbnRIABIhCgVlcnJvchgJIAEoCzIQLmNvcnJhbC52MS5FcnJvckgAEiEKBXJlc2V0GAogASgLMhAuY29ycmFsLnYxLlJlc2V0SAASIQoFYmF0Y2gYCyABKAsyEC5jb3JyYWwudjEuQmF0Y2hIABInCghwcmVzZW5jZRgMIAEoCzITLmNvcnJhbC52MS5QcmVzZW5jZUgAEjAKDXByZXNlbmNlX3BhZ2UYDSABKAsyFy5jb3JyYWwudjEuUHJlc2VuY2VQYWdlSAASKgoKcmVwbGF5X2VuZBgPIAEoCzIULmNvcnJhbC52MS5SZXBsYXlFbmRIAEIGCgRraW5kIoMBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEg8KB3VzZXJfaWQYAyABKAkSDwoHcmVzdW1lZBgEIAEoCBIUCgxoZWFydGJlYXRfbXMYBSABKA0SFgoOc2Vzc2lvbl90dGxfbXMYBiABKA0iUwoGSm9pbmVkEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEg8KB3Jlc3VtZWQYBCABKAgSDgoGcmVwbGF5GAUgASgIIiYKCVJlcGxheUVuZBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBCJDCgRMZWZ0EgwKBHJvb20YASABKAkSHQoEY29kZRgCIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgDIAEoCSJiCgdNZXNzYWdlEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg4KBnNlbmRlchgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEg8KB3RpbWVfbXMYBSABKAMSCgoCaWQYBiABKAkiWAoLU2lnbmFsRXZlbnQSDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSDgoGc2VuZGVyGAMgASgJEg8KB3BheWxvYWQYBCABKAwSDQoFY2xlYXIYBSABKAgiRQoJUHVibGlzaGVkEgwKBHJvb20YASABKAkSCgoCaWQYAiABKAkSCwoDc2VxGAMgASgEEhEKCWR1cGxpY2F0ZRgEIAEoCCIjCgRQb25nEgoKAmlkGAEgASgEEg8KB3RpbWVfbXMYAiABKAMiUAoNUmVjb25uZWN0SGludBIdCgRjb2RlGAEgASgOMg8uY29ycmFsLnYxLkNvZGUSDgoGcmVhc29uGAIgASgJEhAKCGRlbGF5X21zGAMgASgNImoKBUVycm9yEh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIPCgdtZXNzYWdlGAIgASgJEgwKBHJvb20YAyABKAkSCwoDcmVmGAQgASgJEhYKDnJldHJ5X2FmdGVyX21zGAUgASgNIjEKBVJlc2V0EgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJIi8KBUJhdGNoEiYKBmZyYW1lcxgBIAMoCzIWLmNvcnJhbC52MS5TZXJ2ZXJGcmFtZSLLAQoIUHJlc2VuY2USDAoEcm9vbRgBIAEoCRIQCghzbmFwc2hvdBgCIAEoCBIoCgVqb2lucxgDIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIqCgd1cGRhdGVzGAQgAygLMhkuY29ycmFsLnYxLlByZXNlbmNlTWVtYmVyEg4KBmxlYXZlcxgFIAMoCRIPCgdtZW1iZXJzGAYgASgNEhMKC2Nvbm5lY3Rpb25zGAcgASgNEhMKC2NvdW50c19vbmx5GAggASgIIkUKDlByZXNlbmNlTWVtYmVyEg8KB3VzZXJfaWQYASABKAkSDQoFc3RhdGUYAiABKAwSEwoLY29ubmVjdGlvbnMYAyABKA0iZQoMUHJlc2VuY2VQYWdlEgwKBHJvb20YASABKAkSKgoHbWVtYmVycxgCIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIMCgRuZXh0GAMgASgJEg0KBXRvdGFsGAQgASgNYgZwcm90bzM", [file_corral_v1_codes]);
 
 /**
  * ClientFrame is one frame from a client.
@@ -226,15 +226,23 @@ export type Join = Message$1<"corral.v1.Join"> & {
   room: string;
 
   /**
-   * When non-zero, messages after this seq that are still in history are
-   * delivered before live traffic.
+   * A position to continue from: (since_seq, epoch) when since_seq is
+   * non-zero or from_position is true. Without a position the client
+   * joins live: Joined carries the room's last seq and nothing is
+   * replayed. With one, the server checks epoch against the room's
+   * history: when it matches and since_seq is not ahead of the room, the
+   * messages after since_seq are replayed (Joined.replay, then ReplayEnd);
+   * otherwise (another epoch, an empty epoch, a seq ahead of the room, or
+   * history trimmed) the client gets Reset, then Joined, and nothing is
+   * skipped silently.
    *
    * @generated from field: uint64 since_seq = 2;
    */
   sinceSeq: bigint;
 
   /**
-   * The epoch since_seq belongs to.
+   * The epoch since_seq belongs to (Joined.epoch or Reset.epoch). Required
+   * with a position: an empty epoch never matches (Reset).
    *
    * @generated from field: string epoch = 3;
    */
@@ -256,6 +264,15 @@ export type Join = Message$1<"corral.v1.Join"> & {
    * @generated from field: bytes presence_state = 5;
    */
   presenceState: Uint8Array;
+
+  /**
+   * True: since_seq and epoch are a position even when since_seq is 0, so
+   * "from the start of epoch E" (a room that was empty when the client
+   * joined it) is expressible.
+   *
+   * @generated from field: bool from_position = 6;
+   */
+  fromPosition: boolean;
 };
 
 /**
@@ -557,6 +574,12 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
      */
     value: PresencePage;
     case: "presencePage";
+  } | {
+    /**
+     * @generated from field: corral.v1.ReplayEnd replay_end = 15;
+     */
+    value: ReplayEnd;
+    case: "replayEnd";
   } | { case: undefined; value?: undefined };
 };
 
@@ -568,7 +591,9 @@ export const ServerFrameSchema: GenMessage<ServerFrame> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 12);
 
 /**
- * Welcome accepts a Hello.
+ * Welcome accepts a Hello. It comes again on a live connection when the
+ * edge resumed the session for the client (its link to the core failed and
+ * came back): only resume_token is new then; keep it.
  *
  * @generated from message corral.v1.Welcome
  */
@@ -580,6 +605,9 @@ export type Welcome = Message$1<"corral.v1.Welcome"> & {
 
   /**
    * Secret; present it with session_id to resume. Keep it like a password.
+   * It rotates: every successful resume returns a new one and the one
+   * presented no longer resumes (a replay is refused with
+   * CODE_RESUME_REFUSED), so store the latest.
    *
    * @generated from field: string resume_token = 2;
    */
@@ -620,7 +648,10 @@ export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 13);
 
 /**
- * Joined confirms a Join, or restores a room on resume.
+ * Joined confirms a Join, or restores a room on resume. Messages with a
+ * seq above seq follow: first, when replay is true, the messages the
+ * client missed since its position (replayed, in Batch frames), ended by a
+ * ReplayEnd for the room; then live traffic.
  *
  * @generated from message corral.v1.Joined
  */
@@ -631,8 +662,8 @@ export type Joined = Message$1<"corral.v1.Joined"> & {
   room: string;
 
   /**
-   * The room's last seq at the moment of joining; messages with a higher
-   * seq follow.
+   * Where the messages that follow continue: the join's position when
+   * messages are replayed, else the room's last seq.
    *
    * @generated from field: uint64 seq = 2;
    */
@@ -649,6 +680,14 @@ export type Joined = Message$1<"corral.v1.Joined"> & {
    * @generated from field: bool resumed = 4;
    */
   resumed: boolean;
+
+  /**
+   * True: replayed messages follow, and a ReplayEnd for this room ends
+   * them. False: everything after this Joined is live.
+   *
+   * @generated from field: bool replay = 5;
+   */
+  replay: boolean;
 };
 
 /**
@@ -657,6 +696,31 @@ export type Joined = Message$1<"corral.v1.Joined"> & {
  */
 export const JoinedSchema: GenMessage<Joined> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 14);
+
+/**
+ * ReplayEnd ends the replay that a Joined with replay announced: messages
+ * up to seq were replayed; the room's messages after it are live.
+ *
+ * @generated from message corral.v1.ReplayEnd
+ */
+export type ReplayEnd = Message$1<"corral.v1.ReplayEnd"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * @generated from field: uint64 seq = 2;
+   */
+  seq: bigint;
+};
+
+/**
+ * Describes the message corral.v1.ReplayEnd.
+ * Use `create(ReplayEndSchema)` to create a new message.
+ */
+export const ReplayEndSchema: GenMessage<ReplayEnd> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 15);
 
 /**
  * Left confirms a Leave, or tells the client it was removed from a room.
@@ -685,7 +749,7 @@ export type Left = Message$1<"corral.v1.Left"> & {
  * Use `create(LeftSchema)` to create a new message.
  */
 export const LeftSchema: GenMessage<Left> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 15);
+  messageDesc(file_corral_v1_client, 16);
 
 /**
  * Message is one reliable message in a room's order.
@@ -739,7 +803,7 @@ export type Message = Message$1<"corral.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 16);
+  messageDesc(file_corral_v1_client, 17);
 
 /**
  * SignalEvent is the latest value of one signal key in a room.
@@ -782,7 +846,7 @@ export type SignalEvent = Message$1<"corral.v1.SignalEvent"> & {
  * Use `create(SignalEventSchema)` to create a new message.
  */
 export const SignalEventSchema: GenMessage<SignalEvent> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 17);
+  messageDesc(file_corral_v1_client, 18);
 
 /**
  * Published acknowledges a Publish.
@@ -818,7 +882,7 @@ export type Published = Message$1<"corral.v1.Published"> & {
  * Use `create(PublishedSchema)` to create a new message.
  */
 export const PublishedSchema: GenMessage<Published> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 18);
+  messageDesc(file_corral_v1_client, 19);
 
 /**
  * Pong answers a Ping.
@@ -842,7 +906,7 @@ export type Pong = Message$1<"corral.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 19);
+  messageDesc(file_corral_v1_client, 20);
 
 /**
  * ReconnectHint precedes a server-initiated close of the resume or retry
@@ -876,7 +940,7 @@ export type ReconnectHint = Message$1<"corral.v1.ReconnectHint"> & {
  * Use `create(ReconnectHintSchema)` to create a new message.
  */
 export const ReconnectHintSchema: GenMessage<ReconnectHint> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 20);
+  messageDesc(file_corral_v1_client, 21);
 
 /**
  * Error reports a refused frame. The connection stays open unless a close
@@ -923,7 +987,7 @@ export type Error = Message$1<"corral.v1.Error"> & {
  * Use `create(ErrorSchema)` to create a new message.
  */
 export const ErrorSchema: GenMessage<Error> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 21);
+  messageDesc(file_corral_v1_client, 22);
 
 /**
  * Reset tells the client that history it asked for is gone (trimmed,
@@ -954,7 +1018,7 @@ export type Reset = Message$1<"corral.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 22);
+  messageDesc(file_corral_v1_client, 23);
 
 /**
  * Batch carries several frames in one WebSocket message, in order.
@@ -973,7 +1037,7 @@ export type Batch = Message$1<"corral.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 23);
+  messageDesc(file_corral_v1_client, 24);
 
 /**
  * Presence is a change of a room's presence, sent to connections that
@@ -1045,7 +1109,7 @@ export type Presence = Message$1<"corral.v1.Presence"> & {
  * Use `create(PresenceSchema)` to create a new message.
  */
 export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 24);
+  messageDesc(file_corral_v1_client, 25);
 
 /**
  * PresenceMember is one user present in a room.
@@ -1079,7 +1143,7 @@ export type PresenceMember = Message$1<"corral.v1.PresenceMember"> & {
  * Use `create(PresenceMemberSchema)` to create a new message.
  */
 export const PresenceMemberSchema: GenMessage<PresenceMember> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 25);
+  messageDesc(file_corral_v1_client, 26);
 
 /**
  * PresencePage answers a PresenceQuery.
@@ -1117,5 +1181,5 @@ export type PresencePage = Message$1<"corral.v1.PresencePage"> & {
  * Use `create(PresencePageSchema)` to create a new message.
  */
 export const PresencePageSchema: GenMessage<PresencePage> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 26);
+  messageDesc(file_corral_v1_client, 27);
 
