@@ -76,6 +76,7 @@ export type ErrorFrame = ServerKinds["error"];
 export type Reset = ServerKinds["reset"];
 export type Presence = ServerKinds["presence"];
 export type PresencePage = ServerKinds["presencePage"];
+export type Refreshed = ServerKinds["refreshed"];
 export type PresenceMember = Presence["joins"][number];
 
 /** A room position as sent in Hello.resume. */

@@ -35,6 +35,7 @@ type ClientFrame struct {
 	//	*ClientFrame_Ping
 	//	*ClientFrame_SetPresence
 	//	*ClientFrame_PresenceQuery
+	//	*ClientFrame_Refresh
 	Kind          isClientFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -158,6 +159,15 @@ func (x *ClientFrame) GetPresenceQuery() *PresenceQuery {
 	return nil
 }
 
+func (x *ClientFrame) GetRefresh() *Refresh {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Kind interface {
 	isClientFrame_Kind()
 }
@@ -198,6 +208,10 @@ type ClientFrame_PresenceQuery struct {
 	PresenceQuery *PresenceQuery `protobuf:"bytes,9,opt,name=presence_query,json=presenceQuery,proto3,oneof"`
 }
 
+type ClientFrame_Refresh struct {
+	Refresh *Refresh `protobuf:"bytes,10,opt,name=refresh,proto3,oneof"`
+}
+
 func (*ClientFrame_Hello) isClientFrame_Kind() {}
 
 func (*ClientFrame_Join) isClientFrame_Kind() {}
@@ -215,6 +229,8 @@ func (*ClientFrame_Ping) isClientFrame_Kind() {}
 func (*ClientFrame_SetPresence) isClientFrame_Kind() {}
 
 func (*ClientFrame_PresenceQuery) isClientFrame_Kind() {}
+
+func (*ClientFrame_Refresh) isClientFrame_Kind() {}
 
 // Hello authenticates the connection and starts or resumes a session.
 type Hello struct {
@@ -932,6 +948,57 @@ func (x *PresenceQuery) GetLimit() uint32 {
 	return 0
 }
 
+// Refresh replaces the connection's token before it expires (see
+// Welcome.expires_unix), without reconnecting. The token is verified as the
+// Hello's is and must name the same user. The server answers Refreshed
+// once the new grants apply: rooms they no longer grant are left first
+// (Left with CODE_FORBIDDEN). A token that is invalid, expired or for
+// another user is refused with Error CODE_UNAUTHENTICATED and changes
+// nothing: the connection still closes at the old expiry.
+type Refresh struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refresh) Reset() {
+	*x = Refresh{}
+	mi := &file_corral_v1_client_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refresh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refresh) ProtoMessage() {}
+
+func (x *Refresh) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refresh.ProtoReflect.Descriptor instead.
+func (*Refresh) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Refresh) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 // ServerFrame is one frame from the server.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -950,6 +1017,7 @@ type ServerFrame struct {
 	//	*ServerFrame_Batch
 	//	*ServerFrame_Presence
 	//	*ServerFrame_PresencePage
+	//	*ServerFrame_Refreshed
 	Kind          isServerFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -957,7 +1025,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_corral_v1_client_proto_msgTypes[12]
+	mi := &file_corral_v1_client_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1037,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[12]
+	mi := &file_corral_v1_client_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1050,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{12}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServerFrame) GetKind() isServerFrame_Kind {
@@ -1109,6 +1177,15 @@ func (x *ServerFrame) GetPresencePage() *PresencePage {
 	return nil
 }
 
+func (x *ServerFrame) GetRefreshed() *Refreshed {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_Refreshed); ok {
+			return x.Refreshed
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Kind interface {
 	isServerFrame_Kind()
 }
@@ -1165,6 +1242,10 @@ type ServerFrame_PresencePage struct {
 	PresencePage *PresencePage `protobuf:"bytes,13,opt,name=presence_page,json=presencePage,proto3,oneof"`
 }
 
+type ServerFrame_Refreshed struct {
+	Refreshed *Refreshed `protobuf:"bytes,14,opt,name=refreshed,proto3,oneof"`
+}
+
 func (*ServerFrame_Welcome) isServerFrame_Kind() {}
 
 func (*ServerFrame_Joined) isServerFrame_Kind() {}
@@ -1191,6 +1272,8 @@ func (*ServerFrame_Presence) isServerFrame_Kind() {}
 
 func (*ServerFrame_PresencePage) isServerFrame_Kind() {}
 
+func (*ServerFrame_Refreshed) isServerFrame_Kind() {}
+
 // Welcome accepts a Hello.
 type Welcome struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1203,14 +1286,18 @@ type Welcome struct {
 	// The client should send something (a Ping if idle) at least this often.
 	HeartbeatMs uint32 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
 	// How long the session stays resumable after the connection drops.
-	SessionTtlMs  uint32 `protobuf:"varint,6,opt,name=session_ttl_ms,json=sessionTtlMs,proto3" json:"session_ttl_ms,omitempty"`
+	SessionTtlMs uint32 `protobuf:"varint,6,opt,name=session_ttl_ms,json=sessionTtlMs,proto3" json:"session_ttl_ms,omitempty"`
+	// When the connection's token expires, seconds since the Unix epoch (0:
+	// never). At that moment the server closes the connection with
+	// CODE_TOKEN_EXPIRED unless the client sent a Refresh before.
+	ExpiresUnix   int64 `protobuf:"varint,7,opt,name=expires_unix,json=expiresUnix,proto3" json:"expires_unix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1309,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1322,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1280,6 +1367,13 @@ func (x *Welcome) GetSessionTtlMs() uint32 {
 	return 0
 }
 
+func (x *Welcome) GetExpiresUnix() int64 {
+	if x != nil {
+		return x.ExpiresUnix
+	}
+	return 0
+}
+
 // Joined confirms a Join, or restores a room on resume.
 type Joined struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1296,7 +1390,7 @@ type Joined struct {
 
 func (x *Joined) Reset() {
 	*x = Joined{}
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1402,7 @@ func (x *Joined) String() string {
 func (*Joined) ProtoMessage() {}
 
 func (x *Joined) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1415,7 @@ func (x *Joined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Joined.ProtoReflect.Descriptor instead.
 func (*Joined) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Joined) GetRoom() string {
@@ -1364,7 +1458,7 @@ type Left struct {
 
 func (x *Left) Reset() {
 	*x = Left{}
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1470,7 @@ func (x *Left) String() string {
 func (*Left) ProtoMessage() {}
 
 func (x *Left) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1483,7 @@ func (x *Left) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Left.ProtoReflect.Descriptor instead.
 func (*Left) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Left) GetRoom() string {
@@ -1433,7 +1527,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1539,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1552,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Message) GetRoom() string {
@@ -1519,7 +1613,7 @@ type SignalEvent struct {
 
 func (x *SignalEvent) Reset() {
 	*x = SignalEvent{}
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1625,7 @@ func (x *SignalEvent) String() string {
 func (*SignalEvent) ProtoMessage() {}
 
 func (x *SignalEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1638,7 @@ func (x *SignalEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalEvent.ProtoReflect.Descriptor instead.
 func (*SignalEvent) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SignalEvent) GetRoom() string {
@@ -1596,7 +1690,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1702,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1715,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Published) GetRoom() string {
@@ -1663,7 +1757,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1769,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1782,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Pong) GetId() uint64 {
@@ -1719,7 +1813,7 @@ type ReconnectHint struct {
 
 func (x *ReconnectHint) Reset() {
 	*x = ReconnectHint{}
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1825,7 @@ func (x *ReconnectHint) String() string {
 func (*ReconnectHint) ProtoMessage() {}
 
 func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1838,7 @@ func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectHint.ProtoReflect.Descriptor instead.
 func (*ReconnectHint) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReconnectHint) GetCode() Code {
@@ -1786,7 +1880,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1892,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1905,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Error) GetCode() Code {
@@ -1863,7 +1957,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1969,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1982,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Reset) GetRoom() string {
@@ -1922,7 +2016,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2028,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2041,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Batch) GetFrames() []*ServerFrame {
@@ -1986,7 +2080,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2092,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2105,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Presence) GetRoom() string {
@@ -2070,6 +2164,53 @@ func (x *Presence) GetCountsOnly() bool {
 	return false
 }
 
+// Refreshed confirms a Refresh: the connection now has the new token's
+// identity and grants.
+type Refreshed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new token's expiry, seconds since the Unix epoch (0: never).
+	ExpiresUnix   int64 `protobuf:"varint,1,opt,name=expires_unix,json=expiresUnix,proto3" json:"expires_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refreshed) Reset() {
+	*x = Refreshed{}
+	mi := &file_corral_v1_client_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refreshed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refreshed) ProtoMessage() {}
+
+func (x *Refreshed) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refreshed.ProtoReflect.Descriptor instead.
+func (*Refreshed) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Refreshed) GetExpiresUnix() int64 {
+	if x != nil {
+		return x.ExpiresUnix
+	}
+	return 0
+}
+
 // PresenceMember is one user present in a room.
 type PresenceMember struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2085,7 +2226,7 @@ type PresenceMember struct {
 
 func (x *PresenceMember) Reset() {
 	*x = PresenceMember{}
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2238,7 @@ func (x *PresenceMember) String() string {
 func (*PresenceMember) ProtoMessage() {}
 
 func (x *PresenceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2251,7 @@ func (x *PresenceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceMember.ProtoReflect.Descriptor instead.
 func (*PresenceMember) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PresenceMember) GetUserId() string {
@@ -2149,7 +2290,7 @@ type PresencePage struct {
 
 func (x *PresencePage) Reset() {
 	*x = PresencePage{}
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2302,7 @@ func (x *PresencePage) String() string {
 func (*PresencePage) ProtoMessage() {}
 
 func (x *PresencePage) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2315,7 @@ func (x *PresencePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresencePage.ProtoReflect.Descriptor instead.
 func (*PresencePage) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PresencePage) GetRoom() string {
@@ -2209,7 +2350,7 @@ var File_corral_v1_client_proto protoreflect.FileDescriptor
 
 const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\"\xb8\x03\n" +
+	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\"\xe8\x03\n" +
 	"\vClientFrame\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x04join\x18\x02 \x01(\v2\x0f.corral.v1.JoinH\x00R\x04join\x12(\n" +
@@ -2219,7 +2360,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x03ack\x18\x06 \x01(\v2\x0e.corral.v1.AckH\x00R\x03ack\x12%\n" +
 	"\x04ping\x18\a \x01(\v2\x0f.corral.v1.PingH\x00R\x04ping\x12;\n" +
 	"\fset_presence\x18\b \x01(\v2\x16.corral.v1.SetPresenceH\x00R\vsetPresence\x12A\n" +
-	"\x0epresence_query\x18\t \x01(\v2\x18.corral.v1.PresenceQueryH\x00R\rpresenceQueryB\x06\n" +
+	"\x0epresence_query\x18\t \x01(\v2\x18.corral.v1.PresenceQueryH\x00R\rpresenceQuery\x12.\n" +
+	"\arefresh\x18\n" +
+	" \x01(\v2\x12.corral.v1.RefreshH\x00R\arefreshB\x06\n" +
 	"\x04kind\"`\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
@@ -2265,7 +2408,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\rPresenceQuery\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x83\x05\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x1f\n" +
+	"\aRefresh\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"\xb9\x05\n" +
 	"\vServerFrame\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.corral.v1.WelcomeH\x00R\awelcome\x12+\n" +
 	"\x06joined\x18\x02 \x01(\v2\x11.corral.v1.JoinedH\x00R\x06joined\x12%\n" +
@@ -2280,8 +2425,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	" \x01(\v2\x10.corral.v1.ResetH\x00R\x05reset\x12(\n" +
 	"\x05batch\x18\v \x01(\v2\x10.corral.v1.BatchH\x00R\x05batch\x121\n" +
 	"\bpresence\x18\f \x01(\v2\x13.corral.v1.PresenceH\x00R\bpresence\x12>\n" +
-	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePageB\x06\n" +
-	"\x04kind\"\xc7\x01\n" +
+	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePage\x124\n" +
+	"\trefreshed\x18\x0e \x01(\v2\x14.corral.v1.RefreshedH\x00R\trefreshedB\x06\n" +
+	"\x04kind\"\xea\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
@@ -2289,7 +2435,8 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x18\n" +
 	"\aresumed\x18\x04 \x01(\bR\aresumed\x12!\n" +
 	"\fheartbeat_ms\x18\x05 \x01(\rR\vheartbeatMs\x12$\n" +
-	"\x0esession_ttl_ms\x18\x06 \x01(\rR\fsessionTtlMs\"^\n" +
+	"\x0esession_ttl_ms\x18\x06 \x01(\rR\fsessionTtlMs\x12!\n" +
+	"\fexpires_unix\x18\a \x01(\x03R\vexpiresUnix\"^\n" +
 	"\x06Joined\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
@@ -2345,7 +2492,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\amembers\x18\x06 \x01(\rR\amembers\x12 \n" +
 	"\vconnections\x18\a \x01(\rR\vconnections\x12\x1f\n" +
 	"\vcounts_only\x18\b \x01(\bR\n" +
-	"countsOnly\"a\n" +
+	"countsOnly\".\n" +
+	"\tRefreshed\x12!\n" +
+	"\fexpires_unix\x18\x01 \x01(\x03R\vexpiresUnix\"a\n" +
 	"\x0ePresenceMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12 \n" +
@@ -2370,7 +2519,7 @@ func file_corral_v1_client_proto_rawDescGZIP() []byte {
 	return file_corral_v1_client_proto_rawDescData
 }
 
-var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_corral_v1_client_proto_goTypes = []any{
 	(*ClientFrame)(nil),    // 0: corral.v1.ClientFrame
 	(*Hello)(nil),          // 1: corral.v1.Hello
@@ -2384,22 +2533,24 @@ var file_corral_v1_client_proto_goTypes = []any{
 	(*Ping)(nil),           // 9: corral.v1.Ping
 	(*SetPresence)(nil),    // 10: corral.v1.SetPresence
 	(*PresenceQuery)(nil),  // 11: corral.v1.PresenceQuery
-	(*ServerFrame)(nil),    // 12: corral.v1.ServerFrame
-	(*Welcome)(nil),        // 13: corral.v1.Welcome
-	(*Joined)(nil),         // 14: corral.v1.Joined
-	(*Left)(nil),           // 15: corral.v1.Left
-	(*Message)(nil),        // 16: corral.v1.Message
-	(*SignalEvent)(nil),    // 17: corral.v1.SignalEvent
-	(*Published)(nil),      // 18: corral.v1.Published
-	(*Pong)(nil),           // 19: corral.v1.Pong
-	(*ReconnectHint)(nil),  // 20: corral.v1.ReconnectHint
-	(*Error)(nil),          // 21: corral.v1.Error
-	(*Reset)(nil),          // 22: corral.v1.Reset
-	(*Batch)(nil),          // 23: corral.v1.Batch
-	(*Presence)(nil),       // 24: corral.v1.Presence
-	(*PresenceMember)(nil), // 25: corral.v1.PresenceMember
-	(*PresencePage)(nil),   // 26: corral.v1.PresencePage
-	(Code)(0),              // 27: corral.v1.Code
+	(*Refresh)(nil),        // 12: corral.v1.Refresh
+	(*ServerFrame)(nil),    // 13: corral.v1.ServerFrame
+	(*Welcome)(nil),        // 14: corral.v1.Welcome
+	(*Joined)(nil),         // 15: corral.v1.Joined
+	(*Left)(nil),           // 16: corral.v1.Left
+	(*Message)(nil),        // 17: corral.v1.Message
+	(*SignalEvent)(nil),    // 18: corral.v1.SignalEvent
+	(*Published)(nil),      // 19: corral.v1.Published
+	(*Pong)(nil),           // 20: corral.v1.Pong
+	(*ReconnectHint)(nil),  // 21: corral.v1.ReconnectHint
+	(*Error)(nil),          // 22: corral.v1.Error
+	(*Reset)(nil),          // 23: corral.v1.Reset
+	(*Batch)(nil),          // 24: corral.v1.Batch
+	(*Presence)(nil),       // 25: corral.v1.Presence
+	(*Refreshed)(nil),      // 26: corral.v1.Refreshed
+	(*PresenceMember)(nil), // 27: corral.v1.PresenceMember
+	(*PresencePage)(nil),   // 28: corral.v1.PresencePage
+	(Code)(0),              // 29: corral.v1.Code
 }
 var file_corral_v1_client_proto_depIdxs = []int32{
 	1,  // 0: corral.v1.ClientFrame.hello:type_name -> corral.v1.Hello
@@ -2411,33 +2562,35 @@ var file_corral_v1_client_proto_depIdxs = []int32{
 	9,  // 6: corral.v1.ClientFrame.ping:type_name -> corral.v1.Ping
 	10, // 7: corral.v1.ClientFrame.set_presence:type_name -> corral.v1.SetPresence
 	11, // 8: corral.v1.ClientFrame.presence_query:type_name -> corral.v1.PresenceQuery
-	2,  // 9: corral.v1.Hello.resume:type_name -> corral.v1.Resume
-	3,  // 10: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
-	13, // 11: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
-	14, // 12: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
-	15, // 13: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
-	16, // 14: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
-	17, // 15: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
-	18, // 16: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
-	19, // 17: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
-	20, // 18: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
-	21, // 19: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
-	22, // 20: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
-	23, // 21: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
-	24, // 22: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
-	26, // 23: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
-	27, // 24: corral.v1.Left.code:type_name -> corral.v1.Code
-	27, // 25: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
-	27, // 26: corral.v1.Error.code:type_name -> corral.v1.Code
-	12, // 27: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
-	25, // 28: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
-	25, // 29: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
-	25, // 30: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	12, // 9: corral.v1.ClientFrame.refresh:type_name -> corral.v1.Refresh
+	2,  // 10: corral.v1.Hello.resume:type_name -> corral.v1.Resume
+	3,  // 11: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
+	14, // 12: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
+	15, // 13: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
+	16, // 14: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
+	17, // 15: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
+	18, // 16: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
+	19, // 17: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
+	20, // 18: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
+	21, // 19: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
+	22, // 20: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
+	23, // 21: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
+	24, // 22: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
+	25, // 23: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
+	28, // 24: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
+	26, // 25: corral.v1.ServerFrame.refreshed:type_name -> corral.v1.Refreshed
+	29, // 26: corral.v1.Left.code:type_name -> corral.v1.Code
+	29, // 27: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
+	29, // 28: corral.v1.Error.code:type_name -> corral.v1.Code
+	13, // 29: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
+	27, // 30: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
+	27, // 31: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
+	27, // 32: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_client_proto_init() }
@@ -2456,8 +2609,9 @@ func file_corral_v1_client_proto_init() {
 		(*ClientFrame_Ping)(nil),
 		(*ClientFrame_SetPresence)(nil),
 		(*ClientFrame_PresenceQuery)(nil),
+		(*ClientFrame_Refresh)(nil),
 	}
-	file_corral_v1_client_proto_msgTypes[12].OneofWrappers = []any{
+	file_corral_v1_client_proto_msgTypes[13].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Joined)(nil),
 		(*ServerFrame_Left)(nil),
@@ -2471,6 +2625,7 @@ func file_corral_v1_client_proto_init() {
 		(*ServerFrame_Batch)(nil),
 		(*ServerFrame_Presence)(nil),
 		(*ServerFrame_PresencePage)(nil),
+		(*ServerFrame_Refreshed)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2478,7 +2633,7 @@ func file_corral_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_client_proto_rawDesc), len(file_corral_v1_client_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -60,6 +60,10 @@ const (
 	Code_CODE_SESSION_EXPIRED Code = 4102
 	// A store the operation needs is busy or unreachable. Retry the operation.
 	Code_CODE_UNAVAILABLE Code = 4103
+	// The connection's token expired (Welcome.expires_unix) and the client
+	// did not send a Refresh in time. Reconnect with a new token and resume:
+	// the session is kept.
+	Code_CODE_TOKEN_EXPIRED Code = 4104
 	// A frame could not be decoded, or broke the protocol. Stop: fix the client.
 	Code_CODE_BAD_FRAME Code = 4400
 	// The token is missing, malformed, expired, or not signed by a trusted key.
@@ -98,6 +102,7 @@ var (
 		4101: "CODE_RATE_LIMITED",
 		4102: "CODE_SESSION_EXPIRED",
 		4103: "CODE_UNAVAILABLE",
+		4104: "CODE_TOKEN_EXPIRED",
 		4400: "CODE_BAD_FRAME",
 		4401: "CODE_UNAUTHENTICATED",
 		4402: "CODE_RESUME_REFUSED",
@@ -120,6 +125,7 @@ var (
 		"CODE_RATE_LIMITED":       4101,
 		"CODE_SESSION_EXPIRED":    4102,
 		"CODE_UNAVAILABLE":        4103,
+		"CODE_TOKEN_EXPIRED":      4104,
 		"CODE_BAD_FRAME":          4400,
 		"CODE_UNAUTHENTICATED":    4401,
 		"CODE_RESUME_REFUSED":     4402,
@@ -164,7 +170,7 @@ var File_corral_v1_codes_proto protoreflect.FileDescriptor
 
 const file_corral_v1_codes_proto_rawDesc = "" +
 	"\n" +
-	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xf5\x03\n" +
+	"\x15corral/v1/codes.proto\x12\tcorral.v1*\x8e\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x0fCODE_GOING_AWAY\x10\xa0\x1f\x12\x17\n" +
@@ -175,7 +181,8 @@ const file_corral_v1_codes_proto_rawDesc = "" +
 	"\x0fCODE_OVERLOADED\x10\x84 \x12\x16\n" +
 	"\x11CODE_RATE_LIMITED\x10\x85 \x12\x19\n" +
 	"\x14CODE_SESSION_EXPIRED\x10\x86 \x12\x15\n" +
-	"\x10CODE_UNAVAILABLE\x10\x87 \x12\x13\n" +
+	"\x10CODE_UNAVAILABLE\x10\x87 \x12\x17\n" +
+	"\x12CODE_TOKEN_EXPIRED\x10\x88 \x12\x13\n" +
 	"\x0eCODE_BAD_FRAME\x10\xb0\"\x12\x19\n" +
 	"\x14CODE_UNAUTHENTICATED\x10\xb1\"\x12\x18\n" +
 	"\x13CODE_RESUME_REFUSED\x10\xb2\"\x12\x13\n" +
