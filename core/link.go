@@ -210,7 +210,7 @@ func (l *link) handle(ctx context.Context, f *corralv1.EdgeFrame) {
 		l.conns[conn] = w
 	case *corralv1.EdgeFrame_Detach:
 		delete(l.conns, conn)
-	case *corralv1.EdgeFrame_Frame:
+	case *corralv1.EdgeFrame_Frame, *corralv1.EdgeFrame_Refresh:
 	default:
 		l.core.metrics.dropped.WithLabelValues("unknown_edge_frame").Inc()
 		return
@@ -267,6 +267,12 @@ func (w *connWork) run(ctx context.Context) {
 		case *corralv1.EdgeFrame_Frame:
 			if s != nil {
 				c.handleClient(ctx, s, k.Frame)
+			} else {
+				c.metrics.dropped.WithLabelValues("unattached").Inc()
+			}
+		case *corralv1.EdgeFrame_Refresh:
+			if s != nil {
+				c.refresh(ctx, s, k.Refresh)
 			} else {
 				c.metrics.dropped.WithLabelValues("unattached").Inc()
 			}

@@ -47,6 +47,8 @@ type conn struct {
 	handshakeDone func()
 	user          string
 	userCounted   bool
+	// expiry closes the connection when its token expires (refresh.go).
+	expiry *time.Timer
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
@@ -134,6 +136,7 @@ func (c *conn) serve() {
 // it, lets the writer flush a queued close, closes the socket, and
 // releases what the connection counted.
 func (c *conn) finish(clean bool) {
+	c.stopExpiry()
 	if c.userCounted {
 		c.e.userDone(c.user)
 	}
@@ -227,6 +230,7 @@ func (c *conn) hello() (ok, clean bool) {
 	}) {
 		return false, false
 	}
+	c.expireAt(id.GetExpiresUnix())
 	return true, false
 }
 
@@ -261,6 +265,11 @@ func (c *conn) readFrames() {
 			}}})
 		case *corralv1.ClientFrame_Hello:
 			c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
+		case *corralv1.ClientFrame_Refresh:
+			if c.check(f) && !c.refresh(f) {
+				c.finish(false)
+				return
+			}
 		default:
 			if !c.check(f) {
 				continue

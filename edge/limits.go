@@ -11,8 +11,8 @@ import (
 
 // Abuse limits at the edge. Each connection has three token buckets, used
 // only by its reader goroutine (so they need no lock): messages
-// (publish), signals, and control frames (join, leave). A frame over its
-// bucket is refused with an Error frame (CODE_RATE_LIMITED, retry_after_ms)
+// (publish), signals, and control frames (join, leave, refresh). A frame
+// over its bucket is refused with an Error frame (CODE_RATE_LIMITED, retry_after_ms)
 // and not passed on; a connection that keeps sending while refused
 // (Config.RateStrikes refusals within strikeWindow) is closed with
 // CODE_RATE_LIMITED and a delay. Beside the buckets the edge bounds
@@ -29,6 +29,7 @@ const (
 	refusedFrameTooLarge = "frame_too_large"
 	refusedConnsPerUser  = "conns_per_user"
 	refusedPending       = "pending_handshakes"
+	refusedRefresh       = "refresh_token" // refresh.go
 )
 
 // strikeWindow is the window in which Config.RateStrikes refusals close a
@@ -92,7 +93,7 @@ func (c *conn) check(f *corralv1.ClientFrame) bool {
 		b, reason = &c.limits.messages, refusedRateMessages
 	case *corralv1.ClientFrame_Signal:
 		b, reason = &c.limits.signals, refusedRateSignals
-	case *corralv1.ClientFrame_Join, *corralv1.ClientFrame_Leave:
+	case *corralv1.ClientFrame_Join, *corralv1.ClientFrame_Leave, *corralv1.ClientFrame_Refresh:
 		b, reason = &c.limits.control, refusedRateControl
 	default:
 		return true
