@@ -20,6 +20,14 @@ import (
 type Options struct {
 	// Token is the connection token (JWT, or a user id with --insecure-dev).
 	Token string
+	// TokenProvider, when set, is called for the token of every hello in
+	// place of Token, and by a Session before the token expires
+	// (Welcome.expires_unix) to refresh it on the live connection. It
+	// should return a token the backend issued just now. An error fails
+	// the dial (a Session retries it with Backoff) or the refresh (the
+	// server then closes the connection at the expiry with
+	// CODE_TOKEN_EXPIRED, and the Session reconnects with a new token).
+	TokenProvider func(ctx context.Context) (string, error)
 	// Encoding picks the subprotocol. Default JSON.
 	Encoding protocol.Encoding
 	// Resume, when set, resumes an earlier session.
@@ -83,20 +91,31 @@ type Conn struct {
 	closeSent atomic.Bool
 	done      chan struct{}
 
-	writeMu sync.Mutex // one writer at a time
+	writeMu   sync.Mutex // one writer at a time
+	refreshMu sync.Mutex // one Refresh at a time
 
 	mu       sync.Mutex // guards the following fields
 	pubWait  map[string]chan *corralv1.ServerFrame
 	joinWait map[string]chan *corralv1.ServerFrame
 	pageWait map[string]chan *corralv1.ServerFrame // by room
-	hint     *corralv1.ReconnectHint
-	refusal  *corralv1.Error // the stop-class close's Error frame
-	err      *CloseError
+	// refreshWait is the pending Refresh's waiter (key ""), if any.
+	refreshWait map[string]chan *corralv1.ServerFrame
+	hint        *corralv1.ReconnectHint
+	refusal     *corralv1.Error // the stop-class close's Error frame
+	err         *CloseError
 }
 
 // Dial connects to url (ws://host:port/ws), says hello, and waits for
 // Welcome. A refused hello returns a *CloseError.
 func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
+	// Before the upgrade: the server's hello timeout starts there.
+	token := opts.Token
+	if opts.TokenProvider != nil {
+		var err error
+		if token, err = opts.TokenProvider(ctx); err != nil {
+			return nil, fmt.Errorf("client: token provider: %w", err)
+		}
+	}
 	sub := opts.Encoding.String()
 	if opts.Resume != nil {
 		// Tells the server's admission control this is a resume.
@@ -141,6 +160,8 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		pubWait:  make(map[string]chan *corralv1.ServerFrame),
 		joinWait: make(map[string]chan *corralv1.ServerFrame),
 		pageWait: make(map[string]chan *corralv1.ServerFrame),
+
+		refreshWait: make(map[string]chan *corralv1.ServerFrame),
 	}
 	if c.enc == protocol.Proto {
 		c.typ = websocket.MessageBinary
@@ -155,7 +176,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		defer stopCut()
 	}
 	hello := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{
-		Token: opts.Token, Client: "corral-go", Resume: opts.Resume,
+		Token: token, Client: "corral-go", Resume: opts.Resume,
 	}}}
 	if err := c.Send(ctx, hello); err != nil {
 		ws.CloseNow()
@@ -266,6 +287,22 @@ func (c *Conn) Publish(ctx context.Context, room, id string, payload []byte) (*c
 		Room: room, Id: id, Payload: payload,
 	}}})
 	return f.GetPublished(), err
+}
+
+// Refresh replaces the connection's token with token (of the same user)
+// and waits for Refreshed, which carries the new expiry. By then the rooms
+// the new token does not grant have been left (Left frames, code
+// CODE_FORBIDDEN). A refusal is a *ServerError and changes nothing:
+// CODE_UNAUTHENTICATED for a token that is invalid, expired or another
+// user's; CODE_RATE_LIMITED or CODE_UNAVAILABLE to retry after
+// retry_after_ms.
+func (c *Conn) Refresh(ctx context.Context, token string) (*corralv1.Refreshed, error) {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	f, err := c.request(ctx, c.refreshWait, "", &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Refresh{Refresh: &corralv1.Refresh{
+		Token: token,
+	}}})
+	return f.GetRefreshed(), err
 }
 
 // request sends f and waits for the answer that deliver routes to
@@ -476,9 +513,15 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 		} else if room := k.Error.GetRoom(); room != "" {
 			waiter = c.joinWait[room]
 			delete(c.joinWait, room)
+		} else if w, ok := c.refreshWait[""]; ok && refreshRefusal(k.Error.GetCode()) {
+			waiter = w
+			delete(c.refreshWait, "")
 		} else if protocol.AdviceOf(k.Error.GetCode()) == protocol.AdviceStop {
 			c.refusal = k.Error // may come before a stop-class close
 		}
+	case *corralv1.ServerFrame_Refreshed:
+		waiter = c.refreshWait[""]
+		delete(c.refreshWait, "")
 	case *corralv1.ServerFrame_PresencePage:
 		waiter = c.pageWait[k.PresencePage.GetRoom()]
 		delete(c.pageWait, k.PresencePage.GetRoom())
@@ -490,6 +533,16 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 		waiter <- f
 	}
 	c.hand(f)
+}
+
+// refreshRefusal reports whether an Error without room or ref with code
+// can be the answer to a Refresh.
+func refreshRefusal(code corralv1.Code) bool {
+	switch code {
+	case corralv1.Code_CODE_UNAUTHENTICATED, corralv1.Code_CODE_RATE_LIMITED, corralv1.Code_CODE_UNAVAILABLE:
+		return true
+	}
+	return false
 }
 
 // hand gives f to Options.OnFrame, or to Frames.

@@ -145,3 +145,32 @@ func ExampleConn_JoinPresence() {
 	}
 	// Output: alice {"name":"Alice"} 1
 }
+
+// A TokenProvider fetches a fresh token from the application's backend for
+// every connection, and lets a Session refresh the token on the live
+// connection before it expires (Welcome.ExpiresUnix).
+func ExampleOptions_tokenProvider() {
+	url, stop := runCorral()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	fetchToken := func(ctx context.Context) (string, error) {
+		// Ask the backend here; with --insecure-dev the token is the
+		// user id, and it never expires.
+		return "alice", nil
+	}
+	s, err := client.Connect(ctx, url, client.SessionOptions{
+		Options: client.Options{TokenProvider: fetchToken},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Join(ctx, "lobby"); err != nil {
+		log.Fatal(err)
+	}
+	w := s.Welcome()
+	fmt.Println(w.GetUserId(), w.GetExpiresUnix())
+	// Output: alice 0
+}

@@ -705,8 +705,33 @@ func (s *Session) serve(c *Conn, readerDone <-chan struct{}) error {
 	}
 	t := time.NewTicker(hb / 4)
 	defer t.Stop()
+	// The token's refresh, when a TokenProvider can make a new one.
+	var refreshC <-chan time.Time
+	rt := time.NewTimer(time.Hour)
+	rt.Stop()
+	defer rt.Stop()
+	exp := c.Welcome().GetExpiresUnix()
+	arm := func(d time.Duration) {
+		if s.opts.TokenProvider != nil && exp > 0 && d > 0 {
+			rt.Reset(d)
+			refreshC = rt.C
+		} else {
+			refreshC = nil
+		}
+	}
+	arm(max(refreshDelay(time.Now(), exp), time.Nanosecond))
 	for {
 		select {
+		case <-refreshC:
+			if next, err := s.refresh(c, hb); err == nil {
+				exp = next
+				arm(max(refreshDelay(time.Now(), exp), time.Nanosecond))
+			} else {
+				// Try again halfway to the expiry; past it the server
+				// closes the connection and the reconnect gets a new
+				// token.
+				arm(time.Until(time.Unix(exp, 0)) / 2)
+			}
 		case <-readerDone:
 			if ce := c.Err(); ce != nil {
 				return ce
@@ -741,6 +766,31 @@ func (s *Session) serve(c *Conn, readerDone <-chan struct{}) error {
 			cancel()
 		}
 	}
+}
+
+// refreshDelay is how long after now to refresh a token that expires at
+// exp (unix seconds): when a quarter of the time left remains, at most a
+// minute before the expiry.
+func refreshDelay(now time.Time, exp int64) time.Duration {
+	left := time.Unix(exp, 0).Sub(now)
+	return left - min(left/4, time.Minute)
+}
+
+// refresh sends c a new token from the TokenProvider and returns the new
+// expiry. It runs on the supervisor, bounded by hb.
+func (s *Session) refresh(c *Conn, hb time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, max(hb/2, s.opts.DialTimeout))
+	defer cancel()
+	token, err := s.opts.TokenProvider(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("client: token provider: %w", err)
+	}
+	s.lastSend.Store(time.Now().UnixNano())
+	r, err := c.Refresh(ctx, token)
+	if err != nil {
+		return 0, err
+	}
+	return r.GetExpiresUnix(), nil
 }
 
 // read passes c's frames on until c ends, framed by EventConnected and
@@ -860,7 +910,7 @@ func (s *Session) handle(f *corralv1.ServerFrame, out []Event) []Event {
 			s.welcome = nw
 		}
 		return out
-	case *corralv1.ServerFrame_Pong, *corralv1.ServerFrame_Reconnect:
+	case *corralv1.ServerFrame_Pong, *corralv1.ServerFrame_Reconnect, *corralv1.ServerFrame_Refreshed:
 		return out
 	}
 	return append(out, frame)

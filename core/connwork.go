@@ -227,6 +227,12 @@ func (w *connWork) run() {
 			} else {
 				c.metrics.dropped.WithLabelValues("unattached").Inc()
 			}
+		case *corralv1.EdgeFrame_Refresh:
+			if s != nil {
+				c.refresh(w.ctx, s, k.Refresh)
+			} else {
+				c.metrics.dropped.WithLabelValues("unattached").Inc()
+			}
 		}
 	}
 }

@@ -58,9 +58,9 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 		var ok bool
 		switch {
 		case gerr == nil:
-			ok = grants.Allows(g, grants.Join, s.ident.GetJoin(), q.name)
+			ok = grants.Allows(g, grants.Join, s.ident.Load().GetJoin(), q.name)
 		case q.resumed:
-			ok = auth.Match(s.ident.GetJoin(), q.name)
+			ok = auth.Match(s.ident.Load().GetJoin(), q.name)
 		default:
 			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable")
 			continue
@@ -110,7 +110,7 @@ func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) 
 		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients", name, ref)
 		return true
 	}
-	ok, err := c.granted(ctx, s.user, s.ident, grants.Publish, name)
+	ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Publish, name)
 	switch {
 	case err != nil:
 		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)

@@ -33,6 +33,11 @@ const (
 	refusedNotJoined = "not_joined"
 	// refusedBacklog: a connection's work queue overflowed (connwork.go).
 	refusedBacklog = "conn_backlog"
+	// A refreshed token does not grant a room the session is in.
+	refusedRefreshGrant = "refresh_no_grant"
+	// A refresh for another user than the session's (the edge checks
+	// this first; counted here when an edge did not).
+	refusedRefreshUser = "refresh_other_user"
 )
 
 // granted applies the token's and the run-time grants.
@@ -94,42 +99,50 @@ func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
 	var ids []string
 	left := 0
 	for _, s := range mine {
-		s.mu.Lock()
-		names := make([]string, 0, len(s.rooms))
-		for name := range s.rooms {
-			names = append(names, name)
-		}
-		s.mu.Unlock()
-		removed := false
-		for _, name := range names {
-			ok, err := c.granted(ctx, user, s.ident, grants.Join, name)
-			if ok || err != nil {
-				continue // a store that cannot answer removes no one
-			}
-			s.mu.Lock()
-			r := s.rooms[name]
-			delete(s.rooms, name)
-			s.mu.Unlock()
-			if r == nil {
-				continue
-			}
-			c.metrics.refused.WithLabelValues(refusedRevoked).Inc()
-			r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: "the join grant was revoked"})
-			c.emitLeft(s, name)
-			c.presenceLeave(s, name, true)
-			c.releaseMember(r)
-			if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
-				c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
-			}
-			removed = true
-			left++
-		}
-		if removed {
+		if n := c.enforceSession(ctx, s, refusedRevoked, "the join grant was revoked"); n > 0 {
 			ids = append(ids, s.id)
+			left += n
 		}
 	}
 	slices.Sort(ids)
 	return ids, left
+}
+
+// enforceSession removes s from every room its grants (its identity's and
+// the run-time ones) no longer allow: each gets Left with CODE_FORBIDDEN
+// and reason, counted under metric. It returns how many memberships
+// ended. A grants store that cannot answer removes no one.
+func (c *Core) enforceSession(ctx context.Context, s *session, metric, reason string) int {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.rooms))
+	for name := range s.rooms {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	left := 0
+	for _, name := range names {
+		ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Join, name)
+		if ok || err != nil {
+			continue
+		}
+		s.mu.Lock()
+		r := s.rooms[name]
+		delete(s.rooms, name)
+		s.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		c.metrics.refused.WithLabelValues(metric).Inc()
+		r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: reason})
+		c.emitLeft(s, name)
+		c.presenceLeave(s, name, true)
+		c.releaseMember(r)
+		if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
+			c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+		}
+		left++
+	}
+	return left
 }
 
 // grantsLoop applies the changes the grants store announces (from this

@@ -204,7 +204,7 @@ func (l *link) handle(ctx context.Context, f *corralv1.EdgeFrame) {
 		}
 		delete(l.conns, conn)
 		w.detach(k.Detach)
-	case *corralv1.EdgeFrame_Frame:
+	case *corralv1.EdgeFrame_Frame, *corralv1.EdgeFrame_Refresh:
 		if w == nil {
 			// Frames after a close we initiated, or a confused edge; the
 			// connection is not attached, so there is no one to answer.

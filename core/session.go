@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -16,9 +17,11 @@ import (
 
 // session is a session attached to a connection.
 type session struct {
-	id    string
-	user  string
-	ident *corralv1.Identity
+	id   string
+	user string
+	// ident is what the connection's token says: set at attach, replaced
+	// by a refresh (see refresh.go).
+	ident atomic.Pointer[corralv1.Identity]
 
 	mu    sync.Mutex // guards the following fields
 	ep    endpoint
@@ -54,16 +57,17 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *corralv1.Att
 		l.close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
-	s := &session{id: st.ID, user: id.GetUserId(), ident: id, ep: ep, rooms: make(map[string]*room)}
+	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, rooms: make(map[string]*room)}
+	s.ident.Store(id)
 	c.mu.Lock()
 	c.live[s.id] = s
 	c.mu.Unlock()
 	c.metrics.sessions.Inc()
-	l.send(conn, c.welcome(st, false))
+	l.send(conn, c.welcome(st, id, false))
 	return s
 }
 
-func (c *Core) welcome(st *sessions.Session, resumed bool) *corralv1.ServerFrame {
+func (c *Core) welcome(st *sessions.Session, id *corralv1.Identity, resumed bool) *corralv1.ServerFrame {
 	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
 		SessionId:    st.ID,
 		ResumeToken:  st.Token,
@@ -71,6 +75,7 @@ func (c *Core) welcome(st *sessions.Session, resumed bool) *corralv1.ServerFrame
 		Resumed:      resumed,
 		HeartbeatMs:  uint32(c.cfg.Heartbeat / time.Millisecond),
 		SessionTtlMs: uint32(c.cfg.SessionTTL / time.Millisecond),
+		ExpiresUnix:  id.GetExpiresUnix(),
 	}}}
 }
 
@@ -109,7 +114,8 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		ep.link.close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
-	s := &session{id: st.ID, user: st.UserID, ident: id, ep: ep, rooms: make(map[string]*room)}
+	s := &session{id: st.ID, user: st.UserID, ep: ep, rooms: make(map[string]*room)}
+	s.ident.Store(id)
 	c.mu.Lock()
 	old := c.live[s.id]
 	c.live[s.id] = s
@@ -124,7 +130,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		c.metrics.sessions.Inc()
 	}
 	c.metrics.resumes.Inc()
-	ep.link.send(ep.conn, c.welcome(st, true))
+	ep.link.send(ep.conn, c.welcome(st, id, true))
 
 	// The client's own positions win: it knows what it processed. Rooms
 	// the store knows but the client did not mention resume from the last

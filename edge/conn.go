@@ -50,6 +50,8 @@ type conn struct {
 	limits      *limiter
 	user        string
 	userCounted bool
+	// expiry closes the connection when its token expires (refresh.go).
+	expiry *time.Timer
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
@@ -141,6 +143,7 @@ func (c *conn) serve() {
 // it, lets the writer flush a queued close, closes the socket, and
 // releases what the connection counted.
 func (c *conn) finish(clean bool) {
+	c.stopExpiry()
 	if c.userCounted {
 		c.e.userDone(c.user)
 	}
@@ -253,6 +256,7 @@ func (c *conn) hello() (ok, clean bool) {
 	}) {
 		return false, false
 	}
+	c.expireAt(id.GetExpiresUnix())
 	return true, false
 }
 
@@ -300,6 +304,11 @@ func (c *conn) readFrames() {
 			}}})
 		case *corralv1.ClientFrame_Hello:
 			c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
+		case *corralv1.ClientFrame_Refresh:
+			if !c.refresh(f) {
+				c.finish(false)
+				return
+			}
 		default:
 			if !c.link.forward(c, f) {
 				c.finish(false)

@@ -36,13 +36,14 @@ const (
 	refusedFrameTooLarge = "frame_too_large"
 	refusedConnsPerUser  = "conns_per_user"
 	refusedPending       = "pending_handshakes"
+	refusedRefresh       = "refresh_token" // refresh.go
 )
 
 // The buckets of a connection.
 const (
 	bucketMessages = iota // publish
 	bucketSignals         // signal
-	bucketControl         // join, leave
+	bucketControl         // join, leave, refresh
 	bucketPresence        // set_presence
 	bucketQueries         // presence_query
 	bucketAcks            // ack
@@ -69,6 +70,7 @@ var rules = map[reflect.Type]rule{
 	reflect.TypeFor[*corralv1.ClientFrame_Ping]():          {bucketMisc, refusedRateMisc},
 	reflect.TypeFor[*corralv1.ClientFrame_SetPresence]():   {bucketPresence, refusedRatePresence},
 	reflect.TypeFor[*corralv1.ClientFrame_PresenceQuery](): {bucketQueries, refusedRateQueries},
+	reflect.TypeFor[*corralv1.ClientFrame_Refresh]():       {bucketControl, refusedRateControl},
 }
 
 // ruleOf returns the rule of f's kind (nil f: a frame this edge does not

@@ -270,10 +270,33 @@ func (l *link) attach(c *conn, a *corralv1.Attach) bool {
 // forward sends a client frame to the core. It reports false (and closes
 // c) when the link cannot take it.
 func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
+	return l.pass(c, f, &corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Frame{Frame: f}}, nil)
+}
+
+// refresh sends c's refreshed identity to the core (f is the client's
+// Refresh), keeps it for a reattach and re-arms c's expiry. It runs on
+// c's reader. It reports false (and closes c) when the link cannot take
+// it; an orphan's refresh is refused with a retry and changes nothing.
+func (l *link) refresh(c *conn, f *corralv1.ClientFrame, id *corralv1.Identity) bool {
+	return l.pass(c, f, &corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Refresh{Refresh: id}}, func() {
+		// A new Attach: the old one may be shared with the transport.
+		a := c.attach
+		c.attach = &corralv1.Attach{Hello: a.GetHello(), Identity: id, RemoteAddr: a.GetRemoteAddr(), Protocol: a.GetProtocol()}
+		c.expireAt(id.GetExpiresUnix())
+	})
+}
+
+// pass queues ef, made of c's client frame f, for the core; queued runs
+// under the lock once it is. It reports false (and closes c) when the link
+// cannot take it; an orphan's f is refused with a retry.
+func (l *link) pass(c *conn, f *corralv1.ClientFrame, ef *corralv1.EdgeFrame, queued func()) bool {
 	l.mu.Lock()
 	_, attached := l.conns[c.id]
 	_, orphan := l.orphans[c.id]
-	ok := attached && l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Frame{Frame: f}})
+	ok := attached && l.enqueueLocked(ef)
+	if ok && queued != nil {
+		queued()
+	}
 	l.mu.Unlock()
 	if orphan {
 		// The core is back soon; the client retries what it needs.

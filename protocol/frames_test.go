@@ -71,6 +71,10 @@ func clientFrames() map[string]*corralv1.ClientFrame {
 		"ack":        {Kind: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Room: "a", Seq: 42}}},
 		"ping":       {Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: 3}}},
 		"ping empty": {Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{}}},
+		"refresh": {Kind: &corralv1.ClientFrame_Refresh{Refresh: &corralv1.Refresh{
+			Token: "eyJhbGciOiJIUzI1NiJ9.e30.sig",
+		}}},
+		"refresh empty": {Kind: &corralv1.ClientFrame_Refresh{Refresh: &corralv1.Refresh{}}},
 	}
 }
 
@@ -98,8 +102,12 @@ func serverFrames() map[string]*corralv1.ServerFrame {
 		}}},
 		"welcome": {Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
 			SessionId: "s1", ResumeToken: "rt", UserId: "u1", Resumed: true,
-			HeartbeatMs: 25000, SessionTtlMs: 120000,
+			HeartbeatMs: 25000, SessionTtlMs: 120000, ExpiresUnix: 1700003600,
 		}}},
+		"refreshed": {Kind: &corralv1.ServerFrame_Refreshed{Refreshed: &corralv1.Refreshed{
+			ExpiresUnix: 1700007200,
+		}}},
+		"refreshed never": {Kind: &corralv1.ServerFrame_Refreshed{Refreshed: &corralv1.Refreshed{}}},
 		"joined": {Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
 			Room: "a", Seq: 10, Epoch: "e1", Resumed: true,
 		}}},

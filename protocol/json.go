@@ -68,6 +68,10 @@ func appendClientJSON(b []byte, f *corralv1.ClientFrame) []byte {
 	case *corralv1.ClientFrame_PresenceQuery:
 		b = appendPresenceQuery(b, k.PresenceQuery)
 		b = append(b, '}')
+	case *corralv1.ClientFrame_Refresh:
+		b = append(b, `{"refresh":{`...)
+		b = appendStringField(b, len(b), `"token":`, k.Refresh.GetToken())
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }
@@ -121,6 +125,7 @@ func appendServerJSON(b []byte, f *corralv1.ServerFrame) []byte {
 		b = appendBoolField(b, s, `"resumed":`, m.GetResumed())
 		b = appendUintField(b, s, `"heartbeatMs":`, uint64(m.GetHeartbeatMs()))
 		b = appendUintField(b, s, `"sessionTtlMs":`, uint64(m.GetSessionTtlMs()))
+		b = appendIntField(b, s, `"expiresUnix":`, m.GetExpiresUnix())
 	case *corralv1.ServerFrame_Joined:
 		m := k.Joined
 		b = append(b, `{"joined":{`...)
@@ -203,6 +208,9 @@ func appendServerJSON(b []byte, f *corralv1.ServerFrame) []byte {
 		b = appendPresence(b, k.Presence)
 	case *corralv1.ServerFrame_PresencePage:
 		b = appendPresencePage(b, k.PresencePage)
+	case *corralv1.ServerFrame_Refreshed:
+		b = append(b, `{"refreshed":{`...)
+		b = appendIntField(b, len(b), `"expiresUnix":`, k.Refreshed.GetExpiresUnix())
 	case *corralv1.ServerFrame_Batch:
 		b = append(b, `{"batch":{`...)
 		if frames := k.Batch.GetFrames(); len(frames) > 0 {

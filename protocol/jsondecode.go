@@ -87,6 +87,12 @@ func decodeClientJSON(data []byte, dst *corralv1.ClientFrame) error {
 				dst.Kind = &corralv1.ClientFrame_PresenceQuery{PresenceQuery: m}
 				err = d.presenceQuery(m)
 			}
+		case "refresh":
+			if ok, err = d.openKind(key, dst.Kind != nil); ok {
+				m := new(corralv1.Refresh)
+				dst.Kind = &corralv1.ClientFrame_Refresh{Refresh: m}
+				err = d.refresh(m)
+			}
 		default:
 			d.skip()
 		}
@@ -223,6 +229,12 @@ func (d *decoder) serverFrame(dst *corralv1.ServerFrame) error {
 				m := new(corralv1.PresencePage)
 				dst.Kind = &corralv1.ServerFrame_PresencePage{PresencePage: m}
 				err = d.presencePage(m)
+			}
+		case "refreshed":
+			if ok, err = d.openKind(key, dst.Kind != nil); ok {
+				m := new(corralv1.Refreshed)
+				dst.Kind = &corralv1.ServerFrame_Refreshed{Refreshed: m}
+				err = d.refreshed(m)
 			}
 		case "batch":
 			if ok, err = d.openKind(key, dst.Kind != nil); ok {
@@ -518,6 +530,44 @@ func (d *decoder) ping(m *corralv1.Ping) error {
 	}
 }
 
+func (d *decoder) refresh(m *corralv1.Refresh) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "token":
+			m.Token, err = d.str("refresh.token")
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (d *decoder) refreshed(m *corralv1.Refreshed) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "expiresUnix", "expires_unix":
+			m.ExpiresUnix, err = d.int("refreshed.expiresUnix", 64)
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 func (d *decoder) welcome(m *corralv1.Welcome) error {
 	for {
 		key, ok := d.nextKey()
@@ -541,6 +591,8 @@ func (d *decoder) welcome(m *corralv1.Welcome) error {
 		case "sessionTtlMs", "session_ttl_ms":
 			u, err = d.uint("welcome.sessionTtlMs", 32)
 			m.SessionTtlMs = uint32(u)
+		case "expiresUnix", "expires_unix":
+			m.ExpiresUnix, err = d.int("welcome.expiresUnix", 64)
 		default:
 			d.skip()
 		}

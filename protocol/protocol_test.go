@@ -116,7 +116,23 @@ func TestJSONGolden(t *testing.T) {
 		"welcome": {
 			server: servers["welcome"],
 			want: `{"welcome":{"sessionId":"s1","resumeToken":"rt","userId":"u1","resumed":true,` +
-				`"heartbeatMs":25000,"sessionTtlMs":120000}}`,
+				`"heartbeatMs":25000,"sessionTtlMs":120000,"expiresUnix":1700003600}}`,
+		},
+		"refresh": {
+			client: clients["refresh"],
+			want:   `{"refresh":{"token":"eyJhbGciOiJIUzI1NiJ9.e30.sig"}}`,
+		},
+		"refresh empty": {
+			client: clients["refresh empty"],
+			want:   `{"refresh":{}}`,
+		},
+		"refreshed": {
+			server: servers["refreshed"],
+			want:   `{"refreshed":{"expiresUnix":1700007200}}`,
+		},
+		"refreshed never": {
+			server: servers["refreshed never"],
+			want:   `{"refreshed":{}}`,
 		},
 		"error": {
 			server: servers["error"],

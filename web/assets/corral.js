@@ -46,6 +46,7 @@ var Code = /* @__PURE__ */ ((Code2) => {
   Code2[Code2["RATE_LIMITED"] = 4101] = "RATE_LIMITED";
   Code2[Code2["SESSION_EXPIRED"] = 4102] = "SESSION_EXPIRED";
   Code2[Code2["UNAVAILABLE"] = 4103] = "UNAVAILABLE";
+  Code2[Code2["TOKEN_EXPIRED"] = 4104] = "TOKEN_EXPIRED";
   Code2[Code2["BACKLOG_FULL"] = 4105] = "BACKLOG_FULL";
   Code2[Code2["BAD_FRAME"] = 4400] = "BAD_FRAME";
   Code2[Code2["UNAUTHENTICATED"] = 4401] = "UNAUTHENTICATED";
@@ -84,13 +85,14 @@ var clientSpec = {
   ack: { room: S, seq: N },
   ping: { id: N },
   setPresence: { room: S, state: P },
-  presenceQuery: { room: S, after: S, limit: N }
+  presenceQuery: { room: S, after: S, limit: N },
+  refresh: { token: S }
 };
 var resumeSpec = { sessionId: S, resumeToken: S, instance: S, attempt: N };
 var positionSpec = { room: S, seq: N, epoch: S, presence: B };
 var memberSpec = { userId: S, state: P, connections: N };
 var serverSpec = {
-  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N },
+  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N, expiresUnix: N },
   joined: { room: S, seq: N, epoch: S, resumed: B, replay: B },
   left: { room: S, code: C, reason: S },
   message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
@@ -102,7 +104,8 @@ var serverSpec = {
   reset: { room: S, seq: N, epoch: S },
   presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
   presencePage: { room: S, members: M, next: S, total: N },
-  replayEnd: { room: S, seq: N }
+  replayEnd: { room: S, seq: N },
+  refreshed: { expiresUnix: N }
 };
 function encodeClient(frame) {
   const kinds = Object.keys(frame);
@@ -415,6 +418,10 @@ var Client = class extends Emitter {
     /** Resume attempts made by this Client (Resume.attempt). */
     this.dials = 0;
     this.nextId = 0;
+    /** The current token's expiry (unix seconds; 0: never). */
+    this.expiresUnix = 0;
+    /** A Refresh was sent and not yet answered. */
+    this.refreshing = false;
     this.opts = {
       signalIntervalMs: options.signalIntervalMs ?? 33,
       ackDelayMs: options.ackDelayMs ?? 1e3,
@@ -586,8 +593,8 @@ var Client = class extends Emitter {
     const gen = ++this.gen;
     let token = "";
     try {
-      const t = this.options.token;
-      token = typeof t === "function" ? await t() : t ?? "";
+      const get = this.tokenProvider();
+      token = get ? await get() : this.options.token ?? "";
     } catch (err) {
       if (gen === this.gen) this.lost(gen, 1006, `token: ${err.message}`);
       return;
@@ -662,6 +669,52 @@ var Client = class extends Emitter {
       void this.open();
     }, delayMs);
   }
+  /** tokenProvider is getToken, or token when it is a function. */
+  tokenProvider() {
+    const t = this.options.token;
+    return this.options.getToken ?? (typeof t === "function" ? t : void 0);
+  }
+  /** scheduleRefresh plans the refresh of a token expiring at expiresUnix:
+   * when a quarter of the time left remains, at most a minute ahead. */
+  scheduleRefresh(expiresUnix) {
+    clearTimeout(this.refreshTimer);
+    this.refreshTimer = void 0;
+    this.expiresUnix = expiresUnix;
+    if (expiresUnix <= 0 || !this.tokenProvider()) return;
+    const left = expiresUnix * 1e3 - Date.now();
+    this.refreshIn(left - Math.min(left / 4, 6e4));
+  }
+  refreshIn(ms) {
+    const gen = this.gen;
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = void 0;
+      if (gen === this.gen) void this.refresh(gen);
+    }, Math.max(0, ms));
+  }
+  /** refresh sends a fresh token on the open connection. */
+  async refresh(gen) {
+    const get = this.tokenProvider();
+    if (!get) return;
+    let token;
+    try {
+      token = await get();
+    } catch (err) {
+      if (gen !== this.gen) return;
+      this.emit("error", new CorralError(4401 /* UNAUTHENTICATED */, `token: ${err.message}`));
+      this.refreshFailed();
+      return;
+    }
+    if (gen !== this.gen || this.st !== "open") return;
+    this.refreshing = true;
+    this.send({ refresh: { token } });
+  }
+  /** refreshFailed tries again halfway to the expiry; past it the server
+   * closes the connection and the reconnect fetches a new token. */
+  refreshFailed() {
+    this.refreshing = false;
+    const left = this.expiresUnix * 1e3 - Date.now();
+    if (left > 1e3) this.refreshIn(left / 2);
+  }
   /** detach forgets the current socket: its events are ignored from now on. */
   detach() {
     this.gen++;
@@ -676,7 +729,9 @@ var Client = class extends Emitter {
     clearTimeout(this.retryTimer);
     clearInterval(this.heartbeatTimer);
     clearTimeout(this.ackTimer);
-    this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = void 0;
+    clearTimeout(this.refreshTimer);
+    this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = this.refreshTimer = void 0;
+    this.refreshing = false;
     for (const l of this.leaving.values()) l.sent = false;
     for (const r of this.rooms.values()) r.ready = r.joining = false;
     for (const p of this.outbox.values()) {
@@ -746,6 +801,10 @@ var Client = class extends Emitter {
         return this.emit("presencePage", f.value);
       case "replayEnd":
         return this.emit("replayEnd", f.value);
+      case "refreshed":
+        this.refreshing = false;
+        this.scheduleRefresh(f.value.expiresUnix);
+        return this.emit("refreshed", f.value);
     }
   }
   onWelcome(w) {
@@ -758,6 +817,7 @@ var Client = class extends Emitter {
     this.heartbeatMs = w.heartbeatMs > 0 ? w.heartbeatMs : 25e3;
     const gen = this.gen;
     this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
+    this.scheduleRefresh(w.expiresUnix);
     this.setState("open");
     this.emit("welcome", w);
     if (gen !== this.gen) return;
@@ -865,6 +925,11 @@ var Client = class extends Emitter {
         return;
       }
       this.settle(p, err);
+      return;
+    }
+    if (this.refreshing && !e.room && !e.ref && (e.code === 4401 /* UNAUTHENTICATED */ || e.code === 4101 /* RATE_LIMITED */ || e.code === 4103 /* UNAVAILABLE */)) {
+      this.refreshFailed();
+      this.emit("error", err);
       return;
     }
     const l = e.room ? this.leaving.get(e.room) : void 0;

@@ -17,6 +17,7 @@ import type {
   Presence,
   PresencePage,
   ReplayEnd,
+  Refreshed,
   Reset,
   ServerFrame,
   SignalEvent,
@@ -75,6 +76,9 @@ export interface ClientEvents {
   presence: Presence;
   /** A page of a room's members, answering queryPresence. */
   presencePage: PresencePage;
+  /** The server took a refreshed token (see getToken); expiresUnix is its
+   * expiry. */
+  refreshed: Refreshed;
   /** An error frame not tied to a pending call, or why the client stopped. */
   error: CorralError;
 }
@@ -118,8 +122,17 @@ export interface ClientOptions {
   /** The WebSocket endpoint, e.g. "wss://rooms.example.com/ws". */
   url: string;
   /** The connection token (a JWT; a user id with --insecure-dev), or a
-   * function that fetches a fresh one before each connection. */
+   * function that fetches a fresh one before each connection (as getToken). */
   token?: string | (() => string | Promise<string>);
+  /**
+   * The token provider: fetches a fresh token from the application's
+   * backend. Called before each connection (for the hello) and before the
+   * current token expires (Welcome.expiresUnix), to refresh it on the live
+   * connection without reconnecting. Without a provider a connection whose
+   * token expires is closed (CODE_TOKEN_EXPIRED) and the reconnect, with
+   * the same token, is refused. Takes precedence over token.
+   */
+  getToken?: () => string | Promise<string>;
   /** Hello.client, for the server's logs. */
   clientName?: string;
   /** Where the session and room positions are kept, so that a reload
@@ -240,6 +253,11 @@ export class Client extends Emitter<ClientEvents> {
   private connectTimer: ReturnType<typeof setTimeout> | undefined;
   private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   private ackTimer: ReturnType<typeof setTimeout> | undefined;
+  private refreshTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The current token's expiry (unix seconds; 0: never). */
+  private expiresUnix = 0;
+  /** A Refresh was sent and not yet answered. */
+  private refreshing = false;
 
   constructor(private readonly options: ClientOptions) {
     super();
@@ -439,8 +457,8 @@ export class Client extends Emitter<ClientEvents> {
     const gen = ++this.gen;
     let token = "";
     try {
-      const t = this.options.token;
-      token = typeof t === "function" ? await t() : (t ?? "");
+      const get = this.tokenProvider();
+      token = get ? await get() : ((this.options.token as string | undefined) ?? "");
     } catch (err) {
       if (gen === this.gen) this.lost(gen, 1006, `token: ${(err as Error).message}`);
       return;
@@ -522,6 +540,57 @@ export class Client extends Emitter<ClientEvents> {
     }, delayMs);
   }
 
+  /** tokenProvider is getToken, or token when it is a function. */
+  private tokenProvider(): (() => string | Promise<string>) | undefined {
+    const t = this.options.token;
+    return this.options.getToken ?? (typeof t === "function" ? t : undefined);
+  }
+
+  /** scheduleRefresh plans the refresh of a token expiring at expiresUnix:
+   * when a quarter of the time left remains, at most a minute ahead. */
+  private scheduleRefresh(expiresUnix: number): void {
+    clearTimeout(this.refreshTimer);
+    this.refreshTimer = undefined;
+    this.expiresUnix = expiresUnix;
+    if (expiresUnix <= 0 || !this.tokenProvider()) return;
+    const left = expiresUnix * 1000 - Date.now();
+    this.refreshIn(left - Math.min(left / 4, 60_000));
+  }
+
+  private refreshIn(ms: number): void {
+    const gen = this.gen;
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = undefined;
+      if (gen === this.gen) void this.refresh(gen);
+    }, Math.max(0, ms));
+  }
+
+  /** refresh sends a fresh token on the open connection. */
+  private async refresh(gen: number): Promise<void> {
+    const get = this.tokenProvider();
+    if (!get) return;
+    let token: string;
+    try {
+      token = await get();
+    } catch (err) {
+      if (gen !== this.gen) return;
+      this.emit("error", new CorralError(Code.UNAUTHENTICATED, `token: ${(err as Error).message}`));
+      this.refreshFailed();
+      return;
+    }
+    if (gen !== this.gen || this.st !== "open") return;
+    this.refreshing = true;
+    this.send({ refresh: { token } });
+  }
+
+  /** refreshFailed tries again halfway to the expiry; past it the server
+   * closes the connection and the reconnect fetches a new token. */
+  private refreshFailed(): void {
+    this.refreshing = false;
+    const left = this.expiresUnix * 1000 - Date.now();
+    if (left > 1000) this.refreshIn(left / 2);
+  }
+
   /** detach forgets the current socket: its events are ignored from now on. */
   private detach(): void {
     this.gen++;
@@ -536,7 +605,9 @@ export class Client extends Emitter<ClientEvents> {
     clearTimeout(this.retryTimer);
     clearInterval(this.heartbeatTimer);
     clearTimeout(this.ackTimer);
-    this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = undefined;
+    clearTimeout(this.refreshTimer);
+    this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = this.refreshTimer = undefined;
+    this.refreshing = false;
     for (const l of this.leaving.values()) l.sent = false;
     for (const r of this.rooms.values()) r.ready = r.joining = false;
     for (const p of this.outbox.values()) {
@@ -613,6 +684,10 @@ export class Client extends Emitter<ClientEvents> {
         return this.emit("presencePage", f.value);
       case "replayEnd":
         return this.emit("replayEnd", f.value);
+      case "refreshed":
+        this.refreshing = false;
+        this.scheduleRefresh(f.value.expiresUnix);
+        return this.emit("refreshed", f.value);
     }
   }
 
@@ -626,6 +701,7 @@ export class Client extends Emitter<ClientEvents> {
     this.heartbeatMs = w.heartbeatMs > 0 ? w.heartbeatMs : 25_000;
     const gen = this.gen;
     this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
+    this.scheduleRefresh(w.expiresUnix);
     this.setState("open");
     this.emit("welcome", w);
     if (gen !== this.gen) return;
@@ -752,6 +828,13 @@ export class Client extends Emitter<ClientEvents> {
         return;
       }
       this.settle(p, err);
+      return;
+    }
+    if (this.refreshing && !e.room && !e.ref &&
+      (e.code === Code.UNAUTHENTICATED || e.code === Code.RATE_LIMITED || e.code === Code.UNAVAILABLE)) {
+      // The refresh was refused; the connection goes on until the expiry.
+      this.refreshFailed();
+      this.emit("error", err);
       return;
     }
     const l = e.room ? this.leaving.get(e.room) : undefined;

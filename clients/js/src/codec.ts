@@ -41,6 +41,7 @@ const clientSpec: Readonly<Record<string, Spec>> = {
   ping: { id: N },
   setPresence: { room: S, state: P },
   presenceQuery: { room: S, after: S, limit: N },
+  refresh: { token: S },
 };
 const resumeSpec: Spec = { sessionId: S, resumeToken: S, instance: S, attempt: N };
 const positionSpec: Spec = { room: S, seq: N, epoch: S, presence: B };
@@ -49,7 +50,7 @@ const memberSpec: Spec = { userId: S, state: P, connections: N };
 // Server frames, batch aside. Exported for the test that holds it against
 // the proto descriptors.
 export const serverSpec: { readonly [K in keyof ServerKinds]: Spec } = {
-  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N },
+  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N, expiresUnix: N },
   joined: { room: S, seq: N, epoch: S, resumed: B, replay: B },
   left: { room: S, code: C, reason: S },
   message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
@@ -62,6 +63,7 @@ export const serverSpec: { readonly [K in keyof ServerKinds]: Spec } = {
   presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
   presencePage: { room: S, members: M, next: S, total: N },
   replayEnd: { room: S, seq: N },
+  refreshed: { expiresUnix: N },
 };
 
 /** encodeClient writes one client frame as a corral.v1.json text message. */

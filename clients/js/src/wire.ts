@@ -77,6 +77,7 @@ export type Reset = ServerKinds["reset"];
 export type Presence = ServerKinds["presence"];
 export type PresencePage = ServerKinds["presencePage"];
 export type ReplayEnd = ServerKinds["replayEnd"];
+export type Refreshed = ServerKinds["refreshed"];
 export type PresenceMember = Presence["joins"][number];
 
 /** A room position as sent in Hello.resume. */

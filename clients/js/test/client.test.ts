@@ -597,3 +597,75 @@ describe("presence", () => {
     assert.deepEqual(hello.hello.resume.rooms, [{ room: "lobby", seq: 3, epoch: "e1", presence: true }]);
   });
 });
+
+describe("token refresh", () => {
+  // mock.timers starts the clock at 1_000_000 ms: unix second 1000. The
+  // fake server sends no pongs: a long heartbeat keeps the connection.
+  test("getToken refreshes before the expiry, on the same connection", async () => {
+    let n = 0;
+    const { c, states } = newClient({ token: undefined, getToken: async () => `tok${++n}` });
+    const refreshed: number[] = [];
+    c.on("refreshed", (r) => refreshed.push(r.expiresUnix));
+    const ws = await connected(c, { expiresUnix: 1100, heartbeatMs: 600_000 });
+    assert.equal(ws.framesOf("hello")[0]!["token"], "tok1");
+    mock.timers.tick(74_000);
+    await settle();
+    assert.deepEqual(ws.framesOf("refresh"), [], "not before three quarters of the lifetime");
+    mock.timers.tick(1_000);
+    await settle();
+    assert.deepEqual(ws.framesOf("refresh"), [{ token: "tok2" }]);
+    ws.serve({ refreshed: { expiresUnix: 1200 } });
+    assert.deepEqual(refreshed, [1200]);
+    // The next refresh follows the new expiry: 125 s left at 1075 s, so
+    // 93.75 s later.
+    mock.timers.tick(93_000);
+    await settle();
+    assert.equal(ws.framesOf("refresh").length, 1);
+    mock.timers.tick(1_000);
+    await settle();
+    assert.deepEqual(ws.framesOf("refresh"), [{ token: "tok2" }, { token: "tok3" }]);
+    assert.equal(FakeSocket.all.length, 1, "no reconnect");
+    assert.deepEqual(states, ["connecting", "open"]);
+  });
+
+  test("a refused refresh is retried halfway to the expiry", async () => {
+    let n = 0;
+    const { c } = newClient({ getToken: () => `tok${++n}` });
+    const errors: number[] = [];
+    c.on("error", (e) => errors.push(e.code));
+    const ws = await connected(c, { expiresUnix: 1100, heartbeatMs: 600_000 });
+    mock.timers.tick(75_000);
+    await settle();
+    assert.equal(ws.framesOf("refresh").length, 1);
+    ws.serve({ error: { code: Code.UNAUTHENTICATED, message: "refresh: token expired" } });
+    assert.deepEqual(errors, [Code.UNAUTHENTICATED]);
+    assert.equal(c.state, "open", "a refused refresh keeps the connection");
+    mock.timers.tick(12_500);
+    await settle();
+    assert.equal(ws.framesOf("refresh").length, 2);
+  });
+
+  test("no provider: no refresh; closed at the expiry it reconnects", async () => {
+    const { c, states } = newClient({ token: "alice" });
+    const ws = await connected(c, { expiresUnix: 1100, heartbeatMs: 600_000 });
+    mock.timers.tick(99_000);
+    await settle();
+    assert.deepEqual(ws.framesOf("refresh"), []);
+    ws.serve({ reconnect: { code: Code.TOKEN_EXPIRED, reason: "the token expired" } });
+    ws.drop(Code.TOKEN_EXPIRED, "the token expired");
+    assert.equal(c.state, "reconnecting", "4104 is a retry code, not a stop");
+    assert.deepEqual(states, ["connecting", "open", "reconnecting"]);
+  });
+
+  test("a new connection gets a new token from getToken", async () => {
+    let n = 0;
+    const { c } = newClient({ getToken: async () => `tok${++n}` });
+    const ws = await connected(c, { expiresUnix: 1100, heartbeatMs: 600_000 });
+    ws.drop(Code.TOKEN_EXPIRED, "the token expired");
+    mock.timers.tick(2000);
+    await settle();
+    FakeSocket.last.open();
+    assert.notEqual(FakeSocket.last, ws);
+    assert.equal(FakeSocket.last.framesOf("hello")[0]!["token"], "tok2");
+  });
+});

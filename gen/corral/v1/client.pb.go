@@ -35,6 +35,7 @@ type ClientFrame struct {
 	//	*ClientFrame_Ping
 	//	*ClientFrame_SetPresence
 	//	*ClientFrame_PresenceQuery
+	//	*ClientFrame_Refresh
 	Kind          isClientFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -158,6 +159,15 @@ func (x *ClientFrame) GetPresenceQuery() *PresenceQuery {
 	return nil
 }
 
+func (x *ClientFrame) GetRefresh() *Refresh {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Kind interface {
 	isClientFrame_Kind()
 }
@@ -198,6 +208,10 @@ type ClientFrame_PresenceQuery struct {
 	PresenceQuery *PresenceQuery `protobuf:"bytes,9,opt,name=presence_query,json=presenceQuery,proto3,oneof"`
 }
 
+type ClientFrame_Refresh struct {
+	Refresh *Refresh `protobuf:"bytes,10,opt,name=refresh,proto3,oneof"`
+}
+
 func (*ClientFrame_Hello) isClientFrame_Kind() {}
 
 func (*ClientFrame_Join) isClientFrame_Kind() {}
@@ -215,6 +229,8 @@ func (*ClientFrame_Ping) isClientFrame_Kind() {}
 func (*ClientFrame_SetPresence) isClientFrame_Kind() {}
 
 func (*ClientFrame_PresenceQuery) isClientFrame_Kind() {}
+
+func (*ClientFrame_Refresh) isClientFrame_Kind() {}
 
 // Hello authenticates the connection and starts or resumes a session.
 type Hello struct {
@@ -951,6 +967,57 @@ func (x *PresenceQuery) GetLimit() uint32 {
 	return 0
 }
 
+// Refresh replaces the connection's token before it expires (see
+// Welcome.expires_unix), without reconnecting. The token is verified as the
+// Hello's is and must name the same user. The server answers Refreshed
+// once the new grants apply: rooms they no longer grant are left first
+// (Left with CODE_FORBIDDEN). A token that is invalid, expired or for
+// another user is refused with Error CODE_UNAUTHENTICATED and changes
+// nothing: the connection still closes at the old expiry.
+type Refresh struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refresh) Reset() {
+	*x = Refresh{}
+	mi := &file_corral_v1_client_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refresh) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refresh) ProtoMessage() {}
+
+func (x *Refresh) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refresh.ProtoReflect.Descriptor instead.
+func (*Refresh) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Refresh) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
 // ServerFrame is one frame from the server.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -969,6 +1036,7 @@ type ServerFrame struct {
 	//	*ServerFrame_Batch
 	//	*ServerFrame_Presence
 	//	*ServerFrame_PresencePage
+	//	*ServerFrame_Refreshed
 	//	*ServerFrame_ReplayEnd
 	Kind          isServerFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
@@ -977,7 +1045,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_corral_v1_client_proto_msgTypes[12]
+	mi := &file_corral_v1_client_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1057,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[12]
+	mi := &file_corral_v1_client_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1070,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{12}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServerFrame) GetKind() isServerFrame_Kind {
@@ -1129,6 +1197,15 @@ func (x *ServerFrame) GetPresencePage() *PresencePage {
 	return nil
 }
 
+func (x *ServerFrame) GetRefreshed() *Refreshed {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_Refreshed); ok {
+			return x.Refreshed
+		}
+	}
+	return nil
+}
+
 func (x *ServerFrame) GetReplayEnd() *ReplayEnd {
 	if x != nil {
 		if x, ok := x.Kind.(*ServerFrame_ReplayEnd); ok {
@@ -1194,6 +1271,10 @@ type ServerFrame_PresencePage struct {
 	PresencePage *PresencePage `protobuf:"bytes,13,opt,name=presence_page,json=presencePage,proto3,oneof"`
 }
 
+type ServerFrame_Refreshed struct {
+	Refreshed *Refreshed `protobuf:"bytes,14,opt,name=refreshed,proto3,oneof"`
+}
+
 type ServerFrame_ReplayEnd struct {
 	ReplayEnd *ReplayEnd `protobuf:"bytes,15,opt,name=replay_end,json=replayEnd,proto3,oneof"`
 }
@@ -1224,6 +1305,8 @@ func (*ServerFrame_Presence) isServerFrame_Kind() {}
 
 func (*ServerFrame_PresencePage) isServerFrame_Kind() {}
 
+func (*ServerFrame_Refreshed) isServerFrame_Kind() {}
+
 func (*ServerFrame_ReplayEnd) isServerFrame_Kind() {}
 
 // Welcome accepts a Hello. It comes again on a live connection when the
@@ -1243,14 +1326,18 @@ type Welcome struct {
 	// The client should send something (a Ping if idle) at least this often.
 	HeartbeatMs uint32 `protobuf:"varint,5,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
 	// How long the session stays resumable after the connection drops.
-	SessionTtlMs  uint32 `protobuf:"varint,6,opt,name=session_ttl_ms,json=sessionTtlMs,proto3" json:"session_ttl_ms,omitempty"`
+	SessionTtlMs uint32 `protobuf:"varint,6,opt,name=session_ttl_ms,json=sessionTtlMs,proto3" json:"session_ttl_ms,omitempty"`
+	// When the connection's token expires, seconds since the Unix epoch (0:
+	// never). At that moment the server closes the connection with
+	// CODE_TOKEN_EXPIRED unless the client sent a Refresh before.
+	ExpiresUnix   int64 `protobuf:"varint,7,opt,name=expires_unix,json=expiresUnix,proto3" json:"expires_unix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1349,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1362,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1320,6 +1407,13 @@ func (x *Welcome) GetSessionTtlMs() uint32 {
 	return 0
 }
 
+func (x *Welcome) GetExpiresUnix() int64 {
+	if x != nil {
+		return x.ExpiresUnix
+	}
+	return 0
+}
+
 // Joined confirms a Join, or restores a room on resume. Messages with a
 // seq above seq follow: first, when replay is true, the messages the
 // client missed since its position (replayed, in Batch frames), ended by a
@@ -1342,7 +1436,7 @@ type Joined struct {
 
 func (x *Joined) Reset() {
 	*x = Joined{}
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1448,7 @@ func (x *Joined) String() string {
 func (*Joined) ProtoMessage() {}
 
 func (x *Joined) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1461,7 @@ func (x *Joined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Joined.ProtoReflect.Descriptor instead.
 func (*Joined) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Joined) GetRoom() string {
@@ -1417,7 +1511,7 @@ type ReplayEnd struct {
 
 func (x *ReplayEnd) Reset() {
 	*x = ReplayEnd{}
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1523,7 @@ func (x *ReplayEnd) String() string {
 func (*ReplayEnd) ProtoMessage() {}
 
 func (x *ReplayEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1536,7 @@ func (x *ReplayEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayEnd.ProtoReflect.Descriptor instead.
 func (*ReplayEnd) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplayEnd) GetRoom() string {
@@ -1471,7 +1565,7 @@ type Left struct {
 
 func (x *Left) Reset() {
 	*x = Left{}
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1577,7 @@ func (x *Left) String() string {
 func (*Left) ProtoMessage() {}
 
 func (x *Left) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1590,7 @@ func (x *Left) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Left.ProtoReflect.Descriptor instead.
 func (*Left) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Left) GetRoom() string {
@@ -1540,7 +1634,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1646,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1659,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Message) GetRoom() string {
@@ -1626,7 +1720,7 @@ type SignalEvent struct {
 
 func (x *SignalEvent) Reset() {
 	*x = SignalEvent{}
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1732,7 @@ func (x *SignalEvent) String() string {
 func (*SignalEvent) ProtoMessage() {}
 
 func (x *SignalEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1745,7 @@ func (x *SignalEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalEvent.ProtoReflect.Descriptor instead.
 func (*SignalEvent) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SignalEvent) GetRoom() string {
@@ -1703,7 +1797,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1809,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1822,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Published) GetRoom() string {
@@ -1770,7 +1864,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1876,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1889,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Pong) GetId() uint64 {
@@ -1828,7 +1922,7 @@ type ReconnectHint struct {
 
 func (x *ReconnectHint) Reset() {
 	*x = ReconnectHint{}
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1934,7 @@ func (x *ReconnectHint) String() string {
 func (*ReconnectHint) ProtoMessage() {}
 
 func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1947,7 @@ func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectHint.ProtoReflect.Descriptor instead.
 func (*ReconnectHint) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReconnectHint) GetCode() Code {
@@ -1896,7 +1990,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2002,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2015,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Error) GetCode() Code {
@@ -1973,7 +2067,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2079,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2092,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Reset) GetRoom() string {
@@ -2032,7 +2126,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2138,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2151,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Batch) GetFrames() []*ServerFrame {
@@ -2096,7 +2190,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2202,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2215,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Presence) GetRoom() string {
@@ -2180,6 +2274,53 @@ func (x *Presence) GetCountsOnly() bool {
 	return false
 }
 
+// Refreshed confirms a Refresh: the connection now has the new token's
+// identity and grants.
+type Refreshed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new token's expiry, seconds since the Unix epoch (0: never).
+	ExpiresUnix   int64 `protobuf:"varint,1,opt,name=expires_unix,json=expiresUnix,proto3" json:"expires_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refreshed) Reset() {
+	*x = Refreshed{}
+	mi := &file_corral_v1_client_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refreshed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refreshed) ProtoMessage() {}
+
+func (x *Refreshed) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refreshed.ProtoReflect.Descriptor instead.
+func (*Refreshed) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Refreshed) GetExpiresUnix() int64 {
+	if x != nil {
+		return x.ExpiresUnix
+	}
+	return 0
+}
+
 // PresenceMember is one user present in a room.
 type PresenceMember struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2195,7 +2336,7 @@ type PresenceMember struct {
 
 func (x *PresenceMember) Reset() {
 	*x = PresenceMember{}
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2348,7 @@ func (x *PresenceMember) String() string {
 func (*PresenceMember) ProtoMessage() {}
 
 func (x *PresenceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2361,7 @@ func (x *PresenceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceMember.ProtoReflect.Descriptor instead.
 func (*PresenceMember) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PresenceMember) GetUserId() string {
@@ -2259,7 +2400,7 @@ type PresencePage struct {
 
 func (x *PresencePage) Reset() {
 	*x = PresencePage{}
-	mi := &file_corral_v1_client_proto_msgTypes[27]
+	mi := &file_corral_v1_client_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2412,7 @@ func (x *PresencePage) String() string {
 func (*PresencePage) ProtoMessage() {}
 
 func (x *PresencePage) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[27]
+	mi := &file_corral_v1_client_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2425,7 @@ func (x *PresencePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresencePage.ProtoReflect.Descriptor instead.
 func (*PresencePage) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PresencePage) GetRoom() string {
@@ -2319,7 +2460,7 @@ var File_corral_v1_client_proto protoreflect.FileDescriptor
 
 const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\"\xb8\x03\n" +
+	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\"\xe8\x03\n" +
 	"\vClientFrame\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x04join\x18\x02 \x01(\v2\x0f.corral.v1.JoinH\x00R\x04join\x12(\n" +
@@ -2329,7 +2470,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x03ack\x18\x06 \x01(\v2\x0e.corral.v1.AckH\x00R\x03ack\x12%\n" +
 	"\x04ping\x18\a \x01(\v2\x0f.corral.v1.PingH\x00R\x04ping\x12;\n" +
 	"\fset_presence\x18\b \x01(\v2\x16.corral.v1.SetPresenceH\x00R\vsetPresence\x12A\n" +
-	"\x0epresence_query\x18\t \x01(\v2\x18.corral.v1.PresenceQueryH\x00R\rpresenceQueryB\x06\n" +
+	"\x0epresence_query\x18\t \x01(\v2\x18.corral.v1.PresenceQueryH\x00R\rpresenceQuery\x12.\n" +
+	"\arefresh\x18\n" +
+	" \x01(\v2\x12.corral.v1.RefreshH\x00R\arefreshB\x06\n" +
 	"\x04kind\"`\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
@@ -2376,7 +2519,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\rPresenceQuery\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xba\x05\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x1f\n" +
+	"\aRefresh\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"\xf0\x05\n" +
 	"\vServerFrame\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.corral.v1.WelcomeH\x00R\awelcome\x12+\n" +
 	"\x06joined\x18\x02 \x01(\v2\x11.corral.v1.JoinedH\x00R\x06joined\x12%\n" +
@@ -2391,10 +2536,11 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	" \x01(\v2\x10.corral.v1.ResetH\x00R\x05reset\x12(\n" +
 	"\x05batch\x18\v \x01(\v2\x10.corral.v1.BatchH\x00R\x05batch\x121\n" +
 	"\bpresence\x18\f \x01(\v2\x13.corral.v1.PresenceH\x00R\bpresence\x12>\n" +
-	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePage\x125\n" +
+	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePage\x124\n" +
+	"\trefreshed\x18\x0e \x01(\v2\x14.corral.v1.RefreshedH\x00R\trefreshed\x125\n" +
 	"\n" +
 	"replay_end\x18\x0f \x01(\v2\x14.corral.v1.ReplayEndH\x00R\treplayEndB\x06\n" +
-	"\x04kind\"\xc7\x01\n" +
+	"\x04kind\"\xea\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
@@ -2402,7 +2548,8 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x18\n" +
 	"\aresumed\x18\x04 \x01(\bR\aresumed\x12!\n" +
 	"\fheartbeat_ms\x18\x05 \x01(\rR\vheartbeatMs\x12$\n" +
-	"\x0esession_ttl_ms\x18\x06 \x01(\rR\fsessionTtlMs\"v\n" +
+	"\x0esession_ttl_ms\x18\x06 \x01(\rR\fsessionTtlMs\x12!\n" +
+	"\fexpires_unix\x18\a \x01(\x03R\vexpiresUnix\"v\n" +
 	"\x06Joined\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
@@ -2462,7 +2609,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\amembers\x18\x06 \x01(\rR\amembers\x12 \n" +
 	"\vconnections\x18\a \x01(\rR\vconnections\x12\x1f\n" +
 	"\vcounts_only\x18\b \x01(\bR\n" +
-	"countsOnly\"a\n" +
+	"countsOnly\".\n" +
+	"\tRefreshed\x12!\n" +
+	"\fexpires_unix\x18\x01 \x01(\x03R\vexpiresUnix\"a\n" +
 	"\x0ePresenceMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12 \n" +
@@ -2487,7 +2636,7 @@ func file_corral_v1_client_proto_rawDescGZIP() []byte {
 	return file_corral_v1_client_proto_rawDescData
 }
 
-var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_corral_v1_client_proto_goTypes = []any{
 	(*ClientFrame)(nil),    // 0: corral.v1.ClientFrame
 	(*Hello)(nil),          // 1: corral.v1.Hello
@@ -2501,23 +2650,25 @@ var file_corral_v1_client_proto_goTypes = []any{
 	(*Ping)(nil),           // 9: corral.v1.Ping
 	(*SetPresence)(nil),    // 10: corral.v1.SetPresence
 	(*PresenceQuery)(nil),  // 11: corral.v1.PresenceQuery
-	(*ServerFrame)(nil),    // 12: corral.v1.ServerFrame
-	(*Welcome)(nil),        // 13: corral.v1.Welcome
-	(*Joined)(nil),         // 14: corral.v1.Joined
-	(*ReplayEnd)(nil),      // 15: corral.v1.ReplayEnd
-	(*Left)(nil),           // 16: corral.v1.Left
-	(*Message)(nil),        // 17: corral.v1.Message
-	(*SignalEvent)(nil),    // 18: corral.v1.SignalEvent
-	(*Published)(nil),      // 19: corral.v1.Published
-	(*Pong)(nil),           // 20: corral.v1.Pong
-	(*ReconnectHint)(nil),  // 21: corral.v1.ReconnectHint
-	(*Error)(nil),          // 22: corral.v1.Error
-	(*Reset)(nil),          // 23: corral.v1.Reset
-	(*Batch)(nil),          // 24: corral.v1.Batch
-	(*Presence)(nil),       // 25: corral.v1.Presence
-	(*PresenceMember)(nil), // 26: corral.v1.PresenceMember
-	(*PresencePage)(nil),   // 27: corral.v1.PresencePage
-	(Code)(0),              // 28: corral.v1.Code
+	(*Refresh)(nil),        // 12: corral.v1.Refresh
+	(*ServerFrame)(nil),    // 13: corral.v1.ServerFrame
+	(*Welcome)(nil),        // 14: corral.v1.Welcome
+	(*Joined)(nil),         // 15: corral.v1.Joined
+	(*ReplayEnd)(nil),      // 16: corral.v1.ReplayEnd
+	(*Left)(nil),           // 17: corral.v1.Left
+	(*Message)(nil),        // 18: corral.v1.Message
+	(*SignalEvent)(nil),    // 19: corral.v1.SignalEvent
+	(*Published)(nil),      // 20: corral.v1.Published
+	(*Pong)(nil),           // 21: corral.v1.Pong
+	(*ReconnectHint)(nil),  // 22: corral.v1.ReconnectHint
+	(*Error)(nil),          // 23: corral.v1.Error
+	(*Reset)(nil),          // 24: corral.v1.Reset
+	(*Batch)(nil),          // 25: corral.v1.Batch
+	(*Presence)(nil),       // 26: corral.v1.Presence
+	(*Refreshed)(nil),      // 27: corral.v1.Refreshed
+	(*PresenceMember)(nil), // 28: corral.v1.PresenceMember
+	(*PresencePage)(nil),   // 29: corral.v1.PresencePage
+	(Code)(0),              // 30: corral.v1.Code
 }
 var file_corral_v1_client_proto_depIdxs = []int32{
 	1,  // 0: corral.v1.ClientFrame.hello:type_name -> corral.v1.Hello
@@ -2529,34 +2680,36 @@ var file_corral_v1_client_proto_depIdxs = []int32{
 	9,  // 6: corral.v1.ClientFrame.ping:type_name -> corral.v1.Ping
 	10, // 7: corral.v1.ClientFrame.set_presence:type_name -> corral.v1.SetPresence
 	11, // 8: corral.v1.ClientFrame.presence_query:type_name -> corral.v1.PresenceQuery
-	2,  // 9: corral.v1.Hello.resume:type_name -> corral.v1.Resume
-	3,  // 10: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
-	13, // 11: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
-	14, // 12: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
-	16, // 13: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
-	17, // 14: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
-	18, // 15: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
-	19, // 16: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
-	20, // 17: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
-	21, // 18: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
-	22, // 19: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
-	23, // 20: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
-	24, // 21: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
-	25, // 22: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
-	27, // 23: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
-	15, // 24: corral.v1.ServerFrame.replay_end:type_name -> corral.v1.ReplayEnd
-	28, // 25: corral.v1.Left.code:type_name -> corral.v1.Code
-	28, // 26: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
-	28, // 27: corral.v1.Error.code:type_name -> corral.v1.Code
-	12, // 28: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
-	26, // 29: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
-	26, // 30: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
-	26, // 31: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	12, // 9: corral.v1.ClientFrame.refresh:type_name -> corral.v1.Refresh
+	2,  // 10: corral.v1.Hello.resume:type_name -> corral.v1.Resume
+	3,  // 11: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
+	14, // 12: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
+	15, // 13: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
+	17, // 14: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
+	18, // 15: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
+	19, // 16: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
+	20, // 17: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
+	21, // 18: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
+	22, // 19: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
+	23, // 20: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
+	24, // 21: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
+	25, // 22: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
+	26, // 23: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
+	29, // 24: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
+	27, // 25: corral.v1.ServerFrame.refreshed:type_name -> corral.v1.Refreshed
+	16, // 26: corral.v1.ServerFrame.replay_end:type_name -> corral.v1.ReplayEnd
+	30, // 27: corral.v1.Left.code:type_name -> corral.v1.Code
+	30, // 28: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
+	30, // 29: corral.v1.Error.code:type_name -> corral.v1.Code
+	13, // 30: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
+	28, // 31: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
+	28, // 32: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
+	28, // 33: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_client_proto_init() }
@@ -2575,8 +2728,9 @@ func file_corral_v1_client_proto_init() {
 		(*ClientFrame_Ping)(nil),
 		(*ClientFrame_SetPresence)(nil),
 		(*ClientFrame_PresenceQuery)(nil),
+		(*ClientFrame_Refresh)(nil),
 	}
-	file_corral_v1_client_proto_msgTypes[12].OneofWrappers = []any{
+	file_corral_v1_client_proto_msgTypes[13].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Joined)(nil),
 		(*ServerFrame_Left)(nil),
@@ -2590,6 +2744,7 @@ func file_corral_v1_client_proto_init() {
 		(*ServerFrame_Batch)(nil),
 		(*ServerFrame_Presence)(nil),
 		(*ServerFrame_PresencePage)(nil),
+		(*ServerFrame_Refreshed)(nil),
 		(*ServerFrame_ReplayEnd)(nil),
 	}
 	type x struct{}
@@ -2598,7 +2753,7 @@ func file_corral_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_client_proto_rawDesc), len(file_corral_v1_client_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -60,6 +60,10 @@ const (
 	Code_CODE_SESSION_EXPIRED Code = 4102
 	// A store the operation needs is busy or unreachable. Retry the operation.
 	Code_CODE_UNAVAILABLE Code = 4103
+	// The connection's token expired (Welcome.expires_unix) and the client
+	// did not send a Refresh in time. Reconnect with a new token and resume:
+	// the session is kept.
+	Code_CODE_TOKEN_EXPIRED Code = 4104
 	// The connection sent more work than the core could queue for it (its
 	// backlog of frames or bytes overflowed). Its queued frames were dropped;
 	// reconnect after the delay and resume, and send more slowly.
@@ -102,6 +106,7 @@ var (
 		4101: "CODE_RATE_LIMITED",
 		4102: "CODE_SESSION_EXPIRED",
 		4103: "CODE_UNAVAILABLE",
+		4104: "CODE_TOKEN_EXPIRED",
 		4105: "CODE_BACKLOG_FULL",
 		4400: "CODE_BAD_FRAME",
 		4401: "CODE_UNAUTHENTICATED",
@@ -125,6 +130,7 @@ var (
 		"CODE_RATE_LIMITED":       4101,
 		"CODE_SESSION_EXPIRED":    4102,
 		"CODE_UNAVAILABLE":        4103,
+		"CODE_TOKEN_EXPIRED":      4104,
 		"CODE_BACKLOG_FULL":       4105,
 		"CODE_BAD_FRAME":          4400,
 		"CODE_UNAUTHENTICATED":    4401,
@@ -170,7 +176,7 @@ var File_corral_v1_codes_proto protoreflect.FileDescriptor
 
 const file_corral_v1_codes_proto_rawDesc = "" +
 	"\n" +
-	"\x15corral/v1/codes.proto\x12\tcorral.v1*\x8d\x04\n" +
+	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xa6\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x0fCODE_GOING_AWAY\x10\xa0\x1f\x12\x17\n" +
@@ -181,7 +187,8 @@ const file_corral_v1_codes_proto_rawDesc = "" +
 	"\x0fCODE_OVERLOADED\x10\x84 \x12\x16\n" +
 	"\x11CODE_RATE_LIMITED\x10\x85 \x12\x19\n" +
 	"\x14CODE_SESSION_EXPIRED\x10\x86 \x12\x15\n" +
-	"\x10CODE_UNAVAILABLE\x10\x87 \x12\x16\n" +
+	"\x10CODE_UNAVAILABLE\x10\x87 \x12\x17\n" +
+	"\x12CODE_TOKEN_EXPIRED\x10\x88 \x12\x16\n" +
 	"\x11CODE_BACKLOG_FULL\x10\x89 \x12\x13\n" +
 	"\x0eCODE_BAD_FRAME\x10\xb0\"\x12\x19\n" +
 	"\x14CODE_UNAUTHENTICATED\x10\xb1\"\x12\x18\n" +

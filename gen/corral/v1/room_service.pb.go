@@ -188,6 +188,7 @@ type EdgeFrame struct {
 	//	*EdgeFrame_Attach
 	//	*EdgeFrame_Frame
 	//	*EdgeFrame_Detach
+	//	*EdgeFrame_Refresh
 	Kind          isEdgeFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -264,6 +265,15 @@ func (x *EdgeFrame) GetDetach() *Detach {
 	return nil
 }
 
+func (x *EdgeFrame) GetRefresh() *Identity {
+	if x != nil {
+		if x, ok := x.Kind.(*EdgeFrame_Refresh); ok {
+			return x.Refresh
+		}
+	}
+	return nil
+}
+
 type isEdgeFrame_Kind interface {
 	isEdgeFrame_Kind()
 }
@@ -280,11 +290,21 @@ type EdgeFrame_Detach struct {
 	Detach *Detach `protobuf:"bytes,4,opt,name=detach,proto3,oneof"`
 }
 
+type EdgeFrame_Refresh struct {
+	// The client refreshed its token (ClientFrame.refresh): the edge
+	// verified it and it names the connection's user. The core replaces
+	// the session's identity, leaves the rooms the new grants do not
+	// allow (Left with CODE_FORBIDDEN) and answers Refreshed.
+	Refresh *Identity `protobuf:"bytes,5,opt,name=refresh,proto3,oneof"`
+}
+
 func (*EdgeFrame_Attach) isEdgeFrame_Kind() {}
 
 func (*EdgeFrame_Frame) isEdgeFrame_Kind() {}
 
 func (*EdgeFrame_Detach) isEdgeFrame_Kind() {}
+
+func (*EdgeFrame_Refresh) isEdgeFrame_Kind() {}
 
 // Attach starts a connection's session on the core: the client's Hello,
 // after the edge verified its token.
@@ -2528,12 +2548,13 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1ccorral/v1/room_service.proto\x12\tcorral.v1\x1a\x16corral/v1/client.proto\x1a\x15corral/v1/codes.proto\";\n" +
 	"\vLinkRequest\x12,\n" +
-	"\x06frames\x18\x01 \x03(\v2\x14.corral.v1.EdgeFrameR\x06frames\"\xb1\x01\n" +
+	"\x06frames\x18\x01 \x03(\v2\x14.corral.v1.EdgeFrameR\x06frames\"\xe2\x01\n" +
 	"\tEdgeFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12+\n" +
 	"\x06attach\x18\x02 \x01(\v2\x11.corral.v1.AttachH\x00R\x06attach\x12.\n" +
 	"\x05frame\x18\x03 \x01(\v2\x16.corral.v1.ClientFrameH\x00R\x05frame\x12+\n" +
-	"\x06detach\x18\x04 \x01(\v2\x11.corral.v1.DetachH\x00R\x06detachB\x06\n" +
+	"\x06detach\x18\x04 \x01(\v2\x11.corral.v1.DetachH\x00R\x06detach\x12/\n" +
+	"\arefresh\x18\x05 \x01(\v2\x13.corral.v1.IdentityH\x00R\arefreshB\x06\n" +
 	"\x04kind\"\x9e\x01\n" +
 	"\x06Attach\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloR\x05hello\x12/\n" +
@@ -2778,54 +2799,55 @@ var file_corral_v1_room_service_proto_depIdxs = []int32{
 	4,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
 	36, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
 	6,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
-	37, // 4: corral.v1.Attach.hello:type_name -> corral.v1.Hello
-	5,  // 5: corral.v1.Attach.identity:type_name -> corral.v1.Identity
-	8,  // 6: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
-	9,  // 7: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
-	10, // 8: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
-	12, // 9: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
-	11, // 10: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
-	38, // 11: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	38, // 12: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
-	39, // 13: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	40, // 14: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
-	19, // 15: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
-	22, // 16: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	41, // 17: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	42, // 18: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
-	0,  // 19: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
-	27, // 20: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	40, // 21: corral.v1.Event.message:type_name -> corral.v1.Message
-	29, // 22: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
-	30, // 23: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
-	31, // 24: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
-	28, // 25: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
-	1,  // 26: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	41, // 27: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	42, // 28: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	2,  // 29: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
-	13, // 30: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	17, // 31: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	15, // 32: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	20, // 33: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	23, // 34: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	25, // 35: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	32, // 36: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	34, // 37: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	7,  // 38: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
-	14, // 39: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	18, // 40: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	16, // 41: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	21, // 42: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	24, // 43: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	26, // 44: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	33, // 45: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	35, // 46: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	5,  // 4: corral.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
+	37, // 5: corral.v1.Attach.hello:type_name -> corral.v1.Hello
+	5,  // 6: corral.v1.Attach.identity:type_name -> corral.v1.Identity
+	8,  // 7: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
+	9,  // 8: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
+	10, // 9: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
+	12, // 10: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
+	11, // 11: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
+	38, // 12: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	38, // 13: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
+	39, // 14: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	40, // 15: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	19, // 16: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
+	22, // 17: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
+	41, // 18: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	42, // 19: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	0,  // 20: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
+	27, // 21: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
+	40, // 22: corral.v1.Event.message:type_name -> corral.v1.Message
+	29, // 23: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
+	30, // 24: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
+	31, // 25: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
+	28, // 26: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
+	1,  // 27: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
+	41, // 28: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	42, // 29: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	2,  // 30: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
+	13, // 31: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	17, // 32: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	15, // 33: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	20, // 34: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	23, // 35: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	25, // 36: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	32, // 37: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	34, // 38: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	7,  // 39: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
+	14, // 40: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	18, // 41: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	16, // 42: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	21, // 43: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	24, // 44: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	26, // 45: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	33, // 46: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	35, // 47: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -2839,6 +2861,7 @@ func file_corral_v1_room_service_proto_init() {
 		(*EdgeFrame_Attach)(nil),
 		(*EdgeFrame_Frame)(nil),
 		(*EdgeFrame_Detach)(nil),
+		(*EdgeFrame_Refresh)(nil),
 	}
 	file_corral_v1_room_service_proto_msgTypes[6].OneofWrappers = []any{
 		(*CoreFrame_Conn)(nil),

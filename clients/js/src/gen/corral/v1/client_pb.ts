@@ -12,7 +12,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file corral/v1/client.proto.
  */
 export const file_corral_v1_client: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEi7AIKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIn0KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRImCgVyb29tcxgDIAMoCzIXLmNvcnJhbC52MS5Sb29tUG9zaXRpb24SEAoIaW5zdGFuY2UYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDSJKCgxSb29tUG9zaXRpb24SDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgidwoESm9pbhIMCgRyb29tGAEgASgJEhEKCXNpbmNlX3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIQCghwcmVzZW5jZRgEIAEoCBIWCg5wcmVzZW5jZV9zdGF0ZRgFIAEoDBIVCg1mcm9tX3Bvc2l0aW9uGAYgASgIIhUKBUxlYXZlEgwKBHJvb20YASABKAkiNAoHUHVibGlzaBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEg8KB3BheWxvYWQYAyABKAwiQwoGU2lnbmFsEgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEg8KB3BheWxvYWQYAyABKAwSDQoFY2xlYXIYBCABKAgiIAoDQWNrEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEIhIKBFBpbmcSCgoCaWQYASABKAQiKgoLU2V0UHJlc2VuY2USDAoEcm9vbRgBIAEoCRINCgVzdGF0ZRgCIAEoDCI7Cg1QcmVzZW5jZVF1ZXJ5EgwKBHJvb20YASABKAkSDQoFYWZ0ZXIYAiABKAkSDQoFbGltaXQYAyABKA0ivgQKC1NlcnZlckZyYW1lEiUKB3dlbGNvbWUYASABKAsyEi5jb3JyYWwudjEuV2VsY29tZUgAEiMKBmpvaW5lZBgCIAEoCzIRLmNvcnJhbC52MS5Kb2luZWRIABIfCgRsZWZ0GAMgASgLMg8uY29ycmFsLnYxLkxlZnRIABIlCgdtZXNzYWdlGAQgASgLMhIuY29ycmFsLnYxLk1lc3NhZ2VIABIoCgZzaWduYWwYBSABKAsyFi5jb3JyYWwudjEuU2lnbmFsRXZlbnRIABIpCglwdWJsaXNoZWQYBiABKAsyFC5jb3JyYWwudjEuUHVibGlzaGVkSAASHwoEcG9uZxgHIAEoCzIPLmNvcnJhbC52MS5Qb25nSAASLQoJcmVjb25uZWN0GAggASgLMhguY29ycmFsLnYxLlJlY29ubmVjdEhpbnRIABIhCgVlcnJvchgJIAEoCzIQLmNvcnJhbC52MS5FcnJvckgAEiEKBXJlc2V0GAogASgLMhAuY29ycmFsLnYxLlJlc2V0SAASIQoFYmF0Y2gYCyABKAsyEC5jb3JyYWwudjEuQmF0Y2hIABInCghwcmVzZW5jZRgMIAEoCzITLmNvcnJhbC52MS5QcmVzZW5jZUgAEjAKDXByZXNlbmNlX3BhZ2UYDSABKAsyFy5jb3JyYWwudjEuUHJlc2VuY2VQYWdlSAASKgoKcmVwbGF5X2VuZBgPIAEoCzIULmNvcnJhbC52MS5SZXBsYXlFbmRIAEIGCgRraW5kIoMBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEg8KB3VzZXJfaWQYAyABKAkSDwoHcmVzdW1lZBgEIAEoCBIUCgxoZWFydGJlYXRfbXMYBSABKA0SFgoOc2Vzc2lvbl90dGxfbXMYBiABKA0iUwoGSm9pbmVkEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEg8KB3Jlc3VtZWQYBCABKAgSDgoGcmVwbGF5GAUgASgIIiYKCVJlcGxheUVuZBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBCJDCgRMZWZ0EgwKBHJvb20YASABKAkSHQoEY29kZRgCIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgDIAEoCSJiCgdNZXNzYWdlEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg4KBnNlbmRlchgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEg8KB3RpbWVfbXMYBSABKAMSCgoCaWQYBiABKAkiWAoLU2lnbmFsRXZlbnQSDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSDgoGc2VuZGVyGAMgASgJEg8KB3BheWxvYWQYBCABKAwSDQoFY2xlYXIYBSABKAgiRQoJUHVibGlzaGVkEgwKBHJvb20YASABKAkSCgoCaWQYAiABKAkSCwoDc2VxGAMgASgEEhEKCWR1cGxpY2F0ZRgEIAEoCCIjCgRQb25nEgoKAmlkGAEgASgEEg8KB3RpbWVfbXMYAiABKAMiUAoNUmVjb25uZWN0SGludBIdCgRjb2RlGAEgASgOMg8uY29ycmFsLnYxLkNvZGUSDgoGcmVhc29uGAIgASgJEhAKCGRlbGF5X21zGAMgASgNImoKBUVycm9yEh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIPCgdtZXNzYWdlGAIgASgJEgwKBHJvb20YAyABKAkSCwoDcmVmGAQgASgJEhYKDnJldHJ5X2FmdGVyX21zGAUgASgNIjEKBVJlc2V0EgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJIi8KBUJhdGNoEiYKBmZyYW1lcxgBIAMoCzIWLmNvcnJhbC52MS5TZXJ2ZXJGcmFtZSLLAQoIUHJlc2VuY2USDAoEcm9vbRgBIAEoCRIQCghzbmFwc2hvdBgCIAEoCBIoCgVqb2lucxgDIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIqCgd1cGRhdGVzGAQgAygLMhkuY29ycmFsLnYxLlByZXNlbmNlTWVtYmVyEg4KBmxlYXZlcxgFIAMoCRIPCgdtZW1iZXJzGAYgASgNEhMKC2Nvbm5lY3Rpb25zGAcgASgNEhMKC2NvdW50c19vbmx5GAggASgIIkUKDlByZXNlbmNlTWVtYmVyEg8KB3VzZXJfaWQYASABKAkSDQoFc3RhdGUYAiABKAwSEwoLY29ubmVjdGlvbnMYAyABKA0iZQoMUHJlc2VuY2VQYWdlEgwKBHJvb20YASABKAkSKgoHbWVtYmVycxgCIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIMCgRuZXh0GAMgASgJEg0KBXRvdGFsGAQgASgNYgZwcm90bzM", [file_corral_v1_codes]);
+  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEikwMKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIABIlCgdyZWZyZXNoGAogASgLMhIuY29ycmFsLnYxLlJlZnJlc2hIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIn0KBlJlc3VtZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRImCgVyb29tcxgDIAMoCzIXLmNvcnJhbC52MS5Sb29tUG9zaXRpb24SEAoIaW5zdGFuY2UYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDSJKCgxSb29tUG9zaXRpb24SDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgidwoESm9pbhIMCgRyb29tGAEgASgJEhEKCXNpbmNlX3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIQCghwcmVzZW5jZRgEIAEoCBIWCg5wcmVzZW5jZV9zdGF0ZRgFIAEoDBIVCg1mcm9tX3Bvc2l0aW9uGAYgASgIIhUKBUxlYXZlEgwKBHJvb20YASABKAkiNAoHUHVibGlzaBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEg8KB3BheWxvYWQYAyABKAwiQwoGU2lnbmFsEgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEg8KB3BheWxvYWQYAyABKAwSDQoFY2xlYXIYBCABKAgiIAoDQWNrEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEIhIKBFBpbmcSCgoCaWQYASABKAQiKgoLU2V0UHJlc2VuY2USDAoEcm9vbRgBIAEoCRINCgVzdGF0ZRgCIAEoDCI7Cg1QcmVzZW5jZVF1ZXJ5EgwKBHJvb20YASABKAkSDQoFYWZ0ZXIYAiABKAkSDQoFbGltaXQYAyABKA0iGAoHUmVmcmVzaBINCgV0b2tlbhgBIAEoCSLpBAoLU2VydmVyRnJhbWUSJQoHd2VsY29tZRgBIAEoCzISLmNvcnJhbC52MS5XZWxjb21lSAASIwoGam9pbmVkGAIgASgLMhEuY29ycmFsLnYxLkpvaW5lZEgAEh8KBGxlZnQYAyABKAsyDy5jb3JyYWwudjEuTGVmdEgAEiUKB21lc3NhZ2UYBCABKAsyEi5jb3JyYWwudjEuTWVzc2FnZUgAEigKBnNpZ25hbBgFIAEoCzIWLmNvcnJhbC52MS5TaWduYWxFdmVudEgAEikKCXB1Ymxpc2hlZBgGIAEoCzIULmNvcnJhbC52MS5QdWJsaXNoZWRIABIfCgRwb25nGAcgASgLMg8uY29ycmFsLnYxLlBvbmdIABItCglyZWNvbm5lY3QYCCABKAsyGC5jb3JyYWwudjEuUmVjb25uZWN0SGludEgAEiEKBWVycm9yGAkgASgLMhAuY29ycmFsLnYxLkVycm9ySAASIQoFcmVzZXQYCiABKAsyEC5jb3JyYWwudjEuUmVzZXRIABIhCgViYXRjaBgLIAEoCzIQLmNvcnJhbC52MS5CYXRjaEgAEicKCHByZXNlbmNlGAwgASgLMhMuY29ycmFsLnYxLlByZXNlbmNlSAASMAoNcHJlc2VuY2VfcGFnZRgNIAEoCzIXLmNvcnJhbC52MS5QcmVzZW5jZVBhZ2VIABIpCglyZWZyZXNoZWQYDiABKAsyFC5jb3JyYWwudjEuUmVmcmVzaGVkSAASKgoKcmVwbGF5X2VuZBgPIAEoCzIULmNvcnJhbC52MS5SZXBsYXlFbmRIAEIGCgRraW5kIpkBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEg8KB3VzZXJfaWQYAyABKAkSDwoHcmVzdW1lZBgEIAEoCBIUCgxoZWFydGJlYXRfbXMYBSABKA0SFgoOc2Vzc2lvbl90dGxfbXMYBiABKA0SFAoMZXhwaXJlc191bml4GAcgASgDIlMKBkpvaW5lZBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIEg4KBnJlcGxheRgFIAEoCCImCglSZXBsYXlFbmQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQiQwoETGVmdBIMCgRyb29tGAEgASgJEh0KBGNvZGUYAiABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAyABKAkiYgoHTWVzc2FnZRIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBIOCgZzZW5kZXIYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBIPCgd0aW1lX21zGAUgASgDEgoKAmlkGAYgASgJIlgKC1NpZ25hbEV2ZW50EgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEg4KBnNlbmRlchgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEg0KBWNsZWFyGAUgASgIIkUKCVB1Ymxpc2hlZBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEgsKA3NlcRgDIAEoBBIRCglkdXBsaWNhdGUYBCABKAgiIwoEUG9uZxIKCgJpZBgBIAEoBBIPCgd0aW1lX21zGAIgASgDIlAKDVJlY29ubmVjdEhpbnQSHQoEY29kZRgBIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgCIAEoCRIQCghkZWxheV9tcxgDIAEoDSJqCgVFcnJvchIdCgRjb2RlGAEgASgOMg8uY29ycmFsLnYxLkNvZGUSDwoHbWVzc2FnZRgCIAEoCRIMCgRyb29tGAMgASgJEgsKA3JlZhgEIAEoCRIWCg5yZXRyeV9hZnRlcl9tcxgFIAEoDSIxCgVSZXNldBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCSIvCgVCYXRjaBImCgZmcmFtZXMYASADKAsyFi5jb3JyYWwudjEuU2VydmVyRnJhbWUiywEKCFByZXNlbmNlEgwKBHJvb20YASABKAkSEAoIc25hcHNob3QYAiABKAgSKAoFam9pbnMYAyADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISKgoHdXBkYXRlcxgEIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIOCgZsZWF2ZXMYBSADKAkSDwoHbWVtYmVycxgGIAEoDRITCgtjb25uZWN0aW9ucxgHIAEoDRITCgtjb3VudHNfb25seRgIIAEoCCIhCglSZWZyZXNoZWQSFAoMZXhwaXJlc191bml4GAEgASgDIkUKDlByZXNlbmNlTWVtYmVyEg8KB3VzZXJfaWQYASABKAkSDQoFc3RhdGUYAiABKAwSEwoLY29ubmVjdGlvbnMYAyABKA0iZQoMUHJlc2VuY2VQYWdlEgwKBHJvb20YASABKAkSKgoHbWVtYmVycxgCIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIMCgRuZXh0GAMgASgJEg0KBXRvdGFsGAQgASgNYgZwcm90bzM", [file_corral_v1_codes]);
 
 /**
  * ClientFrame is one frame from a client.
@@ -77,6 +77,12 @@ export type ClientFrame = Message$1<"corral.v1.ClientFrame"> & {
      */
     value: PresenceQuery;
     case: "presenceQuery";
+  } | {
+    /**
+     * @generated from field: corral.v1.Refresh refresh = 10;
+     */
+    value: Refresh;
+    case: "refresh";
   } | { case: undefined; value?: undefined };
 };
 
@@ -488,6 +494,31 @@ export const PresenceQuerySchema: GenMessage<PresenceQuery> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 11);
 
 /**
+ * Refresh replaces the connection's token before it expires (see
+ * Welcome.expires_unix), without reconnecting. The token is verified as the
+ * Hello's is and must name the same user. The server answers Refreshed
+ * once the new grants apply: rooms they no longer grant are left first
+ * (Left with CODE_FORBIDDEN). A token that is invalid, expired or for
+ * another user is refused with Error CODE_UNAUTHENTICATED and changes
+ * nothing: the connection still closes at the old expiry.
+ *
+ * @generated from message corral.v1.Refresh
+ */
+export type Refresh = Message$1<"corral.v1.Refresh"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message corral.v1.Refresh.
+ * Use `create(RefreshSchema)` to create a new message.
+ */
+export const RefreshSchema: GenMessage<Refresh> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 12);
+
+/**
  * ServerFrame is one frame from the server.
  *
  * @generated from message corral.v1.ServerFrame
@@ -576,6 +607,12 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
     case: "presencePage";
   } | {
     /**
+     * @generated from field: corral.v1.Refreshed refreshed = 14;
+     */
+    value: Refreshed;
+    case: "refreshed";
+  } | {
+    /**
      * @generated from field: corral.v1.ReplayEnd replay_end = 15;
      */
     value: ReplayEnd;
@@ -588,7 +625,7 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
  * Use `create(ServerFrameSchema)` to create a new message.
  */
 export const ServerFrameSchema: GenMessage<ServerFrame> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 12);
+  messageDesc(file_corral_v1_client, 13);
 
 /**
  * Welcome accepts a Hello. It comes again on a live connection when the
@@ -638,6 +675,15 @@ export type Welcome = Message$1<"corral.v1.Welcome"> & {
    * @generated from field: uint32 session_ttl_ms = 6;
    */
   sessionTtlMs: number;
+
+  /**
+   * When the connection's token expires, seconds since the Unix epoch (0:
+   * never). At that moment the server closes the connection with
+   * CODE_TOKEN_EXPIRED unless the client sent a Refresh before.
+   *
+   * @generated from field: int64 expires_unix = 7;
+   */
+  expiresUnix: bigint;
 };
 
 /**
@@ -645,7 +691,7 @@ export type Welcome = Message$1<"corral.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 13);
+  messageDesc(file_corral_v1_client, 14);
 
 /**
  * Joined confirms a Join, or restores a room on resume. Messages with a
@@ -695,7 +741,7 @@ export type Joined = Message$1<"corral.v1.Joined"> & {
  * Use `create(JoinedSchema)` to create a new message.
  */
 export const JoinedSchema: GenMessage<Joined> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 14);
+  messageDesc(file_corral_v1_client, 15);
 
 /**
  * ReplayEnd ends the replay that a Joined with replay announced: messages
@@ -720,7 +766,7 @@ export type ReplayEnd = Message$1<"corral.v1.ReplayEnd"> & {
  * Use `create(ReplayEndSchema)` to create a new message.
  */
 export const ReplayEndSchema: GenMessage<ReplayEnd> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 15);
+  messageDesc(file_corral_v1_client, 16);
 
 /**
  * Left confirms a Leave, or tells the client it was removed from a room.
@@ -749,7 +795,7 @@ export type Left = Message$1<"corral.v1.Left"> & {
  * Use `create(LeftSchema)` to create a new message.
  */
 export const LeftSchema: GenMessage<Left> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 16);
+  messageDesc(file_corral_v1_client, 17);
 
 /**
  * Message is one reliable message in a room's order.
@@ -803,7 +849,7 @@ export type Message = Message$1<"corral.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 17);
+  messageDesc(file_corral_v1_client, 18);
 
 /**
  * SignalEvent is the latest value of one signal key in a room.
@@ -846,7 +892,7 @@ export type SignalEvent = Message$1<"corral.v1.SignalEvent"> & {
  * Use `create(SignalEventSchema)` to create a new message.
  */
 export const SignalEventSchema: GenMessage<SignalEvent> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 18);
+  messageDesc(file_corral_v1_client, 19);
 
 /**
  * Published acknowledges a Publish.
@@ -882,7 +928,7 @@ export type Published = Message$1<"corral.v1.Published"> & {
  * Use `create(PublishedSchema)` to create a new message.
  */
 export const PublishedSchema: GenMessage<Published> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 19);
+  messageDesc(file_corral_v1_client, 20);
 
 /**
  * Pong answers a Ping.
@@ -906,7 +952,7 @@ export type Pong = Message$1<"corral.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 20);
+  messageDesc(file_corral_v1_client, 21);
 
 /**
  * ReconnectHint precedes a server-initiated close of the resume or retry
@@ -940,7 +986,7 @@ export type ReconnectHint = Message$1<"corral.v1.ReconnectHint"> & {
  * Use `create(ReconnectHintSchema)` to create a new message.
  */
 export const ReconnectHintSchema: GenMessage<ReconnectHint> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 21);
+  messageDesc(file_corral_v1_client, 22);
 
 /**
  * Error reports a refused frame. The connection stays open unless a close
@@ -987,7 +1033,7 @@ export type Error = Message$1<"corral.v1.Error"> & {
  * Use `create(ErrorSchema)` to create a new message.
  */
 export const ErrorSchema: GenMessage<Error> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 22);
+  messageDesc(file_corral_v1_client, 23);
 
 /**
  * Reset tells the client that history it asked for is gone (trimmed,
@@ -1018,7 +1064,7 @@ export type Reset = Message$1<"corral.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 23);
+  messageDesc(file_corral_v1_client, 24);
 
 /**
  * Batch carries several frames in one WebSocket message, in order.
@@ -1037,7 +1083,7 @@ export type Batch = Message$1<"corral.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 24);
+  messageDesc(file_corral_v1_client, 25);
 
 /**
  * Presence is a change of a room's presence, sent to connections that
@@ -1109,7 +1155,29 @@ export type Presence = Message$1<"corral.v1.Presence"> & {
  * Use `create(PresenceSchema)` to create a new message.
  */
 export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 25);
+  messageDesc(file_corral_v1_client, 26);
+
+/**
+ * Refreshed confirms a Refresh: the connection now has the new token's
+ * identity and grants.
+ *
+ * @generated from message corral.v1.Refreshed
+ */
+export type Refreshed = Message$1<"corral.v1.Refreshed"> & {
+  /**
+   * The new token's expiry, seconds since the Unix epoch (0: never).
+   *
+   * @generated from field: int64 expires_unix = 1;
+   */
+  expiresUnix: bigint;
+};
+
+/**
+ * Describes the message corral.v1.Refreshed.
+ * Use `create(RefreshedSchema)` to create a new message.
+ */
+export const RefreshedSchema: GenMessage<Refreshed> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 27);
 
 /**
  * PresenceMember is one user present in a room.
@@ -1143,7 +1211,7 @@ export type PresenceMember = Message$1<"corral.v1.PresenceMember"> & {
  * Use `create(PresenceMemberSchema)` to create a new message.
  */
 export const PresenceMemberSchema: GenMessage<PresenceMember> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 26);
+  messageDesc(file_corral_v1_client, 28);
 
 /**
  * PresencePage answers a PresenceQuery.
@@ -1181,5 +1249,5 @@ export type PresencePage = Message$1<"corral.v1.PresencePage"> & {
  * Use `create(PresencePageSchema)` to create a new message.
  */
 export const PresencePageSchema: GenMessage<PresencePage> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 27);
+  messageDesc(file_corral_v1_client, 29);
 
