@@ -15,10 +15,18 @@ run: ## run corral: one process, in memory, local dev mode, on 127.0.0.1:8080
 	$(GO) run ./cmd/corral serve --insecure-dev
 
 .PHONY: test
-test: test-go test-js ## run the whole test suite: Go, then the browser SDK and the demo in Chromium
+test: deps test-go test-js ## run the whole test suite (installing what it needs first): Go, then the browser SDK and the demo in Chromium
+
+# Extra WHAT=PACKAGE requirements for tools/install-deps.sh, e.g.
+# `make deps DEPS=podman=podman`.
+DEPS ?=
+
+.PHONY: deps
+deps: ## install what the tests need and this machine lacks: redis-server, Node.js 20+ with npm, chromium (apt-get)
+	@tools/install-deps.sh $(DEPS)
 
 .PHONY: test-go
-test-go: ## Go tests (race detector on; fuzz seeds; benchmarks once)
+test-go: deps ## Go tests (race detector on; fuzz seeds; benchmarks once)
 	$(GO) test -race -count=1 ./...
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
 
@@ -28,14 +36,18 @@ test-js: build-js ## SDK unit tests, then the demo page in headless Chromium aga
 	cd e2e && $(NPM) test
 
 .PHONY: build-js
-build-js: js-deps ## build the browser SDK (clients/js/dist) and the demo's copy (web/assets/corral.js)
+build-js: js-deps ## build the browser SDK (clients/js/dist: ESM, IIFE, types) and the demo's copy (web/assets/corral.js)
 	cd clients/js && $(NPM) run build
+
+.PHONY: pack-js
+pack-js: js-deps ## npm pack the browser SDK: clients/js/corral-rt-client-<version>.tgz, what npm publish uploads
+	cd clients/js && $(NPM) pack
 
 # npm ci again only when a lock file changes.
 .PHONY: js-deps
-js-deps: clients/js/node_modules/.package-lock.json e2e/node_modules/.package-lock.json
+js-deps: deps clients/js/node_modules/.package-lock.json e2e/node_modules/.package-lock.json
 
-%/node_modules/.package-lock.json: %/package-lock.json %/package.json
+%/node_modules/.package-lock.json: %/package-lock.json %/package.json | deps
 	cd $* && $(NPM) ci --no-audit --no-fund
 	@touch $@
 

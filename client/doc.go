@@ -9,6 +9,20 @@
 // OnFrame quickly): a full channel stops the reader, which is the client's
 // backpressure.
 //
+// In short (the runnable Examples, which `go test` runs against an
+// in-process corral, say the same in full):
+//
+//	c, err := client.Dial(ctx, "ws://127.0.0.1:8080/ws", client.Options{Token: "alice"})
+//	j, err := c.Join(ctx, "lobby", 0, "")            // j.Seq: the room's last seq
+//	p, err := c.Publish(ctx, "lobby", "m1", payload) // p.Seq: where it landed
+//	for f := range c.Frames() { ... f.GetMessage() ... }
+//
+// To resume after a drop, dial again with Options.Resume: the Welcome's
+// session id and resume token, and per room the last seq processed and
+// its epoch; the server replays what was missed (ExampleOptions_resume).
+// A Session (Connect) does all of that by itself: it reconnects, resumes,
+// re-sends unacknowledged publishes and passes each message on once.
+//
 // coder/websocket dials and writes. For ws:// URLs the Conn reads the
 // server's frames from its TCP connection itself (cheaper per message: see
 // wire.go); for wss:// it reads through coder/websocket.

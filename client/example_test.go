@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -146,6 +147,61 @@ func ExampleConn_JoinPresence() {
 	// Output: alice {"name":"Alice"} 1
 }
 
+func ExampleOptions_resume() {
+	url, stop := runCorral()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	alice, err := client.Dial(ctx, url, client.Options{Token: "alice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	j, err := alice.Join(ctx, "lobby", 0, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Keep what a resume needs: the welcome's session id and resume
+	// token, and per room the last seq processed and its epoch.
+	w := alice.Welcome()
+	pos := &corralv1.RoomPosition{Room: "lobby", Seq: j.GetSeq(), Epoch: j.GetEpoch()}
+	alice.CloseNow() // the network drops
+
+	// Meanwhile bob publishes.
+	bob, err := client.Dial(ctx, url, client.Options{Token: "bob"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer bob.Close()
+	if _, err := bob.Join(ctx, "lobby", 0, ""); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := bob.Publish(ctx, "lobby", "b1", []byte(`"while you were away"`)); err != nil {
+		log.Fatal(err)
+	}
+
+	// alice comes back: the session continues, she is in lobby again,
+	// and the server replays what she missed.
+	alice, err = client.Dial(ctx, url, client.Options{Token: "alice", Resume: &corralv1.Resume{
+		SessionId:   w.GetSessionId(),
+		ResumeToken: w.GetResumeToken(),
+		Rooms:       []*corralv1.RoomPosition{pos},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer alice.Close()
+	fmt.Println("resumed", alice.Welcome().GetResumed())
+	for f := range alice.Frames() {
+		if m := f.GetMessage(); m != nil {
+			fmt.Printf("%d %s: %s\n", m.GetSeq(), m.GetSender(), m.GetPayload())
+			break
+		}
+	}
+	// Output:
+	// resumed true
+	// 1 bob: "while you were away"
+}
 // A TokenProvider fetches a fresh token from the application's backend for
 // every connection, and lets a Session refresh the token on the live
 // connection before it expires (Welcome.ExpiresUnix).

@@ -8,6 +8,7 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/tracing"
 )
 
 const (
@@ -121,13 +122,20 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 }
 
 // publish appends msg to history, then hands it to the members.
-func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error) {
+func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string) (res history.AppendResult, err error) {
+	ctx, span := tracing.Start(ctx, tracing.SpanPublish, r.name, 0)
+	defer func() { tracing.End(span, err) }()
 	done := r.core.metrics.storeOp("append")
-	res, err := r.core.hist.Append(ctx, r.name, msg, dedupe)
+	actx, aspan := tracing.Start(ctx, tracing.SpanAppend, r.name, 0)
+	res, err = r.core.hist.Append(actx, r.name, msg, dedupe)
+	tracing.End(aspan, err)
 	done(err)
 	if err != nil || res.Duplicate {
 		return res, err
 	}
+	tracing.SetSeq(span, res.Seq)
+	_, fspan := tracing.Start(ctx, tracing.SpanFanout, r.name, res.Seq)
+	defer fspan.End()
 	r.core.metrics.published.Inc()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -25,6 +25,7 @@ import (
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/tracing"
 	"github.com/corral-rt/corral/web"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -252,7 +253,7 @@ func Start(opts Options) (*Node, error) {
 		// Over HTTP every call presents a key, Link included; the
 		// in-process edge of Serve reaches the core through a dispatcher
 		// of its own, without one.
-		ics := []connect.ServerInterceptor{endOnClose(n.closing)}
+		ics := []connect.ServerInterceptor{tracing.ServerInterceptor(), endOnClose(n.closing)}
 		exposed := opts.Mode == CoreOnly || opts.InternalAddr != ""
 		if len(opts.APIKeys) > 0 || (exposed && !opts.APIInsecure) {
 			ic, err := RequireAPIKey(opts.APIKeys, refused)
@@ -274,7 +275,7 @@ func Start(opts Options) (*Node, error) {
 		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
 		rpc = n.rpc
 		if opts.Mode == Serve {
-			rpc = connect.NewServer()
+			rpc = connect.NewServer(tracing.ServerInterceptor())
 			corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
 		}
 	}
@@ -285,13 +286,14 @@ func Start(opts Options) (*Node, error) {
 		}
 		var client *connect.Client
 		if opts.Mode == Serve {
-			client = connect.NewClient(connectinprocess.New(rpc, connectinprocess.WithCopyFunc(shareLinkFrames)))
+			client = connect.NewClient(connectinprocess.New(rpc, connectinprocess.WithCopyFunc(shareLinkFrames)),
+				tracing.ClientInterceptor())
 		}
 		ec := opts.Edge
 		if client != nil {
 			ec.Core = corralv1connect.NewRoomServiceClient(client)
 		} else {
-			var ics []connect.ClientInterceptor
+			ics := []connect.ClientInterceptor{tracing.ClientInterceptor()}
 			if opts.CoreAPIKey != "" {
 				ics = append(ics, apiclient.Bearer(opts.CoreAPIKey))
 			}

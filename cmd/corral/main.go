@@ -25,6 +25,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/server"
+	"github.com/corral-rt/corral/tracing"
 )
 
 const usage = `corral — a real-time rooms server.
@@ -82,6 +83,14 @@ func run(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: see docs/TRACING.md.
+	endTracing, err := tracing.Setup(ctx, "corral-"+args[0])
+	if err != nil {
+		return err
+	}
+	if tracing.Enabled() {
+		logger.Info("tracing on: OTLP exporter from OTEL_* settings")
+	}
 	node, err := server.Start(opts)
 	if err != nil {
 		return err
@@ -100,6 +109,9 @@ func run(args []string, stderr io.Writer) error {
 	defer cancel()
 	if err := node.Close(shutdown); err != nil && runErr == nil {
 		logger.Warn("shutdown incomplete", "err", err)
+	}
+	if err := endTracing(shutdown); err != nil {
+		logger.Warn("tracing: spans not flushed", "err", err)
 	}
 	return runErr
 }

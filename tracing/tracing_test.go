@@ -1,0 +1,217 @@
+package tracing_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"github.com/corral-rt/corral/apiclient"
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/server"
+	"github.com/corral-rt/corral/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+const apiKey = "tracing-test-key-0123456789"
+
+// TestPublishSpanTree runs corral split in this process (a core, and an
+// edge connected to it over the Link on 127.0.0.1) with tracing into an
+// in-memory recorder, and checks the spans of a publish:
+//
+//	API:  caller's span → RoomService/Publish (client) → RoomService/Publish
+//	      (server, on the core) → corral.publish {room, seq} →
+//	      corral.store.append, corral.fanout {room, seq}
+//	Link: RoomService/Link (client, edge) → RoomService/Link (server,
+//	      core); a WebSocket client's publish is a corral.publish {room,
+//	      seq} trace of its own, linked to the Link's server span, with
+//	      the same two children.
+func TestPublishSpanTree(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	tracing.Enable(tp)
+	t.Cleanup(func() { tracing.Enable(nil) })
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core, err := server.Start(server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quiet, APIKeys: []string{apiKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { core.Close(context.Background()) })
+	coreURL := "http://" + core.Addr()
+	edge, err := server.Start(server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: coreURL,
+		CoreAPIKey: apiKey, Auth: auth.Dev{}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { edge.Close(context.Background()) })
+	waitReady(t, "http://"+edge.Addr()+"/readyz")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, "ws://"+edge.Addr()+"/ws", client.Options{Token: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Join(ctx, "lobby", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Publish(ctx, "lobby", "m1", []byte(`"over the link"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	api := apiclient.New(coreURL, apiKey, &apiclient.Options{Interceptors: []connect.ClientInterceptor{tracing.ClientInterceptor()}})
+	pctx, parent := tp.Tracer("test").Start(ctx, "caller")
+	res, err := api.Publish(pctx, &corralv1.PublishRequest{Room: "lobby", Payload: []byte(`"over the API"`)})
+	parent.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The Link publish: a trace of its own, linked to the Link.
+	linkPub := waitSpan(t, rec, func(s sdktrace.ReadOnlySpan) bool {
+		return s.Name() == tracing.SpanPublish && hasAttr(s, tracing.AttrSeq, int64(p.GetSeq()))
+	})
+	if linkPub.Parent().IsValid() {
+		t.Errorf("a Link publish has parent %v: its trace would last as long as the Link", linkPub.Parent())
+	}
+	if !hasAttr(linkPub, tracing.AttrRoom, "lobby") {
+		t.Errorf("publish span attributes %v: no room", linkPub.Attributes())
+	}
+	// The edge may open more than one Link (one per core connection);
+	// the publish's must be a core's Link span whose parent is an edge's.
+	l := linkPub.Links()
+	if len(l) != 1 {
+		t.Fatalf("Link publish has links %v, want the Link's server span", l)
+	}
+	var linkServer sdktrace.ReadOnlySpan
+	clients := map[trace.SpanID]bool{}
+	for _, s := range rec.Started() {
+		if s.Name() != "corral.v1.RoomService/Link" {
+			continue
+		}
+		switch {
+		case s.SpanKind() == trace.SpanKindClient:
+			clients[s.SpanContext().SpanID()] = true
+		case s.SpanKind() == trace.SpanKindServer && s.SpanContext().Equal(l[0].SpanContext):
+			linkServer = s
+		}
+	}
+	if linkServer == nil {
+		t.Fatalf("Link publish links %v: not a Link server span", l[0].SpanContext)
+	}
+	if !clients[linkServer.Parent().SpanID()] {
+		t.Errorf("the core's Link span has parent %v: not an edge's Link span", linkServer.Parent())
+	}
+	children(t, rec, linkPub, p.GetSeq())
+
+	// The API publish: one tree from the caller down.
+	apiPub := waitSpan(t, rec, func(s sdktrace.ReadOnlySpan) bool {
+		return s.Name() == tracing.SpanPublish && hasAttr(s, tracing.AttrSeq, int64(res.GetSeq()))
+	})
+	server := byID(t, rec, apiPub.Parent())
+	if server.Name() != "corral.v1.RoomService/Publish" || server.SpanKind() != trace.SpanKindServer {
+		t.Fatalf("API publish's parent is %q (%v)", server.Name(), server.SpanKind())
+	}
+	cl := byID(t, rec, server.Parent())
+	if cl.Name() != "corral.v1.RoomService/Publish" || cl.SpanKind() != trace.SpanKindClient {
+		t.Fatalf("server span's parent is %q (%v), want the client span", cl.Name(), cl.SpanKind())
+	}
+	if cl.Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Errorf("client span's parent %v, want the caller's %v", cl.Parent(), parent.SpanContext())
+	}
+	children(t, rec, apiPub, res.GetSeq())
+}
+
+// children checks that publish has exactly a store append and a fan-out.
+func children(t *testing.T, rec *tracetest.SpanRecorder, publish sdktrace.ReadOnlySpan, seq uint64) {
+	t.Helper()
+	got := map[string]sdktrace.ReadOnlySpan{}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		for _, s := range rec.Ended() {
+			if s.Parent().SpanID() == publish.SpanContext().SpanID() {
+				got[s.Name()] = s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(got) != 2 || got[tracing.SpanAppend] == nil || got[tracing.SpanFanout] == nil {
+		t.Fatalf("children of %s: %v, want %s and %s", publish.Name(), keys(got), tracing.SpanAppend, tracing.SpanFanout)
+	}
+	if !hasAttr(got[tracing.SpanFanout], tracing.AttrSeq, int64(seq)) || !hasAttr(got[tracing.SpanFanout], tracing.AttrRoom, "lobby") {
+		t.Errorf("fan-out attributes %v", got[tracing.SpanFanout].Attributes())
+	}
+}
+
+func waitSpan(t *testing.T, rec *tracetest.SpanRecorder, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range rec.Ended() {
+			if match(s) {
+				return s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no such span among %d ended", len(rec.Ended()))
+	return nil
+}
+
+func byID(t *testing.T, rec *tracetest.SpanRecorder, sc trace.SpanContext) sdktrace.ReadOnlySpan {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range rec.Ended() {
+			if s.SpanContext().SpanID() == sc.SpanID() {
+				return s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no ended span %v", sc.SpanID())
+	return nil
+}
+
+func hasAttr(s sdktrace.ReadOnlySpan, k attribute.Key, v any) bool {
+	for _, a := range s.Attributes() {
+		if a.Key == k && a.Value.AsInterface() == v {
+			return true
+		}
+	}
+	return false
+}
+
+func keys(m map[string]sdktrace.ReadOnlySpan) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready", url)
+}
