@@ -122,6 +122,13 @@ helm-check: ## helm lint + helm template of every deploy/helm/examples values fi
 	  $(HELM) lint --strict --quiet deploy/helm/corral -f $$v; \
 	  $(HELM) template corral deploy/helm/corral -f $$v --namespace corral > bin/helm/$$(basename $$v); \
 	done
+	@set -e; for v in deploy/helm/invalid/*.yaml; do \
+	  want=$$(sed -n 's/^# want: //p' $$v); \
+	  if out=$$($(HELM) template corral deploy/helm/corral -f $$v 2>&1); then \
+	    echo "$$v: rendered, want the error: $$want"; exit 1; fi; \
+	  case "$$out" in *"$$want"*) echo "== $$v: refused as it should be";; \
+	    *) echo "$$v: want the error '$$want', got: $$out"; exit 1;; esac; \
+	done
 	cd tools/helm && CORRAL_HELM_RENDERED=$(CURDIR)/bin/helm $(GO) test -count=1 -run '^TestRendered' .
 
 .PHONY: deploy-check
