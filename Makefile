@@ -3,6 +3,9 @@
 GO     ?= go
 NPM    ?= npm
 BUF    := $(GO) tool -modfile=tools/buf/go.mod buf
+HELM   := $(GO) tool -modfile=tools/helm/go.mod helm
+BUILDAH ?= buildah
+IMAGE  ?= localhost/corral:dev
 
 .DEFAULT_GOAL := help
 
@@ -89,7 +92,7 @@ check-js: generate-js build-js ## clients/js/src/gen and the demo's SDK bundle a
 	  git status --porcelain -- clients/js/src/gen web/assets/corral.js; exit 1; fi
 
 .PHONY: ci
-ci: check check-js test ## what CI runs
+ci: check check-js test deploy-check ## what CI runs
 
 .PHONY: fuzz
 fuzz: ## fuzz every decoder of network bytes for FUZZTIME each (default 30s)
@@ -98,3 +101,47 @@ fuzz: ## fuzz every decoder of network bytes for FUZZTIME each (default 30s)
 	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-30s} $$pkg || exit 1; \
 	  done; \
 	done
+
+# ---- deploy: the binary, the container image, the Helm chart, the dashboard.
+
+.PHONY: binary
+binary: ## static binary bin/corral (CGO_ENABLED=0; what the image holds)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/corral ./cmd/corral
+
+# The image's build context: the binary, CA certificates, passwd and group.
+# Nothing is pulled (FROM scratch).
+.PHONY: image
+image: binary ## container image $(IMAGE) from the Dockerfile (buildah; FROM scratch, offline)
+	rm -rf bin/image && mkdir -p bin/image
+	cp bin/corral deploy/image/passwd deploy/image/group bin/image/
+	cp /etc/ssl/certs/ca-certificates.crt bin/image/
+	$(BUILDAH) build --quiet -f Dockerfile -t $(IMAGE) bin/image
+
+# `podman run` cannot run here (crun: setrlimit, cgroups); buildah runs the
+# image's own binary in a chroot on the host's network instead.
+.PHONY: image-smoke
+image-smoke: image ## run the image, connect, publish, read back, SIGTERM and see the drain
+	CORRAL_IMAGE=$(IMAGE) BUILDAH=$(BUILDAH) $(GO) test -count=1 -v -run '^TestImage' ./deploy/image
+
+# The rendered manifests are validated by a Go test against the Kubernetes
+# API types (tools/helm/rendered_test.go): kubectl's client-side dry run
+# needs a cluster to discover the kinds.
+.PHONY: helm-check
+helm-check: ## helm lint + helm template of every deploy/helm/examples values file, manifests validated
+	@rm -rf bin/helm && mkdir -p bin/helm
+	@set -e; for v in deploy/helm/examples/*.yaml; do \
+	  echo "== $$v"; \
+	  $(HELM) lint --strict --quiet deploy/helm/corral -f $$v; \
+	  $(HELM) template corral deploy/helm/corral -f $$v --namespace corral > bin/helm/$$(basename $$v); \
+	done
+	@set -e; for v in deploy/helm/invalid/*.yaml; do \
+	  want=$$(sed -n 's/^# want: //p' $$v); \
+	  if out=$$($(HELM) template corral deploy/helm/corral -f $$v 2>&1); then \
+	    echo "$$v: rendered, want the error: $$want"; exit 1; fi; \
+	  case "$$out" in *"$$want"*) echo "== $$v: refused as it should be";; \
+	    *) echo "$$v: want the error '$$want', got: $$out"; exit 1;; esac; \
+	done
+	cd tools/helm && CORRAL_HELM_RENDERED=$(CURDIR)/bin/helm $(GO) test -count=1 -run '^TestRendered' .
+
+.PHONY: deploy-check
+deploy-check: helm-check image-smoke ## the chart and the image (the dashboard's test runs with the Go tests)
