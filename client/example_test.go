@@ -202,6 +202,7 @@ func ExampleOptions_resume() {
 	// resumed true
 	// 1 bob: "while you were away"
 }
+
 // A TokenProvider fetches a fresh token from the application's backend for
 // every connection, and lets a Session refresh the token on the live
 // connection before it expires (Welcome.ExpiresUnix).
