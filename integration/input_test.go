@@ -25,7 +25,7 @@ import (
 // UTF-8 and within a close frame's 123 bytes, as a real client sees it (the
 // Go client, like browsers, refuses a close reason that is not UTF-8:
 // Chromium reports 1006, which CODES.md says to treat as "resume"). The
-// hint carries the same bounded reason.
+// error frame before the close carries the same bounded reason.
 func TestCloseReasonStaysUTF8(t *testing.T) {
 	d := start(t, "serve", nil, nil)
 	ctx := testCtx(t)
@@ -49,8 +49,10 @@ func TestCloseReasonStaysUTF8(t *testing.T) {
 			if !strings.Contains(ce.Reason, "sinceSeq") && !strings.Contains(ce.Reason, "seq") {
 				t.Errorf("close reason %q does not say which field", ce.Reason)
 			}
-			if h := ce.Hint; h.GetCode() != corralv1.Code_CODE_BAD_FRAME || h.GetReason() != ce.Reason {
-				t.Errorf("hint %v, want code %d and the close reason", h, corralv1.Code_CODE_BAD_FRAME)
+			// A stop-class close comes with an error frame, not a reconnect
+			// hint (CODES.md), carrying the same bounded reason.
+			if r := ce.Refusal; r.GetCode() != corralv1.Code_CODE_BAD_FRAME || r.GetMessage() != ce.Reason {
+				t.Errorf("refusal %v, want code %d and the close reason", r, corralv1.Code_CODE_BAD_FRAME)
 			}
 		})
 	}

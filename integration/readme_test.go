@@ -181,6 +181,7 @@ func TestReadmeTry(t *testing.T) {
 	want(ws, "welcome", map[string]any{"resumed": true})
 	want(ws, "joined", map[string]any{"room": "lobby"})
 	want(ws, "message", map[string]any{"room": "lobby", "seq": 1.0})
+	want(ws, "replayEnd", map[string]any{"room": "lobby", "seq": 1.0})
 	// Acknowledged: a resume replays nothing before seq 2.
 	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"ack":{"room":"lobby","seq":1}}`)); err != nil {
 		t.Fatal(err)
