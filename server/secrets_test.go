@@ -95,6 +95,7 @@ func TestReadSecretFile(t *testing.T) {
 // and without one only the program name: never a secret of os.Args.
 func TestDebugCmdlineRedacted(t *testing.T) {
 	const secret = "jwt-secret-jwt-secret-jwt-secret-42"
+	const debugKey = "debug-api-key-0123456789abcdef"
 	args := os.Args
 	os.Args = append(slices.Clone(args), "--jwt-secret="+secret)
 	t.Cleanup(func() { os.Args = args })
@@ -105,14 +106,18 @@ func TestDebugCmdlineRedacted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n, err := server.Start(server.Options{
 				Mode: server.Serve, Addr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0",
-				DebugCmdline: cmdline, Auth: auth.Dev{},
+				DebugCmdline: cmdline, Auth: auth.Dev{}, APIKeys: []string{debugKey},
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer n.Close(context.Background())
-			resp, err := http.Get("http://" + n.DebugAddr() + "/debug/pprof/cmdline")
+			// The debug listener is behind the API key like every admin
+			// endpoint (admin.go).
+			req, _ := http.NewRequest(http.MethodGet, "http://"+n.DebugAddr()+"/debug/pprof/cmdline", nil)
+			req.Header.Set("Authorization", "Bearer "+debugKey)
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
