@@ -29,14 +29,20 @@ type connWork struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex // guards the following fields
-	queue   []*corralv1.EdgeFrame
-	bytes   int // proto size of the frames in queue
-	sizes   map[*corralv1.EdgeFrame]int
+	queue   []queued
+	bytes   int                               // proto size of the frames in queue
 	latest  map[latestKey]*corralv1.EdgeFrame // replaceable frames in queue
 	running bool
 	s       *session         // set by the attach
 	gone    *corralv1.Detach // non-nil once detached: only the detach is left to do
 	full    bool             // the queue overflowed: the connection is being closed
+}
+
+// queued is a frame waiting in a connection's queue, with its proto size
+// (counted against Config.ConnQueueBytes).
+type queued struct {
+	f    *corralv1.EdgeFrame
+	size int
 }
 
 // latestKey names a frame that a newer one of the same kind and room
@@ -86,8 +92,15 @@ func (w *connWork) push(f *corralv1.EdgeFrame, size int) {
 	key, ok, barrier := replaceable(f)
 	if ok {
 		if old := w.latest[key]; old != nil {
-			w.bytes += size - w.sizes[old]
-			w.sizes[old] = size
+			// Replaceable frames are few beside publishes: find the old
+			// one's place from the back rather than index every frame.
+			for i := len(w.queue) - 1; i >= 0; i-- {
+				if q := &w.queue[i]; q.f == old {
+					w.bytes += size - q.size
+					q.size = size
+					break
+				}
+			}
 			old.Kind = f.Kind
 			w.mu.Unlock()
 			m.coalesced.Inc()
@@ -112,14 +125,10 @@ func (w *connWork) push(f *corralv1.EdgeFrame, size int) {
 			uint32(backlogDelay.Milliseconds()))
 		return
 	}
-	w.queue = append(w.queue, f)
+	w.queue = append(w.queue, queued{f, size})
 	w.bytes += size
 	m.backlogFrames.Inc()
 	m.backlogBytes.Add(float64(size))
-	if w.sizes == nil {
-		w.sizes = make(map[*corralv1.EdgeFrame]int)
-	}
-	w.sizes[f] = size
 	if ok {
 		if w.latest == nil {
 			w.latest = make(map[latestKey]*corralv1.EdgeFrame)
@@ -146,7 +155,6 @@ func (w *connWork) dropLocked() {
 	clear(w.queue)
 	w.queue = w.queue[:0]
 	w.bytes = 0
-	clear(w.sizes)
 	clear(w.latest)
 }
 
@@ -201,11 +209,9 @@ func (w *connWork) run() {
 			w.mu.Unlock()
 			return
 		}
-		f := w.queue[0]
-		w.queue[0] = nil
+		f, size := w.queue[0].f, w.queue[0].size
+		w.queue[0] = queued{}
 		w.queue = w.queue[1:]
-		size := w.sizes[f]
-		delete(w.sizes, f)
 		w.bytes -= size
 		if key, ok, _ := replaceable(f); ok && w.latest[key] == f {
 			delete(w.latest, key)

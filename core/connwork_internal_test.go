@@ -183,8 +183,15 @@ func TestConnWorkReplaceOrder(t *testing.T) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var got []string
-	for _, f := range w.queue[1:] { // after the attach
-		switch k := f.GetFrame().GetKind().(type) {
+	sum := 0
+	for _, q := range w.queue {
+		sum += q.size
+	}
+	if sum != w.bytes {
+		t.Errorf("queued sizes sum to %d, the queue counts %d bytes", sum, w.bytes)
+	}
+	for _, q := range w.queue[1:] { // after the attach
+		switch k := q.f.GetFrame().GetKind().(type) {
 		case *corralv1.ClientFrame_SetPresence:
 			got = append(got, k.SetPresence.GetRoom()+"="+string(k.SetPresence.GetState()))
 		case *corralv1.ClientFrame_Leave:
