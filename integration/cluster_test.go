@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"fmt"
+	"github.com/corral-rt/corral/internal/readytest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,7 +51,7 @@ func runClusterTraffic(t *testing.T, migrate bool) {
 		}}
 		p.start()
 		t.Cleanup(p.kill9)
-		waitReady(t, "http://"+addr+"/readyz")
+		readytest.Wait(t, "http://"+addr+"/readyz")
 		procs = append(procs, &deployment{wsURL: "ws://" + addr + "/ws"})
 	}
 

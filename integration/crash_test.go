@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"fmt"
+	"github.com/corral-rt/corral/internal/readytest"
 	"net"
 	"os"
 	"os/exec"
@@ -74,7 +75,7 @@ func TestCrashRestartResume(t *testing.T) {
 	}}
 	p.start()
 	t.Cleanup(p.kill9)
-	waitReady(t, "http://"+addr+"/readyz")
+	readytest.Wait(t, "http://"+addr+"/readyz")
 	d := &deployment{wsURL: "ws://" + addr + "/ws"}
 	ctx := testCtx(t)
 	const room = "survivors"
@@ -135,7 +136,7 @@ func TestCrashRestartResume(t *testing.T) {
 		waitClosed(t, m.conn)
 	}
 	p.start()
-	waitReady(t, "http://"+addr+"/readyz")
+	readytest.Wait(t, "http://"+addr+"/readyz")
 
 	pub2 := dial(t, d, "teacher", protocol.JSON)
 	if _, err := pub2.Join(ctx, room, 0, ""); err != nil {

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/internal/readytest"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func TestEdgeFailsOverToAnotherCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { edgeNode.Close(context.Background()) })
-	waitReady(t, "http://"+edgeNode.Addr()+"/readyz")
+	readytest.Wait(t, "http://"+edgeNode.Addr()+"/readyz")
 	d := &deployment{wsURL: "ws://" + edgeNode.Addr() + "/ws"}
 	ctx := testCtx(t)
 

@@ -3,9 +3,9 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
@@ -100,29 +100,13 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}
-	waitReady(t, "http://"+edgeNode.Addr()+"/readyz")
+	readytest.Wait(t, "http://"+edgeNode.Addr()+"/readyz")
 	return &deployment{
 		wsURL:   "ws://" + edgeNode.Addr() + "/ws",
 		api:     apiclient.New(apiURL, testAPIKey, nil),
 		apiURL:  apiURL,
 		apiNode: apiNode,
 	}
-}
-
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s never became ready", url)
 }
 
 // dial connects a client, failing the test on error.

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/internal/readytest"
 	"net/http"
 	"strings"
 	"sync"
@@ -248,7 +249,7 @@ func TestDrainSpreadsHints(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aNode.Close(context.Background()) })
-	waitReady(t, "http://"+aNode.Addr()+"/readyz")
+	readytest.Wait(t, "http://"+aNode.Addr()+"/readyz")
 	a := &deployment{wsURL: "ws://" + aNode.Addr() + "/ws"}
 	b := start(t, "serve", nil, shared)
 	ctx := testCtx(t)
@@ -330,7 +331,7 @@ func TestAdminDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close(context.Background()) })
-	waitReady(t, "http://"+n.Addr()+"/readyz")
+	readytest.Wait(t, "http://"+n.Addr()+"/readyz")
 	d := &deployment{wsURL: "ws://" + n.Addr() + "/ws"}
 	c := dial(t, d, "watcher", protocol.JSON)
 	url := "http://" + n.InternalAddr() + "/admin/drain?window=200ms"
@@ -379,7 +380,7 @@ func TestDrainMovesSessionsToFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aNode.Close(context.Background()) })
-	waitReady(t, "http://"+aNode.Addr()+"/readyz")
+	readytest.Wait(t, "http://"+aNode.Addr()+"/readyz")
 	aURL := "ws://" + aNode.Addr() + "/ws"
 	b := start(t, "serve", nil, func(o *server.Options) { o.RedisURL, o.RedisPrefix = addr, prefix })
 	ctx := testCtx(t)

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/internal/readytest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -258,7 +259,7 @@ func twoCores(t *testing.T, tune func(*server.Options)) (a, b *server.Node, da, 
 			defer cancel()
 			n.Close(ctx)
 		})
-		waitReady(t, "http://"+n.Addr()+"/readyz")
+		readytest.Wait(t, "http://"+n.Addr()+"/readyz")
 		return n, &deployment{wsURL: "ws://" + n.Addr() + "/ws"}
 	}
 	a, da = startNode()
@@ -540,7 +541,7 @@ func TestPresenceCrashKill9(t *testing.T) {
 		}}
 		p.start()
 		t.Cleanup(p.kill9)
-		waitReady(t, "http://"+addr+"/readyz")
+		readytest.Wait(t, "http://"+addr+"/readyz")
 		return p, &deployment{wsURL: "ws://" + addr + "/ws"}
 	}
 	victim, dv := proc()

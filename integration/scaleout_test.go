@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"net/http"
 	"strconv"
@@ -45,7 +46,7 @@ func TestScaleOutCoreFailover(t *testing.T) {
 		}}
 		p.start()
 		t.Cleanup(p.kill9)
-		waitReady(t, "http://"+addr+"/readyz")
+		readytest.Wait(t, "http://"+addr+"/readyz")
 		cores = append(cores, p)
 		if i > 0 {
 			coreURLs += ","
@@ -65,7 +66,7 @@ func TestScaleOutCoreFailover(t *testing.T) {
 		}}
 		p.start()
 		t.Cleanup(p.kill9)
-		waitReady(t, "http://"+addr+"/readyz")
+		readytest.Wait(t, "http://"+addr+"/readyz")
 		edges = append(edges, &deployment{wsURL: "ws://" + addr + "/ws"})
 		edgeURLs = append(edgeURLs, "http://"+addr)
 	}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -106,7 +107,7 @@ func TestEdgeDrainOnInternalListener(t *testing.T) {
 	if edge.InternalAddr() == "" || edge.InternalAddr() == edge.Addr() {
 		t.Fatalf("edge internal listener %q (public %q)", edge.InternalAddr(), edge.Addr())
 	}
-	waitOK(t, "http://"+edge.Addr()+"/readyz")
+	readytest.Wait(t, "http://"+edge.Addr()+"/readyz")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, "ws://"+edge.Addr()+"/ws", client.Options{Token: "watcher"})
@@ -254,20 +255,4 @@ func TestMetricsListener(t *testing.T) {
 	if code, _ := do(t, http.MethodGet, "http://"+e.Addr()+"/metrics", ""); code != http.StatusOK {
 		t.Fatalf("/metrics on the public port without an internal listener: %d, want 200", code)
 	}
-}
-
-func waitOK(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s never became ready", url)
 }

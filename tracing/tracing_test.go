@@ -2,9 +2,9 @@ package tracing_test
 
 import (
 	"context"
+	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
@@ -53,7 +53,7 @@ func TestPublishSpanTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { edge.Close(context.Background()) })
-	waitReady(t, "http://"+edge.Addr()+"/readyz")
+	readytest.Wait(t, "http://"+edge.Addr()+"/readyz")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -199,19 +199,4 @@ func keys(m map[string]sdktrace.ReadOnlySpan) []string {
 		ks = append(ks, k)
 	}
 	return ks
-}
-
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s not ready", url)
 }
