@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/redis/rueidis"
 )
 
@@ -95,7 +96,7 @@ func (r *Redis) key(user string) string { return r.prefix + ":grants:{" + user +
 // sees those too).
 func (r *Redis) listen(ctx context.Context) {
 	defer close(r.done)
-	backoff := 50 * time.Millisecond
+	b := retry.Backoff{Base: 50 * time.Millisecond, Cap: 5 * time.Second, ResetAfter: 10 * time.Second}
 	var confirmed atomic.Int64
 	rctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
 		if s.Kind != "subscribe" {
@@ -110,18 +111,11 @@ func (r *Redis) listen(ctx context.Context) {
 		clear(r.cache)
 		r.gen++
 		r.mu.Unlock()
-		start := time.Now()
+		b.Start()
 		_ = r.client.Receive(rctx, r.client.B().Subscribe().Channel(r.channel).Build(), func(m rueidis.PubSubMessage) {
 			r.changed(m.Message)
 		})
-		if time.Since(start) > 10*time.Second {
-			backoff = 50 * time.Millisecond
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		b.Wait(ctx)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/retry"
 )
 
 // bot is the sender of award messages; its own messages earn nothing.
@@ -48,8 +48,9 @@ func (a *awarder) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	backoff, fromOldest := 100*time.Millisecond, false
+	b, fromOldest := retry.Backoff{Base: 100 * time.Millisecond, Cap: 5 * time.Second, ResetAfter: 10 * time.Second}, false
 	for ctx.Err() == nil {
+		b.Start()
 		err := a.stream(ctx, st, &corralv1.EventsRequest{After: st.Position, FromOldest: fromOldest && st.Position == ""})
 		switch {
 		case errors.Is(err, errCrash), ctx.Err() != nil:
@@ -64,12 +65,9 @@ func (a *awarder) run(ctx context.Context) error {
 			st.Position, fromOldest = "", true
 			continue
 		}
-		a.log.Warn("events stream ended; reconnecting", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff + rand.N(backoff/2)):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		d := b.Next()
+		a.log.Warn("events stream ended; reconnecting", "err", err, "in", d)
+		retry.Sleep(ctx, d)
 	}
 	return ctx.Err()
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/redis/rueidis"
 )
 
@@ -283,8 +284,7 @@ func (s *Subscriber) closeConns() {
 // sends commands on the connections.
 func (s *Subscriber) loop() {
 	defer close(s.done)
-	const minBackoff, maxBackoff = 50 * time.Millisecond, 2 * time.Second
-	backoff := minBackoff
+	b := retry.Backoff{Base: 50 * time.Millisecond, Cap: 2 * time.Second}
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -295,19 +295,16 @@ func (s *Subscriber) loop() {
 		for {
 			more, err := s.step()
 			if err == nil {
-				backoff = minBackoff
+				b.Reset()
 				if !more {
 					break
 				}
 				continue
 			}
-			select {
-			case <-s.ctx.Done():
+			if !b.Wait(s.ctx) {
 				s.failQueued()
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, maxBackoff)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/redis/rueidis"
 )
 
@@ -18,28 +19,33 @@ func Is(err error) bool {
 	return ok && e.IsTryAgain()
 }
 
-// Wait sleeps before attempt number attempt (1, 2, ...) of a command
-// refused with TRYAGAIN: 5 ms, doubling up to 200 ms. It reports false,
+// schedule is the backoff between attempts: a migration's split is short,
+// so the ceiling starts at 5 ms and stops at 200 ms.
+func schedule() retry.Backoff {
+	return retry.Backoff{Base: 5 * time.Millisecond, Cap: 200 * time.Millisecond}
+}
+
+// Wait sleeps before attempt number attempt (2, 3, ...) of a command
+// refused with TRYAGAIN, as the attempt-th failure of retry's schedule
+// (ceiling 5 ms, doubling up to 200 ms, full jitter). It reports false,
 // at once, when ctx ends first.
 func Wait(ctx context.Context, attempt int) bool {
-	d := 5 * time.Millisecond << min(attempt-1, 6)
-	d = min(d, 200*time.Millisecond)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+	b := schedule()
+	var d time.Duration
+	// Past 7 failures the ceiling no longer grows.
+	for range max(1, min(attempt, 8)) {
+		d = b.Next()
 	}
+	return retry.Sleep(ctx, d)
 }
 
 // Do calls fn again while it fails with TRYAGAIN, until ctx ends; it
 // returns fn's last error.
 func Do(ctx context.Context, fn func() error) error {
-	for attempt := 1; ; attempt++ {
+	b := schedule()
+	for {
 		err := fn()
-		if !Is(err) || !Wait(ctx, attempt) {
+		if !Is(err) || !b.Wait(ctx) {
 			return err
 		}
 	}
