@@ -36,8 +36,8 @@
 //
 // A grant is an exact room name, or a pattern in which '*' matches any run of
 // characters, including none: "game:*", "org:*:chat", "*". There are no other
-// metacharacters. [Match] checks a room against a list of grants in time
-// linear in the lengths of both.
+// metacharacters. [roompattern.Match] checks a room against a list of
+// grants in time linear in the lengths of both.
 //
 // [Dev] accepts any plain user id without verification, for local
 // development only.

@@ -9,6 +9,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/roompattern"
 )
 
 func ExampleNewJWT() {
@@ -37,8 +38,8 @@ func ExampleNewJWT() {
 		log.Fatal(err)
 	}
 	fmt.Println(id.GetUserId())
-	fmt.Println(auth.Match(id.GetJoin(), "lobby"), auth.Match(id.GetPublish(), "lobby"))
-	fmt.Println(auth.Match(id.GetPublish(), "game:7"))
+	fmt.Println(roompattern.Match(id.GetJoin(), "lobby"), roompattern.Match(id.GetPublish(), "lobby"))
+	fmt.Println(roompattern.Match(id.GetPublish(), "game:7"))
 
 	_, err = a.Authenticate(context.Background(), token+"x")
 	fmt.Println(errors.Is(err, auth.ErrUnauthenticated), err)
@@ -47,15 +48,4 @@ func ExampleNewJWT() {
 	// true false
 	// true
 	// true auth: unauthenticated: bad signature
-}
-
-func ExampleMatch() {
-	grants := []string{"game:*", "org:*:chat"}
-	fmt.Println(auth.Match(grants, "game:42"))
-	fmt.Println(auth.Match(grants, "org:acme:chat"))
-	fmt.Println(auth.Match(grants, "lobby"))
-	// Output:
-	// true
-	// true
-	// false
 }

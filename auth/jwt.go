@@ -13,6 +13,7 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/safetext"
+	"github.com/corral-rt/corral/roompattern"
 )
 
 const (
@@ -21,9 +22,6 @@ const (
 	maxTokenSize = 8 << 10
 	// maxSubject bounds the "sub" claim, in bytes.
 	maxSubject = 128
-	// maxPattern bounds a room pattern of the rooms and publish claims, as
-	// grants.MaxPatternLen does the API's.
-	maxPattern = 256
 	// MinHMACSecret is the shortest HMAC secret NewJWT accepts, in bytes.
 	MinHMACSecret = 32
 	// minRSABits is the smallest RSA modulus NewJWT accepts.
@@ -212,11 +210,11 @@ func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identit
 	return id, nil
 }
 
-// validPatterns reports whether every room pattern of a claim is a valid
-// name (safetext.CheckName), as grants.Validate requires of the API's.
+// validPatterns reports whether every room pattern of a claim is valid
+// (roompattern.Check), as grants.Validate requires of the API's.
 func validPatterns(ps []string) bool {
 	for _, p := range ps {
-		if safetext.CheckName("pattern", p, maxPattern) != nil {
+		if roompattern.Check(p) != nil {
 			return false
 		}
 	}

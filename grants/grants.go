@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/corral-rt/corral/internal/safetext"
 	"slices"
 
-	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/internal/safetext"
+	"github.com/corral-rt/corral/roompattern"
 )
 
 // Limits of one user's grants, so that a runaway service cannot make every
@@ -15,8 +15,8 @@ import (
 const (
 	// MaxPatterns bounds each list of a user's Grants.
 	MaxPatterns = 256
-	// MaxPatternLen bounds one pattern in bytes.
-	MaxPatternLen = 256
+	// MaxPatternLen bounds one pattern in bytes (roompattern.Check).
+	MaxPatternLen = roompattern.MaxLen
 	// MaxUserID bounds a user id in bytes (a JWT's sub has at most 128).
 	MaxUserID = 256
 )
@@ -48,13 +48,13 @@ type Grants struct {
 // do kind in room, given the user's run-time grants g (nil: none).
 func Allows(g *Grants, kind Kind, token []string, room string) bool {
 	if g == nil {
-		return auth.Match(token, room)
+		return roompattern.Match(token, room)
 	}
 	granted, revoked := g.Join, g.JoinRevoked
 	if kind == Publish {
 		granted, revoked = g.Publish, g.PublishRevoked
 	}
-	return (auth.Match(token, room) || auth.Match(granted, room)) && !auth.Match(revoked, room)
+	return (roompattern.Match(token, room) || roompattern.Match(granted, room)) && !roompattern.Match(revoked, room)
 }
 
 // Empty reports whether g holds nothing.
@@ -98,7 +98,7 @@ func Validate(user string, join, publish []string) error {
 			return fmt.Errorf("%w: more than %d patterns", ErrInvalid, MaxPatterns)
 		}
 		for _, p := range list {
-			if err := safetext.CheckName("pattern", p, MaxPatternLen); err != nil {
+			if err := roompattern.Check(p); err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
 		}
@@ -142,7 +142,7 @@ func change(add, remove, patterns []string) ([]string, []string, error) {
 	for _, r := range remove {
 		covered := false
 		for _, p := range patterns {
-			if p == r || auth.Match([]string{p}, r) {
+			if p == r || roompattern.Match([]string{p}, r) {
 				covered = true
 				break
 			}

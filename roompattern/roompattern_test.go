@@ -1,10 +1,10 @@
-package auth_test
+package roompattern_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/roompattern"
 )
 
 func TestMatch(t *testing.T) {
@@ -57,7 +57,7 @@ func TestMatch(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := auth.Match(tt.grants, tt.room); got != tt.want {
+			if got := roompattern.Match(tt.grants, tt.room); got != tt.want {
 				t.Errorf("Match(%q, %q) = %v, want %v", tt.grants, tt.room, got, tt.want)
 			}
 		})
@@ -75,11 +75,11 @@ func TestMatchPathological(t *testing.T) {
 		strings.Repeat("*", 10_000) + "b",
 	}
 	for _, p := range patterns {
-		if auth.Match([]string{p}, room) {
+		if roompattern.Match([]string{p}, room) {
 			t.Errorf("Match(%.20q..., a*100000) = true, want false", p)
 		}
 	}
-	if !auth.Match([]string{strings.Repeat("*a", 50) + "*"}, room) {
+	if !roompattern.Match([]string{strings.Repeat("*a", 50) + "*"}, room) {
 		t.Error("Match(*a*a...*, a*100000) = false, want true")
 	}
 }
