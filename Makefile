@@ -95,8 +95,8 @@ check-js: generate-js build-js ## clients/js/src/gen and the demo's SDK bundle a
 ci: check check-js test deploy-check ## what CI runs
 
 .PHONY: fuzz
-fuzz: ## fuzz every decoder of network bytes for FUZZTIME each (default 30s)
-	@for pkg in ./protocol ./auth; do \
+fuzz: ## fuzz every package's Fuzz targets (every decoder of network bytes) for FUZZTIME each (default 30s)
+	@for pkg in $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
 	  for f in $$($(GO) test -list='^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-30s} $$pkg || exit 1; \
 	  done; \

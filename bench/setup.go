@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 )
 
@@ -59,9 +60,7 @@ func apiClient(t Target) corralv1connect.RoomServiceClient {
 	if strings.HasPrefix(t.API, "https://") {
 		rt = http.DefaultTransport.(*http.Transport).Clone()
 	} else {
-		p := new(http.Protocols)
-		p.SetUnencryptedHTTP2(true)
-		rt = &http.Transport{Protocols: p, MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second}
+		rt = apiclient.H2CClient().Transport
 	}
 	if t.APIKey != "" {
 		rt = bearer{key: t.APIKey, next: rt}

@@ -1,20 +1,19 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/testlog"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -179,29 +178,11 @@ func TestInternalListenersNeedKeys(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the listeners' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestInsecureWarning: an insecure node logs one warning at start that
 // names every open endpoint with its listener's address; a node with keys
 // and verified tokens logs none.
 func TestInsecureWarning(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	n := start(t, server.Options{
 		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0",
 		Auth: auth.Dev{}, APIInsecure: true, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
@@ -226,7 +207,7 @@ func TestInsecureWarning(t *testing.T) {
 		}
 	}
 
-	var quietLogs syncBuffer
+	var quietLogs testlog.Buffer
 	jwt, err := auth.NewJWT(auth.JWTConfig{HMACSecret: []byte("a-secret-of-at-least-32-bytes-long!!")})
 	if err != nil {
 		t.Fatal(err)

@@ -297,7 +297,7 @@ func Start(opts Options) (*Node, error) {
 			if opts.CoreAPIKey != "" {
 				ics = append(ics, apiclient.Bearer(opts.CoreAPIKey))
 			}
-			hc := h2cClient()
+			hc := apiclient.H2CClient() // the edge-core hop: h2c on a trusted network or loopback
 			for _, u := range strings.Split(opts.CoreURL, ",") {
 				if u = strings.TrimSpace(u); u == "" {
 					continue
@@ -497,18 +497,6 @@ func (n *Node) closeStores() {
 		n.redis.Close()
 		n.redis = nil
 	}
-}
-
-// h2cClient is an HTTP client that speaks unencrypted HTTP/2 only: the
-// edge-core hop runs on a trusted network or loopback.
-func h2cClient() *http.Client {
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{
-		Protocols:       p,
-		MaxIdleConns:    16,
-		IdleConnTimeout: 90 * time.Second,
-	}}
 }
 
 // shareLinkFrames hands Link batches across the in-process transport without

@@ -11,7 +11,6 @@
 package image_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,12 +21,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/internal/testlog"
 )
 
 func TestImageServesAndDrains(t *testing.T) {
@@ -72,7 +71,7 @@ func TestImageServesAndDrains(t *testing.T) {
 	t.Cleanup(func() { exec.Command(buildah, "rm", ctr).Run() })
 
 	addr := freeLoopbackAddr(t)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	run := exec.Command(buildah, "run", "--isolation", "chroot", "--network", "host", ctr,
 		"/corral", "serve", "--insecure-dev", "--addr", addr, "--drain-window", "2s", "--shutdown-timeout", "20s")
 	run.Stdout, run.Stderr = &logs, &logs
@@ -277,23 +276,4 @@ func waitStatus(t *testing.T, ctx context.Context, url string, want int, exited 
 		}
 	}
 	t.Fatal(fmt.Errorf("%s: last status %d, want %d: %w", url, last, want, errors.New("timed out")))
-}
-
-// syncBuffer collects the process's output written from exec's copying
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex // guards the following field
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

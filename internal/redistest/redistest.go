@@ -8,7 +8,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/internal/testlog"
 	"github.com/redis/rueidis"
 )
 
@@ -181,7 +181,7 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) start() error {
-	var out bytes.Buffer
+	var out testlog.Buffer
 	args := []string{"--save", "", "--appendonly", "no",
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--daemonize", "no"}
@@ -193,7 +193,7 @@ func (s *Server) start() error {
 		args = append(args, more...)
 	}
 	cmd := exec.Command("redis-server", args...)
-	cmd.Stdout = &syncWriter{w: &out}
+	cmd.Stdout = &out
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
@@ -207,7 +207,7 @@ func (s *Server) start() error {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		select {
 		case <-exited:
-			return fmt.Errorf("redis-server on %s exited: %s", addr, cmd.Stdout.(*syncWriter).String())
+			return fmt.Errorf("redis-server on %s exited: %s", addr, out.String())
 		default:
 		}
 		if ping(addr) == nil {
@@ -255,21 +255,4 @@ func freePort() (int, error) {
 		return freePort()
 	}
 	return port, nil
-}
-
-type syncWriter struct {
-	mu sync.Mutex // guards w
-	w  *bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.String()
 }
