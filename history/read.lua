@@ -1,8 +1,10 @@
 -- read.lua reports a room's epoch and seq bounds and reads one page of its
--- stream, creating the epoch when the room has none, atomically.
+-- stream, creating the epoch when the room has none (unless it peeks),
+-- atomically.
 --
 -- KEYS[1] seq key, KEYS[2] log key (stream), KEYS[3] epoch key
--- ARGV[1] a fresh epoch, used when the room has no history
+-- ARGV[1] a fresh epoch, used when the room has no history; "" (peek):
+--         a room with no history is not created and reads as {"", 0, 0}
 -- ARGV[2] TTL of the room's keys in ms, for a new epoch
 -- ARGV[3] "f" forward, "r" reverse, "" state only
 -- ARGV[4] forward: read seq > this; reverse: read seq < this (0: newest)
@@ -16,6 +18,8 @@ local epoch = redis.call('GET', epochKey)
 local last = redis.call('GET', seqKey)
 if epoch and last then
   last = tonumber(last)
+elseif ARGV[1] == '' then
+  return {'', 0, 0}
 else
   -- As in append.lua: a missing or partial history starts a new epoch.
   redis.call('DEL', logKey)

@@ -275,7 +275,7 @@ func (r *Redis) ReadMany(ctx context.Context, qs []Query) ([]Page, error) {
 		if q.Reverse {
 			dir, pos = "r", q.Before
 		}
-		execs[i] = r.readExec(q.Room, dir, pos, pageLimit(q.Limit)+1)
+		execs[i] = r.readExec(q.Room, q.Peek, dir, pos, pageLimit(q.Limit)+1)
 	}
 	resps := evalMulti(ctx, r.client, readLua, readSHA, execs)
 	pages := make([]Page, len(qs))
@@ -298,7 +298,7 @@ func (r *Redis) State(ctx context.Context, room string) (State, error) {
 		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
 	}
 	defer r.release()
-	resps := evalMulti(ctx, r.client, readLua, readSHA, []rueidis.LuaExec{r.readExec(room, "", 0, 0)})
+	resps := evalMulti(ctx, r.client, readLua, readSHA, []rueidis.LuaExec{r.readExec(room, false, "", 0, 0)})
 	p, err := parsePage(resps[0], 0)
 	if err != nil {
 		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
@@ -306,10 +306,15 @@ func (r *Redis) State(ctx context.Context, room string) (State, error) {
 	return p.State, nil
 }
 
-func (r *Redis) readExec(room, dir string, pos uint64, count int) rueidis.LuaExec {
+// readExec is read.lua on room's keys; with peek it creates no epoch.
+func (r *Redis) readExec(room string, peek bool, dir string, pos uint64, count int) rueidis.LuaExec {
+	epoch := ""
+	if !peek {
+		epoch = candidateEpoch()
+	}
 	return rueidis.LuaExec{
 		Keys: r.roomKeys(room, 0),
-		Args: []string{candidateEpoch(), r.ttl, dir, strconv.FormatUint(pos, 10), strconv.Itoa(count)},
+		Args: []string{epoch, r.ttl, dir, strconv.FormatUint(pos, 10), strconv.Itoa(count)},
 	}
 }
 

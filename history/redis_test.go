@@ -3,6 +3,7 @@ package history_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -407,5 +408,63 @@ func TestRedisClosed(t *testing.T) {
 	}
 	if _, err := s.Append(context.Background(), "r", newMsg("r", 0, 0), ""); err == nil {
 		t.Fatal("Append after Close succeeded")
+	}
+}
+
+// TestRedisPeekCreatesNothing: reads for the internal API (Peek) of rooms
+// that never existed must not grow Redis, and must say the room has no
+// history (an empty epoch); a real room peeks as it reads.
+func TestRedisPeekCreatesNothing(t *testing.T) {
+	s, client, _ := newRedis(t, history.RedisOptions{})
+	ctx := context.Background()
+	res, err := s.Append(ctx, "real", newMsg("real", 1, 1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbsize := func() int64 {
+		t.Helper()
+		n, err := client.Do(ctx, client.B().Dbsize().Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := dbsize()
+	qs := make([]history.Query, 0, 100)
+	for i := range 1000 {
+		room := fmt.Sprintf("made-up-%d", i)
+		if i%2 == 0 {
+			p, err := s.Read(ctx, history.Query{Room: room, Peek: true, Reverse: i%4 == 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Epoch != "" || p.Last != 0 || p.First != 0 || len(p.Messages) != 0 {
+				t.Fatalf("peek of %q = %+v, want an empty page without epoch", room, p)
+			}
+			continue
+		}
+		qs = append(qs, history.Query{Room: room, Peek: true})
+		if len(qs) == cap(qs) {
+			pages, err := s.ReadMany(ctx, qs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, p := range pages {
+				if p.Epoch != "" || p.Last != 0 || len(p.Messages) != 0 {
+					t.Fatalf("peek of %q = %+v, want an empty page without epoch", qs[j].Room, p)
+				}
+			}
+			qs = qs[:0]
+		}
+	}
+	if after := dbsize(); after != before {
+		t.Fatalf("reading 1,000 made-up rooms changed the key count from %d to %d", before, after)
+	}
+	p, err := s.Read(ctx, history.Query{Room: "real", Peek: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Epoch != res.Epoch || p.Last != 1 || len(p.Messages) != 1 {
+		t.Fatalf("peek of a real room = %+v, want epoch %q and its one message", p, res.Epoch)
 	}
 }

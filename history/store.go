@@ -44,12 +44,18 @@ const MaxPage = 1000
 //
 // Trimmed messages are not returned: a forward page may start above
 // After+1; compare with [State].First to detect the gap.
+//
+// Peek reads without writing: a room that has no history (no epoch) reads
+// as an empty page with an empty Epoch, and no epoch is created for it.
+// Reads for a caller that names rooms freely (the internal API) peek, so
+// that made-up room names do not grow the store.
 type Query struct {
 	Room    string
 	After   uint64
 	Before  uint64
 	Reverse bool
 	Limit   int
+	Peek    bool
 }
 
 // State describes a room's history.
