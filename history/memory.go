@@ -351,6 +351,9 @@ func (m *Memory) Read(_ context.Context, q Query) (Page, error) {
 	}
 	r := m.live(q.Room)
 	if r == nil {
+		if q.Peek {
+			return Page{}, nil
+		}
 		return Page{State: State{Epoch: m.epochOf(q.Room)}}, nil
 	}
 	defer r.mu.Unlock()

@@ -160,6 +160,14 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 		return server.Options{}, nil, err
 	}
 	opts.Core.SessionTTL = f.sessionTTL
+	for name, n := range map[string]int{"--api-max-request-bytes": f.apiMaxRequestBytes, "--api-max-event-streams": f.apiMaxEventStreams,
+		"--api-max-broadcast-rooms": f.apiMaxBroadcastRooms, "--api-max-members": f.apiMaxMembers} {
+		if n < 0 {
+			return server.Options{}, nil, fmt.Errorf("%s must not be negative", name)
+		}
+	}
+	opts.APIMaxRequestBytes, opts.APIMaxEventStreams = f.apiMaxRequestBytes, f.apiMaxEventStreams
+	opts.Core.API.MaxBroadcastRooms, opts.Core.API.MaxMembers = f.apiMaxBroadcastRooms, f.apiMaxMembers
 	opts.Core.Presence.Grace = f.presenceGrace
 	opts.Core.Presence.Tick = f.presenceTick
 	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
@@ -244,6 +252,10 @@ type flags struct {
 	backlog                     int
 	insecureDev, apiInsecure    bool
 	apiKeys, apiKeysFile        string
+	apiMaxRequestBytes          int
+	apiMaxEventStreams          int
+	apiMaxBroadcastRooms        int
+	apiMaxMembers               int
 	apiKey, apiKeyFile          string
 	jwtSecret, jwtKeys          string
 	jwtSecretFile, redisFile    string
@@ -294,6 +306,10 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the internal API accepts (each at least 16 characters); required for the API over HTTP (corral core, serve --internal-addr) [CORRAL_API_KEYS]")
 		fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "`file` of more API keys, one per line (# comments) [CORRAL_API_KEYS_FILE]")
 		fs.BoolVar(&f.apiInsecure, "api-insecure", false, "local development: the internal API accepts calls without an API key; never in production [CORRAL_API_INSECURE]")
+		fs.IntVar(&f.apiMaxRequestBytes, "api-max-request-bytes", 0, "`bytes` of one internal API request message (0: 4 MiB) [CORRAL_API_MAX_REQUEST_BYTES]")
+		fs.IntVar(&f.apiMaxEventStreams, "api-max-event-streams", 0, "`N` RoomService.Events streams open at once per API key (0: 16) [CORRAL_API_MAX_EVENT_STREAMS]")
+		fs.IntVar(&f.apiMaxBroadcastRooms, "api-max-broadcast-rooms", 0, "`N` rooms of one RoomService.Broadcast (0: 10000) [CORRAL_API_MAX_BROADCAST_ROOMS]")
+		fs.IntVar(&f.apiMaxMembers, "api-max-members", 0, "`N` members and presence entries one RoomService.Members lists (0: 10000) [CORRAL_API_MAX_MEMBERS]")
 		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log) [CORRAL_EVENTS]")
 	}
 	if mode == server.EdgeOnly {
