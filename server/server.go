@@ -23,6 +23,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/redisurl"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/corral-rt/corral/tracing"
@@ -198,7 +199,7 @@ func Start(opts Options) (*Node, error) {
 		cc.Logger = opts.Logger.With("part", "core")
 		cc.Registerer = reg
 		if opts.RedisURL != "" {
-			ro, err := rueidis.ParseURL(opts.RedisURL)
+			ro, err := redisurl.Options(opts.RedisURL)
 			if err != nil {
 				return nil, fmt.Errorf("server: --redis: %w", err)
 			}
