@@ -29,8 +29,12 @@ var appendLua string
 //go:embed read.lua
 var readLua string
 
+//go:embed fence.lua
+var fenceLua string
+
 var (
 	appendScript = rueidis.NewLuaScript(appendLua)
+	fenceScript  = rueidis.NewLuaScript(fenceLua)
 	readSHA      = sha1Hex(readLua)
 )
 
@@ -60,6 +64,11 @@ type RedisOptions struct {
 	// the message is in history (Append succeeds) but its event is not in
 	// the log. Only on Redis Cluster.
 	OnEventError func(room string, err error)
+	// OnLoss, when set, is told each time a room moves to a new epoch
+	// because its history ended below a seq a caller had seen (see
+	// [LossFence]): acknowledged messages were lost, as after a failover
+	// to a replica that lagged.
+	OnLoss func(room string)
 }
 
 // Redis is a [Store] in Redis, shared by every process that uses the same
@@ -79,6 +88,7 @@ type Redis struct {
 	// SSUBSCRIBE per node, and write events after the append script.
 	sharded bool
 	onEvErr func(room string, err error)
+	onLoss  func(room string)
 	limit   *inflight.Limit
 	closed  atomic.Bool
 
@@ -115,6 +125,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		events:  opts.Events,
 		sharded: client.Mode() == rueidis.ClientModeCluster,
 		onEvErr: opts.OnEventError,
+		onLoss:  opts.OnLoss,
 	}
 	if opts.Events != nil && !r.sharded {
 		r.evKey, r.evMaxLen = opts.Events.Key(), strconv.Itoa(opts.Events.MaxLen())
@@ -158,6 +169,11 @@ func (r *Redis) channel(room string) string {
 
 // Append implements [Store.Append].
 func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string) (AppendResult, error) {
+	return r.AppendKnown(ctx, room, msg, dedupeKey, State{})
+}
+
+// AppendKnown implements [LossFence.AppendKnown].
+func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string, known State) (AppendResult, error) {
 	if err := checkAppend(room, msg); err != nil {
 		return AppendResult{}, err
 	}
@@ -180,13 +196,14 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	if r.sharded {
 		spublish = "1"
 	}
-	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen, spublish}
+	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen, spublish,
+		known.Epoch, strconv.FormatUint(known.Last, 10)}
 	var res []rueidis.RedisMessage
 	err = tryagain.Do(ctx, func() error {
 		res, err = appendScript.Exec(ctx, r.client, keys, args).ToArray()
 		return err
 	})
-	if err == nil && len(res) != 3 {
+	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply of %d elements", len(res))
 	}
 	var out AppendResult
@@ -196,14 +213,20 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	if err == nil {
 		out.Epoch, err = res[1].ToString()
 	}
-	var dup int64
+	var dup, lost int64
 	if err == nil {
 		dup, err = res[2].AsInt64()
+	}
+	if err == nil {
+		lost, err = res[3].AsInt64()
 	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
 	}
 	out.Duplicate = dup == 1
+	if lost == 1 && r.onLoss != nil {
+		r.onLoss(room)
+	}
 	msg.Seq = out.Seq
 	if r.events != nil && r.evKey == "" && !out.Duplicate {
 		// Redis Cluster: the event log is in another slot.
@@ -216,6 +239,47 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 		}
 	}
 	return out, nil
+}
+
+// Fence implements [LossFence.Fence].
+func (r *Redis) Fence(ctx context.Context, room string, known State) (State, error) {
+	if room == "" {
+		return State{}, errEmptyRoom
+	}
+	if err := r.acquire(); err != nil {
+		return State{}, fmt.Errorf("history: fence %q: %w", room, err)
+	}
+	defer r.release()
+	keys := r.roomKeys(room, 0)
+	keys = []string{keys[0], keys[2]}
+	args := []string{known.Epoch, strconv.FormatUint(known.Last, 10), candidateEpoch(), r.ttl}
+	var res []rueidis.RedisMessage
+	err := tryagain.Do(ctx, func() error {
+		var err error
+		res, err = fenceScript.Exec(ctx, r.client, keys, args).ToArray()
+		return err
+	})
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("unexpected reply of %d elements", len(res))
+	}
+	var st State
+	var bumped int64
+	if err == nil {
+		st.Epoch, err = res[0].ToString()
+	}
+	if err == nil {
+		st.Last, err = res[1].AsUint64()
+	}
+	if err == nil {
+		bumped, err = res[2].AsInt64()
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("history: fence %q: %w", room, err)
+	}
+	if bumped == 1 && r.onLoss != nil {
+		r.onLoss(room)
+	}
+	return st, nil
 }
 
 // encodeWithoutSeq encodes msg with seq 0 and splits the encoding where the
@@ -427,3 +491,5 @@ func (r *Redis) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+var _ LossFence = (*Redis)(nil)

@@ -212,10 +212,19 @@ func Start(opts Options) (*Node, error) {
 				ev = events.NewRedis(n.redis, events.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.EventsMaxLen})
 			}
 			logger := cc.Logger
+			bumps := prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "corral_store_epoch_bumps_total",
+				Help: "Rooms moved to a new history epoch by corral, by reason (loss: Redis lost acknowledged messages, as after a failover to a lagging replica).",
+			}, []string{"reason"})
+			reg.MustRegister(bumps)
 			h := history.NewRedis(n.redis, history.RedisOptions{
 				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev,
 				OnEventError: func(room string, err error) {
 					logger.Error("a message's event did not reach the event log", "room", room, "err", err)
+				},
+				OnLoss: func(room string) {
+					bumps.WithLabelValues("loss").Inc()
+					logger.Warn("redis lost acknowledged messages of a room (failover to a lagging replica?): new epoch, members reset", "room", room)
 				},
 			})
 			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
