@@ -283,3 +283,18 @@ func (w *syncWriter) String() string {
 	defer w.mu.Unlock()
 	return w.w.String()
 }
+
+// Pause stops the server's process (SIGSTOP) until Resume: it neither
+// answers nor replicates, as a server stalled or cut off by a partition.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}

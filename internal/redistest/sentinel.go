@@ -182,3 +182,10 @@ func command(ctx context.Context, addr string, args ...string) (rueidis.RedisMes
 	defer c.Close()
 	return c.Do(ctx, c.B().Arbitrary(args...).Build()).ToMessage()
 }
+
+// Replica returns the i-th replica server (from 0) still running.
+func (s *Sentinel) Replica(i int) *Server { return s.servers[1+i] }
+
+// Servers returns the data servers still running, the master first until
+// a failover (then in start order).
+func (s *Sentinel) Servers() []*Server { return s.servers }
