@@ -23,7 +23,11 @@ type Sentinel struct {
 	tb        testing.TB
 	servers   []*Server // the master first, then the replicas
 	sentinels []*Server
+	killedAt  time.Time // of the last Failover's kill
 }
+
+// KilledAt returns when the last Failover killed the master.
+func (s *Sentinel) KilledAt() time.Time { return s.killedAt }
 
 // StartSentinel starts a master, replicas replicas of it and three
 // sentinels (quorum 2, down-after 1s) from PATH, and waits until every
@@ -100,6 +104,7 @@ func (s *Sentinel) Failover() string {
 	var rest []*Server
 	for _, srv := range s.servers {
 		if srv.Addr() == old {
+			s.killedAt = time.Now()
 			srv.Kill()
 			continue
 		}
@@ -189,3 +194,20 @@ func (s *Sentinel) Replica(i int) *Server { return s.servers[1+i] }
 // Servers returns the data servers still running, the master first until
 // a failover (then in start order).
 func (s *Sentinel) Servers() []*Server { return s.servers }
+
+// DropReplicaLinks closes the master's connections to its replicas (CLIENT
+// KILL TYPE replica). A paused replica cannot reconnect, so what the
+// master acknowledges meanwhile never reaches it: a failover to it then
+// loses those writes, as after a real replication lag.
+func (s *Sentinel) DropReplicaLinks() {
+	s.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	master, err := s.Master(ctx)
+	if err == nil {
+		_, err = command(ctx, master, "CLIENT", "KILL", "TYPE", "replica")
+	}
+	if err != nil {
+		s.tb.Fatalf("redistest: drop replica links: %v", err)
+	}
+}
