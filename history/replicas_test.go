@@ -3,6 +3,8 @@ package history_test
 import (
 	"context"
 	"errors"
+	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,5 +51,34 @@ func TestRedisReplicaWait(t *testing.T) {
 	res, err = s.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("b")}, "k2")
 	if err != nil || !res.Duplicate || res.Seq != 2 {
 		t.Fatalf("retry with the same dedupe key: %+v, %v; want the stored seq 2, duplicate", res, err)
+	}
+}
+
+// TestReplicaWaitLatency measures an append's latency with and without
+// Replicas on a local master with one replica (CORRAL_MEASURE=1; figures
+// for docs/DEPLOYMENT.md, not an assertion).
+func TestReplicaWaitLatency(t *testing.T) {
+	if os.Getenv("CORRAL_MEASURE") == "" {
+		t.Skip("set CORRAL_MEASURE=1 to measure")
+	}
+	sn := redistest.StartSentinel(t, 1)
+	client := sentinelClient(t, sn)
+	ctx := context.Background()
+	for run := range 3 {
+		for _, replicas := range []int{0, 1} {
+			s := history.NewRedis(client, history.RedisOptions{Prefix: "lat", Replicas: replicas})
+			const n = 2000
+			d := make([]time.Duration, n)
+			for i := range n {
+				start := time.Now()
+				if _, err := s.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("x")}, ""); err != nil {
+					t.Fatal(err)
+				}
+				d[i] = time.Since(start)
+			}
+			slices.Sort(d)
+			t.Logf("run %d replicas %d: p50 %v p99 %v", run+1, replicas, d[n/2], d[n*99/100])
+			s.Close()
+		}
 	}
 }
