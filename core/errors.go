@@ -22,6 +22,12 @@ import (
 // names no infrastructure; the log keeps the error.
 func (c *Core) storeFailed(s *session, what string, err error, room, ref string) {
 	c.cfg.Logger.Warn("store operation failed", "op", what, "session", s.id, "room", room, "err", err)
+	if errors.Is(err, history.ErrNotReplicated) {
+		// Stored on the master, maybe delivered: only its durability is
+		// unconfirmed. A retry with the same id is deduplicated.
+		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, what+" not confirmed durable: it may have been stored; retry with the same id", room, ref)
+		return
+	}
 	s.sendErr(corralv1.Code_CODE_UNAVAILABLE, what+" failed: store unavailable, retry later", room, ref)
 }
 
@@ -35,6 +41,9 @@ func (c *Core) rpcError(err error) *connect.Error {
 		return connect.NewError(connect.CodeCanceled, "core: canceled").WithCause(err)
 	}
 	c.cfg.Logger.Warn("api: store operation failed", "err", err)
+	if errors.Is(err, history.ErrNotReplicated) {
+		return connect.NewError(connect.CodeUnavailable, "core: not confirmed durable: it may have been stored; retry with the same idempotency key").WithCause(err)
+	}
 	if errors.Is(err, history.ErrBusy) || errors.Is(err, sessions.ErrBusy) {
 		return connect.NewError(connect.CodeResourceExhausted, "core: store busy, retry later").WithCause(err)
 	}

@@ -101,6 +101,9 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 	done := r.core.metrics.storeOp("state")
 	st, err := r.core.hist.State(ctx, r.name)
 	done(err)
+	if err == nil {
+		st, err = r.fenceLoss(ctx, st)
+	}
 	if err != nil {
 		return fmt.Errorf("core: load room %q: %w", r.name, err)
 	}
@@ -127,7 +130,17 @@ func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string
 	defer func() { tracing.End(span, err) }()
 	done := r.core.metrics.storeOp("append")
 	actx, aspan := tracing.Start(ctx, tracing.SpanAppend, r.name, 0)
-	res, err = r.core.hist.Append(actx, r.name, msg, dedupe)
+	if lf, ok := r.core.hist.(history.LossFence); ok {
+		// Pass what this process saw, so that a history that lost its
+		// tail (Redis failover) moves to a new epoch instead of reusing
+		// a seq: see history.LossFence.
+		r.mu.Lock()
+		known := history.State{Epoch: r.epoch, Last: r.last}
+		r.mu.Unlock()
+		res, err = lf.AppendKnown(actx, r.name, msg, dedupe, known)
+	} else {
+		res, err = r.core.hist.Append(actx, r.name, msg, dedupe)
+	}
 	tracing.End(aspan, err)
 	done(err)
 	if err != nil || res.Duplicate {
@@ -244,6 +257,9 @@ func (r *room) fill() {
 		done := r.core.metrics.storeOp("read")
 		page, err := r.core.hist.Read(ctx, history.Query{Room: r.name, After: after})
 		done(err)
+		if err == nil {
+			page.State, err = r.fenceLoss(ctx, page.State)
+		}
 		r.mu.Lock()
 		switch {
 		case err != nil:
@@ -279,6 +295,33 @@ func (r *room) fill() {
 	r.filling = false
 	r.scheduleFillLocked()
 	r.mu.Unlock()
+}
+
+// fenceLoss returns st, or the room's new epoch when st shows that history
+// lost messages this process saw (it ends below r.last in r.epoch, as after
+// a Redis failover): the store moves the room to a new epoch, so that the
+// caller resets the members instead of leaving a gap or delivering a
+// reused seq. Lock must not be held.
+func (r *room) fenceLoss(ctx context.Context, st history.State) (history.State, error) {
+	lf, ok := r.core.hist.(history.LossFence)
+	if !ok {
+		return st, nil
+	}
+	r.mu.Lock()
+	known := history.State{Epoch: r.epoch, Last: r.last}
+	r.mu.Unlock()
+	if st.Epoch != known.Epoch || st.Last >= known.Last {
+		return st, nil
+	}
+	done := r.core.metrics.storeOp("fence")
+	fenced, err := lf.Fence(ctx, r.name, known)
+	done(err)
+	if err != nil || fenced.Epoch == "" {
+		return st, err
+	}
+	r.core.cfg.Logger.Warn("history lost acknowledged messages (Redis failover?): room moves to a new epoch",
+		"room", r.name, "seen", known.Last, "stored", fenced.Last)
+	return history.State{Epoch: fenced.Epoch, First: st.First, Last: fenced.Last}, nil
 }
 
 // catchUp checks history for messages pub/sub may have missed (after its

@@ -22,8 +22,17 @@
 --         there is no event log
 -- ARGV[9] '1' to publish with SPUBLISH (sharded pub/sub, Redis Cluster),
 --         else PUBLISH
+-- ARGV[10] the epoch the caller knows the room by ('' when none)
+-- ARGV[11] the newest seq the caller knows in that epoch
 --
--- Returns {seq, epoch, duplicate (0 or 1)}.
+-- Loss detection: Redis replicates asynchronously, so a replica promoted
+-- after a failover may lack the newest acknowledged messages; its seq key
+-- is then below what a caller already saw. Continuing would give the next
+-- message a seq that named another message in the same epoch, so the
+-- room moves to a new epoch instead (the surviving messages keep their
+-- seqs in it) and whoever held the old one gets a reset.
+--
+-- Returns {seq, epoch, duplicate (0 or 1), epoch bumped by loss (0 or 1)}.
 
 local seqKey, logKey, epochKey = KEYS[1], KEYS[2], KEYS[3]
 local nkeys, eventsKey, dedupeKey = #KEYS, nil, nil
@@ -45,14 +54,21 @@ if epoch and last and dedupeKey then
   if seen then
     local sp = string.find(seen, ' ', 1, true)
     if sp and string.sub(seen, sp + 1) == epoch then
-      return {tonumber(string.sub(seen, 1, sp - 1)), epoch, 1}
+      return {tonumber(string.sub(seen, 1, sp - 1)), epoch, 1, 0}
     end
   end
 end
 
+local lost = 0
 if epoch and last then
   last = tonumber(last)
-  redis.call('PEXPIRE', epochKey, ttl)
+  if epoch == ARGV[10] and last < tonumber(ARGV[11]) then
+    epoch = ARGV[7]
+    lost = 1
+    redis.call('SET', epochKey, epoch, 'PX', ttl)
+  else
+    redis.call('PEXPIRE', epochKey, ttl)
+  end
 else
   -- No history, or part of it was lost (evicted, expired): start a new
   -- epoch from seq 1 rather than continue with a gap.
@@ -95,4 +111,4 @@ if ARGV[9] == '1' then
 else
   redis.call('PUBLISH', ARGV[3], data)
 end
-return {seq, epoch, 0}
+return {seq, epoch, 0, lost}

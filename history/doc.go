@@ -29,6 +29,12 @@
 //	                                 dedupe window
 //	<prefix>:{<room>}:ch             pub/sub channel carrying the same bytes
 //
+// Redis replicates asynchronously, so a failover may lose a room's newest
+// messages while its epoch key survives. Callers that know a room's
+// position pass it ([LossFence]): a stream that ends below it moves to a
+// new epoch, never reusing a seq. RedisOptions.Replicas instead makes an
+// append wait (WAIT) until replicas have it.
+//
 // The seq, epoch and log keys expire together after RedisOptions.TTL without
 // appends.
 //

@@ -29,8 +29,13 @@ var appendLua string
 //go:embed read.lua
 var readLua string
 
+//go:embed fence.lua
+var fenceLua string
+
 var (
 	appendScript = rueidis.NewLuaScript(appendLua)
+	fenceScript  = rueidis.NewLuaScript(fenceLua)
+	appendSHA    = sha1Hex(appendLua)
 	readSHA      = sha1Hex(readLua)
 )
 
@@ -60,7 +65,29 @@ type RedisOptions struct {
 	// the message is in history (Append succeeds) but its event is not in
 	// the log. Only on Redis Cluster.
 	OnEventError func(room string, err error)
+	// OnLoss, when set, is told each time a room moves to a new epoch
+	// because its history ended below a seq a caller had seen (see
+	// [LossFence]): acknowledged messages were lost, as after a failover
+	// to a replica that lagged.
+	OnLoss func(room string)
+	// Replicas, when > 0, makes Append return only once that many
+	// replicas acknowledged the append (WAIT on the append's connection),
+	// so that a failover to one of them loses no acknowledged message.
+	// When they do not within ReplicaTimeout (default 1s), Append fails
+	// with an error wrapping [ErrNotReplicated]. Not on Redis Cluster.
+	Replicas       int
+	ReplicaTimeout time.Duration
+	// OnReplicaTimeout, when set, is told of each such failure.
+	OnReplicaTimeout func(room string)
 }
+
+// ErrNotReplicated is returned (wrapped) by Append when
+// RedisOptions.Replicas replicas did not acknowledge the append in time.
+// The message is stored on the master and published: it may be delivered,
+// and it is lost if the master fails before a replica has it. A retry with
+// the same dedupe key returns its seq (Duplicate) instead of storing it
+// twice.
+var ErrNotReplicated = errors.New("history: append not acknowledged by enough replicas")
 
 // Redis is a [Store] in Redis, shared by every process that uses the same
 // Redis and Prefix. Requests are auto-pipelined by the rueidis client; no
@@ -79,8 +106,12 @@ type Redis struct {
 	// SSUBSCRIBE per node, and write events after the append script.
 	sharded bool
 	onEvErr func(room string, err error)
-	limit   *inflight.Limit
-	closed  atomic.Bool
+	onLoss  func(room string)
+	// replicas and waitMs are WAIT's arguments; replicas 0: no WAIT.
+	replicas, waitMs int64
+	onWaitTimeout    func(room string)
+	limit            *inflight.Limit
+	closed           atomic.Bool
 
 	mu   sync.Mutex // guards subs
 	subs map[*Subscription]struct{}
@@ -115,6 +146,14 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		events:  opts.Events,
 		sharded: client.Mode() == rueidis.ClientModeCluster,
 		onEvErr: opts.OnEventError,
+		onLoss:  opts.OnLoss,
+	}
+	if opts.Replicas > 0 {
+		if opts.ReplicaTimeout <= 0 {
+			opts.ReplicaTimeout = time.Second
+		}
+		r.replicas, r.waitMs = int64(opts.Replicas), max(opts.ReplicaTimeout.Milliseconds(), 1)
+		r.onWaitTimeout = opts.OnReplicaTimeout
 	}
 	if opts.Events != nil && !r.sharded {
 		r.evKey, r.evMaxLen = opts.Events.Key(), strconv.Itoa(opts.Events.MaxLen())
@@ -158,6 +197,11 @@ func (r *Redis) channel(room string) string {
 
 // Append implements [Store.Append].
 func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string) (AppendResult, error) {
+	return r.AppendKnown(ctx, room, msg, dedupeKey, State{})
+}
+
+// AppendKnown implements [LossFence.AppendKnown].
+func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string, known State) (AppendResult, error) {
 	if err := checkAppend(room, msg); err != nil {
 		return AppendResult{}, err
 	}
@@ -180,13 +224,19 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	if r.sharded {
 		spublish = "1"
 	}
-	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen, spublish}
+	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen, spublish,
+		known.Epoch, strconv.FormatUint(known.Last, 10)}
 	var res []rueidis.RedisMessage
+	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
-		res, err = appendScript.Exec(ctx, r.client, keys, args).ToArray()
+		if r.replicas > 0 {
+			res, acked, err = r.appendWait(ctx, keys, args)
+		} else {
+			res, err = appendScript.Exec(ctx, r.client, keys, args).ToArray()
+		}
 		return err
 	})
-	if err == nil && len(res) != 3 {
+	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply of %d elements", len(res))
 	}
 	var out AppendResult
@@ -196,14 +246,26 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 	if err == nil {
 		out.Epoch, err = res[1].ToString()
 	}
-	var dup int64
+	var dup, lost int64
 	if err == nil {
 		dup, err = res[2].AsInt64()
+	}
+	if err == nil {
+		lost, err = res[3].AsInt64()
 	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
 	}
 	out.Duplicate = dup == 1
+	if lost == 1 && r.onLoss != nil {
+		r.onLoss(room)
+	}
+	if acked >= 0 && acked < r.replicas {
+		if r.onWaitTimeout != nil {
+			r.onWaitTimeout(room)
+		}
+		return out, fmt.Errorf("history: append to %q: seq %d: %d of %d replicas: %w", room, out.Seq, acked, r.replicas, ErrNotReplicated)
+	}
 	msg.Seq = out.Seq
 	if r.events != nil && r.evKey == "" && !out.Duplicate {
 		// Redis Cluster: the event log is in another slot.
@@ -216,6 +278,72 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 		}
 	}
 	return out, nil
+}
+
+// appendWait runs append.lua then WAIT in one batch, which rueidis sends
+// on one connection of its pool for blocking commands: WAIT counts the
+// replicas that acknowledged that connection's writes, and does not hold
+// up the shared pipeline. It returns the script's reply and how many
+// replicas acknowledged.
+func (r *Redis) appendWait(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, int64, error) {
+	wait := r.client.B().Wait().Numreplicas(r.replicas).Timeout(r.waitMs).Build()
+	resps := r.client.DoMulti(ctx,
+		r.client.B().Evalsha().Sha1(appendSHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait)
+	if err, ok := rueidis.IsRedisErr(resps[0].Error()); ok && err.IsNoScript() {
+		resps = r.client.DoMulti(ctx,
+			r.client.B().Eval().Script(appendLua).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
+			r.client.B().Wait().Numreplicas(r.replicas).Timeout(r.waitMs).Build())
+	}
+	res, err := resps[0].ToArray()
+	if err != nil {
+		return nil, 0, err
+	}
+	acked, err := resps[1].AsInt64()
+	if err != nil {
+		return nil, 0, fmt.Errorf("wait for replicas: %w", err)
+	}
+	return res, acked, nil
+}
+
+// Fence implements [LossFence.Fence].
+func (r *Redis) Fence(ctx context.Context, room string, known State) (State, error) {
+	if room == "" {
+		return State{}, errEmptyRoom
+	}
+	if err := r.acquire(); err != nil {
+		return State{}, fmt.Errorf("history: fence %q: %w", room, err)
+	}
+	defer r.release()
+	keys := r.roomKeys(room, 0)
+	keys = []string{keys[0], keys[2]}
+	args := []string{known.Epoch, strconv.FormatUint(known.Last, 10), candidateEpoch(), r.ttl}
+	var res []rueidis.RedisMessage
+	err := tryagain.Do(ctx, func() error {
+		var err error
+		res, err = fenceScript.Exec(ctx, r.client, keys, args).ToArray()
+		return err
+	})
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("unexpected reply of %d elements", len(res))
+	}
+	var st State
+	var bumped int64
+	if err == nil {
+		st.Epoch, err = res[0].ToString()
+	}
+	if err == nil {
+		st.Last, err = res[1].AsUint64()
+	}
+	if err == nil {
+		bumped, err = res[2].AsInt64()
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("history: fence %q: %w", room, err)
+	}
+	if bumped == 1 && r.onLoss != nil {
+		r.onLoss(room)
+	}
+	return st, nil
 }
 
 // encodeWithoutSeq encodes msg with seq 0 and splits the encoding where the
@@ -432,3 +560,5 @@ func (r *Redis) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+var _ LossFence = (*Redis)(nil)

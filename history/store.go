@@ -32,6 +32,24 @@ type Store interface {
 	Close() error
 }
 
+// LossFence is implemented by a store that can lose acknowledged messages
+// without losing the room's epoch: [Redis], whose replication is
+// asynchronous, after a failover to a replica that lagged. A caller that
+// knows a room's position (the epoch and the newest seq it appended or
+// delivered) passes it, so that the store moves the room to a new epoch
+// rather than reuse a seq for another message: the caller then sees the
+// epoch change and resets the room's members.
+type LossFence interface {
+	// AppendKnown is [Store.Append] by a caller that saw seq known.Last in
+	// epoch known.Epoch (zero: nothing known). When the room's history in
+	// that epoch ends below known.Last, the message opens a new epoch.
+	AppendKnown(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string, known State) (AppendResult, error)
+	// Fence moves the room to a new epoch when its history in known.Epoch
+	// ends below known.Last, and returns the room's epoch and last seq.
+	// Known.First is ignored. It never creates a history.
+	Fence(ctx context.Context, room string, known State) (State, error)
+}
+
 // MaxPage is the most messages one [Page] holds.
 const MaxPage = 1000
 

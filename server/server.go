@@ -23,6 +23,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/redisurl"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/corral-rt/corral/tracing"
@@ -119,6 +120,13 @@ type Options struct {
 	// PresenceDeadAfter has its members removed by another core. Defaults
 	// 3s and 20s.
 	PresenceHeartbeat, PresenceDeadAfter time.Duration
+	// RedisReplicas, when > 0, acknowledges a publish only once that many
+	// replicas have it (WAIT), within RedisReplicaTimeout (default 1s);
+	// past it the publish fails with a retry code although it may have
+	// been stored (see history.ErrNotReplicated). One Redis or Sentinel
+	// only, not Redis Cluster.
+	RedisReplicas       int
+	RedisReplicaTimeout time.Duration
 	// Core and Edge tune the parts; their Logger and Registerer are set by
 	// the Node.
 	Core core.Config
@@ -198,7 +206,7 @@ func Start(opts Options) (*Node, error) {
 		cc.Logger = opts.Logger.With("part", "core")
 		cc.Registerer = reg
 		if opts.RedisURL != "" {
-			ro, err := rueidis.ParseURL(opts.RedisURL)
+			ro, err := redisurl.Options(opts.RedisURL)
 			if err != nil {
 				return nil, fmt.Errorf("server: --redis: %w", err)
 			}
@@ -206,15 +214,34 @@ func Start(opts Options) (*Node, error) {
 			if err != nil {
 				return nil, fmt.Errorf("server: connect to Redis: %w", err)
 			}
+			if opts.RedisReplicas > 0 && n.redis.Mode() == rueidis.ClientModeCluster {
+				n.redis.Close()
+				return nil, errors.New("server: --redis-replicas is not supported on Redis Cluster")
+			}
 			var ev *events.Redis
 			if opts.EventsMaxLen >= 0 {
 				ev = events.NewRedis(n.redis, events.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.EventsMaxLen})
 			}
 			logger := cc.Logger
+			bumps := prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "corral_store_epoch_bumps_total",
+				Help: "Rooms moved to a new history epoch by corral, by reason (loss: Redis lost acknowledged messages, as after a failover to a lagging replica).",
+			}, []string{"reason"})
+			waitTimeouts := prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "corral_store_replica_wait_timeouts_total",
+				Help: "Appends that fewer replicas than --redis-replicas acknowledged within --redis-replica-timeout (the publish was refused with a retry code, but may be stored).",
+			})
+			reg.MustRegister(bumps, waitTimeouts)
 			h := history.NewRedis(n.redis, history.RedisOptions{
 				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev,
 				OnEventError: func(room string, err error) {
 					logger.Error("a message's event did not reach the event log", "room", room, "err", err)
+				},
+				Replicas: opts.RedisReplicas, ReplicaTimeout: opts.RedisReplicaTimeout,
+				OnReplicaTimeout: func(string) { waitTimeouts.Inc() },
+				OnLoss: func(room string) {
+					bumps.WithLabelValues("loss").Inc()
+					logger.Warn("redis lost acknowledged messages of a room (failover to a lagging replica?): new epoch, members reset", "room", room)
 				},
 			})
 			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})

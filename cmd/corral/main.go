@@ -172,6 +172,7 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Core.Presence.Tick = f.presenceTick
 	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
 	opts.PresenceDeadAfter = f.presenceDeadAfter
+	opts.RedisReplicas, opts.RedisReplicaTimeout = f.redisReplicas, f.redisReplicaTimeout
 	opts.Core.SignalTick = f.signalTick
 	for _, item := range splitList(f.signalTickRooms) {
 		pattern, d, ok := strings.Cut(item, "=")
@@ -268,6 +269,8 @@ type flags struct {
 	signalTickRooms             string
 	presenceGrace, presenceTick time.Duration
 	presenceDeadAfter           time.Duration
+	redisReplicas               int
+	redisReplicaTimeout         time.Duration
 	presenceMaxDiff             int
 	admitRate, resumeRate       float64
 	admitBurst, resumeBurst     int
@@ -329,6 +332,8 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	if mode != server.EdgeOnly {
 		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db, or any node of a Redis 7 Cluster) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
 		fs.StringVar(&f.redisFile, "redis-file", "", "`file` holding --redis (a URL with a password), instead of the flag [CORRAL_REDIS_FILE]")
+		fs.IntVar(&f.redisReplicas, "redis-replicas", 0, "acknowledge a publish only once `N` Redis replicas have it (WAIT), so that a failover loses no acknowledged message; 0: asynchronous replication (a failover may lose the newest messages; members get reset). Not on Redis Cluster [CORRAL_REDIS_REPLICAS]")
+		fs.DurationVar(&f.redisReplicaTimeout, "redis-replica-timeout", time.Second, "with --redis-replicas: how long a publish waits for the replicas before it is refused with a retry code (it may have been stored: retry with the same id) [CORRAL_REDIS_REPLICA_TIMEOUT]")
 		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.historyTTL, "history-ttl", 24*time.Hour, "a room's history is forgotten this long after its last message (in memory: or after its last member left, whichever is later); it then starts over under a new epoch [CORRAL_HISTORY_TTL]")

@@ -98,6 +98,8 @@ type Server struct {
 	dir  string
 	// extra returns more redis-server arguments, given the port.
 	extra func(port int) ([]string, error)
+	// conf, when set, is a config file passed first (a sentinel's).
+	conf string
 
 	mu     sync.Mutex // guards the following fields
 	cmd    *exec.Cmd
@@ -114,10 +116,15 @@ func StartProcess(tb testing.TB, port int) *Server {
 
 func startProcess(tb testing.TB, port int, extra func(int) ([]string, error)) *Server {
 	tb.Helper()
+	return startServer(tb, &Server{tb: tb, port: port, dir: tb.TempDir(), extra: extra})
+}
+
+func startServer(tb testing.TB, s *Server) *Server {
+	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		tb.Fatalf("%s", notFound)
 	}
-	s := &Server{tb: tb, port: port, dir: tb.TempDir(), extra: extra}
+	port := s.port
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if port == 0 {
@@ -185,6 +192,9 @@ func (s *Server) start() error {
 	args := []string{"--save", "", "--appendonly", "no",
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--daemonize", "no"}
+	if s.conf != "" {
+		args = append([]string{s.conf, "--sentinel"}, args[4:]...)
+	}
 	if s.extra != nil {
 		more, err := s.extra(s.port)
 		if err != nil {
@@ -255,4 +265,19 @@ func freePort() (int, error) {
 		return freePort()
 	}
 	return port, nil
+}
+
+// Pause stops the server's process (SIGSTOP) until Resume: it neither
+// answers nor replicates, as a server stalled or cut off by a partition.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
 }
