@@ -12,7 +12,6 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
-	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/sessions"
 )
 
@@ -249,15 +248,6 @@ func (c *Core) touchLoop() {
 			cancel()
 		}
 	}
-}
-
-// validRoom checks a room name: 1..MaxRoomName bytes, by the one rule for
-// names (safetext.CheckName; docs/SECURITY.md).
-func (c *Core) validRoom(name string) error {
-	if err := safetext.CheckName("room name", name, c.cfg.MaxRoomName); err != nil {
-		return fmt.Errorf("core: %w", err)
-	}
-	return nil
 }
 
 // acquireRoom returns the live room for name, creating it (and loading its

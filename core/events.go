@@ -7,11 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect/v2"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -284,79 +282,6 @@ func (c *Core) flushEvents(batch []*corralv1.Event) {
 		a.appended.Add(float64(n))
 		batch = batch[n:]
 	}
-}
-
-// Events streams the event log from a position, then live. See
-// EventsRequest in proto/corral/v1/room_service.proto for the contract.
-func (c *Core) Events(ctx context.Context, req *corralv1.EventsRequest, stream corralv1connect.RoomServiceEventsServerStream) error {
-	log := c.api.log
-	if log == nil {
-		return connect.NewError(connect.CodeUnimplemented, "core: this server keeps no event log")
-	}
-	f, err := newEventFilter(req)
-	if err != nil {
-		return connectErr(connect.CodeInvalidArgument, err)
-	}
-	// The stream ends when the core closes, too.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
-
-	pos := req.GetAfter()
-	switch {
-	case pos != "":
-	case req.GetFromOldest():
-		pos, err = log.Head(ctx)
-	default:
-		pos, err = log.Tail(ctx)
-	}
-	if err != nil {
-		return c.eventsErr(ctx, err)
-	}
-	// The first read does not wait, so that a bad position fails the call
-	// before any response; the first response, with no events, comes at
-	// once and names the start.
-	evs, err := log.Read(ctx, pos, events.MaxRead, 0)
-	if err != nil {
-		return c.eventsErr(ctx, err)
-	}
-	if err := stream.Send(&corralv1.EventsResponse{Position: pos}); err != nil {
-		return err
-	}
-	heartbeat := c.api.cfg.EventsHeartbeat
-	lastSend := time.Now()
-	for {
-		var out []*corralv1.Event
-		if len(evs) > 0 {
-			pos = evs[len(evs)-1].GetPosition()
-			out = f.keep(evs)
-		}
-		if len(out) > 0 || time.Since(lastSend) >= heartbeat {
-			if err := stream.Send(&corralv1.EventsResponse{Events: out, Position: pos}); err != nil {
-				return err
-			}
-			lastSend = time.Now()
-		}
-		wait := max(heartbeat-time.Since(lastSend), time.Millisecond)
-		if evs, err = log.Read(ctx, pos, events.MaxRead, wait); err != nil {
-			return c.eventsErr(ctx, err)
-		}
-	}
-}
-
-// eventsErr converts an event log error at the RPC boundary.
-func (c *Core) eventsErr(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(err, events.ErrGap):
-		return connectErr(connect.CodeOutOfRange, err)
-	case errors.Is(err, events.ErrBadPosition):
-		return connectErr(connect.CodeInvalidArgument, err)
-	case c.ctx.Err() != nil:
-		return connectErr(connect.CodeUnavailable, errCoreClosed)
-	case ctx.Err() != nil:
-		return c.rpcError(ctx.Err())
-	}
-	return c.rpcError(err)
 }
 
 // eventFilter selects the events an Events stream sends.
