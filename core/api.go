@@ -20,6 +20,10 @@ import (
 	"github.com/corral-rt/corral/protocol"
 )
 
+// The internal API (RoomService minus Link, which is link.go): thin RPC
+// methods that validate a request, call the concept that does the work,
+// and convert errors at the boundary (errors.go).
+
 // Publish appends a message to a room as an internal service and fans it
 // out to the room's members.
 func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corralv1.PublishResponse, error) {
@@ -219,8 +223,11 @@ func tooManyMembers(limit int) *connect.Error {
 	return connectErr(connect.CodeResourceExhausted, fmt.Errorf("core: the room has more than %d members, the most one Members call lists", limit))
 }
 
-// maxReason bounds a Disconnect reason in bytes.
-const maxReason = 256
+// Bounds of a Disconnect: its reason, and the ids it names, in bytes.
+const (
+	maxReason   = 256
+	maxTargetID = 256
+)
 
 // Disconnect closes the connections of a user or a session attached to
 // this core, with the request's code, reason and (jittered) delay. For a

@@ -16,58 +16,19 @@ import (
 
 // The event log (package events) holds committed room events for
 // backends. Message events are committed by the history store with the
-// message; member events (joined, left, disconnected) are queued here
-// without blocking the member's path and appended in batches by one
+// message; member events (joined, left, disconnected, presence) are queued
+// here without blocking the member's path and appended in batches by one
 // goroutine, shortly after the change. The queue is bounded: when the log
 // is unreachable for long, the newest member events are dropped and
-// counted (corral_core_events_dropped_total).
+// counted (corral_core_events_dropped_total). An Events stream (api.go)
+// reads the log through an eventFilter.
 
-// APIConfig tunes the internal API. Zero fields mean defaults.
-type APIConfig struct {
-	// MaxBroadcastRooms bounds the rooms of one Broadcast. Default 10000.
-	MaxBroadcastRooms int
-	// BroadcastConcurrency bounds the rooms one Broadcast publishes to at
-	// once. Default 64.
-	BroadcastConcurrency int
-	// EventQueue bounds the member events waiting for the event log.
-	// Default 65536.
-	EventQueue int
-	// EventsHeartbeat is how often an idle Events stream sends an empty
-	// response. Default 15s.
-	EventsHeartbeat time.Duration
-	// MaxMembers bounds the members (and presence entries) one Members
-	// call lists; a room with more is refused with resource_exhausted.
-	// Default 10000.
-	MaxMembers int
-}
-
-// Bounds of the internal API's requests that have no setting: the room
-// patterns of an Events filter (as many, and as long, as a user's grants),
-// and the ids a Disconnect names.
+// Bounds of an Events filter that have no setting: as many room patterns,
+// and as long, as a user's grants.
 const (
 	maxEventPatterns   = grants.MaxPatterns
 	maxEventPatternLen = grants.MaxPatternLen
-	maxTargetID        = 256
 )
-
-func (a APIConfig) withDefaults() APIConfig {
-	if a.MaxBroadcastRooms <= 0 {
-		a.MaxBroadcastRooms = 10000
-	}
-	if a.BroadcastConcurrency <= 0 {
-		a.BroadcastConcurrency = 64
-	}
-	if a.EventQueue <= 0 {
-		a.EventQueue = 1 << 16
-	}
-	if a.EventsHeartbeat <= 0 {
-		a.EventsHeartbeat = 15 * time.Second
-	}
-	if a.MaxMembers <= 0 {
-		a.MaxMembers = 10000
-	}
-	return a
-}
 
 // eventBatch is the most member events appended to the log at once.
 const eventBatch = 512
