@@ -87,8 +87,8 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	switch {
 	case len(rooms) == 0:
 		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: no rooms"))
-	case len(rooms) > c.api.cfg.MaxBroadcastRooms:
-		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: more than %d rooms", c.api.cfg.MaxBroadcastRooms))
+	case len(rooms) > c.apiCfg.MaxBroadcastRooms:
+		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: more than %d rooms", c.apiCfg.MaxBroadcastRooms))
 	}
 	if err := c.validPublish(req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
@@ -107,7 +107,7 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	results := make([]*corralv1.BroadcastResult, len(rooms))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(len(rooms), c.api.cfg.BroadcastConcurrency) {
+	for range min(len(rooms), c.apiCfg.BroadcastConcurrency) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
@@ -169,7 +169,7 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 	if err != nil {
 		return nil, connectErr(connect.CodeUnavailable, err)
 	}
-	limit := c.api.cfg.MaxMembers
+	limit := c.apiCfg.MaxMembers
 	if len(snap.Members) > limit {
 		return nil, tooManyMembers(limit)
 	}
@@ -264,17 +264,21 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 
 	res := &corralv1.DisconnectResponse{}
 	now := time.Now()
+
 	for _, s := range targets {
 		ep, ok := s.endpoint()
 		if !ok {
 			continue
 		}
-		c.api.recordKick(s, kick{code: code, reason: req.GetReason(), at: now})
+		c.events.recordKick(s, kick{code: code, reason: req.GetReason(), at: now})
 		if protocol.AdviceOf(code) == protocol.AdviceStop {
 			// The session ends: no grace window, the user leaves now.
 			c.presenceDetach(s, true)
 		}
-		ep.link.close(ep.conn, code, req.GetReason(), jitter(req.GetDelayMs()))
+		// Each connection's delay is spread over [d, 1.5d], so a user's
+		// many connections do not come back at once.
+		d := req.GetDelayMs()
+		ep.link.close(ep.conn, code, req.GetReason(), d+uint32(rand.N(int64(d)/2+1)))
 		res.SessionIds = append(res.SessionIds, s.id)
 	}
 	slices.Sort(res.SessionIds)
@@ -291,14 +295,6 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 		}
 	}
 	return res, nil
-}
-
-// jitter spreads a delay over [d, 1.5d].
-func jitter(d uint32) uint32 {
-	if d == 0 {
-		return 0
-	}
-	return d + uint32(rand.Int64N(int64(d)/2+1))
 }
 
 // Grant adds run-time grants for a user.
@@ -334,7 +330,7 @@ func (c *Core) grantsError(err error) *connect.Error {
 // Events streams the event log from a position, then live. See
 // EventsRequest in proto/corral/v1/room_service.proto for the contract.
 func (c *Core) Events(ctx context.Context, req *corralv1.EventsRequest, stream corralv1connect.RoomServiceEventsServerStream) error {
-	log := c.api.log
+	log := c.events.log
 	if log == nil {
 		return connect.NewError(connect.CodeUnimplemented, "core: this server keeps no event log")
 	}
@@ -368,7 +364,7 @@ func (c *Core) Events(ctx context.Context, req *corralv1.EventsRequest, stream c
 	if err := stream.Send(&corralv1.EventsResponse{Position: pos}); err != nil {
 		return err
 	}
-	heartbeat := c.api.cfg.EventsHeartbeat
+	heartbeat := c.apiCfg.EventsHeartbeat
 	lastSend := time.Now()
 	for {
 		var out []*corralv1.Event

@@ -46,8 +46,9 @@ type Core struct {
 	// reconnect_duration_seconds; entries older than the TTL are swept.
 	droppedAt map[string]time.Time
 
-	api  apiState      // the event log and the internal API's settings (eventlog.go)
-	pres presenceState // presence.go
+	apiCfg APIConfig     // the internal API's settings (api.go)
+	events *eventLog     // eventlog.go
+	pres   presenceState // presence.go
 	// presErr is why the presence store could not be made; Start fails
 	// with it (New falls back to memory).
 	presErr error
@@ -96,7 +97,11 @@ func New(cfg Config) *Core {
 		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
 		c.ownStore = true
 	}
-	c.initAPI()
+	c.apiCfg = cfg.API.withDefaults()
+	c.events = newEventLog(c.hist, c.apiCfg.EventQueue, cfg.Logger, cfg.Registerer)
+	if c.events.log != nil {
+		c.wg.Go(func() { c.events.run(c.ctx) })
+	}
 	if err := c.initPresence(); err != nil {
 		c.presErr = err
 		c.cfg.Logger.Error("presence store failed; presence is local to this core", "err", err)

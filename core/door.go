@@ -219,7 +219,7 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric, reason st
 		}
 		c.metrics.refused.WithLabelValues(metric).Inc()
 		r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: reason})
-		c.emitLeft(s, name)
+		c.events.emitLeft(s, name)
 		c.presenceLeave(s, name, true)
 		c.releaseMember(r)
 		if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
+	"github.com/corral-rt/corral/internal/linkq"
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,19 +37,20 @@ const (
 // eventBatch is the most member events appended to the log at once.
 const eventBatch = 512
 
-// apiState is the internal API's part of a Core.
-type apiState struct {
-	cfg APIConfig
-	log events.Log // nil: the history store keeps no event log
+// eventLog queues the core's member events for the log and appends them.
+// Its methods are safe for concurrent use; emit* never block.
+type eventLog struct {
+	log    events.Log // nil: the history store keeps no event log
+	limit  int        // bounds queue
+	logger *slog.Logger
 
 	appended prometheus.Counter
 	dropped  *prometheus.CounterVec
 
-	wake chan struct{} // capacity 1: "the queue is not empty"
+	queue  *linkq.Queue[*corralv1.Event]
+	closed atomic.Bool // run is closing: emit drops
 
-	mu     sync.Mutex // guards the following fields
-	queue  []*corralv1.Event
-	closed bool
+	mu sync.Mutex // guards the following fields
 	// kicks remembers why Disconnect closed a session's connection, for
 	// its disconnected events.
 	kicks map[*session]kick
@@ -62,67 +67,54 @@ type eventSource interface {
 	Events() events.Log
 }
 
-// initAPI sets up the internal API's state; New calls it once the stores
-// are known.
-func (c *Core) initAPI() {
-	a := &c.api
-	a.cfg = c.cfg.API.withDefaults()
-	if es, ok := c.hist.(eventSource); ok {
-		a.log = es.Events()
+// newEventLog returns the event log of a core whose history store is
+// hist, with at most limit member events waiting. Unless hist keeps no
+// log, the caller runs run.
+func newEventLog(hist any, limit int, logger *slog.Logger, reg prometheus.Registerer) *eventLog {
+	e := &eventLog{
+		limit:  limit,
+		logger: logger,
+		queue:  linkq.New[*corralv1.Event](),
+		kicks:  make(map[*session]kick),
 	}
-	a.wake = make(chan struct{}, 1)
-	a.kicks = make(map[*session]kick)
-	a.appended = prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_events_appended_total", Help: "Member events appended to the event log."})
-	a.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_events_dropped_total", Help: "Member events not appended to the event log, by reason (queue_full, closed)."}, []string{"reason"})
-	if c.cfg.Registerer != nil {
-		c.cfg.Registerer.MustRegister(a.appended, a.dropped)
+	if es, ok := hist.(eventSource); ok {
+		e.log = es.Events()
 	}
-	if a.log != nil {
-		c.wg.Add(1)
-		go c.appendLoop()
+	e.appended = prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_events_appended_total", Help: "Member events appended to the event log."})
+	e.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_events_dropped_total", Help: "Member events not appended to the event log, by reason (queue_full, closed)."}, []string{"reason"})
+	if reg != nil {
+		reg.MustRegister(e.appended, e.dropped)
 	}
+	return e
 }
 
 // emit queues a member event for the log. It never blocks.
-func (c *Core) emit(room string, ev *corralv1.Event) {
-	a := &c.api
-	if a.log == nil {
+func (e *eventLog) emit(room string, ev *corralv1.Event) {
+	if e.log == nil {
 		return
 	}
 	ev.Room = room
 	ev.TimeMs = time.Now().UnixMilli()
-	a.mu.Lock()
-	switch {
-	case a.closed:
-		a.mu.Unlock()
-		a.dropped.WithLabelValues("closed").Inc()
-		return
-	case len(a.queue) >= a.cfg.EventQueue:
-		a.mu.Unlock()
-		a.dropped.WithLabelValues("queue_full").Inc()
+	if e.queue.Push(ev, 1, e.limit) {
 		return
 	}
-	a.queue = append(a.queue, ev)
-	first := len(a.queue) == 1
-	a.mu.Unlock()
-	if first {
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
+	if e.closed.Load() {
+		e.dropped.WithLabelValues("closed").Inc()
+		return
 	}
+	e.dropped.WithLabelValues("queue_full").Inc()
 }
 
 // emitJoined records that s joined room (resumed: rejoined by a resume).
-func (c *Core) emitJoined(s *session, room string, resumed bool) {
-	c.emit(room, &corralv1.Event{Kind: &corralv1.Event_Joined{Joined: &corralv1.MemberJoined{
+func (e *eventLog) emitJoined(s *session, room string, resumed bool) {
+	e.emit(room, &corralv1.Event{Kind: &corralv1.Event_Joined{Joined: &corralv1.MemberJoined{
 		UserId: s.user, SessionId: s.id, Resumed: resumed,
 	}}})
 }
 
 // emitLeft records that s left room.
-func (c *Core) emitLeft(s *session, room string) {
-	c.emit(room, &corralv1.Event{Kind: &corralv1.Event_Left{Left: &corralv1.MemberLeft{
+func (e *eventLog) emitLeft(s *session, room string) {
+	e.emit(room, &corralv1.Event{Kind: &corralv1.Event_Left{Left: &corralv1.MemberLeft{
 		UserId: s.user, SessionId: s.id,
 	}}})
 }
@@ -130,117 +122,83 @@ func (c *Core) emitLeft(s *session, room string) {
 // recordKick remembers why Disconnect closes the connection of s, for its
 // disconnected events. Kicks of connections that were taken over before
 // they detached are forgotten after a while.
-func (a *apiState) recordKick(s *session, k kick) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for old, ok := range a.kicks {
+func (e *eventLog) recordKick(s *session, k kick) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for old, ok := range e.kicks {
 		if k.at.Sub(ok.at) > 5*time.Minute {
-			delete(a.kicks, old)
+			delete(e.kicks, old)
 		}
 	}
-	a.kicks[s] = k
+	e.kicks[s] = k
 }
 
 // emitDisconnected records that the connection of s ended while it was in
 // rooms, with the code and reason of a Disconnect call that caused it.
-func (c *Core) emitDisconnected(s *session, rooms map[string]*room, clean bool) {
-	a := &c.api
-	a.mu.Lock()
-	k, kicked := a.kicks[s]
-	delete(a.kicks, s)
-	a.mu.Unlock()
+func (e *eventLog) emitDisconnected(s *session, rooms map[string]*room, clean bool) {
+	e.mu.Lock()
+	k, kicked := e.kicks[s]
+	delete(e.kicks, s)
+	e.mu.Unlock()
 	for name := range rooms {
 		d := &corralv1.MemberDisconnected{UserId: s.user, SessionId: s.id, Clean: clean}
 		if kicked {
 			d.Code, d.Reason = k.code, k.reason
 		}
-		c.emit(name, &corralv1.Event{Kind: &corralv1.Event_Disconnected{Disconnected: d}})
+		e.emit(name, &corralv1.Event{Kind: &corralv1.Event_Disconnected{Disconnected: d}})
 	}
 }
 
-// appendLoop appends queued member events to the log in batches until the
-// core closes, then makes a last bounded attempt.
-func (c *Core) appendLoop() {
-	defer c.wg.Done()
-	a := &c.api
-	backoff := time.Duration(0)
+// run appends queued member events to the log in batches until ctx ends,
+// then makes a last bounded attempt. A failed batch is retried, after a
+// jittered backoff, before anything newer.
+func (e *eventLog) run(ctx context.Context) {
+	backoff := retry.Backoff{Base: 50 * time.Millisecond, Cap: 2 * time.Second}
 	var batch []*corralv1.Event
 	for {
-		closing := false
-		if len(batch) == 0 {
-			select {
-			case <-c.ctx.Done():
-				closing = true
-			case <-a.wake:
-			}
-		} else {
-			// A failed batch: retry after the backoff.
-			t := time.NewTimer(backoff)
-			select {
-			case <-c.ctx.Done():
-				closing = true
-			case <-t.C:
-			}
-			t.Stop()
-		}
-		a.mu.Lock()
-		if closing {
-			a.closed = true
-		}
-		n := min(len(a.queue), eventBatch-len(batch))
-		batch = append(batch, a.queue[:n]...)
-		clear(a.queue[:n])
-		a.queue = a.queue[n:]
-		if len(a.queue) == 0 {
-			a.queue = nil
-		}
-		more := len(a.queue) > 0
-		a.mu.Unlock()
-		if closing {
-			c.flushEvents(batch)
+		if ctx.Err() != nil {
+			e.closed.Store(true)
+			e.flush(append(batch, e.queue.Drain()...))
 			return
 		}
+		if n := eventBatch - len(batch); n > 0 {
+			batch = append(batch, e.queue.Take(n, n)...)
+		}
 		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-e.queue.Ready():
+			}
 			continue
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-		err := a.log.Append(ctx, batch)
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := e.log.Append(actx, batch)
 		cancel()
 		if err != nil {
-			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
-			if c.ctx.Err() == nil {
-				c.cfg.Logger.Warn("event log append failed; retrying", "events", len(batch), "err", err)
+			if ctx.Err() == nil {
+				e.logger.Warn("event log append failed; retrying", "events", len(batch), "err", err)
 			}
+			backoff.Wait(ctx)
 			continue
 		}
-		a.appended.Add(float64(len(batch)))
-		batch, backoff = batch[:0], 0
-		if more {
-			select {
-			case a.wake <- struct{}{}:
-			default:
-			}
-		}
+		e.appended.Add(float64(len(batch)))
+		batch = batch[:0]
+		backoff.Reset()
 	}
 }
 
-// flushEvents appends what is left at close, within a short bound.
-func (c *Core) flushEvents(batch []*corralv1.Event) {
-	a := &c.api
-	a.mu.Lock()
-	batch = append(batch, a.queue...)
-	a.queue = nil
-	a.mu.Unlock()
+// flush appends what is left at close, within a short bound.
+func (e *eventLog) flush(batch []*corralv1.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for len(batch) > 0 {
 		n := min(len(batch), eventBatch)
-		if err := a.log.Append(ctx, batch[:n]); err != nil {
-			c.cfg.Logger.Warn("event log append at close failed", "events", len(batch), "err", err)
-			a.dropped.WithLabelValues("closed").Add(float64(len(batch)))
+		if err := e.log.Append(ctx, batch[:n]); err != nil {
+			e.logger.Warn("event log append at close failed", "events", len(batch), "err", err)
+			e.dropped.WithLabelValues("closed").Add(float64(len(batch)))
 			return
 		}
-		a.appended.Add(float64(n))
+		e.appended.Add(float64(n))
 		batch = batch[n:]
 	}
 }

@@ -211,7 +211,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 		if !live {
 			continue
 		}
-		c.emitJoined(s, q.name, q.resumed)
+		c.events.emitJoined(s, q.name, q.resumed)
 		if q.presence {
 			c.presenceJoin(ctx, s, q.room, q.state)
 		} else {
@@ -310,7 +310,7 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 		r.leave(s, nil)
 		c.releaseMember(r)
 	}
-	c.emitDisconnected(s, rooms, clean)
+	c.events.emitDisconnected(s, rooms, clean)
 	c.presenceDetach(s, clean)
 	c.mu.Lock()
 	if c.live[s.id] == s {
