@@ -299,7 +299,7 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 
 // Grant adds run-time grants for a user.
 func (c *Core) Grant(ctx context.Context, req *corralv1.GrantRequest) (*corralv1.GrantResponse, error) {
-	if err := c.grants.Grant(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+	if err := c.door.grants.Grant(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
 		return nil, c.grantsError(err)
 	}
 	return &corralv1.GrantResponse{}, nil
@@ -311,9 +311,9 @@ func (c *Core) Grant(ctx context.Context, req *corralv1.GrantRequest) (*corralv1
 func (c *Core) Revoke(ctx context.Context, req *corralv1.RevokeRequest) (*corralv1.RevokeResponse, error) {
 	// Under enforceMu the announcement of this change, which grantsLoop
 	// handles, cannot remove the memberships before this call counts them.
-	c.enforceMu.Lock()
-	defer c.enforceMu.Unlock()
-	if err := c.grants.Revoke(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+	c.door.enforceMu.Lock()
+	defer c.door.enforceMu.Unlock()
+	if err := c.door.grants.Revoke(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
 		return nil, c.grantsError(err)
 	}
 	ids, n := c.enforceGrants(ctx, req.GetUserId())

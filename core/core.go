@@ -33,6 +33,16 @@ type Core struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// The concepts with their own state (and locks).
+	apiCfg APIConfig     // the internal API's settings (api.go)
+	events *eventLog     // eventlog.go
+	pres   presenceState // presence.go
+	// presErr is why the presence store could not be made; Start fails
+	// with it (New falls back to memory).
+	presErr error
+
+	door doorState // door.go
+
 	mu sync.Mutex // guards the following fields
 	// rooms holds rooms that have members or work in flight; a room
 	// without either is forgotten at once (releaseRoom), with the
@@ -45,21 +55,6 @@ type Core struct {
 	// droppedAt is when each detached session lost its connection, for
 	// reconnect_duration_seconds; entries older than the TTL are swept.
 	droppedAt map[string]time.Time
-
-	apiCfg APIConfig     // the internal API's settings (api.go)
-	events *eventLog     // eventlog.go
-	pres   presenceState // presence.go
-	// presErr is why the presence store could not be made; Start fails
-	// with it (New falls back to memory).
-	presErr error
-
-	// grants are the run-time room grants (door.go); grantsDirty holds
-	// users whose grants changed, for grantsLoop.
-	grants      grants.Store
-	grantsWake  chan struct{}
-	enforceMu   sync.Mutex // serializes enforceGrants
-	grantsMu    sync.Mutex // guards grantsDirty
-	grantsDirty map[string]struct{}
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
@@ -81,14 +76,16 @@ func New(cfg Config) *Core {
 
 		droppedAt: make(map[string]time.Time),
 
-		grants:      cfg.Grants,
-		grantsWake:  make(chan struct{}, 1),
-		grantsDirty: make(map[string]struct{}),
+		door: doorState{
+			grants: cfg.Grants,
+			wake:   make(chan struct{}, 1),
+			dirty:  make(map[string]struct{}),
+		},
 	}
-	if c.grants == nil {
-		c.grants = grants.NewMemory()
+	if c.door.grants == nil {
+		c.door.grants = grants.NewMemory()
 	}
-	c.grants.Watch(c.grantsChanged)
+	c.door.grants.Watch(c.grantsChanged)
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true

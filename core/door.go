@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/corral-rt/corral/auth"
@@ -29,6 +30,19 @@ import (
 // skip it: a resume that bypassed the join checks once let one connection
 // into 15,000 rooms (issue 17).
 
+// doorState is the door's own state: the run-time grants and the users
+// whose grants changed, for grantsLoop.
+type doorState struct {
+	grants grants.Store
+	wake   chan struct{} // capacity 1: "dirty is not empty"
+	// enforceMu serializes enforceGrants, so that a Revoke counts the
+	// memberships it ends before the store's announcement ends them.
+	enforceMu sync.Mutex
+
+	mu    sync.Mutex // guards the following fields
+	dirty map[string]struct{}
+}
+
 // admit passes the rooms a session asks to be in through the door and
 // returns those it may join, in order. A Join is a batch of one; a resume
 // is one batch of all its rooms, so it costs at most MaxRoomsPerConn joins
@@ -45,7 +59,7 @@ import (
 // (CODE_UNAVAILABLE) but not a resumed room: the token decides, so an
 // outage does not cost sessions their rooms.
 func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
-	g, gerr := c.grants.Get(ctx, s.user)
+	g, gerr := c.door.grants.Get(ctx, s.user)
 	if gerr != nil {
 		c.metrics.refused.WithLabelValues(refusedGrantsErr).Inc()
 		c.cfg.Logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
@@ -161,7 +175,7 @@ func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, 
 	if kind == grants.Publish {
 		token = id.GetPublish()
 	}
-	g, err := c.grants.Get(ctx, user)
+	g, err := c.door.grants.Get(ctx, user)
 	if err != nil {
 		c.metrics.refused.WithLabelValues(refusedGrantsErr).Inc()
 		return false, err
@@ -239,12 +253,12 @@ func (c *Core) grantsLoop() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-c.grantsWake:
+		case <-c.door.wake:
 		}
-		c.grantsMu.Lock()
-		users := c.grantsDirty
-		c.grantsDirty = make(map[string]struct{})
-		c.grantsMu.Unlock()
+		c.door.mu.Lock()
+		users := c.door.dirty
+		c.door.dirty = make(map[string]struct{})
+		c.door.mu.Unlock()
 		if _, any := users[grants.AnyUser]; any {
 			// Announcements may have been missed: every live user.
 			delete(users, grants.AnyUser)
@@ -256,9 +270,9 @@ func (c *Core) grantsLoop() {
 		}
 		for user := range users {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-			c.enforceMu.Lock()
+			c.door.enforceMu.Lock()
 			c.enforceGrants(ctx, user)
-			c.enforceMu.Unlock()
+			c.door.enforceMu.Unlock()
 			cancel()
 		}
 	}
@@ -266,11 +280,11 @@ func (c *Core) grantsLoop() {
 
 // grantsChanged records that user's grants changed.
 func (c *Core) grantsChanged(user string) {
-	c.grantsMu.Lock()
-	c.grantsDirty[user] = struct{}{}
-	c.grantsMu.Unlock()
+	c.door.mu.Lock()
+	c.door.dirty[user] = struct{}{}
+	c.door.mu.Unlock()
 	select {
-	case c.grantsWake <- struct{}{}:
+	case c.door.wake <- struct{}{}:
 	default:
 	}
 }
