@@ -4,15 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect/v2"
+	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
+	"github.com/corral-rt/corral/protocol"
 )
+
+// The internal API (RoomService minus Link, which is link.go): thin RPC
+// methods that validate a request, call the concept that does the work,
+// and convert errors at the boundary (errors.go).
 
 // Publish appends a message to a room as an internal service and fans it
 // out to the room's members.
@@ -77,8 +87,8 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	switch {
 	case len(rooms) == 0:
 		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: no rooms"))
-	case len(rooms) > c.api.cfg.MaxBroadcastRooms:
-		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: more than %d rooms", c.api.cfg.MaxBroadcastRooms))
+	case len(rooms) > c.apiCfg.MaxBroadcastRooms:
+		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: more than %d rooms", c.apiCfg.MaxBroadcastRooms))
 	}
 	if err := c.validPublish(req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
@@ -97,7 +107,7 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	results := make([]*corralv1.BroadcastResult, len(rooms))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(len(rooms), c.api.cfg.BroadcastConcurrency) {
+	for range min(len(rooms), c.apiCfg.BroadcastConcurrency) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
@@ -146,4 +156,246 @@ func (c *Core) History(ctx context.Context, req *corralv1.HistoryRequest) (*corr
 		FirstSeq: page.First,
 		More:     page.More,
 	}, nil
+}
+
+// Members lists the room's members attached to this core, from the room's
+// live state: members whose join finished (Joined was sent); and the
+// room's presence from the presence store (every core).
+func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corralv1.MembersResponse, error) {
+	if err := c.validRoom(req.GetRoom()); err != nil {
+		return nil, connectErr(connect.CodeInvalidArgument, err)
+	}
+	snap, err := c.pres.store.List(ctx, req.GetRoom())
+	if err != nil {
+		return nil, connectErr(connect.CodeUnavailable, err)
+	}
+	limit := c.apiCfg.MaxMembers
+	if len(snap.Members) > limit {
+		return nil, tooManyMembers(limit)
+	}
+	c.mu.Lock()
+	r := c.rooms[req.GetRoom()]
+	c.mu.Unlock()
+	res := &corralv1.MembersResponse{}
+	for _, m := range snap.Members {
+		res.Presence = append(res.Presence, presenceMember(m))
+	}
+	if r == nil {
+		return res, nil
+	}
+	byUser := make(map[string]*corralv1.Member)
+	r.mu.Lock()
+	if len(r.members) > limit {
+		r.mu.Unlock()
+		return nil, tooManyMembers(limit)
+	}
+	for s := range r.members {
+		m := byUser[s.user]
+		if m == nil {
+			m = &corralv1.Member{UserId: s.user}
+			byUser[s.user] = m
+		}
+		m.SessionIds = append(m.SessionIds, s.id)
+		m.Connections++
+	}
+	r.mu.Unlock()
+	res.Members = make([]*corralv1.Member, 0, len(byUser))
+	for _, m := range byUser {
+		slices.Sort(m.SessionIds)
+		res.Members = append(res.Members, m)
+		res.Connections += m.Connections
+	}
+	slices.SortFunc(res.Members, func(a, b *corralv1.Member) int {
+		switch {
+		case a.UserId < b.UserId:
+			return -1
+		case a.UserId > b.UserId:
+			return 1
+		}
+		return 0
+	})
+	return res, nil
+}
+
+// tooManyMembers refuses a Members call whose answer would pass max
+// entries (core.APIConfig.MaxMembers).
+func tooManyMembers(limit int) *connect.Error {
+	return connectErr(connect.CodeResourceExhausted, fmt.Errorf("core: the room has more than %d members, the most one Members call lists", limit))
+}
+
+// Bounds of a Disconnect: its reason, and the ids it names, in bytes.
+const (
+	maxReason   = 256
+	maxTargetID = 256
+)
+
+// Disconnect closes the connections of a user or a session attached to
+// this core, with the request's code, reason and (jittered) delay. For a
+// STOP code the sessions are also deleted, so a resume is refused.
+func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) (*corralv1.DisconnectResponse, error) {
+	code := req.GetCode()
+	if _, known := corralv1.Code_name[int32(code)]; !known || code == corralv1.Code_CODE_UNSPECIFIED {
+		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: code is required: one from the code table (docs/CODES.md)"))
+	}
+	if len(req.GetReason()) > maxReason {
+		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: reason longer than 256 bytes"))
+	}
+	if len(req.GetUserId()) > maxTargetID || len(req.GetSessionId()) > maxTargetID {
+		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: user_id or session_id longer than %d bytes", maxTargetID))
+	}
+	var targets []*session
+	c.mu.Lock()
+	switch t := req.GetTarget().(type) {
+	case *corralv1.DisconnectRequest_SessionId:
+		if s := c.live[t.SessionId]; s != nil {
+			targets = append(targets, s)
+		}
+	case *corralv1.DisconnectRequest_UserId:
+		for _, s := range c.live {
+			if s.user == t.UserId {
+				targets = append(targets, s)
+			}
+		}
+	}
+	c.mu.Unlock()
+	if req.GetUserId() == "" && req.GetSessionId() == "" {
+		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: user_id or session_id is required"))
+	}
+
+	res := &corralv1.DisconnectResponse{}
+	now := time.Now()
+
+	for _, s := range targets {
+		ep, ok := s.endpoint()
+		if !ok {
+			continue
+		}
+		c.events.recordKick(s, kick{code: code, reason: req.GetReason(), at: now})
+		if protocol.AdviceOf(code) == protocol.AdviceStop {
+			// The session ends: no grace window, the user leaves now.
+			c.presenceDetach(s, true)
+		}
+		// Each connection's delay is spread over [d, 1.5d], so a user's
+		// many connections do not come back at once.
+		d := req.GetDelayMs()
+		ep.link.close(ep.conn, code, req.GetReason(), d+uint32(rand.N(int64(d)/2+1)))
+		res.SessionIds = append(res.SessionIds, s.id)
+	}
+	slices.Sort(res.SessionIds)
+
+	if protocol.AdviceOf(code) == protocol.AdviceStop {
+		ids := res.SessionIds
+		if id := req.GetSessionId(); id != "" && len(ids) == 0 {
+			ids = []string{id} // not connected here: still end it
+		}
+		for _, id := range ids {
+			if err := c.sess.Delete(ctx, id); err != nil {
+				return nil, c.rpcError(err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// Grant adds run-time grants for a user.
+func (c *Core) Grant(ctx context.Context, req *corralv1.GrantRequest) (*corralv1.GrantResponse, error) {
+	if err := c.door.grants.Grant(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+		return nil, c.grantsError(err)
+	}
+	return &corralv1.GrantResponse{}, nil
+}
+
+// Revoke takes grants away from a user and removes the user's sessions on
+// this core from the rooms they may no longer be in; other cores do the
+// same when the store announces the change.
+func (c *Core) Revoke(ctx context.Context, req *corralv1.RevokeRequest) (*corralv1.RevokeResponse, error) {
+	// Under enforceMu the announcement of this change, which grantsLoop
+	// handles, cannot remove the memberships before this call counts them.
+	c.door.enforceMu.Lock()
+	defer c.door.enforceMu.Unlock()
+	if err := c.door.grants.Revoke(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+		return nil, c.grantsError(err)
+	}
+	ids, n := c.enforceGrants(ctx, req.GetUserId())
+	return &corralv1.RevokeResponse{SessionIds: ids, RoomsLeft: uint32(n)}, nil
+}
+
+func (c *Core) grantsError(err error) *connect.Error {
+	if errors.Is(err, grants.ErrInvalid) {
+		return connectErr(connect.CodeInvalidArgument, err)
+	}
+	return c.rpcError(err)
+}
+
+// Events streams the event log from a position, then live. See
+// EventsRequest in proto/corral/v1/room_service.proto for the contract.
+func (c *Core) Events(ctx context.Context, req *corralv1.EventsRequest, stream corralv1connect.RoomServiceEventsServerStream) error {
+	log := c.events.log
+	if log == nil {
+		return connect.NewError(connect.CodeUnimplemented, "core: this server keeps no event log")
+	}
+	f, err := newEventFilter(req)
+	if err != nil {
+		return connectErr(connect.CodeInvalidArgument, err)
+	}
+	// The stream ends when the core closes, too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
+
+	pos := req.GetAfter()
+	switch {
+	case pos != "":
+	case req.GetFromOldest():
+		pos, err = log.Head(ctx)
+	default:
+		pos, err = log.Tail(ctx)
+	}
+	if err != nil {
+		return c.eventsErr(ctx, err)
+	}
+	// The first read does not wait, so that a bad position fails the call
+	// before any response; the first response, with no events, comes at
+	// once and names the start.
+	evs, err := log.Read(ctx, pos, events.MaxRead, 0)
+	if err != nil {
+		return c.eventsErr(ctx, err)
+	}
+	if err := stream.Send(&corralv1.EventsResponse{Position: pos}); err != nil {
+		return err
+	}
+	heartbeat := c.apiCfg.EventsHeartbeat
+	lastSend := time.Now()
+	for {
+		var out []*corralv1.Event
+		if len(evs) > 0 {
+			pos = evs[len(evs)-1].GetPosition()
+			out = f.keep(evs)
+		}
+		if len(out) > 0 || time.Since(lastSend) >= heartbeat {
+			if err := stream.Send(&corralv1.EventsResponse{Events: out, Position: pos}); err != nil {
+				return err
+			}
+			lastSend = time.Now()
+		}
+		wait := max(heartbeat-time.Since(lastSend), time.Millisecond)
+		if evs, err = log.Read(ctx, pos, events.MaxRead, wait); err != nil {
+			return c.eventsErr(ctx, err)
+		}
+	}
+}
+
+// eventsErr converts an event log error at the RPC boundary.
+func (c *Core) eventsErr(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, events.ErrGap):
+		return connectErr(connect.CodeOutOfRange, err)
+	case errors.Is(err, events.ErrBadPosition):
+		return connectErr(connect.CodeInvalidArgument, err)
+	case c.ctx.Err() != nil:
+		return connectErr(connect.CodeUnavailable, errCoreClosed)
+	case ctx.Err() != nil:
+		return c.rpcError(ctx.Err())
+	}
+	return c.rpcError(err)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -109,4 +110,80 @@ func (c *Config) withDefaults() Config {
 type RoomTick struct {
 	Pattern string
 	Tick    time.Duration
+}
+
+// PresenceConfig tunes presence. Zero fields mean defaults.
+type PresenceConfig struct {
+	// NewStore makes the store with the core's callbacks. Nil: in memory,
+	// for one process.
+	NewStore func(presence.Options) (presence.Store, error)
+	// Grace is how long a dropped connection stays counted, waiting for
+	// its session to resume. Default 15s.
+	Grace time.Duration
+	// Tick is how often a room sends its presence changes. Default 500ms.
+	Tick time.Duration
+	// MaxDiffMembers: rooms with more members send counts only. Default
+	// 1000.
+	MaxDiffMembers int
+	// MaxState bounds a user's presence state in bytes. Default 1024.
+	MaxState int
+	// PageLimit bounds the members of one PresencePage. Default 100.
+	PageLimit int
+}
+
+func (p PresenceConfig) withDefaults() PresenceConfig {
+	if p.Grace <= 0 {
+		p.Grace = 15 * time.Second
+	}
+	if p.Tick <= 0 {
+		p.Tick = 500 * time.Millisecond
+	}
+	if p.MaxDiffMembers <= 0 {
+		p.MaxDiffMembers = 1000
+	}
+	if p.MaxState <= 0 {
+		p.MaxState = 1024
+	}
+	if p.PageLimit <= 0 {
+		p.PageLimit = 100
+	}
+	return p
+}
+
+// APIConfig tunes the internal API. Zero fields mean defaults.
+type APIConfig struct {
+	// MaxBroadcastRooms bounds the rooms of one Broadcast. Default 10000.
+	MaxBroadcastRooms int
+	// BroadcastConcurrency bounds the rooms one Broadcast publishes to at
+	// once. Default 64.
+	BroadcastConcurrency int
+	// EventQueue bounds the member events waiting for the event log.
+	// Default 65536.
+	EventQueue int
+	// EventsHeartbeat is how often an idle Events stream sends an empty
+	// response. Default 15s.
+	EventsHeartbeat time.Duration
+	// MaxMembers bounds the members (and presence entries) one Members
+	// call lists; a room with more is refused with resource_exhausted.
+	// Default 10000.
+	MaxMembers int
+}
+
+func (a APIConfig) withDefaults() APIConfig {
+	if a.MaxBroadcastRooms <= 0 {
+		a.MaxBroadcastRooms = 10000
+	}
+	if a.BroadcastConcurrency <= 0 {
+		a.BroadcastConcurrency = 64
+	}
+	if a.EventQueue <= 0 {
+		a.EventQueue = 1 << 16
+	}
+	if a.EventsHeartbeat <= 0 {
+		a.EventsHeartbeat = 15 * time.Second
+	}
+	if a.MaxMembers <= 0 {
+		a.MaxMembers = 10000
+	}
+	return a
 }

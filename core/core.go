@@ -12,7 +12,6 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
-	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/sessions"
 )
 
@@ -34,6 +33,16 @@ type Core struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// The concepts with their own state (and locks).
+	apiCfg APIConfig     // the internal API's settings (api.go)
+	events *eventLog     // eventlog.go
+	pres   presenceState // presence.go
+	// presErr is why the presence store could not be made; Start fails
+	// with it (New falls back to memory).
+	presErr error
+
+	door doorState // door.go
+
 	mu sync.Mutex // guards the following fields
 	// rooms holds rooms that have members or work in flight; a room
 	// without either is forgotten at once (releaseRoom), with the
@@ -46,20 +55,6 @@ type Core struct {
 	// droppedAt is when each detached session lost its connection, for
 	// reconnect_duration_seconds; entries older than the TTL are swept.
 	droppedAt map[string]time.Time
-
-	api  apiState      // the internal API's state (events.go)
-	pres presenceState // presence.go
-	// presErr is why the presence store could not be made; Start fails
-	// with it (New falls back to memory).
-	presErr error
-
-	// grants are the run-time room grants (limits.go); grantsDirty holds
-	// users whose grants changed, for grantsLoop.
-	grants      grants.Store
-	grantsWake  chan struct{}
-	enforceMu   sync.Mutex // serializes enforceGrants
-	grantsMu    sync.Mutex // guards grantsDirty
-	grantsDirty map[string]struct{}
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
@@ -81,14 +76,16 @@ func New(cfg Config) *Core {
 
 		droppedAt: make(map[string]time.Time),
 
-		grants:      cfg.Grants,
-		grantsWake:  make(chan struct{}, 1),
-		grantsDirty: make(map[string]struct{}),
+		door: doorState{
+			grants: cfg.Grants,
+			wake:   make(chan struct{}, 1),
+			dirty:  make(map[string]struct{}),
+		},
 	}
-	if c.grants == nil {
-		c.grants = grants.NewMemory()
+	if c.door.grants == nil {
+		c.door.grants = grants.NewMemory()
 	}
-	c.grants.Watch(c.grantsChanged)
+	c.door.grants.Watch(c.grantsChanged)
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
@@ -97,7 +94,11 @@ func New(cfg Config) *Core {
 		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
 		c.ownStore = true
 	}
-	c.initAPI()
+	c.apiCfg = cfg.API.withDefaults()
+	c.events = newEventLog(c.hist, c.apiCfg.EventQueue, cfg.Logger, cfg.Registerer)
+	if c.events.log != nil {
+		c.wg.Go(func() { c.events.run(c.ctx) })
+	}
 	if err := c.initPresence(); err != nil {
 		c.presErr = err
 		c.cfg.Logger.Error("presence store failed; presence is local to this core", "err", err)
@@ -138,54 +139,6 @@ func Start(ctx context.Context, cfg Config) (*Core, error) {
 	return c, nil
 }
 
-// onRemote receives a room's messages from pub/sub (nil: some may have
-// been missed). It runs on the subscription's reader: it must not block.
-func (c *Core) onRemote(roomName string, msg *corralv1.Message) {
-	c.mu.Lock()
-	r := c.rooms[roomName]
-	c.mu.Unlock()
-	if r == nil {
-		return
-	}
-	if msg == nil {
-		r.catchUp()
-		return
-	}
-	r.deliver(msg)
-}
-
-// subscribe makes sure pub/sub brings room's messages. Joins of many
-// rooms at once share SUBSCRIBE commands (see history.Subscription.Add).
-func (c *Core) subscribe(ctx context.Context, room string) error {
-	return c.sub.Add(ctx, room)
-}
-
-// unsubscribeLoop drops, in batches, the subscriptions of rooms this
-// process no longer holds.
-func (c *Core) unsubscribeLoop() {
-	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.UnsubscribeDelay)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		// Under c.mu: a room acquired after this decision subscribes
-		// again, after the UNSUBSCRIBE (history.Subscription.RemoveIf).
-		c.mu.Lock()
-		n := c.sub.RemoveIf(func(room string) bool {
-			_, ok := c.rooms[room]
-			return !ok
-		})
-		c.mu.Unlock()
-		if n > 0 {
-			c.metrics.unsubscribed.Add(float64(n))
-		}
-	}
-}
-
 // Close ends every link (their clients are told to resume), stops background
 // work and closes the stores the Core created itself. Safe to call twice.
 func (c *Core) Close() error {
@@ -216,101 +169,3 @@ func (c *Core) Close() error {
 }
 
 var errCoreClosed = errors.New("core: closed")
-
-// touchLoop keeps the sessions of connected clients from expiring.
-func (c *Core) touchLoop() {
-	defer c.wg.Done()
-	period := c.cfg.SessionTTL / 3
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.mu.Lock()
-		ids := make([]string, 0, len(c.live))
-		for id := range c.live {
-			ids = append(ids, id)
-		}
-		expired := time.Now().Add(-c.cfg.SessionTTL)
-		for id, at := range c.droppedAt {
-			if at.Before(expired) {
-				delete(c.droppedAt, id)
-			}
-		}
-		c.mu.Unlock()
-		for _, id := range ids {
-			ctx, cancel := context.WithTimeout(c.ctx, period)
-			if err := c.sess.Touch(ctx, id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
-				c.cfg.Logger.Warn("session touch failed", "session", id, "err", err)
-			}
-			cancel()
-		}
-	}
-}
-
-// validRoom checks a room name: 1..MaxRoomName bytes, by the one rule for
-// names (safetext.CheckName; docs/SECURITY.md).
-func (c *Core) validRoom(name string) error {
-	if err := safetext.CheckName("room name", name, c.cfg.MaxRoomName); err != nil {
-		return fmt.Errorf("core: %w", err)
-	}
-	return nil
-}
-
-// acquireRoom returns the live room for name, creating it (and loading its
-// state from history) when needed. The caller must call releaseRoom when done
-// so that empty rooms are forgotten.
-func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*room, error) {
-	c.mu.Lock()
-	r, ok := c.rooms[name]
-	if !ok {
-		r = newRoom(c, name)
-		c.rooms[name] = r
-		c.metrics.rooms.Inc()
-		if h, ok := c.hist.(roomHolder); ok {
-			h.Hold(name)
-		}
-	}
-	r.refs++
-	c.mu.Unlock()
-	if !forJoin {
-		// A publish needs no state: the append result carries it.
-		return r, nil
-	}
-	if err := r.load(ctx, forJoin); err != nil {
-		c.releaseRoom(r)
-		return nil, err
-	}
-	return r, nil
-}
-
-// releaseRoom drops a reference taken by acquireRoom and forgets the room
-// when nothing uses it.
-func (c *Core) releaseRoom(r *room) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r.refs--
-	if r.refs > 0 {
-		return
-	}
-	if r.empty() && c.rooms[r.name] == r {
-		delete(c.rooms, r.name)
-		c.metrics.rooms.Dec()
-		if h, ok := c.hist.(roomHolder); ok {
-			h.Release(r.name)
-		}
-	}
-}
-
-// roomHolder is a history store that keeps a room in process memory only
-// while it is held or has history (history.Memory). A room is held exactly
-// while it is in Core.rooms: one count per Core, taken and dropped under
-// c.mu, so its epoch stays while anyone here uses it and the room is
-// forgotten, everywhere at once, when nobody does.
-type roomHolder interface {
-	Hold(room string)
-	Release(room string)
-}

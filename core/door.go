@@ -3,19 +3,45 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
+	"github.com/corral-rt/corral/internal/safetext"
 )
 
 // The door: the one place where a client is let into rooms, and where its
-// publishes and signals are authorized. Every Join and every room of a
-// resume passes admit before the session enters the room; every Publish
-// and Signal passes refusePublish. A new check on membership (hooks, a
+// publishes and signals are authorized.
+//
+// A session may join a room when its token or a run-time grant allows it
+// (package grants); it may publish and signal when, beside that, the room
+// is not read-only for clients (Config.ReadOnlyRooms). Run-time grants
+// change through Grant and Revoke (api.go); a revoked join removes the
+// user's sessions from the rooms it matches, on every core sharing the
+// grants store (enforceGrants, grantsLoop). Every refusal is counted in
+// corral_core_refused_total by reason.
+//
+// Every Join and every room of a resume passes admit before the session
+// enters the room; every Publish and Signal passes refusePublish. A new check on membership (hooks, a
 // refreshed token's claims) belongs here, so that no path into a room can
 // skip it: a resume that bypassed the join checks once let one connection
 // into 15,000 rooms (issue 17).
+
+// doorState is the door's own state: the run-time grants and the users
+// whose grants changed, for grantsLoop.
+type doorState struct {
+	grants grants.Store
+	wake   chan struct{} // capacity 1: "dirty is not empty"
+	// enforceMu serializes enforceGrants, so that a Revoke counts the
+	// memberships it ends before the store's announcement ends them.
+	enforceMu sync.Mutex
+
+	mu    sync.Mutex // guards the following fields
+	dirty map[string]struct{}
+}
 
 // admit passes the rooms a session asks to be in through the door and
 // returns those it may join, in order. A Join is a batch of one; a resume
@@ -33,7 +59,7 @@ import (
 // (CODE_UNAVAILABLE) but not a resumed room: the token decides, so an
 // outage does not cost sessions their rooms.
 func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
-	g, gerr := c.grants.Get(ctx, s.user)
+	g, gerr := c.door.grants.Get(ctx, s.user)
 	if gerr != nil {
 		c.metrics.refused.WithLabelValues(refusedGrantsErr).Inc()
 		c.cfg.Logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
@@ -121,4 +147,153 @@ func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) 
 		return true
 	}
 	return false
+}
+
+// Reasons of corral_core_refused_total.
+const (
+	refusedJoin      = "forbidden_join"
+	refusedPublish   = "forbidden_publish"
+	refusedReadOnly  = "read_only"
+	refusedRooms     = "rooms_per_conn"
+	refusedTooLarge  = "payload_too_large"
+	refusedRevoked   = "join_revoked"
+	refusedGrantsErr = "grants_unavailable"
+	refusedInvalid   = "invalid_argument"
+	refusedNotJoined = "not_joined"
+	// refusedBacklog: a connection's work queue overflowed (connwork.go).
+	refusedBacklog = "conn_backlog"
+	// A refreshed token does not grant a room the session is in.
+	refusedRefreshGrant = "refresh_no_grant"
+	// A refresh for another user than the session's (the edge checks
+	// this first; counted here when an edge did not).
+	refusedRefreshUser = "refresh_other_user"
+)
+
+// granted applies the token's and the run-time grants.
+func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, kind grants.Kind, room string) (bool, error) {
+	token := id.GetJoin()
+	if kind == grants.Publish {
+		token = id.GetPublish()
+	}
+	g, err := c.door.grants.Get(ctx, user)
+	if err != nil {
+		c.metrics.refused.WithLabelValues(refusedGrantsErr).Inc()
+		return false, err
+	}
+	return grants.Allows(g, kind, token, room), nil
+}
+
+// enforceGrants removes user's live sessions from every room their grants
+// no longer allow: each gets Left with CODE_FORBIDDEN. It returns the
+// sessions concerned and how many memberships ended.
+func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
+	c.mu.Lock()
+	var mine []*session
+	for _, s := range c.live {
+		if s.user == user {
+			mine = append(mine, s)
+		}
+	}
+	c.mu.Unlock()
+	var ids []string
+	left := 0
+	for _, s := range mine {
+		if n := c.enforceSession(ctx, s, refusedRevoked, "the join grant was revoked"); n > 0 {
+			ids = append(ids, s.id)
+			left += n
+		}
+	}
+	slices.Sort(ids)
+	return ids, left
+}
+
+// enforceSession removes s from every room its grants (its identity's and
+// the run-time ones) no longer allow: each gets Left with CODE_FORBIDDEN
+// and reason, counted under metric. It returns how many memberships
+// ended. A grants store that cannot answer removes no one.
+func (c *Core) enforceSession(ctx context.Context, s *session, metric, reason string) int {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.rooms))
+	for name := range s.rooms {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	left := 0
+	for _, name := range names {
+		ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Join, name)
+		if ok || err != nil {
+			continue
+		}
+		s.mu.Lock()
+		r := s.rooms[name]
+		delete(s.rooms, name)
+		s.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		c.metrics.refused.WithLabelValues(metric).Inc()
+		r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: reason})
+		c.events.emitLeft(s, name)
+		c.presenceLeave(s, name, true)
+		c.releaseMember(r)
+		if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
+			c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+		}
+		left++
+	}
+	return left
+}
+
+// grantsLoop applies the changes the grants store announces (from this
+// core or another) to this core's sessions, one user at a time. The
+// store's callback only records the user, so it never blocks.
+func (c *Core) grantsLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.door.wake:
+		}
+		c.door.mu.Lock()
+		users := c.door.dirty
+		c.door.dirty = make(map[string]struct{})
+		c.door.mu.Unlock()
+		if _, any := users[grants.AnyUser]; any {
+			// Announcements may have been missed: every live user.
+			delete(users, grants.AnyUser)
+			c.mu.Lock()
+			for _, s := range c.live {
+				users[s.user] = struct{}{}
+			}
+			c.mu.Unlock()
+		}
+		for user := range users {
+			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+			c.door.enforceMu.Lock()
+			c.enforceGrants(ctx, user)
+			c.door.enforceMu.Unlock()
+			cancel()
+		}
+	}
+}
+
+// grantsChanged records that user's grants changed.
+func (c *Core) grantsChanged(user string) {
+	c.door.mu.Lock()
+	c.door.dirty[user] = struct{}{}
+	c.door.mu.Unlock()
+	select {
+	case c.door.wake <- struct{}{}:
+	default:
+	}
+}
+
+// validRoom checks a room name: 1..MaxRoomName bytes, by the one rule for
+// names (safetext.CheckName; docs/SECURITY.md).
+func (c *Core) validRoom(name string) error {
+	if err := safetext.CheckName("room name", name, c.cfg.MaxRoomName); err != nil {
+		return fmt.Errorf("core: %w", err)
+	}
+	return nil
 }

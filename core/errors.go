@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"io"
 
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -60,3 +61,5 @@ const maxRPCMessage = 512
 func connectErr(code connect.Code, err error) *connect.Error {
 	return connect.NewError(code, safetext.Truncate(err.Error(), maxRPCMessage)).WithCause(err)
 }
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

@@ -29,44 +29,6 @@ import (
 // A dropped connection is uncounted after Grace unless its session comes
 // back first, on any core: a resume within Grace shows no leave and join.
 
-// PresenceConfig tunes presence. Zero fields mean defaults.
-type PresenceConfig struct {
-	// NewStore makes the store with the core's callbacks. Nil: in memory,
-	// for one process.
-	NewStore func(presence.Options) (presence.Store, error)
-	// Grace is how long a dropped connection stays counted, waiting for
-	// its session to resume. Default 15s.
-	Grace time.Duration
-	// Tick is how often a room sends its presence changes. Default 500ms.
-	Tick time.Duration
-	// MaxDiffMembers: rooms with more members send counts only. Default
-	// 1000.
-	MaxDiffMembers int
-	// MaxState bounds a user's presence state in bytes. Default 1024.
-	MaxState int
-	// PageLimit bounds the members of one PresencePage. Default 100.
-	PageLimit int
-}
-
-func (p PresenceConfig) withDefaults() PresenceConfig {
-	if p.Grace <= 0 {
-		p.Grace = 15 * time.Second
-	}
-	if p.Tick <= 0 {
-		p.Tick = 500 * time.Millisecond
-	}
-	if p.MaxDiffMembers <= 0 {
-		p.MaxDiffMembers = 1000
-	}
-	if p.MaxState <= 0 {
-		p.MaxState = 1024
-	}
-	if p.PageLimit <= 0 {
-		p.PageLimit = 100
-	}
-	return p
-}
-
 // presenceState is the core's part of presence.
 type presenceState struct {
 	cfg   PresenceConfig
@@ -131,7 +93,7 @@ func (c *Core) onPresenceCommit(ch presence.Change) {
 	case presence.Left:
 		pc.Change = corralv1.PresenceChanged_CHANGE_LEFT
 	}
-	c.emit(ch.Room, &corralv1.Event{Kind: &corralv1.Event_Presence{Presence: pc}})
+	c.events.emit(ch.Room, &corralv1.Event{Kind: &corralv1.Event_Presence{Presence: pc}})
 }
 
 // onPresenceChange brings a change to the room's view, if the room is here.
@@ -598,11 +560,7 @@ func (r *room) flushPresence() {
 		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
-			f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
-				Room:     r.name,
-				Frame:    &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}},
-				Presence: true,
-			}}}
+			f := presenceRoomFrame(r.name, out)
 			for l := range v.links {
 				l.enqueue(f)
 			}
@@ -627,9 +585,7 @@ func (r *room) flushPresence() {
 			continue
 		}
 		ep.link.enqueue(connFrame(ep.conn, snap))
-		ep.link.enqueue(&corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
-			Conn: ep.conn, Room: r.name, Member: true, Presence: true,
-		}}})
+		ep.link.enqueue(presenceMembershipFrame(ep.conn, r.name))
 		v.subs[s] = ep
 		v.links[ep.link]++
 	}

@@ -63,12 +63,6 @@ type catchup struct {
 	overflow bool
 }
 
-// endpoint is where a member's frames go: a connection on a link.
-type endpoint struct {
-	link *link
-	conn uint64
-}
-
 func newRoom(c *Core, name string) *room {
 	return &room{
 		core:    c,
@@ -214,10 +208,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 	if len(r.links) == 0 {
 		return
 	}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
-		Room:  r.name,
-		Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}},
-	}}}
+	f := roomFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
 	for l := range r.links {
 		l.enqueue(f)
 	}
@@ -346,35 +337,10 @@ func (r *room) resetLocked(epoch string, last uint64) {
 	if len(r.links) == 0 {
 		return
 	}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
-		Room: r.name, Frame: resetFrame(r.name, last, epoch),
-	}}}
+	f := roomFrame(r.name, resetFrame(r.name, last, epoch))
 	for l := range r.links {
 		l.enqueue(f)
 	}
-}
-
-// joinReq is one room a session joins or resumes.
-type joinReq struct {
-	name  string
-	room  *room
-	since uint64
-	epoch string
-	// position: (since, epoch) is where the client continues, checked
-	// against the room's epoch; without it the join is live from now.
-	position bool
-	resumed  bool
-	// stored: the session store lists the room (a resumed room).
-	stored bool
-	// presence: count the session in the room's presence, with state.
-	presence bool
-	state    []byte
-	// Filled by begin:
-	target    uint64 // the room's last seq when the join began
-	roomEpoch string
-	replay    bool
-	msgs      []*corralv1.Message
-	readOK    bool
 }
 
 // beginJoin registers s as joining: live messages are kept for it from now
@@ -512,18 +478,4 @@ func (r *room) empty() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.members) == 0 && len(r.joining) == 0
-}
-
-func resetFrame(room string, seq uint64, epoch string) *corralv1.ServerFrame {
-	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: room, Seq: seq, Epoch: epoch}}}
-}
-
-func connFrame(conn uint64, f *corralv1.ServerFrame) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Conn{Conn: &corralv1.ConnFrame{Conn: conn, Frame: f}}}
-}
-
-func membershipFrame(conn uint64, room string, member bool) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
-		Conn: conn, Room: room, Member: member,
-	}}}
 }

@@ -150,10 +150,7 @@ func (r *room) flushSignals() {
 	if len(r.links) == 0 {
 		return
 	}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
-		Room:  r.name,
-		Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}},
-	}}}
+	f := roomFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
 	for l := range r.links {
 		l.enqueue(f)
 	}

@@ -86,6 +86,17 @@ func (q *Queue[T]) Close() {
 	q.items, q.sizes, q.bytes = nil, nil, 0
 }
 
+// Drain closes the queue and returns what it held, oldest first: a
+// consumer that stops flushes it, and pushes after Drain fail.
+func (q *Queue[T]) Drain() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.items
+	q.closed = true
+	q.items, q.sizes, q.bytes = nil, nil, 0
+	return out
+}
+
 // Reset empties the queue, leaving it open.
 func (q *Queue[T]) Reset() {
 	q.mu.Lock()

@@ -57,3 +57,18 @@ func TestPushBoundsAndClose(t *testing.T) {
 		t.Fatalf("closed queue returned %v", got)
 	}
 }
+
+func TestDrain(t *testing.T) {
+	q := linkq.New[string]()
+	q.Push("a", 1, 0)
+	q.Push("b", 1, 0)
+	if got := q.Drain(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatalf("Drain = %v, want [a b]", got)
+	}
+	if q.Push("c", 1, 0) {
+		t.Fatal("push after Drain accepted")
+	}
+	if got := q.Drain(); got != nil {
+		t.Fatalf("second Drain = %v, want nil", got)
+	}
+}

@@ -1,0 +1,330 @@
+package core
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/events"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/linkq"
+	"github.com/corral-rt/corral/presence"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Unit tests of the core's concepts, with the in-memory stores and a fake
+// link whose queue the test reads instead of a stream.
+
+// fakeLink is a link with no stream: what the core enqueues stays in its
+// queue for the test to take.
+func fakeLink(c *Core) *link {
+	return &link{core: c, queue: linkq.New[*corralv1.CoreFrame](), done: make(chan struct{}),
+		conns: make(map[uint64]*connWork), workers: make(chan struct{}, 1)}
+}
+
+// frames returns the server frames queued on l for conn or for rooms, in
+// order, waiting until want have arrived (or failing after 10s).
+func frames(t *testing.T, l *link, want int) []*corralv1.ServerFrame {
+	t.Helper()
+	var out []*corralv1.ServerFrame
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out) < want {
+		for _, f := range l.queue.Take(1<<20, 1<<30) {
+			switch k := f.GetKind().(type) {
+			case *corralv1.CoreFrame_Conn:
+				out = append(out, k.Conn.GetFrame())
+			case *corralv1.CoreFrame_Room:
+				out = append(out, k.Room.GetFrame())
+			}
+		}
+		if len(out) >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d frames, want %d: %v", len(out), want, out)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return out
+}
+
+func newTestCore(t *testing.T, cfg Config) *Core {
+	t.Helper()
+	c := New(cfg)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestRoomOrderAndGapFill(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCore(t, Config{})
+	r, err := c.acquireRoom(ctx, "r", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.releaseRoom(r)
+	l := fakeLink(c)
+	r.mu.Lock()
+	r.links[l] = 1
+	r.mu.Unlock()
+
+	// Three messages appended elsewhere; this room hears of 3, then 1,
+	// never of 2: 3 waits, 1 goes out, and the fill brings 2 and 3.
+	var msgs []*corralv1.Message
+	for i := range 3 {
+		m := &corralv1.Message{Room: "r", Payload: []byte{byte('a' + i)}}
+		res, err := c.hist.Append(ctx, "r", m, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Seq = res.Seq
+		msgs = append(msgs, m)
+	}
+	r.deliver(msgs[2])
+	r.deliver(msgs[0])
+	r.deliver(msgs[0]) // a duplicate is dropped
+	got := frames(t, l, 3)
+	time.Sleep(2 * gapWait) // nothing more may come
+	got = append(got, frames(t, l, 0)...)
+	if len(got) != 3 {
+		t.Fatalf("got %d frames, want 3: %v", len(got), got)
+	}
+	for i, f := range got {
+		if seq := f.GetMessage().GetSeq(); seq != uint64(i+1) {
+			t.Fatalf("frame %d has seq %d, want %d (frames %v)", i, seq, i+1, got)
+		}
+	}
+}
+
+func TestResumeReplay(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCore(t, Config{})
+	l := fakeLink(c)
+	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
+	s := c.attach(ctx, l, 1, &corralv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	if s == nil {
+		t.Fatal("attach refused")
+	}
+	welcome := frames(t, l, 1)[0].GetWelcome()
+	c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "r"}}})
+	joined := frames(t, l, 1)[0].GetJoined()
+	if joined == nil {
+		t.Fatal("no Joined")
+	}
+	publish := func(n int) {
+		for range n {
+			if _, err := c.apiPublish(ctx, "r", []byte("x"), "", ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(3)
+	if got := frames(t, l, 3); got[2].GetMessage().GetSeq() != 3 {
+		t.Fatalf("live: %v", got)
+	}
+	c.detach(s, l, 1, false)
+	publish(2) // missed while away: seqs 4 and 5
+
+	s2 := c.attach(ctx, l, 2, &corralv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
+		SessionId: welcome.GetSessionId(), ResumeToken: welcome.GetResumeToken(),
+		Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 3, Epoch: joined.GetEpoch()}},
+	}}})
+	if s2 == nil {
+		t.Fatal("resume refused")
+	}
+	got := frames(t, l, 4)
+	if w := got[0].GetWelcome(); !w.GetResumed() || w.GetSessionId() != welcome.GetSessionId() {
+		t.Fatalf("first frame %v, want a resumed Welcome", got[0])
+	}
+	if j := got[1].GetJoined(); j == nil || !j.GetReplay() || j.GetSeq() != 3 {
+		t.Fatalf("second frame %v, want Joined at 3 with replay", got[1])
+	}
+	var seqs []uint64
+	for _, f := range got[2].GetBatch().GetFrames() {
+		seqs = append(seqs, f.GetMessage().GetSeq())
+	}
+	if len(seqs) != 2 || seqs[0] != 4 || seqs[1] != 5 {
+		t.Fatalf("replayed %v, want [4 5]", seqs)
+	}
+	if e := got[3].GetReplayEnd(); e == nil || e.GetSeq() != 5 {
+		t.Fatalf("fourth frame %v, want ReplayEnd at 5", got[3])
+	}
+	// Live again: the next message follows the replay.
+	publish(1)
+	if f := frames(t, l, 1)[0]; f.GetMessage().GetSeq() != 6 {
+		t.Fatalf("after the replay %v, want seq 6", f)
+	}
+}
+
+func TestDoorRefusals(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		cfg   Config
+		join  []string // rooms joined first, all admitted
+		frame *corralv1.ClientFrame
+		code  corralv1.Code
+	}{
+		"bad name": {
+			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "bad\x00name"}}},
+			code:  corralv1.Code_CODE_INVALID_ARGUMENT,
+		},
+		"join not granted": {
+			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "secret"}}},
+			code:  corralv1.Code_CODE_FORBIDDEN,
+		},
+		"too many rooms": {
+			cfg:   Config{MaxRoomsPerConn: 1},
+			join:  []string{"open:a"},
+			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "open:b"}}},
+			code:  corralv1.Code_CODE_LIMIT_EXCEEDED,
+		},
+		"read-only publish": {
+			cfg:   Config{ReadOnlyRooms: []string{"open:news"}},
+			join:  []string{"open:news"},
+			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "open:news", Payload: []byte("x")}}},
+			code:  corralv1.Code_CODE_FORBIDDEN,
+		},
+		"publish not granted": {
+			join:  []string{"open:a"},
+			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "open:a", Payload: []byte("x")}}},
+			code:  corralv1.Code_CODE_FORBIDDEN,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newTestCore(t, tc.cfg)
+			l := fakeLink(c)
+			id := &corralv1.Identity{UserId: "u", Join: []string{"open:*"}, Publish: []string{"open:news"}}
+			s := c.attach(ctx, l, 1, &corralv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+			frames(t, l, 1) // Welcome
+			for _, room := range tc.join {
+				c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
+				if j := frames(t, l, 1)[0].GetJoined(); j == nil {
+					t.Fatalf("join %s refused", room)
+				}
+			}
+			if name == "publish not granted" {
+				id.Publish = nil
+			}
+			c.handleClient(ctx, s, tc.frame)
+			f := frames(t, l, 1)[0]
+			if f.GetError().GetCode() != tc.code {
+				t.Fatalf("got %v, want an Error with %v", f, tc.code)
+			}
+			if s.room("open:b") != nil || s.room("secret") != nil {
+				t.Fatal("a refused room was joined")
+			}
+		})
+	}
+}
+
+func TestEventLogOrderAndFilter(t *testing.T) {
+	log := events.NewMemory(events.MemoryOptions{})
+	hist := struct{ eventSource }{logSource{log}}
+	e := newEventLog(hist, 2, newTestCore(t, Config{}).cfg.Logger, nil)
+	s := &session{id: "s1", user: "u"}
+	e.emitJoined(s, "game:1", false)
+	e.emitLeft(s, "chat:1")
+	e.emitLeft(s, "game:2") // over the bound of 2: dropped, counted
+	if n := counterValue(e.dropped.WithLabelValues("queue_full")); n != 1 {
+		t.Fatalf("queue_full drops = %v, want 1", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.run(ctx); close(done) }()
+	head, _ := log.Head(context.Background())
+	evs, err := log.Read(context.Background(), head, 10, 10*time.Second)
+	for err == nil && len(evs) < 2 {
+		var more []*corralv1.Event
+		more, err = log.Read(context.Background(), evs[len(evs)-1].GetPosition(), 10, 10*time.Second)
+		evs = append(evs, more...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].GetRoom() != "game:1" || evs[1].GetRoom() != "chat:1" {
+		t.Fatalf("log holds %v, want game:1 joined then chat:1 left", evs)
+	}
+	cancel()
+	<-done
+	e.emitLeft(s, "game:3") // after close: dropped as closed
+	if n := counterValue(e.dropped.WithLabelValues("closed")); n != 1 {
+		t.Fatalf("closed drops = %v, want 1", n)
+	}
+
+	for name, tc := range map[string]struct {
+		req  *corralv1.EventsRequest
+		want []string // rooms kept
+	}{
+		"all":        {req: &corralv1.EventsRequest{}, want: []string{"game:1", "chat:1"}},
+		"by room":    {req: &corralv1.EventsRequest{Rooms: []string{"game:*"}}, want: []string{"game:1"}},
+		"by kind":    {req: &corralv1.EventsRequest{Kinds: []corralv1.EventKind{corralv1.EventKind_EVENT_KIND_LEFT}}, want: []string{"chat:1"}},
+		"both, none": {req: &corralv1.EventsRequest{Rooms: []string{"game:*"}, Kinds: []corralv1.EventKind{corralv1.EventKind_EVENT_KIND_LEFT}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := newEventFilter(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ev := range f.keep(evs) {
+				got = append(got, ev.GetRoom())
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("kept %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("kept %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+	if _, err := newEventFilter(&corralv1.EventsRequest{Rooms: []string{""}}); err == nil {
+		t.Fatal("an empty room pattern was accepted")
+	}
+}
+
+type logSource struct{ log events.Log }
+
+func (l logSource) Events() events.Log { return l.log }
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestPresenceViewApply: a loaded view applies changes in version order,
+// ignores old ones, and turns a gap into a reload instead of a wrong view.
+func TestPresenceViewApply(t *testing.T) {
+	c := newTestCore(t, Config{})
+	r := newRoom(c, "r")
+	r.mu.Lock()
+	v := &r.pres
+	v.initLocked()
+	v.loaded = true
+	r.mu.Unlock()
+
+	change := func(kind presence.Kind, version uint64, user string) {
+		r.presenceChange(presence.Change{Room: "r", Kind: kind, Version: version, Member: presence.Member{User: user, Conns: 1}})
+	}
+	change(presence.Joined, 1, "a")
+	change(presence.Joined, 2, "b")
+	change(presence.Joined, 2, "c") // an old version: ignored
+	change(presence.Left, 3, "a")
+	members, ok := r.presenceList()
+	if !ok || len(members) != 1 || members[0].User != "b" {
+		t.Fatalf("view lists %v, want [b]", members)
+	}
+	change(presence.Joined, 5, "d") // version 4 missed: reload, not apply
+	r.mu.Lock()
+	_, applied := v.now["d"]
+	reloading := v.loading || v.version != 3
+	r.mu.Unlock()
+	if applied || !reloading {
+		t.Fatalf("a change after a gap was applied (%v) or no reload began (%v)", applied, reloading)
+	}
+}

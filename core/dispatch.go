@@ -1,0 +1,138 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
+)
+
+// The client-frame dispatcher: handleClient routes each frame of an
+// attached session to a thin handler that checks it at the door (door.go)
+// and calls the concept that does the work (room.go, resume.go,
+// presence.go, signals.go).
+
+// handleClient processes one client frame of an attached session.
+func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientFrame) {
+	switch k := f.GetKind().(type) {
+	case *corralv1.ClientFrame_Join:
+		c.clientJoin(ctx, s, k.Join)
+	case *corralv1.ClientFrame_Leave:
+		c.clientLeave(ctx, s, k.Leave)
+	case *corralv1.ClientFrame_Publish:
+		c.clientPublish(ctx, s, k.Publish)
+	case *corralv1.ClientFrame_Signal:
+		c.clientSignal(ctx, s, k.Signal)
+	case *corralv1.ClientFrame_Ack:
+		if err := c.sess.Ack(ctx, s.id, k.Ack.GetRoom(), k.Ack.GetSeq()); err != nil {
+			c.metrics.dropped.WithLabelValues("ack_store").Inc()
+		}
+	case *corralv1.ClientFrame_Ping:
+		s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
+			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
+		}}})
+	case *corralv1.ClientFrame_SetPresence:
+		c.setPresence(ctx, s, k.SetPresence)
+	case *corralv1.ClientFrame_PresenceQuery:
+		c.presenceQuery(ctx, s, k.PresenceQuery)
+	case *corralv1.ClientFrame_Hello:
+		s.sendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
+	default:
+		s.sendErr(corralv1.Code_CODE_UNKNOWN_FRAME, "unknown frame type", "", "")
+	}
+}
+
+func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
+	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
+		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
+		presence: j.GetPresence(), state: j.GetPresenceState()}
+	c.join(ctx, s, c.admit(ctx, s, []*joinReq{q}))
+}
+
+func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) {
+	name := lv.GetRoom()
+	s.mu.Lock()
+	r := s.rooms[name]
+	delete(s.rooms, name)
+	s.mu.Unlock()
+	if r == nil {
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
+		return
+	}
+	r.leave(s, &corralv1.Left{Room: name})
+	c.events.emitLeft(s, name)
+	c.presenceLeave(s, name, true)
+	c.releaseMember(r)
+	if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
+		c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+	}
+}
+
+func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publish) {
+	name := p.GetRoom()
+	r := s.room(name)
+	switch {
+	case r == nil:
+		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
+		return
+	case c.refusePublish(ctx, s, name, p.GetId()):
+		return
+	case len(p.GetPayload()) > c.cfg.MaxPayload:
+		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the server's limit", name, p.GetId())
+		return
+	case len(p.GetId()) > 128:
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
+		return
+	}
+	msg := &corralv1.Message{
+		Room:    name,
+		Sender:  s.user,
+		Payload: p.GetPayload(),
+		TimeMs:  time.Now().UnixMilli(),
+		Id:      p.GetId(),
+	}
+	dedupe := ""
+	if p.GetId() != "" {
+		dedupe = "s:" + s.id + ":" + p.GetId()
+	}
+	res, err := r.publish(ctx, msg, dedupe)
+	if err != nil {
+		c.storeFailed(s, "publish", err, name, p.GetId())
+		return
+	}
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
+		Room: name, Id: p.GetId(), Seq: res.Seq, Duplicate: res.Duplicate,
+	}}})
+}
+
+// maxSignalKey bounds a signal's key in bytes.
+const maxSignalKey = 200
+
+func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal) {
+	name := sg.GetRoom()
+	r := s.room(name)
+	switch {
+	case r == nil:
+		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
+		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
+		return
+	case c.refusePublish(ctx, s, name, ""):
+		return
+	case len(sg.GetPayload()) > c.cfg.MaxPayload || len(sg.GetKey()) > maxSignalKey:
+		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the server's limit", name, "")
+		return
+	}
+	if err := safetext.CheckName("signal key", sg.GetKey(), maxSignalKey); err != nil {
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
+		return
+	}
+	r.signal(s, &corralv1.SignalEvent{
+		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
+	})
+}

@@ -1,0 +1,363 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/sessions"
+)
+
+// Sessions and resume, top to bottom: a connection attaches (attach) with
+// a new session or resumes one (resume), taking it over from an older
+// connection (takeOver); its rooms pass the door (door.go, admit) and are
+// joined at the client's positions (join): each room keeps live messages
+// for the session while the missed history is read in one batch
+// (readMissed), then the session goes live (room.goLive: Joined, the
+// replay, ReplayEnd, live traffic). When the connection ends, detach takes
+// the session out of its rooms; it stays resumable until its TTL, which
+// touchLoop extends while it is connected.
+
+// maxInstance bounds Resume.instance.
+const maxInstance = 64
+
+// attach starts or resumes the session of a new connection. It returns nil
+// when the connection was refused (a close is already queued).
+func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *corralv1.Attach) *session {
+	id := a.GetIdentity()
+	if id.GetUserId() == "" {
+		l.close(conn, corralv1.Code_CODE_UNAUTHENTICATED, "no verified identity", 0)
+		return nil
+	}
+	hello := a.GetHello()
+	ep := endpoint{link: l, conn: conn}
+	if r := hello.GetResume(); r != nil {
+		return c.resume(ctx, ep, id, r)
+	}
+	done := c.metrics.storeOp("session_create")
+	st, err := c.sess.Create(ctx, id.GetUserId())
+	done(err)
+	if err != nil {
+		c.cfg.Logger.Warn("session create failed", "err", err)
+		l.close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+		return nil
+	}
+	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, rooms: make(map[string]*room)}
+	s.ident.Store(id)
+	c.mu.Lock()
+	c.live[s.id] = s
+	c.mu.Unlock()
+	c.metrics.sessions.Inc()
+	l.send(conn, c.welcome(st, id, false))
+	return s
+}
+
+func (c *Core) welcome(st *sessions.Session, id *corralv1.Identity, resumed bool) *corralv1.ServerFrame {
+	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
+		SessionId:    st.ID,
+		ResumeToken:  st.Token,
+		UserId:       st.UserID,
+		Resumed:      resumed,
+		HeartbeatMs:  uint32(c.cfg.Heartbeat / time.Millisecond),
+		SessionTtlMs: uint32(c.cfg.SessionTTL / time.Millisecond),
+		ExpiresUnix:  id.GetExpiresUnix(),
+	}}}
+}
+
+// resume continues an earlier session on a new connection: it verifies the
+// token and the user, takes the session over from any older connection, and
+// rejoins every room from where the client left it.
+func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r *corralv1.Resume) *session {
+	done := c.metrics.storeOp("session_resume")
+	at := sessions.Attempt{Instance: r.GetInstance(), N: r.GetAttempt()}
+	if len(at.Instance) > maxInstance {
+		ep.link.close(ep.conn, corralv1.Code_CODE_BAD_FRAME, "resume.instance longer than 64 bytes", 0)
+		return nil
+	}
+	// The store authorizes (token, user, attempt) before it changes
+	// anything, and rotates the token.
+	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken(), id.GetUserId(), at)
+	done(err)
+	switch {
+	case errors.Is(err, sessions.ErrStale):
+		// The client gave up on this attempt and holds the session on a
+		// newer connection: leave that one alone.
+		c.metrics.refused.WithLabelValues("stale_resume").Inc()
+		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
+		return nil
+	case errors.Is(err, sessions.ErrNotFound):
+		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
+		return nil
+	case errors.Is(err, sessions.ErrTokenMismatch):
+		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
+		return nil
+	case errors.Is(err, sessions.ErrUserMismatch):
+		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
+		return nil
+	case err != nil:
+		c.cfg.Logger.Warn("session resume failed", "err", err)
+		ep.link.close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+		return nil
+	}
+	s := &session{id: st.ID, user: st.UserID, ep: ep, rooms: make(map[string]*room)}
+	s.ident.Store(id)
+	c.mu.Lock()
+	old := c.live[s.id]
+	c.live[s.id] = s
+	if at, ok := c.droppedAt[s.id]; ok {
+		delete(c.droppedAt, s.id)
+		c.metrics.reconnectSeconds.Observe(time.Since(at).Seconds())
+	}
+	c.mu.Unlock()
+	if old != nil {
+		c.takeOver(old)
+	} else {
+		c.metrics.sessions.Inc()
+	}
+	c.metrics.resumes.Inc()
+	ep.link.send(ep.conn, c.welcome(st, id, true))
+
+	// The client's own positions win: it knows what it processed. Rooms
+	// the store knows but the client did not mention resume from the last
+	// ack. Every room passes the door (admit) as one batch: the client's
+	// rooms in its order, then the store's by name.
+	reqs := make([]*joinReq, 0, len(r.GetRooms())+len(st.Rooms))
+	seen := make(map[string]bool, cap(reqs))
+	for _, p := range r.GetRooms() {
+		if seen[p.GetRoom()] {
+			continue
+		}
+		seen[p.GetRoom()] = true
+		_, stored := st.Rooms[p.GetRoom()]
+		reqs = append(reqs, &joinReq{name: p.GetRoom(), since: p.GetSeq(), epoch: p.GetEpoch(),
+			position: true, resumed: true, stored: stored, presence: p.GetPresence()})
+	}
+	rest := make([]string, 0, len(st.Rooms))
+	for room := range st.Rooms {
+		if !seen[room] {
+			rest = append(rest, room)
+		}
+	}
+	slices.Sort(rest)
+	for _, room := range rest {
+		pos := st.Rooms[room]
+		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch,
+			position: true, resumed: true, stored: true})
+	}
+	reqs = c.admit(ctx, s, reqs)
+	c.join(ctx, s, reqs)
+	return s
+}
+
+// takeOver detaches a session object whose connection was replaced by a
+// resume elsewhere, and closes that older connection.
+func (c *Core) takeOver(old *session) {
+	old.mu.Lock()
+	ep := old.ep
+	rooms := old.rooms
+	old.rooms = nil
+	old.gone = true
+	old.mu.Unlock()
+	for _, r := range rooms {
+		r.leave(old, nil)
+		c.releaseMember(r)
+	}
+	// The new connection takes the count over if it rejoins within grace.
+	c.presenceDetach(old, false)
+	ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
+}
+
+// join adds s to rooms. Each room keeps live messages for s while the
+// history s missed is read (one batched read for all rooms), then s goes
+// live: Joined, the missed messages, then live traffic, with no gap and no
+// duplicate at the seam.
+func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
+	ep, ok := s.endpoint()
+	if !ok {
+		return
+	}
+	var began []*joinReq
+	defer func() {
+		for _, q := range began {
+			c.releaseRoom(q.room)
+		}
+	}()
+	for _, q := range reqs {
+		r, err := c.acquireRoom(ctx, q.name, true)
+		if err != nil {
+			c.storeFailed(s, "join", err, q.name, "")
+			continue
+		}
+		q.room = r
+		s.mu.Lock()
+		gone := s.gone
+		if !gone {
+			s.rooms[q.name] = r
+		}
+		s.mu.Unlock()
+		if gone {
+			c.releaseRoom(r)
+			return
+		}
+		r.beginJoin(s, ep, q)
+		began = append(began, q)
+	}
+	c.readMissed(ctx, began)
+	for _, q := range began {
+		pos, live := q.room.goLive(s, ep, q)
+		if !live {
+			continue
+		}
+		c.events.emitJoined(s, q.name, q.resumed)
+		if q.presence {
+			c.presenceJoin(ctx, s, q.room, q.state)
+		} else {
+			c.presenceLeave(s, q.name, true) // rejoined without presence
+		}
+		q.room.mu.Lock()
+		epoch := q.room.epoch
+		q.room.mu.Unlock()
+		if err := c.sess.SetRoom(ctx, s.id, q.name, sessions.Position{Seq: pos, Epoch: epoch}); err != nil {
+			c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", q.name, "err", err)
+		}
+	}
+}
+
+// readMissed reads, in one batch, the history each joining room needs:
+// (since, target]. A page limit may need further reads for long absences.
+func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
+	var todo []*joinReq
+	for _, q := range reqs {
+		if q.replay {
+			q.readOK = true
+			todo = append(todo, q)
+		}
+	}
+	for len(todo) > 0 {
+		qs := make([]history.Query, len(todo))
+		for i, q := range todo {
+			after := q.since
+			if n := len(q.msgs); n > 0 {
+				after = q.msgs[n-1].GetSeq()
+			}
+			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, history.MaxPage))}
+		}
+		done := c.metrics.storeOp("read_many")
+		pages, err := c.hist.ReadMany(ctx, qs)
+		done(err)
+		if err != nil {
+			for _, q := range todo {
+				q.readOK = false // goLive turns this into a Reset
+			}
+			c.cfg.Logger.Warn("history read for join failed", "err", err)
+			return
+		}
+		next := todo[:0]
+		for i, q := range todo {
+			p := pages[i]
+			if p.Epoch != q.roomEpoch || len(p.Messages) == 0 || p.Messages[0].GetSeq() != qs[i].After+1 {
+				q.readOK = false // trimmed, expired, or another epoch
+				continue
+			}
+			q.msgs = append(q.msgs, p.Messages...)
+			if last := p.Messages[len(p.Messages)-1].GetSeq(); last < q.target && p.More {
+				next = append(next, q)
+			}
+		}
+		todo = next
+	}
+}
+
+// joinReq is one room a session joins or resumes.
+type joinReq struct {
+	name  string
+	room  *room
+	since uint64
+	epoch string
+	// position: (since, epoch) is where the client continues, checked
+	// against the room's epoch; without it the join is live from now.
+	position bool
+	resumed  bool
+	// stored: the session store lists the room (a resumed room).
+	stored bool
+	// presence: count the session in the room's presence, with state.
+	presence bool
+	state    []byte
+	// Filled by begin:
+	target    uint64 // the room's last seq when the join began
+	roomEpoch string
+	replay    bool
+	msgs      []*corralv1.Message
+	readOK    bool
+}
+
+// detach ends a connection's attachment: the session leaves its rooms' live
+// fan-out but stays resumable until its TTL.
+func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
+	s.mu.Lock()
+	if s.gone || s.ep.link != l || s.ep.conn != conn {
+		s.mu.Unlock()
+		return
+	}
+	s.gone = true
+	rooms := s.rooms
+	s.rooms = nil
+	s.mu.Unlock()
+	for _, r := range rooms {
+		r.leave(s, nil)
+		c.releaseMember(r)
+	}
+	c.events.emitDisconnected(s, rooms, clean)
+	c.presenceDetach(s, clean)
+	c.mu.Lock()
+	if c.live[s.id] == s {
+		delete(c.live, s.id)
+		c.metrics.sessions.Dec()
+	}
+	if !clean {
+		c.droppedAt[s.id] = time.Now()
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+		c.cfg.Logger.Warn("session touch at detach failed", "session", s.id, "err", err)
+	}
+}
+
+// touchLoop keeps the sessions of connected clients from expiring.
+func (c *Core) touchLoop() {
+	defer c.wg.Done()
+	period := c.cfg.SessionTTL / 3
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		ids := make([]string, 0, len(c.live))
+		for id := range c.live {
+			ids = append(ids, id)
+		}
+		expired := time.Now().Add(-c.cfg.SessionTTL)
+		for id, at := range c.droppedAt {
+			if at.Before(expired) {
+				delete(c.droppedAt, id)
+			}
+		}
+		c.mu.Unlock()
+		for _, id := range ids {
+			ctx, cancel := context.WithTimeout(c.ctx, period)
+			if err := c.sess.Touch(ctx, id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+				c.cfg.Logger.Warn("session touch failed", "session", id, "err", err)
+			}
+			cancel()
+		}
+	}
+}
