@@ -18,6 +18,7 @@ import (
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/protocol"
+	"google.golang.org/protobuf/proto"
 )
 
 // The internal API (RoomService minus Link, which is link.go): thin RPC
@@ -134,6 +135,9 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	return res, nil
 }
 
+// maxHistoryPageBytes bounds the messages of one History page.
+const maxHistoryPageBytes = 4 << 20
+
 // History reads a page of a room's retained messages.
 func (c *Core) History(ctx context.Context, req *corralv1.HistoryRequest) (*corralv1.HistoryResponse, error) {
 	if err := c.validRoom(req.GetRoom()); err != nil {
@@ -145,9 +149,23 @@ func (c *Core) History(ctx context.Context, req *corralv1.HistoryRequest) (*corr
 		Before:  req.GetBeforeSeq(),
 		Reverse: req.GetReverse(),
 		Limit:   int(req.GetLimit()),
+		// A read of a room that never existed must not create it: a
+		// caller naming made-up rooms would grow the store.
+		Peek: true,
 	})
 	if err != nil {
 		return nil, c.rpcError(err)
+	}
+	// A page is bounded in bytes as well as in count (1,000 messages of
+	// 64 KiB would be 64 MiB): past maxHistoryPageBytes the page ends
+	// early and says there is more. The first message always fits.
+	size := 0
+	for i, m := range page.Messages {
+		size += proto.Size(m)
+		if i > 0 && size > maxHistoryPageBytes {
+			page.Messages, page.More = page.Messages[:i], true
+			break
+		}
 	}
 	return &corralv1.HistoryResponse{
 		Messages: page.Messages,

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/internal/safetext"
+	"github.com/corral-rt/corral/roompattern"
 )
 
 // The door: the one place where a client is let into rooms, and where its
@@ -86,7 +86,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 		case gerr == nil:
 			ok = grants.Allows(g, grants.Join, s.ident.Load().GetJoin(), q.name)
 		case q.resumed:
-			ok = auth.Match(s.ident.Load().GetJoin(), q.name)
+			ok = roompattern.Match(s.ident.Load().GetJoin(), q.name)
 		default:
 			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable")
 			continue
@@ -131,7 +131,7 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 // refusePublish checks a client publish or signal for the read-only
 // policy and the grants. It answers a refusal itself and reports true.
 func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
-	if auth.Match(c.cfg.ReadOnlyRooms, name) {
+	if roompattern.Match(c.cfg.ReadOnlyRooms, name) {
 		c.metrics.refused.WithLabelValues(refusedReadOnly).Inc()
 		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients", name, ref)
 		return true

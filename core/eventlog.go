@@ -9,12 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/internal/retry"
+	"github.com/corral-rt/corral/roompattern"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -241,7 +241,7 @@ func (f *eventFilter) keep(evs []*corralv1.Event) []*corralv1.Event {
 		if f.kinds != 0 && f.kinds&(1<<uint32(kindOf(ev))) == 0 {
 			continue
 		}
-		if len(f.rooms) > 0 && !auth.Match(f.rooms, ev.GetRoom()) {
+		if len(f.rooms) > 0 && !roompattern.Match(f.rooms, ev.GetRoom()) {
 			continue
 		}
 		out = append(out, ev)

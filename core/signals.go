@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/roompattern"
 )
 
 // Signals are ephemeral, keyed values (a cursor, a typing flag): never
@@ -175,7 +175,7 @@ func (r *room) snapshotLocked() *corralv1.ServerFrame {
 // or the server's SignalTick.
 func (c *Core) signalTick(room string) time.Duration {
 	for _, rt := range c.cfg.SignalTicks {
-		if rt.Tick > 0 && auth.Match([]string{rt.Pattern}, room) {
+		if rt.Tick > 0 && roompattern.Match([]string{rt.Pattern}, room) {
 			return rt.Tick
 		}
 	}
