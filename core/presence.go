@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/presence"
 )
@@ -598,7 +599,7 @@ func (r *room) flushPresence() {
 		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
-			f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+			f := &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Room{Room: &linkv1.RoomFrame{
 				Room:     r.name,
 				Frame:    &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}},
 				Presence: true,
@@ -627,7 +628,7 @@ func (r *room) flushPresence() {
 			continue
 		}
 		ep.link.enqueue(connFrame(ep.conn, snap))
-		ep.link.enqueue(&corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
+		ep.link.enqueue(&linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Membership{Membership: &linkv1.Membership{
 			Conn: ep.conn, Room: r.name, Member: true, Presence: true,
 		}}})
 		v.subs[s] = ep

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/tracing"
@@ -201,7 +202,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 	if len(r.links) == 0 {
 		return
 	}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+	f := &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Room{Room: &linkv1.RoomFrame{
 		Room:  r.name,
 		Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}},
 	}}}
@@ -303,7 +304,7 @@ func (r *room) resetLocked(epoch string, last uint64) {
 	if len(r.links) == 0 {
 		return
 	}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+	f := &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Room{Room: &linkv1.RoomFrame{
 		Room: r.name, Frame: resetFrame(r.name, last, epoch),
 	}}}
 	for l := range r.links {
@@ -475,12 +476,12 @@ func resetFrame(room string, seq uint64, epoch string) *corralv1.ServerFrame {
 	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: room, Seq: seq, Epoch: epoch}}}
 }
 
-func connFrame(conn uint64, f *corralv1.ServerFrame) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Conn{Conn: &corralv1.ConnFrame{Conn: conn, Frame: f}}}
+func connFrame(conn uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Conn{Conn: &linkv1.ConnFrame{Conn: conn, Frame: f}}}
 }
 
-func membershipFrame(conn uint64, room string, member bool) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
+func membershipFrame(conn uint64, room string, member bool) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Membership{Membership: &linkv1.Membership{
 		Conn: conn, Room: room, Member: member,
 	}}}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -38,7 +39,7 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // attach starts or resumes the session of a new connection. It returns nil
 // when the connection was refused (a close is already queued).
-func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *corralv1.Attach) *session {
+func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *linkv1.Attach) *session {
 	id := a.GetIdentity()
 	if id.GetUserId() == "" {
 		l.close(conn, corralv1.Code_CODE_UNAUTHENTICATED, "no verified identity", 0)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -150,7 +151,7 @@ func (r *room) flushSignals() {
 	if len(r.links) == 0 {
 		return
 	}
-	f := &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+	f := &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Room{Room: &linkv1.RoomFrame{
 		Room:  r.name,
 		Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}},
 	}}}

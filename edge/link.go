@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/protocol"
 	"google.golang.org/protobuf/proto"
@@ -28,7 +29,7 @@ const (
 type link struct {
 	e     *Edge
 	idx   int
-	queue *linkq.Queue[*corralv1.EdgeFrame]
+	queue *linkq.Queue[*linkv1.EdgeFrame]
 	// core indexes Config.Cores: where the stream is opened. Only run
 	// reads and writes it.
 	core int
@@ -60,7 +61,7 @@ func newLink(e *Edge, idx int) *link {
 		e:     e,
 		idx:   idx,
 		core:  idx % len(e.cfg.Cores),
-		queue: linkq.New[*corralv1.EdgeFrame](),
+		queue: linkq.New[*linkv1.EdgeFrame](),
 		conns: make(map[uint64]*conn),
 		rooms: make(map[string]map[*conn]struct{}),
 
@@ -146,7 +147,7 @@ func (l *link) serve(ctx context.Context) error {
 	}
 }
 
-func (l *link) sendLoop(ctx context.Context, stream corralv1connect.RoomServiceLinkClientStream) error {
+func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLinkClientStream) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -158,7 +159,7 @@ func (l *link) sendLoop(ctx context.Context, stream corralv1connect.RoomServiceL
 			if len(batch) == 0 {
 				break
 			}
-			if err := stream.Send(&corralv1.LinkRequest{Frames: batch}); err != nil {
+			if err := stream.Send(&linkv1.LinkRequest{Frames: batch}); err != nil {
 				return err
 			}
 		}
@@ -230,13 +231,13 @@ func (l *link) reattachLocked() {
 				resume.Rooms = append(resume.Rooms, &corralv1.RoomPosition{Room: r.name, Seq: r.seq, Epoch: r.epoch, Presence: r.presence})
 			}
 		}
-		a := &corralv1.Attach{
+		a := &linkv1.Attach{
 			Hello:      &corralv1.Hello{Client: c.attach.GetHello().GetClient(), Resume: resume},
 			Identity:   c.attach.GetIdentity(),
 			RemoteAddr: c.attach.GetRemoteAddr(),
 			Protocol:   c.attach.GetProtocol(),
 		}
-		if !l.enqueueLocked(&corralv1.EdgeFrame{Conn: id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}}) {
+		if !l.enqueueLocked(&linkv1.EdgeFrame{Conn: id, Kind: &linkv1.EdgeFrame_Attach{Attach: a}}) {
 			continue // the next failure or giveUpOrphans handles it
 		}
 		l.conns[id] = c
@@ -247,15 +248,15 @@ func (l *link) reattachLocked() {
 }
 
 // enqueueLocked queues f for the core. Lock must be held.
-func (l *link) enqueueLocked(f *corralv1.EdgeFrame) bool {
+func (l *link) enqueueLocked(f *linkv1.EdgeFrame) bool {
 	return l.queue.Push(f, proto.Size(f), linkQueueFrames)
 }
 
 // attach registers c and sends its Attach. It reports false (and closes c)
 // when the link is down or full.
-func (l *link) attach(c *conn, a *corralv1.Attach) bool {
+func (l *link) attach(c *conn, a *linkv1.Attach) bool {
 	l.mu.Lock()
-	ok := l.up && l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}})
+	ok := l.up && l.enqueueLocked(&linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Attach{Attach: a}})
 	if ok {
 		l.conns[c.id] = c
 		c.attach = a
@@ -270,7 +271,7 @@ func (l *link) attach(c *conn, a *corralv1.Attach) bool {
 // forward sends a client frame to the core. It reports false (and closes
 // c) when the link cannot take it.
 func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
-	return l.pass(c, f, &corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Frame{Frame: f}}, nil)
+	return l.pass(c, f, &linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Frame{Frame: f}}, nil)
 }
 
 // refresh sends c's refreshed identity to the core (f is the client's
@@ -278,10 +279,10 @@ func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
 // c's reader. It reports false (and closes c) when the link cannot take
 // it; an orphan's refresh is refused with a retry and changes nothing.
 func (l *link) refresh(c *conn, f *corralv1.ClientFrame, id *corralv1.Identity) bool {
-	return l.pass(c, f, &corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Refresh{Refresh: id}}, func() {
+	return l.pass(c, f, &linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Refresh{Refresh: id}}, func() {
 		// A new Attach: the old one may be shared with the transport.
 		a := c.attach
-		c.attach = &corralv1.Attach{Hello: a.GetHello(), Identity: id, RemoteAddr: a.GetRemoteAddr(), Protocol: a.GetProtocol()}
+		c.attach = &linkv1.Attach{Hello: a.GetHello(), Identity: id, RemoteAddr: a.GetRemoteAddr(), Protocol: a.GetProtocol()}
 		c.expireAt(id.GetExpiresUnix())
 	})
 }
@@ -289,7 +290,7 @@ func (l *link) refresh(c *conn, f *corralv1.ClientFrame, id *corralv1.Identity) 
 // pass queues ef, made of c's client frame f, for the core; queued runs
 // under the lock once it is. It reports false (and closes c) when the link
 // cannot take it; an orphan's f is refused with a retry.
-func (l *link) pass(c *conn, f *corralv1.ClientFrame, ef *corralv1.EdgeFrame, queued func()) bool {
+func (l *link) pass(c *conn, f *corralv1.ClientFrame, ef *linkv1.EdgeFrame, queued func()) bool {
 	l.mu.Lock()
 	_, attached := l.conns[c.id]
 	_, orphan := l.orphans[c.id]
@@ -330,7 +331,7 @@ func (l *link) detach(c *conn, clean bool) {
 			l.unlinkLocked(r.name, c)
 		}
 	}
-	l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{Clean: clean}}})
+	l.enqueueLocked(&linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Detach{Detach: &linkv1.Detach{Clean: clean}}})
 }
 
 func (l *link) addMemberLocked(room string, c *conn) {
@@ -381,14 +382,14 @@ func (l *link) unlinkLocked(room string, c *conn) {
 }
 
 // dispatch delivers one batch from the core, in order.
-func (l *link) dispatch(frames []*corralv1.CoreFrame) {
+func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, f := range frames {
 		switch k := f.GetKind().(type) {
-		case *corralv1.CoreFrame_Room:
+		case *linkv1.CoreFrame_Room:
 			l.deliverRoomLocked(k.Room)
-		case *corralv1.CoreFrame_Conn:
+		case *linkv1.CoreFrame_Conn:
 			c := l.conns[k.Conn.GetConn()]
 			if c == nil {
 				continue
@@ -432,7 +433,7 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 			if sf.GetWelcome() != nil {
 				c.welcomed.Store(true) // after it is queued: see welcomed
 			}
-		case *corralv1.CoreFrame_Membership:
+		case *linkv1.CoreFrame_Membership:
 			m := k.Membership
 			c := l.conns[m.GetConn()]
 			if c == nil {
@@ -446,7 +447,7 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 			} else {
 				l.removeMemberLocked(m.GetRoom(), c)
 			}
-		case *corralv1.CoreFrame_Close:
+		case *linkv1.CoreFrame_Close:
 			if c := l.conns[k.Close.GetConn()]; c != nil {
 				h := k.Close.GetHint()
 				c.closeWith(h.GetCode(), h.GetReason(), h.GetDelayMs(), true)
@@ -458,7 +459,7 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 // deliverRoomLocked encodes (and frames) a room frame once per encoding in
 // use and queues or writes the same bytes for every local member. Lock must
 // be held.
-func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
+func (l *link) deliverRoomLocked(rf *linkv1.RoomFrame) {
 	members := l.rooms[rf.GetRoom()]
 	if len(members) > 0 { // a room without members here is forgotten
 		switch k := rf.GetFrame().GetKind().(type) {
