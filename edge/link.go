@@ -10,6 +10,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/linkq"
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/protocol"
 	"google.golang.org/protobuf/proto"
 )
@@ -78,11 +79,11 @@ func (l *link) isUp() bool {
 }
 
 // run keeps the link open until ctx ends, re-opening it with jittered
-// exponential backoff.
+// exponential backoff (internal/retry).
 func (l *link) run(ctx context.Context) {
-	backoff := 50 * time.Millisecond
+	b := retry.Backoff{Base: 50 * time.Millisecond, Cap: 5 * time.Second, ResetAfter: 10 * time.Second}
 	for ctx.Err() == nil {
-		start := time.Now()
+		b.Start()
 		err := l.serve(ctx)
 		l.down()
 		if ctx.Err() != nil {
@@ -95,16 +96,9 @@ func (l *link) run(ctx context.Context) {
 			l.core = (l.core + 1) % n
 			l.e.metrics.linkFailovers.Inc()
 		}
-		if time.Since(start) > 10*time.Second {
-			backoff = 50 * time.Millisecond
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return
-		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
