@@ -88,16 +88,36 @@ func (e *evictCore) send(t *testing.T, conn uint64, attach bool, fs ...*corralv1
 			t.Fatal(err)
 		}
 		for _, cf := range res.GetFrames() {
-			if cf.GetConn().GetConn() != conn {
+			id, sf := connFrameOf(cf)
+			if id != conn || sf == nil {
 				continue
 			}
-			sf := cf.GetConn().GetFrame()
 			if sf.GetPong().GetId() == pingID {
 				return got
 			}
 			got = append(got, sf)
 		}
 	}
+}
+
+// connFrameOf is the connection and server frame of a frame for one
+// connection (nil for a room's frames and the rest).
+func connFrameOf(cf *linkv1.CoreFrame) (uint64, *corralv1.ServerFrame) {
+	switch k := cf.GetKind().(type) {
+	case *linkv1.CoreFrame_Conn:
+		return k.Conn.GetConn(), k.Conn.GetFrame()
+	case *linkv1.CoreFrame_Position:
+		return k.Position.GetConn(), k.Position.GetFrame()
+	case *linkv1.CoreFrame_Replay:
+		return k.Replay.GetConn(), k.Replay.GetFrame()
+	case *linkv1.CoreFrame_Snapshot:
+		return k.Snapshot.GetConn(), k.Snapshot.GetFrame()
+	case *linkv1.CoreFrame_Left:
+		return k.Left.GetConn(), k.Left.GetFrame()
+	case *linkv1.CoreFrame_Session:
+		return k.Session.GetConn(), k.Session.GetFrame()
+	}
+	return 0, nil
 }
 
 func join(room string, since uint64, epoch string) *corralv1.ClientFrame {

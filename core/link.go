@@ -191,6 +191,9 @@ const maxWorkersPerLink = 1024
 func (l *link) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 	conn := f.GetConn()
 	w := l.conns[conn]
+	if r := f.GetReattach(); r != nil {
+		f = reattachFrame(conn, r)
+	}
 	switch k := f.GetKind().(type) {
 	case *linkv1.EdgeFrame_Attach:
 		if w != nil {
@@ -231,4 +234,18 @@ func (l *link) close(conn uint64, code corralv1.Code, reason string, delayMs uin
 		Conn: conn,
 		Hint: &corralv1.ReconnectHint{Code: code, Reason: safetext.Reason(reason), DelayMs: delayMs},
 	}}})
+}
+
+// reattachFrame turns an edge's Reattach into the Attach of a client's
+// Resume: a reattach takes the same path as a resume, through the same
+// checks (the session store's token and user, and admit for every room).
+func reattachFrame(conn uint64, r *linkv1.Reattach) *linkv1.EdgeFrame {
+	return &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
+		Hello: &corralv1.Hello{Client: r.GetClient(), Resume: &corralv1.Resume{
+			SessionId: r.GetSessionId(), ResumeToken: r.GetResumeToken(), Rooms: r.GetRooms(),
+		}},
+		Identity:   r.GetIdentity(),
+		RemoteAddr: r.GetRemoteAddr(),
+		Protocol:   r.GetProtocol(),
+	}}}
 }

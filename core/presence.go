@@ -599,11 +599,7 @@ func (r *room) flushPresence() {
 		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
-			f := &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Room{Room: &linkv1.RoomFrame{
-				Room:     r.name,
-				Frame:    &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}},
-				Presence: true,
-			}}}
+			f := presenceFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}})
 			for l := range v.links {
 				l.enqueue(f)
 			}

@@ -64,7 +64,7 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *linkv1.Attac
 	c.live[s.id] = s
 	c.mu.Unlock()
 	c.metrics.sessions.Inc()
-	l.send(conn, c.welcome(st, id, false))
+	l.enqueue(sessionFrame(conn, c.welcome(st, id, false)))
 	return s
 }
 
@@ -131,7 +131,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		c.metrics.sessions.Inc()
 	}
 	c.metrics.resumes.Inc()
-	ep.link.send(ep.conn, c.welcome(st, id, true))
+	ep.link.enqueue(sessionFrame(ep.conn, c.welcome(st, id, true)))
 
 	// The client's own positions win: it knows what it processed. Rooms
 	// the store knows but the client did not mention resume from the last

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
-	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -151,10 +150,7 @@ func (r *room) flushSignals() {
 	if len(r.links) == 0 {
 		return
 	}
-	f := &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Room{Room: &linkv1.RoomFrame{
-		Room:  r.name,
-		Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}},
-	}}}
+	f := signalsFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
 	for l := range r.links {
 		l.enqueue(f)
 	}

@@ -70,8 +70,11 @@ func linkResponseSeeds() []*linkv1.LinkResponse {
 	conn := func(id uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
 		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Conn{Conn: &linkv1.ConnFrame{Conn: id, Frame: f}}}
 	}
-	room := func(name string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
-		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Room{Room: &linkv1.RoomFrame{Room: name, Frame: f}}}
+	live := func(name string, seq uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Live{Live: &linkv1.RoomLive{Room: name, Seq: seq, Epoch: "e", Frame: f}}}
+	}
+	position := func(id uint64, name string, seq uint64, epoch string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Position{Position: &linkv1.ConnPosition{Conn: id, Room: name, Seq: seq, Epoch: epoch, Frame: f}}}
 	}
 	member := func(id uint64, name string, in bool) *linkv1.CoreFrame {
 		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Membership{Membership: &linkv1.Membership{Conn: id, Room: name, Member: in}}}
@@ -82,21 +85,24 @@ func linkResponseSeeds() []*linkv1.LinkResponse {
 	return []*linkv1.LinkResponse{
 		{},
 		{Frames: []*linkv1.CoreFrame{
-			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: "s", ResumeToken: "t", UserId: "u"}}}),
-			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: "r", Seq: 3, Epoch: "e"}}}),
+			{Kind: &linkv1.CoreFrame_Session{Session: &linkv1.ConnSession{Conn: 1, SessionId: "s", ResumeToken: "t", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: "s", ResumeToken: "t", UserId: "u"}}}}}},
+			position(1, "r", 3, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: "r", Seq: 3, Epoch: "e"}}}),
 			member(1, "r", true), member(2, "r", true),
-			room("r", msg("r", 4, `{"a":1}`)),
-			room("r", signals), room("r", signals),
-			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{msg("r", 2, `1`), msg("r", 3, `"x"`)}}}}),
-			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{Room: "r", Code: corralv1.Code_CODE_FORBIDDEN}}}),
+			live("r", 4, msg("r", 4, `{"a":1}`)),
+			{Kind: &linkv1.CoreFrame_Presence{Presence: &linkv1.RoomPresence{Room: "r", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{Room: "r", Members: 1}}}}}},
+			{Kind: &linkv1.CoreFrame_Signals{Signals: &linkv1.RoomSignals{Room: "r", Frame: signals}}},
+			{Kind: &linkv1.CoreFrame_Signals{Signals: &linkv1.RoomSignals{Room: "r", Frame: signals}}},
+			{Kind: &linkv1.CoreFrame_Snapshot{Snapshot: &linkv1.ConnSnapshot{Conn: 2, Room: "r", Frame: signals}}},
+			{Kind: &linkv1.CoreFrame_Replay{Replay: &linkv1.ConnReplay{Conn: 2, Room: "r", Seq: 3, Epoch: "e", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{msg("r", 2, `1`), msg("r", 3, `"x"`)}}}}}}},
+			{Kind: &linkv1.CoreFrame_Left{Left: &linkv1.ConnLeft{Conn: 1, Room: "r", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{Room: "r", Code: corralv1.Code_CODE_FORBIDDEN}}}}}},
 			member(1, "r", false),
 		}},
 		{Frames: []*linkv1.CoreFrame{
-			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: "r", Seq: 9, Epoch: "f"}}}),
+			position(2, "r", 9, "f", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: "r", Seq: 9, Epoch: "f"}}}),
 			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: corralv1.Code_CODE_RATE_LIMITED, RetryAfterMs: 10}}}),
 			{Kind: &linkv1.CoreFrame_Close{Close: &linkv1.CloseConn{Conn: 2, Hint: &corralv1.ReconnectHint{Code: corralv1.Code_CODE_GOING_AWAY, DelayMs: 5}}}},
 			conn(99, msg("x", 1, `1`)),
-			room("nobody", msg("nobody", 1, `1`)),
+			live("nobody", 1, msg("nobody", 1, `1`)),
 		}},
 	}
 }

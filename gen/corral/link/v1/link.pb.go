@@ -85,6 +85,7 @@ type EdgeFrame struct {
 	//	*EdgeFrame_Frame
 	//	*EdgeFrame_Detach
 	//	*EdgeFrame_Refresh
+	//	*EdgeFrame_Reattach
 	Kind          isEdgeFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -170,6 +171,15 @@ func (x *EdgeFrame) GetRefresh() *v1.Identity {
 	return nil
 }
 
+func (x *EdgeFrame) GetReattach() *Reattach {
+	if x != nil {
+		if x, ok := x.Kind.(*EdgeFrame_Reattach); ok {
+			return x.Reattach
+		}
+	}
+	return nil
+}
+
 type isEdgeFrame_Kind interface {
 	isEdgeFrame_Kind()
 }
@@ -194,6 +204,10 @@ type EdgeFrame_Refresh struct {
 	Refresh *v1.Identity `protobuf:"bytes,5,opt,name=refresh,proto3,oneof"`
 }
 
+type EdgeFrame_Reattach struct {
+	Reattach *Reattach `protobuf:"bytes,6,opt,name=reattach,proto3,oneof"`
+}
+
 func (*EdgeFrame_Attach) isEdgeFrame_Kind() {}
 
 func (*EdgeFrame_Frame) isEdgeFrame_Kind() {}
@@ -201,6 +215,8 @@ func (*EdgeFrame_Frame) isEdgeFrame_Kind() {}
 func (*EdgeFrame_Detach) isEdgeFrame_Kind() {}
 
 func (*EdgeFrame_Refresh) isEdgeFrame_Kind() {}
+
+func (*EdgeFrame_Reattach) isEdgeFrame_Kind() {}
 
 // Attach starts a connection's session on the core: the client's Hello,
 // after the edge verified its token.
@@ -275,6 +291,106 @@ func (x *Attach) GetProtocol() string {
 	return ""
 }
 
+// Reattach resumes a connection's session on a re-opened link, for the
+// edge: its client sees no disconnect, only a second Welcome with the
+// rotated token. The core handles it as the client's own Resume (the
+// same checks; every room passes the door again) and answers as to one.
+type Reattach struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The latest resume token the core stated (ConnSession).
+	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Where the connection is in each room, as the core last stated it.
+	Rooms []*v1.RoomPosition `protobuf:"bytes,3,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// The connection's identity: its token's, or its latest refresh.
+	Identity *v1.Identity `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	// As in the connection's Attach.
+	Client        string `protobuf:"bytes,5,opt,name=client,proto3" json:"client,omitempty"`
+	RemoteAddr    string `protobuf:"bytes,6,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	Protocol      string `protobuf:"bytes,7,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reattach) Reset() {
+	*x = Reattach{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reattach) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reattach) ProtoMessage() {}
+
+func (x *Reattach) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reattach.ProtoReflect.Descriptor instead.
+func (*Reattach) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Reattach) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Reattach) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *Reattach) GetRooms() []*v1.RoomPosition {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *Reattach) GetIdentity() *v1.Identity {
+	if x != nil {
+		return x.Identity
+	}
+	return nil
+}
+
+func (x *Reattach) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *Reattach) GetRemoteAddr() string {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return ""
+}
+
+func (x *Reattach) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
 // Detach reports that a client connection is gone.
 type Detach struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -287,7 +403,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[3]
+	mi := &file_corral_link_v1_link_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +415,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[3]
+	mi := &file_corral_link_v1_link_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +428,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{3}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Detach) GetClean() bool {
@@ -339,7 +455,7 @@ type LinkResponse struct {
 
 func (x *LinkResponse) Reset() {
 	*x = LinkResponse{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[4]
+	mi := &file_corral_link_v1_link_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +467,7 @@ func (x *LinkResponse) String() string {
 func (*LinkResponse) ProtoMessage() {}
 
 func (x *LinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[4]
+	mi := &file_corral_link_v1_link_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +480,7 @@ func (x *LinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkResponse.ProtoReflect.Descriptor instead.
 func (*LinkResponse) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{4}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LinkResponse) GetFrames() []*CoreFrame {
@@ -374,15 +490,26 @@ func (x *LinkResponse) GetFrames() []*CoreFrame {
 	return nil
 }
 
-// CoreFrame is one delivery from the core to an edge.
+// CoreFrame is one delivery from the core to an edge. Its kind says what
+// it is; the edge never learns it from the shape of the ServerFrame inside.
+// Every ServerFrame here goes to the client unchanged. Where the edge keeps
+// a connection's position in a room (to resume its session itself when the
+// link is re-opened, see Reattach), the core states it in the link frame.
 type CoreFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
 	//
+	//	*CoreFrame_Live
+	//	*CoreFrame_Signals
+	//	*CoreFrame_Presence
+	//	*CoreFrame_Replay
+	//	*CoreFrame_Snapshot
+	//	*CoreFrame_Position
+	//	*CoreFrame_Left
+	//	*CoreFrame_Session
 	//	*CoreFrame_Conn
-	//	*CoreFrame_Room
-	//	*CoreFrame_Close
 	//	*CoreFrame_Membership
+	//	*CoreFrame_Close
 	Kind          isCoreFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -390,7 +517,7 @@ type CoreFrame struct {
 
 func (x *CoreFrame) Reset() {
 	*x = CoreFrame{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[5]
+	mi := &file_corral_link_v1_link_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +529,7 @@ func (x *CoreFrame) String() string {
 func (*CoreFrame) ProtoMessage() {}
 
 func (x *CoreFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[5]
+	mi := &file_corral_link_v1_link_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +542,7 @@ func (x *CoreFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoreFrame.ProtoReflect.Descriptor instead.
 func (*CoreFrame) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{5}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CoreFrame) GetKind() isCoreFrame_Kind {
@@ -425,28 +552,82 @@ func (x *CoreFrame) GetKind() isCoreFrame_Kind {
 	return nil
 }
 
+func (x *CoreFrame) GetLive() *RoomLive {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Live); ok {
+			return x.Live
+		}
+	}
+	return nil
+}
+
+func (x *CoreFrame) GetSignals() *RoomSignals {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Signals); ok {
+			return x.Signals
+		}
+	}
+	return nil
+}
+
+func (x *CoreFrame) GetPresence() *RoomPresence {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
+func (x *CoreFrame) GetReplay() *ConnReplay {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Replay); ok {
+			return x.Replay
+		}
+	}
+	return nil
+}
+
+func (x *CoreFrame) GetSnapshot() *ConnSnapshot {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
+func (x *CoreFrame) GetPosition() *ConnPosition {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Position); ok {
+			return x.Position
+		}
+	}
+	return nil
+}
+
+func (x *CoreFrame) GetLeft() *ConnLeft {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Left); ok {
+			return x.Left
+		}
+	}
+	return nil
+}
+
+func (x *CoreFrame) GetSession() *ConnSession {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Session); ok {
+			return x.Session
+		}
+	}
+	return nil
+}
+
 func (x *CoreFrame) GetConn() *ConnFrame {
 	if x != nil {
 		if x, ok := x.Kind.(*CoreFrame_Conn); ok {
 			return x.Conn
-		}
-	}
-	return nil
-}
-
-func (x *CoreFrame) GetRoom() *RoomFrame {
-	if x != nil {
-		if x, ok := x.Kind.(*CoreFrame_Room); ok {
-			return x.Room
-		}
-	}
-	return nil
-}
-
-func (x *CoreFrame) GetClose() *CloseConn {
-	if x != nil {
-		if x, ok := x.Kind.(*CoreFrame_Close); ok {
-			return x.Close
 		}
 	}
 	return nil
@@ -461,35 +642,625 @@ func (x *CoreFrame) GetMembership() *Membership {
 	return nil
 }
 
+func (x *CoreFrame) GetClose() *CloseConn {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_Close); ok {
+			return x.Close
+		}
+	}
+	return nil
+}
+
 type isCoreFrame_Kind interface {
 	isCoreFrame_Kind()
 }
 
+type CoreFrame_Live struct {
+	// Live traffic of a room: a message, or a Reset.
+	Live *RoomLive `protobuf:"bytes,1,opt,name=live,proto3,oneof"`
+}
+
+type CoreFrame_Signals struct {
+	// A room's signal flush: a Batch of the latest signal values.
+	Signals *RoomSignals `protobuf:"bytes,2,opt,name=signals,proto3,oneof"`
+}
+
+type CoreFrame_Presence struct {
+	// A room's presence change, for the members that follow presence.
+	Presence *RoomPresence `protobuf:"bytes,3,opt,name=presence,proto3,oneof"`
+}
+
+type CoreFrame_Replay struct {
+	// Missed messages of one connection's join or resume.
+	Replay *ConnReplay `protobuf:"bytes,4,opt,name=replay,proto3,oneof"`
+}
+
+type CoreFrame_Snapshot struct {
+	// A room's signal values for a member going live.
+	Snapshot *ConnSnapshot `protobuf:"bytes,5,opt,name=snapshot,proto3,oneof"`
+}
+
+type CoreFrame_Position struct {
+	// Where a connection is in a room (Joined, a Reset of its join,
+	// ReplayEnd).
+	Position *ConnPosition `protobuf:"bytes,6,opt,name=position,proto3,oneof"`
+}
+
+type CoreFrame_Left struct {
+	// A connection left a room (Left).
+	Left *ConnLeft `protobuf:"bytes,7,opt,name=left,proto3,oneof"`
+}
+
+type CoreFrame_Session struct {
+	// A connection's session (Welcome).
+	Session *ConnSession `protobuf:"bytes,8,opt,name=session,proto3,oneof"`
+}
+
 type CoreFrame_Conn struct {
-	Conn *ConnFrame `protobuf:"bytes,1,opt,name=conn,proto3,oneof"`
-}
-
-type CoreFrame_Room struct {
-	Room *RoomFrame `protobuf:"bytes,2,opt,name=room,proto3,oneof"`
-}
-
-type CoreFrame_Close struct {
-	Close *CloseConn `protobuf:"bytes,3,opt,name=close,proto3,oneof"`
+	// Any other frame for one connection (errors, acks, pongs, ...).
+	Conn *ConnFrame `protobuf:"bytes,9,opt,name=conn,proto3,oneof"`
 }
 
 type CoreFrame_Membership struct {
-	Membership *Membership `protobuf:"bytes,4,opt,name=membership,proto3,oneof"`
+	Membership *Membership `protobuf:"bytes,10,opt,name=membership,proto3,oneof"`
 }
+
+type CoreFrame_Close struct {
+	Close *CloseConn `protobuf:"bytes,11,opt,name=close,proto3,oneof"`
+}
+
+func (*CoreFrame_Live) isCoreFrame_Kind() {}
+
+func (*CoreFrame_Signals) isCoreFrame_Kind() {}
+
+func (*CoreFrame_Presence) isCoreFrame_Kind() {}
+
+func (*CoreFrame_Replay) isCoreFrame_Kind() {}
+
+func (*CoreFrame_Snapshot) isCoreFrame_Kind() {}
+
+func (*CoreFrame_Position) isCoreFrame_Kind() {}
+
+func (*CoreFrame_Left) isCoreFrame_Kind() {}
+
+func (*CoreFrame_Session) isCoreFrame_Kind() {}
 
 func (*CoreFrame_Conn) isCoreFrame_Kind() {}
 
-func (*CoreFrame_Room) isCoreFrame_Kind() {}
+func (*CoreFrame_Membership) isCoreFrame_Kind() {}
 
 func (*CoreFrame_Close) isCoreFrame_Kind() {}
 
-func (*CoreFrame_Membership) isCoreFrame_Kind() {}
+// RoomLive is a live frame for every local member of the room (a Message
+// or a Reset); after it the room is at (seq, epoch).
+type RoomLive struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch         string                 `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,4,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
 
-// ConnFrame is a frame for one connection.
+func (x *RoomLive) Reset() {
+	*x = RoomLive{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomLive) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomLive) ProtoMessage() {}
+
+func (x *RoomLive) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomLive.ProtoReflect.Descriptor instead.
+func (*RoomLive) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RoomLive) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *RoomLive) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RoomLive) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *RoomLive) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// RoomSignals is a room's signal flush (a Batch of SignalEvents) for every
+// local member. A member's queued flushes of one room merge.
+type RoomSignals struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomSignals) Reset() {
+	*x = RoomSignals{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomSignals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomSignals) ProtoMessage() {}
+
+func (x *RoomSignals) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomSignals.ProtoReflect.Descriptor instead.
+func (*RoomSignals) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RoomSignals) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *RoomSignals) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// RoomPresence is a presence frame for the local members added with
+// Membership.presence.
+type RoomPresence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomPresence) Reset() {
+	*x = RoomPresence{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomPresence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomPresence) ProtoMessage() {}
+
+func (x *RoomPresence) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomPresence.ProtoReflect.Descriptor instead.
+func (*RoomPresence) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RoomPresence) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *RoomPresence) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// ConnReplay is a Batch of the messages one connection missed in a room;
+// after it the connection is at (seq, epoch). Replays are outside the
+// bounds of live traffic.
+type ConnReplay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	Room          string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch         string                 `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,5,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnReplay) Reset() {
+	*x = ConnReplay{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnReplay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnReplay) ProtoMessage() {}
+
+func (x *ConnReplay) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnReplay.ProtoReflect.Descriptor instead.
+func (*ConnReplay) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ConnReplay) GetConn() uint64 {
+	if x != nil {
+		return x.Conn
+	}
+	return 0
+}
+
+func (x *ConnReplay) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *ConnReplay) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ConnReplay) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *ConnReplay) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// ConnSnapshot is the current signal values of a room (a Batch) for one
+// member going live; queued like a replay.
+type ConnSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	Room          string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,3,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnSnapshot) Reset() {
+	*x = ConnSnapshot{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnSnapshot) ProtoMessage() {}
+
+func (x *ConnSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnSnapshot.ProtoReflect.Descriptor instead.
+func (*ConnSnapshot) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ConnSnapshot) GetConn() uint64 {
+	if x != nil {
+		return x.Conn
+	}
+	return 0
+}
+
+func (x *ConnSnapshot) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *ConnSnapshot) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// ConnPosition states that a connection is at (seq, epoch) in a room, with
+// the frame that tells its client (Joined, Reset or ReplayEnd).
+type ConnPosition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	Room          string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch         string                 `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,5,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnPosition) Reset() {
+	*x = ConnPosition{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnPosition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnPosition) ProtoMessage() {}
+
+func (x *ConnPosition) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnPosition.ProtoReflect.Descriptor instead.
+func (*ConnPosition) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ConnPosition) GetConn() uint64 {
+	if x != nil {
+		return x.Conn
+	}
+	return 0
+}
+
+func (x *ConnPosition) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *ConnPosition) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ConnPosition) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *ConnPosition) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// ConnLeft says a connection is no longer in a room, with its Left frame:
+// the edge keeps nothing of the room.
+type ConnLeft struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	Room          string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,3,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnLeft) Reset() {
+	*x = ConnLeft{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnLeft) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnLeft) ProtoMessage() {}
+
+func (x *ConnLeft) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnLeft.ProtoReflect.Descriptor instead.
+func (*ConnLeft) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ConnLeft) GetConn() uint64 {
+	if x != nil {
+		return x.Conn
+	}
+	return 0
+}
+
+func (x *ConnLeft) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *ConnLeft) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// ConnSession names a connection's session and its current resume token,
+// with the Welcome that tells its client.
+type ConnSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ResumeToken   string                 `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,4,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnSession) Reset() {
+	*x = ConnSession{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnSession) ProtoMessage() {}
+
+func (x *ConnSession) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnSession.ProtoReflect.Descriptor instead.
+func (*ConnSession) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ConnSession) GetConn() uint64 {
+	if x != nil {
+		return x.Conn
+	}
+	return 0
+}
+
+func (x *ConnSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ConnSession) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *ConnSession) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// ConnFrame is any other frame for one connection.
 type ConnFrame struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
@@ -500,7 +1271,7 @@ type ConnFrame struct {
 
 func (x *ConnFrame) Reset() {
 	*x = ConnFrame{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[6]
+	mi := &file_corral_link_v1_link_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +1283,7 @@ func (x *ConnFrame) String() string {
 func (*ConnFrame) ProtoMessage() {}
 
 func (x *ConnFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[6]
+	mi := &file_corral_link_v1_link_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +1296,7 @@ func (x *ConnFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnFrame.ProtoReflect.Descriptor instead.
 func (*ConnFrame) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{6}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConnFrame) GetConn() uint64 {
@@ -540,69 +1311,6 @@ func (x *ConnFrame) GetFrame() *v1.ServerFrame {
 		return x.Frame
 	}
 	return nil
-}
-
-// RoomFrame is a frame for every connection of this Link that is a member of
-// the room.
-type RoomFrame struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
-	Frame *v1.ServerFrame        `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
-	// Only for the members added with Membership.presence.
-	Presence      bool `protobuf:"varint,3,opt,name=presence,proto3" json:"presence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RoomFrame) Reset() {
-	*x = RoomFrame{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RoomFrame) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RoomFrame) ProtoMessage() {}
-
-func (x *RoomFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RoomFrame.ProtoReflect.Descriptor instead.
-func (*RoomFrame) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *RoomFrame) GetRoom() string {
-	if x != nil {
-		return x.Room
-	}
-	return ""
-}
-
-func (x *RoomFrame) GetFrame() *v1.ServerFrame {
-	if x != nil {
-		return x.Frame
-	}
-	return nil
-}
-
-func (x *RoomFrame) GetPresence() bool {
-	if x != nil {
-		return x.Presence
-	}
-	return false
 }
 
 // Membership adds a connection to a room's local members at the edge (from
@@ -623,7 +1331,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[8]
+	mi := &file_corral_link_v1_link_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +1343,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[8]
+	mi := &file_corral_link_v1_link_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +1356,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{8}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Membership) GetConn() uint64 {
@@ -690,7 +1398,7 @@ type CloseConn struct {
 
 func (x *CloseConn) Reset() {
 	*x = CloseConn{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	mi := &file_corral_link_v1_link_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +1410,7 @@ func (x *CloseConn) String() string {
 func (*CloseConn) ProtoMessage() {}
 
 func (x *CloseConn) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	mi := &file_corral_link_v1_link_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +1423,7 @@ func (x *CloseConn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConn.ProtoReflect.Descriptor instead.
 func (*CloseConn) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{9}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CloseConn) GetConn() uint64 {
@@ -738,40 +1446,93 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\n" +
 	"\x19corral/link/v1/link.proto\x12\x0ecorral.link.v1\x1a\x16corral/v1/client.proto\x1a\x1ccorral/v1/room_service.proto\"@\n" +
 	"\vLinkRequest\x121\n" +
-	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.EdgeFrameR\x06frames\"\xec\x01\n" +
+	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.EdgeFrameR\x06frames\"\xa4\x02\n" +
 	"\tEdgeFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x120\n" +
 	"\x06attach\x18\x02 \x01(\v2\x16.corral.link.v1.AttachH\x00R\x06attach\x12.\n" +
 	"\x05frame\x18\x03 \x01(\v2\x16.corral.v1.ClientFrameH\x00R\x05frame\x120\n" +
 	"\x06detach\x18\x04 \x01(\v2\x16.corral.link.v1.DetachH\x00R\x06detach\x12/\n" +
-	"\arefresh\x18\x05 \x01(\v2\x13.corral.v1.IdentityH\x00R\arefreshB\x06\n" +
+	"\arefresh\x18\x05 \x01(\v2\x13.corral.v1.IdentityH\x00R\arefresh\x126\n" +
+	"\breattach\x18\x06 \x01(\v2\x18.corral.link.v1.ReattachH\x00R\breattachB\x06\n" +
 	"\x04kind\"\x9e\x01\n" +
 	"\x06Attach\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloR\x05hello\x12/\n" +
 	"\bidentity\x18\x02 \x01(\v2\x13.corral.v1.IdentityR\bidentity\x12\x1f\n" +
 	"\vremote_addr\x18\x03 \x01(\tR\n" +
 	"remoteAddr\x12\x1a\n" +
-	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"6\n" +
+	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"\x81\x02\n" +
+	"\bReattach\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12-\n" +
+	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionR\x05rooms\x12/\n" +
+	"\bidentity\x18\x04 \x01(\v2\x13.corral.v1.IdentityR\bidentity\x12\x16\n" +
+	"\x06client\x18\x05 \x01(\tR\x06client\x12\x1f\n" +
+	"\vremote_addr\x18\x06 \x01(\tR\n" +
+	"remoteAddr\x12\x1a\n" +
+	"\bprotocol\x18\a \x01(\tR\bprotocol\"6\n" +
 	"\x06Detach\x12\x14\n" +
 	"\x05clean\x18\x01 \x01(\bR\x05clean\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"A\n" +
 	"\fLinkResponse\x121\n" +
-	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.CoreFrameR\x06frames\"\xe6\x01\n" +
-	"\tCoreFrame\x12/\n" +
-	"\x04conn\x18\x01 \x01(\v2\x19.corral.link.v1.ConnFrameH\x00R\x04conn\x12/\n" +
-	"\x04room\x18\x02 \x01(\v2\x19.corral.link.v1.RoomFrameH\x00R\x04room\x121\n" +
-	"\x05close\x18\x03 \x01(\v2\x19.corral.link.v1.CloseConnH\x00R\x05close\x12<\n" +
+	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.CoreFrameR\x06frames\"\xf1\x04\n" +
+	"\tCoreFrame\x12.\n" +
+	"\x04live\x18\x01 \x01(\v2\x18.corral.link.v1.RoomLiveH\x00R\x04live\x127\n" +
+	"\asignals\x18\x02 \x01(\v2\x1b.corral.link.v1.RoomSignalsH\x00R\asignals\x12:\n" +
+	"\bpresence\x18\x03 \x01(\v2\x1c.corral.link.v1.RoomPresenceH\x00R\bpresence\x124\n" +
+	"\x06replay\x18\x04 \x01(\v2\x1a.corral.link.v1.ConnReplayH\x00R\x06replay\x12:\n" +
+	"\bsnapshot\x18\x05 \x01(\v2\x1c.corral.link.v1.ConnSnapshotH\x00R\bsnapshot\x12:\n" +
+	"\bposition\x18\x06 \x01(\v2\x1c.corral.link.v1.ConnPositionH\x00R\bposition\x12.\n" +
+	"\x04left\x18\a \x01(\v2\x18.corral.link.v1.ConnLeftH\x00R\x04left\x127\n" +
+	"\asession\x18\b \x01(\v2\x1b.corral.link.v1.ConnSessionH\x00R\asession\x12/\n" +
+	"\x04conn\x18\t \x01(\v2\x19.corral.link.v1.ConnFrameH\x00R\x04conn\x12<\n" +
 	"\n" +
-	"membership\x18\x04 \x01(\v2\x1a.corral.link.v1.MembershipH\x00R\n" +
-	"membershipB\x06\n" +
-	"\x04kind\"M\n" +
+	"membership\x18\n" +
+	" \x01(\v2\x1a.corral.link.v1.MembershipH\x00R\n" +
+	"membership\x121\n" +
+	"\x05close\x18\v \x01(\v2\x19.corral.link.v1.CloseConnH\x00R\x05closeB\x06\n" +
+	"\x04kind\"t\n" +
+	"\bRoomLive\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12,\n" +
+	"\x05frame\x18\x04 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"O\n" +
+	"\vRoomSignals\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"P\n" +
+	"\fRoomPresence\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"\x8a\x01\n" +
+	"\n" +
+	"ConnReplay\x12\x12\n" +
+	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
+	"\x04room\x18\x02 \x01(\tR\x04room\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\tR\x05epoch\x12,\n" +
+	"\x05frame\x18\x05 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"d\n" +
+	"\fConnSnapshot\x12\x12\n" +
+	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
+	"\x04room\x18\x02 \x01(\tR\x04room\x12,\n" +
+	"\x05frame\x18\x03 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"\x8c\x01\n" +
+	"\fConnPosition\x12\x12\n" +
+	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
+	"\x04room\x18\x02 \x01(\tR\x04room\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\tR\x05epoch\x12,\n" +
+	"\x05frame\x18\x05 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"`\n" +
+	"\bConnLeft\x12\x12\n" +
+	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
+	"\x04room\x18\x02 \x01(\tR\x04room\x12,\n" +
+	"\x05frame\x18\x03 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"\x91\x01\n" +
+	"\vConnSession\x12\x12\n" +
+	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12!\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12,\n" +
+	"\x05frame\x18\x04 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"M\n" +
 	"\tConnFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"i\n" +
-	"\tRoomFrame\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\x12\x1a\n" +
-	"\bpresence\x18\x03 \x01(\bR\bpresence\"h\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"h\n" +
 	"\n" +
 	"Membership\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
@@ -797,47 +1558,73 @@ func file_corral_link_v1_link_proto_rawDescGZIP() []byte {
 	return file_corral_link_v1_link_proto_rawDescData
 }
 
-var file_corral_link_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_corral_link_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_corral_link_v1_link_proto_goTypes = []any{
 	(*LinkRequest)(nil),      // 0: corral.link.v1.LinkRequest
 	(*EdgeFrame)(nil),        // 1: corral.link.v1.EdgeFrame
 	(*Attach)(nil),           // 2: corral.link.v1.Attach
-	(*Detach)(nil),           // 3: corral.link.v1.Detach
-	(*LinkResponse)(nil),     // 4: corral.link.v1.LinkResponse
-	(*CoreFrame)(nil),        // 5: corral.link.v1.CoreFrame
-	(*ConnFrame)(nil),        // 6: corral.link.v1.ConnFrame
-	(*RoomFrame)(nil),        // 7: corral.link.v1.RoomFrame
-	(*Membership)(nil),       // 8: corral.link.v1.Membership
-	(*CloseConn)(nil),        // 9: corral.link.v1.CloseConn
-	(*v1.ClientFrame)(nil),   // 10: corral.v1.ClientFrame
-	(*v1.Identity)(nil),      // 11: corral.v1.Identity
-	(*v1.Hello)(nil),         // 12: corral.v1.Hello
-	(*v1.ServerFrame)(nil),   // 13: corral.v1.ServerFrame
-	(*v1.ReconnectHint)(nil), // 14: corral.v1.ReconnectHint
+	(*Reattach)(nil),         // 3: corral.link.v1.Reattach
+	(*Detach)(nil),           // 4: corral.link.v1.Detach
+	(*LinkResponse)(nil),     // 5: corral.link.v1.LinkResponse
+	(*CoreFrame)(nil),        // 6: corral.link.v1.CoreFrame
+	(*RoomLive)(nil),         // 7: corral.link.v1.RoomLive
+	(*RoomSignals)(nil),      // 8: corral.link.v1.RoomSignals
+	(*RoomPresence)(nil),     // 9: corral.link.v1.RoomPresence
+	(*ConnReplay)(nil),       // 10: corral.link.v1.ConnReplay
+	(*ConnSnapshot)(nil),     // 11: corral.link.v1.ConnSnapshot
+	(*ConnPosition)(nil),     // 12: corral.link.v1.ConnPosition
+	(*ConnLeft)(nil),         // 13: corral.link.v1.ConnLeft
+	(*ConnSession)(nil),      // 14: corral.link.v1.ConnSession
+	(*ConnFrame)(nil),        // 15: corral.link.v1.ConnFrame
+	(*Membership)(nil),       // 16: corral.link.v1.Membership
+	(*CloseConn)(nil),        // 17: corral.link.v1.CloseConn
+	(*v1.ClientFrame)(nil),   // 18: corral.v1.ClientFrame
+	(*v1.Identity)(nil),      // 19: corral.v1.Identity
+	(*v1.Hello)(nil),         // 20: corral.v1.Hello
+	(*v1.RoomPosition)(nil),  // 21: corral.v1.RoomPosition
+	(*v1.ServerFrame)(nil),   // 22: corral.v1.ServerFrame
+	(*v1.ReconnectHint)(nil), // 23: corral.v1.ReconnectHint
 }
 var file_corral_link_v1_link_proto_depIdxs = []int32{
 	1,  // 0: corral.link.v1.LinkRequest.frames:type_name -> corral.link.v1.EdgeFrame
 	2,  // 1: corral.link.v1.EdgeFrame.attach:type_name -> corral.link.v1.Attach
-	10, // 2: corral.link.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
-	3,  // 3: corral.link.v1.EdgeFrame.detach:type_name -> corral.link.v1.Detach
-	11, // 4: corral.link.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
-	12, // 5: corral.link.v1.Attach.hello:type_name -> corral.v1.Hello
-	11, // 6: corral.link.v1.Attach.identity:type_name -> corral.v1.Identity
-	5,  // 7: corral.link.v1.LinkResponse.frames:type_name -> corral.link.v1.CoreFrame
-	6,  // 8: corral.link.v1.CoreFrame.conn:type_name -> corral.link.v1.ConnFrame
-	7,  // 9: corral.link.v1.CoreFrame.room:type_name -> corral.link.v1.RoomFrame
-	9,  // 10: corral.link.v1.CoreFrame.close:type_name -> corral.link.v1.CloseConn
-	8,  // 11: corral.link.v1.CoreFrame.membership:type_name -> corral.link.v1.Membership
-	13, // 12: corral.link.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	13, // 13: corral.link.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
-	14, // 14: corral.link.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	0,  // 15: corral.link.v1.LinkService.Link:input_type -> corral.link.v1.LinkRequest
-	4,  // 16: corral.link.v1.LinkService.Link:output_type -> corral.link.v1.LinkResponse
-	16, // [16:17] is the sub-list for method output_type
-	15, // [15:16] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 2: corral.link.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
+	4,  // 3: corral.link.v1.EdgeFrame.detach:type_name -> corral.link.v1.Detach
+	19, // 4: corral.link.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
+	3,  // 5: corral.link.v1.EdgeFrame.reattach:type_name -> corral.link.v1.Reattach
+	20, // 6: corral.link.v1.Attach.hello:type_name -> corral.v1.Hello
+	19, // 7: corral.link.v1.Attach.identity:type_name -> corral.v1.Identity
+	21, // 8: corral.link.v1.Reattach.rooms:type_name -> corral.v1.RoomPosition
+	19, // 9: corral.link.v1.Reattach.identity:type_name -> corral.v1.Identity
+	6,  // 10: corral.link.v1.LinkResponse.frames:type_name -> corral.link.v1.CoreFrame
+	7,  // 11: corral.link.v1.CoreFrame.live:type_name -> corral.link.v1.RoomLive
+	8,  // 12: corral.link.v1.CoreFrame.signals:type_name -> corral.link.v1.RoomSignals
+	9,  // 13: corral.link.v1.CoreFrame.presence:type_name -> corral.link.v1.RoomPresence
+	10, // 14: corral.link.v1.CoreFrame.replay:type_name -> corral.link.v1.ConnReplay
+	11, // 15: corral.link.v1.CoreFrame.snapshot:type_name -> corral.link.v1.ConnSnapshot
+	12, // 16: corral.link.v1.CoreFrame.position:type_name -> corral.link.v1.ConnPosition
+	13, // 17: corral.link.v1.CoreFrame.left:type_name -> corral.link.v1.ConnLeft
+	14, // 18: corral.link.v1.CoreFrame.session:type_name -> corral.link.v1.ConnSession
+	15, // 19: corral.link.v1.CoreFrame.conn:type_name -> corral.link.v1.ConnFrame
+	16, // 20: corral.link.v1.CoreFrame.membership:type_name -> corral.link.v1.Membership
+	17, // 21: corral.link.v1.CoreFrame.close:type_name -> corral.link.v1.CloseConn
+	22, // 22: corral.link.v1.RoomLive.frame:type_name -> corral.v1.ServerFrame
+	22, // 23: corral.link.v1.RoomSignals.frame:type_name -> corral.v1.ServerFrame
+	22, // 24: corral.link.v1.RoomPresence.frame:type_name -> corral.v1.ServerFrame
+	22, // 25: corral.link.v1.ConnReplay.frame:type_name -> corral.v1.ServerFrame
+	22, // 26: corral.link.v1.ConnSnapshot.frame:type_name -> corral.v1.ServerFrame
+	22, // 27: corral.link.v1.ConnPosition.frame:type_name -> corral.v1.ServerFrame
+	22, // 28: corral.link.v1.ConnLeft.frame:type_name -> corral.v1.ServerFrame
+	22, // 29: corral.link.v1.ConnSession.frame:type_name -> corral.v1.ServerFrame
+	22, // 30: corral.link.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	23, // 31: corral.link.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	0,  // 32: corral.link.v1.LinkService.Link:input_type -> corral.link.v1.LinkRequest
+	5,  // 33: corral.link.v1.LinkService.Link:output_type -> corral.link.v1.LinkResponse
+	33, // [33:34] is the sub-list for method output_type
+	32, // [32:33] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_corral_link_v1_link_proto_init() }
@@ -850,12 +1637,20 @@ func file_corral_link_v1_link_proto_init() {
 		(*EdgeFrame_Frame)(nil),
 		(*EdgeFrame_Detach)(nil),
 		(*EdgeFrame_Refresh)(nil),
+		(*EdgeFrame_Reattach)(nil),
 	}
-	file_corral_link_v1_link_proto_msgTypes[5].OneofWrappers = []any{
+	file_corral_link_v1_link_proto_msgTypes[6].OneofWrappers = []any{
+		(*CoreFrame_Live)(nil),
+		(*CoreFrame_Signals)(nil),
+		(*CoreFrame_Presence)(nil),
+		(*CoreFrame_Replay)(nil),
+		(*CoreFrame_Snapshot)(nil),
+		(*CoreFrame_Position)(nil),
+		(*CoreFrame_Left)(nil),
+		(*CoreFrame_Session)(nil),
 		(*CoreFrame_Conn)(nil),
-		(*CoreFrame_Room)(nil),
-		(*CoreFrame_Close)(nil),
 		(*CoreFrame_Membership)(nil),
+		(*CoreFrame_Close)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -863,7 +1658,7 @@ func file_corral_link_v1_link_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_link_v1_link_proto_rawDesc), len(file_corral_link_v1_link_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
