@@ -99,5 +99,14 @@ func linkRequestSeeds() []*linkv1.LinkRequest {
 			{Conn: 1, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{}}},
 			frame(1, &corralv1.ClientFrame{}), frame(1, join("r\x00", 0)),
 		}},
+		// An edge reattaching sessions after its link came back: a known
+		// identity with a session the store does not hold, then none.
+		{Frames: []*linkv1.EdgeFrame{
+			{Conn: 4, Kind: &linkv1.EdgeFrame_Reattach{Reattach: &linkv1.Reattach{SessionId: "s", ResumeToken: "t", Identity: id,
+				Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 5, Epoch: "e", Presence: true}}, Protocol: "json"}}},
+			frame(4, publish),
+			{Conn: 5, Kind: &linkv1.EdgeFrame_Reattach{Reattach: &linkv1.Reattach{}}},
+			frame(5, ping),
+		}},
 	}
 }
