@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/events"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/presence"
@@ -19,8 +20,34 @@ import (
 // fakeLink is a link with no stream: what the core enqueues stays in its
 // queue for the test to take.
 func fakeLink(c *Core) *link {
-	return &link{core: c, queue: linkq.New[*corralv1.CoreFrame](), done: make(chan struct{}),
+	return &link{core: c, queue: linkq.New[*linkv1.CoreFrame](), done: make(chan struct{}),
 		conns: make(map[uint64]*connWork), workers: make(chan struct{}, 1)}
+}
+
+// serverFrameOf is the client's frame a link frame carries, of any kind;
+// nil for membership and close.
+func serverFrameOf(f *linkv1.CoreFrame) *corralv1.ServerFrame {
+	switch k := f.GetKind().(type) {
+	case *linkv1.CoreFrame_Live:
+		return k.Live.GetFrame()
+	case *linkv1.CoreFrame_Signals:
+		return k.Signals.GetFrame()
+	case *linkv1.CoreFrame_Presence:
+		return k.Presence.GetFrame()
+	case *linkv1.CoreFrame_Replay:
+		return k.Replay.GetFrame()
+	case *linkv1.CoreFrame_Snapshot:
+		return k.Snapshot.GetFrame()
+	case *linkv1.CoreFrame_Position:
+		return k.Position.GetFrame()
+	case *linkv1.CoreFrame_Left:
+		return k.Left.GetFrame()
+	case *linkv1.CoreFrame_Session:
+		return k.Session.GetFrame()
+	case *linkv1.CoreFrame_Conn:
+		return k.Conn.GetFrame()
+	}
+	return nil
 }
 
 // frames returns the server frames queued on l for conn or for rooms, in
@@ -31,11 +58,8 @@ func frames(t *testing.T, l *link, want int) []*corralv1.ServerFrame {
 	deadline := time.Now().Add(10 * time.Second)
 	for len(out) < want {
 		for _, f := range l.queue.Take(1<<20, 1<<30) {
-			switch k := f.GetKind().(type) {
-			case *corralv1.CoreFrame_Conn:
-				out = append(out, k.Conn.GetFrame())
-			case *corralv1.CoreFrame_Room:
-				out = append(out, k.Room.GetFrame())
+			if sf := serverFrameOf(f); sf != nil {
+				out = append(out, sf)
 			}
 		}
 		if len(out) >= want {
@@ -102,7 +126,7 @@ func TestResumeReplay(t *testing.T) {
 	c := newTestCore(t, Config{})
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, 1, &corralv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.attach(ctx, l, 1, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	if s == nil {
 		t.Fatal("attach refused")
 	}
@@ -126,7 +150,7 @@ func TestResumeReplay(t *testing.T) {
 	c.detach(s, l, 1, false)
 	publish(2) // missed while away: seqs 4 and 5
 
-	s2 := c.attach(ctx, l, 2, &corralv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
+	s2 := c.attach(ctx, l, 2, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
 		SessionId: welcome.GetSessionId(), ResumeToken: welcome.GetResumeToken(),
 		Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 3, Epoch: joined.GetEpoch()}},
 	}}})
@@ -195,7 +219,7 @@ func TestDoorRefusals(t *testing.T) {
 			c := newTestCore(t, tc.cfg)
 			l := fakeLink(c)
 			id := &corralv1.Identity{UserId: "u", Join: []string{"open:*"}, Publish: []string{"open:news"}}
-			s := c.attach(ctx, l, 1, &corralv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+			s := c.attach(ctx, l, 1, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 			frames(t, l, 1) // Welcome
 			for _, room := range tc.join {
 				c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})

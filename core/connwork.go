@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -30,18 +31,18 @@ type connWork struct {
 
 	mu      sync.Mutex // guards the following fields
 	queue   []queued
-	bytes   int                               // proto size of the frames in queue
-	latest  map[latestKey]*corralv1.EdgeFrame // replaceable frames in queue
+	bytes   int                             // proto size of the frames in queue
+	latest  map[latestKey]*linkv1.EdgeFrame // replaceable frames in queue
 	running bool
-	s       *session         // set by the attach
-	gone    *corralv1.Detach // non-nil once detached: only the detach is left to do
-	full    bool             // the queue overflowed: the connection is being closed
+	s       *session       // set by the attach
+	gone    *linkv1.Detach // non-nil once detached: only the detach is left to do
+	full    bool           // the queue overflowed: the connection is being closed
 }
 
 // queued is a frame waiting in a connection's queue, with its proto size
 // (counted against Config.ConnQueueBytes).
 type queued struct {
-	f    *corralv1.EdgeFrame
+	f    *linkv1.EdgeFrame
 	size int
 }
 
@@ -61,7 +62,7 @@ func newConnWork(ctx context.Context, l *link, conn uint64) *connWork {
 // replaceable reports the key under which f replaces an older queued frame,
 // and the room f orders against (a join or a leave of that room ends what
 // may be replaced before it).
-func replaceable(f *corralv1.EdgeFrame) (key latestKey, ok bool, barrier string) {
+func replaceable(f *linkv1.EdgeFrame) (key latestKey, ok bool, barrier string) {
 	switch k := f.GetFrame().GetKind().(type) {
 	case *corralv1.ClientFrame_SetPresence:
 		return latestKey{1, k.SetPresence.GetRoom()}, true, ""
@@ -80,7 +81,7 @@ func replaceable(f *corralv1.EdgeFrame) (key latestKey, ok bool, barrier string)
 // refused, the queue dropped and the connection closed with
 // CODE_BACKLOG_FULL; frames that come after that or after the detach are
 // dropped.
-func (w *connWork) push(f *corralv1.EdgeFrame, size int) {
+func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 	m := w.l.core.metrics
 	cfg := &w.l.core.cfg
 	w.mu.Lock()
@@ -131,7 +132,7 @@ func (w *connWork) push(f *corralv1.EdgeFrame, size int) {
 	m.backlogBytes.Add(float64(size))
 	if ok {
 		if w.latest == nil {
-			w.latest = make(map[latestKey]*corralv1.EdgeFrame)
+			w.latest = make(map[latestKey]*linkv1.EdgeFrame)
 		}
 		w.latest[key] = f
 	}
@@ -161,7 +162,7 @@ func (w *connWork) dropLocked() {
 // detach ends the connection's work: the queued frames are dropped
 // (counted), the call in flight is cancelled, and the worker detaches the
 // session as soon as that call returns (at once when none runs).
-func (w *connWork) detach(d *corralv1.Detach) {
+func (w *connWork) detach(d *linkv1.Detach) {
 	w.mu.Lock()
 	if w.gone != nil {
 		w.mu.Unlock()
@@ -222,18 +223,18 @@ func (w *connWork) run() {
 		c.metrics.backlogBytes.Sub(float64(size))
 
 		switch k := f.GetKind().(type) {
-		case *corralv1.EdgeFrame_Attach:
+		case *linkv1.EdgeFrame_Attach:
 			s = c.attach(w.ctx, w.l, w.conn, k.Attach)
 			w.mu.Lock()
 			w.s = s
 			w.mu.Unlock()
-		case *corralv1.EdgeFrame_Frame:
+		case *linkv1.EdgeFrame_Frame:
 			if s != nil {
 				c.handleClient(w.ctx, s, k.Frame)
 			} else {
 				c.metrics.dropped.WithLabelValues("unattached").Inc()
 			}
-		case *corralv1.EdgeFrame_Refresh:
+		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {
 				c.refresh(w.ctx, s, k.Refresh)
 			} else {

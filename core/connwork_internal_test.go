@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,7 +65,7 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 func testLink(c *Core) *link {
 	return &link{
 		core:    c,
-		queue:   linkq.New[*corralv1.CoreFrame](),
+		queue:   linkq.New[*linkv1.CoreFrame](),
 		done:    make(chan struct{}),
 		conns:   make(map[uint64]*connWork),
 		workers: make(chan struct{}, 1),
@@ -104,7 +105,7 @@ func TestConnWorkFlood(t *testing.T) {
 			defer c.Close()
 			ctx := context.Background()
 			l := testLink(c)
-			l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{
+			l.handle(ctx, &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
 				Hello: &corralv1.Hello{}, Identity: &corralv1.Identity{UserId: "u"},
 			}}})
 			w := l.conns[1]
@@ -121,7 +122,7 @@ func TestConnWorkFlood(t *testing.T) {
 			defer func() { <-l.workers }()
 
 			for i := range flood {
-				l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Frame{Frame: frame(i)}})
+				l.handle(ctx, &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Frame{Frame: frame(i)}})
 				w.mu.Lock()
 				n := len(w.queue)
 				w.mu.Unlock()
@@ -145,7 +146,7 @@ func TestConnWorkFlood(t *testing.T) {
 			}
 
 			// The detach does not wait for the busy core.
-			l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{}}})
+			l.handle(ctx, &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Detach{Detach: &linkv1.Detach{}}})
 			waitFor(t, "session released", func() bool { return !c.isLive(id) })
 			w.mu.Lock()
 			n := len(w.queue)
@@ -167,16 +168,16 @@ func TestConnWorkReplaceOrder(t *testing.T) {
 	l := testLink(c)
 	l.workers <- struct{}{}
 	defer func() { <-l.workers }()
-	l.handle(ctx, &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{
+	l.handle(ctx, &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
 		Hello: &corralv1.Hello{}, Identity: &corralv1.Identity{UserId: "u"},
 	}}})
-	set := func(room, state string) *corralv1.EdgeFrame {
-		return &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
+	set := func(room, state string) *linkv1.EdgeFrame {
+		return &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
 			Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{Room: room, State: []byte(state)}}}}}
 	}
-	leave := &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
+	leave := &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
 		Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "r"}}}}}
-	for _, f := range []*corralv1.EdgeFrame{set("r", "1"), set("s", "1"), set("r", "2"), leave, set("r", "3"), set("r", "4"), set("s", "2")} {
+	for _, f := range []*linkv1.EdgeFrame{set("r", "1"), set("s", "1"), set("r", "2"), leave, set("r", "3"), set("r", "4"), set("s", "2")} {
 		l.handle(ctx, f)
 	}
 	w := l.conns[1]

@@ -2,9 +2,9 @@
 // gapless order (seq), fans each message out once per edge link, and keeps
 // resumable sessions.
 //
-// Edges reach the core through [Core.Link] streams (see RoomService.Link in
-// proto/corral/v1/room_service.proto); each stream multiplexes many client
-// connections. Internal services call the other RoomService methods:
+// Edges reach the core through [Core.Link] streams (LinkService.Link in
+// proto/corral/link/v1/link.proto, internal); each stream multiplexes
+// many client connections. Internal services call the RoomService methods:
 // [Core.Publish], [Core.Broadcast], [Core.History], [Core.Members],
 // [Core.Disconnect], and [Core.Events], which follows the event log of the
 // history store (package events) and to which the core adds member events

@@ -11,6 +11,8 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connectinprocess"
 	"github.com/corral-rt/corral/core"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/history"
@@ -24,7 +26,7 @@ type evictCore struct {
 	hist *history.Memory
 	pres *presence.Memory
 	api  corralv1connect.RoomServiceClient
-	link corralv1connect.RoomServiceLinkClientStream
+	link linkv1connect.LinkServiceLinkClientStream
 }
 
 func newEvictCore(t *testing.T, ttl time.Duration) *evictCore {
@@ -44,10 +46,12 @@ func newEvictCore(t *testing.T, ttl time.Duration) *evictCore {
 	t.Cleanup(func() { e.core.Close() })
 	srv := connect.NewServer()
 	corralv1connect.RegisterRoomServiceHandler(srv, e.core)
-	e.api = corralv1connect.NewRoomServiceClient(connect.NewClient(connectinprocess.New(srv)))
+	linkv1connect.RegisterLinkServiceHandler(srv, e.core)
+	client := connect.NewClient(connectinprocess.New(srv))
+	e.api = corralv1connect.NewRoomServiceClient(client)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	stream, err := e.api.Link(ctx)
+	stream, err := linkv1connect.NewLinkServiceClient(client).Link(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +65,9 @@ func newEvictCore(t *testing.T, ttl time.Duration) *evictCore {
 // last. It returns the server frames the connection got.
 func (e *evictCore) send(t *testing.T, conn uint64, attach bool, fs ...*corralv1.ClientFrame) []*corralv1.ServerFrame {
 	t.Helper()
-	req := &corralv1.LinkRequest{}
+	req := &linkv1.LinkRequest{}
 	if attach {
-		req.Frames = append(req.Frames, &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{
+		req.Frames = append(req.Frames, &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
 			Hello:    &corralv1.Hello{Client: "test"},
 			Identity: &corralv1.Identity{UserId: fmt.Sprintf("user%d", conn), Join: []string{"*"}, Publish: []string{"*"}},
 			Protocol: "json",
@@ -72,7 +76,7 @@ func (e *evictCore) send(t *testing.T, conn uint64, attach bool, fs ...*corralv1
 	const pingID = 424242
 	fs = append(fs, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: pingID}}})
 	for _, f := range fs {
-		req.Frames = append(req.Frames, &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Frame{Frame: f}})
+		req.Frames = append(req.Frames, &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Frame{Frame: f}})
 	}
 	if err := e.link.Send(req); err != nil {
 		t.Fatal(err)
@@ -84,16 +88,36 @@ func (e *evictCore) send(t *testing.T, conn uint64, attach bool, fs ...*corralv1
 			t.Fatal(err)
 		}
 		for _, cf := range res.GetFrames() {
-			if cf.GetConn().GetConn() != conn {
+			id, sf := connFrameOf(cf)
+			if id != conn || sf == nil {
 				continue
 			}
-			sf := cf.GetConn().GetFrame()
 			if sf.GetPong().GetId() == pingID {
 				return got
 			}
 			got = append(got, sf)
 		}
 	}
+}
+
+// connFrameOf is the connection and server frame of a frame for one
+// connection (nil for a room's frames and the rest).
+func connFrameOf(cf *linkv1.CoreFrame) (uint64, *corralv1.ServerFrame) {
+	switch k := cf.GetKind().(type) {
+	case *linkv1.CoreFrame_Conn:
+		return k.Conn.GetConn(), k.Conn.GetFrame()
+	case *linkv1.CoreFrame_Position:
+		return k.Position.GetConn(), k.Position.GetFrame()
+	case *linkv1.CoreFrame_Replay:
+		return k.Replay.GetConn(), k.Replay.GetFrame()
+	case *linkv1.CoreFrame_Snapshot:
+		return k.Snapshot.GetConn(), k.Snapshot.GetFrame()
+	case *linkv1.CoreFrame_Left:
+		return k.Left.GetConn(), k.Left.GetFrame()
+	case *linkv1.CoreFrame_Session:
+		return k.Session.GetConn(), k.Session.GetFrame()
+	}
+	return 0, nil
 }
 
 func join(room string, since uint64, epoch string) *corralv1.ClientFrame {

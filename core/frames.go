@@ -1,12 +1,16 @@
 package core
 
 import (
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
 // The frames the core sends on a link (see link.go): every place that
 // builds a CoreFrame, or a ServerFrame more than one concept sends, calls
-// one of these.
+// one of these. Each CoreFrame says what it is
+// (proto/corral/link/v1/link.proto), and those the edge keeps positions
+// from state the position, so the edge never reads it from the
+// ServerFrame it forwards.
 
 // resetFrame tells a client that its position in room is gone: it
 // continues after seq in epoch.
@@ -15,38 +19,70 @@ func resetFrame(room string, seq uint64, epoch string) *corralv1.ServerFrame {
 }
 
 // connFrame carries f to one connection.
-func connFrame(conn uint64, f *corralv1.ServerFrame) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Conn{Conn: &corralv1.ConnFrame{Conn: conn, Frame: f}}}
-}
-
-// roomFrame carries f to every member of room on a link: built once per
-// room and message, enqueued on each link.
-func roomFrame(room string, f *corralv1.ServerFrame) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{Room: room, Frame: f}}}
-}
-
-// presenceRoomFrame carries a presence diff to the room's presence
-// members on a link.
-func presenceRoomFrame(room string, p *corralv1.Presence) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
-		Room:     room,
-		Frame:    &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: p}},
-		Presence: true,
-	}}}
+func connFrame(conn uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Conn{Conn: &linkv1.ConnFrame{Conn: conn, Frame: f}}}
 }
 
 // membershipFrame tells the edge that conn starts (member) or stops
 // receiving room's frames.
-func membershipFrame(conn uint64, room string, member bool) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
+func membershipFrame(conn uint64, room string, member bool) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Membership{Membership: &linkv1.Membership{
 		Conn: conn, Room: room, Member: member,
 	}}}
 }
 
 // presenceMembershipFrame tells the edge that conn, a member of room,
 // now receives the room's presence frames too.
-func presenceMembershipFrame(conn uint64, room string) *corralv1.CoreFrame {
-	return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{
+func presenceMembershipFrame(conn uint64, room string) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Membership{Membership: &linkv1.Membership{
 		Conn: conn, Room: room, Member: true, Presence: true,
+	}}}
+}
+
+// liveFrame is a room's live message or Reset; the room is then at (seq,
+// epoch).
+func liveFrame(room string, seq uint64, epoch string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Live{Live: &linkv1.RoomLive{Room: room, Seq: seq, Epoch: epoch, Frame: f}}}
+}
+
+// signalsFrame is a room's signal flush.
+func signalsFrame(room string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Signals{Signals: &linkv1.RoomSignals{Room: room, Frame: f}}}
+}
+
+// presenceFrame is a room's presence change.
+func presenceFrame(room string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Presence{Presence: &linkv1.RoomPresence{Room: room, Frame: f}}}
+}
+
+// replayFrame is a batch of messages conn missed in room; it is then at
+// (seq, epoch).
+func replayFrame(conn uint64, room string, seq uint64, epoch string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Replay{Replay: &linkv1.ConnReplay{Conn: conn, Room: room, Seq: seq, Epoch: epoch, Frame: f}}}
+}
+
+// snapshotFrame is room's signal values for conn going live.
+func snapshotFrame(conn uint64, room string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Snapshot{Snapshot: &linkv1.ConnSnapshot{Conn: conn, Room: room, Frame: f}}}
+}
+
+// positionFrame states conn is at (seq, epoch) in room, with f (Joined,
+// Reset or ReplayEnd) for its client.
+func positionFrame(conn uint64, room string, seq uint64, epoch string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Position{Position: &linkv1.ConnPosition{Conn: conn, Room: room, Seq: seq, Epoch: epoch, Frame: f}}}
+}
+
+// leftFrame says conn left room, with its Left.
+func leftFrame(conn uint64, left *corralv1.Left) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Left{Left: &linkv1.ConnLeft{
+		Conn: conn, Room: left.GetRoom(), Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: left}},
+	}}}
+}
+
+// sessionFrame names conn's session, with its Welcome (f).
+func sessionFrame(conn uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	w := f.GetWelcome()
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Session{Session: &linkv1.ConnSession{
+		Conn: conn, SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken(), Frame: f,
 	}}}
 }

@@ -10,8 +10,9 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connectinprocess"
 	"github.com/corral-rt/corral/core"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -29,15 +30,15 @@ func FuzzLinkRequest(f *testing.F) {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var req corralv1.LinkRequest
+		var req linkv1.LinkRequest
 		if proto.Unmarshal(data, &req) != nil {
 			return
 		}
 		c := core.New(core.Config{Logger: logger, SignalTick: time.Millisecond})
 		defer c.Close()
 		srv := connect.NewServer()
-		corralv1connect.RegisterRoomServiceHandler(srv, c)
-		api := corralv1connect.NewRoomServiceClient(connect.NewClient(connectinprocess.New(srv)))
+		linkv1connect.RegisterLinkServiceHandler(srv, c)
+		api := linkv1connect.NewLinkServiceClient(connect.NewClient(connectinprocess.New(srv)))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		stream, err := api.Link(ctx)
@@ -66,13 +67,13 @@ func FuzzLinkRequest(f *testing.F) {
 	})
 }
 
-func linkRequestSeeds() []*corralv1.LinkRequest {
+func linkRequestSeeds() []*linkv1.LinkRequest {
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	attach := func(conn uint64, hello *corralv1.Hello) *corralv1.EdgeFrame {
-		return &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{Hello: hello, Identity: id, Protocol: "json"}}}
+	attach := func(conn uint64, hello *corralv1.Hello) *linkv1.EdgeFrame {
+		return &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{Hello: hello, Identity: id, Protocol: "json"}}}
 	}
-	frame := func(conn uint64, f *corralv1.ClientFrame) *corralv1.EdgeFrame {
-		return &corralv1.EdgeFrame{Conn: conn, Kind: &corralv1.EdgeFrame_Frame{Frame: f}}
+	frame := func(conn uint64, f *corralv1.ClientFrame) *linkv1.EdgeFrame {
+		return &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Frame{Frame: f}}
 	}
 	join := func(room string, since uint64) *corralv1.ClientFrame {
 		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room, SinceSeq: since}}}
@@ -83,20 +84,29 @@ func linkRequestSeeds() []*corralv1.LinkRequest {
 	ack := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Room: "r", Seq: 1}}}
 	ping := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: 7}}}
 	hello := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{}}}
-	detach := &corralv1.EdgeFrame{Conn: 1, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{Clean: true}}}
-	return []*corralv1.LinkRequest{
+	detach := &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Detach{Detach: &linkv1.Detach{Clean: true}}}
+	return []*linkv1.LinkRequest{
 		{},
-		{Frames: []*corralv1.EdgeFrame{
+		{Frames: []*linkv1.EdgeFrame{
 			attach(1, &corralv1.Hello{Client: "fuzz"}),
 			frame(1, join("r", 0)), frame(1, publish), frame(1, signal), frame(1, ack), frame(1, ping),
 			frame(1, hello), frame(1, join("r", 1)), frame(1, leave), frame(1, leave), detach,
 		}},
-		{Frames: []*corralv1.EdgeFrame{
+		{Frames: []*linkv1.EdgeFrame{
 			attach(1, &corralv1.Hello{}), attach(2, &corralv1.Hello{Resume: &corralv1.Resume{SessionId: "s", ResumeToken: "t",
 				Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 5, Epoch: "e"}}}}),
 			frame(2, publish), attach(1, &corralv1.Hello{}), frame(1, join("", 0)), frame(3, ping),
-			{Conn: 1, Kind: &corralv1.EdgeFrame_Attach{Attach: &corralv1.Attach{}}},
+			{Conn: 1, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{}}},
 			frame(1, &corralv1.ClientFrame{}), frame(1, join("r\x00", 0)),
+		}},
+		// An edge reattaching sessions after its link came back: a known
+		// identity with a session the store does not hold, then none.
+		{Frames: []*linkv1.EdgeFrame{
+			{Conn: 4, Kind: &linkv1.EdgeFrame_Reattach{Reattach: &linkv1.Reattach{SessionId: "s", ResumeToken: "t", Identity: id,
+				Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 5, Epoch: "e", Presence: true}}, Protocol: "json"}}},
+			frame(4, publish),
+			{Conn: 5, Kind: &linkv1.EdgeFrame_Reattach{Reattach: &linkv1.Reattach{}}},
+			frame(5, ping),
 		}},
 	}
 }

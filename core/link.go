@@ -7,8 +7,9 @@ import (
 	"sync"
 
 	"connectrpc.com/connect/v2"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/internal/safetext"
 	"google.golang.org/protobuf/proto"
@@ -22,12 +23,14 @@ const (
 	maxBytesPerSend  = 1 << 20
 )
 
+var _ linkv1connect.LinkServiceHandler = (*Core)(nil)
+
 // link is one edge stream: many client connections multiplexed.
 type link struct {
 	core   *Core
-	stream corralv1connect.RoomServiceLinkServerStream
+	stream linkv1connect.LinkServiceLinkServerStream
 
-	queue *linkq.Queue[*corralv1.CoreFrame]
+	queue *linkq.Queue[*linkv1.CoreFrame]
 	done  chan struct{} // closed by fail
 
 	mu  sync.Mutex // guards the following fields
@@ -41,11 +44,11 @@ type link struct {
 }
 
 // Link serves one edge stream until the edge closes it or it fails.
-func (c *Core) Link(ctx context.Context, stream corralv1connect.RoomServiceLinkServerStream) error {
+func (c *Core) Link(ctx context.Context, stream linkv1connect.LinkServiceLinkServerStream) error {
 	l := &link{
 		core:    c,
 		stream:  stream,
-		queue:   linkq.New[*corralv1.CoreFrame](),
+		queue:   linkq.New[*linkv1.CoreFrame](),
 		done:    make(chan struct{}),
 		conns:   make(map[uint64]*connWork),
 		workers: make(chan struct{}, maxWorkersPerLink),
@@ -74,7 +77,7 @@ func (c *Core) Link(ctx context.Context, stream corralv1connect.RoomServiceLinkS
 	// Every connection of this link is gone: detach their sessions, and
 	// drop what they had queued.
 	for _, w := range l.conns {
-		w.detach(&corralv1.Detach{})
+		w.detach(&linkv1.Detach{})
 	}
 	if serr := <-sendErr; err == nil || errors.Is(err, errLinkEOF) {
 		err = serr
@@ -118,7 +121,7 @@ func (l *link) readLoop(ctx context.Context) error {
 
 // enqueue queues f for the edge. It never blocks; if the queue is full the
 // link fails and its clients resume elsewhere.
-func (l *link) enqueue(f *corralv1.CoreFrame) {
+func (l *link) enqueue(f *linkv1.CoreFrame) {
 	if l.queue.Push(f, proto.Size(f), l.core.cfg.LinkQueue) {
 		return
 	}
@@ -171,7 +174,7 @@ func (l *link) sendLoop(ctx context.Context) error {
 			l.core.metrics.linkFrames.Add(float64(len(batch)))
 			// The frames are never touched after this: the in-process
 			// transport may hand them to the edge without copying.
-			if err := l.stream.Send(&corralv1.LinkResponse{Frames: batch}); err != nil {
+			if err := l.stream.Send(&linkv1.LinkResponse{Frames: batch}); err != nil {
 				l.fail(fmt.Errorf("core: link send: %w", err))
 				return err
 			}
@@ -185,26 +188,29 @@ const maxWorkersPerLink = 1024
 
 // handle routes one frame from the edge to its connection's queue. It runs
 // on the link's reader goroutine.
-func (l *link) handle(ctx context.Context, f *corralv1.EdgeFrame) {
+func (l *link) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 	conn := f.GetConn()
 	w := l.conns[conn]
+	if r := f.GetReattach(); r != nil {
+		f = reattachFrame(conn, r)
+	}
 	switch k := f.GetKind().(type) {
-	case *corralv1.EdgeFrame_Attach:
+	case *linkv1.EdgeFrame_Attach:
 		if w != nil {
 			// A reused id: the edge lost track. The old one is gone.
-			w.detach(&corralv1.Detach{})
+			w.detach(&linkv1.Detach{})
 		}
 		w = newConnWork(ctx, l, conn)
 		l.conns[conn] = w
 		w.push(f, 0)
-	case *corralv1.EdgeFrame_Detach:
+	case *linkv1.EdgeFrame_Detach:
 		if w == nil {
 			l.core.metrics.dropped.WithLabelValues("unattached").Inc()
 			return
 		}
 		delete(l.conns, conn)
 		w.detach(k.Detach)
-	case *corralv1.EdgeFrame_Frame, *corralv1.EdgeFrame_Refresh:
+	case *linkv1.EdgeFrame_Frame, *linkv1.EdgeFrame_Refresh:
 		if w == nil {
 			// Frames after a close we initiated, or a confused edge; the
 			// connection is not attached, so there is no one to answer.
@@ -224,8 +230,22 @@ func (l *link) send(conn uint64, f *corralv1.ServerFrame) {
 
 // close asks the edge to close a connection with a hint.
 func (l *link) close(conn uint64, code corralv1.Code, reason string, delayMs uint32) {
-	l.enqueue(&corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Close{Close: &corralv1.CloseConn{
+	l.enqueue(&linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Close{Close: &linkv1.CloseConn{
 		Conn: conn,
 		Hint: &corralv1.ReconnectHint{Code: code, Reason: safetext.Reason(reason), DelayMs: delayMs},
 	}}})
+}
+
+// reattachFrame turns an edge's Reattach into the Attach of a client's
+// Resume: a reattach takes the same path as a resume, through the same
+// checks (the session store's token and user, and admit for every room).
+func reattachFrame(conn uint64, r *linkv1.Reattach) *linkv1.EdgeFrame {
+	return &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
+		Hello: &corralv1.Hello{Client: r.GetClient(), Resume: &corralv1.Resume{
+			SessionId: r.GetSessionId(), ResumeToken: r.GetResumeToken(), Rooms: r.GetRooms(),
+		}},
+		Identity:   r.GetIdentity(),
+		RemoteAddr: r.GetRemoteAddr(),
+		Protocol:   r.GetProtocol(),
+	}}}
 }

@@ -560,7 +560,7 @@ func (r *room) flushPresence() {
 		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
-			f := presenceRoomFrame(r.name, out)
+			f := presenceFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}})
 			for l := range v.links {
 				l.enqueue(f)
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
@@ -26,7 +27,7 @@ const maxInstance = 64
 
 // attach starts or resumes the session of a new connection. It returns nil
 // when the connection was refused (a close is already queued).
-func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *corralv1.Attach) *session {
+func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *linkv1.Attach) *session {
 	id := a.GetIdentity()
 	if id.GetUserId() == "" {
 		l.close(conn, corralv1.Code_CODE_UNAUTHENTICATED, "no verified identity", 0)
@@ -51,7 +52,7 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *corralv1.Att
 	c.live[s.id] = s
 	c.mu.Unlock()
 	c.metrics.sessions.Inc()
-	l.send(conn, c.welcome(st, id, false))
+	l.enqueue(sessionFrame(conn, c.welcome(st, id, false)))
 	return s
 }
 
@@ -118,7 +119,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		c.metrics.sessions.Inc()
 	}
 	c.metrics.resumes.Inc()
-	ep.link.send(ep.conn, c.welcome(st, id, true))
+	ep.link.enqueue(sessionFrame(ep.conn, c.welcome(st, id, true)))
 
 	// The client's own positions win: it knows what it processed. Rooms
 	// the store knows but the client did not mention resume from the last

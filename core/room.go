@@ -208,7 +208,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 	if len(r.links) == 0 {
 		return
 	}
-	f := roomFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
+	f := liveFrame(r.name, msg.GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
 	for l := range r.links {
 		l.enqueue(f)
 	}
@@ -337,7 +337,7 @@ func (r *room) resetLocked(epoch string, last uint64) {
 	if len(r.links) == 0 {
 		return
 	}
-	f := roomFrame(r.name, resetFrame(r.name, last, epoch))
+	f := liveFrame(r.name, last, epoch, resetFrame(r.name, last, epoch))
 	for l := range r.links {
 		l.enqueue(f)
 	}
@@ -374,11 +374,11 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	if s.isGone() {
 		return 0, false // detached meanwhile; detach found nothing to undo
 	}
-	send := func(f *corralv1.ServerFrame) { ep.link.enqueue(connFrame(ep.conn, f)) }
+	send := ep.link.enqueue
 	joined := func(seq uint64, replay bool) {
-		send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+		send(positionFrame(ep.conn, r.name, seq, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
 			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed, Replay: replay,
-		}}})
+		}}}))
 	}
 	switch {
 	case !q.position:
@@ -386,7 +386,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	case q.epoch != r.epoch || q.since > r.last:
 		// An empty epoch never matches: a position the server cannot
 		// check is a Reset, never a silent skip.
-		send(resetFrame(r.name, r.last, r.epoch))
+		send(positionFrame(ep.conn, r.name, r.last, r.epoch, resetFrame(r.name, r.last, r.epoch)))
 		joined(r.last, false)
 	case q.since == r.last:
 		joined(q.since, false)
@@ -408,7 +408,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			take(cu.buf)
 		}
 		if next != r.last+1 {
-			send(resetFrame(r.name, r.last, r.epoch))
+			send(positionFrame(ep.conn, r.name, r.last, r.epoch, resetFrame(r.name, r.last, r.epoch)))
 			joined(r.last, false)
 			break
 		}
@@ -424,16 +424,16 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			for i, m := range out[:n] {
 				frames[i] = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}
 			}
-			send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
+			send(replayFrame(ep.conn, r.name, out[n-1].GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}))
 			out = out[n:]
 		}
 		// The replay ends here: what follows is live.
-		send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
+		send(positionFrame(ep.conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
 			Room: r.name, Seq: r.last,
-		}}})
+		}}}))
 	}
 	if snap := r.snapshotLocked(); snap != nil {
-		send(snap)
+		send(snapshotFrame(ep.conn, r.name, snap))
 	}
 	ep.link.enqueue(membershipFrame(ep.conn, r.name, true))
 	r.members[s] = ep
@@ -469,7 +469,7 @@ func (r *room) leave(s *session, notify *corralv1.Left) bool {
 	r.clearSignalsLocked(s)
 	if notify != nil {
 		ep.link.enqueue(membershipFrame(ep.conn, r.name, false))
-		ep.link.enqueue(connFrame(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: notify}}))
+		ep.link.enqueue(leftFrame(ep.conn, notify))
 	}
 	return true
 }

@@ -150,7 +150,7 @@ func (r *room) flushSignals() {
 	if len(r.links) == 0 {
 		return
 	}
-	f := roomFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
+	f := signalsFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
 	for l := range r.links {
 		l.enqueue(f)
 	}

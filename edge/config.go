@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures an Edge. Core (or Cores) and Auth are required.
 type Config struct {
-	// Core is the room service the edge links to (in-process or over h2c).
-	Core corralv1connect.RoomServiceClient
+	// Core is the core the edge links to (in-process or over h2c).
+	Core linkv1connect.LinkServiceClient
 	// Cores, when set, replaces Core: several cores sharing one Redis. The
 	// edge keeps Links streams to each; a connection is assigned to one
 	// stream. When a stream fails, it re-opens on the next core in the
@@ -20,7 +20,7 @@ type Config struct {
 	// in Redis, so any core can resume them): a failed core costs its
 	// clients no disconnect. A failed-over stream stays on its new core
 	// until that one fails too.
-	Cores []corralv1connect.RoomServiceClient
+	Cores []linkv1connect.LinkServiceClient
 	// Auth verifies connection tokens.
 	Auth auth.Authenticator
 	// Links is how many Link streams the edge keeps to each core;
@@ -115,7 +115,7 @@ type Config struct {
 func (c *Config) withDefaults() Config {
 	out := *c
 	if len(out.Cores) == 0 && out.Core != nil {
-		out.Cores = []corralv1connect.RoomServiceClient{out.Core}
+		out.Cores = []linkv1connect.LinkServiceClient{out.Core}
 	}
 	if out.Links <= 0 {
 		out.Links = 2

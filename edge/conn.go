@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/corral-rt/corral/auth"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/internal/wsframe"
@@ -95,7 +96,7 @@ type conn struct {
 	// session/token and rooms (positions, epochs) what the core answered
 	// since; with them the edge resumes the session itself when its link
 	// to the core is re-opened, and the browser notices nothing.
-	attach  *corralv1.Attach
+	attach  *linkv1.Attach
 	session string
 	token   string
 	rooms   []connRoom // see rooms.go
@@ -248,7 +249,7 @@ func (c *conn) hello() (ok, clean bool) {
 	c.user, c.userCounted = id.GetUserId(), true
 	c.handshakeDone()
 	hello.Token = ""
-	if !c.link.attach(c, &corralv1.Attach{
+	if !c.link.attach(c, &linkv1.Attach{
 		Hello:      hello,
 		Identity:   id,
 		RemoteAddr: c.remote,

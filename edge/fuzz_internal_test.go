@@ -5,8 +5,9 @@ import (
 	"log/slog"
 	"testing"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/protocol"
 	"google.golang.org/protobuf/proto"
 )
@@ -24,12 +25,12 @@ func FuzzLinkResponse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var resp corralv1.LinkResponse
+		var resp linkv1.LinkResponse
 		if proto.Unmarshal(data, &resp) != nil {
 			return
 		}
 		cfg := (&Config{QueueFrames: 64, QueueBytes: 64 << 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Cores: make([]corralv1connect.RoomServiceClient, 1)}).withDefaults() // a link needs a core; this one never dials
+			Cores: make([]linkv1connect.LinkServiceClient, 1)}).withDefaults() // a link needs a core; this one never dials
 		e := &Edge{cfg: cfg, metrics: newMetrics(nil), conns: make(map[*conn]struct{}), users: make(map[string]int)}
 		l := newLink(e, 0)
 		conns := []*conn{fuzzConn(e, l, 1, protocol.JSON), fuzzConn(e, l, 2, protocol.Proto)}
@@ -55,47 +56,53 @@ func FuzzLinkResponse(f *testing.F) {
 func fuzzConn(e *Edge, l *link, id uint64, enc protocol.Encoding) *conn {
 	c := &conn{e: e, enc: enc, id: id, link: l, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c.ended = true // no writer goroutine
-	c.attach = &corralv1.Attach{Identity: &corralv1.Identity{UserId: "u"}}
+	c.attach = &linkv1.Attach{Identity: &corralv1.Identity{UserId: "u"}}
 	l.conns[id] = c
 	return c
 }
 
-func linkResponseSeeds() []*corralv1.LinkResponse {
+func linkResponseSeeds() []*linkv1.LinkResponse {
 	msg := func(room string, seq uint64, payload string) *corralv1.ServerFrame {
 		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
 			Room: room, Seq: seq, Payload: []byte(payload), Sender: "s", Id: "m", TimeMs: 1,
 		}}}
 	}
-	conn := func(id uint64, f *corralv1.ServerFrame) *corralv1.CoreFrame {
-		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Conn{Conn: &corralv1.ConnFrame{Conn: id, Frame: f}}}
+	conn := func(id uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Conn{Conn: &linkv1.ConnFrame{Conn: id, Frame: f}}}
 	}
-	room := func(name string, f *corralv1.ServerFrame) *corralv1.CoreFrame {
-		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{Room: name, Frame: f}}}
+	live := func(name string, seq uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Live{Live: &linkv1.RoomLive{Room: name, Seq: seq, Epoch: "e", Frame: f}}}
 	}
-	member := func(id uint64, name string, in bool) *corralv1.CoreFrame {
-		return &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Membership{Membership: &corralv1.Membership{Conn: id, Room: name, Member: in}}}
+	position := func(id uint64, name string, seq uint64, epoch string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Position{Position: &linkv1.ConnPosition{Conn: id, Room: name, Seq: seq, Epoch: epoch, Frame: f}}}
+	}
+	member := func(id uint64, name string, in bool) *linkv1.CoreFrame {
+		return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Membership{Membership: &linkv1.Membership{Conn: id, Room: name, Member: in}}}
 	}
 	signals := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{
 		{Kind: &corralv1.ServerFrame_Signal{Signal: &corralv1.SignalEvent{Room: "r", Key: "k", Payload: []byte(`{"x":1}`)}}},
 	}}}}
-	return []*corralv1.LinkResponse{
+	return []*linkv1.LinkResponse{
 		{},
-		{Frames: []*corralv1.CoreFrame{
-			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: "s", ResumeToken: "t", UserId: "u"}}}),
-			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: "r", Seq: 3, Epoch: "e"}}}),
+		{Frames: []*linkv1.CoreFrame{
+			{Kind: &linkv1.CoreFrame_Session{Session: &linkv1.ConnSession{Conn: 1, SessionId: "s", ResumeToken: "t", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{SessionId: "s", ResumeToken: "t", UserId: "u"}}}}}},
+			position(1, "r", 3, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: "r", Seq: 3, Epoch: "e"}}}),
 			member(1, "r", true), member(2, "r", true),
-			room("r", msg("r", 4, `{"a":1}`)),
-			room("r", signals), room("r", signals),
-			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{msg("r", 2, `1`), msg("r", 3, `"x"`)}}}}),
-			conn(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{Room: "r", Code: corralv1.Code_CODE_FORBIDDEN}}}),
+			live("r", 4, msg("r", 4, `{"a":1}`)),
+			{Kind: &linkv1.CoreFrame_Presence{Presence: &linkv1.RoomPresence{Room: "r", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{Room: "r", Members: 1}}}}}},
+			{Kind: &linkv1.CoreFrame_Signals{Signals: &linkv1.RoomSignals{Room: "r", Frame: signals}}},
+			{Kind: &linkv1.CoreFrame_Signals{Signals: &linkv1.RoomSignals{Room: "r", Frame: signals}}},
+			{Kind: &linkv1.CoreFrame_Snapshot{Snapshot: &linkv1.ConnSnapshot{Conn: 2, Room: "r", Frame: signals}}},
+			{Kind: &linkv1.CoreFrame_Replay{Replay: &linkv1.ConnReplay{Conn: 2, Room: "r", Seq: 3, Epoch: "e", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: []*corralv1.ServerFrame{msg("r", 2, `1`), msg("r", 3, `"x"`)}}}}}}},
+			{Kind: &linkv1.CoreFrame_Left{Left: &linkv1.ConnLeft{Conn: 1, Room: "r", Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{Room: "r", Code: corralv1.Code_CODE_FORBIDDEN}}}}}},
 			member(1, "r", false),
 		}},
-		{Frames: []*corralv1.CoreFrame{
-			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: "r", Seq: 9, Epoch: "f"}}}),
+		{Frames: []*linkv1.CoreFrame{
+			position(2, "r", 9, "f", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Reset_{Reset_: &corralv1.Reset{Room: "r", Seq: 9, Epoch: "f"}}}),
 			conn(2, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: corralv1.Code_CODE_RATE_LIMITED, RetryAfterMs: 10}}}),
-			{Kind: &corralv1.CoreFrame_Close{Close: &corralv1.CloseConn{Conn: 2, Hint: &corralv1.ReconnectHint{Code: corralv1.Code_CODE_GOING_AWAY, DelayMs: 5}}}},
+			{Kind: &linkv1.CoreFrame_Close{Close: &linkv1.CloseConn{Conn: 2, Hint: &corralv1.ReconnectHint{Code: corralv1.Code_CODE_GOING_AWAY, DelayMs: 5}}}},
 			conn(99, msg("x", 1, `1`)),
-			room("nobody", msg("nobody", 1, `1`)),
+			live("nobody", 1, msg("nobody", 1, `1`)),
 		}},
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"sync"
 	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/linkq"
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/protocol"
 	"google.golang.org/protobuf/proto"
 )
@@ -28,7 +30,7 @@ const (
 type link struct {
 	e     *Edge
 	idx   int
-	queue *linkq.Queue[*corralv1.EdgeFrame]
+	queue *linkq.Queue[*linkv1.EdgeFrame]
 	// core indexes Config.Cores: where the stream is opened. Only run
 	// reads and writes it.
 	core int
@@ -60,7 +62,7 @@ func newLink(e *Edge, idx int) *link {
 		e:     e,
 		idx:   idx,
 		core:  idx % len(e.cfg.Cores),
-		queue: linkq.New[*corralv1.EdgeFrame](),
+		queue: linkq.New[*linkv1.EdgeFrame](),
 		conns: make(map[uint64]*conn),
 		rooms: make(map[string]map[*conn]struct{}),
 
@@ -77,11 +79,11 @@ func (l *link) isUp() bool {
 }
 
 // run keeps the link open until ctx ends, re-opening it with jittered
-// exponential backoff.
+// exponential backoff (internal/retry).
 func (l *link) run(ctx context.Context) {
-	backoff := 50 * time.Millisecond
+	b := retry.Backoff{Base: 50 * time.Millisecond, Cap: 5 * time.Second, ResetAfter: 10 * time.Second}
 	for ctx.Err() == nil {
-		start := time.Now()
+		b.Start()
 		err := l.serve(ctx)
 		l.down()
 		if ctx.Err() != nil {
@@ -94,16 +96,9 @@ func (l *link) run(ctx context.Context) {
 			l.core = (l.core + 1) % n
 			l.e.metrics.linkFailovers.Inc()
 		}
-		if time.Since(start) > 10*time.Second {
-			backoff = 50 * time.Millisecond
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return
-		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -146,7 +141,7 @@ func (l *link) serve(ctx context.Context) error {
 	}
 }
 
-func (l *link) sendLoop(ctx context.Context, stream corralv1connect.RoomServiceLinkClientStream) error {
+func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLinkClientStream) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -158,7 +153,7 @@ func (l *link) sendLoop(ctx context.Context, stream corralv1connect.RoomServiceL
 			if len(batch) == 0 {
 				break
 			}
-			if err := stream.Send(&corralv1.LinkRequest{Frames: batch}); err != nil {
+			if err := stream.Send(&linkv1.LinkRequest{Frames: batch}); err != nil {
 				return err
 			}
 		}
@@ -218,44 +213,16 @@ func (l *link) giveUpOrphans() {
 	}
 }
 
-// reattach resumes every orphan's session on the re-opened link: Attach
-// with the session's id, token and each room's position. The core replays
-// what they missed; their clients see no disconnect, only a second Welcome
-// with the rotated resume token. Lock must be held.
-func (l *link) reattachLocked() {
-	for id, c := range l.orphans {
-		resume := &corralv1.Resume{SessionId: c.session, ResumeToken: c.token}
-		for _, r := range c.rooms {
-			if r.tracked {
-				resume.Rooms = append(resume.Rooms, &corralv1.RoomPosition{Room: r.name, Seq: r.seq, Epoch: r.epoch, Presence: r.presence})
-			}
-		}
-		a := &corralv1.Attach{
-			Hello:      &corralv1.Hello{Client: c.attach.GetHello().GetClient(), Resume: resume},
-			Identity:   c.attach.GetIdentity(),
-			RemoteAddr: c.attach.GetRemoteAddr(),
-			Protocol:   c.attach.GetProtocol(),
-		}
-		if !l.enqueueLocked(&corralv1.EdgeFrame{Conn: id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}}) {
-			continue // the next failure or giveUpOrphans handles it
-		}
-		l.conns[id] = c
-		delete(l.orphans, id)
-		l.e.metrics.reattached.Inc()
-	}
-	l.orphanedAt = time.Time{}
-}
-
 // enqueueLocked queues f for the core. Lock must be held.
-func (l *link) enqueueLocked(f *corralv1.EdgeFrame) bool {
+func (l *link) enqueueLocked(f *linkv1.EdgeFrame) bool {
 	return l.queue.Push(f, proto.Size(f), linkQueueFrames)
 }
 
 // attach registers c and sends its Attach. It reports false (and closes c)
 // when the link is down or full.
-func (l *link) attach(c *conn, a *corralv1.Attach) bool {
+func (l *link) attach(c *conn, a *linkv1.Attach) bool {
 	l.mu.Lock()
-	ok := l.up && l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Attach{Attach: a}})
+	ok := l.up && l.enqueueLocked(&linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Attach{Attach: a}})
 	if ok {
 		l.conns[c.id] = c
 		c.attach = a
@@ -270,7 +237,7 @@ func (l *link) attach(c *conn, a *corralv1.Attach) bool {
 // forward sends a client frame to the core. It reports false (and closes
 // c) when the link cannot take it.
 func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
-	return l.pass(c, f, &corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Frame{Frame: f}}, nil)
+	return l.pass(c, f, &linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Frame{Frame: f}}, nil)
 }
 
 // refresh sends c's refreshed identity to the core (f is the client's
@@ -278,10 +245,10 @@ func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
 // c's reader. It reports false (and closes c) when the link cannot take
 // it; an orphan's refresh is refused with a retry and changes nothing.
 func (l *link) refresh(c *conn, f *corralv1.ClientFrame, id *corralv1.Identity) bool {
-	return l.pass(c, f, &corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Refresh{Refresh: id}}, func() {
+	return l.pass(c, f, &linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Refresh{Refresh: id}}, func() {
 		// A new Attach: the old one may be shared with the transport.
 		a := c.attach
-		c.attach = &corralv1.Attach{Hello: a.GetHello(), Identity: id, RemoteAddr: a.GetRemoteAddr(), Protocol: a.GetProtocol()}
+		c.attach = &linkv1.Attach{Hello: a.GetHello(), Identity: id, RemoteAddr: a.GetRemoteAddr(), Protocol: a.GetProtocol()}
 		c.expireAt(id.GetExpiresUnix())
 	})
 }
@@ -289,7 +256,7 @@ func (l *link) refresh(c *conn, f *corralv1.ClientFrame, id *corralv1.Identity) 
 // pass queues ef, made of c's client frame f, for the core; queued runs
 // under the lock once it is. It reports false (and closes c) when the link
 // cannot take it; an orphan's f is refused with a retry.
-func (l *link) pass(c *conn, f *corralv1.ClientFrame, ef *corralv1.EdgeFrame, queued func()) bool {
+func (l *link) pass(c *conn, f *corralv1.ClientFrame, ef *linkv1.EdgeFrame, queued func()) bool {
 	l.mu.Lock()
 	_, attached := l.conns[c.id]
 	_, orphan := l.orphans[c.id]
@@ -330,7 +297,7 @@ func (l *link) detach(c *conn, clean bool) {
 			l.unlinkLocked(r.name, c)
 		}
 	}
-	l.enqueueLocked(&corralv1.EdgeFrame{Conn: c.id, Kind: &corralv1.EdgeFrame_Detach{Detach: &corralv1.Detach{Clean: clean}}})
+	l.enqueueLocked(&linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Detach{Detach: &linkv1.Detach{Clean: clean}}})
 }
 
 func (l *link) addMemberLocked(room string, c *conn) {
@@ -380,59 +347,62 @@ func (l *link) unlinkLocked(room string, c *conn) {
 	}
 }
 
-// dispatch delivers one batch from the core, in order.
-func (l *link) dispatch(frames []*corralv1.CoreFrame) {
+// dispatch delivers one batch from the core, in order. Each frame's kind
+// says what it is; positions are kept only as the core states them.
+func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, f := range frames {
 		switch k := f.GetKind().(type) {
-		case *corralv1.CoreFrame_Room:
-			l.deliverRoomLocked(k.Room)
-		case *corralv1.CoreFrame_Conn:
-			c := l.conns[k.Conn.GetConn()]
-			if c == nil {
-				continue
+		case *linkv1.CoreFrame_Live:
+			rf := k.Live
+			if len(l.rooms[rf.GetRoom()]) > 0 { // a room without members here is forgotten
+				l.roomSeq[rf.GetRoom()] = rf.GetSeq()
 			}
-			sf := k.Conn.GetFrame()
-			switch sk := sf.GetKind().(type) {
-			case *corralv1.ServerFrame_Welcome:
-				c.session, c.token = sk.Welcome.GetSessionId(), sk.Welcome.GetResumeToken()
-				// A reattach's Welcome goes to the client too: the resume
-				// rotated the token, and the client must resume with the
-				// new one if this connection drops (client.proto Welcome).
-			case *corralv1.ServerFrame_Joined:
-				j := sk.Joined
-				c.roomLocked(j.GetRoom()).position(j.GetSeq(), j.GetEpoch())
-			case *corralv1.ServerFrame_Reset_:
-				r := sk.Reset_
+			l.deliverRoomLocked(rf.GetRoom(), rf.GetFrame(), l.rooms[rf.GetRoom()], false)
+		case *linkv1.CoreFrame_Signals:
+			l.deliverRoomLocked(k.Signals.GetRoom(), k.Signals.GetFrame(), l.rooms[k.Signals.GetRoom()], true)
+		case *linkv1.CoreFrame_Presence:
+			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false)
+		case *linkv1.CoreFrame_Replay:
+			r := k.Replay
+			if c := l.conns[r.GetConn()]; c != nil {
 				c.roomLocked(r.GetRoom()).position(r.GetSeq(), r.GetEpoch())
-			case *corralv1.ServerFrame_Left:
-				c.updateRoomLocked(sk.Left.GetRoom(), func(r *connRoom) {
+				l.replayLocked(c, r.GetFrame())
+			}
+		case *linkv1.CoreFrame_Snapshot:
+			if c := l.conns[k.Snapshot.GetConn()]; c != nil {
+				l.replayLocked(c, k.Snapshot.GetFrame())
+			}
+		case *linkv1.CoreFrame_Position:
+			p := k.Position
+			if c := l.conns[p.GetConn()]; c != nil {
+				c.roomLocked(p.GetRoom()).position(p.GetSeq(), p.GetEpoch())
+				c.sendFrame(p.GetFrame())
+			}
+		case *linkv1.CoreFrame_Left:
+			if c := l.conns[k.Left.GetConn()]; c != nil {
+				c.updateRoomLocked(k.Left.GetRoom(), func(r *connRoom) {
 					// Nothing is kept of a room left: a connection
 					// joining ever-new rooms must not grow.
 					r.tracked, r.seq, r.presence, r.epoch = false, 0, false, ""
 				})
-			case *corralv1.ServerFrame_ReplayEnd:
-				c.roomLocked(sk.ReplayEnd.GetRoom()).track(sk.ReplayEnd.GetSeq())
-			case *corralv1.ServerFrame_Batch:
-				if fs := sk.Batch.GetFrames(); len(fs) > 0 {
-					if m := fs[len(fs)-1].GetMessage(); m != nil {
-						c.roomLocked(m.GetRoom()).track(m.GetSeq())
-					}
-				}
+				c.sendFrame(k.Left.GetFrame())
 			}
-			if sf.GetBatch() != nil {
-				// A batch for one connection is a replay of missed messages.
-				if b, err := protocol.AppendServer(c.enc, nil, sf); err == nil {
-					c.enqueueReplay(b)
-				}
-				continue
-			}
-			c.sendFrame(sf)
-			if sf.GetWelcome() != nil {
+		case *linkv1.CoreFrame_Session:
+			if c := l.conns[k.Session.GetConn()]; c != nil {
+				c.session, c.token = k.Session.GetSessionId(), k.Session.GetResumeToken()
+				// A reattach's Welcome goes to the client too: the resume
+				// rotated the token, and the client must resume with the
+				// new one if this connection drops (client.proto Welcome).
+				c.sendFrame(k.Session.GetFrame())
 				c.welcomed.Store(true) // after it is queued: see welcomed
 			}
-		case *corralv1.CoreFrame_Membership:
+		case *linkv1.CoreFrame_Conn:
+			if c := l.conns[k.Conn.GetConn()]; c != nil {
+				c.sendFrame(k.Conn.GetFrame())
+			}
+		case *linkv1.CoreFrame_Membership:
 			m := k.Membership
 			c := l.conns[m.GetConn()]
 			if c == nil {
@@ -446,7 +416,7 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 			} else {
 				l.removeMemberLocked(m.GetRoom(), c)
 			}
-		case *corralv1.CoreFrame_Close:
+		case *linkv1.CoreFrame_Close:
 			if c := l.conns[k.Close.GetConn()]; c != nil {
 				h := k.Close.GetHint()
 				c.closeWith(h.GetCode(), h.GetReason(), h.GetDelayMs(), true)
@@ -455,41 +425,39 @@ func (l *link) dispatch(frames []*corralv1.CoreFrame) {
 	}
 }
 
-// deliverRoomLocked encodes (and frames) a room frame once per encoding in
-// use and queues or writes the same bytes for every local member. Lock must
-// be held.
-func (l *link) deliverRoomLocked(rf *corralv1.RoomFrame) {
-	members := l.rooms[rf.GetRoom()]
-	if len(members) > 0 { // a room without members here is forgotten
-		switch k := rf.GetFrame().GetKind().(type) {
-		case *corralv1.ServerFrame_Message:
-			l.roomSeq[rf.GetRoom()] = k.Message.GetSeq()
-		case *corralv1.ServerFrame_Reset_:
-			l.roomSeq[rf.GetRoom()] = k.Reset_.GetSeq()
-		}
+// replayLocked queues f, frames for c alone outside the bounds of live
+// traffic (a replay or a snapshot). Lock must be held.
+func (l *link) replayLocked(c *conn, f *corralv1.ServerFrame) {
+	if b, err := protocol.AppendServer(c.enc, nil, f); err == nil {
+		c.enqueueReplay(b)
 	}
-	if rf.GetPresence() {
-		members = l.presence[rf.GetRoom()]
-	}
+}
+
+// deliverRoomLocked encodes (and frames) a room's frame f once per
+// encoding in use and queues or writes the same bytes for each of members;
+// signals marks a signal flush, merged while queued. Lock must be held.
+func (l *link) deliverRoomLocked(room string, f *corralv1.ServerFrame, members map[*conn]struct{}, signals bool) {
 	if len(members) == 0 {
 		return
 	}
-	// A batch in a room frame is the room's signal flush.
-	batch := rf.GetFrame().GetBatch()
+	var batch *corralv1.Batch
+	if signals {
+		batch = f.GetBatch()
+	}
 	var byEnc [2]encoded
 	for c := range members {
 		e := byEnc[c.enc]
 		if e.b == nil {
 			var err error
-			e, err = encode(c.enc, rf.GetFrame())
+			e, err = encode(c.enc, f)
 			if err != nil {
-				l.e.cfg.Logger.Error("encode room frame", "room", rf.GetRoom(), "err", err)
+				l.e.cfg.Logger.Error("encode room frame", "room", room, "err", err)
 				return
 			}
 			byEnc[c.enc] = e
 		}
 		if batch != nil {
-			c.enqueueSignals(rf.GetRoom(), batch, e)
+			c.enqueueSignals(room, batch, e)
 		} else {
 			c.enqueue(e)
 		}

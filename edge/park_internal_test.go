@@ -19,8 +19,8 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/core"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
 )
@@ -39,9 +39,9 @@ func startEdge(t *testing.T, park bool, tune func(*Config)) *testEdge {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	co := core.New(core.Config{Logger: quiet})
 	rpc := connect.NewServer()
-	corralv1connect.RegisterRoomServiceHandler(rpc, co)
+	linkv1connect.RegisterLinkServiceHandler(rpc, co)
 	cfg := Config{
-		Core:        corralv1connect.NewRoomServiceClient(connect.NewClient(connectinprocess.New(rpc))),
+		Core:        linkv1connect.NewLinkServiceClient(connect.NewClient(connectinprocess.New(rpc))),
 		Auth:        auth.Dev{},
 		AnyOrigin:   true,
 		Logger:      quiet,

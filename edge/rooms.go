@@ -16,7 +16,8 @@ type connRoom struct {
 	presence bool // in link.presence
 }
 
-// position records a Joined or a Reset: the room's position and epoch.
+// position records a position the core stated (link.proto ConnPosition,
+// ConnReplay): the room's seq and epoch.
 func (r *connRoom) position(seq uint64, epoch string) {
 	r.seq, r.epoch, r.tracked = seq, epoch, true
 }

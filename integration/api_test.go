@@ -14,6 +14,8 @@ import (
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -35,6 +37,27 @@ func apiOver(d *deployment, transport, key string) corralv1connect.RoomServiceCl
 		return apiclient.New("", key, &apiclient.Options{Transport: connectinprocess.New(d.apiNode.APIServer())})
 	}
 	return apiclient.New(d.apiURL, key, nil)
+}
+
+// linkOver is an edge's Link client to d's core over transport, presenting
+// key: the link is served beside the API, behind the same key check.
+func linkOver(d *deployment, transport, key string) linkv1connect.LinkServiceClient {
+	var t connect.Transport
+	switch transport {
+	case "grpc":
+		t = connecthttp.NewTransport(apiclient.H2CClient(), d.apiURL, connecthttp.WithGRPC())
+	case "grpcweb":
+		t = connecthttp.NewTransport(apiclient.H2CClient(), d.apiURL, connecthttp.WithGRPCWeb())
+	case "inprocess":
+		t = connectinprocess.New(d.apiNode.APIServer())
+	default:
+		t = connecthttp.NewTransport(apiclient.H2CClient(), d.apiURL)
+	}
+	var ics []connect.ClientInterceptor
+	if key != "" {
+		ics = append(ics, apiclient.Bearer(key))
+	}
+	return linkv1connect.NewLinkServiceClient(connect.NewClient(t, ics...))
 }
 
 // eventPump receives an Events stream on a goroutine.
@@ -308,9 +331,9 @@ func TestAPIAuth(t *testing.T) {
 				if codeOf(err) != connect.CodeUnauthenticated {
 					t.Fatalf("events: %v", err)
 				}
-				link, err := api.Link(ctx)
+				link, err := linkOver(d, tr, key).Link(ctx)
 				if err == nil {
-					_ = link.Send(&corralv1.LinkRequest{})
+					_ = link.Send(&linkv1.LinkRequest{})
 					_, err = link.Receive()
 					link.Close()
 				}

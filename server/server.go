@@ -19,7 +19,8 @@ import (
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/edge"
 	"github.com/corral-rt/corral/events"
-	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
@@ -300,10 +301,12 @@ func Start(opts Options) (*Node, error) {
 		ics = append(ics, limitStreams(cmp.Or(opts.APIMaxEventStreams, 16), apiRefused))
 		n.rpc = connect.NewServer(ics...)
 		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
+		linkv1connect.RegisterLinkServiceHandler(n.rpc, n.core)
 		rpc = n.rpc
 		if opts.Mode == Serve {
 			rpc = connect.NewServer(tracing.ServerInterceptor())
 			corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
+			linkv1connect.RegisterLinkServiceHandler(rpc, n.core)
 		}
 	}
 	if opts.Mode == Serve || opts.Mode == EdgeOnly {
@@ -318,7 +321,7 @@ func Start(opts Options) (*Node, error) {
 		}
 		ec := opts.Edge
 		if client != nil {
-			ec.Core = corralv1connect.NewRoomServiceClient(client)
+			ec.Core = linkv1connect.NewLinkServiceClient(client)
 		} else {
 			ics := []connect.ClientInterceptor{tracing.ClientInterceptor()}
 			if opts.CoreAPIKey != "" {
@@ -330,7 +333,7 @@ func Start(opts Options) (*Node, error) {
 					continue
 				}
 				c := connect.NewClient(connecthttp.NewTransport(hc, u, connecthttp.WithCompressors()), ics...)
-				ec.Cores = append(ec.Cores, corralv1connect.NewRoomServiceClient(c))
+				ec.Cores = append(ec.Cores, linkv1connect.NewLinkServiceClient(c))
 			}
 			if len(ec.Cores) == 0 {
 				return nil, errors.New("server: Options.CoreURL is required for an edge")
@@ -531,13 +534,13 @@ func (n *Node) closeStores() {
 // else is copied as usual.
 func shareLinkFrames(dst, src any) error {
 	switch d := dst.(type) {
-	case *corralv1.LinkRequest:
-		if s, ok := src.(*corralv1.LinkRequest); ok {
+	case *linkv1.LinkRequest:
+		if s, ok := src.(*linkv1.LinkRequest); ok {
 			d.Frames = s.Frames
 			return nil
 		}
-	case *corralv1.LinkResponse:
-		if s, ok := src.(*corralv1.LinkResponse); ok {
+	case *linkv1.LinkResponse:
+		if s, ok := src.(*linkv1.LinkResponse); ok {
 			d.Frames = s.Frames
 			return nil
 		}

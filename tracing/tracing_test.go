@@ -30,7 +30,7 @@ const apiKey = "tracing-test-key-0123456789"
 //	API:  caller's span → RoomService/Publish (client) → RoomService/Publish
 //	      (server, on the core) → corral.publish {room, seq} →
 //	      corral.store.append, corral.fanout {room, seq}
-//	Link: RoomService/Link (client, edge) → RoomService/Link (server,
+//	Link: LinkService/Link (client, edge) → LinkService/Link (server,
 //	      core); a WebSocket client's publish is a corral.publish {room,
 //	      seq} trace of its own, linked to the Link's server span, with
 //	      the same two children.
@@ -97,7 +97,7 @@ func TestPublishSpanTree(t *testing.T) {
 	var linkServer sdktrace.ReadOnlySpan
 	clients := map[trace.SpanID]bool{}
 	for _, s := range rec.Started() {
-		if s.Name() != "corral.v1.RoomService/Link" {
+		if s.Name() != "corral.link.v1.LinkService/Link" {
 			continue
 		}
 		switch {

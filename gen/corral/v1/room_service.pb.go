@@ -130,256 +130,12 @@ func (x PresenceChanged_Change) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PresenceChanged_Change.Descriptor instead.
 func (PresenceChanged_Change) EnumDescriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{26, 0}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{16, 0}
 }
 
-// LinkRequest is one batch of frames from an edge.
-type LinkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Frames        []*EdgeFrame           `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LinkRequest) Reset() {
-	*x = LinkRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LinkRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LinkRequest) ProtoMessage() {}
-
-func (x *LinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LinkRequest.ProtoReflect.Descriptor instead.
-func (*LinkRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *LinkRequest) GetFrames() []*EdgeFrame {
-	if x != nil {
-		return x.Frames
-	}
-	return nil
-}
-
-// EdgeFrame is one event of one client connection at the edge.
-type EdgeFrame struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The edge's id for the connection, unique within the Link.
-	Conn uint64 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
-	// Types that are valid to be assigned to Kind:
-	//
-	//	*EdgeFrame_Attach
-	//	*EdgeFrame_Frame
-	//	*EdgeFrame_Detach
-	//	*EdgeFrame_Refresh
-	Kind          isEdgeFrame_Kind `protobuf_oneof:"kind"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *EdgeFrame) Reset() {
-	*x = EdgeFrame{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *EdgeFrame) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*EdgeFrame) ProtoMessage() {}
-
-func (x *EdgeFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use EdgeFrame.ProtoReflect.Descriptor instead.
-func (*EdgeFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *EdgeFrame) GetConn() uint64 {
-	if x != nil {
-		return x.Conn
-	}
-	return 0
-}
-
-func (x *EdgeFrame) GetKind() isEdgeFrame_Kind {
-	if x != nil {
-		return x.Kind
-	}
-	return nil
-}
-
-func (x *EdgeFrame) GetAttach() *Attach {
-	if x != nil {
-		if x, ok := x.Kind.(*EdgeFrame_Attach); ok {
-			return x.Attach
-		}
-	}
-	return nil
-}
-
-func (x *EdgeFrame) GetFrame() *ClientFrame {
-	if x != nil {
-		if x, ok := x.Kind.(*EdgeFrame_Frame); ok {
-			return x.Frame
-		}
-	}
-	return nil
-}
-
-func (x *EdgeFrame) GetDetach() *Detach {
-	if x != nil {
-		if x, ok := x.Kind.(*EdgeFrame_Detach); ok {
-			return x.Detach
-		}
-	}
-	return nil
-}
-
-func (x *EdgeFrame) GetRefresh() *Identity {
-	if x != nil {
-		if x, ok := x.Kind.(*EdgeFrame_Refresh); ok {
-			return x.Refresh
-		}
-	}
-	return nil
-}
-
-type isEdgeFrame_Kind interface {
-	isEdgeFrame_Kind()
-}
-
-type EdgeFrame_Attach struct {
-	Attach *Attach `protobuf:"bytes,2,opt,name=attach,proto3,oneof"`
-}
-
-type EdgeFrame_Frame struct {
-	Frame *ClientFrame `protobuf:"bytes,3,opt,name=frame,proto3,oneof"`
-}
-
-type EdgeFrame_Detach struct {
-	Detach *Detach `protobuf:"bytes,4,opt,name=detach,proto3,oneof"`
-}
-
-type EdgeFrame_Refresh struct {
-	// The client refreshed its token (ClientFrame.refresh): the edge
-	// verified it and it names the connection's user. The core replaces
-	// the session's identity, leaves the rooms the new grants do not
-	// allow (Left with CODE_FORBIDDEN) and answers Refreshed.
-	Refresh *Identity `protobuf:"bytes,5,opt,name=refresh,proto3,oneof"`
-}
-
-func (*EdgeFrame_Attach) isEdgeFrame_Kind() {}
-
-func (*EdgeFrame_Frame) isEdgeFrame_Kind() {}
-
-func (*EdgeFrame_Detach) isEdgeFrame_Kind() {}
-
-func (*EdgeFrame_Refresh) isEdgeFrame_Kind() {}
-
-// Attach starts a connection's session on the core: the client's Hello,
-// after the edge verified its token.
-type Attach struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The client's Hello with the token removed.
-	Hello    *Hello    `protobuf:"bytes,1,opt,name=hello,proto3" json:"hello,omitempty"`
-	Identity *Identity `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
-	// The client's address, for logs.
-	RemoteAddr string `protobuf:"bytes,3,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
-	// The subprotocol the client speaks, for logs and metrics.
-	Protocol      string `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Attach) Reset() {
-	*x = Attach{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Attach) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Attach) ProtoMessage() {}
-
-func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Attach.ProtoReflect.Descriptor instead.
-func (*Attach) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *Attach) GetHello() *Hello {
-	if x != nil {
-		return x.Hello
-	}
-	return nil
-}
-
-func (x *Attach) GetIdentity() *Identity {
-	if x != nil {
-		return x.Identity
-	}
-	return nil
-}
-
-func (x *Attach) GetRemoteAddr() string {
-	if x != nil {
-		return x.RemoteAddr
-	}
-	return ""
-}
-
-func (x *Attach) GetProtocol() string {
-	if x != nil {
-		return x.Protocol
-	}
-	return ""
-}
-
-// Identity is what a verified connection token says about its bearer.
+// Identity is what a verified connection token says about its bearer:
+// what an auth.Authenticator returns, and what an edge attaches to a
+// connection on the link (corral/link/v1/link.proto).
 type Identity struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -396,7 +152,7 @@ type Identity struct {
 
 func (x *Identity) Reset() {
 	*x = Identity{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[3]
+	mi := &file_corral_v1_room_service_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +164,7 @@ func (x *Identity) String() string {
 func (*Identity) ProtoMessage() {}
 
 func (x *Identity) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[3]
+	mi := &file_corral_v1_room_service_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +177,7 @@ func (x *Identity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identity.ProtoReflect.Descriptor instead.
 func (*Identity) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{3}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Identity) GetUserId() string {
@@ -452,463 +208,6 @@ func (x *Identity) GetExpiresUnix() int64 {
 	return 0
 }
 
-// Detach reports that a client connection is gone.
-type Detach struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when the client closed normally (it is leaving, not dropping).
-	Clean         bool   `protobuf:"varint,1,opt,name=clean,proto3" json:"clean,omitempty"`
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Detach) Reset() {
-	*x = Detach{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Detach) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Detach) ProtoMessage() {}
-
-func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Detach.ProtoReflect.Descriptor instead.
-func (*Detach) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *Detach) GetClean() bool {
-	if x != nil {
-		return x.Clean
-	}
-	return false
-}
-
-func (x *Detach) GetReason() string {
-	if x != nil {
-		return x.Reason
-	}
-	return ""
-}
-
-// LinkResponse is one batch of frames from the core.
-type LinkResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Frames        []*CoreFrame           `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *LinkResponse) Reset() {
-	*x = LinkResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *LinkResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*LinkResponse) ProtoMessage() {}
-
-func (x *LinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use LinkResponse.ProtoReflect.Descriptor instead.
-func (*LinkResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *LinkResponse) GetFrames() []*CoreFrame {
-	if x != nil {
-		return x.Frames
-	}
-	return nil
-}
-
-// CoreFrame is one delivery from the core to an edge.
-type CoreFrame struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Kind:
-	//
-	//	*CoreFrame_Conn
-	//	*CoreFrame_Room
-	//	*CoreFrame_Close
-	//	*CoreFrame_Membership
-	Kind          isCoreFrame_Kind `protobuf_oneof:"kind"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CoreFrame) Reset() {
-	*x = CoreFrame{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CoreFrame) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CoreFrame) ProtoMessage() {}
-
-func (x *CoreFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CoreFrame.ProtoReflect.Descriptor instead.
-func (*CoreFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *CoreFrame) GetKind() isCoreFrame_Kind {
-	if x != nil {
-		return x.Kind
-	}
-	return nil
-}
-
-func (x *CoreFrame) GetConn() *ConnFrame {
-	if x != nil {
-		if x, ok := x.Kind.(*CoreFrame_Conn); ok {
-			return x.Conn
-		}
-	}
-	return nil
-}
-
-func (x *CoreFrame) GetRoom() *RoomFrame {
-	if x != nil {
-		if x, ok := x.Kind.(*CoreFrame_Room); ok {
-			return x.Room
-		}
-	}
-	return nil
-}
-
-func (x *CoreFrame) GetClose() *CloseConn {
-	if x != nil {
-		if x, ok := x.Kind.(*CoreFrame_Close); ok {
-			return x.Close
-		}
-	}
-	return nil
-}
-
-func (x *CoreFrame) GetMembership() *Membership {
-	if x != nil {
-		if x, ok := x.Kind.(*CoreFrame_Membership); ok {
-			return x.Membership
-		}
-	}
-	return nil
-}
-
-type isCoreFrame_Kind interface {
-	isCoreFrame_Kind()
-}
-
-type CoreFrame_Conn struct {
-	Conn *ConnFrame `protobuf:"bytes,1,opt,name=conn,proto3,oneof"`
-}
-
-type CoreFrame_Room struct {
-	Room *RoomFrame `protobuf:"bytes,2,opt,name=room,proto3,oneof"`
-}
-
-type CoreFrame_Close struct {
-	Close *CloseConn `protobuf:"bytes,3,opt,name=close,proto3,oneof"`
-}
-
-type CoreFrame_Membership struct {
-	Membership *Membership `protobuf:"bytes,4,opt,name=membership,proto3,oneof"`
-}
-
-func (*CoreFrame_Conn) isCoreFrame_Kind() {}
-
-func (*CoreFrame_Room) isCoreFrame_Kind() {}
-
-func (*CoreFrame_Close) isCoreFrame_Kind() {}
-
-func (*CoreFrame_Membership) isCoreFrame_Kind() {}
-
-// ConnFrame is a frame for one connection.
-type ConnFrame struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
-	Frame         *ServerFrame           `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ConnFrame) Reset() {
-	*x = ConnFrame{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ConnFrame) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ConnFrame) ProtoMessage() {}
-
-func (x *ConnFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ConnFrame.ProtoReflect.Descriptor instead.
-func (*ConnFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *ConnFrame) GetConn() uint64 {
-	if x != nil {
-		return x.Conn
-	}
-	return 0
-}
-
-func (x *ConnFrame) GetFrame() *ServerFrame {
-	if x != nil {
-		return x.Frame
-	}
-	return nil
-}
-
-// RoomFrame is a frame for every connection of this Link that is a member of
-// the room.
-type RoomFrame struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
-	Frame *ServerFrame           `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
-	// Only for the members added with Membership.presence.
-	Presence      bool `protobuf:"varint,3,opt,name=presence,proto3" json:"presence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RoomFrame) Reset() {
-	*x = RoomFrame{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RoomFrame) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RoomFrame) ProtoMessage() {}
-
-func (x *RoomFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RoomFrame.ProtoReflect.Descriptor instead.
-func (*RoomFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *RoomFrame) GetRoom() string {
-	if x != nil {
-		return x.Room
-	}
-	return ""
-}
-
-func (x *RoomFrame) GetFrame() *ServerFrame {
-	if x != nil {
-		return x.Frame
-	}
-	return nil
-}
-
-func (x *RoomFrame) GetPresence() bool {
-	if x != nil {
-		return x.Presence
-	}
-	return false
-}
-
-// Membership adds a connection to a room's local members at the edge (from
-// then on the room's RoomFrames reach it) or removes it. The core adds a
-// member only once the member has caught up with the room, after its Joined
-// frame and any replayed messages.
-type Membership struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Conn   uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
-	Room   string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
-	Member bool                   `protobuf:"varint,3,opt,name=member,proto3" json:"member,omitempty"`
-	// The member also receives the room's presence frames (RoomFrame with
-	// presence set).
-	Presence      bool `protobuf:"varint,4,opt,name=presence,proto3" json:"presence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Membership) Reset() {
-	*x = Membership{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[9]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Membership) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Membership) ProtoMessage() {}
-
-func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[9]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Membership.ProtoReflect.Descriptor instead.
-func (*Membership) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{9}
-}
-
-func (x *Membership) GetConn() uint64 {
-	if x != nil {
-		return x.Conn
-	}
-	return 0
-}
-
-func (x *Membership) GetRoom() string {
-	if x != nil {
-		return x.Room
-	}
-	return ""
-}
-
-func (x *Membership) GetMember() bool {
-	if x != nil {
-		return x.Member
-	}
-	return false
-}
-
-func (x *Membership) GetPresence() bool {
-	if x != nil {
-		return x.Presence
-	}
-	return false
-}
-
-// CloseConn asks the edge to close a connection with the hint's code.
-type CloseConn struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
-	Hint          *ReconnectHint         `protobuf:"bytes,2,opt,name=hint,proto3" json:"hint,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CloseConn) Reset() {
-	*x = CloseConn{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CloseConn) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CloseConn) ProtoMessage() {}
-
-func (x *CloseConn) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CloseConn.ProtoReflect.Descriptor instead.
-func (*CloseConn) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *CloseConn) GetConn() uint64 {
-	if x != nil {
-		return x.Conn
-	}
-	return 0
-}
-
-func (x *CloseConn) GetHint() *ReconnectHint {
-	if x != nil {
-		return x.Hint
-	}
-	return nil
-}
-
 // PublishRequest publishes as an internal service.
 type PublishRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -926,7 +225,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[11]
+	mi := &file_corral_v1_room_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +237,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[11]
+	mi := &file_corral_v1_room_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +250,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{11}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *PublishRequest) GetRoom() string {
@@ -994,7 +293,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[12]
+	mi := &file_corral_v1_room_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +305,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[12]
+	mi := &file_corral_v1_room_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +318,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{12}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PublishResponse) GetSeq() uint64 {
@@ -1060,7 +359,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[13]
+	mi := &file_corral_v1_room_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +371,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[13]
+	mi := &file_corral_v1_room_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +384,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{13}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HistoryRequest) GetRoom() string {
@@ -1140,7 +439,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[14]
+	mi := &file_corral_v1_room_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +451,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[14]
+	mi := &file_corral_v1_room_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +464,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{14}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HistoryResponse) GetMessages() []*Message {
@@ -1224,7 +523,7 @@ type BroadcastRequest struct {
 
 func (x *BroadcastRequest) Reset() {
 	*x = BroadcastRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[15]
+	mi := &file_corral_v1_room_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +535,7 @@ func (x *BroadcastRequest) String() string {
 func (*BroadcastRequest) ProtoMessage() {}
 
 func (x *BroadcastRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[15]
+	mi := &file_corral_v1_room_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +548,7 @@ func (x *BroadcastRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastRequest.ProtoReflect.Descriptor instead.
 func (*BroadcastRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{15}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BroadcastRequest) GetRooms() []string {
@@ -1293,7 +592,7 @@ type BroadcastResponse struct {
 
 func (x *BroadcastResponse) Reset() {
 	*x = BroadcastResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[16]
+	mi := &file_corral_v1_room_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +604,7 @@ func (x *BroadcastResponse) String() string {
 func (*BroadcastResponse) ProtoMessage() {}
 
 func (x *BroadcastResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[16]
+	mi := &file_corral_v1_room_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +617,7 @@ func (x *BroadcastResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastResponse.ProtoReflect.Descriptor instead.
 func (*BroadcastResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{16}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BroadcastResponse) GetResults() []*BroadcastResult {
@@ -1353,7 +652,7 @@ type BroadcastResult struct {
 
 func (x *BroadcastResult) Reset() {
 	*x = BroadcastResult{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[17]
+	mi := &file_corral_v1_room_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +664,7 @@ func (x *BroadcastResult) String() string {
 func (*BroadcastResult) ProtoMessage() {}
 
 func (x *BroadcastResult) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[17]
+	mi := &file_corral_v1_room_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +677,7 @@ func (x *BroadcastResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BroadcastResult.ProtoReflect.Descriptor instead.
 func (*BroadcastResult) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{17}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BroadcastResult) GetRoom() string {
@@ -1433,7 +732,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[18]
+	mi := &file_corral_v1_room_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +744,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[18]
+	mi := &file_corral_v1_room_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +757,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{18}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MembersRequest) GetRoom() string {
@@ -1485,7 +784,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[19]
+	mi := &file_corral_v1_room_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +796,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[19]
+	mi := &file_corral_v1_room_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +809,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{19}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -1547,7 +846,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[20]
+	mi := &file_corral_v1_room_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +858,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[20]
+	mi := &file_corral_v1_room_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +871,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{20}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Member) GetUserId() string {
@@ -1623,7 +922,7 @@ type DisconnectRequest struct {
 
 func (x *DisconnectRequest) Reset() {
 	*x = DisconnectRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[21]
+	mi := &file_corral_v1_room_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +934,7 @@ func (x *DisconnectRequest) String() string {
 func (*DisconnectRequest) ProtoMessage() {}
 
 func (x *DisconnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[21]
+	mi := &file_corral_v1_room_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +947,7 @@ func (x *DisconnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectRequest.ProtoReflect.Descriptor instead.
 func (*DisconnectRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{21}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DisconnectRequest) GetTarget() isDisconnectRequest_Target {
@@ -1723,7 +1022,7 @@ type DisconnectResponse struct {
 
 func (x *DisconnectResponse) Reset() {
 	*x = DisconnectResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[22]
+	mi := &file_corral_v1_room_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1034,7 @@ func (x *DisconnectResponse) String() string {
 func (*DisconnectResponse) ProtoMessage() {}
 
 func (x *DisconnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[22]
+	mi := &file_corral_v1_room_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1047,7 @@ func (x *DisconnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisconnectResponse.ProtoReflect.Descriptor instead.
 func (*DisconnectResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{22}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DisconnectResponse) GetSessionIds() []string {
@@ -1786,7 +1085,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[23]
+	mi := &file_corral_v1_room_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1097,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[23]
+	mi := &file_corral_v1_room_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1110,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{23}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EventsRequest) GetAfter() string {
@@ -1858,7 +1157,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[24]
+	mi := &file_corral_v1_room_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1169,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[24]
+	mi := &file_corral_v1_room_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1182,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{24}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -1922,7 +1221,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[25]
+	mi := &file_corral_v1_room_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +1233,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[25]
+	mi := &file_corral_v1_room_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +1246,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{25}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Event) GetPosition() string {
@@ -2079,7 +1378,7 @@ type PresenceChanged struct {
 
 func (x *PresenceChanged) Reset() {
 	*x = PresenceChanged{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	mi := &file_corral_v1_room_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +1390,7 @@ func (x *PresenceChanged) String() string {
 func (*PresenceChanged) ProtoMessage() {}
 
 func (x *PresenceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	mi := &file_corral_v1_room_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +1403,7 @@ func (x *PresenceChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceChanged.ProtoReflect.Descriptor instead.
 func (*PresenceChanged) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{26}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PresenceChanged) GetChange() PresenceChanged_Change {
@@ -2134,7 +1433,7 @@ type MemberJoined struct {
 
 func (x *MemberJoined) Reset() {
 	*x = MemberJoined{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	mi := &file_corral_v1_room_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +1445,7 @@ func (x *MemberJoined) String() string {
 func (*MemberJoined) ProtoMessage() {}
 
 func (x *MemberJoined) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	mi := &file_corral_v1_room_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +1458,7 @@ func (x *MemberJoined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberJoined.ProtoReflect.Descriptor instead.
 func (*MemberJoined) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{27}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MemberJoined) GetUserId() string {
@@ -2194,7 +1493,7 @@ type MemberLeft struct {
 
 func (x *MemberLeft) Reset() {
 	*x = MemberLeft{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	mi := &file_corral_v1_room_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +1505,7 @@ func (x *MemberLeft) String() string {
 func (*MemberLeft) ProtoMessage() {}
 
 func (x *MemberLeft) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	mi := &file_corral_v1_room_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +1518,7 @@ func (x *MemberLeft) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberLeft.ProtoReflect.Descriptor instead.
 func (*MemberLeft) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{28}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MemberLeft) GetUserId() string {
@@ -2252,7 +1551,7 @@ type MemberDisconnected struct {
 
 func (x *MemberDisconnected) Reset() {
 	*x = MemberDisconnected{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[29]
+	mi := &file_corral_v1_room_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +1563,7 @@ func (x *MemberDisconnected) String() string {
 func (*MemberDisconnected) ProtoMessage() {}
 
 func (x *MemberDisconnected) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[29]
+	mi := &file_corral_v1_room_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +1576,7 @@ func (x *MemberDisconnected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberDisconnected.ProtoReflect.Descriptor instead.
 func (*MemberDisconnected) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{29}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MemberDisconnected) GetUserId() string {
@@ -2334,7 +1633,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	mi := &file_corral_v1_room_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +1645,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	mi := &file_corral_v1_room_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +1658,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{30}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GrantRequest) GetUserId() string {
@@ -2392,7 +1691,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	mi := &file_corral_v1_room_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +1703,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	mi := &file_corral_v1_room_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +1716,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{31}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{21}
 }
 
 // RevokeRequest takes grants away. A revoked pattern removes every
@@ -2437,7 +1736,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	mi := &file_corral_v1_room_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +1748,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	mi := &file_corral_v1_room_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +1761,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{32}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeRequest) GetUserId() string {
@@ -2500,7 +1799,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_corral_v1_room_service_proto_msgTypes[33]
+	mi := &file_corral_v1_room_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +1811,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_room_service_proto_msgTypes[33]
+	mi := &file_corral_v1_room_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +1824,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{33}
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RevokeResponse) GetSessionIds() []string {
@@ -2546,56 +1845,12 @@ var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1ccorral/v1/room_service.proto\x12\tcorral.v1\x1a\x16corral/v1/client.proto\x1a\x15corral/v1/codes.proto\";\n" +
-	"\vLinkRequest\x12,\n" +
-	"\x06frames\x18\x01 \x03(\v2\x14.corral.v1.EdgeFrameR\x06frames\"\xe2\x01\n" +
-	"\tEdgeFrame\x12\x12\n" +
-	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12+\n" +
-	"\x06attach\x18\x02 \x01(\v2\x11.corral.v1.AttachH\x00R\x06attach\x12.\n" +
-	"\x05frame\x18\x03 \x01(\v2\x16.corral.v1.ClientFrameH\x00R\x05frame\x12+\n" +
-	"\x06detach\x18\x04 \x01(\v2\x11.corral.v1.DetachH\x00R\x06detach\x12/\n" +
-	"\arefresh\x18\x05 \x01(\v2\x13.corral.v1.IdentityH\x00R\arefreshB\x06\n" +
-	"\x04kind\"\x9e\x01\n" +
-	"\x06Attach\x12&\n" +
-	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloR\x05hello\x12/\n" +
-	"\bidentity\x18\x02 \x01(\v2\x13.corral.v1.IdentityR\bidentity\x12\x1f\n" +
-	"\vremote_addr\x18\x03 \x01(\tR\n" +
-	"remoteAddr\x12\x1a\n" +
-	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"t\n" +
+	"\x1ccorral/v1/room_service.proto\x12\tcorral.v1\x1a\x16corral/v1/client.proto\x1a\x15corral/v1/codes.proto\"t\n" +
 	"\bIdentity\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04join\x18\x02 \x03(\tR\x04join\x12\x18\n" +
 	"\apublish\x18\x03 \x03(\tR\apublish\x12!\n" +
-	"\fexpires_unix\x18\x04 \x01(\x03R\vexpiresUnix\"6\n" +
-	"\x06Detach\x12\x14\n" +
-	"\x05clean\x18\x01 \x01(\bR\x05clean\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
-	"\fLinkResponse\x12,\n" +
-	"\x06frames\x18\x01 \x03(\v2\x14.corral.v1.CoreFrameR\x06frames\"\xd2\x01\n" +
-	"\tCoreFrame\x12*\n" +
-	"\x04conn\x18\x01 \x01(\v2\x14.corral.v1.ConnFrameH\x00R\x04conn\x12*\n" +
-	"\x04room\x18\x02 \x01(\v2\x14.corral.v1.RoomFrameH\x00R\x04room\x12,\n" +
-	"\x05close\x18\x03 \x01(\v2\x14.corral.v1.CloseConnH\x00R\x05close\x127\n" +
-	"\n" +
-	"membership\x18\x04 \x01(\v2\x15.corral.v1.MembershipH\x00R\n" +
-	"membershipB\x06\n" +
-	"\x04kind\"M\n" +
-	"\tConnFrame\x12\x12\n" +
-	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"i\n" +
-	"\tRoomFrame\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\x12\x1a\n" +
-	"\bpresence\x18\x03 \x01(\bR\bpresence\"h\n" +
-	"\n" +
-	"Membership\x12\x12\n" +
-	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
-	"\x04room\x18\x02 \x01(\tR\x04room\x12\x16\n" +
-	"\x06member\x18\x03 \x01(\bR\x06member\x12\x1a\n" +
-	"\bpresence\x18\x04 \x01(\bR\bpresence\"M\n" +
-	"\tCloseConn\x12\x12\n" +
-	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12,\n" +
-	"\x04hint\x18\x02 \x01(\v2\x18.corral.v1.ReconnectHintR\x04hint\"\x7f\n" +
+	"\fexpires_unix\x18\x04 \x01(\x03R\vexpiresUnix\"\x7f\n" +
 	"\x0ePublishRequest\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12'\n" +
@@ -2720,9 +1975,8 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
 	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
-	"\x13EVENT_KIND_PRESENCE\x10\x052\xdf\x04\n" +
-	"\vRoomService\x12;\n" +
-	"\x04Link\x12\x16.corral.v1.LinkRequest\x1a\x17.corral.v1.LinkResponse(\x010\x01\x12@\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xa2\x04\n" +
+	"\vRoomService\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
 	"\tBroadcast\x12\x1b.corral.v1.BroadcastRequest\x1a\x1c.corral.v1.BroadcastResponse\x12@\n" +
 	"\aHistory\x12\x19.corral.v1.HistoryRequest\x1a\x1a.corral.v1.HistoryResponse\x12@\n" +
@@ -2748,106 +2002,75 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(EventKind)(0),              // 0: corral.v1.EventKind
 	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
-	(*LinkRequest)(nil),         // 2: corral.v1.LinkRequest
-	(*EdgeFrame)(nil),           // 3: corral.v1.EdgeFrame
-	(*Attach)(nil),              // 4: corral.v1.Attach
-	(*Identity)(nil),            // 5: corral.v1.Identity
-	(*Detach)(nil),              // 6: corral.v1.Detach
-	(*LinkResponse)(nil),        // 7: corral.v1.LinkResponse
-	(*CoreFrame)(nil),           // 8: corral.v1.CoreFrame
-	(*ConnFrame)(nil),           // 9: corral.v1.ConnFrame
-	(*RoomFrame)(nil),           // 10: corral.v1.RoomFrame
-	(*Membership)(nil),          // 11: corral.v1.Membership
-	(*CloseConn)(nil),           // 12: corral.v1.CloseConn
-	(*PublishRequest)(nil),      // 13: corral.v1.PublishRequest
-	(*PublishResponse)(nil),     // 14: corral.v1.PublishResponse
-	(*HistoryRequest)(nil),      // 15: corral.v1.HistoryRequest
-	(*HistoryResponse)(nil),     // 16: corral.v1.HistoryResponse
-	(*BroadcastRequest)(nil),    // 17: corral.v1.BroadcastRequest
-	(*BroadcastResponse)(nil),   // 18: corral.v1.BroadcastResponse
-	(*BroadcastResult)(nil),     // 19: corral.v1.BroadcastResult
-	(*MembersRequest)(nil),      // 20: corral.v1.MembersRequest
-	(*MembersResponse)(nil),     // 21: corral.v1.MembersResponse
-	(*Member)(nil),              // 22: corral.v1.Member
-	(*DisconnectRequest)(nil),   // 23: corral.v1.DisconnectRequest
-	(*DisconnectResponse)(nil),  // 24: corral.v1.DisconnectResponse
-	(*EventsRequest)(nil),       // 25: corral.v1.EventsRequest
-	(*EventsResponse)(nil),      // 26: corral.v1.EventsResponse
-	(*Event)(nil),               // 27: corral.v1.Event
-	(*PresenceChanged)(nil),     // 28: corral.v1.PresenceChanged
-	(*MemberJoined)(nil),        // 29: corral.v1.MemberJoined
-	(*MemberLeft)(nil),          // 30: corral.v1.MemberLeft
-	(*MemberDisconnected)(nil),  // 31: corral.v1.MemberDisconnected
-	(*GrantRequest)(nil),        // 32: corral.v1.GrantRequest
-	(*GrantResponse)(nil),       // 33: corral.v1.GrantResponse
-	(*RevokeRequest)(nil),       // 34: corral.v1.RevokeRequest
-	(*RevokeResponse)(nil),      // 35: corral.v1.RevokeResponse
-	(*ClientFrame)(nil),         // 36: corral.v1.ClientFrame
-	(*Hello)(nil),               // 37: corral.v1.Hello
-	(*ServerFrame)(nil),         // 38: corral.v1.ServerFrame
-	(*ReconnectHint)(nil),       // 39: corral.v1.ReconnectHint
-	(*Message)(nil),             // 40: corral.v1.Message
-	(*PresenceMember)(nil),      // 41: corral.v1.PresenceMember
-	(Code)(0),                   // 42: corral.v1.Code
+	(*Identity)(nil),            // 2: corral.v1.Identity
+	(*PublishRequest)(nil),      // 3: corral.v1.PublishRequest
+	(*PublishResponse)(nil),     // 4: corral.v1.PublishResponse
+	(*HistoryRequest)(nil),      // 5: corral.v1.HistoryRequest
+	(*HistoryResponse)(nil),     // 6: corral.v1.HistoryResponse
+	(*BroadcastRequest)(nil),    // 7: corral.v1.BroadcastRequest
+	(*BroadcastResponse)(nil),   // 8: corral.v1.BroadcastResponse
+	(*BroadcastResult)(nil),     // 9: corral.v1.BroadcastResult
+	(*MembersRequest)(nil),      // 10: corral.v1.MembersRequest
+	(*MembersResponse)(nil),     // 11: corral.v1.MembersResponse
+	(*Member)(nil),              // 12: corral.v1.Member
+	(*DisconnectRequest)(nil),   // 13: corral.v1.DisconnectRequest
+	(*DisconnectResponse)(nil),  // 14: corral.v1.DisconnectResponse
+	(*EventsRequest)(nil),       // 15: corral.v1.EventsRequest
+	(*EventsResponse)(nil),      // 16: corral.v1.EventsResponse
+	(*Event)(nil),               // 17: corral.v1.Event
+	(*PresenceChanged)(nil),     // 18: corral.v1.PresenceChanged
+	(*MemberJoined)(nil),        // 19: corral.v1.MemberJoined
+	(*MemberLeft)(nil),          // 20: corral.v1.MemberLeft
+	(*MemberDisconnected)(nil),  // 21: corral.v1.MemberDisconnected
+	(*GrantRequest)(nil),        // 22: corral.v1.GrantRequest
+	(*GrantResponse)(nil),       // 23: corral.v1.GrantResponse
+	(*RevokeRequest)(nil),       // 24: corral.v1.RevokeRequest
+	(*RevokeResponse)(nil),      // 25: corral.v1.RevokeResponse
+	(*Message)(nil),             // 26: corral.v1.Message
+	(*PresenceMember)(nil),      // 27: corral.v1.PresenceMember
+	(Code)(0),                   // 28: corral.v1.Code
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	3,  // 0: corral.v1.LinkRequest.frames:type_name -> corral.v1.EdgeFrame
-	4,  // 1: corral.v1.EdgeFrame.attach:type_name -> corral.v1.Attach
-	36, // 2: corral.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
-	6,  // 3: corral.v1.EdgeFrame.detach:type_name -> corral.v1.Detach
-	5,  // 4: corral.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
-	37, // 5: corral.v1.Attach.hello:type_name -> corral.v1.Hello
-	5,  // 6: corral.v1.Attach.identity:type_name -> corral.v1.Identity
-	8,  // 7: corral.v1.LinkResponse.frames:type_name -> corral.v1.CoreFrame
-	9,  // 8: corral.v1.CoreFrame.conn:type_name -> corral.v1.ConnFrame
-	10, // 9: corral.v1.CoreFrame.room:type_name -> corral.v1.RoomFrame
-	12, // 10: corral.v1.CoreFrame.close:type_name -> corral.v1.CloseConn
-	11, // 11: corral.v1.CoreFrame.membership:type_name -> corral.v1.Membership
-	38, // 12: corral.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	38, // 13: corral.v1.RoomFrame.frame:type_name -> corral.v1.ServerFrame
-	39, // 14: corral.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	40, // 15: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
-	19, // 16: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
-	22, // 17: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	41, // 18: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	42, // 19: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
-	0,  // 20: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
-	27, // 21: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	40, // 22: corral.v1.Event.message:type_name -> corral.v1.Message
-	29, // 23: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
-	30, // 24: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
-	31, // 25: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
-	28, // 26: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
-	1,  // 27: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	41, // 28: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	42, // 29: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	2,  // 30: corral.v1.RoomService.Link:input_type -> corral.v1.LinkRequest
-	13, // 31: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	17, // 32: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	15, // 33: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	20, // 34: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	23, // 35: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	25, // 36: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	32, // 37: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	34, // 38: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	7,  // 39: corral.v1.RoomService.Link:output_type -> corral.v1.LinkResponse
-	14, // 40: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	18, // 41: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	16, // 42: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	21, // 43: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	24, // 44: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	26, // 45: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	33, // 46: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	35, // 47: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	39, // [39:48] is the sub-list for method output_type
-	30, // [30:39] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	26, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	9,  // 1: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
+	12, // 2: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
+	27, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	28, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	0,  // 5: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
+	17, // 6: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
+	26, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
+	19, // 8: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
+	20, // 9: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
+	21, // 10: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
+	18, // 11: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
+	1,  // 12: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
+	27, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	28, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	3,  // 15: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	7,  // 16: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	5,  // 17: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	10, // 18: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	13, // 19: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	15, // 20: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	22, // 21: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	24, // 22: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	4,  // 23: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	8,  // 24: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	6,  // 25: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	11, // 26: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	14, // 27: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	16, // 28: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	23, // 29: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	25, // 30: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -2857,23 +2080,11 @@ func file_corral_v1_room_service_proto_init() {
 	}
 	file_corral_v1_client_proto_init()
 	file_corral_v1_codes_proto_init()
-	file_corral_v1_room_service_proto_msgTypes[1].OneofWrappers = []any{
-		(*EdgeFrame_Attach)(nil),
-		(*EdgeFrame_Frame)(nil),
-		(*EdgeFrame_Detach)(nil),
-		(*EdgeFrame_Refresh)(nil),
-	}
-	file_corral_v1_room_service_proto_msgTypes[6].OneofWrappers = []any{
-		(*CoreFrame_Conn)(nil),
-		(*CoreFrame_Room)(nil),
-		(*CoreFrame_Close)(nil),
-		(*CoreFrame_Membership)(nil),
-	}
-	file_corral_v1_room_service_proto_msgTypes[21].OneofWrappers = []any{
+	file_corral_v1_room_service_proto_msgTypes[11].OneofWrappers = []any{
 		(*DisconnectRequest_UserId)(nil),
 		(*DisconnectRequest_SessionId)(nil),
 	}
-	file_corral_v1_room_service_proto_msgTypes[25].OneofWrappers = []any{
+	file_corral_v1_room_service_proto_msgTypes[15].OneofWrappers = []any{
 		(*Event_Message)(nil),
 		(*Event_Joined)(nil),
 		(*Event_Left)(nil),
@@ -2886,7 +2097,7 @@ func file_corral_v1_room_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,8 +24,6 @@ const (
 // reflection-formatted method names, remove the leading slash and convert the remaining slash to a
 // period.
 const (
-	// RoomServiceLinkProcedure is the procedure name of the RoomService's Link RPC.
-	RoomServiceLinkProcedure = "/corral.v1.RoomService/Link"
 	// RoomServicePublishProcedure is the procedure name of the RoomService's Publish RPC.
 	RoomServicePublishProcedure = "/corral.v1.RoomService/Publish"
 	// RoomServiceBroadcastProcedure is the procedure name of the RoomService's Broadcast RPC.
@@ -45,13 +43,6 @@ const (
 )
 
 var (
-	roomServiceLinkSpec = sync.OnceValue(func() connect.Spec {
-		return connect.Spec{
-			StreamType: connect.StreamTypeBidi,
-			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Link"),
-			Procedure:  RoomServiceLinkProcedure,
-		}
-	})
 	roomServicePublishSpec = sync.OnceValue(func() connect.Spec {
 		return connect.Spec{
 			StreamType: connect.StreamTypeUnary,
@@ -112,8 +103,6 @@ var (
 
 // RoomServiceClient is a client for the corral.v1.RoomService service.
 type RoomServiceClient interface {
-	// Link carries client connections between one edge and the core.
-	Link(context.Context) (RoomServiceLinkClientStream, error)
 	// Publish appends a reliable message to a room and fans it out.
 	Publish(context.Context, *v1.PublishRequest) (*v1.PublishResponse, error)
 	// Broadcast publishes one payload to many rooms in one call, each room
@@ -147,42 +136,6 @@ func NewRoomServiceClient(client *connect.Client) RoomServiceClient {
 	return &roomServiceClient{client: client}
 }
 
-// RoomServiceLinkClientStream is the client stream for the RoomService's Link RPC.
-type RoomServiceLinkClientStream struct {
-	stream connect.ClientStream
-}
-
-// SendHeaders opens the stream and flushes the request headers without a message. The first Send or
-// Receive does this implicitly.
-func (s RoomServiceLinkClientStream) SendHeaders() error {
-	return s.stream.SendHeaders()
-}
-
-// Send sends a request message to the server.
-func (s RoomServiceLinkClientStream) Send(req *v1.LinkRequest) error {
-	return s.stream.Send(req)
-}
-
-// CloseSend closes the request side of the stream.
-func (s RoomServiceLinkClientStream) CloseSend() error {
-	return s.stream.CloseSend()
-}
-
-// Receive returns the next response message from the server.
-func (s RoomServiceLinkClientStream) Receive() (*v1.LinkResponse, error) {
-	var res v1.LinkResponse
-	if err := s.stream.Receive(&res); err != nil {
-		return nil, err
-	}
-	return &res, nil
-}
-
-// Close releases the stream's resources. It is idempotent and is typically deferred to clean up a
-// stream abandoned before io.EOF.
-func (s RoomServiceLinkClientStream) Close() error {
-	return s.stream.Close()
-}
-
 // RoomServiceEventsClientStream is the client stream for the RoomService's Events RPC.
 type RoomServiceEventsClientStream struct {
 	stream connect.ClientStream
@@ -205,8 +158,6 @@ func (s RoomServiceEventsClientStream) Close() error {
 
 // RoomServiceHandler is an implementation of the corral.v1.RoomService service.
 type RoomServiceHandler interface {
-	// Link carries client connections between one edge and the core.
-	Link(context.Context, RoomServiceLinkServerStream) error
 	// Publish appends a reliable message to a room and fans it out.
 	Publish(context.Context, *v1.PublishRequest) (*v1.PublishResponse, error)
 	// Broadcast publishes one payload to many rooms in one call, each room
@@ -238,7 +189,6 @@ type RoomServiceHandler interface {
 func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) {
 	adapter := roomServiceHandler{svc: svc}
 	server.Register(
-		connect.Method{Spec: roomServiceLinkSpec(), Handler: adapter.link},
 		connect.Method{Spec: roomServicePublishSpec(), Handler: adapter.publish},
 		connect.Method{Spec: roomServiceBroadcastSpec(), Handler: adapter.broadcast},
 		connect.Method{Spec: roomServiceHistorySpec(), Handler: adapter.history},
@@ -248,30 +198,6 @@ func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) 
 		connect.Method{Spec: roomServiceGrantSpec(), Handler: adapter.grant},
 		connect.Method{Spec: roomServiceRevokeSpec(), Handler: adapter.revoke},
 	)
-}
-
-// RoomServiceLinkServerStream is the server stream for the RoomService's Link RPC.
-type RoomServiceLinkServerStream struct {
-	stream connect.ServerStream
-}
-
-// Receive returns the next request message from the client.
-func (s RoomServiceLinkServerStream) Receive() (*v1.LinkRequest, error) {
-	var req v1.LinkRequest
-	if err := s.stream.Receive(&req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
-
-// SendHeaders flushes the response headers without a message. The first Send does this implicitly.
-func (s RoomServiceLinkServerStream) SendHeaders() error {
-	return s.stream.SendHeaders()
-}
-
-// Send sends a response message to the client.
-func (s RoomServiceLinkServerStream) Send(res *v1.LinkResponse) error {
-	return s.stream.Send(res)
 }
 
 // RoomServiceEventsServerStream is the server stream for the RoomService's Events RPC.
@@ -291,10 +217,6 @@ func (s RoomServiceEventsServerStream) Send(res *v1.EventsResponse) error {
 
 // UnimplementedRoomServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedRoomServiceHandler struct{}
-
-func (UnimplementedRoomServiceHandler) Link(context.Context, RoomServiceLinkServerStream) error {
-	return connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Link is not implemented")
-}
 
 func (UnimplementedRoomServiceHandler) Publish(context.Context, *v1.PublishRequest) (*v1.PublishResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Publish is not implemented")
@@ -330,14 +252,6 @@ func (UnimplementedRoomServiceHandler) Revoke(context.Context, *v1.RevokeRequest
 
 type roomServiceClient struct {
 	client *connect.Client
-}
-
-func (c *roomServiceClient) Link(ctx context.Context) (RoomServiceLinkClientStream, error) {
-	stream, err := c.client.CallClientStream(ctx, roomServiceLinkSpec())
-	if err != nil {
-		return RoomServiceLinkClientStream{}, err
-	}
-	return RoomServiceLinkClientStream{stream: stream}, nil
 }
 
 func (c *roomServiceClient) Publish(ctx context.Context, req *v1.PublishRequest) (*v1.PublishResponse, error) {
@@ -405,10 +319,6 @@ func (c *roomServiceClient) Revoke(ctx context.Context, req *v1.RevokeRequest) (
 }
 
 type roomServiceHandler struct{ svc RoomServiceHandler }
-
-func (h roomServiceHandler) link(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
-	return h.svc.Link(ctx, RoomServiceLinkServerStream{stream: stream})
-}
 
 func (h roomServiceHandler) publish(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
 	var req v1.PublishRequest
