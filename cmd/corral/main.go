@@ -164,6 +164,7 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Core.Presence.Tick = f.presenceTick
 	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
 	opts.PresenceDeadAfter = f.presenceDeadAfter
+	opts.RedisTimeout = f.redisTimeout
 	opts.Core.SignalTick = f.signalTick
 	for _, item := range splitList(f.signalTickRooms) {
 		pattern, d, ok := strings.Cut(item, "=")
@@ -256,6 +257,7 @@ type flags struct {
 	signalTickRooms             string
 	presenceGrace, presenceTick time.Duration
 	presenceDeadAfter           time.Duration
+	redisTimeout                time.Duration
 	presenceMaxDiff             int
 	admitRate, resumeRate       float64
 	admitBurst, resumeBurst     int
@@ -314,6 +316,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db, or any node of a Redis 7 Cluster) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
 		fs.StringVar(&f.redisFile, "redis-file", "", "`file` holding --redis (a URL with a password), instead of the flag [CORRAL_REDIS_FILE]")
 		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
+		fs.DurationVar(&f.redisTimeout, "redis-timeout", 3*time.Second, "bound of every Redis command a store makes: past it a publish, join or resume fails with retry-later (4103) instead of waiting for a stalled or partitioned Redis [CORRAL_REDIS_TIMEOUT]")
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.historyTTL, "history-ttl", 24*time.Hour, "a room's history is forgotten this long after its last message (in memory: or after its last member left, whichever is later); it then starts over under a new epoch [CORRAL_HISTORY_TTL]")
 		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")
