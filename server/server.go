@@ -213,7 +213,7 @@ func Start(opts Options) (*Node, error) {
 			// Every store's commands get the store timeout, its failures
 			// are counted, and a probe keeps /readyz current.
 			n.guard = redisguard.New(redisguard.Options{Timeout: opts.RedisTimeout, Logger: cc.Logger, Registerer: reg})
-			ro.DialCtxFn = n.guard.Dial
+			n.guard.Configure(&ro)
 			n.redis, err = rueidis.NewClient(ro)
 			if err != nil {
 				n.guard.Close()

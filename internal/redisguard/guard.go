@@ -139,9 +139,20 @@ func New(opts Options) *Guard {
 // Timeout is the bound of one store command.
 func (g *Guard) Timeout() time.Duration { return g.timeout }
 
-// Dial opens a connection to Redis for rueidis: set it as
-// rueidis.ClientOption.DialCtxFn. It counts a connection opened after one
-// was closed as a reconnect.
+// Configure prepares the options of the client the Guard will watch: its
+// connections are opened by [Guard.Dial], and opening one (connect and
+// handshake) is bounded by the store timeout unless opt sets a bound,
+// since store calls queue behind a connection being opened.
+func (g *Guard) Configure(opt *rueidis.ClientOption) {
+	opt.DialCtxFn = g.Dial
+	if opt.Dialer.Timeout <= 0 {
+		opt.Dialer.Timeout = g.timeout
+	}
+}
+
+// Dial opens a connection to Redis for rueidis (ClientOption.DialCtxFn;
+// see [Guard.Configure]). It counts a connection opened after one was
+// closed as a reconnect.
 func (g *Guard) Dial(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	var c net.Conn
 	var err error

@@ -34,9 +34,9 @@ func setup(t *testing.T, timeout time.Duration) (*redisguard.Guard, rueidis.Clie
 		Timeout: timeout, ProbeEvery: 50 * time.Millisecond, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	})
-	c, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: []string{tox.Addr()}, DisableCache: true, DialCtxFn: g.Dial,
-	})
+	opt := rueidis.ClientOption{InitAddress: []string{tox.Addr()}, DisableCache: true}
+	g.Configure(&opt)
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
