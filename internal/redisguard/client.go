@@ -19,6 +19,11 @@ import (
 // their subscriptions, and rueidis's own PING ends a silent one. The
 // result is used exactly as client; closing it closes client.
 func (g *Guard) Wrap(client rueidis.Client, store string) rueidis.Client {
+	// Every series from zero, so that a rate or an alert sees the first
+	// failure.
+	for _, kind := range []string{kindTimeout, kindConnection, kindOther} {
+		g.errs.WithLabelValues(store, kind)
+	}
 	return &guarded{Client: client, g: g, store: store}
 }
 
