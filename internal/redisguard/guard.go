@@ -45,10 +45,9 @@ var ErrTimeout = errors.New("redisguard: no reply from Redis within the store ti
 // package, as with net.Error.
 type timeoutError struct{ after time.Duration }
 
-func (e *timeoutError) Error() string   { return fmt.Sprintf("%v (%v)", ErrTimeout, e.after) }
-func (e *timeoutError) Unwrap() error   { return ErrTimeout }
-func (e *timeoutError) Timeout() bool   { return true }
-func (e *timeoutError) Temporary() bool { return true }
+func (e *timeoutError) Error() string { return fmt.Sprintf("%v (%v)", ErrTimeout, e.after) }
+func (e *timeoutError) Unwrap() error { return ErrTimeout }
+func (e *timeoutError) Timeout() bool { return true }
 
 // Error kinds, the values of the kind label.
 const (
@@ -177,19 +176,41 @@ func (g *Guard) Dial(ctx context.Context, addr string, d *net.Dialer, tc *tls.Co
 	return &conn{Conn: c, g: g}, nil
 }
 
-// conn notes its closing, unless the Guard is closing too.
+// conn notes its loss: its first failed read or write (which rueidis sees
+// before it dials a replacement) or its closing, unless the Guard is
+// closing too.
 type conn struct {
 	net.Conn
 	g    *Guard
 	once sync.Once
 }
 
-func (c *conn) Close() error {
+func (c *conn) lose() {
 	c.once.Do(func() {
 		if !c.g.closing.Load() {
 			c.g.lost.Add(1)
 		}
 	})
+}
+
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.lose()
+	}
+	return n, err
+}
+
+func (c *conn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		c.lose()
+	}
+	return n, err
+}
+
+func (c *conn) Close() error {
+	c.lose()
 	return c.Conn.Close()
 }
 
