@@ -33,7 +33,7 @@ import (
 func TestRedisFaults(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// timeout is the store timeout (--redis-timeout); 0: 1s.
+		// timeout is the store timeout (--redis-timeout); 0: 2s.
 		timeout time.Duration
 		// toxics are added for the fault and removed after it.
 		toxics []toxic
@@ -65,7 +65,7 @@ func TestRedisFaults(t *testing.T) {
 			during: 3, refused: true, cutMember: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			runRedisFault(t, cmp.Or(tc.timeout, time.Second), tc.toxics, tc.during, tc.refused, tc.cutMember)
+			runRedisFault(t, cmp.Or(tc.timeout, 2*time.Second), tc.toxics, tc.during, tc.refused, tc.cutMember)
 		})
 	}
 }
@@ -83,6 +83,8 @@ type faultMember struct {
 	resumed atomic.Int32
 	resets  atomic.Int32
 	signals atomic.Int32
+	// refused counts error frames with a retry-later code.
+	refused atomic.Int32
 }
 
 func runRedisFault(t *testing.T, storeTimeout time.Duration, toxics []toxic, during int, refused, cutMember bool) {
@@ -149,6 +151,9 @@ func runRedisFault(t *testing.T, storeTimeout time.Duration, toxics []toxic, dur
 						if ev.Frame.GetSignal() != nil {
 							m.signals.Add(1)
 						}
+						if e := ev.Frame.GetError(); e != nil && protocol.AdviceOf(e.GetCode()) == protocol.AdviceRetry {
+							m.refused.Add(1)
+						}
 					case client.EventReset:
 						chk.Reset(m.name, room)
 						m.resets.Add(1)
@@ -197,6 +202,7 @@ func runRedisFault(t *testing.T, storeTimeout time.Duration, toxics []toxic, dur
 		}
 	}
 	var again []string // refused with retry-later: publish again later
+	signalled := false
 	for range during {
 		id := next()
 		start := time.Now()
@@ -229,12 +235,18 @@ func runRedisFault(t *testing.T, storeTimeout time.Duration, toxics []toxic, dur
 			t.Fatal("no publish was refused during the fault")
 		}
 		waitReady(t, d, http.StatusServiceUnavailable)
-		// In-memory parts keep working: a signal reaches the others.
-		before := members[2].signals.Load()
+		// Signals are not stored: one reaches the others while the
+		// sender's grants are cached (grants.RedisOptions.TTL, 5s), and
+		// after that is refused with retry-later (grants fail closed).
+		// Never silently dropped.
+		before, refusedBefore := members[2].signals.Load(), members[1].refused.Load()
 		if err := members[1].s.Signal(ctx, &corralv1.Signal{Room: room, Key: "cursor", Payload: []byte("1")}); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "a signal during the fault", func() bool { return members[2].signals.Load() > before })
+		waitUntil(t, "a signal during the fault, or its refusal", func() bool {
+			return members[2].signals.Load() > before || members[1].refused.Load() > refusedBefore
+		})
+		signalled = members[2].signals.Load() > before
 	}
 	if cutMember {
 		if wsCut.ResetAll() == 0 {
@@ -287,8 +299,8 @@ func runRedisFault(t *testing.T, storeTimeout time.Duration, toxics []toxic, dur
 	if cutMember && members[0].resumed.Load() == 0 {
 		t.Fatal("the cut member's session did not survive a short partition")
 	}
-	t.Logf("published %d (refused then retried %d), last seq %d; resets %d/%d/%d",
-		n, len(again), lastSeq, members[0].resets.Load(), members[1].resets.Load(), members[2].resets.Load())
+	t.Logf("published %d (refused then retried %d), last seq %d; signal delivered during the fault: %v; resets %d/%d/%d",
+		n, len(again), lastSeq, signalled, members[0].resets.Load(), members[1].resets.Load(), members[2].resets.Load())
 }
 
 // storeErrors sums corral_store_errors_total of store, every kind.

@@ -20,7 +20,12 @@ type Toxic struct {
 }
 
 // StartToxic listens on 127.0.0.1 (a free port) and forwards to target.
+// Some toxics (bandwidth) log through zerolog's global logger: StartToxic
+// raises zerolog's global level to warnings, for the whole process.
 func StartToxic(target string) (*Toxic, error) {
+	if zerolog.GlobalLevel() < zerolog.WarnLevel {
+		zerolog.SetGlobalLevel(zerolog.WarnLevel)
+	}
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, "faultproxy", "127.0.0.1:0", target)
 	if err := p.Start(); err != nil {
