@@ -51,6 +51,14 @@ func (c *Core) rpcError(err error) *connect.Error {
 	return connect.NewError(connect.CodeUnavailable, "core: store unavailable, retry later").WithCause(err)
 }
 
+// isStoreTimeout reports whether err is a store call that ran past the
+// store's own bound (internal/redisguard's ErrTimeout, a net.Error-like
+// Timeout): a failed store, "retry later", unlike the caller's deadline.
+func isStoreTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
 // maxRPCMessage bounds the text of a Connect error made from a core error.
 const maxRPCMessage = 512
 

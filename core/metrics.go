@@ -89,7 +89,7 @@ func errorKind(err error) string {
 	switch {
 	case errors.Is(err, history.ErrBusy), errors.Is(err, sessions.ErrBusy):
 		return "busy"
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), isStoreTimeout(err):
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"

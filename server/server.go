@@ -24,6 +24,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/redisguard"
 	"github.com/corral-rt/corral/internal/redisurl"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
@@ -78,6 +79,12 @@ type Options struct {
 	RedisURL string
 	// RedisPrefix prefixes every Redis key. Default "corral".
 	RedisPrefix string
+	// RedisTimeout bounds every Redis command a store makes (a blocking
+	// read gets its block time on top): past it the call fails and the
+	// client gets "retry later" (4103, or unavailable on the internal
+	// API) instead of waiting for a stalled or partitioned Redis. Default
+	// 3s. See internal/redisguard.
+	RedisTimeout time.Duration
 	// HistoryMaxLen is how many messages each room's history keeps (Redis
 	// trims approximately). Default 1000 in memory, 10000 in Redis.
 	HistoryMaxLen int
@@ -149,6 +156,7 @@ type Options struct {
 type Node struct {
 	opts   Options
 	redis  rueidis.Client
+	guard  *redisguard.Guard            // bounds and watches redis; nil without it
 	stores []interface{ Close() error } // made by the node; closed before redis
 	core   *core.Core
 	rpc    *connect.Server // RoomService with the API key check
@@ -211,17 +219,24 @@ func Start(opts Options) (*Node, error) {
 			if err != nil {
 				return nil, fmt.Errorf("server: --redis: %w", err)
 			}
+			// Every store's commands get the store timeout, its failures
+			// are counted, and a probe keeps /readyz current.
+			n.guard = redisguard.New(redisguard.Options{Timeout: opts.RedisTimeout, Logger: cc.Logger, Registerer: reg})
+			n.guard.Configure(&ro)
 			n.redis, err = rueidis.NewClient(ro)
 			if err != nil {
+				n.guard.Close()
 				return nil, fmt.Errorf("server: connect to Redis: %w", err)
 			}
 			if opts.RedisReplicas > 0 && n.redis.Mode() == rueidis.ClientModeCluster {
 				n.redis.Close()
+				n.guard.Close()
 				return nil, errors.New("server: --redis-replicas is not supported on Redis Cluster")
 			}
+			n.guard.Watch(n.redis)
 			var ev *events.Redis
 			if opts.EventsMaxLen >= 0 {
-				ev = events.NewRedis(n.redis, events.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.EventsMaxLen})
+				ev = events.NewRedis(n.guard.Wrap(n.redis, "events"), events.RedisOptions{Prefix: opts.RedisPrefix, MaxLen: opts.EventsMaxLen})
 			}
 			logger := cc.Logger
 			bumps := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -233,7 +248,7 @@ func Start(opts Options) (*Node, error) {
 				Help: "Appends that fewer replicas than --redis-replicas acknowledged within --redis-replica-timeout (the publish was refused with a retry code, but may be stored).",
 			})
 			reg.MustRegister(bumps, waitTimeouts)
-			h := history.NewRedis(n.redis, history.RedisOptions{
+			h := history.NewRedis(n.guard.Wrap(n.redis, "history"), history.RedisOptions{
 				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev,
 				OnEventError: func(room string, err error) {
 					logger.Error("a message's event did not reach the event log", "room", room, "err", err)
@@ -245,12 +260,12 @@ func Start(opts Options) (*Node, error) {
 					logger.Warn("redis lost acknowledged messages of a room (failover to a lagging replica?): new epoch, members reset", "room", room)
 				},
 			})
-			ss := sessions.NewRedis(n.redis, sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
-			g := grants.NewRedis(n.redis, grants.RedisOptions{Prefix: opts.RedisPrefix})
+			ss := sessions.NewRedis(n.guard.Wrap(n.redis, "sessions"), sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
+			g := grants.NewRedis(n.guard.Wrap(n.redis, "grants"), grants.RedisOptions{Prefix: opts.RedisPrefix})
 			cc.History, cc.Sessions, cc.Grants = h, ss, g
 			n.stores = append(n.stores, ss, h, g)
 			if cc.Presence.NewStore == nil {
-				rc := n.redis
+				rc := n.guard.Wrap(n.redis, "presence")
 				cc.Presence.NewStore = func(po presence.Options) (presence.Store, error) {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					defer cancel()
@@ -350,7 +365,7 @@ func Start(opts Options) (*Node, error) {
 		n.edge = e
 	}
 
-	rc := n.redis // n.redis is cleared on Close
+	guard := n.guard
 	probes := func(mux *http.ServeMux) {
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -358,17 +373,12 @@ func Start(opts Options) (*Node, error) {
 				http.Error(w, "not ready", http.StatusServiceUnavailable)
 				return
 			}
-			// A core without its Redis can neither order nor resume anything.
-			if rc != nil {
-				ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-				err := rc.Do(ctx, rc.B().Ping().Build()).Error()
-				cancel()
-				if err != nil {
-					// The address stays in the log, never in the answer.
-					n.opts.Logger.Warn("not ready: redis ping failed", "err", err)
-					http.Error(w, "not ready: redis unavailable", http.StatusServiceUnavailable)
-					return
-				}
+			// A core without its Redis can neither order nor resume
+			// anything. The guard's probe answers, not a PING per request;
+			// it logs the outage (with the address, never in the answer).
+			if guard != nil && !guard.Ready() {
+				http.Error(w, "not ready: redis unavailable", http.StatusServiceUnavailable)
+				return
 			}
 			fmt.Fprintln(w, "ready")
 		})
@@ -523,6 +533,9 @@ func (n *Node) closeStores() {
 		_ = st.Close()
 	}
 	n.stores = nil
+	if n.guard != nil {
+		n.guard.Close()
+	}
 	if n.redis != nil {
 		n.redis.Close()
 		n.redis = nil

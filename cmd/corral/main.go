@@ -173,6 +173,7 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
 	opts.PresenceDeadAfter = f.presenceDeadAfter
 	opts.RedisReplicas, opts.RedisReplicaTimeout = f.redisReplicas, f.redisReplicaTimeout
+	opts.RedisTimeout = f.redisTimeout
 	opts.Core.SignalTick = f.signalTick
 	for _, item := range splitList(f.signalTickRooms) {
 		pattern, d, ok := strings.Cut(item, "=")
@@ -271,6 +272,7 @@ type flags struct {
 	presenceDeadAfter           time.Duration
 	redisReplicas               int
 	redisReplicaTimeout         time.Duration
+	redisTimeout                time.Duration
 	presenceMaxDiff             int
 	admitRate, resumeRate       float64
 	admitBurst, resumeBurst     int
@@ -335,6 +337,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.redisReplicas, "redis-replicas", 0, "acknowledge a publish only once `N` Redis replicas have it (WAIT), so that a failover loses no acknowledged message; 0: asynchronous replication (a failover may lose the newest messages; members get reset). Not on Redis Cluster [CORRAL_REDIS_REPLICAS]")
 		fs.DurationVar(&f.redisReplicaTimeout, "redis-replica-timeout", time.Second, "with --redis-replicas: how long a publish waits for the replicas before it is refused with a retry code (it may have been stored: retry with the same id) [CORRAL_REDIS_REPLICA_TIMEOUT]")
 		fs.StringVar(&f.redisPrefix, "redis-prefix", "corral", "prefix of every Redis key [CORRAL_REDIS_PREFIX]")
+		fs.DurationVar(&f.redisTimeout, "redis-timeout", 3*time.Second, "bound of every Redis command a store makes: past it a publish, join or resume fails with retry-later (4103) instead of waiting for a stalled or partitioned Redis [CORRAL_REDIS_TIMEOUT]")
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.historyTTL, "history-ttl", 24*time.Hour, "a room's history is forgotten this long after its last message (in memory: or after its last member left, whichever is later); it then starts over under a new epoch [CORRAL_HISTORY_TTL]")
 		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")

@@ -21,6 +21,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -41,6 +42,8 @@ func TestDashboardMetricsExported(t *testing.T) {
 	core, err := server.Start(server.Options{
 		Mode: server.CoreOnly, Addr: "127.0.0.1:0", APIInsecure: true,
 		HistoryMaxLen: 16, Logger: logger,
+		// On Redis, so that the Redis store metrics are exported too.
+		RedisURL: "redis://" + redistest.Start(t), RedisPrefix: redistest.Prefix(t),
 	})
 	if err != nil {
 		t.Fatal(err)

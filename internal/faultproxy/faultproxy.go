@@ -1,7 +1,9 @@
 // Package faultproxy is a TCP proxy for fault-injection tests and load
 // runs: it forwards loopback connections to a target and can reset every
 // one of them at once with TCP RST (SO_LINGER 0), like a crashed server or
-// a cut network (seed W1 used Toxiproxy's reset_peer the same way).
+// a cut network (seed W1 used Toxiproxy's reset_peer the same way). For
+// slower faults (added latency, a stalled or partitioned peer, a bandwidth
+// limit) [Toxic] runs Shopify's toxiproxy in process.
 package faultproxy
 
 import (
