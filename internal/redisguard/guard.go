@@ -69,10 +69,15 @@ type Guard struct {
 	outages    prometheus.Counter
 	reachable  prometheus.Gauge
 
-	ready   atomic.Bool
-	lost    atomic.Int64 // connections closed and not yet replaced
-	closing atomic.Bool
-	wake    chan struct{} // a failed call asks for a probe now
+	ready atomic.Bool
+	lost  atomic.Int64 // connections closed and not yet replaced
+	// freeDialAt is when a connection was last opened with none lost
+	// (unix ns; 0: none pending): rueidis may dial the replacement before
+	// the lost connection's failed read reaches lose, and a loss soon
+	// after such a dial is that dial's reconnect.
+	freeDialAt atomic.Int64
+	closing    atomic.Bool
+	wake       chan struct{} // a failed call asks for a probe now
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -166,6 +171,7 @@ func (g *Guard) Dial(ctx context.Context, addr string, d *net.Dialer, tc *tls.Co
 	for {
 		n := g.lost.Load()
 		if n <= 0 {
+			g.freeDialAt.Store(time.Now().UnixNano())
 			break
 		}
 		if g.lost.CompareAndSwap(n, n-1) {
@@ -175,6 +181,10 @@ func (g *Guard) Dial(ctx context.Context, addr string, d *net.Dialer, tc *tls.Co
 	}
 	return &conn{Conn: c, g: g}, nil
 }
+
+// replacedWithin is how soon before a loss a dial counts as its
+// replacement.
+const replacedWithin = 2 * time.Second
 
 // conn notes its loss: its first failed read or write (which rueidis sees
 // before it dials a replacement) or its closing, unless the Guard is
@@ -187,9 +197,14 @@ type conn struct {
 
 func (c *conn) lose() {
 	c.once.Do(func() {
-		if !c.g.closing.Load() {
-			c.g.lost.Add(1)
+		if c.g.closing.Load() {
+			return
 		}
+		if t := c.g.freeDialAt.Load(); t != 0 && time.Since(time.Unix(0, t)) < replacedWithin && c.g.freeDialAt.CompareAndSwap(t, 0) {
+			c.g.reconnects.Inc() // its replacement was dialled first
+			return
+		}
+		c.g.lost.Add(1)
 	})
 }
 
