@@ -377,3 +377,57 @@ func skipDigits(s []byte, i int) int {
 	}
 	return i
 }
+
+// uint32 reads an unsigned 32-bit integer.
+func (d *decoder) uint32(path string) (uint32, error) {
+	u, err := d.uint(path, 32)
+	return uint32(u), err
+}
+
+// strList appends the strings of an array (or nothing for null) to dst.
+func (d *decoder) strList(path string, dst []string) ([]string, error) {
+	if ok, err := d.openArray(path); !ok {
+		return dst, err
+	}
+	for d.nextElem() {
+		s, err := d.str(path + "[" + strconv.Itoa(len(dst)) + "]")
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, s)
+	}
+	return dst, nil
+}
+
+// readList appends the objects of an array (or nothing for null) to dst,
+// each read by read.
+func readList[M any](d *decoder, path string, dst []*M, read func(*decoder, *M) error) ([]*M, error) {
+	if ok, err := d.openArray(path); !ok {
+		return dst, err
+	}
+	for d.nextElem() {
+		if d.peek() != '{' {
+			return dst, d.typeErr(path+"["+strconv.Itoa(len(dst))+"]", "object")
+		}
+		d.i++
+		m := new(M)
+		dst = append(dst, m)
+		if err := read(d, m); err != nil {
+			return dst, prefixErr(path+"["+strconv.Itoa(len(dst)-1)+"]", err)
+		}
+	}
+	return dst, nil
+}
+
+// prefixErr puts the path of the object that was being read before the
+// path of a decode error.
+func prefixErr(path string, err error) error {
+	if fe, ok := err.(*frameError); ok {
+		if fe.path == "" {
+			fe.path = path
+		} else {
+			fe.path = path + "." + fe.path
+		}
+	}
+	return err
+}
