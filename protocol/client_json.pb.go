@@ -248,7 +248,20 @@ func (d *decoder) readResume(m *v1.Resume) error {
 		case "resumeToken", "resume_token":
 			m.ResumeToken, err = d.str("resumeToken")
 		case "rooms":
-			m.Rooms, err = readList(d, "rooms", m.Rooms, (*decoder).readRoomPosition)
+			var open bool
+			if open, err = d.openArray("rooms"); open {
+				for d.nextElem() {
+					if err = d.openElem("rooms", len(m.Rooms)); err != nil {
+						break
+					}
+					v := new(v1.RoomPosition)
+					m.Rooms = append(m.Rooms, v)
+					if err = d.readRoomPosition(v); err != nil {
+						err = elemErr("rooms", len(m.Rooms)-1, err)
+						break
+					}
+				}
+			}
 		case "instance":
 			m.Instance, err = d.str("instance")
 		case "attempt":
@@ -1205,7 +1218,20 @@ func (d *decoder) readBatch(m *v1.Batch) error {
 		var err error
 		switch string(key) {
 		case "frames":
-			m.Frames, err = readList(d, "frames", m.Frames, (*decoder).readServerFrame)
+			var open bool
+			if open, err = d.openArray("frames"); open {
+				for d.nextElem() {
+					if err = d.openElem("frames", len(m.Frames)); err != nil {
+						break
+					}
+					v := new(v1.ServerFrame)
+					m.Frames = append(m.Frames, v)
+					if err = d.readServerFrame(v); err != nil {
+						err = elemErr("frames", len(m.Frames)-1, err)
+						break
+					}
+				}
+			}
 		default:
 			d.skip()
 		}
@@ -1272,9 +1298,35 @@ func (d *decoder) readPresence(m *v1.Presence) error {
 		case "snapshot":
 			m.Snapshot, err = d.bool("snapshot")
 		case "joins":
-			m.Joins, err = readList(d, "joins", m.Joins, (*decoder).readPresenceMember)
+			var open bool
+			if open, err = d.openArray("joins"); open {
+				for d.nextElem() {
+					if err = d.openElem("joins", len(m.Joins)); err != nil {
+						break
+					}
+					v := new(v1.PresenceMember)
+					m.Joins = append(m.Joins, v)
+					if err = d.readPresenceMember(v); err != nil {
+						err = elemErr("joins", len(m.Joins)-1, err)
+						break
+					}
+				}
+			}
 		case "updates":
-			m.Updates, err = readList(d, "updates", m.Updates, (*decoder).readPresenceMember)
+			var open bool
+			if open, err = d.openArray("updates"); open {
+				for d.nextElem() {
+					if err = d.openElem("updates", len(m.Updates)); err != nil {
+						break
+					}
+					v := new(v1.PresenceMember)
+					m.Updates = append(m.Updates, v)
+					if err = d.readPresenceMember(v); err != nil {
+						err = elemErr("updates", len(m.Updates)-1, err)
+						break
+					}
+				}
+			}
 		case "leaves":
 			m.Leaves, err = d.strList("leaves", m.Leaves)
 		case "members":
@@ -1357,7 +1409,20 @@ func (d *decoder) readPresencePage(m *v1.PresencePage) error {
 		case "room":
 			m.Room, err = d.str("room")
 		case "members":
-			m.Members, err = readList(d, "members", m.Members, (*decoder).readPresenceMember)
+			var open bool
+			if open, err = d.openArray("members"); open {
+				for d.nextElem() {
+					if err = d.openElem("members", len(m.Members)); err != nil {
+						break
+					}
+					v := new(v1.PresenceMember)
+					m.Members = append(m.Members, v)
+					if err = d.readPresenceMember(v); err != nil {
+						err = elemErr("members", len(m.Members)-1, err)
+						break
+					}
+				}
+			}
 		case "next":
 			m.Next, err = d.str("next")
 		case "total":

@@ -399,24 +399,19 @@ func (d *decoder) strList(path string, dst []string) ([]string, error) {
 	return dst, nil
 }
 
-// readList appends the objects of an array (or nothing for null) to dst,
-// each read by read.
-func readList[M any](d *decoder, path string, dst []*M, read func(*decoder, *M) error) ([]*M, error) {
-	if ok, err := d.openArray(path); !ok {
-		return dst, err
+// openElem starts reading element n of the array of objects path.
+func (d *decoder) openElem(path string, n int) error {
+	if d.peek() != '{' {
+		return d.typeErr(path+"["+strconv.Itoa(n)+"]", "object")
 	}
-	for d.nextElem() {
-		if d.peek() != '{' {
-			return dst, d.typeErr(path+"["+strconv.Itoa(len(dst))+"]", "object")
-		}
-		d.i++
-		m := new(M)
-		dst = append(dst, m)
-		if err := read(d, m); err != nil {
-			return dst, prefixErr(path+"["+strconv.Itoa(len(dst)-1)+"]", err)
-		}
-	}
-	return dst, nil
+	d.i++
+	return nil
+}
+
+// elemErr puts the path of element n of the array path before the path
+// of a decode error.
+func elemErr(path string, n int, err error) error {
+	return prefixErr(path+"["+strconv.Itoa(n)+"]", err)
 }
 
 // prefixErr puts the path of the object that was being read before the

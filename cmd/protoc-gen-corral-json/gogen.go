@@ -171,7 +171,22 @@ func goReadField(g *protogen.GeneratedFile, fd *protogen.Field) {
 	g.P("case ", quoteKeys(keys(fd, "", "")), ":")
 	if fd.Desc.IsList() {
 		if fd.Message != nil {
-			g.P(set, ", err = readList(d, ", jn, ", ", set, ", (*decoder).read", fd.Message.GoIdent.GoName, ")")
+			// The loop is written out: a function value would make d
+			// escape to the heap on every decode.
+			g.P("var open bool")
+			g.P("if open, err = d.openArray(", jn, "); open {")
+			g.P("for d.nextElem() {")
+			g.P("if err = d.openElem(", jn, ", len(", set, ")); err != nil {")
+			g.P("break")
+			g.P("}")
+			g.P("v := new(", fd.Message.GoIdent, ")")
+			g.P(set, " = append(", set, ", v)")
+			g.P("if err = d.read", fd.Message.GoIdent.GoName, "(v); err != nil {")
+			g.P("err = elemErr(", jn, ", len(", set, ")-1, err)")
+			g.P("break")
+			g.P("}")
+			g.P("}")
+			g.P("}")
 		} else {
 			g.P(set, ", err = d.strList(", jn, ", ", set, ")")
 		}
