@@ -55,9 +55,10 @@ js-deps: deps clients/js/node_modules/.package-lock.json e2e/node_modules/.packa
 	@touch $@
 
 .PHONY: generate
-generate: ## regenerate gen/ (Go) and clients/js/src/gen (TypeScript) from proto/
+generate: ## regenerate gen/ and the JSON codec (protocol/client_json.pb.go) in Go, and clients/js/src/gen (TypeScript), from proto/
 	$(BUF) format -w
 	$(BUF) generate
+	$(BUF) generate --template protocol/buf.gen.yaml
 	$(MAKE) generate-js
 
 .PHONY: generate-js
@@ -65,7 +66,7 @@ generate-js: clients/js/node_modules/.package-lock.json
 	$(BUF) generate --template clients/js/buf.gen.yaml
 
 .PHONY: check
-check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ is current
+check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ and the JSON codec are current
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -73,8 +74,9 @@ check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ is curren
 	$(BUF) format --diff --exit-code
 	$(MAKE) --no-print-directory breaking
 	$(BUF) generate
-	@if [ -n "$$(git status --porcelain -- gen/)" ]; then \
-	  echo "gen/ is stale: run 'make generate' and commit"; git status --porcelain -- gen/; exit 1; fi
+	$(BUF) generate --template protocol/buf.gen.yaml
+	@if [ -n "$$(git status --porcelain -- gen/ protocol/client_json.pb.go)" ]; then \
+	  echo "gen/ is stale: run 'make generate' and commit"; git status --porcelain -- gen/ protocol/client_json.pb.go; exit 1; fi
 
 .PHONY: breaking
 breaking: ## buf breaking: proto/ must stay compatible with the previous commit

@@ -45,6 +45,21 @@
 // of text messages); strings are written with invalid UTF-8 replaced by
 // U+FFFD.
 //
+// # Generated code
+//
+// The per-message code of the corral.v1.json codec (client_json.pb.go: an
+// append function and a decode method for every message reachable from
+// ClientFrame and ServerFrame) is generated from proto/corral/v1/client.proto
+// by cmd/protoc-gen-corral-json, which also writes the browser SDK's field
+// tables (clients/js/src/gen/corral/v1/client_json.ts). The field options in
+// proto/corral/v1/options.proto mark where the format departs from protojson
+// ((corral.v1.inline_json) payloads, (corral.v1.json_last) order). The
+// runtime it calls is hand-written: json.go (append helpers, strings),
+// jsonscan.go (the decoder's scanning of values) and jsonvalid.go (the
+// one-pass validator). Regenerate with `make generate`; `make check` fails
+// when the generated file is stale. docs/BENCHMARKS.md ("JSON codec") has
+// the measurements that chose this over protojson.
+//
 // # Errors
 //
 // Decoders return errors that wrap [ErrBadFrame] (the message is not valid

@@ -127,7 +127,7 @@ func AppendClient(enc Encoding, buf []byte, f *corralv1.ClientFrame) ([]byte, er
 	}
 	switch enc {
 	case JSON:
-		return appendClientJSON(buf, f), nil
+		return appendJSONClientFrame(buf, f), nil
 	case Proto:
 		return appendProto(buf, f)
 	}
@@ -145,7 +145,7 @@ func AppendServer(enc Encoding, buf []byte, f *corralv1.ServerFrame) ([]byte, er
 	}
 	switch enc {
 	case JSON:
-		return appendServerJSON(buf, f), nil
+		return appendJSONServerFrame(buf, f), nil
 	case Proto:
 		return appendProto(buf, f)
 	}

@@ -377,3 +377,52 @@ func skipDigits(s []byte, i int) int {
 	}
 	return i
 }
+
+// uint32 reads an unsigned 32-bit integer.
+func (d *decoder) uint32(path string) (uint32, error) {
+	u, err := d.uint(path, 32)
+	return uint32(u), err
+}
+
+// strList appends the strings of an array (or nothing for null) to dst.
+func (d *decoder) strList(path string, dst []string) ([]string, error) {
+	if ok, err := d.openArray(path); !ok {
+		return dst, err
+	}
+	for d.nextElem() {
+		s, err := d.str(path + "[" + strconv.Itoa(len(dst)) + "]")
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, s)
+	}
+	return dst, nil
+}
+
+// openElem starts reading element n of the array of objects path.
+func (d *decoder) openElem(path string, n int) error {
+	if d.peek() != '{' {
+		return d.typeErr(path+"["+strconv.Itoa(n)+"]", "object")
+	}
+	d.i++
+	return nil
+}
+
+// elemErr puts the path of element n of the array path before the path
+// of a decode error.
+func elemErr(path string, n int, err error) error {
+	return prefixErr(path+"["+strconv.Itoa(n)+"]", err)
+}
+
+// prefixErr puts the path of the object that was being read before the
+// path of a decode error.
+func prefixErr(path string, err error) error {
+	if fe, ok := err.(*frameError); ok {
+		if fe.path == "" {
+			fe.path = path
+		} else {
+			fe.path = path + "." + fe.path
+		}
+	}
+	return err
+}

@@ -34,6 +34,67 @@ var Backoff = class {
   }
 };
 
+// src/gen/corral/v1/client_json.ts
+var messageFields = {
+  Hello: { token: "string", client: "string", resume: { message: "Resume", list: false } },
+  Resume: { sessionId: "string", resumeToken: "string", instance: "string", attempt: "number", rooms: { message: "RoomPosition", list: true } },
+  RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool" },
+  Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool" },
+  Leave: { room: "string" },
+  Publish: { room: "string", id: "string", payload: "payload" },
+  Signal: { room: "string", key: "string", payload: "payload", clear: "bool" },
+  Ack: { room: "string", seq: "number" },
+  Ping: { id: "number" },
+  SetPresence: { room: "string", state: "payload" },
+  PresenceQuery: { room: "string", after: "string", limit: "number" },
+  Refresh: { token: "string" },
+  Welcome: { sessionId: "string", resumeToken: "string", userId: "string", resumed: "bool", heartbeatMs: "number", sessionTtlMs: "number", expiresUnix: "number" },
+  Joined: { room: "string", seq: "number", epoch: "string", resumed: "bool", replay: "bool" },
+  Left: { room: "string", code: "code", reason: "string" },
+  Message: { room: "string", seq: "number", sender: "string", payload: "payload", timeMs: "number", id: "string" },
+  SignalEvent: { room: "string", key: "string", sender: "string", payload: "payload", clear: "bool" },
+  Published: { room: "string", id: "string", seq: "number", duplicate: "bool" },
+  Pong: { id: "number", timeMs: "number" },
+  ReconnectHint: { code: "code", reason: "string", delayMs: "number" },
+  Error: { code: "code", message: "string", room: "string", ref: "string", retryAfterMs: "number" },
+  Reset: { room: "string", seq: "number", epoch: "string" },
+  Batch: { frames: { message: "ServerFrame", list: true } },
+  Presence: { room: "string", snapshot: "bool", joins: { message: "PresenceMember", list: true }, updates: { message: "PresenceMember", list: true }, leaves: "strings", members: "number", connections: "number", countsOnly: "bool" },
+  PresenceMember: { userId: "string", state: "payload", connections: "number" },
+  PresencePage: { room: "string", members: { message: "PresenceMember", list: true }, next: "string", total: "number" },
+  Refreshed: { expiresUnix: "number" },
+  ReplayEnd: { room: "string", seq: "number" }
+};
+var clientKinds = {
+  hello: "Hello",
+  join: "Join",
+  leave: "Leave",
+  publish: "Publish",
+  signal: "Signal",
+  ack: "Ack",
+  ping: "Ping",
+  setPresence: "SetPresence",
+  presenceQuery: "PresenceQuery",
+  refresh: "Refresh"
+};
+var serverKinds = {
+  welcome: "Welcome",
+  joined: "Joined",
+  left: "Left",
+  message: "Message",
+  signal: "SignalEvent",
+  published: "Published",
+  pong: "Pong",
+  reconnect: "ReconnectHint",
+  error: "Error",
+  reset: "Reset",
+  batch: "Batch",
+  presence: "Presence",
+  presencePage: "PresencePage",
+  refreshed: "Refreshed",
+  replayEnd: "ReplayEnd"
+};
+
 // src/gen/corral/v1/codes_pb.ts
 var Code = /* @__PURE__ */ ((Code2) => {
   Code2[Code2["UNSPECIFIED"] = 0] = "UNSPECIFIED";
@@ -68,88 +129,64 @@ var CodecError = class extends Error {
     this.name = "CodecError";
   }
 };
-var S = 0;
-var N = 1;
-var B = 2;
-var P = 3;
-var C = 4;
-var R = 5;
-var M = 6;
-var L = 7;
-var clientSpec = {
-  hello: { token: S, client: S, resume: R },
-  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P, fromPosition: B },
-  leave: { room: S },
-  publish: { room: S, id: S, payload: P },
-  signal: { room: S, key: S, payload: P, clear: B },
-  ack: { room: S, seq: N },
-  ping: { id: N },
-  setPresence: { room: S, state: P },
-  presenceQuery: { room: S, after: S, limit: N },
-  refresh: { token: S }
-};
-var resumeSpec = { sessionId: S, resumeToken: S, instance: S, attempt: N };
-var positionSpec = { room: S, seq: N, epoch: S, presence: B };
-var memberSpec = { userId: S, state: P, connections: N };
-var serverSpec = {
-  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N, expiresUnix: N },
-  joined: { room: S, seq: N, epoch: S, resumed: B, replay: B },
-  left: { room: S, code: C, reason: S },
-  message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
-  signal: { room: S, key: S, sender: S, payload: P, clear: B },
-  published: { room: S, id: S, seq: N, duplicate: B },
-  pong: { id: N, timeMs: N },
-  reconnect: { code: C, reason: S, delayMs: N },
-  error: { code: C, message: S, room: S, ref: S, retryAfterMs: N },
-  reset: { room: S, seq: N, epoch: S },
-  presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
-  presencePage: { room: S, members: M, next: S, total: N },
-  replayEnd: { room: S, seq: N },
-  refreshed: { expiresUnix: N }
-};
+function fieldsOf(name) {
+  const f = messageFields[name];
+  if (!f) throw new CodecError(`${name}: a frame inside a message`);
+  return f;
+}
 function encodeClient(frame) {
   const kinds = Object.keys(frame);
-  if (kinds.length !== 1 || !(kinds[0] in clientSpec)) {
+  if (kinds.length !== 1 || !(kinds[0] in clientKinds)) {
     throw new CodecError(`encode: want one client frame kind, got ${JSON.stringify(kinds)}`);
   }
   const kind = kinds[0];
   const body = frame[kind] ?? {};
-  return `{${quote(kind)}:${encodeObject(clientSpec[kind], body, kind)}}`;
+  return `{${quote(kind)}:${encodeObject(clientKinds[kind], body, kind)}}`;
 }
-function encodeObject(spec, v, path) {
+function encodeObject(name, v, path) {
+  const spec = fieldsOf(name);
   const out = [];
   for (const key in spec) {
     const x = v[key];
     const at = `${path}.${key}`;
-    switch (spec[key]) {
-      case S:
+    const t = spec[key];
+    if (typeof t === "object") {
+      if (t.list) {
+        const list = x;
+        if (list && list.length > 0) {
+          out.push(`"${key}":[${list.map((e, i) => encodeObject(t.message, e, `${at}[${i}]`)).join(",")}]`);
+        }
+      } else if (x) {
+        out.push(`"${key}":${encodeObject(t.message, x, at)}`);
+      }
+      continue;
+    }
+    switch (t) {
+      case "string":
         if (x !== void 0 && x !== "") out.push(`"${key}":${quote(str(x, at))}`);
         break;
-      case N:
-      case C:
+      case "number":
+      case "code":
         if (x !== void 0 && x !== 0) out.push(`"${key}":${int(x, at)}`);
         break;
-      case B:
+      case "bool":
         if (x) out.push(`"${key}":true`);
         break;
-      case P: {
+      case "payload": {
         const p = encodePayload(x, at, key);
         if (p) out.push(p);
         break;
       }
-      case R:
-        if (x) out.push(`"${key}":${encodeResume(x, at)}`);
+      case "strings": {
+        const list = x;
+        if (list && list.length > 0) {
+          out.push(`"${key}":[${list.map((e, i) => quote(str(e, `${at}[${i}]`))).join(",")}]`);
+        }
         break;
+      }
     }
   }
   return `{${out.join(",")}}`;
-}
-function encodeResume(v, path) {
-  const head = encodeObject(resumeSpec, v, path);
-  const rooms = v["rooms"];
-  if (!rooms || rooms.length === 0) return head;
-  const list = rooms.map((r, i) => encodeObject(positionSpec, r, `${path}.rooms[${i}]`));
-  return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"rooms":[${list.join(",")}]}`;
 }
 function encodePayload(x, path, key) {
   if (x === void 0 || x === null) return "";
@@ -191,7 +228,7 @@ function decodeInto(v, out, path) {
   if (!isObject(v)) throw new CodecError(`decode: ${path || "frame"}: want an object`);
   let kind = "";
   for (const k2 in v) {
-    if (k2 === "batch" || k2 in serverSpec) {
+    if (k2 in serverKinds) {
       if (kind) throw new CodecError(`decode: ${path || "frame"}: more than one kind (${kind}, ${k2})`);
       kind = k2;
     }
@@ -207,44 +244,51 @@ function decodeInto(v, out, path) {
     return;
   }
   const k = kind;
-  out.push({ case: k, value: decodeObject(serverSpec[k], body, path + kind) });
+  out.push({ case: k, value: decodeObject(serverKinds[k], body, path + kind) });
 }
-function decodeObject(spec, body, path) {
+function decodeObject(name, body, path) {
   if (body !== null && !isObject(body)) throw new CodecError(`decode: ${path}: want an object`);
   const src = {};
   if (body) {
     for (const k in body) src[k.includes("_") ? camel(k) : k] = body[k];
   }
+  const spec = fieldsOf(name);
   const out = {};
   for (const key in spec) {
     const x = src[key];
     const at = `${path}.${key}`;
-    switch (spec[key]) {
-      case S:
+    const t = spec[key];
+    if (typeof t === "object") {
+      if (t.list) {
+        out[key] = decodeList(x, at).map((m, i) => decodeObject(t.message, m, `${at}[${i}]`));
+      } else {
+        out[key] = x === void 0 || x === null ? void 0 : decodeObject(t.message, x, at);
+      }
+      continue;
+    }
+    switch (t) {
+      case "string":
         if (x !== void 0 && x !== null && typeof x !== "string") {
           throw new CodecError(`decode: ${at}: want a string`);
         }
         out[key] = x ?? "";
         break;
-      case N:
+      case "number":
         out[key] = decodeNumber(x, at);
         break;
-      case C:
+      case "code":
         out[key] = decodeCode(x, at);
         break;
-      case B:
+      case "bool":
         if (x !== void 0 && x !== null && typeof x !== "boolean") {
           throw new CodecError(`decode: ${at}: want a boolean`);
         }
         out[key] = x === true;
         break;
-      case P:
+      case "payload":
         out[key] = decodePayload(x, src[key + "Base64"], at);
         break;
-      case M:
-        out[key] = decodeList(x, at).map((m, i) => decodeObject(memberSpec, m, `${at}[${i}]`));
-        break;
-      case L:
+      case "strings":
         out[key] = decodeList(x, at).map((s, i) => {
           if (typeof s !== "string") throw new CodecError(`decode: ${at}[${i}]: want a string`);
           return s;

@@ -1,8 +1,16 @@
 // The corral.v1.json codec: the same bytes as the Go server's encoder
-// (protocol/json.go) for client frames, and a decoder for everything the
-// server sends. Fields appear in proto field order; zero values are
-// omitted; a payload is inline JSON, or "payloadBase64" when it is bytes.
+// (protocol/client_json.pb.go) for client frames, and a decoder for
+// everything the server sends. Fields appear in the order the generated
+// tables give; zero values are omitted; a payload is inline JSON, or
+// "payloadBase64" when it is bytes.
 
+import {
+  clientKinds,
+  type FieldSpec,
+  type MessageName,
+  messageFields,
+  serverKinds,
+} from "./gen/corral/v1/client_json.js";
 import { Code } from "./gen/corral/v1/codes_pb.js";
 import type {
   ClientFrameJSON,
@@ -17,101 +25,72 @@ export class CodecError extends Error {
   override name = "CodecError";
 }
 
-// Field types: string, number, bool, payload, code, resume (hello only),
-// presence members (a list of PresenceMember), a list of strings.
-const S = 0,
-  N = 1,
-  B = 2,
-  P = 3,
-  C = 4,
-  R = 5,
-  M = 6,
-  L = 7;
-type FieldType = typeof S | typeof N | typeof B | typeof P | typeof C | typeof R | typeof M | typeof L;
-type Spec = Readonly<Record<string, FieldType>>;
+// The field tables come from client.proto through protoc-gen-corral-json
+// (gen/corral/v1/client_json.ts), as the Go codec's functions do: fields in
+// the order the Go encoder writes them, each with its type.
+type Fields = Readonly<Record<string, FieldSpec>>;
 
-// Client frames in proto field order: the order the Go encoder writes.
-const clientSpec: Readonly<Record<string, Spec>> = {
-  hello: { token: S, client: S, resume: R },
-  join: { room: S, sinceSeq: N, epoch: S, presence: B, presenceState: P, fromPosition: B },
-  leave: { room: S },
-  publish: { room: S, id: S, payload: P },
-  signal: { room: S, key: S, payload: P, clear: B },
-  ack: { room: S, seq: N },
-  ping: { id: N },
-  setPresence: { room: S, state: P },
-  presenceQuery: { room: S, after: S, limit: N },
-  refresh: { token: S },
-};
-const resumeSpec: Spec = { sessionId: S, resumeToken: S, instance: S, attempt: N };
-const positionSpec: Spec = { room: S, seq: N, epoch: S, presence: B };
-const memberSpec: Spec = { userId: S, state: P, connections: N };
-
-// Server frames, batch aside. Exported for the test that holds it against
-// the proto descriptors.
-export const serverSpec: { readonly [K in keyof ServerKinds]: Spec } = {
-  welcome: { sessionId: S, resumeToken: S, userId: S, resumed: B, heartbeatMs: N, sessionTtlMs: N, expiresUnix: N },
-  joined: { room: S, seq: N, epoch: S, resumed: B, replay: B },
-  left: { room: S, code: C, reason: S },
-  message: { room: S, seq: N, sender: S, payload: P, timeMs: N, id: S },
-  signal: { room: S, key: S, sender: S, payload: P, clear: B },
-  published: { room: S, id: S, seq: N, duplicate: B },
-  pong: { id: N, timeMs: N },
-  reconnect: { code: C, reason: S, delayMs: N },
-  error: { code: C, message: S, room: S, ref: S, retryAfterMs: N },
-  reset: { room: S, seq: N, epoch: S },
-  presence: { room: S, snapshot: B, joins: M, updates: M, leaves: L, members: N, connections: N, countsOnly: B },
-  presencePage: { room: S, members: M, next: S, total: N },
-  replayEnd: { room: S, seq: N },
-  refreshed: { expiresUnix: N },
-};
+function fieldsOf(name: MessageName): Fields {
+  const f = (messageFields as Readonly<Record<string, Fields>>)[name];
+  if (!f) throw new CodecError(`${name}: a frame inside a message`); // batch is read apart
+  return f;
+}
 
 /** encodeClient writes one client frame as a corral.v1.json text message. */
 export function encodeClient(frame: ClientFrameJSON): string {
   const kinds = Object.keys(frame);
-  if (kinds.length !== 1 || !(kinds[0]! in clientSpec)) {
+  if (kinds.length !== 1 || !(kinds[0]! in clientKinds)) {
     throw new CodecError(`encode: want one client frame kind, got ${JSON.stringify(kinds)}`);
   }
-  const kind = kinds[0]!;
+  const kind = kinds[0] as keyof typeof clientKinds;
   const body = (frame as Record<string, Record<string, unknown> | undefined>)[kind] ?? {};
-  return `{${quote(kind)}:${encodeObject(clientSpec[kind]!, body, kind)}}`;
+  return `{${quote(kind)}:${encodeObject(clientKinds[kind], body, kind)}}`;
 }
 
-function encodeObject(spec: Spec, v: Record<string, unknown>, path: string): string {
+function encodeObject(name: MessageName, v: Record<string, unknown>, path: string): string {
+  const spec = fieldsOf(name);
   const out: string[] = [];
   for (const key in spec) {
     const x = v[key];
     const at = `${path}.${key}`;
-    switch (spec[key]) {
-      case S:
+    const t = spec[key]!;
+    if (typeof t === "object") {
+      if (t.list) {
+        const list = x as Record<string, unknown>[] | undefined;
+        if (list && list.length > 0) {
+          out.push(`"${key}":[${list.map((e, i) => encodeObject(t.message, e, `${at}[${i}]`)).join(",")}]`);
+        }
+      } else if (x) {
+        out.push(`"${key}":${encodeObject(t.message, x as Record<string, unknown>, at)}`);
+      }
+      continue;
+    }
+    switch (t) {
+      case "string":
         if (x !== undefined && x !== "") out.push(`"${key}":${quote(str(x, at))}`);
         break;
-      case N:
-      case C:
+      case "number":
+      case "code":
         if (x !== undefined && x !== 0) out.push(`"${key}":${int(x, at)}`);
         break;
-      case B:
+      case "bool":
         if (x) out.push(`"${key}":true`);
         break;
-      case P: {
+      case "payload": {
         const p = encodePayload(x, at, key);
         if (p) out.push(p);
         break;
       }
-      case R:
-        if (x) out.push(`"${key}":${encodeResume(x as Record<string, unknown>, at)}`);
+      case "strings": {
+        const list = x as unknown[] | undefined;
+        if (list && list.length > 0) {
+          out.push(`"${key}":[${list.map((e, i) => quote(str(e, `${at}[${i}]`))).join(",")}]`);
+        }
         break;
+      }
     }
   }
   return `{${out.join(",")}}`;
-}
-
-function encodeResume(v: Record<string, unknown>, path: string): string {
-  const head = encodeObject(resumeSpec, v, path);
-  const rooms = v["rooms"] as Record<string, unknown>[] | undefined;
-  if (!rooms || rooms.length === 0) return head;
-  const list = rooms.map((r, i) => encodeObject(positionSpec, r, `${path}.rooms[${i}]`));
-  return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"rooms":[${list.join(",")}]}`;
 }
 
 // A payload (or a presence state) goes inline as JSON; bytes go as
@@ -170,7 +149,7 @@ function decodeInto(v: unknown, out: ServerFrame[], path: string): void {
   if (!isObject(v)) throw new CodecError(`decode: ${path || "frame"}: want an object`);
   let kind = "";
   for (const k in v) {
-    if (k === "batch" || k in serverSpec) {
+    if (k in serverKinds) {
       if (kind) throw new CodecError(`decode: ${path || "frame"}: more than one kind (${kind}, ${k})`);
       kind = k;
     }
@@ -186,46 +165,53 @@ function decodeInto(v: unknown, out: ServerFrame[], path: string): void {
     return;
   }
   const k = kind as keyof ServerKinds;
-  out.push({ case: k, value: decodeObject(serverSpec[k], body, path + kind) } as ServerFrame);
+  out.push({ case: k, value: decodeObject(serverKinds[k], body, path + kind) } as ServerFrame);
 }
 
-function decodeObject(spec: Spec, body: unknown, path: string): Record<string, unknown> {
+function decodeObject(name: MessageName, body: unknown, path: string): Record<string, unknown> {
   if (body !== null && !isObject(body)) throw new CodecError(`decode: ${path}: want an object`);
   const src: Record<string, unknown> = {};
   if (body) {
     // Decoders accept the proto field names too, as protojson does.
     for (const k in body) src[k.includes("_") ? camel(k) : k] = body[k];
   }
+  const spec = fieldsOf(name);
   const out: Record<string, unknown> = {};
   for (const key in spec) {
     const x = src[key];
     const at = `${path}.${key}`;
-    switch (spec[key]) {
-      case S:
+    const t = spec[key]!;
+    if (typeof t === "object") {
+      if (t.list) {
+        out[key] = decodeList(x, at).map((m, i) => decodeObject(t.message, m, `${at}[${i}]`));
+      } else {
+        out[key] = x === undefined || x === null ? undefined : decodeObject(t.message, x, at);
+      }
+      continue;
+    }
+    switch (t) {
+      case "string":
         if (x !== undefined && x !== null && typeof x !== "string") {
           throw new CodecError(`decode: ${at}: want a string`);
         }
         out[key] = x ?? "";
         break;
-      case N:
+      case "number":
         out[key] = decodeNumber(x, at);
         break;
-      case C:
+      case "code":
         out[key] = decodeCode(x, at);
         break;
-      case B:
+      case "bool":
         if (x !== undefined && x !== null && typeof x !== "boolean") {
           throw new CodecError(`decode: ${at}: want a boolean`);
         }
         out[key] = x === true;
         break;
-      case P:
+      case "payload":
         out[key] = decodePayload(x, src[key + "Base64"], at);
         break;
-      case M:
-        out[key] = decodeList(x, at).map((m, i) => decodeObject(memberSpec, m, `${at}[${i}]`));
-        break;
-      case L:
+      case "strings":
         out[key] = decodeList(x, at).map((s, i) => {
           if (typeof s !== "string") throw new CodecError(`decode: ${at}[${i}]: want a string`);
           return s;

@@ -2460,7 +2460,7 @@ var File_corral_v1_client_proto protoreflect.FileDescriptor
 
 const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\"\xe8\x03\n" +
+	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\x1a\x17corral/v1/options.proto\"\xe8\x03\n" +
 	"\vClientFrame\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x04join\x18\x02 \x01(\v2\x0f.corral.v1.JoinH\x00R\x04join\x12(\n" +
@@ -2477,45 +2477,45 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12)\n" +
-	"\x06resume\x18\x03 \x01(\v2\x11.corral.v1.ResumeR\x06resume\"\xaf\x01\n" +
+	"\x06resume\x18\x03 \x01(\v2\x11.corral.v1.ResumeR\x06resume\"\xb5\x01\n" +
 	"\x06Resume\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12-\n" +
-	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionR\x05rooms\x12\x1a\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x123\n" +
+	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionB\x04\x90\xb5\x18\x01R\x05rooms\x12\x1a\n" +
 	"\binstance\x18\x04 \x01(\tR\binstance\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\rR\aattempt\"f\n" +
 	"\fRoomPosition\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
-	"\bpresence\x18\x04 \x01(\bR\bpresence\"\xb5\x01\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\"\xbb\x01\n" +
 	"\x04Join\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1b\n" +
 	"\tsince_seq\x18\x02 \x01(\x04R\bsinceSeq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
-	"\bpresence\x18\x04 \x01(\bR\bpresence\x12%\n" +
-	"\x0epresence_state\x18\x05 \x01(\fR\rpresenceState\x12#\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\x12+\n" +
+	"\x0epresence_state\x18\x05 \x01(\fB\x04\x88\xb5\x18\x01R\rpresenceState\x12#\n" +
 	"\rfrom_position\x18\x06 \x01(\bR\ffromPosition\"\x1b\n" +
 	"\x05Leave\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\"G\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"M\n" +
 	"\aPublish\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\"^\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1e\n" +
+	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\"d\n" +
 	"\x06Signal\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\x12\x14\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1e\n" +
+	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12\x14\n" +
 	"\x05clear\x18\x04 \x01(\bR\x05clear\"+\n" +
 	"\x03Ack\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x16\n" +
 	"\x04Ping\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"7\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"=\n" +
 	"\vSetPresence\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\fR\x05state\"O\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1a\n" +
+	"\x05state\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\x05state\"O\n" +
 	"\rPresenceQuery\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
@@ -2562,19 +2562,19 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x04Left\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12#\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8a\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x90\x01\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
-	"\x06sender\x18\x03 \x01(\tR\x06sender\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\x12\x17\n" +
+	"\x06sender\x18\x03 \x01(\tR\x06sender\x12\x1e\n" +
+	"\apayload\x18\x04 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12\x17\n" +
 	"\atime_ms\x18\x05 \x01(\x03R\x06timeMs\x12\x0e\n" +
-	"\x02id\x18\x06 \x01(\tR\x02id\"{\n" +
+	"\x02id\x18\x06 \x01(\tR\x02id\"\x81\x01\n" +
 	"\vSignalEvent\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
-	"\x06sender\x18\x03 \x01(\tR\x06sender\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\x12\x14\n" +
+	"\x06sender\x18\x03 \x01(\tR\x06sender\x12\x1e\n" +
+	"\apayload\x18\x04 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12\x14\n" +
 	"\x05clear\x18\x05 \x01(\bR\x05clear\"_\n" +
 	"\tPublished\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
@@ -2611,10 +2611,10 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\vcounts_only\x18\b \x01(\bR\n" +
 	"countsOnly\".\n" +
 	"\tRefreshed\x12!\n" +
-	"\fexpires_unix\x18\x01 \x01(\x03R\vexpiresUnix\"a\n" +
+	"\fexpires_unix\x18\x01 \x01(\x03R\vexpiresUnix\"g\n" +
 	"\x0ePresenceMember\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\fR\x05state\x12 \n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
+	"\x05state\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\x05state\x12 \n" +
 	"\vconnections\x18\x03 \x01(\rR\vconnections\"\x81\x01\n" +
 	"\fPresencePage\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x123\n" +
@@ -2718,6 +2718,7 @@ func file_corral_v1_client_proto_init() {
 		return
 	}
 	file_corral_v1_codes_proto_init()
+	file_corral_v1_options_proto_init()
 	file_corral_v1_client_proto_msgTypes[0].OneofWrappers = []any{
 		(*ClientFrame_Hello)(nil),
 		(*ClientFrame_Join)(nil),
