@@ -116,7 +116,8 @@ func (f *fleet) dial(ctx context.Context, i int, scheduled time.Time) bool {
 	f.r.sentOne(scheduled)
 	c, err := client.Dial(ctx, f.r.o.Target.WS, client.Options{
 		Token: token, Encoding: f.r.o.Encoding,
-		OnFrame: func(fr *corralv1.ServerFrame) { f.handle(m, fr) },
+		OnFrame:    func(fr *corralv1.ServerFrame) { f.handle(m, fr) },
+		HTTPClient: f.r.o.Client.httpClient(nil),
 	})
 	if err != nil {
 		f.r.fail("connect:"+dialErrorKind(err), 0)
