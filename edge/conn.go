@@ -87,7 +87,7 @@ type conn struct {
 	closing bool // a close is queued; nothing more is accepted
 	writing bool // a writer goroutine is running
 	// flushing: the writer holds frames taken from queue that are not yet
-	// written, so no frame may be written around it (see push).
+	// written (for corral_edge_queued_frames).
 	flushing    bool
 	ended       bool // the reader is done: no writer starts any more
 	closeCode   corralv1.Code
@@ -480,13 +480,15 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
-	if e.msg != nil && len(c.queue) == 0 && !c.flushing && !c.ended && c.idle() {
-		// Nothing queued or being written, and the socket idle: try the
+	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended && c.idle() {
+		// No writer, nothing queued, and the socket idle: try the
 		// message on the socket right away, without blocking, on this
 		// goroutine (a room's fan-out then costs one write(2) per member
 		// and no writer wake-up). mu is held, so nothing can overtake
 		// it. A busy socket's frames queue instead, and the writer sends
-		// them together (see writeLoop).
+		// them together (see writeLoop). Never beside a running writer,
+		// even an idle one: a tail left by a partial write is the
+		// writer's to send, and only a writer started for it does.
 		r := c.wire.tryWrite(e.msg)
 		if r == writeDone || r == writeTail {
 			c.e.metrics.framesPerFlush.Observe(1)
@@ -524,10 +526,19 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		}
 		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
 	}
-	start, wake := c.startWriterLocked(), len(c.queue) == 1
+	start, wake := c.startWriterLocked(), len(c.queue) == 1 || c.fullLocked()
 	c.mu.Unlock()
 	c.kick(start, wake)
 	return true
+}
+
+// fullLocked reports whether the queue holds enough to write without
+// waiting out the coalescing window: a quarter of either bound, or 64
+// KiB. Coalescing must never make a fast reader a slow consumer. Lock
+// must be held.
+func (c *conn) fullLocked() bool {
+	n := c.queued
+	return len(c.queue)-c.replayed >= c.e.cfg.QueueFrames/4 || n >= c.e.cfg.QueueBytes/4 || n >= 64<<10
 }
 
 // idle reports whether the socket was last written at least
@@ -721,7 +732,7 @@ func (c *conn) writeLoop() {
 			idle.Reset(writerIdle)
 			continue
 		}
-		if w := c.e.cfg.CoalesceWindow; w > 0 && !c.closing && !hurry {
+		if w := c.e.cfg.CoalesceWindow; w > 0 && !c.closing && !hurry && !c.fullLocked() {
 			if wait := time.Duration(c.lastFlush.Load() + int64(w) - time.Now().UnixNano()); wait > 0 {
 				c.mu.Unlock()
 				if delay == nil {
