@@ -105,7 +105,13 @@ func TestIdleSocketWritesInline(t *testing.T) {
 	te := startEdge(t, false, func(cfg *Config) { cfg.CoalesceWindow = window })
 	cl := te.dialJoin(t, "u", "r")
 	c := memberConn(t, te, "r")
-	time.Sleep(window + 50*time.Millisecond) // the Joined's write is past
+	// The Joined's write is past, and any writer it started has ended.
+	waitFor(t, "the writer to end", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.writing
+	})
+	time.Sleep(window + 50*time.Millisecond)
 
 	c.link.dispatch(roomMessages("r", 0, 1))
 	c.mu.Lock()
