@@ -27,6 +27,8 @@ type ChatBurst struct {
 	AckTimeout  time.Duration
 	ConnectRate float64
 	SLO         time.Duration
+
+	name, describe string // set for busy-room, which is a preset of chat-burst
 }
 
 // NewChatBurst returns W4's figures: the 15% of a 6,000-member chat who
@@ -43,9 +45,17 @@ func NewChatBurst() *ChatBurst {
 	}
 }
 
-func (c *ChatBurst) Name() string { return "chat-burst" }
+func (c *ChatBurst) Name() string {
+	if c.name != "" {
+		return c.name
+	}
+	return "chat-burst"
+}
 
 func (c *ChatBurst) Describe() string {
+	if c.describe != "" {
+		return c.describe
+	}
 	return `W4 (seed 004): a burst of persisted chat posts from WebSocket clients.
 
 W4's burst of chat posts (seed 004): clients publish reliable messages over

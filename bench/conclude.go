@@ -16,7 +16,11 @@ func (r *run) conclude(ctx context.Context, f *fleet, params map[string]any,
 	machine := r.machineWindow()
 	acks, upto := r.ledger.snapshot()
 	r.setPhase("draining")
-	f.drain(ctx, upto, r.o.Drain)
+	serverQueued := 0.0
+	if !f.drain(ctx, upto, r.o.Drain) {
+		r.setPhase("settling")
+		serverQueued = f.settle(ctx, upto, r.o.Drain)
+	}
 	stopKeepAlive()
 	r.setPhase("closing")
 	f.closeAll(30 * time.Second)
@@ -33,6 +37,7 @@ func (r *run) conclude(ctx context.Context, f *fleet, params map[string]any,
 		res.Acks = &a
 	}
 	res.Delivery = f.check(upto, acks)
+	res.Delivery.ServerQueued = serverQueued
 	res.Connect = &ConnectStats{Target: f.target, Joined: f.count(), Failed: f.target - f.count(), Latency: f.connLat.summary()}
 	for i, st := range r.steps {
 		s := st.result(slo)

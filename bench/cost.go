@@ -34,6 +34,11 @@ type costSample struct {
 	// flushFrames and flushes are corral_edge_frames_per_flush's sum and
 	// count: how many frames the edge wrote and in how many writes.
 	flushFrames, flushes float64
+	// queued is what the server still holds for its clients:
+	// corral_edge_queued_frames plus corral_core_conn_backlog_frames;
+	// queuedKnown says the endpoint exposes at least the first.
+	queued      float64
+	queuedKnown bool
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
@@ -153,6 +158,11 @@ func (s *costSampler) scrape(ctx context.Context) (costSample, error) {
 			c.flushFrames = v
 		case "corral_edge_frames_per_flush_count":
 			c.flushes = v
+		case "corral_edge_queued_frames":
+			c.queued += v
+			c.queuedKnown = true
+		case "corral_core_conn_backlog_frames":
+			c.queued += v
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -10,9 +10,14 @@
 //	            idle connections and the server's memory per connection
 //	chat-burst  W4: publishes from WebSocket clients ramping up to a
 //	            target rate; acknowledgement latency and errors by kind
+//	busy-room   issue 19's busy room: chat-burst with 1 room x 200
+//	            members, 20 senders x 20 Hz
+//	limit       the bare-TCP ceiling: one write per message per socket,
+//	            no WebSocket, to quote the others as a share of
 //
 // Every scenario connects through package client (the Go client users
-// get), checks delivery with package checker (order, gaps, duplicates,
+// get; [Options.Client] picks its frame reader or, with ClientStandard,
+// coder/websocket's Conn.Read as most users' clients read), checks delivery with package checker (order, gaps, duplicates,
 // acknowledged-but-missing) and returns an error wrapping [ErrViolation]
 // when anything was lost. Latency is measured from the time a publish was
 // scheduled (carried in the payload as {"t":<unix nanos>,...}) to the time a

@@ -32,6 +32,9 @@ type fleet struct {
 	// presence, when set, makes members join with presence and counts
 	// their Presence frames.
 	presence *presenceTally
+	// lateAfter is when the drain ended (unix nanoseconds; 0: not yet):
+	// messages read after it are late, not lost.
+	lateAfter atomic.Int64
 
 	mu      sync.Mutex // guards the following field
 	members []*member
@@ -52,6 +55,7 @@ type member struct {
 	done   chan struct{}
 
 	got    []entry
+	late   uint64 // messages read after the drain ended
 	resets int
 	// held is, per signal sender, the highest counter read (cursors).
 	held []int64
@@ -116,7 +120,8 @@ func (f *fleet) dial(ctx context.Context, i int, scheduled time.Time) bool {
 	f.r.sentOne(scheduled)
 	c, err := client.Dial(ctx, f.r.o.Target.WS, client.Options{
 		Token: token, Encoding: f.r.o.Encoding,
-		OnFrame: func(fr *corralv1.ServerFrame) { f.handle(m, fr) },
+		OnFrame:    func(fr *corralv1.ServerFrame) { f.handle(m, fr) },
+		HTTPClient: f.r.o.Client.httpClient(nil),
 	})
 	if err != nil {
 		f.r.fail("connect:"+dialErrorKind(err), 0)
@@ -163,8 +168,12 @@ func (f *fleet) handle(m *member, fr *corralv1.ServerFrame) {
 	switch k := fr.GetKind().(type) {
 	case *corralv1.ServerFrame_Message:
 		msg := k.Message
+		now := time.Now()
 		if t, ok := sentTime(msg.GetPayload()); ok {
-			f.r.delivered(t, time.Now())
+			f.r.delivered(t, now)
+		}
+		if at := f.lateAfter.Load(); at != 0 && now.UnixNano() > at {
+			m.late++
 		}
 		m.got = append(m.got, entry{msg.GetSeq(), msg.GetId()})
 		if msg.GetSeq() > m.last.Load() {
@@ -246,27 +255,63 @@ func (f *fleet) keepAlive(ctx context.Context) {
 }
 
 // drain waits until every member has read its room up to upto, or d
-// passes.
-func (f *fleet) drain(ctx context.Context, upto map[string]uint64, d time.Duration) {
+// passes. It reports whether every member has.
+func (f *fleet) drain(ctx context.Context, upto map[string]uint64, d time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	ms := f.all()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		behind := false
-		for _, m := range ms {
-			if m.last.Load() < upto[m.room] && !isDone(m.done) {
-				behind = true
-				break
-			}
-		}
-		if !behind {
-			return
+		if !f.behind(upto) {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// behind reports whether a connected member has not read its room up to
+// upto yet.
+func (f *fleet) behind(upto map[string]uint64) bool {
+	for _, m := range f.all() {
+		if m.last.Load() < upto[m.room] && !isDone(m.done) {
+			return true
+		}
+	}
+	return false
+}
+
+// settle follows a drain that ended with members behind: what they read
+// from now on is late, not lost. It waits, at most d, until they have
+// caught up or the server says it holds nothing more for its clients (its
+// queue gauges, read twice in a row at 0: see costSample.queued). It
+// returns the server's queued frames when it stopped waiting, or -1 when
+// the server does not say.
+func (f *fleet) settle(ctx context.Context, upto map[string]uint64, d time.Duration) float64 {
+	f.lateAfter.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	queued, empty := -1.0, 0
+	for {
+		if s, err := f.r.cost.scrape(ctx); err == nil && s.queuedKnown {
+			queued = s.queued
+			if queued == 0 {
+				empty++
+			} else {
+				empty = 0
+			}
+		}
+		if !f.behind(upto) || empty >= 2 {
+			return queued
+		}
+		select {
+		case <-ctx.Done():
+			return queued
 		case <-t.C:
 		}
 	}
@@ -357,6 +402,7 @@ func (f *fleet) check(upto map[string]uint64, acks []ack) Delivery {
 		} else {
 			have = have[:0]
 		}
+		d.Late += m.late
 		for _, e := range m.got {
 			ck.Received(m.name, m.room, e.seq, e.id)
 			d.Received++

@@ -107,12 +107,20 @@ type ConnectStats struct {
 
 // Delivery is the outcome of the delivery check.
 type Delivery struct {
-	Published  uint64   `json:"published"`
-	Expected   uint64   `json:"expected"`
-	Received   uint64   `json:"received"`
-	Lost       uint64   `json:"lost"`
-	Duplicated uint64   `json:"duplicated"`
-	Violations []string `json:"violations,omitempty"`
+	Published  uint64 `json:"published"`
+	Expected   uint64 `json:"expected"`
+	Received   uint64 `json:"received"`
+	Lost       uint64 `json:"lost"`
+	Duplicated uint64 `json:"duplicated"`
+	// Late counts messages that arrived after the drain (Options.Drain)
+	// ended: received, so not lost, but later than the run allowed.
+	Late uint64 `json:"late"`
+	// ServerQueued is what the server still held for its clients when
+	// the check was made (its queue gauges), when the drain ended with
+	// members behind; -1: the server does not say; 0 and no one behind:
+	// not needed.
+	ServerQueued float64  `json:"serverQueued"`
+	Violations   []string `json:"violations,omitempty"`
 }
 
 // ErrorCounts counts failures by kind ("publish:unavailable",

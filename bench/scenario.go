@@ -32,6 +32,8 @@ type Options struct {
 	Target Target
 	// Encoding is the subprotocol of the WebSocket clients. Default JSON.
 	Encoding protocol.Encoding
+	// Client is how the WebSocket clients read. Default ClientFast.
+	Client ClientKind
 	// Sources is how many loopback source addresses (127.0.0.1 to
 	// 127.0.0.N, round-robin) the clients connect from. 0: one per
 	// 2,000 connections when the target is an IPv4 loopback address,
@@ -57,7 +59,7 @@ func (o Options) withDefaults() Options {
 // Scenarios returns a fresh value of every scenario, by name, with the
 // seeds' defaults.
 func Scenarios() []Scenario {
-	s := []Scenario{NewBroadcast(), NewConnect(), NewChatBurst(), NewCursors(), NewStorm()}
+	s := []Scenario{NewBroadcast(), NewBusyRoom(), NewConnect(), NewChatBurst(), NewCursors(), NewLimit(), NewStorm()}
 	sort.Slice(s, func(i, j int) bool { return s[i].Name() < s[j].Name() })
 	return s
 }

@@ -91,8 +91,15 @@ func (r *Result) WriteText(w io.Writer) error {
 			p.Members, p.FramesPerMember, p.MaxFramesPerMember, p.BytesPerMember, p.MaxBytesPerMember)
 	}
 	d := r.Delivery
-	fmt.Fprintf(&b, "  delivery check         %d published, %d expected, %d received, %d lost, %d duplicated",
-		d.Published, d.Expected, d.Received, d.Lost, d.Duplicated)
+	fmt.Fprintf(&b, "  delivery check         %d published, %d expected, %d received, %d late (after the drain), %d lost, %d duplicated",
+		d.Published, d.Expected, d.Received, d.Late, d.Lost, d.Duplicated)
+	if d.Late > 0 || d.ServerQueued != 0 {
+		if d.ServerQueued < 0 {
+			fmt.Fprintf(&b, "; the server does not expose its queues")
+		} else {
+			fmt.Fprintf(&b, "; %.0f frames still queued in the server when judged", d.ServerQueued)
+		}
+	}
 	if len(d.Violations) == 0 {
 		b.WriteString(": OK\n")
 	} else {

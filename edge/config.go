@@ -42,6 +42,13 @@ type Config struct {
 	// WriteTimeout bounds one write to a socket; past it the connection is
 	// a slow consumer. Default 5s.
 	WriteTimeout time.Duration
+	// CoalesceWindow is how long a busy connection's frames may wait to be
+	// written together: a frame for a socket written within the window
+	// is queued, and the writer sends everything queued in one write once
+	// the window since the last write has passed (see conn.push). A frame
+	// for a socket idle that long is written at once. Default 5ms; a
+	// negative window: every frame is written as soon as it can be.
+	CoalesceWindow time.Duration
 	// QueueFrames and QueueBytes bound one connection's send queue; past
 	// either the connection is a slow consumer. Defaults 4096 and 1 MiB.
 	QueueFrames int
@@ -131,6 +138,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.WriteTimeout <= 0 {
 		out.WriteTimeout = 5 * time.Second
+	}
+	if out.CoalesceWindow == 0 {
+		out.CoalesceWindow = 5 * time.Millisecond
 	}
 	if out.QueueFrames <= 0 {
 		out.QueueFrames = 4096

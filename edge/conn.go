@@ -84,9 +84,12 @@ type conn struct {
 	// sigAt finds the signal batch of a room still waiting in queue, so a
 	// newer one merges into it: a slow reader gets the latest values, not
 	// a backlog.
-	sigAt       map[string]queuedSignals
-	closing     bool // a close is queued; nothing more is accepted
-	writing     bool // a writer goroutine is running
+	sigAt   map[string]queuedSignals
+	closing bool // a close is queued; nothing more is accepted
+	writing bool // a writer goroutine is running
+	// flushing: the writer holds frames taken from queue that are not yet
+	// written (for corral_edge_queued_frames).
+	flushing    bool
 	ended       bool // the reader is done: no writer starts any more
 	closeCode   corralv1.Code
 	closeReason string
@@ -478,11 +481,15 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
-	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended {
-		// No writer and nothing queued: try the message on the socket
-		// right away, without blocking, on this goroutine (a room's
-		// fan-out then costs one write(2) per member and no writer
-		// wake-up). mu is held, so nothing can overtake it.
+	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended && c.idle() {
+		// No writer, nothing queued, and the socket idle: try the
+		// message on the socket right away, without blocking, on this
+		// goroutine (a room's fan-out then costs one write(2) per member
+		// and no writer wake-up). mu is held, so nothing can overtake
+		// it. A busy socket's frames queue instead, and the writer sends
+		// them together (see writeLoop). Never beside a running writer,
+		// even an idle one: a tail left by a partial write is the
+		// writer's to send, and only a writer started for it does.
 		r := c.wire.tryWrite(e.msg)
 		if r == writeDone || r == writeTail {
 			c.e.metrics.framesPerFlush.Observe(1)
@@ -499,7 +506,8 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 			c.kick(start, false)
 			return true
 		case writeFailed:
-			c.writing = true // no writer ever again, as in writeLoop
+			// No writer and no write ever again, as in writeLoop.
+			c.writing, c.flushing = true, true
 			c.mu.Unlock()
 			// Not on this goroutine, which may be fanning a room out.
 			go c.cutOff()
@@ -519,10 +527,27 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		}
 		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
 	}
-	start, wake := c.startWriterLocked(), len(c.queue) == 1
+	start, wake := c.startWriterLocked(), len(c.queue) == 1 || c.fullLocked()
 	c.mu.Unlock()
 	c.kick(start, wake)
 	return true
+}
+
+// fullLocked reports whether the queue holds enough to write without
+// waiting out the coalescing window: a quarter of either bound, or 64
+// KiB. Coalescing must never make a fast reader a slow consumer. Lock
+// must be held.
+func (c *conn) fullLocked() bool {
+	n := c.queued
+	return len(c.queue)-c.replayed >= c.e.cfg.QueueFrames/4 || n >= c.e.cfg.QueueBytes/4 || n >= 64<<10
+}
+
+// idle reports whether the socket was last written at least
+// Config.CoalesceWindow ago (always, with a negative window): its next
+// frame is written at once rather than queued to go with others.
+func (c *conn) idle() bool {
+	w := c.e.cfg.CoalesceWindow
+	return w <= 0 || time.Now().UnixNano()-c.lastFlush.Load() >= int64(w)
 }
 
 // signal tells the writer the queue changed, starting one if none runs.
@@ -650,14 +675,25 @@ func closeFrame(code corralv1.Code, reason string, delayMs uint32) *corralv1.Ser
 
 // writeLoop is the connection's only writer: it takes everything queued,
 // writes it as one message, and repeats; after a queued close it closes.
+//
+// Write coalescing: the writer writes at most once per
+// Config.CoalesceWindow. Work that arrives sooner after the last write
+// waits for the window to pass, and whatever has been queued by then goes
+// in the same write(2): a busy socket (a busy room's member) costs one
+// write per window instead of one per frame. A close, and a connection
+// whose reader is gone, do not wait.
 func (c *conn) writeLoop() {
 	linger := time.Now().UnixNano()-c.lastFlush.Load() < int64(writerIdle)
-	var idle *time.Timer // made when first needed
+	var idle, delay *time.Timer // made when first needed
 	defer func() {
 		if idle != nil {
 			idle.Stop()
 		}
+		if delay != nil {
+			delay.Stop()
+		}
 	}()
+	hurry := false // the reader is gone: no more coalescing
 	// The end of a message pushed without blocking, if that is why the
 	// writer started.
 	c.writeStart.Store(time.Now().UnixNano())
@@ -697,7 +733,25 @@ func (c *conn) writeLoop() {
 			idle.Reset(writerIdle)
 			continue
 		}
+		if w := c.e.cfg.CoalesceWindow; w > 0 && !c.closing && !hurry && !c.fullLocked() {
+			if wait := time.Duration(c.lastFlush.Load() + int64(w) - time.Now().UnixNano()); wait > 0 {
+				c.mu.Unlock()
+				if delay == nil {
+					delay = time.NewTimer(wait)
+				} else {
+					delay.Reset(wait)
+				}
+				select {
+				case <-delay.C:
+				case <-c.wake: // e.g. a close: look again
+				case <-c.done:
+					hurry = true
+				}
+				continue
+			}
+		}
 		q := c.takeLocked()
+		c.flushing = true
 		closing, code, reason := c.closing, c.closeCode, c.closeReason
 		c.mu.Unlock()
 
@@ -728,6 +782,7 @@ func (c *conn) writeLoop() {
 			c.lastFlush.Store(now)
 			clear(q)
 			c.mu.Lock()
+			c.flushing = false
 			if c.spare == nil {
 				c.spare = q[:0]
 			}

@@ -6,13 +6,14 @@
 // Each connection has one reader and one writer that owns a bounded queue
 // of encoded frames. Neither holds a goroutine while the connection is
 // idle: on Linux the reader parks the socket in the edge's epoll set and
-// ends (park.go), and the writer starts with work. A frame for a
-// connection with no writer running and nothing queued is written at once,
-// without blocking, by the goroutine that pushes it (the writer's role is
-// taken for that one write; wire.go): only a full socket queues it. The
-// writer drains everything that is ready and writes it as one WebSocket
-// message (a Batch frame), so a busy connection costs one write per flush,
-// not one per frame. A room message arrives from the core once per link and
+// ends (park.go), and the writer starts with work. A frame for an idle
+// connection (nothing queued or being written, no write within
+// Config.CoalesceWindow) is written at once, without blocking, by the
+// goroutine that pushes it (the writer's role is taken for that one write;
+// wire.go). A busy connection's frames queue instead, and the writer, at
+// most once per window, drains everything queued and writes it as one
+// WebSocket message (a Batch frame): a busy connection costs one write per
+// window, not one per frame (corral_edge_frames_per_flush). A room message arrives from the core once per link and
 // is encoded once per encoding; every local member's queue (or socket)
 // gets the same bytes. A connection whose queue overflows is closed with
 // CODE_SLOW_CONSUMER and resumes; it never holds back the rest of its room.

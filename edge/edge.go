@@ -62,6 +62,10 @@ func New(cfg Config) (*Edge, error) {
 			Name: "corral_edge_parked_connections",
 			Help: "Idle connections whose reader is parked (no goroutine; Linux).",
 		}, func() float64 { return float64(e.poller.parkedConns()) }))
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "corral_edge_queued_frames",
+			Help: "Frames waiting in the connections' send queues, or taken by a writer and not yet written (counted when scraped). 0: everything the edge was given has reached the sockets.",
+		}, e.queuedFrames))
 	}
 	// Link i starts on core i mod len(Cores): each core gets Links streams.
 	for i := range cfg.Links * len(cfg.Cores) {
@@ -189,6 +193,29 @@ func (e *Edge) untrack(c *conn) {
 	if e.closed {
 		e.metrics.draining.Set(float64(len(e.conns)))
 	}
+}
+
+// queuedFrames counts the frames waiting in every connection's queue, and
+// 1 for a writer holding frames it has not written yet. For the
+// corral_edge_queued_frames gauge: it walks the connections when scraped,
+// so the fan-out path pays nothing for it.
+func (e *Edge) queuedFrames() float64 {
+	e.mu.Lock()
+	conns := make([]*conn, 0, len(e.conns))
+	for c := range e.conns {
+		conns = append(conns, c)
+	}
+	e.mu.Unlock()
+	n := 0
+	for _, c := range conns {
+		c.mu.Lock()
+		n += len(c.queue)
+		if c.flushing && !c.ended {
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return float64(n)
 }
 
 // sweep closes connections that have been silent for two heartbeats. One

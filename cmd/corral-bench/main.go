@@ -163,7 +163,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 type common struct {
 	url, api, apiKey, metrics, token string
 	pid, sources                     int
-	encoding                         string
+	encoding, clientKind             string
 	drain                            time.Duration
 	jsonFile, report                 string
 	allowRemote, spawn               bool
@@ -180,6 +180,7 @@ func defineCommon(fs *flag.FlagSet) *common {
 	fs.IntVar(&c.pid, "pid", 0, "the corral server's process `id` on this machine: its CPU and memory are read from /proc")
 	fs.StringVar(&c.token, "token", "", "connection token every client sends (default: each client's own name, a user id for corral --insecure-dev)")
 	fs.StringVar(&c.encoding, "encoding", "json", "client subprotocol: json or proto")
+	fs.StringVar(&c.clientKind, "client", "fast", "how clients read: fast (their own frame reader) or standard (coder/websocket's Conn.Read, one goroutine per socket, like most users' clients)")
 	fs.IntVar(&c.sources, "sources", 0, "spread clients over source addresses 127.0.0.1 to 127.0.0.`N` (0: one per 2,000 connections when the target is 127.0.0.1)")
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long to wait for deliveries in flight after the last publish")
 	fs.StringVar(&c.jsonFile, "json", "", "write the JSON record to `FILE`")
@@ -207,6 +208,11 @@ func (c *common) options(stderr io.Writer) (bench.Options, error) {
 	default:
 		return o, fmt.Errorf("--encoding is json or proto, not %q", c.encoding)
 	}
+	kind, ok := bench.ParseClientKind(c.clientKind)
+	if !ok {
+		return o, fmt.Errorf("--client is fast or standard, not %q", c.clientKind)
+	}
+	o.Client = kind
 	if !c.quiet {
 		o.Progress = stderr
 	}

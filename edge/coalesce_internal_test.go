@@ -1,0 +1,175 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// flushes reads the frames-per-flush histogram: writes and frames written.
+func flushes(t *testing.T, te *testEdge) (writes uint64, frames float64) {
+	t.Helper()
+	var d dto.Metric
+	if err := te.e.metrics.framesPerFlush.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetHistogram().GetSampleCount(), d.GetHistogram().GetSampleSum()
+}
+
+// memberConn is the edge's conn of the only connection, once it is a
+// member of room on its link.
+func memberConn(t *testing.T, te *testEdge, room string) *conn {
+	t.Helper()
+	var c *conn
+	waitFor(t, "the member", func() bool {
+		cs := serverConns(te)
+		if len(cs) != 1 {
+			return false
+		}
+		c = cs[0]
+		c.link.mu.Lock()
+		defer c.link.mu.Unlock()
+		_, ok := c.link.rooms[room][c]
+		return ok
+	})
+	return c
+}
+
+// roomMessages is a burst of n room messages, seqs from+1 to from+n, as the
+// core sends them in one batch.
+func roomMessages(room string, from uint64, n int) []*corralv1.CoreFrame {
+	fs := make([]*corralv1.CoreFrame, n)
+	for i := range fs {
+		seq := from + uint64(i) + 1
+		fs[i] = &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
+			Room: room,
+			Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+				Room: room, Seq: seq, Id: fmt.Sprint("m", seq), Payload: []byte(`{"n":1}`),
+			}}},
+		}}}
+	}
+	return fs
+}
+
+// readMessages reads n messages from c and checks their seqs are from+1 to
+// from+n, in order, each once.
+func readMessages(t *testing.T, c *client.Conn, from uint64, n int) {
+	t.Helper()
+	for i := range n {
+		m := next(t, c, isMessage).GetMessage()
+		if want := from + uint64(i) + 1; m.GetSeq() != want {
+			t.Fatalf("message %d has seq %d, want %d (order, loss or duplicate)", i, m.GetSeq(), want)
+		}
+	}
+}
+
+// TestCoalescedWritesKeepOrder: bursts to a busy socket are written
+// several frames per write, and the client reads every message once, in
+// order; interleaved bursts from several goroutines' batches too.
+func TestCoalescedWritesKeepOrder(t *testing.T) {
+	te := startEdge(t, false, nil)
+	cl := te.dialJoin(t, "u", "r")
+	c := memberConn(t, te, "r")
+	w0, f0 := flushes(t, te)
+
+	const bursts, per = 20, 50
+	for b := range bursts {
+		c.link.dispatch(roomMessages("r", uint64(b*per), per))
+		if b%4 == 0 {
+			time.Sleep(time.Millisecond) // some bursts meet a flush in progress
+		}
+	}
+	readMessages(t, cl, 0, bursts*per)
+
+	w, f := flushes(t, te)
+	writes, frames := w-w0, f-f0
+	if frames != bursts*per {
+		t.Fatalf("%v frames written, want %d", frames, bursts*per)
+	}
+	if writes >= bursts*per/2 {
+		t.Fatalf("%d writes for %v frames: a busy socket's frames were not coalesced", writes, frames)
+	}
+}
+
+// TestIdleSocketWritesInline: a frame for a socket not written within the
+// window goes out inline, on the fan-out's goroutine (nothing is queued);
+// the next one, sooner, waits in the queue and is written once the window
+// since the last write has passed, not later than the writer's idle time.
+func TestIdleSocketWritesInline(t *testing.T) {
+	const window = 300 * time.Millisecond
+	te := startEdge(t, false, func(cfg *Config) { cfg.CoalesceWindow = window })
+	cl := te.dialJoin(t, "u", "r")
+	c := memberConn(t, te, "r")
+	// The Joined's write is past, and any writer it started has ended.
+	waitFor(t, "the writer to end", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.writing
+	})
+	time.Sleep(window + 50*time.Millisecond)
+
+	c.link.dispatch(roomMessages("r", 0, 1))
+	c.mu.Lock()
+	queued := len(c.queue)
+	c.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("a frame for an idle socket was queued (%d), not written inline", queued)
+	}
+	readMessages(t, cl, 0, 1)
+
+	start := time.Now()
+	c.link.dispatch(roomMessages("r", 1, 1))
+	c.mu.Lock()
+	queued = len(c.queue)
+	c.mu.Unlock()
+	if queued != 1 {
+		t.Fatalf("a frame for a socket written just now: %d queued, want 1", queued)
+	}
+	readMessages(t, cl, 1, 1)
+	if d := time.Since(start); d >= writerIdle {
+		t.Fatalf("a queued frame waited %v: past the window (%v), as long as the writer's idle time", d, window)
+	}
+}
+
+// TestCoalescingKeepsQueueBound: a client that stops reading still meets
+// the queue's bound and is closed as a slow consumer, coalescing or not.
+func TestCoalescingKeepsQueueBound(t *testing.T) {
+	te := startEdge(t, false, func(cfg *Config) { cfg.QueueFrames = 64 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A client whose frames nobody takes: its reader stops at once.
+	cl, err := client.Dial(ctx, te.url, client.Options{Token: "u", FrameBuffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		go func() {
+			for range cl.Frames() { // let its reader end
+			}
+		}()
+		cl.CloseNow()
+	})
+	go func() { _, _ = cl.Join(ctx, "r", 0, "") }()
+	c := memberConn(t, te, "r")
+	big := make([]byte, 16<<10)
+	for i := range 2000 {
+		fs := roomMessages("r", uint64(i), 1)
+		fs[0].GetRoom().GetFrame().GetMessage().Payload = big
+		c.link.dispatch(fs)
+		c.mu.Lock()
+		closing, code := c.closing, c.closeCode
+		c.mu.Unlock()
+		if closing {
+			if code != corralv1.Code_CODE_SLOW_CONSUMER {
+				t.Fatalf("closed with %v, want CODE_SLOW_CONSUMER", code)
+			}
+			return
+		}
+	}
+	t.Fatal("2,000 frames of 16 KiB to a client that does not read: never closed as a slow consumer")
+}
