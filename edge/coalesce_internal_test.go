@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/client"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -42,12 +43,12 @@ func memberConn(t *testing.T, te *testEdge, room string) *conn {
 
 // roomMessages is a burst of n room messages, seqs from+1 to from+n, as the
 // core sends them in one batch.
-func roomMessages(room string, from uint64, n int) []*corralv1.CoreFrame {
-	fs := make([]*corralv1.CoreFrame, n)
+func roomMessages(room string, from uint64, n int) []*linkv1.CoreFrame {
+	fs := make([]*linkv1.CoreFrame, n)
 	for i := range fs {
 		seq := from + uint64(i) + 1
-		fs[i] = &corralv1.CoreFrame{Kind: &corralv1.CoreFrame_Room{Room: &corralv1.RoomFrame{
-			Room: room,
+		fs[i] = &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Live{Live: &linkv1.RoomLive{
+			Room: room, Seq: seq,
 			Frame: &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
 				Room: room, Seq: seq, Id: fmt.Sprint("m", seq), Payload: []byte(`{"n":1}`),
 			}}},
@@ -159,7 +160,7 @@ func TestCoalescingKeepsQueueBound(t *testing.T) {
 	big := make([]byte, 16<<10)
 	for i := range 2000 {
 		fs := roomMessages("r", uint64(i), 1)
-		fs[0].GetRoom().GetFrame().GetMessage().Payload = big
+		fs[0].GetLive().GetFrame().GetMessage().Payload = big
 		c.link.dispatch(fs)
 		c.mu.Lock()
 		closing, code := c.closing, c.closeCode
