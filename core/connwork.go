@@ -8,6 +8,7 @@ import (
 
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/tracing"
 )
 
 // connWork is one connection's queue of frames. Frames of a connection are
@@ -230,7 +231,8 @@ func (w *connWork) run() {
 			w.mu.Unlock()
 		case *linkv1.EdgeFrame_Frame:
 			if s != nil {
-				c.handleClient(w.ctx, s, k.Frame)
+				// A publish's corral.publish continues the edge's trace.
+				c.handleClient(tracing.Continue(w.ctx, f.GetTraceparent()), s, k.Frame)
 			} else {
 				c.metrics.dropped.WithLabelValues("unattached").Inc()
 			}

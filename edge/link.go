@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/tracing"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -237,8 +239,24 @@ func (l *link) attach(c *conn, a *linkv1.Attach) bool {
 // forward sends a client frame to the core. It reports false (and closes
 // c) when the link cannot take it.
 func (l *link) forward(c *conn, f *corralv1.ClientFrame) bool {
-	return l.pass(c, f, &linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Frame{Frame: f}}, nil)
+	ef := &linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Frame{Frame: f}}
+	if p := f.GetPublish(); p != nil && tracing.Enabled() {
+		// The publish's trace starts here; its context rides in the frame.
+		span, tp := tracing.StartCarried(tracing.SpanEdgePublish, p.GetRoom())
+		ef.Traceparent = tp
+		ok := l.pass(c, f, ef, nil)
+		var err error
+		if !ok {
+			err = errNotQueued
+		}
+		tracing.End(span, err)
+		return ok
+	}
+	return l.pass(c, f, ef, nil)
 }
+
+// errNotQueued marks an edge span whose frame the link could not take.
+var errNotQueued = errors.New("edge: the link to the core cannot take the frame")
 
 // refresh sends c's refreshed identity to the core (f is the client's
 // Refresh), keeps it for a reattach and re-arms c's expiry. It runs on

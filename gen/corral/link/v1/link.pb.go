@@ -86,7 +86,12 @@ type EdgeFrame struct {
 	//	*EdgeFrame_Detach
 	//	*EdgeFrame_Refresh
 	//	*EdgeFrame_Reattach
-	Kind          isEdgeFrame_Kind `protobuf_oneof:"kind"`
+	Kind isEdgeFrame_Kind `protobuf_oneof:"kind"`
+	// The W3C trace context (a traceparent header's value) of the edge's
+	// span that carried this client frame (corral.edge.publish), so that
+	// the core's corral.publish is its child. Empty when tracing is off at
+	// the edge, or for frames without an edge span.
+	Traceparent   string `protobuf:"bytes,7,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +183,13 @@ func (x *EdgeFrame) GetReattach() *Reattach {
 		}
 	}
 	return nil
+}
+
+func (x *EdgeFrame) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type isEdgeFrame_Kind interface {
@@ -1446,14 +1458,15 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\n" +
 	"\x19corral/link/v1/link.proto\x12\x0ecorral.link.v1\x1a\x16corral/v1/client.proto\x1a\x1ccorral/v1/room_service.proto\"@\n" +
 	"\vLinkRequest\x121\n" +
-	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.EdgeFrameR\x06frames\"\xa4\x02\n" +
+	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.EdgeFrameR\x06frames\"\xc6\x02\n" +
 	"\tEdgeFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x120\n" +
 	"\x06attach\x18\x02 \x01(\v2\x16.corral.link.v1.AttachH\x00R\x06attach\x12.\n" +
 	"\x05frame\x18\x03 \x01(\v2\x16.corral.v1.ClientFrameH\x00R\x05frame\x120\n" +
 	"\x06detach\x18\x04 \x01(\v2\x16.corral.link.v1.DetachH\x00R\x06detach\x12/\n" +
 	"\arefresh\x18\x05 \x01(\v2\x13.corral.v1.IdentityH\x00R\arefresh\x126\n" +
-	"\breattach\x18\x06 \x01(\v2\x18.corral.link.v1.ReattachH\x00R\breattachB\x06\n" +
+	"\breattach\x18\x06 \x01(\v2\x18.corral.link.v1.ReattachH\x00R\breattach\x12 \n" +
+	"\vtraceparent\x18\a \x01(\tR\vtraceparentB\x06\n" +
 	"\x04kind\"\x9e\x01\n" +
 	"\x06Attach\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloR\x05hello\x12/\n" +
