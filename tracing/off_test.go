@@ -18,6 +18,13 @@ func TestOffCostsNothing(t *testing.T) {
 		SetSeq(span, 7)
 		End(child, nil)
 		End(span, err)
+		edge, tp := StartCarried(SpanEdgePublish, "lobby")
+		_ = Continue(ctx, tp)
+		_ = Continue(ctx, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+		End(edge, nil)
+		if tp != "" {
+			t.Fatalf("traceparent %q with tracing off", tp)
+		}
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per publish with tracing off, want 0", allocs)

@@ -30,10 +30,9 @@ const apiKey = "tracing-test-key-0123456789"
 //	API:  caller's span → RoomService/Publish (client) → RoomService/Publish
 //	      (server, on the core) → corral.publish {room, seq} →
 //	      corral.store.append, corral.fanout {room, seq}
-//	Link: LinkService/Link (client, edge) → LinkService/Link (server,
-//	      core); a WebSocket client's publish is a corral.publish {room,
-//	      seq} trace of its own, linked to the Link's server span, with
-//	      the same two children.
+//	Link: a WebSocket client's publish is one trace of its own, carried
+//	      in the EdgeFrame: corral.edge.publish {room} (edge, a root) →
+//	      corral.publish {room, seq} (core) → the same two children.
 func TestPublishSpanTree(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
@@ -78,40 +77,28 @@ func TestPublishSpanTree(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The Link publish: a trace of its own, linked to the Link.
+	// The Link publish: a trace of its own, begun at the edge.
 	linkPub := waitSpan(t, rec, func(s sdktrace.ReadOnlySpan) bool {
 		return s.Name() == tracing.SpanPublish && hasAttr(s, tracing.AttrSeq, int64(p.GetSeq()))
 	})
-	if linkPub.Parent().IsValid() {
-		t.Errorf("a Link publish has parent %v: its trace would last as long as the Link", linkPub.Parent())
-	}
 	if !hasAttr(linkPub, tracing.AttrRoom, "lobby") {
 		t.Errorf("publish span attributes %v: no room", linkPub.Attributes())
 	}
-	// The edge may open more than one Link (one per core connection);
-	// the publish's must be a core's Link span whose parent is an edge's.
-	l := linkPub.Links()
-	if len(l) != 1 {
-		t.Fatalf("Link publish has links %v, want the Link's server span", l)
+	if !linkPub.Parent().IsValid() || !linkPub.Parent().IsRemote() {
+		t.Fatalf("a Link publish has parent %v, want the edge's span, remote", linkPub.Parent())
 	}
-	var linkServer sdktrace.ReadOnlySpan
-	clients := map[trace.SpanID]bool{}
-	for _, s := range rec.Started() {
-		if s.Name() != "corral.link.v1.LinkService/Link" {
-			continue
-		}
-		switch {
-		case s.SpanKind() == trace.SpanKindClient:
-			clients[s.SpanContext().SpanID()] = true
-		case s.SpanKind() == trace.SpanKindServer && s.SpanContext().Equal(l[0].SpanContext):
-			linkServer = s
-		}
+	edgePub := byID(t, rec, linkPub.Parent())
+	if edgePub.Name() != tracing.SpanEdgePublish || !hasAttr(edgePub, tracing.AttrRoom, "lobby") {
+		t.Fatalf("Link publish's parent is %q %v, want %s {room: lobby}", edgePub.Name(), edgePub.Attributes(), tracing.SpanEdgePublish)
 	}
-	if linkServer == nil {
-		t.Fatalf("Link publish links %v: not a Link server span", l[0].SpanContext)
+	if edgePub.Parent().IsValid() {
+		t.Errorf("the edge's publish span has parent %v: its trace would last as long as something else", edgePub.Parent())
 	}
-	if !clients[linkServer.Parent().SpanID()] {
-		t.Errorf("the core's Link span has parent %v: not an edge's Link span", linkServer.Parent())
+	if edgePub.SpanContext().TraceID() != linkPub.SpanContext().TraceID() {
+		t.Errorf("edge and core publish spans in traces %v and %v, want one", edgePub.SpanContext().TraceID(), linkPub.SpanContext().TraceID())
+	}
+	if l := linkPub.Links(); len(l) != 0 {
+		t.Errorf("Link publish with a parent also has links %v", l)
 	}
 	children(t, rec, linkPub, p.GetSeq())
 
