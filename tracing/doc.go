@@ -2,7 +2,9 @@
 // from the standard OTEL_* environment variables (off unless an OTLP
 // endpoint is set; sampled), the interceptors put a span on every call of
 // the internal API and on the Link, and Start opens the spans of a
-// publish (core: publish, store append, fan-out).
+// publish (core: publish, store append, fan-out). StartCarried opens the
+// edge's span of a client publish and gives its traceparent to carry in
+// the Link frame; Continue makes the core's spans its children.
 //
 // Off, every entry point costs one atomic load: no span, no allocation.
 //
