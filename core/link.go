@@ -121,8 +121,20 @@ func (l *link) readLoop(ctx context.Context) error {
 
 // enqueue queues f for the edge. It never blocks; if the queue is full the
 // link fails and its clients resume elsewhere.
-func (l *link) enqueue(f *linkv1.CoreFrame) {
-	if l.queue.Push(f, proto.Size(f), l.core.cfg.LinkQueue) {
+func (l *link) enqueue(f *linkv1.CoreFrame) { l.enqueueSized(f, proto.Size(f)) }
+
+// enqueueEach queues f, one room's frame, on each of links: built and
+// sized once for the room, not once per link.
+func enqueueEach[V any](links map[*link]V, f *linkv1.CoreFrame) {
+	size := proto.Size(f)
+	for l := range links {
+		l.enqueueSized(f, size)
+	}
+}
+
+// enqueueSized is enqueue of f whose encoded size is known.
+func (l *link) enqueueSized(f *linkv1.CoreFrame, size int) {
+	if l.queue.Push(f, size, l.core.cfg.LinkQueue) {
 		return
 	}
 	if l.failure() != nil {

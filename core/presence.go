@@ -561,9 +561,7 @@ func (r *room) flushPresence() {
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
 			f := presenceFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}})
-			for l := range v.links {
-				l.enqueue(f)
-			}
+			enqueueEach(v.links, f)
 		}
 	}
 	if len(v.pending) == 0 {

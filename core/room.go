@@ -209,9 +209,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 		return
 	}
 	f := liveFrame(r.name, msg.GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
-	for l := range r.links {
-		l.enqueue(f)
-	}
+	enqueueEach(r.links, f)
 }
 
 // scheduleFillLocked arranges for history to fill the gap before the
@@ -338,9 +336,7 @@ func (r *room) resetLocked(epoch string, last uint64) {
 		return
 	}
 	f := liveFrame(r.name, last, epoch, resetFrame(r.name, last, epoch))
-	for l := range r.links {
-		l.enqueue(f)
-	}
+	enqueueEach(r.links, f)
 }
 
 // beginJoin registers s as joining: live messages are kept for it from now

@@ -151,9 +151,7 @@ func (r *room) flushSignals() {
 		return
 	}
 	f := signalsFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
-	for l := range r.links {
-		l.enqueue(f)
-	}
+	enqueueEach(r.links, f)
 }
 
 // snapshotLocked is the current value of every key, for a member going
