@@ -495,7 +495,8 @@ func evalMulti(ctx context.Context, c rueidis.Client, src, sha string, execs []r
 	for i := range todo {
 		todo[i] = i
 	}
-	for attempt := 1; ; attempt++ {
+	b := tryagain.Backoff()
+	for {
 		evalOnce(ctx, c, src, sha, execs, todo, resps)
 		var again []int
 		for _, i := range todo {
@@ -503,7 +504,7 @@ func evalMulti(ctx context.Context, c rueidis.Client, src, sha string, execs []r
 				again = append(again, i)
 			}
 		}
-		if len(again) == 0 || !tryagain.Wait(ctx, attempt) {
+		if len(again) == 0 || !b.Wait(ctx) {
 			return resps
 		}
 		todo = again

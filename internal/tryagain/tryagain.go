@@ -19,30 +19,17 @@ func Is(err error) bool {
 	return ok && e.IsTryAgain()
 }
 
-// schedule is the backoff between attempts: a migration's split is short,
-// so the ceiling starts at 5 ms and stops at 200 ms.
-func schedule() retry.Backoff {
-	return retry.Backoff{Base: 5 * time.Millisecond, Cap: 200 * time.Millisecond}
-}
-
-// Wait sleeps before attempt number attempt (2, 3, ...) of a command
-// refused with TRYAGAIN, as the attempt-th failure of retry's schedule
-// (ceiling 5 ms, doubling up to 200 ms, full jitter). It reports false,
-// at once, when ctx ends first.
-func Wait(ctx context.Context, attempt int) bool {
-	b := schedule()
-	var d time.Duration
-	// Past 7 failures the ceiling no longer grows.
-	for range max(1, min(attempt, 8)) {
-		d = b.Next()
-	}
-	return retry.Sleep(ctx, d)
+// Backoff is the schedule between attempts of a command refused with
+// TRYAGAIN: a migration's split is short, so the ceiling starts at 5 ms
+// and stops at 200 ms (full jitter, see retry). Each retry loop owns one.
+func Backoff() *retry.Backoff {
+	return &retry.Backoff{Base: 5 * time.Millisecond, Cap: 200 * time.Millisecond}
 }
 
 // Do calls fn again while it fails with TRYAGAIN, until ctx ends; it
 // returns fn's last error.
 func Do(ctx context.Context, fn func() error) error {
-	b := schedule()
+	b := Backoff()
 	for {
 		err := fn()
 		if !Is(err) || !b.Wait(ctx) {
