@@ -124,6 +124,15 @@ func startFuzzServer(f *testing.F) *fuzzServer {
 		}
 		*c = conn
 	}
+	// The publisher's connection is a second honest member of "lobby"
+	// (the marker itself goes through the API): it reads what it is sent,
+	// as a real client does. Left unread, its frames filled the client's
+	// buffer after some thousand inputs, the server closed it as a slow
+	// consumer, and checkReleased blamed the attacker.
+	go func() {
+		for range fx.publisher.Frames() {
+		}
+	}()
 	// A client.Conn does not ping by itself, and the server closes a
 	// silent connection after two heartbeats (4003): a campaign outlives
 	// that, so the harness pings for its two clients.
@@ -156,7 +165,9 @@ func (fx *fuzzServer) run(t *testing.T, data []byte) {
 	if mode&1 != 0 {
 		sub, typ = protocol.SubprotocolProto, websocket.MessageBinary
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ph := newPhases(t)
+	defer ph.report()
+	ctx, cancel := context.WithTimeout(context.Background(), inputBudget)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, fx.wsURL, &websocket.DialOptions{Subprotocols: []string{sub}})
 	if err != nil {
@@ -176,6 +187,11 @@ func (fx *fuzzServer) run(t *testing.T, data []byte) {
 	} else {
 		close(readDone)
 	}
+	ph.mark("dial")
+	// All the frames share one deadline: the fuzzer aborts an input that
+	// runs 10 s, so per-frame timeouts (64 of them) must not add up.
+	wctx, wcancel := context.WithTimeout(ctx, writeBudget)
+	defer wcancel()
 	for i := 0; i < maxFuzzFrames && len(rest) > 0; i++ {
 		n, k := binary.Uvarint(rest)
 		if k <= 0 {
@@ -185,18 +201,55 @@ func (fx *fuzzServer) run(t *testing.T, data []byte) {
 		n = min(n, uint64(len(rest)), maxFuzzFrame)
 		frame := rest[:n]
 		rest = rest[n:]
-		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-		err := ws.Write(wctx, typ, frame)
-		wcancel()
-		if err != nil {
+		if err := ws.Write(wctx, typ, frame); err != nil {
 			break // closed by the server, or it stopped reading: both allowed
 		}
 	}
+	ph.mark("write")
 	ws.CloseNow()
 	<-readDone
+	ph.mark("close")
 
 	fx.checkBystander(t, ctx)
+	ph.mark("bystander")
 	fx.checkReleased(t, ctx)
+	ph.mark("release")
+}
+
+// inputBudget bounds one input from dial to release; writeBudget the
+// frames' writes within it. Go's fuzzer treats an input that runs over
+// 10 s as a hung worker and stops the whole campaign, so a slow input must
+// fail here, saying which phase was slow, before that.
+const (
+	inputBudget = 8 * time.Second
+	writeBudget = 3 * time.Second
+	slowInput   = 2 * time.Second // past it, the phases are logged
+)
+
+// phases times the steps of one input, to say which one was slow.
+type phases struct {
+	t     *testing.T
+	start time.Time
+	last  time.Time
+	steps []string
+}
+
+func newPhases(t *testing.T) *phases {
+	now := time.Now()
+	return &phases{t: t, start: now, last: now}
+}
+
+func (p *phases) mark(name string) {
+	now := time.Now()
+	p.steps = append(p.steps, fmt.Sprintf("%s %v", name, now.Sub(p.last).Round(time.Millisecond)))
+	p.last = now
+}
+
+// report logs the phases when the input was slow or failed.
+func (p *phases) report() {
+	if d := time.Since(p.start); d > slowInput || p.t.Failed() {
+		p.t.Logf("input took %v: %s", d.Round(time.Millisecond), strings.Join(p.steps, ", "))
+	}
 }
 
 // checkBystander publishes a marker as the honest publisher and waits for
@@ -252,6 +305,13 @@ func (fx *fuzzServer) checkReleased(t *testing.T, ctx context.Context) {
 		}
 		if same {
 			return
+		}
+		for _, c := range []*client.Conn{fx.bystander, fx.publisher} {
+			select {
+			case <-c.Done():
+				t.Fatalf("an honest connection was closed: %v", c.Err())
+			default:
+			}
 		}
 		select {
 		case <-ctx.Done():
