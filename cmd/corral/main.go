@@ -3,8 +3,10 @@
 //	corral serve   edge and core in one process, in memory (the default)
 //	corral edge    a WebSocket edge linked to a core over h2c
 //	corral core    the room service alone
+//	corral check-config FILE   check a config file
 //
-// Every flag has an environment variable; `corral help` and
+// Every flag has an environment variable and a key in the config file
+// (--config, docs/CONFIG.md); `corral help` and
 // `corral <command> -h` list them. This file holds flags and wiring only;
 // behaviour lives in package server and below.
 package main
@@ -23,7 +25,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
-	"github.com/corral-rt/corral/core"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 	"github.com/corral-rt/corral/tracing"
 )
@@ -34,6 +36,8 @@ Usage:
   corral serve [flags]   edge + core in one process, in memory (start here)
   corral edge  [flags]   WebSocket edge; needs --core URL of a running core (or several: a,b,c)
   corral core  [flags]   room service for edges and internal services
+  corral check-config FILE
+                         check a config file (--config): every error with its line
   corral help            this text
 
 Try it:
@@ -45,7 +49,9 @@ Try it:
   #   {"publish":{"room":"lobby","id":"1","payload":{"text":"hi"}}}
 
 Run "corral <command> -h" for the flags of a command. Every flag can also be
-set by the environment variable shown in brackets.
+set by the environment variable shown in brackets, or by the key of the same
+name in the config file (--config FILE; docs/CONFIG.md). A flag beats its
+environment variable, which beats the file.
 `
 
 func main() {
@@ -62,6 +68,8 @@ func run(args []string, stderr io.Writer) error {
 	}
 	var mode server.Mode
 	switch args[0] {
+	case "check-config":
+		return checkConfig(args[1:], os.Stdout, stderr)
 	case "serve":
 		mode = server.Serve
 	case "edge":
@@ -95,6 +103,18 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the config file (server.Node.Reload logs the
+	// outcome); without one there is nothing to reload.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if _, err := node.Reload(); errors.Is(err, server.ErrNoConfig) {
+				logger.Warn("SIGHUP: no config file to reload (start with --config)")
+			}
+		}
+	}()
 	logger.Info("corral listening", "mode", args[0], "addr", node.Addr(), "internal", node.InternalAddr(), "insecure_dev", f.insecureDev)
 	var runErr error
 	select {
@@ -128,6 +148,16 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	f := defineFlags(fs, mode)
 	if err := parseWithEnv(fs, args[1:]); err != nil {
 		return server.Options{}, nil, err
+	}
+	if f.configFile != "" {
+		file, err := readConfig(f.configFile)
+		if err != nil {
+			return server.Options{}, nil, err
+		}
+		if err := applyFile(fs, file); err != nil {
+			return server.Options{}, nil, err
+		}
+		f.file = file
 	}
 	logger, err := newLogger(f.logFormat, f.logLevel, stderr)
 	if err != nil {
@@ -175,13 +205,13 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.RedisReplicas, opts.RedisReplicaTimeout = f.redisReplicas, f.redisReplicaTimeout
 	opts.RedisTimeout = f.redisTimeout
 	opts.Core.SignalTick = f.signalTick
-	for _, item := range splitList(f.signalTickRooms) {
-		pattern, d, ok := strings.Cut(item, "=")
-		tick, err := time.ParseDuration(d)
-		if !ok || pattern == "" || err != nil || tick <= 0 {
-			return server.Options{}, nil, fmt.Errorf("--signal-tick-rooms: %q: want pattern=duration, e.g. canvas:*=16ms", item)
-		}
-		opts.Core.SignalTicks = append(opts.Core.SignalTicks, core.RoomTick{Pattern: pattern, Tick: tick})
+	table, err := classTable(f, f.file)
+	if err != nil {
+		return server.Options{}, nil, err
+	}
+	opts.Core.Classes = roomclass.NewLive(table)
+	if f.file != nil {
+		opts.Reload = reloader(mode, args, f.file, logger)
 	}
 	opts.Edge.OriginPatterns = splitList(f.origins)
 	opts.Edge.AnyOrigin = f.insecureDev
@@ -200,7 +230,6 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Edge.MaxPending, opts.Edge.ReadLimit = f.maxPending, f.maxFrame
 	opts.Edge.HelloTimeout = f.helloTimeout
 	opts.Core.MaxPayload, opts.Core.MaxRoomsPerConn = f.maxPayload, f.maxRooms
-	opts.Core.ReadOnlyRooms = splitList(f.readOnlyRooms)
 	opts.ReadHeaderTimeout = f.readHeaderTimeout
 	if mode != server.CoreOnly {
 		a, err := authenticator(f, logger)
@@ -247,6 +276,8 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 type flags struct {
+	configFile                  string
+	file                        *roomclass.File // read from configFile; nil without
 	addr, internalAddr, coreURL string
 	debugAddr                   string
 	redisURL, redisPrefix       string
@@ -293,6 +324,7 @@ type flags struct {
 
 func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	f := new(flags)
+	fs.StringVar(&f.configFile, "config", "", "YAML `file` of settings: a key per flag (flag name), room classes (rooms), version; the command line and the environment win over it; SIGHUP reloads its room classes (docs/CONFIG.md) [CORRAL_CONFIG]")
 	defAddr := "127.0.0.1:8080"
 	if mode == server.CoreOnly {
 		defAddr = "127.0.0.1:8090"
