@@ -123,7 +123,7 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	s.mu.Unlock()
 	c.releaseRoom(q.room)
 	c.metrics.refused.WithLabelValues(refusedFull).Inc()
-	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full: try again later")
+	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
 // refuseRoom tells the client that q was not admitted: an Error frame for

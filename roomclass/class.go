@@ -25,9 +25,9 @@ type Class struct {
 	// room go to RoomService.Events.
 	EventsStream bool          `yaml:"events-stream" doc:"member events (joined, left, disconnected) of these rooms go to the event log read by RoomService.Events"`
 	SignalTick   time.Duration `yaml:"signal-tick" doc:"how often a room sends the signals that changed (duration, e.g. 16ms)"`
-	MaxMembers   int           `yaml:"max-members" doc:"connections one room holds at once; past it a join is refused with 4408 (0: unlimited)"`
+	MaxMembers   int           `yaml:"max-members" doc:"connections one room holds at once on one core; past it a join is refused with 4408 (0: unlimited)"`
 	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes (past it: error 4413)"`
-	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4429; negative: unlimited)"`
+	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide --publish-rate)"`
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
 	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks apply to these rooms (wired when the hooks feature is configured)"`
 }
