@@ -373,7 +373,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.historyTTL, "history-ttl", 24*time.Hour, "a room's history is forgotten this long after its last message (in memory: or after its last member left, whichever is later); it then starts over under a new epoch [CORRAL_HISTORY_TTL]")
 		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")
-		fs.StringVar(&f.signalTickRooms, "signal-tick-rooms", "", "per-room overrides of --signal-tick: comma-separated pattern=duration, first match wins, e.g. 'canvas:*=16ms,typing:*=100ms' [CORRAL_SIGNAL_TICK_ROOMS]")
+		fs.StringVar(&f.signalTickRooms, "signal-tick-rooms", "", "per-room overrides of --signal-tick: comma-separated pattern=duration, first match wins, e.g. 'canvas:*=16ms,typing:*=100ms'; stands for room classes, not with the config file's rooms (docs/CONFIG.md) [CORRAL_SIGNAL_TICK_ROOMS]")
 		fs.DurationVar(&f.presenceGrace, "presence-grace", 15*time.Second, "a dropped connection stays in its rooms' presence this long, so that a resume shows no leave and join; a clean leave is immediate [CORRAL_PRESENCE_GRACE]")
 		fs.DurationVar(&f.presenceTick, "presence-tick", 500*time.Millisecond, "how often a room sends its batched presence changes [CORRAL_PRESENCE_TICK]")
 		fs.IntVar(&f.presenceMaxDiff, "presence-max-diff", 1000, "rooms with more members than this send presence counts only; clients page the list with PresenceQuery [CORRAL_PRESENCE_MAX_DIFF]")
@@ -414,7 +414,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	if mode != server.EdgeOnly {
 		fs.IntVar(&f.maxPayload, "max-payload", 64<<10, "largest message or signal payload in `bytes` (past it: error 4413) [CORRAL_MAX_PAYLOAD]")
 		fs.IntVar(&f.maxRooms, "max-rooms-per-conn", 128, "rooms one connection may be in (past it: error 4408; negative: unlimited) [CORRAL_MAX_ROOMS_PER_CONN]")
-		fs.StringVar(&f.readOnlyRooms, "read-only-rooms", "", "comma-separated room patterns where clients may not publish or signal (only internal services do), e.g. 'news:*,announcements' [CORRAL_READ_ONLY_ROOMS]")
+		fs.StringVar(&f.readOnlyRooms, "read-only-rooms", "", "comma-separated room patterns where clients may not publish or signal (only internal services do), e.g. 'news:*,announcements'; stands for room classes, not with the config file's rooms (docs/CONFIG.md) [CORRAL_READ_ONLY_ROOMS]")
 	}
 	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 5*time.Second, "how long a client may take to send its HTTP request headers (slowloris) [CORRAL_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")
