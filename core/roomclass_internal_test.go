@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/events"
-	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"
 )
 
