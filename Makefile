@@ -66,7 +66,7 @@ generate-js: clients/js/node_modules/.package-lock.json
 	$(BUF) generate --template clients/js/buf.gen.yaml
 
 .PHONY: check
-check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ and the JSON codec are current
+check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ and the JSON codec are current, the config schema and key table (docs/corral.schema.json, docs/CONFIG.md) too
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -77,6 +77,7 @@ check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ and the J
 	$(BUF) generate --template protocol/buf.gen.yaml
 	@if [ -n "$$(git status --porcelain -- gen/ protocol/client_json.pb.go)" ]; then \
 	  echo "gen/ is stale: run 'make generate' and commit"; git status --porcelain -- gen/ protocol/client_json.pb.go; exit 1; fi
+	$(GO) test -count=1 -run 'TestConfigDocsCurrent|TestConfigDocExample' ./cmd/corral
 
 .PHONY: breaking
 breaking: ## buf breaking: proto/ must stay compatible with the previous commit

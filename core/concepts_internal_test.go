@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/corral-rt/corral/roomclass"
 	"testing"
 	"time"
 
@@ -78,6 +79,15 @@ func newTestCore(t *testing.T, cfg Config) *Core {
 	c := New(cfg)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// oneClass is a class table with one class, for the rooms pattern
+// matches: the default class changed by mod.
+func oneClass(pattern string, mod func(*roomclass.Class)) *roomclass.Live {
+	c := roomclass.Default()
+	c.Name, c.Match = "test", roomclass.Patterns{pattern}
+	mod(&c)
+	return roomclass.NewLive(roomclass.NewTable(roomclass.Default(), []roomclass.Class{c}))
 }
 
 func TestRoomOrderAndGapFill(t *testing.T) {
@@ -204,10 +214,22 @@ func TestDoorRefusals(t *testing.T) {
 			code:  corralv1.Code_CODE_LIMIT_EXCEEDED,
 		},
 		"read-only publish": {
-			cfg:   Config{ReadOnlyRooms: []string{"open:news"}},
+			cfg:   Config{Classes: oneClass("open:news", func(c *roomclass.Class) { c.Publish, c.Signal = roomclass.None, roomclass.None })},
 			join:  []string{"open:news"},
 			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "open:news", Payload: []byte("x")}}},
 			code:  corralv1.Code_CODE_FORBIDDEN,
+		},
+		"read-only signal": {
+			cfg:   Config{Classes: oneClass("open:news", func(c *roomclass.Class) { c.Signal = roomclass.None })},
+			join:  []string{"open:news"},
+			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "open:news", Key: "k", Payload: []byte("x")}}},
+			code:  corralv1.Code_CODE_FORBIDDEN,
+		},
+		"class max payload": {
+			cfg:   Config{Classes: oneClass("open:news", func(c *roomclass.Class) { c.MaxPayload = 2 })},
+			join:  []string{"open:news"},
+			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "open:news", Payload: []byte("xyz")}}},
+			code:  corralv1.Code_CODE_TOO_LARGE,
 		},
 		"publish not granted": {
 			join:  []string{"open:a"},

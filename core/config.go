@@ -7,6 +7,7 @@ import (
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/presence"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -34,19 +35,18 @@ type Config struct {
 	// SignalTick is how often a room sends the signals that changed.
 	// Default 33ms (about 30 Hz).
 	SignalTick time.Duration
-	// SignalTicks override SignalTick for rooms matching a pattern (exact
-	// name, or "*" for any run of characters, as in token grants); the
-	// first match wins. E.g. {"canvas:*": 16ms} for a 60 Hz canvas.
-	SignalTicks []RoomTick
-	// MaxPayload bounds message and signal payloads in bytes. Default 64 KiB.
+	// MaxPayload bounds payloads of the internal API's publishes in bytes
+	// (clients' are bounded by their room's class). Default 64 KiB.
 	MaxPayload int
+	// Classes are the room classes (package roomclass): every per-room
+	// setting (read-only, signal tick, payload and member limits,
+	// presence, events, publish rate) is looked up there, at the time it
+	// is needed, so a swapped table applies to running rooms. Nil: one
+	// default class made of SignalTick, MaxPayload and Presence.
+	Classes *roomclass.Live
 	// Grants holds run-time room grants (RoomService.Grant and Revoke).
 	// Nil: in memory, this core only.
 	Grants grants.Store
-	// ReadOnlyRooms are room patterns (exact names, or "*" for any run of
-	// characters) where clients may not publish or signal, whatever their
-	// grants: only internal services publish there.
-	ReadOnlyRooms []string
 	// MaxRoomsPerConn bounds the rooms one connection is in; past it a
 	// join gets CODE_LIMIT_EXCEEDED. Default 128; negative: unlimited.
 	MaxRoomsPerConn int
@@ -103,13 +103,14 @@ func (c *Config) withDefaults() Config {
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}
+	if out.Classes == nil {
+		def := roomclass.Default()
+		pres := out.Presence.withDefaults()
+		def.SignalTick, def.MaxPayload = out.SignalTick, out.MaxPayload
+		def.Presence.Grace, def.Presence.MaxDiff = pres.Grace, pres.MaxDiffMembers
+		out.Classes = roomclass.NewLive(roomclass.NewTable(def, nil))
+	}
 	return out
-}
-
-// RoomTick is a signal tick for the rooms matching Pattern.
-type RoomTick struct {
-	Pattern string
-	Tick    time.Duration
 }
 
 // PresenceConfig tunes presence. Zero fields mean defaults.

@@ -12,6 +12,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
 )
 
@@ -96,6 +97,7 @@ func New(cfg Config) *Core {
 	}
 	c.apiCfg = cfg.API.withDefaults()
 	c.events = newEventLog(c.hist, c.apiCfg.EventQueue, cfg.Logger, cfg.Registerer)
+	c.events.keep = func(room string) bool { return c.class(room).EventsStream }
 	if c.events.log != nil {
 		c.wg.Go(func() { c.events.run(c.ctx) })
 	}
@@ -169,3 +171,8 @@ func (c *Core) Close() error {
 }
 
 var errCoreClosed = errors.New("core: closed")
+
+// class is the settings of room, from the class table in force.
+func (c *Core) class(room string) *roomclass.Class {
+	return c.cfg.Classes.Lookup(room)
+}

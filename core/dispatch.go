@@ -77,11 +77,15 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
 		return
+	case c.refuseReadOnly(s, name, p.GetId(), false):
+		return
 	case c.refusePublish(ctx, s, name, p.GetId()):
 		return
-	case len(p.GetPayload()) > c.cfg.MaxPayload:
+	case len(p.GetPayload()) > c.class(name).MaxPayload:
 		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the server's limit", name, p.GetId())
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the room's limit", name, p.GetId())
+		return
+	case c.refuseRate(s, name, p.GetId()):
 		return
 	case len(p.GetId()) > 128:
 		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
@@ -109,6 +113,22 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	}}})
 }
 
+// refuseRate takes a token of the connection's publish bucket for the
+// room's class (its publish-rate; negative: none). Past it the publish
+// is refused with CODE_RATE_LIMITED and the delay until the next token.
+func (c *Core) refuseRate(s *session, name, ref string) bool {
+	delay, ok := s.takePublish(c.class(name), time.Now())
+	if ok {
+		return false
+	}
+	c.metrics.refused.WithLabelValues(refusedRate).Inc()
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+		Code: corralv1.Code_CODE_RATE_LIMITED, Message: "publishing too fast for this room's class: retry after the delay",
+		Room: name, Ref: ref, RetryAfterMs: uint32(max(delay.Milliseconds(), 1)),
+	}}})
+	return true
+}
+
 // maxSignalKey bounds a signal's key in bytes.
 const maxSignalKey = 200
 
@@ -120,11 +140,13 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
 		return
+	case c.refuseReadOnly(s, name, "", true):
+		return
 	case c.refusePublish(ctx, s, name, ""):
 		return
-	case len(sg.GetPayload()) > c.cfg.MaxPayload || len(sg.GetKey()) > maxSignalKey:
+	case len(sg.GetPayload()) > c.class(name).MaxPayload || len(sg.GetKey()) > maxSignalKey:
 		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the server's limit", name, "")
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the room's limit", name, "")
 		return
 	}
 	if err := safetext.CheckName("signal key", sg.GetKey(), maxSignalKey); err != nil {

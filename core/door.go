@@ -10,6 +10,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/internal/safetext"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/roompattern"
 )
 
@@ -18,14 +19,15 @@ import (
 //
 // A session may join a room when its token or a run-time grant allows it
 // (package grants); it may publish and signal when, beside that, the room
-// is not read-only for clients (Config.ReadOnlyRooms). Run-time grants
-// change through Grant and Revoke (api.go); a revoked join removes the
+// is not read-only for clients (its class's publish or signal is none:
+// package roomclass). Run-time grants change through Grant and Revoke (api.go); a revoked join removes the
 // user's sessions from the rooms it matches, on every core sharing the
 // grants store (enforceGrants, grantsLoop). Every refusal is counted in
 // corral_core_refused_total by reason.
 //
 // Every Join and every room of a resume passes admit before the session
-// enters the room; every Publish and Signal passes refusePublish. A new check on membership (hooks, a
+// enters the room; every Publish and Signal passes refuseReadOnly and
+// refusePublish. A new check on membership (hooks, a
 // refreshed token's claims) belongs here, so that no path into a room can
 // skip it: a resume that bypassed the join checks once let one connection
 // into 15,000 rooms (issue 17).
@@ -111,6 +113,19 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 	return out
 }
 
+// refuseFull refuses q: its room holds its class's max-members already.
+// The room was acquired for q: it is released here.
+func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
+	s.mu.Lock()
+	if s.rooms[q.name] == q.room {
+		delete(s.rooms, q.name)
+	}
+	s.mu.Unlock()
+	c.releaseRoom(q.room)
+	c.metrics.refused.WithLabelValues(refusedFull).Inc()
+	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
+}
+
 // refuseRoom tells the client that q was not admitted: an Error frame for
 // a join, Left for a resumed room (which the session store then forgets).
 func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
@@ -128,14 +143,26 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 	}
 }
 
-// refusePublish checks a client publish or signal for the read-only
-// policy and the grants. It answers a refusal itself and reports true.
-func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
-	if roompattern.Match(c.cfg.ReadOnlyRooms, name) {
-		c.metrics.refused.WithLabelValues(refusedReadOnly).Inc()
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients", name, ref)
-		return true
+// refuseReadOnly checks a client publish (signal false) or signal
+// against the room's class: publish: none or signal: none refuse it. It
+// answers a refusal itself and reports true.
+func (c *Core) refuseReadOnly(s *session, name, ref string, signal bool) bool {
+	cl := c.class(name)
+	if (signal && cl.Signal != roomclass.None) || (!signal && cl.Publish != roomclass.None) {
+		return false
 	}
+	c.metrics.refused.WithLabelValues(refusedReadOnly).Inc()
+	what := "publishing"
+	if signal {
+		what = "signals"
+	}
+	s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients ("+what+")", name, ref)
+	return true
+}
+
+// refusePublish checks a client publish or signal for the grants. It
+// answers a refusal itself and reports true.
+func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
 	ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Publish, name)
 	switch {
 	case err != nil:
@@ -154,6 +181,8 @@ const (
 	refusedJoin      = "forbidden_join"
 	refusedPublish   = "forbidden_publish"
 	refusedReadOnly  = "read_only"
+	refusedRate      = "class_publish_rate"
+	refusedFull      = "room_full"
 	refusedRooms     = "rooms_per_conn"
 	refusedTooLarge  = "payload_too_large"
 	refusedRevoked   = "join_revoked"

@@ -43,6 +43,9 @@ type eventLog struct {
 	log    events.Log // nil: the history store keeps no event log
 	limit  int        // bounds queue
 	logger *slog.Logger
+	// keep reports whether a room's member events go to the log (its
+	// class's events-stream); nil: every room's. Set before use.
+	keep func(room string) bool
 
 	appended prometheus.Counter
 	dropped  *prometheus.CounterVec
@@ -88,9 +91,10 @@ func newEventLog(hist any, limit int, logger *slog.Logger, reg prometheus.Regist
 	return e
 }
 
-// emit queues a member event for the log. It never blocks.
+// emit queues a member event for the log, unless the room's class keeps
+// its events out of the stream. It never blocks.
 func (e *eventLog) emit(room string, ev *corralv1.Event) {
-	if e.log == nil {
+	if e.log == nil || (e.keep != nil && !e.keep(room)) {
 		return
 	}
 	ev.Room = room

@@ -23,7 +23,10 @@ import (
 // one as one Presence diff, once per link: a crowd joining within a tick
 // costs each member one frame, not one per joiner. New presence members
 // get a snapshot of sent at the next flush, then the diffs. Rooms above
-// MaxDiffMembers send counts only; PresenceQuery pages through the list.
+// their class's presence.max-diff, or whose class has no join-leave-events,
+// send counts only; PresenceQuery pages through the list. A class without
+// presence (presence.enabled false) takes joins with presence as joins
+// without it. Grace is the class's presence.grace.
 //
 // A clean leave (Leave, or a connection closed normally) uncounts at once.
 // A dropped connection is uncounted after Grace unless its session comes
@@ -115,6 +118,9 @@ func presenceMember(m presence.Member) *corralv1.PresenceMember {
 // room's presence frames from the next flush on.
 func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []byte) {
 	p := &c.pres
+	if !c.class(r.name).Presence.Enabled {
+		return // the room's class has no presence: joined without it
+	}
 	if len(state) > p.cfg.MaxState {
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", r.name, "")
 		state = nil
@@ -195,7 +201,7 @@ func (c *Core) presenceLeave(s *session, room string, clean bool) {
 		return
 	}
 	g := &graceEntry{user: s.user}
-	g.timer = time.AfterFunc(p.cfg.Grace, func() {
+	g.timer = time.AfterFunc(c.class(room).Presence.Grace, func() {
 		p.mu.Lock()
 		mine := p.grace[key] == g
 		if mine {
@@ -519,7 +525,8 @@ func (r *room) flushPresence() {
 		conns += m.Conns
 	}
 	counts := [2]int{len(v.now), conns}
-	countsOnly := len(v.now) > r.core.pres.cfg.MaxDiffMembers
+	cl := r.core.class(r.name)
+	countsOnly := !cl.JoinLeaveEvents || len(v.now) > cl.Presence.MaxDiff
 	var out *corralv1.Presence
 	switch {
 	case countsOnly:

@@ -203,7 +203,10 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 			c.releaseRoom(r)
 			return
 		}
-		r.beginJoin(s, ep, q)
+		if !r.beginJoin(s, ep, q) {
+			c.refuseFull(ctx, s, q)
+			continue
+		}
 		began = append(began, q)
 	}
 	c.readMissed(ctx, began)

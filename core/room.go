@@ -340,12 +340,18 @@ func (r *room) resetLocked(epoch string, last uint64) {
 }
 
 // beginJoin registers s as joining: live messages are kept for it from now
-// on. It decides whether history must be read.
-func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) {
+// on. It decides whether history must be read. It reports false, and
+// registers nothing, when the room holds its class's max-members (counted
+// on this core) and s is not one of them.
+func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.isGone() {
-		return
+		return true // goLive finds nothing to do
+	}
+	_, member := r.members[s]
+	if limit := r.core.class(r.name).MaxMembers; limit > 0 && !member && len(r.members)+len(r.joining) >= limit {
+		return false
 	}
 	if old, ok := r.members[s]; ok {
 		r.removeLocked(s, old)
@@ -354,6 +360,7 @@ func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) {
 	r.joining[s] = &catchup{}
 	q.target, q.roomEpoch = r.last, r.epoch
 	q.replay = q.position && q.epoch == r.epoch && q.since < r.last
+	return true
 }
 
 // goLive finishes a join: the member gets Joined (or Reset and Joined), the

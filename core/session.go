@@ -3,6 +3,10 @@ package core
 import (
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/corral-rt/corral/roomclass"
+	"golang.org/x/time/rate"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -25,6 +29,44 @@ type session struct {
 	gone  bool // detached or taken over
 	// pres holds the rooms where this session is counted in presence.
 	pres map[string]bool
+	// rates are the publish buckets of the room classes with a
+	// publish-rate, by class name (one per class: bounded by the file).
+	rates map[string]*classRate
+}
+
+// classRate is a connection's publish bucket for one room class, made
+// with the class's rate and burst (a reload that changes them starts a
+// new bucket).
+type classRate struct {
+	every time.Duration
+	burst int
+	lim   *rate.Limiter
+}
+
+// takePublish takes a token of the bucket of class cl at now; when there
+// is none it reports false and how long until one. Safe for concurrent
+// use.
+func (s *session) takePublish(cl *roomclass.Class, now time.Time) (time.Duration, bool) {
+	if cl.PublishRate < 0 {
+		return 0, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	every := time.Duration(float64(time.Second) / cl.PublishRate)
+	b := s.rates[cl.Name]
+	if b == nil || b.every != every || b.burst != cl.PublishBurst {
+		if s.rates == nil {
+			s.rates = make(map[string]*classRate)
+		}
+		b = &classRate{every: every, burst: cl.PublishBurst, lim: rate.NewLimiter(rate.Limit(cl.PublishRate), cl.PublishBurst)}
+		s.rates[cl.Name] = b
+	}
+	r := b.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
+	}
+	return 0, true
 }
 
 func (s *session) endpoint() (endpoint, bool) {

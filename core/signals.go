@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/roompattern"
 )
 
 // Signals are ephemeral, keyed values (a cursor, a typing flag): never
@@ -35,7 +34,7 @@ type signalState struct {
 	dirty     []string            // keys changed since the last flush, in order
 	isDirty   map[string]bool     // the keys in dirty
 	scheduled bool                // a flush is pending
-	tick      time.Duration       // this room's flush period, set once
+	tick      time.Duration       // this room's flush period, its class's at the last schedule
 }
 
 // signal records the latest value of a key and schedules a flush. A new
@@ -119,9 +118,8 @@ func (r *room) scheduleSignalsLocked() {
 		return
 	}
 	r.signals.scheduled = true
-	if r.signals.tick == 0 {
-		r.signals.tick = r.core.signalTick(r.name)
-	}
+	// Looked up at each flush: a reloaded class applies to running rooms.
+	r.signals.tick = r.core.signalTick(r.name)
 	time.AfterFunc(r.signals.tick, r.flushSignals)
 }
 
@@ -169,13 +167,7 @@ func (r *room) snapshotLocked() *corralv1.ServerFrame {
 	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}
 }
 
-// signalTick is the flush period of a room: the first matching override,
-// or the server's SignalTick.
+// signalTick is the flush period of a room: its class's signal tick.
 func (c *Core) signalTick(room string) time.Duration {
-	for _, rt := range c.cfg.SignalTicks {
-		if rt.Tick > 0 && roompattern.Match([]string{rt.Pattern}, room) {
-			return rt.Tick
-		}
-	}
-	return c.cfg.SignalTick
+	return c.class(room).SignalTick
 }

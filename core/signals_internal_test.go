@@ -3,14 +3,18 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/corral-rt/corral/roomclass"
 )
 
 func TestSignalTick(t *testing.T) {
-	c := &Core{cfg: Config{SignalTick: 33 * time.Millisecond, SignalTicks: []RoomTick{
+	def := roomclass.Default()
+	def.SignalTick = 33 * time.Millisecond
+	classes := roomclass.FromFlags(def, nil, []roomclass.Tick{
 		{Pattern: "canvas:*", Tick: 16 * time.Millisecond},
 		{Pattern: "typing:lobby", Tick: 100 * time.Millisecond},
-		{Pattern: "*", Tick: 0}, // ignored: no tick
-	}}}
+	})
+	c := &Core{cfg: Config{Classes: roomclass.NewLive(roomclass.NewTable(def, classes))}}
 	tests := map[string]time.Duration{
 		"canvas:board-1": 16 * time.Millisecond,
 		"typing:lobby":   100 * time.Millisecond,

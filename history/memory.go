@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-rt/corral/events"
@@ -28,6 +29,11 @@ type MemoryOptions struct {
 	// Events, when set, receives the event of every appended message in
 	// the same step as the append, in seq order per room.
 	Events *events.Memory
+	// Limits, when set, gives each room its own MaxLen and TTL (its room
+	// class); a zero field keeps the default above. A room's MaxLen is
+	// fixed when its ring is created (a change applies once the room is
+	// forgotten); its TTL is looked up at each append and release.
+	Limits func(room string) Limits
 }
 
 // Memory is a [Store] in process memory: a ring buffer per room. Its epochs
@@ -52,14 +58,19 @@ type Memory struct {
 	window time.Duration
 	ttl    time.Duration
 	events *events.Memory // nil: no event log
-	rooms  sync.Map       // room name → *memRoom; see memRoom.dead
-	salt   [16]byte       // random: makes epochs unguessable and per store
+	limits func(room string) Limits
+	rooms  sync.Map // room name → *memRoom; see memRoom.dead
+	salt   [16]byte // random: makes epochs unguessable and per store
 
 	// genMu orders epoch choices (read lock) against evictions of rooms
 	// with messages (write lock), so that a room created after such an
 	// eviction gets an epoch of the new generation.
 	genMu sync.RWMutex
 	gen   uint64 // guarded by genMu: evictions of rooms with messages
+
+	// minTTL is the shortest lifetime of a room so far (ns): the sweep
+	// runs often enough for it.
+	minTTL atomic.Int64
 
 	sweepMu   sync.Mutex // guards nextSweep; held by one sweep at a time
 	nextSweep time.Time
@@ -77,11 +88,34 @@ func NewMemory(opts MemoryOptions) *Memory {
 		opts.TTL = 24 * time.Hour
 	}
 	m := &Memory{
-		maxLen: opts.MaxLen, window: opts.DedupeWindow, ttl: opts.TTL, events: opts.Events,
+		maxLen: opts.MaxLen, window: opts.DedupeWindow, ttl: opts.TTL, events: opts.Events, limits: opts.Limits,
 		nextSweep: time.Now().Add(sweepEvery(opts.TTL)),
 	}
+	m.minTTL.Store(int64(opts.TTL))
 	_, _ = rand.Read(m.salt[:]) // never fails
 	return m
+}
+
+// limitsOf is room's MaxLen and TTL: its Limits, or the defaults. It
+// keeps minTTL, the sweep's period, no longer than a room's lifetime.
+func (m *Memory) limitsOf(room string) (int, time.Duration) {
+	maxLen, ttl := m.maxLen, m.ttl
+	if m.limits == nil {
+		return maxLen, ttl
+	}
+	l := m.limits(room)
+	if l.MaxLen > 0 {
+		maxLen = l.MaxLen
+	}
+	if l.TTL > 0 {
+		ttl = l.TTL
+	}
+	for {
+		cur := m.minTTL.Load()
+		if int64(ttl) >= cur || m.minTTL.CompareAndSwap(cur, int64(ttl)) {
+			return maxLen, ttl
+		}
+	}
 }
 
 // epochLocked is the epoch room gets when it is created now. genMu must
@@ -128,6 +162,10 @@ type memRoom struct {
 	// used is when the room was last appended to or released, the start
 	// of its lifetime.
 	used time.Time
+	// ttl is the room's lifetime (its Limits at the last append or
+	// release); maxLen, set at creation, bounds buf.
+	ttl    time.Duration
+	maxLen int
 	// buf holds the retained messages; it grows to maxLen, then wraps.
 	// head is the index of the oldest, n how many are retained.
 	buf     []*corralv1.Message
@@ -149,7 +187,8 @@ func (m *Memory) lock(name string) *memRoom {
 		v, ok := m.rooms.Load(name)
 		if !ok {
 			m.genMu.RLock()
-			v, _ = m.rooms.LoadOrStore(name, &memRoom{epoch: m.epochLocked(name), used: time.Now()})
+			maxLen, ttl := m.limitsOf(name)
+			v, _ = m.rooms.LoadOrStore(name, &memRoom{epoch: m.epochLocked(name), used: time.Now(), maxLen: maxLen, ttl: ttl})
 			m.genMu.RUnlock()
 		}
 		r := v.(*memRoom)
@@ -168,7 +207,7 @@ func (m *Memory) lockLive(name string) *memRoom {
 	for {
 		r := m.lock(name)
 		now := time.Now()
-		if r.n == 0 || r.holds > 0 || now.Sub(r.used) < m.ttl {
+		if r.n == 0 || r.holds > 0 || now.Sub(r.used) < r.ttl {
 			return r
 		}
 		m.evictLocked(name, r, now)
@@ -197,7 +236,7 @@ func (m *Memory) lockIfAny(name string) *memRoom {
 // none younger than the TTL. It reports whether r was evicted. Lock must
 // be held.
 func (m *Memory) evictLocked(name string, r *memRoom, now time.Time) bool {
-	if r.dead || r.holds > 0 || (r.n > 0 && now.Sub(r.used) < m.ttl) {
+	if r.dead || r.holds > 0 || (r.n > 0 && now.Sub(r.used) < r.ttl) {
 		return false
 	}
 	r.dead = true
@@ -234,6 +273,7 @@ func (m *Memory) Release(room string) {
 	}
 	now := time.Now()
 	r.used = now
+	_, r.ttl = m.limitsOf(room)
 	m.evictLocked(room, r, now)
 }
 
@@ -256,7 +296,7 @@ func (m *Memory) maybeSweep() {
 		m.sweepMu.Unlock()
 		return
 	}
-	m.nextSweep = now.Add(sweepEvery(m.ttl))
+	m.nextSweep = now.Add(sweepEvery(time.Duration(m.minTTL.Load())))
 	m.sweepMu.Unlock()
 	m.rooms.Range(func(k, v any) bool {
 		r := v.(*memRoom)
@@ -277,6 +317,7 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 	defer r.mu.Unlock()
 	now := time.Now()
 	r.used = now
+	_, r.ttl = m.limitsOf(room)
 	if dedupeKey != "" {
 		r.expireDedupe(now)
 		if seq, ok := r.dedupe[dedupeKey]; ok {
@@ -286,7 +327,7 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 	}
 	r.last++
 	msg.Seq = r.last
-	if len(r.buf) < m.maxLen {
+	if len(r.buf) < r.maxLen {
 		r.buf = append(r.buf, msg)
 		r.n++
 	} else {

@@ -48,6 +48,10 @@ type RedisOptions struct {
 	// TTL is how long a room's history lives after its last append;
 	// default 24h.
 	TTL time.Duration
+	// Limits, when set, gives each room its own MaxLen and TTL (its room
+	// class), looked up at every call that writes the room's keys; a zero
+	// field keeps the default above.
+	Limits func(room string) Limits
 	// DedupeWindow is how long a dedupe key is remembered; default 2m.
 	DedupeWindow time.Duration
 	// MaxInFlight bounds the calls waiting on Redis; past it calls fail
@@ -107,6 +111,7 @@ type Redis struct {
 	sharded bool
 	onEvErr func(room string, err error)
 	onLoss  func(room string)
+	limits  func(room string) Limits // nil: maxLen and ttl for every room
 	// replicas and waitMs are WAIT's arguments; replicas 0: no WAIT.
 	replicas, waitMs int64
 	onWaitTimeout    func(room string)
@@ -147,6 +152,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		sharded: client.Mode() == rueidis.ClientModeCluster,
 		onEvErr: opts.OnEventError,
 		onLoss:  opts.OnLoss,
+		limits:  opts.Limits,
 	}
 	if opts.Replicas > 0 {
 		if opts.ReplicaTimeout <= 0 {
@@ -191,6 +197,22 @@ func (r *Redis) roomKeys(room string, extra int) []string {
 	return keys
 }
 
+// limitsOf is room's MAXLEN and TTL (ms) arguments.
+func (r *Redis) limitsOf(room string) (maxLen, ttl string) {
+	maxLen, ttl = r.maxLen, r.ttl
+	if r.limits == nil {
+		return maxLen, ttl
+	}
+	l := r.limits(room)
+	if l.MaxLen > 0 {
+		maxLen = strconv.Itoa(l.MaxLen)
+	}
+	if l.TTL > 0 {
+		ttl = strconv.FormatInt(max(l.TTL.Milliseconds(), 1), 10)
+	}
+	return maxLen, ttl
+}
+
 func (r *Redis) channel(room string) string {
 	return r.prefix + ":{" + room + "}:ch"
 }
@@ -224,7 +246,8 @@ func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Mess
 	if r.sharded {
 		spublish = "1"
 	}
-	args := []string{head, tail, r.channel(room), r.maxLen, r.ttl, r.window, candidateEpoch(), r.evMaxLen, spublish,
+	maxLen, ttl := r.limitsOf(room)
+	args := []string{head, tail, r.channel(room), maxLen, ttl, r.window, candidateEpoch(), r.evMaxLen, spublish,
 		known.Epoch, strconv.FormatUint(known.Last, 10)}
 	var res []rueidis.RedisMessage
 	acked := int64(-1)
@@ -316,7 +339,8 @@ func (r *Redis) Fence(ctx context.Context, room string, known State) (State, err
 	defer r.release()
 	keys := r.roomKeys(room, 0)
 	keys = []string{keys[0], keys[2]}
-	args := []string{known.Epoch, strconv.FormatUint(known.Last, 10), candidateEpoch(), r.ttl}
+	_, ttl := r.limitsOf(room)
+	args := []string{known.Epoch, strconv.FormatUint(known.Last, 10), candidateEpoch(), ttl}
 	var res []rueidis.RedisMessage
 	err := tryagain.Do(ctx, func() error {
 		var err error
@@ -440,9 +464,10 @@ func (r *Redis) readExec(room string, peek bool, dir string, pos uint64, count i
 	if !peek {
 		epoch = candidateEpoch()
 	}
+	_, ttl := r.limitsOf(room)
 	return rueidis.LuaExec{
 		Keys: r.roomKeys(room, 0),
-		Args: []string{epoch, r.ttl, dir, strconv.FormatUint(pos, 10), strconv.Itoa(count)},
+		Args: []string{epoch, ttl, dir, strconv.FormatUint(pos, 10), strconv.Itoa(count)},
 	}
 }
 

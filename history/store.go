@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"errors"
+	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
@@ -48,6 +49,14 @@ type LossFence interface {
 	// ends below known.Last, and returns the room's epoch and last seq.
 	// Known.First is ignored. It never creates a history.
 	Fence(ctx context.Context, room string, known State) (State, error)
+}
+
+// Limits are one room's retention: how many messages it keeps and how long
+// its history lives after its last message. A zero field means the
+// store's default (MemoryOptions, RedisOptions).
+type Limits struct {
+	MaxLen int
+	TTL    time.Duration
 }
 
 // MaxPage is the most messages one [Page] holds.

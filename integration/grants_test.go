@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"github.com/corral-rt/corral/roomclass"
 	"testing"
 	"time"
 
@@ -52,7 +53,10 @@ func wantCode(t *testing.T, err error, code corralv1.Code) {
 func TestReadOnlyRoom(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
-			d := start(t, mode, grantsAuth(t), func(o *server.Options) { o.Core.ReadOnlyRooms = []string{"news:*"} })
+			d := start(t, mode, grantsAuth(t), func(o *server.Options) {
+				// What --read-only-rooms 'news:*' stands for.
+				o.Core.Classes = roomclass.NewLive(roomclass.NewTable(roomclass.Default(), roomclass.FromFlags(roomclass.Default(), []string{"news:*"}, nil)))
+			})
 			ctx := testCtx(t)
 			c := dialAs(t, d.wsURL, "reader", []string{"*"}, []string{"*"})
 			if _, err := c.Join(ctx, "news:today", 0, ""); err != nil {

@@ -76,11 +76,16 @@ func (n *Node) mountAdmin(mux *http.ServeMux, r role, door adminDoor) []string {
 		mux.Handle("/debug/", refuse)
 		return nil
 	case internal:
+		var mounted []string
+		if n.opts.Reload != nil {
+			mux.Handle("POST /admin/reload", door.guard(n.reloadHandler()))
+			mounted = append(mounted, "POST /admin/reload")
+		}
 		if n.edge == nil {
-			return nil // a core has nothing to drain
+			return mounted // a core has nothing to drain
 		}
 		mux.Handle("POST /admin/drain", door.guard(n.drainHandler()))
-		return []string{"POST /admin/drain"}
+		return append(mounted, "POST /admin/drain")
 	case debug:
 		mux.Handle("/debug/", door.guard(debugMux(n.opts.DebugCmdline)))
 		return []string{"/debug/pprof/"}

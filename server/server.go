@@ -27,6 +27,7 @@ import (
 	"github.com/corral-rt/corral/internal/redisguard"
 	"github.com/corral-rt/corral/internal/redisurl"
 	"github.com/corral-rt/corral/presence"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/corral-rt/corral/tracing"
 	"github.com/corral-rt/corral/web"
@@ -136,7 +137,8 @@ type Options struct {
 	RedisReplicas       int
 	RedisReplicaTimeout time.Duration
 	// Core and Edge tune the parts; their Logger and Registerer are set by
-	// the Node.
+	// the Node. Core.Classes, when set, also gives each room's history
+	// its size and lifetime (history.Limits).
 	Core core.Config
 	Edge edge.Config
 	// ReadHeaderTimeout bounds reading a request's headers (the WebSocket
@@ -150,6 +152,9 @@ type Options struct {
 	MaxHeaderBytes int
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
+	// Reload re-reads the config file into a room class table, for
+	// Node.Reload (SIGHUP, POST /admin/reload); nil: no config file.
+	Reload func() (*roomclass.Table, error)
 }
 
 // Node is a running corral process part.
@@ -167,6 +172,7 @@ type Node struct {
 	servers    []*http.Server
 	addrs      []string
 	drained    chan struct{}
+	reload     *reloader
 	drainOnce  sync.Once
 	closeMu    sync.Mutex
 	closed     bool
@@ -182,6 +188,12 @@ func Start(opts Options) (*Node, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n := &Node{opts: opts, serveErr: make(chan error, 2), drained: make(chan struct{})}
 	n.closing, n.endStreams = context.WithCancel(context.Background())
+	n.reload = newReloader(reg)
+	if opts.Core.Classes != nil {
+		t := opts.Core.Classes.Table()
+		n.reload.inForce(t)
+		opts.Logger.Info("room classes in force", "version", t.Version, "hash", t.Hash, "classes", len(t.Classes()))
+	}
 	// Every listener but a serve or edge node's public one is internal:
 	// it needs keys unless the node is insecure.
 	internalAddr := opts.InternalAddr
@@ -250,6 +262,7 @@ func Start(opts Options) (*Node, error) {
 			reg.MustRegister(bumps, waitTimeouts)
 			h := history.NewRedis(n.guard.Wrap(n.redis, "history"), history.RedisOptions{
 				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev,
+				Limits: classLimits(cc.Classes),
 				OnEventError: func(room string, err error) {
 					logger.Error("a message's event did not reach the event log", "room", room, "err", err)
 				},
@@ -281,7 +294,7 @@ func Start(opts Options) (*Node, error) {
 			if opts.EventsMaxLen >= 0 {
 				ev = events.NewMemory(events.MemoryOptions{MaxLen: opts.EventsMaxLen})
 			}
-			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev})
+			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev, Limits: classLimits(cc.Classes)})
 			cc.History = h
 			n.stores = append(n.stores, h)
 		}

@@ -3,8 +3,10 @@
 //	corral serve   edge and core in one process, in memory (the default)
 //	corral edge    a WebSocket edge linked to a core over h2c
 //	corral core    the room service alone
+//	corral check-config FILE   check a config file
 //
-// Every flag has an environment variable; `corral help` and
+// Every flag has an environment variable and a key in the config file
+// (--config, docs/CONFIG.md); `corral help` and
 // `corral <command> -h` list them. This file holds flags and wiring only;
 // behaviour lives in package server and below.
 package main
@@ -23,7 +25,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
-	"github.com/corral-rt/corral/core"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 	"github.com/corral-rt/corral/tracing"
 )
@@ -34,6 +36,8 @@ Usage:
   corral serve [flags]   edge + core in one process, in memory (start here)
   corral edge  [flags]   WebSocket edge; needs --core URL of a running core (or several: a,b,c)
   corral core  [flags]   room service for edges and internal services
+  corral check-config FILE
+                         check a config file (--config): every error with its line
   corral help            this text
 
 Try it:
@@ -45,7 +49,9 @@ Try it:
   #   {"publish":{"room":"lobby","id":"1","payload":{"text":"hi"}}}
 
 Run "corral <command> -h" for the flags of a command. Every flag can also be
-set by the environment variable shown in brackets.
+set by the environment variable shown in brackets, or by the key of the same
+name in the config file (--config FILE; docs/CONFIG.md). A flag beats its
+environment variable, which beats the file.
 `
 
 func main() {
@@ -62,6 +68,8 @@ func run(args []string, stderr io.Writer) error {
 	}
 	var mode server.Mode
 	switch args[0] {
+	case "check-config":
+		return checkConfig(args[1:], os.Stdout, stderr)
 	case "serve":
 		mode = server.Serve
 	case "edge":
@@ -95,6 +103,18 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the config file (server.Node.Reload logs the
+	// outcome); without one there is nothing to reload.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if _, err := node.Reload(); errors.Is(err, server.ErrNoConfig) {
+				logger.Warn("SIGHUP: no config file to reload (start with --config)")
+			}
+		}
+	}()
 	logger.Info("corral listening", "mode", args[0], "addr", node.Addr(), "internal", node.InternalAddr(), "insecure_dev", f.insecureDev)
 	var runErr error
 	select {
@@ -128,6 +148,16 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	f := defineFlags(fs, mode)
 	if err := parseWithEnv(fs, args[1:]); err != nil {
 		return server.Options{}, nil, err
+	}
+	if f.configFile != "" {
+		file, err := readConfig(f.configFile)
+		if err != nil {
+			return server.Options{}, nil, err
+		}
+		if err := applyFile(fs, file); err != nil {
+			return server.Options{}, nil, err
+		}
+		f.file = file
 	}
 	logger, err := newLogger(f.logFormat, f.logLevel, stderr)
 	if err != nil {
@@ -175,13 +205,13 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.RedisReplicas, opts.RedisReplicaTimeout = f.redisReplicas, f.redisReplicaTimeout
 	opts.RedisTimeout = f.redisTimeout
 	opts.Core.SignalTick = f.signalTick
-	for _, item := range splitList(f.signalTickRooms) {
-		pattern, d, ok := strings.Cut(item, "=")
-		tick, err := time.ParseDuration(d)
-		if !ok || pattern == "" || err != nil || tick <= 0 {
-			return server.Options{}, nil, fmt.Errorf("--signal-tick-rooms: %q: want pattern=duration, e.g. canvas:*=16ms", item)
-		}
-		opts.Core.SignalTicks = append(opts.Core.SignalTicks, core.RoomTick{Pattern: pattern, Tick: tick})
+	table, err := classTable(f, f.file)
+	if err != nil {
+		return server.Options{}, nil, err
+	}
+	opts.Core.Classes = roomclass.NewLive(table)
+	if f.file != nil {
+		opts.Reload = reloader(mode, args, f.file, logger)
 	}
 	opts.Edge.OriginPatterns = splitList(f.origins)
 	opts.Edge.AnyOrigin = f.insecureDev
@@ -200,7 +230,6 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Edge.MaxPending, opts.Edge.ReadLimit = f.maxPending, f.maxFrame
 	opts.Edge.HelloTimeout = f.helloTimeout
 	opts.Core.MaxPayload, opts.Core.MaxRoomsPerConn = f.maxPayload, f.maxRooms
-	opts.Core.ReadOnlyRooms = splitList(f.readOnlyRooms)
 	opts.ReadHeaderTimeout = f.readHeaderTimeout
 	if mode != server.CoreOnly {
 		a, err := authenticator(f, logger)
@@ -247,6 +276,8 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 type flags struct {
+	configFile                  string
+	file                        *roomclass.File // read from configFile; nil without
 	addr, internalAddr, coreURL string
 	debugAddr                   string
 	redisURL, redisPrefix       string
@@ -293,6 +324,7 @@ type flags struct {
 
 func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	f := new(flags)
+	fs.StringVar(&f.configFile, "config", "", "YAML `file` of settings: a key per flag (flag name), room classes (rooms), version; the command line and the environment win over it; SIGHUP reloads its room classes (docs/CONFIG.md) [CORRAL_CONFIG]")
 	defAddr := "127.0.0.1:8080"
 	if mode == server.CoreOnly {
 		defAddr = "127.0.0.1:8090"
@@ -341,7 +373,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.historyMaxLen, "history", 0, "messages kept per room `N` (0: 1000 in memory, 10000 in Redis) [CORRAL_HISTORY]")
 		fs.DurationVar(&f.historyTTL, "history-ttl", 24*time.Hour, "a room's history is forgotten this long after its last message (in memory: or after its last member left, whichever is later); it then starts over under a new epoch [CORRAL_HISTORY_TTL]")
 		fs.DurationVar(&f.signalTick, "signal-tick", 33*time.Millisecond, "how often a room sends the signals (cursors, typing) that changed [CORRAL_SIGNAL_TICK]")
-		fs.StringVar(&f.signalTickRooms, "signal-tick-rooms", "", "per-room overrides of --signal-tick: comma-separated pattern=duration, first match wins, e.g. 'canvas:*=16ms,typing:*=100ms' [CORRAL_SIGNAL_TICK_ROOMS]")
+		fs.StringVar(&f.signalTickRooms, "signal-tick-rooms", "", "per-room overrides of --signal-tick: comma-separated pattern=duration, first match wins, e.g. 'canvas:*=16ms,typing:*=100ms'; stands for room classes, not with the config file's rooms (docs/CONFIG.md) [CORRAL_SIGNAL_TICK_ROOMS]")
 		fs.DurationVar(&f.presenceGrace, "presence-grace", 15*time.Second, "a dropped connection stays in its rooms' presence this long, so that a resume shows no leave and join; a clean leave is immediate [CORRAL_PRESENCE_GRACE]")
 		fs.DurationVar(&f.presenceTick, "presence-tick", 500*time.Millisecond, "how often a room sends its batched presence changes [CORRAL_PRESENCE_TICK]")
 		fs.IntVar(&f.presenceMaxDiff, "presence-max-diff", 1000, "rooms with more members than this send presence counts only; clients page the list with PresenceQuery [CORRAL_PRESENCE_MAX_DIFF]")
@@ -382,7 +414,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	if mode != server.EdgeOnly {
 		fs.IntVar(&f.maxPayload, "max-payload", 64<<10, "largest message or signal payload in `bytes` (past it: error 4413) [CORRAL_MAX_PAYLOAD]")
 		fs.IntVar(&f.maxRooms, "max-rooms-per-conn", 128, "rooms one connection may be in (past it: error 4408; negative: unlimited) [CORRAL_MAX_ROOMS_PER_CONN]")
-		fs.StringVar(&f.readOnlyRooms, "read-only-rooms", "", "comma-separated room patterns where clients may not publish or signal (only internal services do), e.g. 'news:*,announcements' [CORRAL_READ_ONLY_ROOMS]")
+		fs.StringVar(&f.readOnlyRooms, "read-only-rooms", "", "comma-separated room patterns where clients may not publish or signal (only internal services do), e.g. 'news:*,announcements'; stands for room classes, not with the config file's rooms (docs/CONFIG.md) [CORRAL_READ_ONLY_ROOMS]")
 	}
 	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 5*time.Second, "how long a client may take to send its HTTP request headers (slowloris) [CORRAL_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")

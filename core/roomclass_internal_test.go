@@ -1,0 +1,90 @@
+package core
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/events"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/roomclass"
+)
+
+// TestClassPublishRate: a class's publish-rate refuses publishes past its
+// burst with CODE_RATE_LIMITED and a delay; other classes are not limited;
+// a swapped table applies to the same connection at once.
+func TestClassPublishRate(t *testing.T) {
+	ctx := context.Background()
+	live := oneClass("slow:*", func(c *roomclass.Class) { c.PublishRate, c.PublishBurst = 0.5, 2 })
+	c := newTestCore(t, Config{Classes: live})
+	l := fakeLink(c)
+	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
+	s := c.attach(ctx, l, 1, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	frames(t, l, 1) // Welcome
+	for _, room := range []string{"slow:1", "fast"} {
+		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
+		frames(t, l, 1)
+	}
+	answer := func(room, id string) *corralv1.ServerFrame {
+		t.Helper()
+		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: room, Id: id, Payload: []byte("1")}}})
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, f := range frames(t, l, 1) {
+				if f.GetPublished() != nil || f.GetError() != nil {
+					return f
+				}
+			}
+		}
+		t.Fatal("no answer")
+		return nil
+	}
+	for i, id := range []string{"a", "b"} {
+		if f := answer("slow:1", id); f.GetPublished() == nil {
+			t.Fatalf("publish %d within the burst: %v", i, f)
+		}
+	}
+	f := answer("slow:1", "c")
+	if e := f.GetError(); e.GetCode() != corralv1.Code_CODE_RATE_LIMITED || e.GetRetryAfterMs() == 0 {
+		t.Fatalf("publish past the class's burst: %v, want CODE_RATE_LIMITED with a delay", f)
+	}
+	for i := range 5 {
+		if f := answer("fast", string(rune('a'+i))); f.GetPublished() == nil {
+			t.Fatalf("a default-class room is limited: %v", f)
+		}
+	}
+	// A reload without the rate: the same connection publishes at once.
+	live.Swap(roomclass.NewTable(roomclass.Default(), nil))
+	if f := answer("slow:1", "d"); f.GetPublished() == nil {
+		t.Fatalf("after the swap: %v", f)
+	}
+}
+
+// TestClassEventsStream: a class with events-stream false keeps its
+// rooms' member events out of the log.
+func TestClassEventsStream(t *testing.T) {
+	log := events.NewMemory(events.MemoryOptions{})
+	hist := struct{ eventSource }{logSource{log}}
+	c := newTestCore(t, Config{Classes: oneClass("quiet:*", func(c *roomclass.Class) { c.EventsStream = false })})
+	e := newEventLog(hist, 10, c.cfg.Logger, nil)
+	e.keep = func(room string) bool { return c.class(room).EventsStream }
+	s := &session{id: "s1", user: "u"}
+	e.emitJoined(s, "quiet:1", false)
+	e.emitJoined(s, "loud", false)
+	e.emitLeft(s, "quiet:1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.run(ctx)
+	head, _ := log.Head(context.Background())
+	evs, err := log.Read(context.Background(), head, 10, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait a little for anything that should not be there.
+	more, _ := log.Read(context.Background(), evs[len(evs)-1].GetPosition(), 10, 200*time.Millisecond)
+	evs = append(evs, more...)
+	if len(evs) != 1 || evs[0].GetRoom() != "loud" {
+		t.Fatalf("log holds %v, want only loud's joined", evs)
+	}
+}

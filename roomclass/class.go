@@ -1,0 +1,118 @@
+package roomclass
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Class is the settings of the rooms one class matches. The `doc` tags
+// are the key table of docs/CONFIG.md and the JSON Schema's descriptions.
+// A Class in a [Table] must not be modified.
+type Class struct {
+	Name  string   `yaml:"name" doc:"the class's name, unique in the file (shown in logs and metrics); \"default\" is the class of unmatched rooms"`
+	Match Patterns `yaml:"match" doc:"room pattern, or list of patterns (exact name, or * for any run of characters); the first class with a matching pattern wins"`
+
+	History  History  `yaml:"history" doc:"the room's retained messages"`
+	Publish  Access   `yaml:"publish" doc:"who may publish messages: clients (members with a publish grant) or none (read-only: internal services only)"`
+	Signal   Access   `yaml:"signal" doc:"who may send signals (cursors, typing): clients or none"`
+	Presence Presence `yaml:"presence" doc:"who is here"`
+	// JoinLeaveEvents: presence frames name the users who came and went;
+	// false: counts only.
+	JoinLeaveEvents bool `yaml:"join-leave-events" doc:"presence frames to members name each user who joined or left; false: member counts only"`
+	// EventsStream: member events (joined, left, disconnected) of the
+	// room go to RoomService.Events.
+	EventsStream bool          `yaml:"events-stream" doc:"member events (joined, left, disconnected) of these rooms go to the event log read by RoomService.Events"`
+	SignalTick   time.Duration `yaml:"signal-tick" doc:"how often a room sends the signals that changed (duration, e.g. 16ms)"`
+	MaxMembers   int           `yaml:"max-members" doc:"connections one room holds at once on one core; past it a join is refused with 4408 (0: unlimited)"`
+	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes (past it: error 4413)"`
+	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide --publish-rate)"`
+	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
+	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks apply to these rooms (wired when the hooks feature is configured)"`
+}
+
+// History is a class's retained messages.
+type History struct {
+	Size int           `yaml:"size" doc:"messages kept per room (at least 1: a room's order needs its newest message)"`
+	TTL  time.Duration `yaml:"ttl" doc:"the history is forgotten this long after the room's last message (duration); it then starts over under a new epoch. At least the session TTL"`
+}
+
+// Presence is a class's presence settings.
+type Presence struct {
+	Enabled bool          `yaml:"enabled" doc:"members may join with presence and see who is here; false: joins with presence are accepted without it"`
+	MaxDiff int           `yaml:"max-diff" doc:"rooms with more members than this send presence counts only"`
+	Grace   time.Duration `yaml:"grace" doc:"a dropped connection stays in presence this long (duration)"`
+}
+
+// Hooks is the slot for backend hooks per class: whether the join and
+// publish hooks, when configured, are called for these rooms.
+type Hooks struct {
+	Join    bool `yaml:"join" doc:"call the join hook for these rooms"`
+	Publish bool `yaml:"publish" doc:"call the publish hook for these rooms (not on a read-only class)"`
+}
+
+// Access is who may send a kind of frame to a room.
+type Access string
+
+// The values of Access.
+const (
+	Clients Access = "clients" // any member the grants allow
+	None    Access = "none"    // no client: internal services only
+)
+
+// UnmarshalYAML accepts "clients" or "none".
+func (a *Access) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	switch Access(s) {
+	case Clients, None:
+		*a = Access(s)
+		return nil
+	}
+	return fmt.Errorf("want clients or none, got %q", s)
+}
+
+// Patterns is one room pattern or a list of them.
+type Patterns []string
+
+// UnmarshalYAML accepts a string or a list of strings.
+func (p *Patterns) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var s string
+		if err := n.Decode(&s); err != nil {
+			return err
+		}
+		*p = Patterns{s}
+		return nil
+	}
+	var l []string
+	if err := n.Decode(&l); err != nil {
+		return fmt.Errorf("want a pattern or a list of patterns")
+	}
+	*p = l
+	return nil
+}
+
+// ReadOnly reports whether clients may neither publish nor signal.
+func (c *Class) ReadOnly() bool { return c.Publish == None && c.Signal == None }
+
+// Default returns the built-in default class: the settings every room had
+// before classes, with the flags' defaults.
+func Default() Class {
+	return Class{
+		Name:            "default",
+		History:         History{Size: 1000, TTL: 24 * time.Hour},
+		Publish:         Clients,
+		Signal:          Clients,
+		Presence:        Presence{Enabled: true, MaxDiff: 1000, Grace: 15 * time.Second},
+		JoinLeaveEvents: true,
+		EventsStream:    true,
+		SignalTick:      33 * time.Millisecond,
+		MaxPayload:      64 << 10,
+		PublishRate:     -1,
+		PublishBurst:    100,
+	}
+}

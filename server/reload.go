@@ -1,0 +1,110 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/roomclass"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Reloading the room classes: SIGHUP (cmd/corral) and POST /admin/reload
+// (internal listener) call Node.Reload, which re-reads the config file
+// through Options.Reload. A valid file's table replaces the one in force
+// (Options.Core.Classes) at once, for new joins and running rooms alike
+// (package roomclass: every setting is looked up when it is needed); an
+// invalid one is refused, its errors logged, the old table kept.
+
+// ErrNoConfig is returned by Reload on a node started without a config
+// file (Options.Reload nil).
+var ErrNoConfig = errors.New("server: no config file to reload (start with --config)")
+
+// reloader is the node's part of reloading.
+type reloader struct {
+	mu      sync.Mutex // serializes reloads
+	info    *prometheus.GaugeVec
+	reloads *prometheus.CounterVec
+	last    prometheus.Gauge
+}
+
+func newReloader(reg prometheus.Registerer) *reloader {
+	r := &reloader{
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "corral_config_info", Help: "The config file in force: 1 for its version key and hash (SHA-256, 12 hex digits).",
+		}, []string{"version", "hash"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_config_reloads_total", Help: "Reloads of the config file (SIGHUP, POST /admin/reload), by result: ok, invalid (refused, old config kept).",
+		}, []string{"result"}),
+		last: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "corral_config_reload_timestamp_seconds", Help: "When the config in force was loaded (Unix seconds).",
+		}),
+	}
+	reg.MustRegister(r.info, r.reloads, r.last)
+	r.reloads.WithLabelValues("ok")
+	r.reloads.WithLabelValues("invalid")
+	return r
+}
+
+// inForce records t as the table in force.
+func (r *reloader) inForce(t *roomclass.Table) {
+	r.info.Reset()
+	r.info.WithLabelValues(t.Version, t.Hash).Set(1)
+	r.last.SetToCurrentTime()
+}
+
+// classLimits is the history store's view of the room classes.
+func classLimits(l *roomclass.Live) func(string) history.Limits {
+	if l == nil {
+		return nil
+	}
+	return func(room string) history.Limits {
+		c := l.Lookup(room)
+		return history.Limits{MaxLen: c.History.Size, TTL: c.History.TTL}
+	}
+}
+
+// Reload re-reads the config file and puts its room classes in force; on
+// an invalid file it returns the errors (one per line, with file:line)
+// and keeps the classes in force. It returns the table in force.
+func (n *Node) Reload() (*roomclass.Table, error) {
+	if n.opts.Reload == nil || n.opts.Core.Classes == nil {
+		return nil, ErrNoConfig
+	}
+	r := n.reload
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, err := n.opts.Reload()
+	if err != nil {
+		r.reloads.WithLabelValues("invalid").Inc()
+		old := n.opts.Core.Classes.Table()
+		n.opts.Logger.Error("config reload refused; the config in force is kept", "err", err, "version", old.Version, "hash", old.Hash)
+		return old, err
+	}
+	n.opts.Core.Classes.Swap(t)
+	r.reloads.WithLabelValues("ok").Inc()
+	r.inForce(t)
+	n.opts.Logger.Info("config reloaded", "version", t.Version, "hash", t.Hash, "classes", len(t.Classes()))
+	return t, nil
+}
+
+// reloadHandler serves POST /admin/reload: 200 and the version in force,
+// or 422 and the file's errors (the old config stays in force).
+func (n *Node) reloadHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t, err := n.Reload()
+		w.Header().Set("Content-Type", "application/json")
+		resp := map[string]any{"reloaded": err == nil, "at": time.Now().UTC().Format(time.RFC3339)}
+		if t != nil {
+			resp["version"], resp["hash"] = t.Version, t.Hash
+		}
+		if err != nil {
+			resp["error"] = err.Error()
+			w.WriteHeader(http.StatusUnprocessableEntity)
+		}
+		json.NewEncoder(w).Encode(resp)
+	})
+}
