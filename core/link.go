@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
@@ -29,6 +30,9 @@ var _ linkv1connect.LinkServiceHandler = (*Core)(nil)
 type link struct {
 	core   *Core
 	stream linkv1connect.LinkServiceLinkServerStream
+	// id names the link (its edge) in Info; started is when it began.
+	id      string
+	started time.Time
 
 	queue *linkq.Queue[*linkv1.CoreFrame]
 	done  chan struct{} // closed by fail
@@ -48,6 +52,8 @@ func (c *Core) Link(ctx context.Context, stream linkv1connect.LinkServiceLinkSer
 	l := &link{
 		core:    c,
 		stream:  stream,
+		id:      newNodeID(),
+		started: time.Now(),
 		queue:   linkq.New[*linkv1.CoreFrame](),
 		done:    make(chan struct{}),
 		conns:   make(map[uint64]*connWork),

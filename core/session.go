@@ -25,6 +25,10 @@ type session struct {
 	gone  bool // detached or taken over
 	// pres holds the rooms where this session is counted in presence.
 	pres map[string]bool
+	// work is the connection's queue, where the internal API's work on
+	// the session runs in order with the client's frames (control.go).
+	// Nil until the attach finished.
+	work *connWork
 }
 
 func (s *session) endpoint() (endpoint, bool) {
