@@ -517,25 +517,45 @@ func (c *Core) Info(ctx context.Context, req *corralv1.InfoRequest) (*corralv1.I
 		rooms = append(rooms, r)
 	}
 	c.mu.Unlock()
-	slices.SortFunc(links, func(a, b *link) int { return a.started.Compare(b.started) })
 
-	conns := make(map[*link]uint32, len(links))
+	// An edge holds a few links to a core: one node per edge, its oldest
+	// link first.
+	slices.SortFunc(links, func(a, b *link) int { return a.started.Compare(b.started) })
+	var edges []*corralv1.NodeInfo
+	byEdge := make(map[string]*corralv1.NodeInfo)
+	nodeOf := make(map[*link]*corralv1.NodeInfo, len(links))
+	for _, l := range links {
+		n := byEdge[l.edge]
+		if n == nil {
+			n = &corralv1.NodeInfo{Id: l.edge, Role: "edge", Version: l.version, UptimeMs: uint64(now.Sub(l.started).Milliseconds())}
+			byEdge[l.edge] = n
+			edges = append(edges, n)
+		}
+		nodeOf[l] = n
+	}
 	for _, s := range sessions {
 		if ep, ok := s.endpoint(); ok {
-			conns[ep.link]++
+			if n := nodeOf[ep.link]; n != nil {
+				n.Connections++
+			}
 		}
 	}
-	roomsOf := make(map[*link]uint32, len(links))
 	active := uint32(0)
 	for _, r := range rooms {
+		in := make(map[*corralv1.NodeInfo]bool, 1)
 		r.mu.Lock()
 		if len(r.members) > 0 {
 			active++
 		}
 		for l := range r.links {
-			roomsOf[l]++
+			if n := nodeOf[l]; n != nil {
+				in[n] = true
+			}
 		}
 		r.mu.Unlock()
+		for n := range in {
+			n.Rooms++
+		}
 	}
 	res := &corralv1.InfoResponse{Nodes: []*corralv1.NodeInfo{{
 		Id:          c.id,
@@ -545,16 +565,31 @@ func (c *Core) Info(ctx context.Context, req *corralv1.InfoRequest) (*corralv1.I
 		Rooms:       active,
 		UptimeMs:    uint64(now.Sub(c.started).Milliseconds()),
 	}}}
-	for _, l := range links {
-		res.Nodes = append(res.Nodes, &corralv1.NodeInfo{
-			Id:          l.id,
-			Role:        "edge",
-			Connections: conns[l],
-			Rooms:       roomsOf[l],
-			UptimeMs:    uint64(now.Sub(l.started).Milliseconds()),
-		})
-	}
+	res.Nodes = append(res.Nodes, edges...)
 	return res, nil
+}
+
+// What an edge says of itself on its Link stream (edge/identity.go sends
+// the same header names).
+const (
+	edgeIDHeader  = "Corral-Edge-Id"
+	versionHeader = "Corral-Version"
+)
+
+// edgeOf reads an edge's id and version from its Link call. A value that
+// is not a short valid name is ignored: a link without an id gets a
+// random one, listed as an edge of its own.
+func edgeOf(ctx context.Context) (id, version string) {
+	if info, ok := connect.CallInfoForServerContext(ctx); ok {
+		id, version = info.RequestHeader().Get(edgeIDHeader), info.RequestHeader().Get(versionHeader)
+	}
+	if safetext.CheckName("edge id", id, 64) != nil {
+		id = newNodeID()
+	}
+	if safetext.CheckName("version", version, 128) != nil {
+		version = ""
+	}
+	return id, version
 }
 
 // buildVersion is the main module's version, "(devel)" for a local build.
