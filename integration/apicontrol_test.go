@@ -279,7 +279,10 @@ func TestControlLimits(t *testing.T) {
 		return out
 	}
 	for name, call := range map[string]func() error{
-		"subscribe no user":  func() error { _, err := d.api.Subscribe(ctx, &corralv1.SubscribeRequest{Rooms: []string{"a"}}); return err },
+		"subscribe no user": func() error {
+			_, err := d.api.Subscribe(ctx, &corralv1.SubscribeRequest{Rooms: []string{"a"}})
+			return err
+		},
 		"subscribe no rooms": func() error { _, err := d.api.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "frank"}); return err },
 		"subscribe 129 rooms": func() error {
 			_, err := d.api.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "frank", Rooms: many})

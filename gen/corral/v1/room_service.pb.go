@@ -2698,7 +2698,9 @@ func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{36}
 }
 
-// InfoResponse describes this core and the edges linked to it.
+// InfoResponse describes this core and the edges linked to it. Other
+// cores are not listed: ask each (the edges list every core they link to
+// in their --core flag).
 type InfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// This core first, then its edges.
@@ -2747,18 +2749,20 @@ func (x *InfoResponse) GetNodes() []*NodeInfo {
 // NodeInfo is one node of the deployment.
 type NodeInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Opaque: stable for the node's lifetime (an edge's: for its link).
+	// Opaque: stable for the node's lifetime.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// "core" or "edge".
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	// The build's module version ("(devel)" for a local build). Empty for
-	// an edge: the core does not know it.
+	// The build's module version ("(devel)" for a local build), as the
+	// node reports it (an edge: when it opens its links).
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	// Connections attached (for an edge: through its link to this core).
+	// Connections attached (for an edge: through its links to this core).
 	Connections uint32 `protobuf:"varint,4,opt,name=connections,proto3" json:"connections,omitempty"`
-	// Rooms with members (for an edge: members through its link).
+	// Rooms with members (for an edge: with members through its links to
+	// this core).
 	Rooms uint32 `protobuf:"varint,5,opt,name=rooms,proto3" json:"rooms,omitempty"`
-	// Milliseconds since the node started (an edge: since its link).
+	// Milliseconds since the node started (an edge: since its oldest link
+	// to this core).
 	UptimeMs      uint64 `protobuf:"varint,6,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
