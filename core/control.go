@@ -200,7 +200,8 @@ func (c *Core) userSessions(user string) []*session {
 // onEachConn runs task on the queue of each of user's connections here.
 // With wait, it waits (within ctx and controlWait) for the tasks and
 // returns how many connections it reached and how many had not finished;
-// a connection closing or with a full queue is not reached.
+// a connection closing or with a full queue is not reached (counted in
+// corral_core_dropped_total as control_busy).
 func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func(ctx context.Context, s *session)) (reached, pending int) {
 	var done []chan bool
 	for _, s := range c.userSessions(user) {
@@ -221,6 +222,8 @@ func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func
 		})
 		if queued {
 			done = append(done, ran)
+		} else {
+			c.metrics.dropped.WithLabelValues("control_busy").Inc()
 		}
 	}
 	if !wait {
