@@ -518,3 +518,27 @@ func TestInfo(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscribePresence: a Subscribe with presence counts the user in the
+// room's presence, as Join.presence does; an Unsubscribe takes it out.
+func TestSubscribePresence(t *testing.T) {
+	d := start(t, "serve", nil, nil)
+	ctx := testCtx(t)
+	c := dial(t, d, "gil", protocol.Proto)
+	if _, err := d.api.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "gil", Rooms: []string{"plaza"}, Presence: true}); err != nil {
+		t.Fatal(err)
+	}
+	nextRoomFrame(t, c)
+	present := func() bool {
+		m, err := d.api.Members(ctx, &corralv1.MembersRequest{Room: "plaza"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m.GetPresence()) == 1 && m.GetPresence()[0].GetUserId() == "gil"
+	}
+	waitUntil(t, "gil present", present)
+	if _, err := d.api.Unsubscribe(ctx, &corralv1.UnsubscribeRequest{UserId: "gil", Rooms: []string{"plaza"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "gil gone", func() bool { return !present() })
+}
