@@ -211,6 +211,34 @@ func TestSubscribeDroppedWithTheConnection(t *testing.T) {
 	}
 }
 
+// TestSubscribePending: a Subscribe whose connection is busy past the
+// call's deadline answers it pending; the join still happens once the
+// connection's queue runs, and does not touch the answered response.
+func TestSubscribePending(t *testing.T) {
+	c := newTestCore(t, Config{})
+	l := testLink(c)
+	attachConn(t, l, 1, "ann")
+	frames(t, l, 1)         // the Welcome
+	l.workers <- struct{}{} // the core is busy: nothing runs
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res, err := c.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetConnections() != 1 || res.GetPending() != 1 || res.GetResults()[0].GetJoined() != 0 {
+		t.Fatalf("subscribe of a busy connection: %v", res)
+	}
+	<-l.workers
+	if j := frames(t, l, 1)[0].GetJoined(); j.GetRoom() != "hall" {
+		t.Fatalf("after the queue ran: %v", j)
+	}
+	_ = proto.Size(res) // read after the late task: no race
+	if res.GetResults()[0].GetJoined() != 0 {
+		t.Fatalf("the late task changed the answered response: %v", res)
+	}
+}
+
 // TestBatchRoomOrder: in a parallel Batch each room's items get seqs in
 // item order, and a room's items after a failed one are aborted while
 // other rooms go on.

@@ -250,7 +250,10 @@ func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func
 func (c *Core) subscribeHere(ctx context.Context, req *corralv1.SubscribeRequest, wait bool) *corralv1.SubscribeResponse {
 	since, _ := sincePositions(req)
 	rooms := req.GetRooms()
-	var mu sync.Mutex // guards results
+	var mu sync.Mutex // guards results and answered
+	// answered: the response is built; a task that finishes later must
+	// not touch results any more.
+	answered := false
 	results := make([]*corralv1.SubscribeResult, len(rooms))
 	for i, room := range rooms {
 		results[i] = &corralv1.SubscribeResult{Room: room}
@@ -274,6 +277,9 @@ func (c *Core) subscribeHere(ctx context.Context, req *corralv1.SubscribeRequest
 		c.join(ctx, s, c.admit(ctx, s, reqs))
 		mu.Lock()
 		defer mu.Unlock()
+		if answered {
+			return // too late for the response
+		}
 		for i, room := range rooms {
 			switch {
 			case already[i]:
@@ -287,6 +293,7 @@ func (c *Core) subscribeHere(ctx context.Context, req *corralv1.SubscribeRequest
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	answered = true
 	return &corralv1.SubscribeResponse{Connections: uint32(reached + pending), Results: results, Pending: uint32(pending)}
 }
 
@@ -301,7 +308,8 @@ func (c *Core) unsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeReq
 	if reason == "" {
 		reason = unsubscribeReason
 	}
-	var mu sync.Mutex // guards results
+	var mu sync.Mutex // guards results and answered (as in subscribeHere)
+	answered := false
 	results := make([]*corralv1.UnsubscribeResult, len(rooms))
 	for i, room := range rooms {
 		results[i] = &corralv1.UnsubscribeResult{Room: room}
@@ -323,12 +331,15 @@ func (c *Core) unsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeReq
 				c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
 			}
 			mu.Lock()
-			results[i].Left++
+			if !answered {
+				results[i].Left++
+			}
 			mu.Unlock()
 		}
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	answered = true
 	return &corralv1.UnsubscribeResponse{Connections: uint32(reached + pending), Results: results, Pending: uint32(pending)}
 }
 
