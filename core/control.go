@@ -231,19 +231,30 @@ func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func
 	}
 	timer := time.NewTimer(controlWait)
 	defer timer.Stop()
-	for i, ran := range done {
+	late := false // past the wait: take only what is done
+	for _, ran := range done {
+		if !late {
+			select {
+			case ok := <-ran:
+				if ok {
+					reached++
+				}
+				continue
+			case <-ctx.Done():
+			case <-timer.C:
+			}
+			late = true
+		}
 		select {
 		case ok := <-ran:
 			if ok {
 				reached++
 			}
-		case <-ctx.Done():
-			return reached, len(done) - i
-		case <-timer.C:
-			return reached, len(done) - i
+		default:
+			pending++
 		}
 	}
-	return reached, 0
+	return reached, pending
 }
 
 // subscribeHere joins user's connections on this core to the rooms.
