@@ -261,12 +261,7 @@ func (w *connWork) run() {
 		}
 		switch k := f.GetKind().(type) {
 		case *linkv1.EdgeFrame_Attach:
-			s = c.attach(w.ctx, w.l, w.conn, k.Attach)
-			if s != nil {
-				s.mu.Lock()
-				s.work = w
-				s.mu.Unlock()
-			}
+			s = c.attach(w.ctx, w.l, w.conn, w, k.Attach)
 			w.mu.Lock()
 			w.s = s
 			w.mu.Unlock()

@@ -205,10 +205,8 @@ func (c *Core) userSessions(user string) []*session {
 func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func(ctx context.Context, s *session)) (reached, pending int) {
 	var done []chan bool
 	for _, s := range c.userSessions(user) {
-		s.mu.Lock()
-		w, gone := s.work, s.gone
-		s.mu.Unlock()
-		if w == nil || gone {
+		w := s.work
+		if w == nil || s.isGone() {
 			continue
 		}
 		ran := make(chan bool, 1)

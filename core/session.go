@@ -18,6 +18,10 @@ type session struct {
 	// ident is what the connection's token says: set at attach, replaced
 	// by a refresh (see refresh.go).
 	ident atomic.Pointer[corralv1.Identity]
+	// work is the connection's queue, where the internal API's work on
+	// the session runs in order with the client's frames (control.go);
+	// set at the attach, never changed.
+	work *connWork
 
 	mu    sync.Mutex // guards the following fields
 	ep    endpoint
@@ -25,10 +29,6 @@ type session struct {
 	gone  bool // detached or taken over
 	// pres holds the rooms where this session is counted in presence.
 	pres map[string]bool
-	// work is the connection's queue, where the internal API's work on
-	// the session runs in order with the client's frames (control.go).
-	// Nil until the attach finished.
-	work *connWork
 }
 
 func (s *session) endpoint() (endpoint, bool) {
