@@ -1,6 +1,7 @@
 // Package apiclient is a thin client for corral's internal API, the
 // RoomService methods for application backends (Publish, Broadcast,
-// History, Members, Disconnect, Events), over Connect, gRPC or gRPC-Web.
+// Batch, History, Members, Disconnect, Events, Grant, Revoke, Subscribe,
+// Unsubscribe, Rooms, Info), over Connect, gRPC or gRPC-Web.
 //
 // It returns the generated corralv1connect.RoomServiceClient, with the
 // bearer API key on every call; see proto/corral/v1/room_service.proto for

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect/v2/connectinprocess"
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/server"
 )
@@ -152,4 +153,69 @@ func ExampleOptions_inProcess() {
 	fmt.Println("members:", len(m.GetMembers()))
 	// Output:
 	// members: 0
+}
+
+// Many publishes, each with its own room and payload, in one call; an
+// invalid item fails alone.
+func Example_batch() {
+	node := runCorral()
+	defer node.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	api := apiclient.New("http://"+node.InternalAddr(), apiKey, nil)
+
+	res, err := api.Batch(ctx, &corralv1.BatchRequest{Parallel: true, Publishes: []*corralv1.PublishRequest{
+		{Room: "game:1", Payload: []byte(`{"turn":1}`), IdempotencyKey: "g1-t1"},
+		{Room: "game:2", Payload: []byte(`{"turn":4}`), IdempotencyKey: "g2-t4"},
+		{Room: "game:1", Payload: []byte(`{"turn":2}`), IdempotencyKey: "g1-t2"},
+		{Room: "", Payload: []byte(`{}`)},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range res.GetResults() {
+		if r.GetErrorCode() != "" {
+			fmt.Printf("%q failed: %s\n", r.GetRoom(), r.GetErrorCode())
+			continue
+		}
+		fmt.Println(r.GetRoom(), "seq", r.GetSeq())
+	}
+	// Output:
+	// game:1 seq 1
+	// game:2 seq 1
+	// game:1 seq 2
+	// "" failed: invalid_argument
+}
+
+// The backend puts a user's live connections into a room, and takes them
+// out: the client gets Joined, then Left with CODE_UNSUBSCRIBED.
+func Example_subscribe() {
+	node := runCorral()
+	defer node.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	api := apiclient.New("http://"+node.InternalAddr(), apiKey, nil)
+
+	alice, err := client.Dial(ctx, "ws://"+node.Addr()+"/ws", client.Options{Token: "alice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer alice.CloseNow()
+
+	res, err := api.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "alice", Rooms: []string{"team:7"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("connections", res.GetConnections(), "joined", res.GetResults()[0].GetJoined())
+	fmt.Println("alice:", (<-alice.Frames()).GetJoined().GetRoom())
+
+	if _, err := api.Unsubscribe(ctx, &corralv1.UnsubscribeRequest{UserId: "alice", Rooms: []string{"team:7"}, Reason: "left the team"}); err != nil {
+		log.Fatal(err)
+	}
+	left := (<-alice.Frames()).GetLeft()
+	fmt.Println("alice left", left.GetRoom(), left.GetCode(), left.GetReason())
+	// Output:
+	// connections 1 joined 1
+	// alice: team:7
+	// alice left team:7 CODE_UNSUBSCRIBED left the team
 }

@@ -2,9 +2,13 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -66,4 +70,250 @@ func TestHistoryOfUnknownRoomPeeks(t *testing.T) {
 	if len(resp.GetMessages()) != 0 || resp.GetEpoch() != "" || resp.GetLastSeq() != 0 {
 		t.Fatalf("History of an unknown room = %v, want an empty page with no epoch", resp)
 	}
+}
+
+// fakeBus is a ControlBus whose other cores are the test: it records what
+// this core publishes, and fire plays another core's command.
+type fakeBus struct {
+	mu        sync.Mutex
+	published [][]byte
+	listen    func([]byte)
+}
+
+func (b *fakeBus) Publish(ctx context.Context, cmd []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.published = append(b.published, cmd)
+	return 1, nil
+}
+
+func (b *fakeBus) Listen(fn func([]byte)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.listen = fn
+}
+
+func (b *fakeBus) fire(kind byte, m proto.Message) {
+	raw, _ := proto.Marshal(m)
+	b.mu.Lock()
+	fn := b.listen
+	b.mu.Unlock()
+	fn(append([]byte{kind}, raw...))
+}
+
+// attachConn attaches connection conn of user on l and waits until the
+// attach has run.
+func attachConn(t *testing.T, l *link, conn uint64, user string) *session {
+	t.Helper()
+	l.handle(context.Background(), &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
+		Hello: &corralv1.Hello{}, Identity: &corralv1.Identity{UserId: user, Join: []string{"*"}},
+	}}})
+	w := l.conns[conn]
+	var s *session
+	waitFor(t, "attach", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.s != nil && !w.running {
+			s = w.s
+		}
+		return s != nil
+	})
+	return s
+}
+
+// TestControlAcrossCores: Subscribe and Unsubscribe are published on the
+// control bus for the other cores, and a command from another core is
+// applied to this core's connections of the user (Joined; Left with
+// CODE_UNSUBSCRIBED), not to others'. A command that does not decode is
+// counted and dropped.
+func TestControlAcrossCores(t *testing.T) {
+	bus := &fakeBus{}
+	c := newTestCore(t, Config{Control: bus})
+	l := testLink(c)
+	attachConn(t, l, 1, "ann")
+	attachConn(t, l, 2, "bob")
+	frames(t, l, 2) // the Welcomes
+
+	ctx := context.Background()
+	res, err := c.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "zed", Rooms: []string{"x"}})
+	if err != nil || res.GetOtherCores() != 1 || res.GetConnections() != 0 {
+		t.Fatalf("subscribe: %v %v", res, err)
+	}
+	if _, err := c.Unsubscribe(ctx, &corralv1.UnsubscribeRequest{UserId: "zed", Rooms: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	bus.mu.Lock()
+	pub := bus.published
+	bus.mu.Unlock()
+	if len(pub) != 2 || pub[0][0] != controlSubscribe || pub[1][0] != controlUnsubscribe {
+		t.Fatalf("published %q", pub)
+	}
+	if m, err := decodeControl(pub[0]); err != nil || m.(*corralv1.SubscribeRequest).GetUserId() != "zed" {
+		t.Fatalf("published subscribe decodes to %v, %v", m, err)
+	}
+
+	bus.fire(controlSubscribe, &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
+	got := frames(t, l, 1)
+	if j := got[0].GetJoined(); j.GetRoom() != "hall" {
+		t.Fatalf("after a remote subscribe: %v", got)
+	}
+	bus.fire(controlUnsubscribe, &corralv1.UnsubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
+	got = frames(t, l, 1)
+	if lf := got[0].GetLeft(); lf.GetRoom() != "hall" || lf.GetCode() != corralv1.Code_CODE_UNSUBSCRIBED || lf.GetReason() != unsubscribeReason {
+		t.Fatalf("after a remote unsubscribe: %v", got)
+	}
+
+	bad := c.metrics.dropped.WithLabelValues("bad_control")
+	bus.mu.Lock()
+	fn := bus.listen
+	bus.mu.Unlock()
+	fn([]byte("?junk"))
+	fn(nil)
+	bus.fire(controlSubscribe, &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{""}})
+	if v := value(t, bad); v != 3 {
+		t.Fatalf("bad commands counted %v, want 3", v)
+	}
+	if q := l.queue.Take(100, 1<<20); len(q) != 0 {
+		t.Fatalf("bad commands reached the connections: %v", q)
+	}
+}
+
+// TestSubscribeDroppedWithTheConnection: a Subscribe waiting behind a busy
+// connection returns as soon as the connection goes away, without it.
+func TestSubscribeDroppedWithTheConnection(t *testing.T) {
+	c := newTestCore(t, Config{})
+	l := testLink(c)
+	attachConn(t, l, 1, "ann")
+	l.workers <- struct{}{} // the core is busy: nothing runs
+	defer func() { <-l.workers }()
+	done := make(chan *corralv1.SubscribeResponse, 1)
+	go func() {
+		res, err := c.Subscribe(context.Background(), &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitFor(t, "task queued", func() bool {
+		w := l.conns[1]
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.queue) == 1
+	})
+	l.handle(context.Background(), &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Detach{Detach: &linkv1.Detach{}}})
+	select {
+	case res := <-done:
+		if res.GetConnections() != 0 || res.GetResults()[0].GetJoined() != 0 {
+			t.Fatalf("subscribe of a dropped connection: %v", res)
+		}
+	case <-time.After(controlWait / 2):
+		t.Fatal("Subscribe still waits for a connection that is gone")
+	}
+}
+
+// TestSubscribePending: a Subscribe whose connection is busy past the
+// call's deadline answers it pending; the join still happens once the
+// connection's queue runs, and does not touch the answered response.
+func TestSubscribePending(t *testing.T) {
+	c := newTestCore(t, Config{})
+	l := testLink(c)
+	attachConn(t, l, 1, "ann")
+	frames(t, l, 1)         // the Welcome
+	l.workers <- struct{}{} // the core is busy: nothing runs
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res, err := c.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetConnections() != 1 || res.GetPending() != 1 || res.GetResults()[0].GetJoined() != 0 {
+		t.Fatalf("subscribe of a busy connection: %v", res)
+	}
+	<-l.workers
+	if j := frames(t, l, 1)[0].GetJoined(); j.GetRoom() != "hall" {
+		t.Fatalf("after the queue ran: %v", j)
+	}
+	_ = proto.Size(res) // read after the late task: no race
+	if res.GetResults()[0].GetJoined() != 0 {
+		t.Fatalf("the late task changed the answered response: %v", res)
+	}
+}
+
+// TestBatchRoomOrder: in a parallel Batch each room's items get seqs in
+// item order, and a room's items after a failed one are aborted while
+// other rooms go on.
+func TestBatchRoomOrder(t *testing.T) {
+	c := newTestCore(t, Config{})
+	var items []*corralv1.PublishRequest
+	for i := range 60 {
+		items = append(items, &corralv1.PublishRequest{Room: fmt.Sprintf("r%d", i%3), Payload: []byte(fmt.Sprint(i))})
+	}
+	items[30].IdempotencyKey = strings.Repeat("k", 257) // r0's 11th item is invalid
+	res, err := c.Batch(context.Background(), &corralv1.BatchRequest{Publishes: items, Parallel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := map[string]uint64{}
+	for i, r := range res.GetResults() {
+		room := items[i].GetRoom()
+		switch {
+		case room == "r0" && i == 30:
+			if r.GetErrorCode() != "invalid_argument" {
+				t.Fatalf("item 30: %v", r)
+			}
+		case room == "r0" && i > 30:
+			if r.GetErrorCode() != "aborted" {
+				t.Fatalf("item %d after r0's failure: %v", i, r)
+			}
+		default:
+			if r.GetErrorCode() != "" || r.GetSeq() != seq[room]+1 {
+				t.Fatalf("item %d: %v, want seq %d", i, r, seq[room]+1)
+			}
+			seq[room] = r.GetSeq()
+		}
+	}
+	if res.GetFailed() != 10 || seq["r0"] != 10 || seq["r1"] != 20 || seq["r2"] != 20 {
+		t.Fatalf("failed %d, seqs %v", res.GetFailed(), seq)
+	}
+}
+
+// Rooms' page token carries the last name of the page, and a token the
+// server did not make is refused.
+func TestRoomsPageToken(t *testing.T) {
+	for _, name := range []string{"a", "game:1", "ünïcode"} {
+		if got, err := decodePageToken(encodePageToken(name)); err != nil || got != name {
+			t.Errorf("%q: round trip %q, %v", name, got, err)
+		}
+	}
+	for _, tok := range []string{"!!", "=", strings.Repeat("A", 2000)} {
+		if _, err := decodePageToken(tok); err == nil {
+			t.Errorf("token %q accepted", tok)
+		}
+	}
+}
+
+// FuzzDecodeControl: a command from the control bus (bytes another
+// process wrote to Redis) never panics the decoder, and what decodes
+// re-encodes to a command that decodes the same.
+func FuzzDecodeControl(f *testing.F) {
+	sub, _ := proto.Marshal(&corralv1.SubscribeRequest{UserId: "u", Rooms: []string{"a"}, Since: []*corralv1.RoomPosition{{Room: "a", Seq: 3}}})
+	unsub, _ := proto.Marshal(&corralv1.UnsubscribeRequest{UserId: "u", Rooms: []string{"a"}, Reason: "r"})
+	f.Add(append([]byte{controlSubscribe}, sub...))
+	f.Add(append([]byte{controlUnsubscribe}, unsub...))
+	f.Add([]byte{})
+	f.Add([]byte("x\xff\xff"))
+	f.Fuzz(func(t *testing.T, cmd []byte) {
+		m, err := decodeControl(cmd)
+		if err != nil {
+			return
+		}
+		raw, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeControl(append([]byte{cmd[0]}, raw...))
+		if err != nil || !proto.Equal(m, again) {
+			t.Fatalf("re-decoded %v, %v; want %v", again, err, m)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -60,9 +61,13 @@ type Config struct {
 	ConnQueueBytes  int
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
+	// Control carries Subscribe and Unsubscribe to the other cores
+	// sharing the stores (package controlbus). Nil: this core is the
+	// only one.
+	Control ControlBus
 	// Registerer receives the core's metrics. Nil: not registered.
 	Registerer prometheus.Registerer
-	// API tunes the internal API (Broadcast, Events).
+	// API tunes the internal API (Broadcast, Batch, Events, Members).
 	API APIConfig
 	// Presence tunes presence (presence.go).
 	Presence PresenceConfig
@@ -168,6 +173,19 @@ type APIConfig struct {
 	// call lists; a room with more is refused with resource_exhausted.
 	// Default 10000.
 	MaxMembers int
+	// MaxBatch bounds the publishes of one Batch; past it the call is
+	// refused with invalid_argument. Default 1000.
+	MaxBatch int
+}
+
+// ControlBus sends the internal API's commands that act on every core to
+// the other cores (controlbus.Redis implements it).
+type ControlBus interface {
+	// Publish sends cmd to the other cores and returns how many got it.
+	Publish(ctx context.Context, cmd []byte) (int, error)
+	// Listen sets the function called with other cores' commands; it
+	// must not block.
+	Listen(fn func(cmd []byte))
 }
 
 func (a APIConfig) withDefaults() APIConfig {
@@ -185,6 +203,9 @@ func (a APIConfig) withDefaults() APIConfig {
 	}
 	if a.MaxMembers <= 0 {
 		a.MaxMembers = 10000
+	}
+	if a.MaxBatch <= 0 {
+		a.MaxBatch = 1000
 	}
 	return a
 }

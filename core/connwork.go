@@ -45,6 +45,10 @@ type connWork struct {
 type queued struct {
 	f    *linkv1.EdgeFrame
 	size int
+	// task, instead of f: work of the internal API on this connection's
+	// session (control.go), run in order with the client's frames. It is
+	// called with a nil session when it is dropped instead.
+	task func(ctx context.Context, s *session)
 }
 
 // latestKey names a frame that a newer one of the same kind and room
@@ -127,7 +131,7 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 			uint32(backlogDelay.Milliseconds()))
 		return
 	}
-	w.queue = append(w.queue, queued{f, size})
+	w.queue = append(w.queue, queued{f: f, size: size})
 	w.bytes += size
 	m.backlogFrames.Inc()
 	m.backlogBytes.Add(float64(size))
@@ -145,6 +149,29 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 	}
 }
 
+// pushTask queues a task of the internal API (control.go) behind the
+// frames already queued, and starts the worker if it is idle. It never
+// blocks. It reports false, without queueing, when the connection is
+// closing or its queue is full: the API never closes a connection for
+// being busy.
+func (w *connWork) pushTask(task func(ctx context.Context, s *session)) bool {
+	cfg := &w.l.core.cfg
+	w.mu.Lock()
+	if w.gone != nil || w.full || (cfg.ConnQueueFrames > 0 && len(w.queue) >= cfg.ConnQueueFrames) {
+		w.mu.Unlock()
+		return false
+	}
+	w.queue = append(w.queue, queued{task: task})
+	w.l.core.metrics.backlogFrames.Inc()
+	start := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if start {
+		go w.run()
+	}
+	return true
+}
+
 // backlogDelay is the delay told to a connection closed with
 // CODE_BACKLOG_FULL before it comes back.
 const backlogDelay = 2 * time.Second
@@ -154,6 +181,11 @@ func (w *connWork) dropLocked() {
 	m := w.l.core.metrics
 	m.backlogFrames.Sub(float64(len(w.queue)))
 	m.backlogBytes.Sub(float64(w.bytes))
+	for _, q := range w.queue {
+		if q.task != nil {
+			q.task(nil, nil) // dropped: the task only reports it
+		}
+	}
 	clear(w.queue)
 	w.queue = w.queue[:0]
 	w.bytes = 0
@@ -211,7 +243,7 @@ func (w *connWork) run() {
 			w.mu.Unlock()
 			return
 		}
-		f, size := w.queue[0].f, w.queue[0].size
+		f, size, task := w.queue[0].f, w.queue[0].size, w.queue[0].task
 		w.queue[0] = queued{}
 		w.queue = w.queue[1:]
 		w.bytes -= size
@@ -223,9 +255,13 @@ func (w *connWork) run() {
 		c.metrics.backlogFrames.Dec()
 		c.metrics.backlogBytes.Sub(float64(size))
 
+		if task != nil {
+			task(w.ctx, s)
+			continue
+		}
 		switch k := f.GetKind().(type) {
 		case *linkv1.EdgeFrame_Attach:
-			s = c.attach(w.ctx, w.l, w.conn, k.Attach)
+			s = c.attach(w.ctx, w.l, w.conn, w, k.Attach)
 			w.mu.Lock()
 			w.s = s
 			w.mu.Unlock()

@@ -44,6 +44,10 @@ type Core struct {
 
 	door doorState // door.go
 
+	// id names this core in Info; started is when it began.
+	id      string
+	started time.Time
+
 	mu sync.Mutex // guards the following fields
 	// rooms holds rooms that have members or work in flight; a room
 	// without either is forgotten at once (releaseRoom), with the
@@ -76,6 +80,8 @@ func New(cfg Config) *Core {
 		links:   make(map[*link]struct{}),
 
 		droppedAt: make(map[string]time.Time),
+		id:        newNodeID(),
+		started:   time.Now(),
 
 		door: doorState{
 			grants: cfg.Grants,
@@ -96,6 +102,9 @@ func New(cfg Config) *Core {
 		c.ownStore = true
 	}
 	c.apiCfg = cfg.API.withDefaults()
+	if cfg.Control != nil {
+		cfg.Control.Listen(c.onControl)
+	}
 	c.events = newEventLog(c.hist, c.apiCfg.EventQueue, cfg.Logger, cfg.Registerer)
 	c.events.keep = func(room string) bool { return c.class(room).EventsStream }
 	if c.events.log != nil {

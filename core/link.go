@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
@@ -29,6 +30,11 @@ var _ linkv1connect.LinkServiceHandler = (*Core)(nil)
 type link struct {
 	core   *Core
 	stream linkv1connect.LinkServiceLinkServerStream
+	// edge and version are what the edge said of itself (edgeIDHeader,
+	// versionHeader; the link's own random id when it said nothing);
+	// started is when the link began. For Info.
+	edge, version string
+	started       time.Time
 
 	queue *linkq.Queue[*linkv1.CoreFrame]
 	done  chan struct{} // closed by fail
@@ -48,11 +54,13 @@ func (c *Core) Link(ctx context.Context, stream linkv1connect.LinkServiceLinkSer
 	l := &link{
 		core:    c,
 		stream:  stream,
+		started: time.Now(),
 		queue:   linkq.New[*linkv1.CoreFrame](),
 		done:    make(chan struct{}),
 		conns:   make(map[uint64]*connWork),
 		workers: make(chan struct{}, maxWorkersPerLink),
 	}
+	l.edge, l.version = edgeOf(ctx)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

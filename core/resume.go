@@ -25,9 +25,10 @@ import (
 // maxInstance bounds Resume.instance.
 const maxInstance = 64
 
-// attach starts or resumes the session of a new connection. It returns nil
-// when the connection was refused (a close is already queued).
-func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *linkv1.Attach) *session {
+// attach starts or resumes the session of a new connection, whose work
+// queue is w (nil in tests that drive the core without one). It returns
+// nil when the connection was refused (a close is already queued).
+func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a *linkv1.Attach) *session {
 	id := a.GetIdentity()
 	if id.GetUserId() == "" {
 		l.close(conn, corralv1.Code_CODE_UNAUTHENTICATED, "no verified identity", 0)
@@ -36,7 +37,7 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *linkv1.Attac
 	hello := a.GetHello()
 	ep := endpoint{link: l, conn: conn}
 	if r := hello.GetResume(); r != nil {
-		return c.resume(ctx, ep, id, r)
+		return c.resume(ctx, ep, w, id, r)
 	}
 	done := c.metrics.storeOp("session_create")
 	st, err := c.sess.Create(ctx, id.GetUserId())
@@ -46,7 +47,7 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, a *linkv1.Attac
 		l.close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
-	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, rooms: make(map[string]*room)}
+	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, work: w, rooms: make(map[string]*room)}
 	s.ident.Store(id)
 	c.mu.Lock()
 	c.live[s.id] = s
@@ -71,7 +72,7 @@ func (c *Core) welcome(st *sessions.Session, id *corralv1.Identity, resumed bool
 // resume continues an earlier session on a new connection: it verifies the
 // token and the user, takes the session over from any older connection, and
 // rejoins every room from where the client left it.
-func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r *corralv1.Resume) *session {
+func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv1.Identity, r *corralv1.Resume) *session {
 	done := c.metrics.storeOp("session_resume")
 	at := sessions.Attempt{Instance: r.GetInstance(), N: r.GetAttempt()}
 	if len(at.Instance) > maxInstance {
@@ -103,7 +104,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, id *corralv1.Identity, r
 		ep.link.close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
-	s := &session{id: st.ID, user: st.UserID, ep: ep, rooms: make(map[string]*room)}
+	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room)}
 	s.ident.Store(id)
 	c.mu.Lock()
 	old := c.live[s.id]

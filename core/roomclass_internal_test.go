@@ -20,7 +20,7 @@ func TestClassPublishRate(t *testing.T) {
 	c := newTestCore(t, Config{Classes: live})
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, 1, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	frames(t, l, 1) // Welcome
 	for _, room := range []string{"slow:1", "fast"} {
 		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})

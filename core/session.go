@@ -22,6 +22,10 @@ type session struct {
 	// ident is what the connection's token says: set at attach, replaced
 	// by a refresh (see refresh.go).
 	ident atomic.Pointer[corralv1.Identity]
+	// work is the connection's queue, where the internal API's work on
+	// the session runs in order with the client's frames (control.go);
+	// set at the attach, never changed.
+	work *connWork
 
 	mu    sync.Mutex // guards the following fields
 	ep    endpoint

@@ -24,7 +24,9 @@ type Edge struct {
 	admit   *admission
 	links   []*link
 	nextID  atomic.Uint64
-	poller  *poller // nil: connections never park
+	// id names this edge to its cores (RoomService.Info), on every link.
+	id     string
+	poller *poller // nil: connections never park
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -51,6 +53,7 @@ func New(cfg Config) (*Edge, error) {
 		cfg:     cfg,
 		metrics: newMetrics(cfg.Registerer),
 		admit:   newAdmission(cfg),
+		id:      newEdgeID(),
 		ctx:     ctx,
 		cancel:  cancel,
 		conns:   make(map[*conn]struct{}),

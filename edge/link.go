@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect/v2"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -108,6 +109,10 @@ func (l *link) run(ctx context.Context) {
 func (l *link) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The core lists its edges by these (RoomService.Info).
+	ctx, info := connect.NewClientContext(ctx)
+	info.RequestHeader().Set(edgeIDHeader, l.e.id)
+	info.RequestHeader().Set(versionHeader, buildVersion())
 	stream, err := l.e.cfg.Cores[l.core].Link(ctx)
 	if err != nil {
 		return err

@@ -298,6 +298,39 @@ func exerciseAPI(t *testing.T, d *deployment, tr string) {
 	if !sameElements(got, want) {
 		t.Fatalf("events:\n got %q\nwant %q", got, want)
 	}
+
+	// The control API (apicontrol_test.go tests it in depth).
+	batch, err := api.Batch(ctx, &corralv1.BatchRequest{Publishes: []*corralv1.PublishRequest{
+		{Room: others[0], Payload: []byte(`"x"`)}, {Room: room, Payload: []byte(`"y"`)},
+	}})
+	if err != nil || batch.GetFailed() != 0 || batch.GetResults()[0].GetSeq() != 2 || batch.GetResults()[1].GetSeq() != 3 {
+		t.Fatalf("batch: %v, %v", batch, err)
+	}
+	if m := nextFrame(t, ca, func(f *corralv1.ServerFrame) bool { return f.GetMessage() != nil }).GetMessage(); m.GetSeq() != 3 {
+		t.Fatalf("alice got %v", m)
+	}
+	sres, err := api.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: alice, Rooms: []string{others[1]}})
+	if err != nil || sres.GetResults()[0].GetJoined() != 1 {
+		t.Fatalf("subscribe: %v, %v", sres, err)
+	}
+	if j := nextFrame(t, ca, func(f *corralv1.ServerFrame) bool { return f.GetJoined() != nil }).GetJoined(); j.GetRoom() != others[1] {
+		t.Fatalf("alice joined %v", j)
+	}
+	rres, err := api.Rooms(ctx, &corralv1.RoomsRequest{Pattern: tr + ":*"})
+	if err != nil || len(rres.GetRooms()) != 2 || rres.GetRooms()[0].GetName() != others[1] || rres.GetRooms()[1].GetName() != room {
+		t.Fatalf("rooms: %v, %v", rres, err)
+	}
+	ures, err := api.Unsubscribe(ctx, &corralv1.UnsubscribeRequest{UserId: alice, Rooms: []string{others[1]}})
+	if err != nil || ures.GetResults()[0].GetLeft() != 1 {
+		t.Fatalf("unsubscribe: %v, %v", ures, err)
+	}
+	if l := nextFrame(t, ca, func(f *corralv1.ServerFrame) bool { return f.GetLeft() != nil }).GetLeft(); l.GetCode() != corralv1.Code_CODE_UNSUBSCRIBED {
+		t.Fatalf("alice left %v", l)
+	}
+	ires, err := api.Info(ctx, &corralv1.InfoRequest{})
+	if err != nil || ires.GetNodes()[0].GetRole() != "core" {
+		t.Fatalf("info: %v, %v", ires, err)
+	}
 }
 
 func sameElements(a, b []string) bool {

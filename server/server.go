@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect/v2/connectinprocess"
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/controlbus"
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/edge"
 	"github.com/corral-rt/corral/events"
@@ -275,8 +276,9 @@ func Start(opts Options) (*Node, error) {
 			})
 			ss := sessions.NewRedis(n.guard.Wrap(n.redis, "sessions"), sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
 			g := grants.NewRedis(n.guard.Wrap(n.redis, "grants"), grants.RedisOptions{Prefix: opts.RedisPrefix})
-			cc.History, cc.Sessions, cc.Grants = h, ss, g
-			n.stores = append(n.stores, ss, h, g)
+			cb := controlbus.NewRedis(n.guard.Wrap(n.redis, "control"), controlbus.RedisOptions{Prefix: opts.RedisPrefix})
+			cc.History, cc.Sessions, cc.Grants, cc.Control = h, ss, g, cb
+			n.stores = append(n.stores, ss, h, g, cb)
 			if cc.Presence.NewStore == nil {
 				rc := n.guard.Wrap(n.redis, "presence")
 				cc.Presence.NewStore = func(po presence.Options) (presence.Store, error) {

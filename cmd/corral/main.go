@@ -191,13 +191,14 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	}
 	opts.Core.SessionTTL = f.sessionTTL
 	for name, n := range map[string]int{"--api-max-request-bytes": f.apiMaxRequestBytes, "--api-max-event-streams": f.apiMaxEventStreams,
-		"--api-max-broadcast-rooms": f.apiMaxBroadcastRooms, "--api-max-members": f.apiMaxMembers} {
+		"--api-max-broadcast-rooms": f.apiMaxBroadcastRooms, "--api-max-members": f.apiMaxMembers, "--api-max-batch": f.apiMaxBatch} {
 		if n < 0 {
 			return server.Options{}, nil, fmt.Errorf("%s must not be negative", name)
 		}
 	}
 	opts.APIMaxRequestBytes, opts.APIMaxEventStreams = f.apiMaxRequestBytes, f.apiMaxEventStreams
 	opts.Core.API.MaxBroadcastRooms, opts.Core.API.MaxMembers = f.apiMaxBroadcastRooms, f.apiMaxMembers
+	opts.Core.API.MaxBatch = f.apiMaxBatch
 	opts.Core.Presence.Grace = f.presenceGrace
 	opts.Core.Presence.Tick = f.presenceTick
 	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
@@ -289,6 +290,7 @@ type flags struct {
 	apiMaxEventStreams          int
 	apiMaxBroadcastRooms        int
 	apiMaxMembers               int
+	apiMaxBatch                 int
 	apiKey, apiKeyFile          string
 	jwtSecret, jwtKeys          string
 	jwtSecretFile, redisFile    string
@@ -347,6 +349,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.apiMaxEventStreams, "api-max-event-streams", 0, "`N` RoomService.Events streams open at once per API key (0: 16) [CORRAL_API_MAX_EVENT_STREAMS]")
 		fs.IntVar(&f.apiMaxBroadcastRooms, "api-max-broadcast-rooms", 0, "`N` rooms of one RoomService.Broadcast (0: 10000) [CORRAL_API_MAX_BROADCAST_ROOMS]")
 		fs.IntVar(&f.apiMaxMembers, "api-max-members", 0, "`N` members and presence entries one RoomService.Members lists (0: 10000) [CORRAL_API_MAX_MEMBERS]")
+		fs.IntVar(&f.apiMaxBatch, "api-max-batch", 0, "`N` publishes of one RoomService.Batch (0: 1000) [CORRAL_API_MAX_BATCH]")
 		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log) [CORRAL_EVENTS]")
 	}
 	if mode == server.EdgeOnly {

@@ -89,6 +89,10 @@ const (
 	// connection, or too many connections of this user. Stop: leave a room,
 	// or close another connection, before trying again.
 	Code_CODE_LIMIT_EXCEEDED Code = 4408
+	// As the code of a Left frame: the application's backend removed the
+	// connection from the room (RoomService.Unsubscribe). Stop: do not join
+	// the room again unless the application says so.
+	Code_CODE_UNSUBSCRIBED Code = 4409
 	// A frame or payload exceeds the configured size limit.
 	Code_CODE_TOO_LARGE Code = 4413
 )
@@ -117,6 +121,7 @@ var (
 		4406: "CODE_UNKNOWN_FRAME",
 		4407: "CODE_INVALID_ARGUMENT",
 		4408: "CODE_LIMIT_EXCEEDED",
+		4409: "CODE_UNSUBSCRIBED",
 		4413: "CODE_TOO_LARGE",
 	}
 	Code_value = map[string]int32{
@@ -141,6 +146,7 @@ var (
 		"CODE_UNKNOWN_FRAME":      4406,
 		"CODE_INVALID_ARGUMENT":   4407,
 		"CODE_LIMIT_EXCEEDED":     4408,
+		"CODE_UNSUBSCRIBED":       4409,
 		"CODE_TOO_LARGE":          4413,
 	}
 )
@@ -176,7 +182,7 @@ var File_corral_v1_codes_proto protoreflect.FileDescriptor
 
 const file_corral_v1_codes_proto_rawDesc = "" +
 	"\n" +
-	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xa6\x04\n" +
+	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xbe\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x0fCODE_GOING_AWAY\x10\xa0\x1f\x12\x17\n" +
@@ -198,7 +204,8 @@ const file_corral_v1_codes_proto_rawDesc = "" +
 	"\x13CODE_HELLO_REQUIRED\x10\xb5\"\x12\x17\n" +
 	"\x12CODE_UNKNOWN_FRAME\x10\xb6\"\x12\x1a\n" +
 	"\x15CODE_INVALID_ARGUMENT\x10\xb7\"\x12\x18\n" +
-	"\x13CODE_LIMIT_EXCEEDED\x10\xb8\"\x12\x13\n" +
+	"\x13CODE_LIMIT_EXCEEDED\x10\xb8\"\x12\x16\n" +
+	"\x11CODE_UNSUBSCRIBED\x10\xb9\"\x12\x13\n" +
 	"\x0eCODE_TOO_LARGE\x10\xbd\"B\x94\x01\n" +
 	"\rcom.corral.v1B\n" +
 	"CodesProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +

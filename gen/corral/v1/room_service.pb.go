@@ -1841,6 +1841,1005 @@ func (x *RevokeResponse) GetRoomsLeft() uint32 {
 	return 0
 }
 
+// SubscribeRequest joins a user's live connections to rooms. Connections
+// that attach later are not affected (their token or the hooks decide).
+type SubscribeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Distinct room names, at least one and at most 128. Every name is
+	// checked first: one invalid name fails the call and joins nothing.
+	Rooms []string `protobuf:"bytes,2,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Where the connections continue in some of the rooms, as in
+	// Join.since_seq and Join.epoch: the messages after seq are replayed
+	// (or Reset when the epoch does not match). Rooms without a position
+	// are joined live: Joined carries the room's last seq.
+	Since []*RoomPosition `protobuf:"bytes,3,rep,name=since,proto3" json:"since,omitempty"`
+	// Count the user in the rooms' presence and send the connections
+	// Presence frames, as Join.presence does.
+	Presence      bool `protobuf:"varint,4,opt,name=presence,proto3" json:"presence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SubscribeRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetSince() []*RoomPosition {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetPresence() bool {
+	if x != nil {
+		return x.Presence
+	}
+	return false
+}
+
+// SubscribeResponse reports what this core did at once. Other cores
+// sharing the store apply the call to their own connections shortly
+// after; other_cores says how many received it.
+type SubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's connections on this core that the call reached.
+	Connections uint32 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"`
+	// One per requested room, in request order: the outcome on this core.
+	Results []*SubscribeResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	// How many other cores received the call (0 without Redis). On Redis
+	// Cluster it counts the cores subscribed through one node only.
+	OtherCores uint32 `protobuf:"varint,3,opt,name=other_cores,json=otherCores,proto3" json:"other_cores,omitempty"`
+	// Connections on this core whose join had not finished when the call
+	// returned (their queue was busy); they still get Joined or an Error.
+	Pending       uint32 `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResponse) Reset() {
+	*x = SubscribeResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResponse) ProtoMessage() {}
+
+func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SubscribeResponse) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *SubscribeResponse) GetResults() []*SubscribeResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetOtherCores() uint32 {
+	if x != nil {
+		return x.OtherCores
+	}
+	return 0
+}
+
+func (x *SubscribeResponse) GetPending() uint32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+// SubscribeResult is one room's outcome of a Subscribe on this core.
+type SubscribeResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// Connections that joined the room (they get Joined).
+	Joined uint32 `protobuf:"varint,2,opt,name=joined,proto3" json:"joined,omitempty"`
+	// Connections already in the room: left as they are.
+	Already uint32 `protobuf:"varint,3,opt,name=already,proto3" json:"already,omitempty"`
+	// Connections the door refused: the grants do not allow the room (call
+	// Grant first), or the connection is at its rooms per connection. Each
+	// gets the Error frame a refused Join gets.
+	Refused       uint32 `protobuf:"varint,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResult) Reset() {
+	*x = SubscribeResult{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResult) ProtoMessage() {}
+
+func (x *SubscribeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResult.ProtoReflect.Descriptor instead.
+func (*SubscribeResult) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SubscribeResult) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *SubscribeResult) GetJoined() uint32 {
+	if x != nil {
+		return x.Joined
+	}
+	return 0
+}
+
+func (x *SubscribeResult) GetAlready() uint32 {
+	if x != nil {
+		return x.Already
+	}
+	return 0
+}
+
+func (x *SubscribeResult) GetRefused() uint32 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+// UnsubscribeRequest removes a user's live connections from rooms.
+type UnsubscribeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Distinct room names, at least one and at most 128.
+	Rooms []string `protobuf:"bytes,2,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Shown to the clients as Left.reason (at most 256 bytes). Empty: "the
+	// application removed this connection from the room".
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnsubscribeRequest) Reset() {
+	*x = UnsubscribeRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnsubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnsubscribeRequest) ProtoMessage() {}
+
+func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
+func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UnsubscribeRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UnsubscribeRequest) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *UnsubscribeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// UnsubscribeResponse reports what this core did at once; other cores do
+// the same for their connections shortly after.
+type UnsubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's connections on this core that the call reached.
+	Connections uint32 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"`
+	// One per requested room, in request order.
+	Results []*UnsubscribeResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	// How many other cores received the call (see SubscribeResponse).
+	OtherCores uint32 `protobuf:"varint,3,opt,name=other_cores,json=otherCores,proto3" json:"other_cores,omitempty"`
+	// Connections on this core whose leave had not finished when the call
+	// returned; they still get Left.
+	Pending       uint32 `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnsubscribeResponse) Reset() {
+	*x = UnsubscribeResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnsubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnsubscribeResponse) ProtoMessage() {}
+
+func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnsubscribeResponse.ProtoReflect.Descriptor instead.
+func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *UnsubscribeResponse) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *UnsubscribeResponse) GetResults() []*UnsubscribeResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *UnsubscribeResponse) GetOtherCores() uint32 {
+	if x != nil {
+		return x.OtherCores
+	}
+	return 0
+}
+
+func (x *UnsubscribeResponse) GetPending() uint32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+// UnsubscribeResult is one room's outcome of an Unsubscribe on this core.
+type UnsubscribeResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// Connections removed from the room (each got Left).
+	Left          uint32 `protobuf:"varint,2,opt,name=left,proto3" json:"left,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnsubscribeResult) Reset() {
+	*x = UnsubscribeResult{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnsubscribeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnsubscribeResult) ProtoMessage() {}
+
+func (x *UnsubscribeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnsubscribeResult.ProtoReflect.Descriptor instead.
+func (*UnsubscribeResult) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UnsubscribeResult) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *UnsubscribeResult) GetLeft() uint32 {
+	if x != nil {
+		return x.Left
+	}
+	return 0
+}
+
+// BatchRequest publishes many messages in one call.
+type BatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At least one and at most the server's limit (--api-max-batch, 1000
+	// by default). Each is checked and published on its own: an invalid
+	// item fails alone.
+	Publishes []*PublishRequest `protobuf:"bytes,1,rep,name=publishes,proto3" json:"publishes,omitempty"`
+	// False: items are published one at a time, in item order. True:
+	// different rooms are published at the same time, each room's items
+	// still one at a time in item order.
+	Parallel      bool `protobuf:"varint,2,opt,name=parallel,proto3" json:"parallel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchRequest) Reset() {
+	*x = BatchRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchRequest) ProtoMessage() {}
+
+func (x *BatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
+func (*BatchRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *BatchRequest) GetPublishes() []*PublishRequest {
+	if x != nil {
+		return x.Publishes
+	}
+	return nil
+}
+
+func (x *BatchRequest) GetParallel() bool {
+	if x != nil {
+		return x.Parallel
+	}
+	return false
+}
+
+// BatchResponse reports each item's outcome.
+type BatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in the order of BatchRequest.publishes.
+	Results []*BatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many results carry an error.
+	Failed        uint32 `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResponse) Reset() {
+	*x = BatchResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResponse) ProtoMessage() {}
+
+func (x *BatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
+func (*BatchResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *BatchResponse) GetResults() []*BatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BatchResponse) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+// BatchResult is one item's outcome of a Batch.
+type BatchResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Room      string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Seq       uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch     string                 `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Duplicate bool                   `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Empty when the message was published. Otherwise the Connect code name
+	// of the failure: "invalid_argument" (a bad room, payload, key or
+	// sender: fix the item), "aborted" (an earlier item of the same room
+	// failed, so this one was not published, to keep the room's order),
+	// "unavailable", "resource_exhausted", "deadline_exceeded" (retry the
+	// room's failed items, in order, with the same idempotency keys).
+	ErrorCode     string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *BatchResult) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *BatchResult) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *BatchResult) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *BatchResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *BatchResult) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *BatchResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+// RoomsRequest lists rooms by name.
+type RoomsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rooms whose name matches: an exact name, or a pattern where "*"
+	// matches any run of characters ("game:*"). Empty: every room.
+	Pattern string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// Continue after the previous page: its next_page_token.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// At most this many rooms (0 or above 1000: 1000).
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomsRequest) Reset() {
+	*x = RoomsRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomsRequest) ProtoMessage() {}
+
+func (x *RoomsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomsRequest.ProtoReflect.Descriptor instead.
+func (*RoomsRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RoomsRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *RoomsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *RoomsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// RoomsResponse is one page of rooms, ordered by name. It lists the
+// rooms that have members on this core: each core knows only its own
+// connections, so with several cores ask each one.
+type RoomsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rooms []*RoomInfo            `protobuf:"bytes,1,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Empty when this is the last page; otherwise pass it as
+	// RoomsRequest.page_token for the next one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomsResponse) Reset() {
+	*x = RoomsResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomsResponse) ProtoMessage() {}
+
+func (x *RoomsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomsResponse.ProtoReflect.Descriptor instead.
+func (*RoomsResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RoomsResponse) GetRooms() []*RoomInfo {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *RoomsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RoomInfo is one active room.
+type RoomInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Connections in the room on this core.
+	Members uint32 `protobuf:"varint,2,opt,name=members,proto3" json:"members,omitempty"`
+	// The newest seq the room's members received, and its epoch.
+	LastSeq       uint64 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Epoch         string `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomInfo) Reset() {
+	*x = RoomInfo{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomInfo) ProtoMessage() {}
+
+func (x *RoomInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
+func (*RoomInfo) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RoomInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RoomInfo) GetMembers() uint32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *RoomInfo) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+// InfoRequest asks for the nodes this core knows.
+type InfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InfoRequest) Reset() {
+	*x = InfoRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InfoRequest) ProtoMessage() {}
+
+func (x *InfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
+func (*InfoRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{36}
+}
+
+// InfoResponse describes this core and the edges linked to it. Other
+// cores are not listed: ask each (the edges list every core they link to
+// in their --core flag).
+type InfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This core first, then its edges.
+	Nodes         []*NodeInfo `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InfoResponse) Reset() {
+	*x = InfoResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InfoResponse) ProtoMessage() {}
+
+func (x *InfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
+func (*InfoResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *InfoResponse) GetNodes() []*NodeInfo {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// NodeInfo is one node of the deployment.
+type NodeInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque: stable for the node's lifetime.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// "core" or "edge".
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The build's module version ("(devel)" for a local build), as the
+	// node reports it (an edge: when it opens its links).
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// Connections attached (for an edge: through its links to this core).
+	Connections uint32 `protobuf:"varint,4,opt,name=connections,proto3" json:"connections,omitempty"`
+	// Rooms with members (for an edge: with members through its links to
+	// this core).
+	Rooms uint32 `protobuf:"varint,5,opt,name=rooms,proto3" json:"rooms,omitempty"`
+	// Milliseconds since the node started (an edge: since its oldest link
+	// to this core).
+	UptimeMs      uint64 `protobuf:"varint,6,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeInfo) Reset() {
+	*x = NodeInfo{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeInfo) ProtoMessage() {}
+
+func (x *NodeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
+func (*NodeInfo) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *NodeInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetRooms() uint32 {
+	if x != nil {
+		return x.Rooms
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetUptimeMs() uint64 {
+	if x != nil {
+		return x.UptimeMs
+	}
+	return 0
+}
+
 var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
@@ -1968,14 +2967,80 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1d\n" +
 	"\n" +
-	"rooms_left\x18\x02 \x01(\rR\troomsLeft*\xa1\x01\n" +
+	"rooms_left\x18\x02 \x01(\rR\troomsLeft\"\x8c\x01\n" +
+	"\x10SubscribeRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05rooms\x18\x02 \x03(\tR\x05rooms\x12-\n" +
+	"\x05since\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionR\x05since\x12\x1a\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\"\xa6\x01\n" +
+	"\x11SubscribeResponse\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x124\n" +
+	"\aresults\x18\x02 \x03(\v2\x1a.corral.v1.SubscribeResultR\aresults\x12\x1f\n" +
+	"\vother_cores\x18\x03 \x01(\rR\n" +
+	"otherCores\x12\x18\n" +
+	"\apending\x18\x04 \x01(\rR\apending\"q\n" +
+	"\x0fSubscribeResult\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x16\n" +
+	"\x06joined\x18\x02 \x01(\rR\x06joined\x12\x18\n" +
+	"\aalready\x18\x03 \x01(\rR\aalready\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\rR\arefused\"[\n" +
+	"\x12UnsubscribeRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05rooms\x18\x02 \x03(\tR\x05rooms\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xaa\x01\n" +
+	"\x13UnsubscribeResponse\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x126\n" +
+	"\aresults\x18\x02 \x03(\v2\x1c.corral.v1.UnsubscribeResultR\aresults\x12\x1f\n" +
+	"\vother_cores\x18\x03 \x01(\rR\n" +
+	"otherCores\x12\x18\n" +
+	"\apending\x18\x04 \x01(\rR\apending\";\n" +
+	"\x11UnsubscribeResult\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x12\n" +
+	"\x04left\x18\x02 \x01(\rR\x04left\"c\n" +
+	"\fBatchRequest\x127\n" +
+	"\tpublishes\x18\x01 \x03(\v2\x19.corral.v1.PublishRequestR\tpublishes\x12\x1a\n" +
+	"\bparallel\x18\x02 \x01(\bR\bparallel\"Y\n" +
+	"\rBatchResponse\x120\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.corral.v1.BatchResultR\aresults\x12\x16\n" +
+	"\x06failed\x18\x02 \x01(\rR\x06failed\"\xab\x01\n" +
+	"\vBatchResult\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1c\n" +
+	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"]\n" +
+	"\fRoomsRequest\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"b\n" +
+	"\rRoomsResponse\x12)\n" +
+	"\x05rooms\x18\x01 \x03(\v2\x13.corral.v1.RoomInfoR\x05rooms\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"i\n" +
+	"\bRoomInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\amembers\x18\x02 \x01(\rR\amembers\x12\x19\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\tR\x05epoch\"\r\n" +
+	"\vInfoRequest\"9\n" +
+	"\fInfoResponse\x12)\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x13.corral.v1.NodeInfoR\x05nodes\"\x9d\x01\n" +
+	"\bNodeInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12 \n" +
+	"\vconnections\x18\x04 \x01(\rR\vconnections\x12\x14\n" +
+	"\x05rooms\x18\x05 \x01(\rR\x05rooms\x12\x1b\n" +
+	"\tuptime_ms\x18\x06 \x01(\x04R\buptimeMs*\xa1\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
 	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
-	"\x13EVENT_KIND_PRESENCE\x10\x052\xa2\x04\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xe9\x06\n" +
 	"\vRoomService\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
 	"\tBroadcast\x12\x1b.corral.v1.BroadcastRequest\x1a\x1c.corral.v1.BroadcastResponse\x12@\n" +
@@ -1985,7 +3050,12 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"Disconnect\x12\x1c.corral.v1.DisconnectRequest\x1a\x1d.corral.v1.DisconnectResponse\x12?\n" +
 	"\x06Events\x12\x18.corral.v1.EventsRequest\x1a\x19.corral.v1.EventsResponse0\x01\x12:\n" +
 	"\x05Grant\x12\x17.corral.v1.GrantRequest\x1a\x18.corral.v1.GrantResponse\x12=\n" +
-	"\x06Revoke\x12\x18.corral.v1.RevokeRequest\x1a\x19.corral.v1.RevokeResponseB\x9a\x01\n" +
+	"\x06Revoke\x12\x18.corral.v1.RevokeRequest\x1a\x19.corral.v1.RevokeResponse\x12F\n" +
+	"\tSubscribe\x12\x1b.corral.v1.SubscribeRequest\x1a\x1c.corral.v1.SubscribeResponse\x12L\n" +
+	"\vUnsubscribe\x12\x1d.corral.v1.UnsubscribeRequest\x1a\x1e.corral.v1.UnsubscribeResponse\x12:\n" +
+	"\x05Batch\x12\x17.corral.v1.BatchRequest\x1a\x18.corral.v1.BatchResponse\x12:\n" +
+	"\x05Rooms\x12\x17.corral.v1.RoomsRequest\x1a\x18.corral.v1.RoomsResponse\x127\n" +
+	"\x04Info\x12\x16.corral.v1.InfoRequest\x1a\x17.corral.v1.InfoResponseB\x9a\x01\n" +
 	"\rcom.corral.v1B\x10RoomServiceProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -2002,7 +3072,7 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(EventKind)(0),              // 0: corral.v1.EventKind
 	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
@@ -2030,47 +3100,80 @@ var file_corral_v1_room_service_proto_goTypes = []any{
 	(*GrantResponse)(nil),       // 23: corral.v1.GrantResponse
 	(*RevokeRequest)(nil),       // 24: corral.v1.RevokeRequest
 	(*RevokeResponse)(nil),      // 25: corral.v1.RevokeResponse
-	(*Message)(nil),             // 26: corral.v1.Message
-	(*PresenceMember)(nil),      // 27: corral.v1.PresenceMember
-	(Code)(0),                   // 28: corral.v1.Code
+	(*SubscribeRequest)(nil),    // 26: corral.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),   // 27: corral.v1.SubscribeResponse
+	(*SubscribeResult)(nil),     // 28: corral.v1.SubscribeResult
+	(*UnsubscribeRequest)(nil),  // 29: corral.v1.UnsubscribeRequest
+	(*UnsubscribeResponse)(nil), // 30: corral.v1.UnsubscribeResponse
+	(*UnsubscribeResult)(nil),   // 31: corral.v1.UnsubscribeResult
+	(*BatchRequest)(nil),        // 32: corral.v1.BatchRequest
+	(*BatchResponse)(nil),       // 33: corral.v1.BatchResponse
+	(*BatchResult)(nil),         // 34: corral.v1.BatchResult
+	(*RoomsRequest)(nil),        // 35: corral.v1.RoomsRequest
+	(*RoomsResponse)(nil),       // 36: corral.v1.RoomsResponse
+	(*RoomInfo)(nil),            // 37: corral.v1.RoomInfo
+	(*InfoRequest)(nil),         // 38: corral.v1.InfoRequest
+	(*InfoResponse)(nil),        // 39: corral.v1.InfoResponse
+	(*NodeInfo)(nil),            // 40: corral.v1.NodeInfo
+	(*Message)(nil),             // 41: corral.v1.Message
+	(*PresenceMember)(nil),      // 42: corral.v1.PresenceMember
+	(Code)(0),                   // 43: corral.v1.Code
+	(*RoomPosition)(nil),        // 44: corral.v1.RoomPosition
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	26, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	41, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
 	9,  // 1: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
 	12, // 2: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	27, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	28, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	42, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	43, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
 	0,  // 5: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
 	17, // 6: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	26, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
+	41, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
 	19, // 8: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
 	20, // 9: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
 	21, // 10: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
 	18, // 11: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
 	1,  // 12: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	27, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	28, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	3,  // 15: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	7,  // 16: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	5,  // 17: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	10, // 18: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	13, // 19: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	15, // 20: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	22, // 21: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	24, // 22: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	4,  // 23: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	8,  // 24: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	6,  // 25: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	11, // 26: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	14, // 27: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	16, // 28: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	23, // 29: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	25, // 30: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	42, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	43, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	44, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
+	28, // 16: corral.v1.SubscribeResponse.results:type_name -> corral.v1.SubscribeResult
+	31, // 17: corral.v1.UnsubscribeResponse.results:type_name -> corral.v1.UnsubscribeResult
+	3,  // 18: corral.v1.BatchRequest.publishes:type_name -> corral.v1.PublishRequest
+	34, // 19: corral.v1.BatchResponse.results:type_name -> corral.v1.BatchResult
+	37, // 20: corral.v1.RoomsResponse.rooms:type_name -> corral.v1.RoomInfo
+	40, // 21: corral.v1.InfoResponse.nodes:type_name -> corral.v1.NodeInfo
+	3,  // 22: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	7,  // 23: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	5,  // 24: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	10, // 25: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	13, // 26: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	15, // 27: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	22, // 28: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	24, // 29: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	26, // 30: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
+	29, // 31: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
+	32, // 32: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
+	35, // 33: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
+	38, // 34: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
+	4,  // 35: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	8,  // 36: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	6,  // 37: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	11, // 38: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	14, // 39: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	16, // 40: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	23, // 41: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	25, // 42: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	27, // 43: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
+	30, // 44: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
+	33, // 45: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
+	36, // 46: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
+	39, // 47: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
+	35, // [35:48] is the sub-list for method output_type
+	22, // [22:35] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -2097,7 +3200,7 @@ func file_corral_v1_room_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,16 @@ const (
 	RoomServiceGrantProcedure = "/corral.v1.RoomService/Grant"
 	// RoomServiceRevokeProcedure is the procedure name of the RoomService's Revoke RPC.
 	RoomServiceRevokeProcedure = "/corral.v1.RoomService/Revoke"
+	// RoomServiceSubscribeProcedure is the procedure name of the RoomService's Subscribe RPC.
+	RoomServiceSubscribeProcedure = "/corral.v1.RoomService/Subscribe"
+	// RoomServiceUnsubscribeProcedure is the procedure name of the RoomService's Unsubscribe RPC.
+	RoomServiceUnsubscribeProcedure = "/corral.v1.RoomService/Unsubscribe"
+	// RoomServiceBatchProcedure is the procedure name of the RoomService's Batch RPC.
+	RoomServiceBatchProcedure = "/corral.v1.RoomService/Batch"
+	// RoomServiceRoomsProcedure is the procedure name of the RoomService's Rooms RPC.
+	RoomServiceRoomsProcedure = "/corral.v1.RoomService/Rooms"
+	// RoomServiceInfoProcedure is the procedure name of the RoomService's Info RPC.
+	RoomServiceInfoProcedure = "/corral.v1.RoomService/Info"
 )
 
 var (
@@ -99,6 +109,41 @@ var (
 			Procedure:  RoomServiceRevokeProcedure,
 		}
 	})
+	roomServiceSubscribeSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Subscribe"),
+			Procedure:  RoomServiceSubscribeProcedure,
+		}
+	})
+	roomServiceUnsubscribeSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Unsubscribe"),
+			Procedure:  RoomServiceUnsubscribeProcedure,
+		}
+	})
+	roomServiceBatchSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Batch"),
+			Procedure:  RoomServiceBatchProcedure,
+		}
+	})
+	roomServiceRoomsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Rooms"),
+			Procedure:  RoomServiceRoomsProcedure,
+		}
+	})
+	roomServiceInfoSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Info"),
+			Procedure:  RoomServiceInfoProcedure,
+		}
+	})
 )
 
 // RoomServiceClient is a client for the corral.v1.RoomService service.
@@ -128,6 +173,24 @@ type RoomServiceClient interface {
 	// rooms it matches (each gets Left with CODE_FORBIDDEN), on every core
 	// sharing the store.
 	Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error)
+	// Subscribe joins every live connection of a user to rooms, on every
+	// core sharing the store, as if each connection had sent Join: through
+	// the same door (names, grants, rooms per connection), with Joined and
+	// then the room's messages, and the session remembers the rooms so a
+	// resume keeps them.
+	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
+	// Unsubscribe removes every live connection of a user from rooms, on
+	// every core sharing the store: each gets Left with CODE_UNSUBSCRIBED.
+	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
+	// Batch publishes many messages, each with its own room and payload, in
+	// one call. Each item has its own result; a room's items are published
+	// in item order.
+	Batch(context.Context, *v1.BatchRequest) (*v1.BatchResponse, error)
+	// Rooms lists the rooms with members on this core, by name pattern, one
+	// page at a time, with their member counts and last seq.
+	Rooms(context.Context, *v1.RoomsRequest) (*v1.RoomsResponse, error)
+	// Info describes this core and the edges linked to it.
+	Info(context.Context, *v1.InfoRequest) (*v1.InfoResponse, error)
 }
 
 // NewRoomServiceClient constructs a client for the corral.v1.RoomService service. Multiple service
@@ -183,6 +246,24 @@ type RoomServiceHandler interface {
 	// rooms it matches (each gets Left with CODE_FORBIDDEN), on every core
 	// sharing the store.
 	Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error)
+	// Subscribe joins every live connection of a user to rooms, on every
+	// core sharing the store, as if each connection had sent Join: through
+	// the same door (names, grants, rooms per connection), with Joined and
+	// then the room's messages, and the session remembers the rooms so a
+	// resume keeps them.
+	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
+	// Unsubscribe removes every live connection of a user from rooms, on
+	// every core sharing the store: each gets Left with CODE_UNSUBSCRIBED.
+	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
+	// Batch publishes many messages, each with its own room and payload, in
+	// one call. Each item has its own result; a room's items are published
+	// in item order.
+	Batch(context.Context, *v1.BatchRequest) (*v1.BatchResponse, error)
+	// Rooms lists the rooms with members on this core, by name pattern, one
+	// page at a time, with their member counts and last seq.
+	Rooms(context.Context, *v1.RoomsRequest) (*v1.RoomsResponse, error)
+	// Info describes this core and the edges linked to it.
+	Info(context.Context, *v1.InfoRequest) (*v1.InfoResponse, error)
 }
 
 // RegisterRoomServiceHandler registers svc as the corral.v1.RoomService implementation on server.
@@ -197,6 +278,11 @@ func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) 
 		connect.Method{Spec: roomServiceEventsSpec(), Handler: adapter.events},
 		connect.Method{Spec: roomServiceGrantSpec(), Handler: adapter.grant},
 		connect.Method{Spec: roomServiceRevokeSpec(), Handler: adapter.revoke},
+		connect.Method{Spec: roomServiceSubscribeSpec(), Handler: adapter.subscribe},
+		connect.Method{Spec: roomServiceUnsubscribeSpec(), Handler: adapter.unsubscribe},
+		connect.Method{Spec: roomServiceBatchSpec(), Handler: adapter.batch},
+		connect.Method{Spec: roomServiceRoomsSpec(), Handler: adapter.rooms},
+		connect.Method{Spec: roomServiceInfoSpec(), Handler: adapter.info},
 	)
 }
 
@@ -248,6 +334,26 @@ func (UnimplementedRoomServiceHandler) Grant(context.Context, *v1.GrantRequest) 
 
 func (UnimplementedRoomServiceHandler) Revoke(context.Context, *v1.RevokeRequest) (*v1.RevokeResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Revoke is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Subscribe is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Unsubscribe is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Batch(context.Context, *v1.BatchRequest) (*v1.BatchResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Batch is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Rooms(context.Context, *v1.RoomsRequest) (*v1.RoomsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Rooms is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Info(context.Context, *v1.InfoRequest) (*v1.InfoResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Info is not implemented")
 }
 
 type roomServiceClient struct {
@@ -313,6 +419,46 @@ func (c *roomServiceClient) Grant(ctx context.Context, req *v1.GrantRequest) (*v
 func (c *roomServiceClient) Revoke(ctx context.Context, req *v1.RevokeRequest) (*v1.RevokeResponse, error) {
 	var res v1.RevokeResponse
 	if err := c.client.CallUnary(ctx, roomServiceRevokeSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Subscribe(ctx context.Context, req *v1.SubscribeRequest) (*v1.SubscribeResponse, error) {
+	var res v1.SubscribeResponse
+	if err := c.client.CallUnary(ctx, roomServiceSubscribeSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Unsubscribe(ctx context.Context, req *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error) {
+	var res v1.UnsubscribeResponse
+	if err := c.client.CallUnary(ctx, roomServiceUnsubscribeSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Batch(ctx context.Context, req *v1.BatchRequest) (*v1.BatchResponse, error) {
+	var res v1.BatchResponse
+	if err := c.client.CallUnary(ctx, roomServiceBatchSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Rooms(ctx context.Context, req *v1.RoomsRequest) (*v1.RoomsResponse, error) {
+	var res v1.RoomsResponse
+	if err := c.client.CallUnary(ctx, roomServiceRoomsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Info(ctx context.Context, req *v1.InfoRequest) (*v1.InfoResponse, error) {
+	var res v1.InfoResponse
+	if err := c.client.CallUnary(ctx, roomServiceInfoSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -406,6 +552,66 @@ func (h roomServiceHandler) revoke(ctx context.Context, _ connect.Spec, stream c
 		return err
 	}
 	res, err := h.svc.Revoke(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) subscribe(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SubscribeRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Subscribe(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) unsubscribe(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.UnsubscribeRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Unsubscribe(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) batch(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.BatchRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Batch(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) rooms(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.RoomsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Rooms(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) info(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.InfoRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Info(ctx, &req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,10 @@
+// Package controlbus carries the internal API's commands that act on
+// every core (RoomService.Subscribe and Unsubscribe) from the core that
+// took the call to every other core sharing the store, which applies them
+// to its own connections.
+//
+// A [Bus] is fire and forget: [Bus.Publish] returns how many other cores
+// received a command, not what they did with it. [Redis] publishes on one
+// channel, "{prefix}:control"; without a shared store a core needs no bus
+// (it is the only one).
+package controlbus
