@@ -53,9 +53,9 @@ func (c *Client) Join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corra
 
 // segment is the part of a caller's pairs that went into one batch.
 type segment struct {
-	b        *joinBatch
-	from     int // index in the batch
-	at       []int
+	b    *joinBatch
+	from int // index in the batch
+	at   []int
 }
 
 func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corralv1.JoinResult, error) {
