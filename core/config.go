@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +44,11 @@ type Config struct {
 	// Grants holds run-time room grants (RoomService.Grant and Revoke).
 	// Nil: in memory, this core only.
 	Grants grants.Store
+	// Hooks, when set, is the application's backend: its Policy says
+	// which rooms' joins and publishes it decides (docs/HOOKS.md). The
+	// core calls Join (batched) and Publish; the edge calls the others.
+	// Nil: no hooks.
+	Hooks *hooks.Client
 	// ReadOnlyRooms are room patterns (exact names, or "*" for any run of
 	// characters) where clients may not publish or signal, whatever their
 	// grants: only internal services publish there.

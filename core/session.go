@@ -3,6 +3,7 @@ package core
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -49,6 +50,14 @@ func (s *session) sendTo(f *corralv1.ServerFrame) {
 func (s *session) sendErr(code corralv1.Code, msg, room, ref string) {
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
 		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
+	}}})
+}
+
+// sendRetry reports a refusal of the retry class with when to retry.
+func (s *session) sendRetry(code corralv1.Code, msg, room, ref string, after time.Duration) {
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
+		RetryAfterMs: uint32(min(after.Milliseconds(), 1<<31)),
 	}}})
 }
 
