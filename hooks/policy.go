@@ -18,6 +18,16 @@ type Policy struct {
 	JoinFailure Failure
 }
 
+// Check reports the first invalid room pattern.
+func (p *Policy) Check() error {
+	for _, pat := range append(append([]string(nil), p.Join...), p.Publish...) {
+		if err := roompattern.Check(pat); err != nil {
+			return fmt.Errorf("hooks: %w", err)
+		}
+	}
+	return nil
+}
+
 // Events are the room hooks that apply to one room.
 type Events struct {
 	Join, Publish bool
