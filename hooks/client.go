@@ -44,6 +44,9 @@ type Config struct {
 	JoinWindow time.Duration
 	// JoinMaxBatch bounds the pairs of one Join call. Default 1000.
 	JoinMaxBatch int
+	// JoinMaxCalls bounds the Join calls in flight; a batch ready meanwhile
+	// waits and keeps taking pairs. Default 4.
+	JoinMaxCalls int
 	// JoinCacheTTL keeps each (user, room) decision that long. 0: no
 	// cache.
 	JoinCacheTTL time.Duration
@@ -102,6 +105,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.JoinMaxBatch <= 0 {
 		cfg.JoinMaxBatch = 1000
+	}
+	if cfg.JoinMaxCalls <= 0 {
+		cfg.JoinMaxCalls = 4
 	}
 	if cfg.JoinCacheSize <= 0 {
 		cfg.JoinCacheSize = 100_000

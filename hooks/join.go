@@ -10,14 +10,16 @@ import (
 
 // Join batching. Every Join of the process adds its pairs to the open
 // batch; the batch goes to the backend JoinWindow after its first pair, or
-// at once when it holds JoinMaxBatch pairs. So a resume's rooms are one
+// at once when it holds JoinMaxBatch pairs, as soon as fewer than
+// JoinMaxCalls Join calls are in flight. So a resume's rooms are one
 // call, and a storm of resumes becomes one call per window (or per
 // JoinMaxBatch pairs), not one per session. Decisions are cached per
 // (user, room) for JoinCacheTTL.
 
 // joiner coalesces Join calls and caches their results.
 type joiner struct {
-	c *Client
+	c     *Client
+	slots chan struct{} // a token per Join call in flight
 
 	mu    sync.Mutex // guards the following fields
 	open  *joinBatch
@@ -38,10 +40,11 @@ type joinBatch struct {
 	done    chan struct{}
 	results []*corralv1.JoinResult
 	err     error
+	sent    bool // guarded by joiner.mu
 }
 
 func newJoiner(c *Client) *joiner {
-	return &joiner{c: c, cache: make(map[joinKey]cached)}
+	return &joiner{c: c, slots: make(chan struct{}, c.cfg.JoinMaxCalls), cache: make(map[joinKey]cached)}
 }
 
 // Join decides pairs: one result per pair, in order. The pairs share
@@ -82,8 +85,12 @@ func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corra
 		segs[len(segs)-1].at = append(segs[len(segs)-1].at, i)
 		b.pairs = append(b.pairs, p)
 		if len(b.pairs) >= j.c.cfg.JoinMaxBatch {
-			j.open = nil
-			j.send(b)
+			j.open = nil // full: the next pairs open another batch
+			j.c.wg.Add(1)
+			go func() {
+				defer j.c.wg.Done()
+				j.send(b)
+			}()
 		}
 	}
 	j.mu.Unlock()
@@ -107,42 +114,47 @@ func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corra
 func (j *joiner) startLocked() {
 	b := &joinBatch{done: make(chan struct{})}
 	j.open = b
+	j.c.wg.Add(1)
 	if j.c.cfg.JoinWindow < 0 {
-		// No window: the batch goes as soon as this caller's pairs are
-		// in it (callers under the lock meanwhile join it too).
-		j.c.wg.Add(1)
+		// No window: the batch goes as soon as a call slot is free
+		// (callers meanwhile join it).
 		go func() {
 			defer j.c.wg.Done()
-			j.flush(b)
+			j.send(b)
 		}()
 		return
 	}
-	j.c.wg.Add(1)
 	time.AfterFunc(j.c.cfg.JoinWindow, func() {
 		defer j.c.wg.Done()
-		j.flush(b)
+		j.send(b)
 	})
 }
 
-// flush sends b unless it was sent already (it filled up).
-func (j *joiner) flush(b *joinBatch) {
+// send sends b once a call slot is free (at most JoinMaxCalls Join calls
+// are in flight), unless it was sent already. While b waits for a slot it
+// stays open and takes more pairs: when the backend is slow, batches grow
+// instead of calls piling up.
+func (j *joiner) send(b *joinBatch) {
+	select {
+	case j.slots <- struct{}{}:
+	case <-j.c.ctx.Done():
+	}
+	defer func() {
+		if j.c.ctx.Err() == nil {
+			<-j.slots
+		}
+	}()
 	j.mu.Lock()
-	if j.open != b {
+	if b.sent {
 		j.mu.Unlock()
 		return
 	}
-	j.open = nil
+	b.sent = true
+	if j.open == b {
+		j.open = nil
+	}
 	j.mu.Unlock()
 	j.call(b)
-}
-
-// send sends a full batch on its own goroutine. Lock must be held.
-func (j *joiner) send(b *joinBatch) {
-	j.c.wg.Add(1)
-	go func() {
-		defer j.c.wg.Done()
-		j.call(b)
-	}()
 }
 
 // call asks the backend about b's pairs and wakes its callers.
