@@ -212,7 +212,7 @@ func (c *Core) hookPublish(ctx context.Context, s *session, p *corralv1.Publish)
 	if h == nil || !h.Policy().For(p.GetRoom()).Publish {
 		return p.GetPayload(), true
 	}
-	res, err := h.Publish(ctx, &corralv1.HookPublishRequest{
+	res, err := h.Publish(ctx, &corralv1.HooksServicePublishRequest{
 		UserId: s.user, Room: p.GetRoom(), Id: p.GetId(), Payload: p.GetPayload(), SessionId: s.id,
 	})
 	switch {

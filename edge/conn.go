@@ -413,6 +413,13 @@ func (c *conn) sendFrame(f *corralv1.ServerFrame) {
 // naming the frame's room and publish id, so the client can retry it.
 func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, retryMs uint32) {
 	e := &corralv1.Error{Code: code, Message: safetext.Reason(msg), RetryAfterMs: retryMs}
+	if call := f.GetCall(); call != nil {
+		// A call's answer, refusal included, is its CallResult.
+		c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_CallResult{CallResult: &corralv1.CallResult{
+			Id: call.GetId(), Error: e,
+		}}})
+		return
+	}
 	switch k := f.GetKind().(type) {
 	case *corralv1.ClientFrame_Publish:
 		e.Room, e.Ref = k.Publish.GetRoom(), k.Publish.GetId()

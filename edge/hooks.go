@@ -141,8 +141,10 @@ func (c *conn) refreshHook(ctx context.Context, token string) (*corralv1.Identit
 		return nil, corralv1.Code_CODE_UNAVAILABLE, "refresh: the application could not answer: retry later"
 	}
 	if r := res.GetRefusal(); r != nil {
-		code, reason := hooks.ClientRefusal(r, corralv1.Code_CODE_UNAUTHENTICATED)
-		return nil, code, "refresh: " + reason
+		// Always 4401, as a refused token's refresh (client.proto): the
+		// code is what tells a client which of its requests was refused.
+		_, reason := hooks.ClientRefusal(r, corralv1.Code_CODE_UNAUTHENTICATED)
+		return nil, corralv1.Code_CODE_UNAUTHENTICATED, "refresh: " + reason
 	}
 	return &corralv1.Identity{
 		UserId: c.user, Join: res.GetJoin(), Publish: res.GetPublish(), ExpiresUnix: res.GetExpiresUnix(),

@@ -183,8 +183,8 @@ func (c *Client) Refresh(ctx context.Context, req *corralv1.RefreshRequest) (*co
 }
 
 // Publish asks the backend about a client's publish.
-func (c *Client) Publish(ctx context.Context, req *corralv1.HookPublishRequest) (*corralv1.HookPublishResponse, error) {
-	var res *corralv1.HookPublishResponse
+func (c *Client) Publish(ctx context.Context, req *corralv1.HooksServicePublishRequest) (*corralv1.HooksServicePublishResponse, error) {
+	var res *corralv1.HooksServicePublishResponse
 	err := c.guards[HookPublish].do(ctx, func(ctx context.Context) (err error) {
 		res, err = c.api.Publish(ctx, req)
 		return err

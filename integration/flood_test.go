@@ -93,6 +93,12 @@ var floodKinds = map[string]floodKind{
 		}, nil,
 		func(o *server.Options, r float64, b int) { o.Edge.PresenceRate, o.Edge.PresenceBurst = r, b }, "rate_presence",
 	},
+	"call": {
+		func(i int) *corralv1.ClientFrame {
+			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Call{Call: &corralv1.Call{Id: uint64(i), Method: "m", Payload: payload(i)}}}
+		}, nil,
+		func(o *server.Options, r float64, b int) { o.Edge.CallRate, o.Edge.CallBurst = r, b }, "rate_calls",
+	},
 	"presenceQuery": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: "r"}}}

@@ -87,17 +87,17 @@ func (b *appBackend) Join(ctx context.Context, req *corralv1.JoinRequest) (*corr
 	return res, nil
 }
 
-func (b *appBackend) Publish(ctx context.Context, req *corralv1.HookPublishRequest) (*corralv1.HookPublishResponse, error) {
+func (b *appBackend) Publish(ctx context.Context, req *corralv1.HooksServicePublishRequest) (*corralv1.HooksServicePublishResponse, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
 	switch string(req.GetPayload()) {
 	case `"bad"`:
-		return &corralv1.HookPublishResponse{Refusal: &corralv1.Refusal{Code: corralv1.Code_CODE_INVALID_ARGUMENT, Reason: "no bad words"}}, nil
+		return &corralv1.HooksServicePublishResponse{Refusal: &corralv1.Refusal{Code: corralv1.Code_CODE_INVALID_ARGUMENT, Reason: "no bad words"}}, nil
 	case `"shout"`:
-		return &corralv1.HookPublishResponse{Replace: true, Payload: []byte(`"SHOUT"`)}, nil
+		return &corralv1.HooksServicePublishResponse{Replace: true, Payload: []byte(`"SHOUT"`)}, nil
 	}
-	return &corralv1.HookPublishResponse{}, nil
+	return &corralv1.HooksServicePublishResponse{}, nil
 }
 
 func (b *appBackend) Call(ctx context.Context, req *corralv1.CallRequest) (*corralv1.CallResponse, error) {
@@ -227,6 +227,13 @@ func TestHooks(t *testing.T) {
 			if r.GetId() != 8 || r.GetError().GetCode() != corralv1.Code_CODE_FORBIDDEN {
 				t.Fatalf("refused call result %v", r)
 			}
+
+			// The Go SDK's Call.
+			if got, err := c.Call(ctx, "echo", []byte(`2`)); err != nil || !bytes.Contains(got, []byte(`"got":2`)) {
+				t.Fatalf("client Call: %s %v", got, err)
+			}
+			_, err = c.Call(ctx, "nope", nil)
+			wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
 
 			// Refresh: refused, then allowed.
 			_, err = c.Refresh(ctx, "old")

@@ -607,8 +607,8 @@ func (x *JoinResult) GetRefusal() *Refusal {
 	return nil
 }
 
-// HookPublishRequest is a client's publish before it is ordered.
-type HookPublishRequest struct {
+// HooksServicePublishRequest is a client's publish before it is ordered.
+type HooksServicePublishRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	Room   string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
@@ -620,20 +620,20 @@ type HookPublishRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *HookPublishRequest) Reset() {
-	*x = HookPublishRequest{}
+func (x *HooksServicePublishRequest) Reset() {
+	*x = HooksServicePublishRequest{}
 	mi := &file_corral_v1_hooks_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *HookPublishRequest) String() string {
+func (x *HooksServicePublishRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*HookPublishRequest) ProtoMessage() {}
+func (*HooksServicePublishRequest) ProtoMessage() {}
 
-func (x *HookPublishRequest) ProtoReflect() protoreflect.Message {
+func (x *HooksServicePublishRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_corral_v1_hooks_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -645,48 +645,48 @@ func (x *HookPublishRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use HookPublishRequest.ProtoReflect.Descriptor instead.
-func (*HookPublishRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use HooksServicePublishRequest.ProtoReflect.Descriptor instead.
+func (*HooksServicePublishRequest) Descriptor() ([]byte, []int) {
 	return file_corral_v1_hooks_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *HookPublishRequest) GetUserId() string {
+func (x *HooksServicePublishRequest) GetUserId() string {
 	if x != nil {
 		return x.UserId
 	}
 	return ""
 }
 
-func (x *HookPublishRequest) GetRoom() string {
+func (x *HooksServicePublishRequest) GetRoom() string {
 	if x != nil {
 		return x.Room
 	}
 	return ""
 }
 
-func (x *HookPublishRequest) GetId() string {
+func (x *HooksServicePublishRequest) GetId() string {
 	if x != nil {
 		return x.Id
 	}
 	return ""
 }
 
-func (x *HookPublishRequest) GetPayload() []byte {
+func (x *HooksServicePublishRequest) GetPayload() []byte {
 	if x != nil {
 		return x.Payload
 	}
 	return nil
 }
 
-func (x *HookPublishRequest) GetSessionId() string {
+func (x *HooksServicePublishRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
 	}
 	return ""
 }
 
-// HookPublishResponse accepts, refuses or rewrites a publish.
-type HookPublishResponse struct {
+// HooksServicePublishResponse accepts, refuses or rewrites a publish.
+type HooksServicePublishResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set: refused (Error frame with ref = Publish.id).
 	Refusal *Refusal `protobuf:"bytes,1,opt,name=refusal,proto3" json:"refusal,omitempty"`
@@ -698,20 +698,20 @@ type HookPublishResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *HookPublishResponse) Reset() {
-	*x = HookPublishResponse{}
+func (x *HooksServicePublishResponse) Reset() {
+	*x = HooksServicePublishResponse{}
 	mi := &file_corral_v1_hooks_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *HookPublishResponse) String() string {
+func (x *HooksServicePublishResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*HookPublishResponse) ProtoMessage() {}
+func (*HooksServicePublishResponse) ProtoMessage() {}
 
-func (x *HookPublishResponse) ProtoReflect() protoreflect.Message {
+func (x *HooksServicePublishResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_corral_v1_hooks_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -723,26 +723,26 @@ func (x *HookPublishResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use HookPublishResponse.ProtoReflect.Descriptor instead.
-func (*HookPublishResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use HooksServicePublishResponse.ProtoReflect.Descriptor instead.
+func (*HooksServicePublishResponse) Descriptor() ([]byte, []int) {
 	return file_corral_v1_hooks_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *HookPublishResponse) GetRefusal() *Refusal {
+func (x *HooksServicePublishResponse) GetRefusal() *Refusal {
 	if x != nil {
 		return x.Refusal
 	}
 	return nil
 }
 
-func (x *HookPublishResponse) GetReplace() bool {
+func (x *HooksServicePublishResponse) GetReplace() bool {
 	if x != nil {
 		return x.Replace
 	}
 	return false
 }
 
-func (x *HookPublishResponse) GetPayload() []byte {
+func (x *HooksServicePublishResponse) GetPayload() []byte {
 	if x != nil {
 		return x.Payload
 	}
@@ -923,15 +923,15 @@ const file_corral_v1_hooks_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x15.corral.v1.JoinResultR\aresults\":\n" +
 	"\n" +
 	"JoinResult\x12,\n" +
-	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\"\x8a\x01\n" +
-	"\x12HookPublishRequest\x12\x17\n" +
+	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\"\x92\x01\n" +
+	"\x1aHooksServicePublishRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04room\x18\x02 \x01(\tR\x04room\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x05 \x01(\tR\tsessionId\"w\n" +
-	"\x13HookPublishResponse\x12,\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\"\x7f\n" +
+	"\x1bHooksServicePublishResponse\x12,\n" +
 	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\"}\n" +
@@ -942,12 +942,12 @@ const file_corral_v1_hooks_proto_rawDesc = "" +
 	"\rconnection_id\x18\x04 \x01(\tR\fconnectionId\"V\n" +
 	"\fCallResponse\x12,\n" +
 	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload2\xce\x02\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload2\xde\x02\n" +
 	"\fHooksService\x12@\n" +
 	"\aConnect\x12\x19.corral.v1.ConnectRequest\x1a\x1a.corral.v1.ConnectResponse\x12@\n" +
 	"\aRefresh\x12\x19.corral.v1.RefreshRequest\x1a\x1a.corral.v1.RefreshResponse\x127\n" +
-	"\x04Join\x12\x16.corral.v1.JoinRequest\x1a\x17.corral.v1.JoinResponse\x12H\n" +
-	"\aPublish\x12\x1d.corral.v1.HookPublishRequest\x1a\x1e.corral.v1.HookPublishResponse\x127\n" +
+	"\x04Join\x12\x16.corral.v1.JoinRequest\x1a\x17.corral.v1.JoinResponse\x12X\n" +
+	"\aPublish\x12%.corral.v1.HooksServicePublishRequest\x1a&.corral.v1.HooksServicePublishResponse\x127\n" +
 	"\x04Call\x12\x16.corral.v1.CallRequest\x1a\x17.corral.v1.CallResponseB\x94\x01\n" +
 	"\rcom.corral.v1B\n" +
 	"HooksProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
@@ -967,22 +967,22 @@ func file_corral_v1_hooks_proto_rawDescGZIP() []byte {
 
 var file_corral_v1_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_corral_v1_hooks_proto_goTypes = []any{
-	(*Refusal)(nil),             // 0: corral.v1.Refusal
-	(*ConnectRequest)(nil),      // 1: corral.v1.ConnectRequest
-	(*ConnectResponse)(nil),     // 2: corral.v1.ConnectResponse
-	(*RefreshRequest)(nil),      // 3: corral.v1.RefreshRequest
-	(*RefreshResponse)(nil),     // 4: corral.v1.RefreshResponse
-	(*JoinRequest)(nil),         // 5: corral.v1.JoinRequest
-	(*JoinPair)(nil),            // 6: corral.v1.JoinPair
-	(*JoinResponse)(nil),        // 7: corral.v1.JoinResponse
-	(*JoinResult)(nil),          // 8: corral.v1.JoinResult
-	(*HookPublishRequest)(nil),  // 9: corral.v1.HookPublishRequest
-	(*HookPublishResponse)(nil), // 10: corral.v1.HookPublishResponse
-	(*CallRequest)(nil),         // 11: corral.v1.CallRequest
-	(*CallResponse)(nil),        // 12: corral.v1.CallResponse
-	nil,                         // 13: corral.v1.ConnectRequest.HeadersEntry
-	nil,                         // 14: corral.v1.ConnectRequest.CookiesEntry
-	(Code)(0),                   // 15: corral.v1.Code
+	(*Refusal)(nil),                     // 0: corral.v1.Refusal
+	(*ConnectRequest)(nil),              // 1: corral.v1.ConnectRequest
+	(*ConnectResponse)(nil),             // 2: corral.v1.ConnectResponse
+	(*RefreshRequest)(nil),              // 3: corral.v1.RefreshRequest
+	(*RefreshResponse)(nil),             // 4: corral.v1.RefreshResponse
+	(*JoinRequest)(nil),                 // 5: corral.v1.JoinRequest
+	(*JoinPair)(nil),                    // 6: corral.v1.JoinPair
+	(*JoinResponse)(nil),                // 7: corral.v1.JoinResponse
+	(*JoinResult)(nil),                  // 8: corral.v1.JoinResult
+	(*HooksServicePublishRequest)(nil),  // 9: corral.v1.HooksServicePublishRequest
+	(*HooksServicePublishResponse)(nil), // 10: corral.v1.HooksServicePublishResponse
+	(*CallRequest)(nil),                 // 11: corral.v1.CallRequest
+	(*CallResponse)(nil),                // 12: corral.v1.CallResponse
+	nil,                                 // 13: corral.v1.ConnectRequest.HeadersEntry
+	nil,                                 // 14: corral.v1.ConnectRequest.CookiesEntry
+	(Code)(0),                           // 15: corral.v1.Code
 }
 var file_corral_v1_hooks_proto_depIdxs = []int32{
 	15, // 0: corral.v1.Refusal.code:type_name -> corral.v1.Code
@@ -993,17 +993,17 @@ var file_corral_v1_hooks_proto_depIdxs = []int32{
 	6,  // 5: corral.v1.JoinRequest.pairs:type_name -> corral.v1.JoinPair
 	8,  // 6: corral.v1.JoinResponse.results:type_name -> corral.v1.JoinResult
 	0,  // 7: corral.v1.JoinResult.refusal:type_name -> corral.v1.Refusal
-	0,  // 8: corral.v1.HookPublishResponse.refusal:type_name -> corral.v1.Refusal
+	0,  // 8: corral.v1.HooksServicePublishResponse.refusal:type_name -> corral.v1.Refusal
 	0,  // 9: corral.v1.CallResponse.refusal:type_name -> corral.v1.Refusal
 	1,  // 10: corral.v1.HooksService.Connect:input_type -> corral.v1.ConnectRequest
 	3,  // 11: corral.v1.HooksService.Refresh:input_type -> corral.v1.RefreshRequest
 	5,  // 12: corral.v1.HooksService.Join:input_type -> corral.v1.JoinRequest
-	9,  // 13: corral.v1.HooksService.Publish:input_type -> corral.v1.HookPublishRequest
+	9,  // 13: corral.v1.HooksService.Publish:input_type -> corral.v1.HooksServicePublishRequest
 	11, // 14: corral.v1.HooksService.Call:input_type -> corral.v1.CallRequest
 	2,  // 15: corral.v1.HooksService.Connect:output_type -> corral.v1.ConnectResponse
 	4,  // 16: corral.v1.HooksService.Refresh:output_type -> corral.v1.RefreshResponse
 	7,  // 17: corral.v1.HooksService.Join:output_type -> corral.v1.JoinResponse
-	10, // 18: corral.v1.HooksService.Publish:output_type -> corral.v1.HookPublishResponse
+	10, // 18: corral.v1.HooksService.Publish:output_type -> corral.v1.HooksServicePublishResponse
 	12, // 19: corral.v1.HooksService.Call:output_type -> corral.v1.CallResponse
 	15, // [15:20] is the sub-list for method output_type
 	10, // [10:15] is the sub-list for method input_type

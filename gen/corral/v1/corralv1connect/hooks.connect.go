@@ -87,7 +87,7 @@ type HooksServiceClient interface {
 	Join(context.Context, *v1.JoinRequest) (*v1.JoinResponse, error)
 	// Publish validates a client's publish before it is ordered and
 	// stored: accept it, refuse it, or replace its payload.
-	Publish(context.Context, *v1.HookPublishRequest) (*v1.HookPublishResponse, error)
+	Publish(context.Context, *v1.HooksServicePublishRequest) (*v1.HooksServicePublishResponse, error)
 	// Call answers a client's call frame (a request/response through
 	// corral, so an application needs no second HTTP channel).
 	Call(context.Context, *v1.CallRequest) (*v1.CallResponse, error)
@@ -112,7 +112,7 @@ type HooksServiceHandler interface {
 	Join(context.Context, *v1.JoinRequest) (*v1.JoinResponse, error)
 	// Publish validates a client's publish before it is ordered and
 	// stored: accept it, refuse it, or replace its payload.
-	Publish(context.Context, *v1.HookPublishRequest) (*v1.HookPublishResponse, error)
+	Publish(context.Context, *v1.HooksServicePublishRequest) (*v1.HooksServicePublishResponse, error)
 	// Call answers a client's call frame (a request/response through
 	// corral, so an application needs no second HTTP channel).
 	Call(context.Context, *v1.CallRequest) (*v1.CallResponse, error)
@@ -145,7 +145,7 @@ func (UnimplementedHooksServiceHandler) Join(context.Context, *v1.JoinRequest) (
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.HooksService.Join is not implemented")
 }
 
-func (UnimplementedHooksServiceHandler) Publish(context.Context, *v1.HookPublishRequest) (*v1.HookPublishResponse, error) {
+func (UnimplementedHooksServiceHandler) Publish(context.Context, *v1.HooksServicePublishRequest) (*v1.HooksServicePublishResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.HooksService.Publish is not implemented")
 }
 
@@ -181,8 +181,8 @@ func (c *hooksServiceClient) Join(ctx context.Context, req *v1.JoinRequest) (*v1
 	return &res, nil
 }
 
-func (c *hooksServiceClient) Publish(ctx context.Context, req *v1.HookPublishRequest) (*v1.HookPublishResponse, error) {
-	var res v1.HookPublishResponse
+func (c *hooksServiceClient) Publish(ctx context.Context, req *v1.HooksServicePublishRequest) (*v1.HooksServicePublishResponse, error) {
+	var res v1.HooksServicePublishResponse
 	if err := c.client.CallUnary(ctx, hooksServicePublishSpec(), req, &res); err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (h hooksServiceHandler) join(ctx context.Context, _ connect.Spec, stream co
 }
 
 func (h hooksServiceHandler) publish(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
-	var req v1.HookPublishRequest
+	var req v1.HooksServicePublishRequest
 	if err := stream.Receive(&req); err != nil {
 		return err
 	}
