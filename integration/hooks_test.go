@@ -254,7 +254,7 @@ func TestHooks(t *testing.T) {
 			if err := c.Send(ctx, callFrame(9, "echo", `1`)); err != nil {
 				t.Fatal(err)
 			}
-			r = nextFrame(t, c, func(f *corralv1.ServerFrame) bool { return f.GetCallResult() != nil }).GetCallResult()
+			r = nextFrame(t, c, func(f *corralv1.ServerFrame) bool { return f.GetCallResult().GetId() == 9 }).GetCallResult()
 			if r.GetError().GetCode() != corralv1.Code_CODE_UNAVAILABLE || r.GetError().GetRetryAfterMs() == 0 {
 				t.Fatalf("call with the backend down: %v", r)
 			}
