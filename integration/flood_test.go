@@ -162,6 +162,9 @@ func TestFloodEachFrameKind(t *testing.T) {
 				last := fmt.Sprint("f", flood-1)
 				nextFrame(t, flooder, func(f *corralv1.ServerFrame) bool {
 					e := f.GetError()
+					if r := f.GetCallResult(); r != nil {
+						e = r.GetError() // a call's refusal is its callResult
+					}
 					return e.GetCode() == corralv1.Code_CODE_RATE_LIMITED && (name != "publish" || e.GetRef() == last)
 				})
 				deadline := time.Now().Add(10 * time.Second)
