@@ -227,6 +227,7 @@ func readSecretFiles(f *flags) error {
 	}{
 		{"jwt-secret", &f.jwtSecret, f.jwtSecretFile},
 		{"api-key", &f.apiKey, f.apiKeyFile},
+		{"hooks-key", &f.hooksKey, f.hooksKeyFile},
 		{"redis", &f.redisURL, f.redisFile},
 	} {
 		if s.file == "" {
@@ -299,7 +300,7 @@ type flags struct {
 	callBurst                                      int
 
 	// The application's backend (docs/HOOKS.md).
-	hooksURL, hooksKey                  string
+	hooksURL, hooksKey, hooksKeyFile    string
 	hooksConnect, hooksRefresh          bool
 	hooksCall                           bool
 	hooksJoin, hooksPublish             string
@@ -433,6 +434,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	}
 	fs.StringVar(&f.hooksURL, "hooks-url", "", "the application's HooksService (docs/HOOKS.md), `URL` http:// (h2c) or https://; empty: no hooks [CORRAL_HOOKS_URL]")
 	fs.StringVar(&f.hooksKey, "hooks-key", "", "bearer key sent to the hooks backend [CORRAL_HOOKS_KEY]")
+	fs.StringVar(&f.hooksKeyFile, "hooks-key-file", "", "`file` holding --hooks-key, instead of the flag [CORRAL_HOOKS_KEY_FILE]")
 	fs.DurationVar(&f.hooksTimeout, "hooks-timeout", 2*time.Second, "bound of one hook call (past it: the client gets 4103, retry later) [CORRAL_HOOKS_TIMEOUT]")
 	fs.IntVar(&f.hooksMaxInFlight, "hooks-max-in-flight", 256, "calls in flight per hook (past it: 4103 at once) [CORRAL_HOOKS_MAX_IN_FLIGHT]")
 	if mode != server.CoreOnly {
