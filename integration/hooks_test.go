@@ -14,10 +14,13 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/hooks"
+	"github.com/corral-rt/corral/internal/readytest"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -393,4 +396,64 @@ func TestHooksAllowKnown(t *testing.T) {
 	}
 	_, err := next.Join(ctx, "game:c", 0, "")
 	wantCode(t, err, corralv1.Code_CODE_UNAVAILABLE)
+}
+
+// TestHooksSeveralCores: an edge linked to two cores on one Redis, every
+// process with hooks: each core asks the backend about its sessions'
+// joins and publishes, and a rewritten publish reaches the room's members
+// on both cores.
+func TestHooksSeveralCores(t *testing.T) {
+	b := &appBackend{}
+	url := serveBackend(t, b)
+	redisURL := "redis://" + redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	var urls []string
+	for range 2 {
+		o := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(),
+			RedisURL: redisURL, RedisPrefix: prefix, APIInsecure: true}
+		withHooks(url, nil)(&o)
+		n, err := server.Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close(context.Background()) })
+		urls = append(urls, "http://"+n.Addr())
+	}
+	eo := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: strings.Join(urls, ","),
+		Auth: auth.Dev{}, Logger: quietLogger()}
+	withoutRateLimits(withHooks(url, nil))(&eo)
+	edgeNode, err := server.Start(eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { edgeNode.Close(context.Background()) })
+	readytest.Wait(t, "http://"+edgeNode.Addr()+"/readyz")
+	d := &deployment{wsURL: "ws://" + edgeNode.Addr() + "/ws"}
+	ctx := testCtx(t)
+
+	const members = 8 // spread over the edge's links to both cores
+	var conns []*client.Conn
+	for i := range members {
+		c, err := hookDial(t, d, fmt.Sprint("user:u", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Join(ctx, "secret-x", 0, "")
+		wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
+		if _, err := c.Join(ctx, "chat:all", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	if _, err := conns[0].Publish(ctx, "chat:all", "s1", []byte(`"shout"`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conns[members-1].Publish(ctx, "chat:all", "b1", []byte(`"bad"`))
+	wantCode(t, err, corralv1.Code_CODE_INVALID_ARGUMENT)
+	for i, c := range conns {
+		m := nextFrame(t, c, func(f *corralv1.ServerFrame) bool { return f.GetMessage().GetRoom() == "chat:all" }).GetMessage()
+		if string(m.GetPayload()) != `"SHOUT"` || m.GetSeq() != 1 {
+			t.Fatalf("member %d got %v, want the backend's payload at seq 1", i, m)
+		}
+	}
 }
