@@ -227,6 +227,13 @@ func (c *Core) hookPublish(ctx context.Context, s *session, p *corralv1.Publish)
 		code, reason := hooks.ClientRefusal(res.GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
 		s.sendErr(code, reason, p.GetRoom(), p.GetId())
 		return nil, false
+	case res.GetReplace() && len(res.GetPayload()) > c.cfg.MaxPayload:
+		// Bounded like a client's payload: the backend's bug is not a
+		// way around the limit.
+		c.cfg.Logger.Warn("publish hook: replacement payload over the limit", "room", p.GetRoom(), "bytes", len(res.GetPayload()))
+		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "the application's replacement payload exceeds the server's limit", p.GetRoom(), p.GetId())
+		return nil, false
 	case res.GetReplace():
 		return res.GetPayload(), true
 	}

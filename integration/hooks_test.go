@@ -264,6 +264,27 @@ func TestHooks(t *testing.T) {
 			if _, err := hookDial(t, d, "user:bob"); err == nil || !strings.Contains(err.Error(), "4103") {
 				t.Fatalf("dial with the backend down: %v, want close 4103", err)
 			}
+
+			// The metrics of docs/HOOKS.md (one registry in serve mode).
+			if mode == "serve" {
+				text := scrape(t, coreBase(d))
+				for _, series := range []string{
+					`corral_hook_calls_total{hook="join",result="refused"}`,
+					`corral_hook_calls_total{hook="publish",result="refused"}`,
+					`corral_hook_calls_total{hook="connect",result="allowed"}`,
+					`corral_hook_errors_total{hook="join",kind="backend"}`,
+					`corral_hook_batch_size_count{hook="join"}`,
+					`corral_hook_duration_seconds_count{hook="call"}`,
+					`corral_core_refused_total{reason="hook_unavailable"}`,
+				} {
+					if sample(t, text, series) < 1 {
+						t.Errorf("%s not counted", series)
+					}
+				}
+				if !strings.Contains(text, `corral_hook_breaker_state{hook="refresh"} 0`) {
+					t.Error("no breaker state for the refresh hook")
+				}
+			}
 		})
 	}
 }
