@@ -291,12 +291,15 @@ func TestHooks(t *testing.T) {
 
 // TestHooksResumeStorm: many sessions resume at once into rooms the Join
 // hook decides; the backend gets at most one call per 100 resumed rooms,
-// and every room comes back.
+// every room comes back and replays, once, the message it missed.
 func TestHooksResumeStorm(t *testing.T) {
 	const sessions, rooms = 500, 4
 	b := &appBackend{}
 	d := start(t, "serve", nil, withHooks(serveBackend(t, b), func(c *hooks.Config) {
 		c.Policy.Connect = false // dev tokens: the storm is about Join
+		// Margin for a loaded test machine, where 500 dials take seconds:
+		// the default 2 ms made 10-14 calls here for 2,000 rooms.
+		c.JoinWindow = 10 * time.Millisecond
 	}))
 	ctx := testCtx(t)
 	welcomes := make([]*corralv1.Welcome, sessions)
@@ -321,8 +324,15 @@ func TestHooksResumeStorm(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// While everyone is away, each room gets a message: every resumed
+	// room must replay it.
+	for r := range 50 {
+		if _, err := d.api.Publish(ctx, &corralv1.PublishRequest{Room: fmt.Sprintf("game:%d", r), Payload: []byte(`"away"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := b.joinCalls.Load()
-	var resumed atomic.Int64
+	var resumed, replayed atomic.Int64
 	for i := range sessions {
 		wg.Go(func() {
 			rs := &corralv1.Resume{SessionId: welcomes[i].GetSessionId(), ResumeToken: welcomes[i].GetResumeToken()}
@@ -332,7 +342,8 @@ func TestHooksResumeStorm(t *testing.T) {
 				return
 			}
 			defer c.CloseNow()
-			for n := 0; n < rooms; {
+			missed := map[string]bool{}
+			for n := 0; n < rooms || len(missed) < rooms; {
 				select {
 				case f, ok := <-c.Frames():
 					if !ok {
@@ -346,19 +357,26 @@ func TestHooksResumeStorm(t *testing.T) {
 					if f.GetJoined() != nil {
 						n++
 					}
+					if m := f.GetMessage(); string(m.GetPayload()) == `"away"` {
+						if missed[m.GetRoom()] {
+							t.Errorf("session %d: %s replayed twice", i, m.GetRoom())
+						}
+						missed[m.GetRoom()] = true
+					}
 				case <-ctx.Done():
 					t.Errorf("session %d: %d of %d rooms back", i, n, rooms)
 					return
 				}
 			}
 			resumed.Add(rooms)
+			replayed.Add(int64(len(missed)))
 		})
 	}
 	wg.Wait()
 	calls := b.joinCalls.Load() - before
 	t.Logf("%d rooms resumed with %d Join calls", resumed.Load(), calls)
-	if resumed.Load() != sessions*rooms {
-		t.Fatalf("%d rooms resumed, want %d", resumed.Load(), sessions*rooms)
+	if resumed.Load() != sessions*rooms || replayed.Load() != sessions*rooms {
+		t.Fatalf("%d rooms resumed and %d missed messages replayed, want %d each", resumed.Load(), replayed.Load(), sessions*rooms)
 	}
 	if calls > sessions*rooms/100 {
 		t.Fatalf("%d Join calls for %d resumed rooms, want at most 1 per 100", calls, sessions*rooms)
