@@ -304,3 +304,31 @@ func TestPolicyFor(t *testing.T) {
 		t.Error("a nil policy sends events")
 	}
 }
+
+// TestSlowBackendGrowsBatches: with one Join call in flight at most, the
+// joins that arrive while the backend is slow wait in one open batch: the
+// backend gets bigger batches, not more calls.
+func TestSlowBackendGrowsBatches(t *testing.T) {
+	b := &backend{}
+	b.delay.Store(int64(300 * time.Millisecond))
+	c := start(t, b, func(cfg *hooks.Config) { cfg.JoinWindow = time.Millisecond; cfg.JoinMaxCalls = 1 })
+	const callers = 20
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+			if _, err := c.Join(context.Background(), []*corralv1.JoinPair{{UserId: fmt.Sprint("u", i), Room: "a"}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.joinPairs.Load(); got != callers {
+		t.Fatalf("backend saw %d pairs, want %d", got, callers)
+	}
+	// The first caller's batch goes alone; the others arrive during its
+	// 300 ms and share the next call (a third when the machine is slow).
+	if got := b.joinCalls.Load(); got > 3 {
+		t.Fatalf("%d Join calls for %d callers arriving during slow calls, want at most 3", got, callers)
+	}
+}
