@@ -28,7 +28,7 @@ type Edge struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // link and sweeper goroutines
+	wg     sync.WaitGroup // link and sweeper goroutines, calls (hooks.go)
 
 	mu     sync.Mutex // guards the following fields
 	conns  map[*conn]struct{}

@@ -179,7 +179,11 @@ func (c *conn) call(k *corralv1.Call) {
 		fail(corralv1.Code_CODE_RATE_LIMITED, fmt.Sprintf("at most %d calls in flight per connection", c.e.cfg.MaxCallsInFlight), 100*time.Millisecond)
 		return
 	}
+	// Close waits for it: readers are done by then (no new call), and
+	// cancelling the edge's context ends the one in flight.
+	c.e.wg.Add(1)
 	go func() {
+		defer c.e.wg.Done()
 		defer c.calls.Add(-1)
 		res, err := c.e.cfg.Hooks.Call(c.e.ctx, &corralv1.CallRequest{
 			UserId: c.user, Method: k.GetMethod(), Payload: k.GetPayload(), ConnectionId: fmt.Sprint(c.id),
