@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,8 +92,9 @@ type Conn struct {
 	closeSent atomic.Bool
 	done      chan struct{}
 
-	writeMu   sync.Mutex // one writer at a time
-	refreshMu sync.Mutex // one Refresh at a time
+	callID    atomic.Uint64 // the last Call's id
+	writeMu   sync.Mutex    // one writer at a time
+	refreshMu sync.Mutex    // one Refresh at a time
 
 	mu       sync.Mutex // guards the following fields
 	pubWait  map[string]chan *corralv1.ServerFrame
@@ -100,6 +102,7 @@ type Conn struct {
 	pageWait map[string]chan *corralv1.ServerFrame // by room
 	// refreshWait is the pending Refresh's waiter (key ""), if any.
 	refreshWait map[string]chan *corralv1.ServerFrame
+	callWait    map[string]chan *corralv1.ServerFrame // by call id
 	hint        *corralv1.ReconnectHint
 	refusal     *corralv1.Error // the stop-class close's Error frame
 	err         *CloseError
@@ -162,6 +165,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		pageWait: make(map[string]chan *corralv1.ServerFrame),
 
 		refreshWait: make(map[string]chan *corralv1.ServerFrame),
+		callWait:    make(map[string]chan *corralv1.ServerFrame),
 	}
 	if c.enc == protocol.Proto {
 		c.typ = websocket.MessageBinary
@@ -303,6 +307,24 @@ func (c *Conn) Refresh(ctx context.Context, token string) (*corralv1.Refreshed, 
 		Token: token,
 	}}})
 	return f.GetRefreshed(), err
+}
+
+// Call asks the application's backend through corral (its Call hook,
+// docs/HOOKS.md) and waits for the answer's payload. A refusal, or a
+// backend that could not answer (CODE_UNAVAILABLE: retry after
+// retry_after_ms), is a *ServerError.
+func (c *Conn) Call(ctx context.Context, method string, payload []byte) ([]byte, error) {
+	id := c.callID.Add(1)
+	f, err := c.request(ctx, c.callWait, strconv.FormatUint(id, 10), &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Call{Call: &corralv1.Call{
+		Id: id, Method: method, Payload: payload,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	if e := f.GetCallResult().GetError(); e != nil {
+		return nil, &ServerError{Err: e}
+	}
+	return f.GetCallResult().GetPayload(), nil
 }
 
 // request sends f and waits for the answer that deliver routes to
@@ -522,6 +544,10 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 	case *corralv1.ServerFrame_Refreshed:
 		waiter = c.refreshWait[""]
 		delete(c.refreshWait, "")
+	case *corralv1.ServerFrame_CallResult:
+		key := strconv.FormatUint(k.CallResult.GetId(), 10)
+		waiter = c.callWait[key]
+		delete(c.callWait, key)
 	case *corralv1.ServerFrame_PresencePage:
 		waiter = c.pageWait[k.PresencePage.GetRoom()]
 		delete(c.pageWait, k.PresencePage.GetRoom())

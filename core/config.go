@@ -7,6 +7,7 @@ import (
 
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
@@ -48,6 +49,11 @@ type Config struct {
 	// Grants holds run-time room grants (RoomService.Grant and Revoke).
 	// Nil: in memory, this core only.
 	Grants grants.Store
+	// Hooks, when set, is the application's backend: its Policy says
+	// which rooms' joins and publishes it decides (docs/HOOKS.md). The
+	// core calls Join (batched) and Publish; the edge calls the others.
+	// Nil: no hooks.
+	Hooks *hooks.Client
 	// MaxRoomsPerConn bounds the rooms one connection is in; past it a
 	// join gets CODE_LIMIT_EXCEEDED. Default 128; negative: unlimited.
 	MaxRoomsPerConn int

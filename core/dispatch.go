@@ -92,10 +92,14 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
 		return
 	}
+	payload, ok := c.hookPublish(ctx, s, p)
+	if !ok {
+		return
+	}
 	msg := &corralv1.Message{
 		Room:    name,
 		Sender:  s.user,
-		Payload: p.GetPayload(),
+		Payload: payload,
 		TimeMs:  time.Now().UnixMilli(),
 		Id:      p.GetId(),
 	}

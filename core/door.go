@@ -9,6 +9,7 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
+	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/roompattern"
@@ -52,7 +53,9 @@ type doorState struct {
 //
 // For each room, in order: the name must be valid (CODE_INVALID_ARGUMENT);
 // the token's or the run-time grants must allow joining it
-// (CODE_FORBIDDEN); and the connection must stay within MaxRoomsPerConn,
+// (CODE_FORBIDDEN); the application's backend must allow it when the Join
+// hook applies to the room (hookJoin: every such room of the batch in one
+// backend call); and the connection must stay within MaxRoomsPerConn,
 // counting the rooms it is in and those admitted before in the batch
 // (CODE_LIMIT_EXCEEDED). A refused join is answered with an Error frame. A
 // refused room of a resume is answered with Left carrying the code and is
@@ -75,8 +78,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 		}
 	}
 	s.mu.Unlock()
-	limit := c.cfg.MaxRoomsPerConn
-	out := reqs[:0:0]
+	cands := reqs[:0:0]
 	for _, q := range reqs {
 		if err := c.validRoom(q.name); err != nil {
 			c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
@@ -98,6 +100,12 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room")
 			continue
 		}
+		cands = append(cands, q)
+	}
+	cands = c.hookJoin(ctx, s, cands)
+	limit := c.cfg.MaxRoomsPerConn
+	out := reqs[:0:0]
+	for _, q := range cands {
 		if !in[q.name] {
 			if limit > 0 && n >= limit {
 				c.metrics.refused.WithLabelValues(refusedRooms).Inc()
@@ -126,6 +134,71 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
+// hookJoin asks the application's backend (the Join hook) about the
+// rooms of reqs its policy names, all in one batch that the hooks client
+// coalesces with other sessions' joins, and returns the rooms it allows.
+// When the backend cannot answer, the hook's failure policy applies:
+// closed refuses with CODE_UNAVAILABLE (retry later); allow-known lets
+// resumed rooms through.
+func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
+	h := c.cfg.Hooks
+	if h == nil || len(reqs) == 0 {
+		return reqs
+	}
+	var pairs []*corralv1.JoinPair
+	asked := make([]bool, len(reqs))
+	for i, q := range reqs {
+		if h.Policy().For(q.name).Join {
+			asked[i] = true
+			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.resumed})
+		}
+	}
+	if len(pairs) == 0 {
+		return reqs
+	}
+	res, err := h.Join(ctx, pairs)
+	if err != nil {
+		c.cfg.Logger.Warn("join hook unavailable", "session", s.id, "rooms", len(pairs), "err", err)
+	}
+	out := reqs[:0:0]
+	k := 0
+	for i, q := range reqs {
+		if !asked[i] {
+			out = append(out, q)
+			continue
+		}
+		k++
+		switch {
+		case err != nil && q.resumed && h.Policy().JoinFailure == hooks.AllowKnown:
+			out = append(out, q)
+		case err != nil:
+			c.metrics.refused.WithLabelValues(refusedHookDown).Inc()
+			c.refuseRetry(ctx, s, q, "the application could not check this join: retry later", hooks.RetryAfter(err))
+		case res[k-1].GetRefusal() != nil:
+			c.metrics.refused.WithLabelValues(refusedHookJoin).Inc()
+			code, reason := hooks.ClientRefusal(res[k-1].GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
+			c.refuseRoom(ctx, s, q, code, reason)
+		default:
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// refuseRetry refuses q with CODE_UNAVAILABLE and when to retry: an Error
+// frame for a join; Left for a resumed room, which the session keeps in
+// the store (the refusal is no one's decision: the next resume asks
+// again).
+func (c *Core) refuseRetry(ctx context.Context, s *session, q *joinReq, reason string, after time.Duration) {
+	if !q.resumed {
+		s.sendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
+		return
+	}
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
+		Room: q.name, Code: corralv1.Code_CODE_UNAVAILABLE, Reason: reason,
+	}}})
+}
+
 // refuseRoom tells the client that q was not admitted: an Error frame for
 // a join, Left for a resumed room (which the session store then forgets).
 func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
@@ -141,6 +214,45 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 			c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", q.name, "err", err)
 		}
 	}
+}
+
+// hookPublish asks the application's backend (the Publish hook) about a
+// client's publish when its policy names the room. It answers a refusal
+// itself and reports false; otherwise it returns the payload to store
+// (the client's, or the backend's replacement). A backend that cannot
+// answer refuses the publish with CODE_UNAVAILABLE (retry with the same
+// id).
+func (c *Core) hookPublish(ctx context.Context, s *session, p *corralv1.Publish) ([]byte, bool) {
+	h := c.cfg.Hooks
+	if h == nil || !h.Policy().For(p.GetRoom()).Publish {
+		return p.GetPayload(), true
+	}
+	res, err := h.Publish(ctx, &corralv1.HooksServicePublishRequest{
+		UserId: s.user, Room: p.GetRoom(), Id: p.GetId(), Payload: p.GetPayload(), SessionId: s.id,
+	})
+	switch {
+	case err != nil:
+		c.cfg.Logger.Warn("publish hook unavailable", "session", s.id, "room", p.GetRoom(), "err", err)
+		c.metrics.refused.WithLabelValues(refusedHookDown).Inc()
+		s.sendRetry(corralv1.Code_CODE_UNAVAILABLE, "the application could not check this publish: retry later",
+			p.GetRoom(), p.GetId(), hooks.RetryAfter(err))
+		return nil, false
+	case res.GetRefusal() != nil:
+		c.metrics.refused.WithLabelValues(refusedHookPublish).Inc()
+		code, reason := hooks.ClientRefusal(res.GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
+		s.sendErr(code, reason, p.GetRoom(), p.GetId())
+		return nil, false
+	case res.GetReplace() && len(res.GetPayload()) > c.class(p.GetRoom()).MaxPayload:
+		// Bounded like a client's payload: the backend's bug is not a
+		// way around the limit.
+		c.cfg.Logger.Warn("publish hook: replacement payload over the limit", "room", p.GetRoom(), "bytes", len(res.GetPayload()))
+		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
+		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "the application's replacement payload exceeds the server's limit", p.GetRoom(), p.GetId())
+		return nil, false
+	case res.GetReplace():
+		return res.GetPayload(), true
+	}
+	return p.GetPayload(), true
 }
 
 // refuseReadOnly checks a client publish (signal false) or signal
@@ -188,7 +300,12 @@ const (
 	refusedRevoked   = "join_revoked"
 	refusedGrantsErr = "grants_unavailable"
 	refusedInvalid   = "invalid_argument"
-	refusedNotJoined = "not_joined"
+	// The application's backend refused (hook_*) or could not answer
+	// (hook_unavailable).
+	refusedHookJoin    = "hook_join"
+	refusedHookPublish = "hook_publish"
+	refusedHookDown    = "hook_unavailable"
+	refusedNotJoined   = "not_joined"
 	// refusedBacklog: a connection's work queue overflowed (connwork.go).
 	refusedBacklog = "conn_backlog"
 	// A refreshed token does not grant a room the session is in.

@@ -98,6 +98,14 @@ func (s *session) sendErr(code corralv1.Code, msg, room, ref string) {
 	}}})
 }
 
+// sendRetry reports a refusal of the retry class with when to retry.
+func (s *session) sendRetry(code corralv1.Code, msg, room, ref string, after time.Duration) {
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
+		RetryAfterMs: uint32(min(after.Milliseconds(), 1<<31)),
+	}}})
+}
+
 func (s *session) room(name string) *room {
 	s.mu.Lock()
 	defer s.mu.Unlock()

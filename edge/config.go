@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
+	"github.com/corral-rt/corral/hooks"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -94,6 +95,20 @@ type Config struct {
 	// 20 (a heartbeat ping every 25 s fits many times).
 	MiscRate  float64
 	MiscBurst int
+	// CallRate and CallBurst are the bucket for calls (the Call hook).
+	// Defaults 10 and 20.
+	CallRate  float64
+	CallBurst int
+	// MaxCallsInFlight bounds a connection's calls waiting for the
+	// backend; past it a call is answered CODE_RATE_LIMITED. Default 8.
+	MaxCallsInFlight int
+	// Hooks, when set, is the application's backend; its Policy says
+	// whether the edge calls Connect (instead of Auth), Refresh and Call
+	// (docs/HOOKS.md). Nil: no hooks.
+	Hooks *hooks.Client
+	// HookHeaders and HookCookies are the request headers and cookies the
+	// Connect hook is shown; no others are.
+	HookHeaders, HookCookies []string
 	// RateStrikes is how many refusals by the buckets within 10 seconds
 	// close a connection with CODE_RATE_LIMITED (sustained abuse), told to
 	// come back after RateCloseDelay. Defaults 100 and 10s; negative: never
@@ -161,6 +176,10 @@ func (c *Config) withDefaults() Config {
 	out.QueryRate, out.QueryBurst = bucketDefaults(out.QueryRate, out.QueryBurst, 10, 50)
 	out.AckRate, out.AckBurst = bucketDefaults(out.AckRate, out.AckBurst, 50, 200)
 	out.MiscRate, out.MiscBurst = bucketDefaults(out.MiscRate, out.MiscBurst, 5, 20)
+	out.CallRate, out.CallBurst = bucketDefaults(out.CallRate, out.CallBurst, 10, 20)
+	if out.MaxCallsInFlight <= 0 {
+		out.MaxCallsInFlight = 8
+	}
 	if out.RateStrikes == 0 {
 		out.RateStrikes = 100
 	}

@@ -53,6 +53,10 @@ type conn struct {
 	userCounted bool
 	// expiry closes the connection when its token expires (refresh.go).
 	expiry *time.Timer
+	// hook: the request's part the Connect hook sees (nil: the hook is
+	// off); calls: Call frames in flight (hooks.go).
+	hook  *hookRequest
+	calls atomic.Int32
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
@@ -223,9 +227,12 @@ func (c *conn) hello() (ok, clean bool) {
 		return false, false
 	}
 	actx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
-	id, err := c.e.cfg.Auth.Authenticate(actx, hello.GetToken())
+	id, initial, err := c.authenticate(actx, hello)
 	cancel()
 	if err != nil {
+		if c.helloRefused(err) {
+			return false, false
+		}
 		if !errors.Is(err, auth.ErrUnauthenticated) {
 			// The authenticator failed, not the token: the client
 			// retries, the log keeps why.
@@ -258,6 +265,9 @@ func (c *conn) hello() (ok, clean bool) {
 		RemoteAddr: c.remote,
 		Protocol:   c.enc.String(),
 	}) {
+		return false, false
+	}
+	if !c.joinInitial(initial) {
 		return false, false
 	}
 	c.expireAt(id.GetExpiresUnix())
@@ -308,6 +318,8 @@ func (c *conn) readFrames() {
 			}}})
 		case *corralv1.ClientFrame_Hello:
 			c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
+		case *corralv1.ClientFrame_Call:
+			c.call(k.Call)
 		case *corralv1.ClientFrame_Refresh:
 			if !c.refresh(f) {
 				c.finish(false)
@@ -401,6 +413,13 @@ func (c *conn) sendFrame(f *corralv1.ServerFrame) {
 // naming the frame's room and publish id, so the client can retry it.
 func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, retryMs uint32) {
 	e := &corralv1.Error{Code: code, Message: safetext.Reason(msg), RetryAfterMs: retryMs}
+	if call := f.GetCall(); call != nil {
+		// A call's answer, refusal included, is its CallResult.
+		c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_CallResult{CallResult: &corralv1.CallResult{
+			Id: call.GetId(), Error: e,
+		}}})
+		return
+	}
 	switch k := f.GetKind().(type) {
 	case *corralv1.ClientFrame_Publish:
 		e.Room, e.Ref = k.Publish.GetRoom(), k.Publish.GetId()

@@ -30,7 +30,7 @@ type Edge struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // link and sweeper goroutines
+	wg     sync.WaitGroup // link and sweeper goroutines, calls (hooks.go)
 
 	mu     sync.Mutex // guards the following fields
 	conns  map[*conn]struct{}
@@ -168,6 +168,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// (nothing, the request was read); from now on it reads sock directly.
 	hj.br.Reset(hj.sock)
 	c := newConn(e, ws, hj, enc, r.RemoteAddr)
+	c.hook = e.captureHook(r)
 	c.handshakeDone = release
 	if !e.track(c) {
 		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")

@@ -37,6 +37,8 @@ const (
 	refusedConnsPerUser  = "conns_per_user"
 	refusedPending       = "pending_handshakes"
 	refusedRefresh       = "refresh_token" // refresh.go
+	refusedRateCalls     = "rate_calls"
+	refusedCallsInFlight = "calls_in_flight" // hooks.go
 )
 
 // The buckets of a connection.
@@ -48,6 +50,7 @@ const (
 	bucketQueries         // presence_query
 	bucketAcks            // ack
 	bucketMisc            // ping, hello again, unknown frames
+	bucketCalls           // call
 	numBuckets
 )
 
@@ -71,6 +74,7 @@ var rules = map[reflect.Type]rule{
 	reflect.TypeFor[*corralv1.ClientFrame_SetPresence]():   {bucketPresence, refusedRatePresence},
 	reflect.TypeFor[*corralv1.ClientFrame_PresenceQuery](): {bucketQueries, refusedRateQueries},
 	reflect.TypeFor[*corralv1.ClientFrame_Refresh]():       {bucketControl, refusedRateControl},
+	reflect.TypeFor[*corralv1.ClientFrame_Call]():          {bucketCalls, refusedRateCalls},
 }
 
 // ruleOf returns the rule of f's kind (nil f: a frame this edge does not
@@ -136,6 +140,7 @@ func newLimiter(cfg *Config) *limiter {
 	l.buckets[bucketQueries] = newBucket(cfg.QueryRate, cfg.QueryBurst)
 	l.buckets[bucketAcks] = newBucket(cfg.AckRate, cfg.AckBurst)
 	l.buckets[bucketMisc] = newBucket(cfg.MiscRate, cfg.MiscBurst)
+	l.buckets[bucketCalls] = newBucket(cfg.CallRate, cfg.CallBurst)
 	return l
 }
 

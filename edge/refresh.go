@@ -51,10 +51,10 @@ func (c *conn) stopExpiry() {
 // identity to the core and re-arm the expiry (link.refresh). It reports false when the
 // connection must finish (the link could not take the frame).
 func (c *conn) refresh(f *corralv1.ClientFrame) bool {
-	id, msg := c.verifyRefresh(f.GetRefresh().GetToken())
+	id, code, msg := c.verifyRefresh(f.GetRefresh().GetToken())
 	if id == nil {
 		c.e.metrics.refused.WithLabelValues(refusedRefresh).Inc()
-		c.sendError(corralv1.Code_CODE_UNAUTHENTICATED, msg)
+		c.sendError(code, msg)
 		return true
 	}
 	return c.link.refresh(c, f, id)
@@ -62,17 +62,20 @@ func (c *conn) refresh(f *corralv1.ClientFrame) bool {
 
 // verifyRefresh checks a refreshed token as the Hello's is checked, and
 // that it names the connection's user. It returns the token's identity,
-// or nil and what to tell the client. (The backend hooks of issue 20 add
-// their Refresh call here.)
-func (c *conn) verifyRefresh(token string) (*corralv1.Identity, string) {
+// or nil and the code and text to tell the client. With the Refresh hook
+// on, the application's backend answers instead (hooks.go).
+func (c *conn) verifyRefresh(token string) (*corralv1.Identity, corralv1.Code, string) {
 	ctx, cancel := context.WithTimeout(c.e.ctx, c.e.cfg.HelloTimeout)
+	defer cancel()
+	if c.e.cfg.Hooks != nil && c.e.cfg.Hooks.Policy().Refresh {
+		return c.refreshHook(ctx, token)
+	}
 	id, err := c.e.cfg.Auth.Authenticate(ctx, token)
-	cancel()
 	switch {
 	case err != nil:
-		return nil, "refresh: " + err.Error()
+		return nil, corralv1.Code_CODE_UNAUTHENTICATED, "refresh: " + err.Error()
 	case id.GetUserId() != c.user:
-		return nil, "refresh: the token is for another user; connect again with it"
+		return nil, corralv1.Code_CODE_UNAUTHENTICATED, "refresh: the token is for another user; connect again with it"
 	}
-	return id, ""
+	return id, 0, ""
 }

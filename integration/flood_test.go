@@ -93,6 +93,12 @@ var floodKinds = map[string]floodKind{
 		}, nil,
 		func(o *server.Options, r float64, b int) { o.Edge.PresenceRate, o.Edge.PresenceBurst = r, b }, "rate_presence",
 	},
+	"call": {
+		func(i int) *corralv1.ClientFrame {
+			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Call{Call: &corralv1.Call{Id: uint64(i), Method: "m", Payload: payload(i)}}}
+		}, nil,
+		func(o *server.Options, r float64, b int) { o.Edge.CallRate, o.Edge.CallBurst = r, b }, "rate_calls",
+	},
 	"presenceQuery": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: "r"}}}
@@ -156,6 +162,9 @@ func TestFloodEachFrameKind(t *testing.T) {
 				last := fmt.Sprint("f", flood-1)
 				nextFrame(t, flooder, func(f *corralv1.ServerFrame) bool {
 					e := f.GetError()
+					if r := f.GetCallResult(); r != nil {
+						e = r.GetError() // a call's refusal is its callResult
+					}
 					return e.GetCode() == corralv1.Code_CODE_RATE_LIMITED && (name != "publish" || e.GetRef() == last)
 				})
 				deadline := time.Now().Add(10 * time.Second)

@@ -172,6 +172,7 @@ func withoutRateLimits(tune func(*server.Options)) func(*server.Options) {
 	return func(o *server.Options) {
 		o.Edge.MessageRate, o.Edge.SignalRate, o.Edge.ControlRate = -1, -1, -1
 		o.Edge.PresenceRate, o.Edge.QueryRate, o.Edge.AckRate, o.Edge.MiscRate = -1, -1, -1, -1
+		o.Edge.CallRate = -1
 		if tune != nil {
 			tune(o)
 		}

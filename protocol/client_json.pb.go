@@ -42,6 +42,9 @@ func appendJSONClientFrame(b []byte, m *v1.ClientFrame) []byte {
 	case *v1.ClientFrame_Refresh:
 		b = append(b, `{"refresh":`...)
 		b = appendJSONRefresh(b, k.Refresh)
+	case *v1.ClientFrame_Call:
+		b = append(b, `{"call":`...)
+		b = appendJSONCall(b, k.Call)
 	default:
 		return append(b, "{}"...)
 	}
@@ -165,6 +168,17 @@ func (d *decoder) readClientFrame(m *v1.ClientFrame) error {
 				box.w.Refresh = &box.m
 				m.Kind = &box.w
 				err = prefixErr("refresh", d.readRefresh(&box.m))
+			}
+		case "call":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ClientFrame_Call
+					m v1.Call
+				})
+				box.w.Call = &box.m
+				m.Kind = &box.w
+				err = prefixErr("call", d.readCall(&box.m))
 			}
 		default:
 			d.skip()
@@ -594,6 +608,40 @@ func (d *decoder) readRefresh(m *v1.Refresh) error {
 	}
 }
 
+func appendJSONCall(b []byte, m *v1.Call) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendUintField(b, s, `"id":`, m.GetId())
+	b = appendStringField(b, s, `"method":`, m.GetMethod())
+	b = appendBytesField(b, s, "payload", m.GetPayload())
+	return append(b, '}')
+}
+
+func (d *decoder) readCall(m *v1.Call) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "id":
+			m.Id, err = d.uint("id", 64)
+		case "method":
+			m.Method, err = d.str("method")
+		case "payload":
+			m.Payload, err = d.payload("payload", m.Payload)
+		case "payloadBase64", "payload_base64":
+			m.Payload, err = d.payloadBase64("payloadBase64", m.Payload)
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 func appendJSONServerFrame(b []byte, m *v1.ServerFrame) []byte {
 	switch k := m.GetKind().(type) {
 	case *v1.ServerFrame_Welcome:
@@ -641,6 +689,9 @@ func appendJSONServerFrame(b []byte, m *v1.ServerFrame) []byte {
 	case *v1.ServerFrame_ReplayEnd:
 		b = append(b, `{"replayEnd":`...)
 		b = appendJSONReplayEnd(b, k.ReplayEnd)
+	case *v1.ServerFrame_CallResult:
+		b = append(b, `{"callResult":`...)
+		b = appendJSONCallResult(b, k.CallResult)
 	default:
 		return append(b, "{}"...)
 	}
@@ -819,6 +870,17 @@ func (d *decoder) readServerFrame(m *v1.ServerFrame) error {
 				box.w.ReplayEnd = &box.m
 				m.Kind = &box.w
 				err = prefixErr("replayEnd", d.readReplayEnd(&box.m))
+			}
+		case "callResult", "call_result":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ServerFrame_CallResult
+					m v1.CallResult
+				})
+				box.w.CallResult = &box.m
+				m.Kind = &box.w
+				err = prefixErr("callResult", d.readCallResult(&box.m))
 			}
 		default:
 			d.skip()
@@ -1482,6 +1544,47 @@ func (d *decoder) readReplayEnd(m *v1.ReplayEnd) error {
 			m.Room, err = d.str("room")
 		case "seq":
 			m.Seq, err = d.uint("seq", 64)
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONCallResult(b []byte, m *v1.CallResult) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendUintField(b, s, `"id":`, m.GetId())
+	b = appendBytesField(b, s, "payload", m.GetPayload())
+	if v := m.GetError(); v != nil {
+		b = comma(b, s)
+		b = append(b, `"error":`...)
+		b = appendJSONError(b, v)
+	}
+	return append(b, '}')
+}
+
+func (d *decoder) readCallResult(m *v1.CallResult) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "id":
+			m.Id, err = d.uint("id", 64)
+		case "payload":
+			m.Payload, err = d.payload("payload", m.Payload)
+		case "payloadBase64", "payload_base64":
+			m.Payload, err = d.payloadBase64("payloadBase64", m.Payload)
+		case "error":
+			if ok, err = d.openObject("error"); ok {
+				m.Error = new(v1.Error)
+				err = prefixErr("error", d.readError(m.Error))
+			}
 		default:
 			d.skip()
 		}

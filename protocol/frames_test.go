@@ -75,6 +75,9 @@ func clientFrames() map[string]*corralv1.ClientFrame {
 			Token: "eyJhbGciOiJIUzI1NiJ9.e30.sig",
 		}}},
 		"refresh empty": {Kind: &corralv1.ClientFrame_Refresh{Refresh: &corralv1.Refresh{}}},
+		"call": {Kind: &corralv1.ClientFrame_Call{Call: &corralv1.Call{
+			Id: 9, Method: "profile.get", Payload: []byte(`{"a":[1,2]}`),
+		}}},
 	}
 }
 
@@ -95,6 +98,12 @@ func serverFrames() map[string]*corralv1.ServerFrame {
 		}}},
 		"presence counts": {Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
 			Room: "arena", CountsOnly: true, Members: 5000, Connections: 5200,
+		}}},
+		"call result": {Kind: &corralv1.ServerFrame_CallResult{CallResult: &corralv1.CallResult{
+			Id: 9, Payload: []byte(`{"name":"Ann"}`),
+		}}},
+		"call error": {Kind: &corralv1.ServerFrame_CallResult{CallResult: &corralv1.CallResult{
+			Id: 10, Error: &corralv1.Error{Code: corralv1.Code_CODE_UNAVAILABLE, Message: "retry later", RetryAfterMs: 1000},
 		}}},
 		"presence page": {Kind: &corralv1.ServerFrame_PresencePage{PresencePage: &corralv1.PresencePage{
 			Room: "arena", Next: "u0150", Total: 5000,

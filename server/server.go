@@ -25,6 +25,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/redisguard"
 	"github.com/corral-rt/corral/internal/redisurl"
 	"github.com/corral-rt/corral/presence"
@@ -142,6 +143,11 @@ type Options struct {
 	// its size and lifetime (history.Limits).
 	Core core.Config
 	Edge edge.Config
+	// Hooks configures the application's backend (docs/HOOKS.md): an
+	// empty URL turns hooks off. One client serves the node's core (Join,
+	// Publish) and edge (Connect, Refresh, Call); Logger and Registerer
+	// are set by Start.
+	Hooks hooks.Config
 	// ReadHeaderTimeout bounds reading a request's headers (the WebSocket
 	// upgrade included): a client sending them slowly (slowloris) is cut
 	// after it. Default 5s.
@@ -165,6 +171,7 @@ type Node struct {
 	guard  *redisguard.Guard            // bounds and watches redis; nil without it
 	stores []interface{ Close() error } // made by the node; closed before redis
 	core   *core.Core
+	hooks  *hooks.Client   // nil: no hooks
 	rpc    *connect.Server // RoomService with the API key check
 	// closing ends the API's server streams when the node closes.
 	closing    context.Context
@@ -222,9 +229,21 @@ func Start(opts Options) (*Node, error) {
 		door = adminDoor{check: check, refused: refused}
 	}
 
+	if opts.Hooks.URL != "" {
+		hc := opts.Hooks
+		hc.Logger = opts.Logger.With("part", "hooks")
+		hc.Registerer = reg
+		h, err := hooks.New(hc)
+		if err != nil {
+			return nil, err
+		}
+		n.hooks = h
+	}
+
 	var rpc *connect.Server
 	if opts.Mode == Serve || opts.Mode == CoreOnly {
 		cc := opts.Core
+		cc.Hooks = n.hooks
 		cc.Logger = opts.Logger.With("part", "core")
 		cc.Registerer = reg
 		if opts.RedisURL != "" {
@@ -370,6 +389,7 @@ func Start(opts Options) (*Node, error) {
 			}
 		}
 		ec.Auth = opts.Auth
+		ec.Hooks = n.hooks
 		ec.Logger = opts.Logger.With("part", "edge")
 		ec.Registerer = reg
 		e, err := edge.New(ec)
@@ -518,6 +538,9 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.core != nil {
 		errs = append(errs, n.core.Close())
 	}
+	if n.hooks != nil {
+		n.hooks.Close()
+	}
 	// What is left on the listeners (unary API calls, health checks) gets a
 	// short grace: clients were drained and the core is closed already.
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -538,6 +561,9 @@ func (n *Node) closeParts(ctx context.Context) {
 	}
 	if n.core != nil {
 		_ = n.core.Close()
+	}
+	if n.hooks != nil {
+		n.hooks.Close()
 	}
 	n.closeStores()
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 	"github.com/corral-rt/corral/tracing"
@@ -138,7 +139,7 @@ func run(args []string, stderr io.Writer) error {
 
 // secretFlags are the flags whose values /debug/pprof/cmdline redacts;
 // each has a file form (name + "-file", or CORRAL_..._FILE).
-var secretFlags = map[string]bool{"jwt-secret": true, "api-keys": true, "api-key": true, "redis": true}
+var secretFlags = map[string]bool{"jwt-secret": true, "api-keys": true, "api-key": true, "redis": true, "hooks-key": true}
 
 // configure parses the command line of a command (args[0]) into the
 // server's options.
@@ -232,6 +233,11 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Edge.HelloTimeout = f.helloTimeout
 	opts.Core.MaxPayload, opts.Core.MaxRoomsPerConn = f.maxPayload, f.maxRooms
 	opts.ReadHeaderTimeout = f.readHeaderTimeout
+	if opts.Hooks, err = hooksConfig(f); err != nil {
+		return server.Options{}, nil, err
+	}
+	opts.Edge.HookHeaders, opts.Edge.HookCookies = splitList(f.hooksHeaders), splitList(f.hooksCookies)
+	opts.Edge.CallRate, opts.Edge.CallBurst = f.callRate, f.callBurst
 	if mode != server.CoreOnly {
 		a, err := authenticator(f, logger)
 		if err != nil {
@@ -251,6 +257,7 @@ func readSecretFiles(f *flags) error {
 	}{
 		{"jwt-secret", &f.jwtSecret, f.jwtSecretFile},
 		{"api-key", &f.apiKey, f.apiKeyFile},
+		{"hooks-key", &f.hooksKey, f.hooksKeyFile},
 		{"redis", &f.redisURL, f.redisFile},
 	} {
 		if s.file == "" {
@@ -322,6 +329,47 @@ type flags struct {
 	maxFrame                                       int64
 	helloTimeout, readHeaderTimeout                time.Duration
 	readOnlyRooms                                  string
+	callRate                                       float64
+	callBurst                                      int
+
+	// The application's backend (docs/HOOKS.md).
+	hooksURL, hooksKey, hooksKeyFile    string
+	hooksConnect, hooksRefresh          bool
+	hooksCall                           bool
+	hooksJoin, hooksPublish             string
+	hooksHeaders, hooksCookies          string
+	hooksTimeout, hooksJoinWindow       time.Duration
+	hooksJoinCacheTTL                   time.Duration
+	hooksJoinMaxBatch, hooksMaxInFlight int
+	hooksPolicyJoin                     string
+}
+
+// hooksConfig turns the --hooks-* flags into the hooks' configuration: the
+// one place flags choose which events go to the backend (room classes
+// replace the patterns later).
+func hooksConfig(f *flags) (hooks.Config, error) {
+	if f.hooksURL == "" {
+		if f.hooksConnect || f.hooksRefresh || f.hooksCall || f.hooksJoin != "" || f.hooksPublish != "" {
+			return hooks.Config{}, errors.New("--hooks-connect, --hooks-refresh, --hooks-call, --hooks-join and --hooks-publish need --hooks-url")
+		}
+		return hooks.Config{}, nil
+	}
+	pol := hooks.Policy{
+		Connect: f.hooksConnect, Refresh: f.hooksRefresh, Call: f.hooksCall,
+		Join: splitList(f.hooksJoin), Publish: splitList(f.hooksPublish),
+	}
+	if err := pol.Check(); err != nil {
+		return hooks.Config{}, fmt.Errorf("--hooks-join/--hooks-publish: %w", err)
+	}
+	var err error
+	if pol.JoinFailure, err = hooks.ParseFailure(f.hooksPolicyJoin); err != nil {
+		return hooks.Config{}, fmt.Errorf("--hooks-policy-join: %w", err)
+	}
+	return hooks.Config{
+		URL: f.hooksURL, Key: f.hooksKey, Policy: pol,
+		Timeout: f.hooksTimeout, MaxInFlight: f.hooksMaxInFlight,
+		JoinWindow: f.hooksJoinWindow, JoinMaxBatch: f.hooksJoinMaxBatch, JoinCacheTTL: f.hooksJoinCacheTTL,
+	}, nil
 }
 
 func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
@@ -418,6 +466,28 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.maxPayload, "max-payload", 64<<10, "largest message or signal payload in `bytes` (past it: error 4413) [CORRAL_MAX_PAYLOAD]")
 		fs.IntVar(&f.maxRooms, "max-rooms-per-conn", 128, "rooms one connection may be in (past it: error 4408; negative: unlimited) [CORRAL_MAX_ROOMS_PER_CONN]")
 		fs.StringVar(&f.readOnlyRooms, "read-only-rooms", "", "comma-separated room patterns where clients may not publish or signal (only internal services do), e.g. 'news:*,announcements'; stands for room classes, not with the config file's rooms (docs/CONFIG.md) [CORRAL_READ_ONLY_ROOMS]")
+	}
+	fs.StringVar(&f.hooksURL, "hooks-url", "", "the application's HooksService (docs/HOOKS.md), `URL` http:// (h2c) or https://; empty: no hooks [CORRAL_HOOKS_URL]")
+	fs.StringVar(&f.hooksKey, "hooks-key", "", "bearer key sent to the hooks backend [CORRAL_HOOKS_KEY]")
+	fs.StringVar(&f.hooksKeyFile, "hooks-key-file", "", "`file` holding --hooks-key, instead of the flag [CORRAL_HOOKS_KEY_FILE]")
+	fs.DurationVar(&f.hooksTimeout, "hooks-timeout", 2*time.Second, "bound of one hook call (past it: the client gets 4103, retry later) [CORRAL_HOOKS_TIMEOUT]")
+	fs.IntVar(&f.hooksMaxInFlight, "hooks-max-in-flight", 256, "calls in flight per hook (past it: 4103 at once) [CORRAL_HOOKS_MAX_IN_FLIGHT]")
+	if mode != server.CoreOnly {
+		fs.BoolVar(&f.hooksConnect, "hooks-connect", false, "the hooks backend authenticates hellos (Connect) instead of the token check [CORRAL_HOOKS_CONNECT]")
+		fs.BoolVar(&f.hooksRefresh, "hooks-refresh", false, "the hooks backend answers refreshes (Refresh) [CORRAL_HOOKS_REFRESH]")
+		fs.BoolVar(&f.hooksCall, "hooks-call", false, "client call frames go to the hooks backend (Call) [CORRAL_HOOKS_CALL]")
+		fs.StringVar(&f.hooksHeaders, "hooks-headers", "", "comma-separated request headers the Connect hook is shown [CORRAL_HOOKS_HEADERS]")
+		fs.StringVar(&f.hooksCookies, "hooks-cookies", "", "comma-separated cookies the Connect hook is shown [CORRAL_HOOKS_COOKIES]")
+		fs.Float64Var(&f.callRate, "call-rate", 10, "calls per second per connection (negative: unlimited) [CORRAL_CALL_RATE]")
+		fs.IntVar(&f.callBurst, "call-burst", 20, "burst of the per-connection call bucket [CORRAL_CALL_BURST]")
+	}
+	if mode != server.EdgeOnly {
+		fs.StringVar(&f.hooksJoin, "hooks-join", "", "comma-separated room patterns whose joins the hooks backend decides (Join, batched) [CORRAL_HOOKS_JOIN]")
+		fs.StringVar(&f.hooksPublish, "hooks-publish", "", "comma-separated room patterns whose publishes the hooks backend checks (Publish) [CORRAL_HOOKS_PUBLISH]")
+		fs.StringVar(&f.hooksPolicyJoin, "hooks-policy-join", "closed", "when the backend cannot answer a join: closed (refuse, 4103) or allow-known (resumed rooms pass) [CORRAL_HOOKS_POLICY_JOIN]")
+		fs.DurationVar(&f.hooksJoinWindow, "hooks-join-window", 2*time.Millisecond, "how long a join waits to share its backend call with others [CORRAL_HOOKS_JOIN_WINDOW]")
+		fs.IntVar(&f.hooksJoinMaxBatch, "hooks-join-max-batch", 1000, "pairs per Join call at most [CORRAL_HOOKS_JOIN_MAX_BATCH]")
+		fs.DurationVar(&f.hooksJoinCacheTTL, "hooks-join-cache-ttl", 0, "keep each (user, room) Join decision this long; 0: no cache [CORRAL_HOOKS_JOIN_CACHE_TTL]")
 	}
 	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 5*time.Second, "how long a client may take to send its HTTP request headers (slowloris) [CORRAL_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")

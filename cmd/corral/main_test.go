@@ -134,3 +134,31 @@ func TestDebugCmdlineRedacted(t *testing.T) {
 		t.Fatalf("DebugCmdline %q lost what is not secret", line)
 	}
 }
+
+// TestHooksFlags: the --hooks-* flags become the hooks' configuration
+// (the key from its file form), and hook flags without --hooks-url, or a
+// bad policy, are refused.
+func TestHooksFlags(t *testing.T) {
+	opts := mustConfigure(t, server.Serve, "serve", "--jwt-secret", secret,
+		"--hooks-url", "http://127.0.0.1:9000", "--hooks-key-file", secretFile(t, "hook-key\n"),
+		"--hooks-connect", "--hooks-call", "--hooks-join", "game:*,team:*", "--hooks-publish", "chat:*",
+		"--hooks-policy-join", "allow-known", "--hooks-cookies", "sid")
+	h := opts.Hooks
+	if h.URL != "http://127.0.0.1:9000" || h.Key != "hook-key" || !h.Policy.Connect || !h.Policy.Call || h.Policy.Refresh {
+		t.Fatalf("hooks config %+v", h)
+	}
+	if !h.Policy.For("team:x").Join || h.Policy.For("chat:1").Join || !h.Policy.For("chat:1").Publish {
+		t.Fatalf("policy %+v", h.Policy)
+	}
+	if h.Policy.JoinFailure.String() != "allow-known" || len(opts.Edge.HookCookies) != 1 {
+		t.Fatalf("policy %v, cookies %v", h.Policy.JoinFailure, opts.Edge.HookCookies)
+	}
+	for name, args := range map[string][]string{
+		"no url":     {"--hooks-connect"},
+		"bad policy": {"--hooks-url", "http://x", "--hooks-policy-join", "open"},
+	} {
+		if _, _, err := configure(server.Serve, append([]string{"serve", "--jwt-secret", secret}, args...), io.Discard); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -48,6 +48,7 @@ var messageFields = {
   SetPresence: { room: "string", state: "payload" },
   PresenceQuery: { room: "string", after: "string", limit: "number" },
   Refresh: { token: "string" },
+  Call: { id: "number", method: "string", payload: "payload" },
   Welcome: { sessionId: "string", resumeToken: "string", userId: "string", resumed: "bool", heartbeatMs: "number", sessionTtlMs: "number", expiresUnix: "number" },
   Joined: { room: "string", seq: "number", epoch: "string", resumed: "bool", replay: "bool" },
   Left: { room: "string", code: "code", reason: "string" },
@@ -63,7 +64,8 @@ var messageFields = {
   PresenceMember: { userId: "string", state: "payload", connections: "number" },
   PresencePage: { room: "string", members: { message: "PresenceMember", list: true }, next: "string", total: "number" },
   Refreshed: { expiresUnix: "number" },
-  ReplayEnd: { room: "string", seq: "number" }
+  ReplayEnd: { room: "string", seq: "number" },
+  CallResult: { id: "number", payload: "payload", error: { message: "Error", list: false } }
 };
 var clientKinds = {
   hello: "Hello",
@@ -75,7 +77,8 @@ var clientKinds = {
   ping: "Ping",
   setPresence: "SetPresence",
   presenceQuery: "PresenceQuery",
-  refresh: "Refresh"
+  refresh: "Refresh",
+  call: "Call"
 };
 var serverKinds = {
   welcome: "Welcome",
@@ -92,7 +95,8 @@ var serverKinds = {
   presence: "Presence",
   presencePage: "PresencePage",
   refreshed: "Refreshed",
-  replayEnd: "ReplayEnd"
+  replayEnd: "ReplayEnd",
+  callResult: "CallResult"
 };
 
 // src/gen/corral/v1/codes_pb.ts
@@ -466,6 +470,9 @@ var Client = class extends Emitter {
     this.expiresUnix = 0;
     /** A Refresh was sent and not yet answered. */
     this.refreshing = false;
+    /** Calls waiting for their callResult, by id. */
+    this.calls = /* @__PURE__ */ new Map();
+    this.callId = 0;
     this.opts = {
       signalIntervalMs: options.signalIntervalMs ?? 33,
       ackDelayMs: options.ackDelayMs ?? 1e3,
@@ -628,6 +635,25 @@ var Client = class extends Emitter {
   clearSignal(room, key) {
     this.setSignal(room, key, void 0, true);
   }
+  /**
+   * call asks the application's backend something through corral (its Call
+   * hook: the server runs with --hooks-call; see docs/HOOKS.md) and
+   * resolves with the answer's payload. It rejects with a CorralError
+   * carrying the server's code: a refusal, CODE_UNAVAILABLE (retry after
+   * retryAfterMs) when the backend could not answer, and also when the
+   * connection is lost before the answer (a call is not sent again: it
+   * may not be idempotent).
+   */
+  call(method, payload) {
+    if (this.st !== "open") {
+      return Promise.reject(new CorralError(4103 /* UNAVAILABLE */, "not connected: call again once open", "", "", 1e3));
+    }
+    const id = ++this.callId;
+    return new Promise((resolve, reject) => {
+      this.calls.set(id, { resolve, reject });
+      this.send({ call: { id, method, payload } });
+    });
+  }
   /** ping sends a Ping now (the client also pings by itself when idle). */
   ping() {
     if (this.st === "open") this.send({ ping: { id: ++this.pingId } });
@@ -776,6 +802,7 @@ var Client = class extends Emitter {
     clearTimeout(this.refreshTimer);
     this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = this.refreshTimer = void 0;
     this.refreshing = false;
+    this.rejectCalls(new CorralError(4103 /* UNAVAILABLE */, "connection lost before the call was answered", "", "", 1e3));
     for (const l of this.leaving.values()) l.sent = false;
     for (const r of this.rooms.values()) r.ready = r.joining = false;
     for (const p of this.outbox.values()) {
@@ -787,6 +814,7 @@ var Client = class extends Emitter {
   /** stop ends for good: everything pending rejects with err, which is
    * emitted as "error" unless it was already (emitted). */
   stop(err, emitted = false) {
+    this.rejectCalls(err);
     this.detach();
     for (const r of this.rooms.values()) {
       for (const w of r.waiters.splice(0)) w.reject(err);
@@ -797,6 +825,11 @@ var Client = class extends Emitter {
     for (const s of this.signals.values()) clearTimeout(s.timer);
     this.setState("closed", { code: err.code, reason: err.message });
     if (err.code !== 1e3 && !emitted) this.emit("error", err);
+  }
+  rejectCalls(err) {
+    const calls = [...this.calls.values()];
+    this.calls.clear();
+    for (const w of calls) w.reject(err);
   }
   setState(state, extra = {}) {
     const previous = this.st;
@@ -845,6 +878,15 @@ var Client = class extends Emitter {
         return this.emit("presencePage", f.value);
       case "replayEnd":
         return this.emit("replayEnd", f.value);
+      case "callResult": {
+        const id = Number(f.value.id);
+        const w = this.calls.get(id);
+        if (!w) return;
+        this.calls.delete(id);
+        const e = f.value.error;
+        if (e) return w.reject(new CorralError(e.code ?? 0, e.message ?? "", "", "", e.retryAfterMs ?? 0));
+        return w.resolve(f.value.payload);
+      }
       case "refreshed":
         this.refreshing = false;
         this.scheduleRefresh(f.value.expiresUnix);

@@ -258,6 +258,9 @@ export class Client extends Emitter<ClientEvents> {
   private expiresUnix = 0;
   /** A Refresh was sent and not yet answered. */
   private refreshing = false;
+  /** Calls waiting for their callResult, by id. */
+  private calls = new Map<number, Waiter<Payload | undefined>>();
+  private callId = 0;
 
   constructor(private readonly options: ClientOptions) {
     super();
@@ -446,6 +449,26 @@ export class Client extends Emitter<ClientEvents> {
     this.setSignal(room, key, undefined, true);
   }
 
+  /**
+   * call asks the application's backend something through corral (its Call
+   * hook: the server runs with --hooks-call; see docs/HOOKS.md) and
+   * resolves with the answer's payload. It rejects with a CorralError
+   * carrying the server's code: a refusal, CODE_UNAVAILABLE (retry after
+   * retryAfterMs) when the backend could not answer, and also when the
+   * connection is lost before the answer (a call is not sent again: it
+   * may not be idempotent).
+   */
+  call(method: string, payload?: Payload): Promise<Payload | undefined> {
+    if (this.st !== "open") {
+      return Promise.reject(new CorralError(Code.UNAVAILABLE, "not connected: call again once open", "", "", 1000));
+    }
+    const id = ++this.callId;
+    return new Promise<Payload | undefined>((resolve, reject) => {
+      this.calls.set(id, { resolve, reject });
+      this.send({ call: { id, method, payload } });
+    });
+  }
+
   /** ping sends a Ping now (the client also pings by itself when idle). */
   ping(): void {
     if (this.st === "open") this.send({ ping: { id: ++this.pingId } });
@@ -608,6 +631,7 @@ export class Client extends Emitter<ClientEvents> {
     clearTimeout(this.refreshTimer);
     this.connectTimer = this.retryTimer = this.heartbeatTimer = this.ackTimer = this.refreshTimer = undefined;
     this.refreshing = false;
+    this.rejectCalls(new CorralError(Code.UNAVAILABLE, "connection lost before the call was answered", "", "", 1000));
     for (const l of this.leaving.values()) l.sent = false;
     for (const r of this.rooms.values()) r.ready = r.joining = false;
     for (const p of this.outbox.values()) {
@@ -620,6 +644,7 @@ export class Client extends Emitter<ClientEvents> {
   /** stop ends for good: everything pending rejects with err, which is
    * emitted as "error" unless it was already (emitted). */
   private stop(err: CorralError, emitted = false): void {
+    this.rejectCalls(err);
     this.detach();
     for (const r of this.rooms.values()) {
       for (const w of r.waiters.splice(0)) w.reject(err);
@@ -630,6 +655,12 @@ export class Client extends Emitter<ClientEvents> {
     for (const s of this.signals.values()) clearTimeout(s.timer);
     this.setState("closed", { code: err.code, reason: err.message });
     if (err.code !== 1000 && !emitted) this.emit("error", err);
+  }
+
+  private rejectCalls(err: CorralError): void {
+    const calls = [...this.calls.values()];
+    this.calls.clear();
+    for (const w of calls) w.reject(err);
   }
 
   private setState(state: ConnectionState, extra: Omit<StateChange, "state" | "previous"> = {}): void {
@@ -684,6 +715,15 @@ export class Client extends Emitter<ClientEvents> {
         return this.emit("presencePage", f.value);
       case "replayEnd":
         return this.emit("replayEnd", f.value);
+      case "callResult": {
+        const id = Number(f.value.id);
+        const w = this.calls.get(id);
+        if (!w) return;
+        this.calls.delete(id);
+        const e = f.value.error;
+        if (e) return w.reject(new CorralError(e.code ?? 0, e.message ?? "", "", "", e.retryAfterMs ?? 0));
+        return w.resolve(f.value.payload);
+      }
       case "refreshed":
         this.refreshing = false;
         this.scheduleRefresh(f.value.expiresUnix);

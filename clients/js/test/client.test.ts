@@ -669,3 +669,24 @@ describe("token refresh", () => {
     assert.equal(FakeSocket.last.framesOf("hello")[0]!["token"], "tok2");
   });
 });
+
+describe("call", () => {
+  test("resolves with the backend's payload, rejects with its code, and on a lost connection", async () => {
+    const { c } = newClient({});
+    const ws = await connected(c, { heartbeatMs: 600_000 });
+    const ok = c.call("profile.get", { user: "ann" });
+    const refused = c.call("nope");
+    assert.deepEqual(ws.framesOf("call"), [
+      { id: 1, method: "profile.get", payload: { user: "ann" } },
+      { id: 2, method: "nope" },
+    ]);
+    // Answered out of order.
+    ws.serve({ callResult: { id: 2, error: { code: Code.UNAVAILABLE, message: "retry later", retryAfterMs: 1000 } } });
+    ws.serve({ callResult: { id: 1, payload: { name: "Ann" } } });
+    assert.deepEqual(await ok, { name: "Ann" });
+    await assert.rejects(refused, (e: CorralError) => e.code === Code.UNAVAILABLE && e.retryAfterMs === 1000);
+    const lost = c.call("slow");
+    ws.drop(4000);
+    await assert.rejects(lost, (e: CorralError) => e.code === Code.UNAVAILABLE);
+  });
+});

@@ -36,6 +36,7 @@ type ClientFrame struct {
 	//	*ClientFrame_SetPresence
 	//	*ClientFrame_PresenceQuery
 	//	*ClientFrame_Refresh
+	//	*ClientFrame_Call
 	Kind          isClientFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -168,6 +169,15 @@ func (x *ClientFrame) GetRefresh() *Refresh {
 	return nil
 }
 
+func (x *ClientFrame) GetCall() *Call {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_Call); ok {
+			return x.Call
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Kind interface {
 	isClientFrame_Kind()
 }
@@ -212,6 +222,10 @@ type ClientFrame_Refresh struct {
 	Refresh *Refresh `protobuf:"bytes,10,opt,name=refresh,proto3,oneof"`
 }
 
+type ClientFrame_Call struct {
+	Call *Call `protobuf:"bytes,11,opt,name=call,proto3,oneof"`
+}
+
 func (*ClientFrame_Hello) isClientFrame_Kind() {}
 
 func (*ClientFrame_Join) isClientFrame_Kind() {}
@@ -231,6 +245,8 @@ func (*ClientFrame_SetPresence) isClientFrame_Kind() {}
 func (*ClientFrame_PresenceQuery) isClientFrame_Kind() {}
 
 func (*ClientFrame_Refresh) isClientFrame_Kind() {}
+
+func (*ClientFrame_Call) isClientFrame_Kind() {}
 
 // Hello authenticates the connection and starts or resumes a session.
 type Hello struct {
@@ -1018,6 +1034,72 @@ func (x *Refresh) GetToken() string {
 	return ""
 }
 
+// Call asks the application's backend something through corral (its Call
+// hook, when the server runs with --hooks-call). The server answers
+// CallResult with the same id; calls may be answered out of order.
+type Call struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A client-chosen id, echoed in CallResult.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The backend's method name, for example "profile.get".
+	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	// Opaque to corral. Inline JSON in the JSON subprotocol.
+	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Call) Reset() {
+	*x = Call{}
+	mi := &file_corral_v1_client_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Call) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Call) ProtoMessage() {}
+
+func (x *Call) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Call.ProtoReflect.Descriptor instead.
+func (*Call) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Call) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Call) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Call) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
 // ServerFrame is one frame from the server.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1038,6 +1120,7 @@ type ServerFrame struct {
 	//	*ServerFrame_PresencePage
 	//	*ServerFrame_Refreshed
 	//	*ServerFrame_ReplayEnd
+	//	*ServerFrame_CallResult
 	Kind          isServerFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1045,7 +1128,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1140,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[13]
+	mi := &file_corral_v1_client_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1153,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServerFrame) GetKind() isServerFrame_Kind {
@@ -1215,6 +1298,15 @@ func (x *ServerFrame) GetReplayEnd() *ReplayEnd {
 	return nil
 }
 
+func (x *ServerFrame) GetCallResult() *CallResult {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_CallResult); ok {
+			return x.CallResult
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Kind interface {
 	isServerFrame_Kind()
 }
@@ -1279,6 +1371,10 @@ type ServerFrame_ReplayEnd struct {
 	ReplayEnd *ReplayEnd `protobuf:"bytes,15,opt,name=replay_end,json=replayEnd,proto3,oneof"`
 }
 
+type ServerFrame_CallResult struct {
+	CallResult *CallResult `protobuf:"bytes,16,opt,name=call_result,json=callResult,proto3,oneof"`
+}
+
 func (*ServerFrame_Welcome) isServerFrame_Kind() {}
 
 func (*ServerFrame_Joined) isServerFrame_Kind() {}
@@ -1309,6 +1405,8 @@ func (*ServerFrame_Refreshed) isServerFrame_Kind() {}
 
 func (*ServerFrame_ReplayEnd) isServerFrame_Kind() {}
 
+func (*ServerFrame_CallResult) isServerFrame_Kind() {}
+
 // Welcome accepts a Hello. It comes again on a live connection when the
 // edge resumed the session for the client (its link to the core failed and
 // came back): only resume_token is new then; keep it.
@@ -1337,7 +1435,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1447,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1460,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1436,7 +1534,7 @@ type Joined struct {
 
 func (x *Joined) Reset() {
 	*x = Joined{}
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1546,7 @@ func (x *Joined) String() string {
 func (*Joined) ProtoMessage() {}
 
 func (x *Joined) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1559,7 @@ func (x *Joined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Joined.ProtoReflect.Descriptor instead.
 func (*Joined) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Joined) GetRoom() string {
@@ -1511,7 +1609,7 @@ type ReplayEnd struct {
 
 func (x *ReplayEnd) Reset() {
 	*x = ReplayEnd{}
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1621,7 @@ func (x *ReplayEnd) String() string {
 func (*ReplayEnd) ProtoMessage() {}
 
 func (x *ReplayEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1634,7 @@ func (x *ReplayEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayEnd.ProtoReflect.Descriptor instead.
 func (*ReplayEnd) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplayEnd) GetRoom() string {
@@ -1565,7 +1663,7 @@ type Left struct {
 
 func (x *Left) Reset() {
 	*x = Left{}
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1675,7 @@ func (x *Left) String() string {
 func (*Left) ProtoMessage() {}
 
 func (x *Left) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1688,7 @@ func (x *Left) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Left.ProtoReflect.Descriptor instead.
 func (*Left) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Left) GetRoom() string {
@@ -1634,7 +1732,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1744,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1757,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Message) GetRoom() string {
@@ -1720,7 +1818,7 @@ type SignalEvent struct {
 
 func (x *SignalEvent) Reset() {
 	*x = SignalEvent{}
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1830,7 @@ func (x *SignalEvent) String() string {
 func (*SignalEvent) ProtoMessage() {}
 
 func (x *SignalEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1843,7 @@ func (x *SignalEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalEvent.ProtoReflect.Descriptor instead.
 func (*SignalEvent) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SignalEvent) GetRoom() string {
@@ -1797,7 +1895,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1907,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1920,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Published) GetRoom() string {
@@ -1864,7 +1962,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1974,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +1987,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Pong) GetId() uint64 {
@@ -1922,7 +2020,7 @@ type ReconnectHint struct {
 
 func (x *ReconnectHint) Reset() {
 	*x = ReconnectHint{}
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2032,7 @@ func (x *ReconnectHint) String() string {
 func (*ReconnectHint) ProtoMessage() {}
 
 func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2045,7 @@ func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectHint.ProtoReflect.Descriptor instead.
 func (*ReconnectHint) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReconnectHint) GetCode() Code {
@@ -1990,7 +2088,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2100,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2113,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Error) GetCode() Code {
@@ -2067,7 +2165,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2177,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2190,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Reset) GetRoom() string {
@@ -2126,7 +2224,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2236,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2249,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Batch) GetFrames() []*ServerFrame {
@@ -2190,7 +2288,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2300,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2313,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Presence) GetRoom() string {
@@ -2286,7 +2384,7 @@ type Refreshed struct {
 
 func (x *Refreshed) Reset() {
 	*x = Refreshed{}
-	mi := &file_corral_v1_client_proto_msgTypes[27]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2396,7 @@ func (x *Refreshed) String() string {
 func (*Refreshed) ProtoMessage() {}
 
 func (x *Refreshed) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[27]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2409,7 @@ func (x *Refreshed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refreshed.ProtoReflect.Descriptor instead.
 func (*Refreshed) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Refreshed) GetExpiresUnix() int64 {
@@ -2319,6 +2417,70 @@ func (x *Refreshed) GetExpiresUnix() int64 {
 		return x.ExpiresUnix
 	}
 	return 0
+}
+
+// CallResult answers a Call: the backend's payload, or error (its code
+// from the table: CODE_UNAVAILABLE when the backend could not answer,
+// retry after error.retry_after_ms; a refusal's code otherwise).
+type CallResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Opaque to corral. Inline JSON in the JSON subprotocol.
+	Payload       []byte `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	Error         *Error `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallResult) Reset() {
+	*x = CallResult{}
+	mi := &file_corral_v1_client_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallResult) ProtoMessage() {}
+
+func (x *CallResult) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
+func (*CallResult) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CallResult) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallResult) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *CallResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
 }
 
 // PresenceMember is one user present in a room.
@@ -2336,7 +2498,7 @@ type PresenceMember struct {
 
 func (x *PresenceMember) Reset() {
 	*x = PresenceMember{}
-	mi := &file_corral_v1_client_proto_msgTypes[28]
+	mi := &file_corral_v1_client_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2510,7 @@ func (x *PresenceMember) String() string {
 func (*PresenceMember) ProtoMessage() {}
 
 func (x *PresenceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[28]
+	mi := &file_corral_v1_client_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2523,7 @@ func (x *PresenceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceMember.ProtoReflect.Descriptor instead.
 func (*PresenceMember) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{28}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PresenceMember) GetUserId() string {
@@ -2400,7 +2562,7 @@ type PresencePage struct {
 
 func (x *PresencePage) Reset() {
 	*x = PresencePage{}
-	mi := &file_corral_v1_client_proto_msgTypes[29]
+	mi := &file_corral_v1_client_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2574,7 @@ func (x *PresencePage) String() string {
 func (*PresencePage) ProtoMessage() {}
 
 func (x *PresencePage) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[29]
+	mi := &file_corral_v1_client_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2587,7 @@ func (x *PresencePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresencePage.ProtoReflect.Descriptor instead.
 func (*PresencePage) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{29}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PresencePage) GetRoom() string {
@@ -2460,7 +2622,7 @@ var File_corral_v1_client_proto protoreflect.FileDescriptor
 
 const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\x1a\x17corral/v1/options.proto\"\xe8\x03\n" +
+	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\x1a\x17corral/v1/options.proto\"\x8f\x04\n" +
 	"\vClientFrame\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x04join\x18\x02 \x01(\v2\x0f.corral.v1.JoinH\x00R\x04join\x12(\n" +
@@ -2472,7 +2634,8 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\fset_presence\x18\b \x01(\v2\x16.corral.v1.SetPresenceH\x00R\vsetPresence\x12A\n" +
 	"\x0epresence_query\x18\t \x01(\v2\x18.corral.v1.PresenceQueryH\x00R\rpresenceQuery\x12.\n" +
 	"\arefresh\x18\n" +
-	" \x01(\v2\x12.corral.v1.RefreshH\x00R\arefreshB\x06\n" +
+	" \x01(\v2\x12.corral.v1.RefreshH\x00R\arefresh\x12%\n" +
+	"\x04call\x18\v \x01(\v2\x0f.corral.v1.CallH\x00R\x04callB\x06\n" +
 	"\x04kind\"`\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
@@ -2521,7 +2684,11 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x1f\n" +
 	"\aRefresh\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"\xf0\x05\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"N\n" +
+	"\x04Call\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1e\n" +
+	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\"\xaa\x06\n" +
 	"\vServerFrame\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.corral.v1.WelcomeH\x00R\awelcome\x12+\n" +
 	"\x06joined\x18\x02 \x01(\v2\x11.corral.v1.JoinedH\x00R\x06joined\x12%\n" +
@@ -2539,7 +2706,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\rpresence_page\x18\r \x01(\v2\x17.corral.v1.PresencePageH\x00R\fpresencePage\x124\n" +
 	"\trefreshed\x18\x0e \x01(\v2\x14.corral.v1.RefreshedH\x00R\trefreshed\x125\n" +
 	"\n" +
-	"replay_end\x18\x0f \x01(\v2\x14.corral.v1.ReplayEndH\x00R\treplayEndB\x06\n" +
+	"replay_end\x18\x0f \x01(\v2\x14.corral.v1.ReplayEndH\x00R\treplayEnd\x128\n" +
+	"\vcall_result\x18\x10 \x01(\v2\x15.corral.v1.CallResultH\x00R\n" +
+	"callResultB\x06\n" +
 	"\x04kind\"\xea\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
@@ -2611,7 +2780,12 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\vcounts_only\x18\b \x01(\bR\n" +
 	"countsOnly\".\n" +
 	"\tRefreshed\x12!\n" +
-	"\fexpires_unix\x18\x01 \x01(\x03R\vexpiresUnix\"g\n" +
+	"\fexpires_unix\x18\x01 \x01(\x03R\vexpiresUnix\"d\n" +
+	"\n" +
+	"CallResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1e\n" +
+	"\apayload\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12&\n" +
+	"\x05error\x18\x03 \x01(\v2\x10.corral.v1.ErrorR\x05error\"g\n" +
 	"\x0ePresenceMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
 	"\x05state\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\x05state\x12 \n" +
@@ -2636,7 +2810,7 @@ func file_corral_v1_client_proto_rawDescGZIP() []byte {
 	return file_corral_v1_client_proto_rawDescData
 }
 
-var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_corral_v1_client_proto_goTypes = []any{
 	(*ClientFrame)(nil),    // 0: corral.v1.ClientFrame
 	(*Hello)(nil),          // 1: corral.v1.Hello
@@ -2651,24 +2825,26 @@ var file_corral_v1_client_proto_goTypes = []any{
 	(*SetPresence)(nil),    // 10: corral.v1.SetPresence
 	(*PresenceQuery)(nil),  // 11: corral.v1.PresenceQuery
 	(*Refresh)(nil),        // 12: corral.v1.Refresh
-	(*ServerFrame)(nil),    // 13: corral.v1.ServerFrame
-	(*Welcome)(nil),        // 14: corral.v1.Welcome
-	(*Joined)(nil),         // 15: corral.v1.Joined
-	(*ReplayEnd)(nil),      // 16: corral.v1.ReplayEnd
-	(*Left)(nil),           // 17: corral.v1.Left
-	(*Message)(nil),        // 18: corral.v1.Message
-	(*SignalEvent)(nil),    // 19: corral.v1.SignalEvent
-	(*Published)(nil),      // 20: corral.v1.Published
-	(*Pong)(nil),           // 21: corral.v1.Pong
-	(*ReconnectHint)(nil),  // 22: corral.v1.ReconnectHint
-	(*Error)(nil),          // 23: corral.v1.Error
-	(*Reset)(nil),          // 24: corral.v1.Reset
-	(*Batch)(nil),          // 25: corral.v1.Batch
-	(*Presence)(nil),       // 26: corral.v1.Presence
-	(*Refreshed)(nil),      // 27: corral.v1.Refreshed
-	(*PresenceMember)(nil), // 28: corral.v1.PresenceMember
-	(*PresencePage)(nil),   // 29: corral.v1.PresencePage
-	(Code)(0),              // 30: corral.v1.Code
+	(*Call)(nil),           // 13: corral.v1.Call
+	(*ServerFrame)(nil),    // 14: corral.v1.ServerFrame
+	(*Welcome)(nil),        // 15: corral.v1.Welcome
+	(*Joined)(nil),         // 16: corral.v1.Joined
+	(*ReplayEnd)(nil),      // 17: corral.v1.ReplayEnd
+	(*Left)(nil),           // 18: corral.v1.Left
+	(*Message)(nil),        // 19: corral.v1.Message
+	(*SignalEvent)(nil),    // 20: corral.v1.SignalEvent
+	(*Published)(nil),      // 21: corral.v1.Published
+	(*Pong)(nil),           // 22: corral.v1.Pong
+	(*ReconnectHint)(nil),  // 23: corral.v1.ReconnectHint
+	(*Error)(nil),          // 24: corral.v1.Error
+	(*Reset)(nil),          // 25: corral.v1.Reset
+	(*Batch)(nil),          // 26: corral.v1.Batch
+	(*Presence)(nil),       // 27: corral.v1.Presence
+	(*Refreshed)(nil),      // 28: corral.v1.Refreshed
+	(*CallResult)(nil),     // 29: corral.v1.CallResult
+	(*PresenceMember)(nil), // 30: corral.v1.PresenceMember
+	(*PresencePage)(nil),   // 31: corral.v1.PresencePage
+	(Code)(0),              // 32: corral.v1.Code
 }
 var file_corral_v1_client_proto_depIdxs = []int32{
 	1,  // 0: corral.v1.ClientFrame.hello:type_name -> corral.v1.Hello
@@ -2681,35 +2857,38 @@ var file_corral_v1_client_proto_depIdxs = []int32{
 	10, // 7: corral.v1.ClientFrame.set_presence:type_name -> corral.v1.SetPresence
 	11, // 8: corral.v1.ClientFrame.presence_query:type_name -> corral.v1.PresenceQuery
 	12, // 9: corral.v1.ClientFrame.refresh:type_name -> corral.v1.Refresh
-	2,  // 10: corral.v1.Hello.resume:type_name -> corral.v1.Resume
-	3,  // 11: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
-	14, // 12: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
-	15, // 13: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
-	17, // 14: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
-	18, // 15: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
-	19, // 16: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
-	20, // 17: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
-	21, // 18: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
-	22, // 19: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
-	23, // 20: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
-	24, // 21: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
-	25, // 22: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
-	26, // 23: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
-	29, // 24: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
-	27, // 25: corral.v1.ServerFrame.refreshed:type_name -> corral.v1.Refreshed
-	16, // 26: corral.v1.ServerFrame.replay_end:type_name -> corral.v1.ReplayEnd
-	30, // 27: corral.v1.Left.code:type_name -> corral.v1.Code
-	30, // 28: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
-	30, // 29: corral.v1.Error.code:type_name -> corral.v1.Code
-	13, // 30: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
-	28, // 31: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
-	28, // 32: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
-	28, // 33: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	13, // 10: corral.v1.ClientFrame.call:type_name -> corral.v1.Call
+	2,  // 11: corral.v1.Hello.resume:type_name -> corral.v1.Resume
+	3,  // 12: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
+	15, // 13: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
+	16, // 14: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
+	18, // 15: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
+	19, // 16: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
+	20, // 17: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
+	21, // 18: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
+	22, // 19: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
+	23, // 20: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
+	24, // 21: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
+	25, // 22: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
+	26, // 23: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
+	27, // 24: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
+	31, // 25: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
+	28, // 26: corral.v1.ServerFrame.refreshed:type_name -> corral.v1.Refreshed
+	17, // 27: corral.v1.ServerFrame.replay_end:type_name -> corral.v1.ReplayEnd
+	29, // 28: corral.v1.ServerFrame.call_result:type_name -> corral.v1.CallResult
+	32, // 29: corral.v1.Left.code:type_name -> corral.v1.Code
+	32, // 30: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
+	32, // 31: corral.v1.Error.code:type_name -> corral.v1.Code
+	14, // 32: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
+	30, // 33: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
+	30, // 34: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
+	24, // 35: corral.v1.CallResult.error:type_name -> corral.v1.Error
+	30, // 36: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_client_proto_init() }
@@ -2730,8 +2909,9 @@ func file_corral_v1_client_proto_init() {
 		(*ClientFrame_SetPresence)(nil),
 		(*ClientFrame_PresenceQuery)(nil),
 		(*ClientFrame_Refresh)(nil),
+		(*ClientFrame_Call)(nil),
 	}
-	file_corral_v1_client_proto_msgTypes[13].OneofWrappers = []any{
+	file_corral_v1_client_proto_msgTypes[14].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Joined)(nil),
 		(*ServerFrame_Left)(nil),
@@ -2747,6 +2927,7 @@ func file_corral_v1_client_proto_init() {
 		(*ServerFrame_PresencePage)(nil),
 		(*ServerFrame_Refreshed)(nil),
 		(*ServerFrame_ReplayEnd)(nil),
+		(*ServerFrame_CallResult)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2754,7 +2935,7 @@ func file_corral_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_client_proto_rawDesc), len(file_corral_v1_client_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

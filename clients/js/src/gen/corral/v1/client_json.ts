@@ -26,6 +26,7 @@ export const messageFields = {
   SetPresence: { room: "string", state: "payload" },
   PresenceQuery: { room: "string", after: "string", limit: "number" },
   Refresh: { token: "string" },
+  Call: { id: "number", method: "string", payload: "payload" },
   Welcome: { sessionId: "string", resumeToken: "string", userId: "string", resumed: "bool", heartbeatMs: "number", sessionTtlMs: "number", expiresUnix: "number" },
   Joined: { room: "string", seq: "number", epoch: "string", resumed: "bool", replay: "bool" },
   Left: { room: "string", code: "code", reason: "string" },
@@ -42,6 +43,7 @@ export const messageFields = {
   PresencePage: { room: "string", members: { message: "PresenceMember", list: true }, next: "string", total: "number" },
   Refreshed: { expiresUnix: "number" },
   ReplayEnd: { room: "string", seq: "number" },
+  CallResult: { id: "number", payload: "payload", error: { message: "Error", list: false } },
 } as const satisfies Readonly<Record<string, Readonly<Record<string, FieldSpec>>>>;
 
 /** The name of a message: one in messageFields, or a frame. */
@@ -59,6 +61,7 @@ export type MessageName =
   | "SetPresence"
   | "PresenceQuery"
   | "Refresh"
+  | "Call"
   | "ServerFrame"
   | "Welcome"
   | "Joined"
@@ -76,6 +79,7 @@ export type MessageName =
   | "PresencePage"
   | "Refreshed"
   | "ReplayEnd"
+  | "CallResult"
   ;
 
 /** The kinds of a ClientFrame, each the message it holds. */
@@ -90,6 +94,7 @@ export const clientKinds = {
   setPresence: "SetPresence",
   presenceQuery: "PresenceQuery",
   refresh: "Refresh",
+  call: "Call",
 } as const;
 
 /** The kinds of a ServerFrame, each the message it holds. */
@@ -109,4 +114,5 @@ export const serverKinds = {
   presencePage: "PresencePage",
   refreshed: "Refreshed",
   replayEnd: "ReplayEnd",
+  callResult: "CallResult",
 } as const;

@@ -13,7 +13,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file corral/v1/client.proto.
  */
 export const file_corral_v1_client: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEikwMKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIABIlCgdyZWZyZXNoGAogASgLMhIuY29ycmFsLnYxLlJlZnJlc2hIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIoMBCgZSZXN1bWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSLAoFcm9vbXMYAyADKAsyFy5jb3JyYWwudjEuUm9vbVBvc2l0aW9uQgSQtRgBEhAKCGluc3RhbmNlGAQgASgJEg8KB2F0dGVtcHQYBSABKA0iSgoMUm9vbVBvc2l0aW9uEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEhAKCHByZXNlbmNlGAQgASgIIn0KBEpvaW4SDAoEcm9vbRgBIAEoCRIRCglzaW5jZV9zZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgSHAoOcHJlc2VuY2Vfc3RhdGUYBSABKAxCBIi1GAESFQoNZnJvbV9wb3NpdGlvbhgGIAEoCCIVCgVMZWF2ZRIMCgRyb29tGAEgASgJIjoKB1B1Ymxpc2gSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRIVCgdwYXlsb2FkGAMgASgMQgSItRgBIkkKBlNpZ25hbBIMCgRyb29tGAEgASgJEgsKA2tleRgCIAEoCRIVCgdwYXlsb2FkGAMgASgMQgSItRgBEg0KBWNsZWFyGAQgASgIIiAKA0FjaxIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBCISCgRQaW5nEgoKAmlkGAEgASgEIjAKC1NldFByZXNlbmNlEgwKBHJvb20YASABKAkSEwoFc3RhdGUYAiABKAxCBIi1GAEiOwoNUHJlc2VuY2VRdWVyeRIMCgRyb29tGAEgASgJEg0KBWFmdGVyGAIgASgJEg0KBWxpbWl0GAMgASgNIhgKB1JlZnJlc2gSDQoFdG9rZW4YASABKAki6QQKC1NlcnZlckZyYW1lEiUKB3dlbGNvbWUYASABKAsyEi5jb3JyYWwudjEuV2VsY29tZUgAEiMKBmpvaW5lZBgCIAEoCzIRLmNvcnJhbC52MS5Kb2luZWRIABIfCgRsZWZ0GAMgASgLMg8uY29ycmFsLnYxLkxlZnRIABIlCgdtZXNzYWdlGAQgASgLMhIuY29ycmFsLnYxLk1lc3NhZ2VIABIoCgZzaWduYWwYBSABKAsyFi5jb3JyYWwudjEuU2lnbmFsRXZlbnRIABIpCglwdWJsaXNoZWQYBiABKAsyFC5jb3JyYWwudjEuUHVibGlzaGVkSAASHwoEcG9uZxgHIAEoCzIPLmNvcnJhbC52MS5Qb25nSAASLQoJcmVjb25uZWN0GAggASgLMhguY29ycmFsLnYxLlJlY29ubmVjdEhpbnRIABIhCgVlcnJvchgJIAEoCzIQLmNvcnJhbC52MS5FcnJvckgAEiEKBXJlc2V0GAogASgLMhAuY29ycmFsLnYxLlJlc2V0SAASIQoFYmF0Y2gYCyABKAsyEC5jb3JyYWwudjEuQmF0Y2hIABInCghwcmVzZW5jZRgMIAEoCzITLmNvcnJhbC52MS5QcmVzZW5jZUgAEjAKDXByZXNlbmNlX3BhZ2UYDSABKAsyFy5jb3JyYWwudjEuUHJlc2VuY2VQYWdlSAASKQoJcmVmcmVzaGVkGA4gASgLMhQuY29ycmFsLnYxLlJlZnJlc2hlZEgAEioKCnJlcGxheV9lbmQYDyABKAsyFC5jb3JyYWwudjEuUmVwbGF5RW5kSABCBgoEa2luZCKZAQoHV2VsY29tZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEg8KB3Jlc3VtZWQYBCABKAgSFAoMaGVhcnRiZWF0X21zGAUgASgNEhYKDnNlc3Npb25fdHRsX21zGAYgASgNEhQKDGV4cGlyZXNfdW5peBgHIAEoAyJTCgZKb2luZWQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSDwoHcmVzdW1lZBgEIAEoCBIOCgZyZXBsYXkYBSABKAgiJgoJUmVwbGF5RW5kEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEIkMKBExlZnQSDAoEcm9vbRgBIAEoCRIdCgRjb2RlGAIgASgOMg8uY29ycmFsLnYxLkNvZGUSDgoGcmVhc29uGAMgASgJImgKB01lc3NhZ2USDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDgoGc2VuZGVyGAMgASgJEhUKB3BheWxvYWQYBCABKAxCBIi1GAESDwoHdGltZV9tcxgFIAEoAxIKCgJpZBgGIAEoCSJeCgtTaWduYWxFdmVudBIMCgRyb29tGAEgASgJEgsKA2tleRgCIAEoCRIOCgZzZW5kZXIYAyABKAkSFQoHcGF5bG9hZBgEIAEoDEIEiLUYARINCgVjbGVhchgFIAEoCCJFCglQdWJsaXNoZWQSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRILCgNzZXEYAyABKAQSEQoJZHVwbGljYXRlGAQgASgIIiMKBFBvbmcSCgoCaWQYASABKAQSDwoHdGltZV9tcxgCIAEoAyJQCg1SZWNvbm5lY3RIaW50Eh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAiABKAkSEAoIZGVsYXlfbXMYAyABKA0iagoFRXJyb3ISHQoEY29kZRgBIAEoDjIPLmNvcnJhbC52MS5Db2RlEg8KB21lc3NhZ2UYAiABKAkSDAoEcm9vbRgDIAEoCRILCgNyZWYYBCABKAkSFgoOcmV0cnlfYWZ0ZXJfbXMYBSABKA0iMQoFUmVzZXQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkiLwoFQmF0Y2gSJgoGZnJhbWVzGAEgAygLMhYuY29ycmFsLnYxLlNlcnZlckZyYW1lIssBCghQcmVzZW5jZRIMCgRyb29tGAEgASgJEhAKCHNuYXBzaG90GAIgASgIEigKBWpvaW5zGAMgAygLMhkuY29ycmFsLnYxLlByZXNlbmNlTWVtYmVyEioKB3VwZGF0ZXMYBCADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISDgoGbGVhdmVzGAUgAygJEg8KB21lbWJlcnMYBiABKA0SEwoLY29ubmVjdGlvbnMYByABKA0SEwoLY291bnRzX29ubHkYCCABKAgiIQoJUmVmcmVzaGVkEhQKDGV4cGlyZXNfdW5peBgBIAEoAyJLCg5QcmVzZW5jZU1lbWJlchIPCgd1c2VyX2lkGAEgASgJEhMKBXN0YXRlGAIgASgMQgSItRgBEhMKC2Nvbm5lY3Rpb25zGAMgASgNImUKDFByZXNlbmNlUGFnZRIMCgRyb29tGAEgASgJEioKB21lbWJlcnMYAiADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISDAoEbmV4dBgDIAEoCRINCgV0b3RhbBgEIAEoDUKVAQoNY29tLmNvcnJhbC52MUILQ2xpZW50UHJvdG9QAVoyZ2l0aHViLmNvbS9jb3JyYWwtcnQvY29ycmFsL2dlbi9jb3JyYWwvdjE7Y29ycmFsdjGiAgNDWFiqAglDb3JyYWwuVjHKAglDb3JyYWxcVjHiAhVDb3JyYWxcVjFcR1BCTWV0YWRhdGHqAgpDb3JyYWw6OlYxYgZwcm90bzM", [file_corral_v1_codes, file_corral_v1_options]);
+  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEitAMKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIABIlCgdyZWZyZXNoGAogASgLMhIuY29ycmFsLnYxLlJlZnJlc2hIABIfCgRjYWxsGAsgASgLMg8uY29ycmFsLnYxLkNhbGxIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIoMBCgZSZXN1bWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSLAoFcm9vbXMYAyADKAsyFy5jb3JyYWwudjEuUm9vbVBvc2l0aW9uQgSQtRgBEhAKCGluc3RhbmNlGAQgASgJEg8KB2F0dGVtcHQYBSABKA0iSgoMUm9vbVBvc2l0aW9uEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEhAKCHByZXNlbmNlGAQgASgIIn0KBEpvaW4SDAoEcm9vbRgBIAEoCRIRCglzaW5jZV9zZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgSHAoOcHJlc2VuY2Vfc3RhdGUYBSABKAxCBIi1GAESFQoNZnJvbV9wb3NpdGlvbhgGIAEoCCIVCgVMZWF2ZRIMCgRyb29tGAEgASgJIjoKB1B1Ymxpc2gSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRIVCgdwYXlsb2FkGAMgASgMQgSItRgBIkkKBlNpZ25hbBIMCgRyb29tGAEgASgJEgsKA2tleRgCIAEoCRIVCgdwYXlsb2FkGAMgASgMQgSItRgBEg0KBWNsZWFyGAQgASgIIiAKA0FjaxIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBCISCgRQaW5nEgoKAmlkGAEgASgEIjAKC1NldFByZXNlbmNlEgwKBHJvb20YASABKAkSEwoFc3RhdGUYAiABKAxCBIi1GAEiOwoNUHJlc2VuY2VRdWVyeRIMCgRyb29tGAEgASgJEg0KBWFmdGVyGAIgASgJEg0KBWxpbWl0GAMgASgNIhgKB1JlZnJlc2gSDQoFdG9rZW4YASABKAkiOQoEQ2FsbBIKCgJpZBgBIAEoBBIOCgZtZXRob2QYAiABKAkSFQoHcGF5bG9hZBgDIAEoDEIEiLUYASKXBQoLU2VydmVyRnJhbWUSJQoHd2VsY29tZRgBIAEoCzISLmNvcnJhbC52MS5XZWxjb21lSAASIwoGam9pbmVkGAIgASgLMhEuY29ycmFsLnYxLkpvaW5lZEgAEh8KBGxlZnQYAyABKAsyDy5jb3JyYWwudjEuTGVmdEgAEiUKB21lc3NhZ2UYBCABKAsyEi5jb3JyYWwudjEuTWVzc2FnZUgAEigKBnNpZ25hbBgFIAEoCzIWLmNvcnJhbC52MS5TaWduYWxFdmVudEgAEikKCXB1Ymxpc2hlZBgGIAEoCzIULmNvcnJhbC52MS5QdWJsaXNoZWRIABIfCgRwb25nGAcgASgLMg8uY29ycmFsLnYxLlBvbmdIABItCglyZWNvbm5lY3QYCCABKAsyGC5jb3JyYWwudjEuUmVjb25uZWN0SGludEgAEiEKBWVycm9yGAkgASgLMhAuY29ycmFsLnYxLkVycm9ySAASIQoFcmVzZXQYCiABKAsyEC5jb3JyYWwudjEuUmVzZXRIABIhCgViYXRjaBgLIAEoCzIQLmNvcnJhbC52MS5CYXRjaEgAEicKCHByZXNlbmNlGAwgASgLMhMuY29ycmFsLnYxLlByZXNlbmNlSAASMAoNcHJlc2VuY2VfcGFnZRgNIAEoCzIXLmNvcnJhbC52MS5QcmVzZW5jZVBhZ2VIABIpCglyZWZyZXNoZWQYDiABKAsyFC5jb3JyYWwudjEuUmVmcmVzaGVkSAASKgoKcmVwbGF5X2VuZBgPIAEoCzIULmNvcnJhbC52MS5SZXBsYXlFbmRIABIsCgtjYWxsX3Jlc3VsdBgQIAEoCzIVLmNvcnJhbC52MS5DYWxsUmVzdWx0SABCBgoEa2luZCKZAQoHV2VsY29tZRISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHJlc3VtZV90b2tlbhgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEg8KB3Jlc3VtZWQYBCABKAgSFAoMaGVhcnRiZWF0X21zGAUgASgNEhYKDnNlc3Npb25fdHRsX21zGAYgASgNEhQKDGV4cGlyZXNfdW5peBgHIAEoAyJTCgZKb2luZWQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSDwoHcmVzdW1lZBgEIAEoCBIOCgZyZXBsYXkYBSABKAgiJgoJUmVwbGF5RW5kEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEIkMKBExlZnQSDAoEcm9vbRgBIAEoCRIdCgRjb2RlGAIgASgOMg8uY29ycmFsLnYxLkNvZGUSDgoGcmVhc29uGAMgASgJImgKB01lc3NhZ2USDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDgoGc2VuZGVyGAMgASgJEhUKB3BheWxvYWQYBCABKAxCBIi1GAESDwoHdGltZV9tcxgFIAEoAxIKCgJpZBgGIAEoCSJeCgtTaWduYWxFdmVudBIMCgRyb29tGAEgASgJEgsKA2tleRgCIAEoCRIOCgZzZW5kZXIYAyABKAkSFQoHcGF5bG9hZBgEIAEoDEIEiLUYARINCgVjbGVhchgFIAEoCCJFCglQdWJsaXNoZWQSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRILCgNzZXEYAyABKAQSEQoJZHVwbGljYXRlGAQgASgIIiMKBFBvbmcSCgoCaWQYASABKAQSDwoHdGltZV9tcxgCIAEoAyJQCg1SZWNvbm5lY3RIaW50Eh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAiABKAkSEAoIZGVsYXlfbXMYAyABKA0iagoFRXJyb3ISHQoEY29kZRgBIAEoDjIPLmNvcnJhbC52MS5Db2RlEg8KB21lc3NhZ2UYAiABKAkSDAoEcm9vbRgDIAEoCRILCgNyZWYYBCABKAkSFgoOcmV0cnlfYWZ0ZXJfbXMYBSABKA0iMQoFUmVzZXQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDQoFZXBvY2gYAyABKAkiLwoFQmF0Y2gSJgoGZnJhbWVzGAEgAygLMhYuY29ycmFsLnYxLlNlcnZlckZyYW1lIssBCghQcmVzZW5jZRIMCgRyb29tGAEgASgJEhAKCHNuYXBzaG90GAIgASgIEigKBWpvaW5zGAMgAygLMhkuY29ycmFsLnYxLlByZXNlbmNlTWVtYmVyEioKB3VwZGF0ZXMYBCADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISDgoGbGVhdmVzGAUgAygJEg8KB21lbWJlcnMYBiABKA0SEwoLY29ubmVjdGlvbnMYByABKA0SEwoLY291bnRzX29ubHkYCCABKAgiIQoJUmVmcmVzaGVkEhQKDGV4cGlyZXNfdW5peBgBIAEoAyJQCgpDYWxsUmVzdWx0EgoKAmlkGAEgASgEEhUKB3BheWxvYWQYAiABKAxCBIi1GAESHwoFZXJyb3IYAyABKAsyEC5jb3JyYWwudjEuRXJyb3IiSwoOUHJlc2VuY2VNZW1iZXISDwoHdXNlcl9pZBgBIAEoCRITCgVzdGF0ZRgCIAEoDEIEiLUYARITCgtjb25uZWN0aW9ucxgDIAEoDSJlCgxQcmVzZW5jZVBhZ2USDAoEcm9vbRgBIAEoCRIqCgdtZW1iZXJzGAIgAygLMhkuY29ycmFsLnYxLlByZXNlbmNlTWVtYmVyEgwKBG5leHQYAyABKAkSDQoFdG90YWwYBCABKA1ClQEKDWNvbS5jb3JyYWwudjFCC0NsaWVudFByb3RvUAFaMmdpdGh1Yi5jb20vY29ycmFsLXJ0L2NvcnJhbC9nZW4vY29ycmFsL3YxO2NvcnJhbHYxogIDQ1hYqgIJQ29ycmFsLlYxygIJQ29ycmFsXFYx4gIVQ29ycmFsXFYxXEdQQk1ldGFkYXRh6gIKQ29ycmFsOjpWMWIGcHJvdG8z", [file_corral_v1_codes, file_corral_v1_options]);
 
 /**
  * ClientFrame is one frame from a client.
@@ -84,6 +84,12 @@ export type ClientFrame = Message$1<"corral.v1.ClientFrame"> & {
      */
     value: Refresh;
     case: "refresh";
+  } | {
+    /**
+     * @generated from field: corral.v1.Call call = 11;
+     */
+    value: Call;
+    case: "call";
   } | { case: undefined; value?: undefined };
 };
 
@@ -520,6 +526,43 @@ export const RefreshSchema: GenMessage<Refresh> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 12);
 
 /**
+ * Call asks the application's backend something through corral (its Call
+ * hook, when the server runs with --hooks-call). The server answers
+ * CallResult with the same id; calls may be answered out of order.
+ *
+ * @generated from message corral.v1.Call
+ */
+export type Call = Message$1<"corral.v1.Call"> & {
+  /**
+   * A client-chosen id, echoed in CallResult.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The backend's method name, for example "profile.get".
+   *
+   * @generated from field: string method = 2;
+   */
+  method: string;
+
+  /**
+   * Opaque to corral. Inline JSON in the JSON subprotocol.
+   *
+   * @generated from field: bytes payload = 3;
+   */
+  payload: Uint8Array;
+};
+
+/**
+ * Describes the message corral.v1.Call.
+ * Use `create(CallSchema)` to create a new message.
+ */
+export const CallSchema: GenMessage<Call> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 13);
+
+/**
  * ServerFrame is one frame from the server.
  *
  * @generated from message corral.v1.ServerFrame
@@ -618,6 +661,12 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
      */
     value: ReplayEnd;
     case: "replayEnd";
+  } | {
+    /**
+     * @generated from field: corral.v1.CallResult call_result = 16;
+     */
+    value: CallResult;
+    case: "callResult";
   } | { case: undefined; value?: undefined };
 };
 
@@ -626,7 +675,7 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
  * Use `create(ServerFrameSchema)` to create a new message.
  */
 export const ServerFrameSchema: GenMessage<ServerFrame> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 13);
+  messageDesc(file_corral_v1_client, 14);
 
 /**
  * Welcome accepts a Hello. It comes again on a live connection when the
@@ -692,7 +741,7 @@ export type Welcome = Message$1<"corral.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 14);
+  messageDesc(file_corral_v1_client, 15);
 
 /**
  * Joined confirms a Join, or restores a room on resume. Messages with a
@@ -742,7 +791,7 @@ export type Joined = Message$1<"corral.v1.Joined"> & {
  * Use `create(JoinedSchema)` to create a new message.
  */
 export const JoinedSchema: GenMessage<Joined> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 15);
+  messageDesc(file_corral_v1_client, 16);
 
 /**
  * ReplayEnd ends the replay that a Joined with replay announced: messages
@@ -767,7 +816,7 @@ export type ReplayEnd = Message$1<"corral.v1.ReplayEnd"> & {
  * Use `create(ReplayEndSchema)` to create a new message.
  */
 export const ReplayEndSchema: GenMessage<ReplayEnd> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 16);
+  messageDesc(file_corral_v1_client, 17);
 
 /**
  * Left confirms a Leave, or tells the client it was removed from a room.
@@ -796,7 +845,7 @@ export type Left = Message$1<"corral.v1.Left"> & {
  * Use `create(LeftSchema)` to create a new message.
  */
 export const LeftSchema: GenMessage<Left> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 17);
+  messageDesc(file_corral_v1_client, 18);
 
 /**
  * Message is one reliable message in a room's order.
@@ -850,7 +899,7 @@ export type Message = Message$1<"corral.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 18);
+  messageDesc(file_corral_v1_client, 19);
 
 /**
  * SignalEvent is the latest value of one signal key in a room.
@@ -893,7 +942,7 @@ export type SignalEvent = Message$1<"corral.v1.SignalEvent"> & {
  * Use `create(SignalEventSchema)` to create a new message.
  */
 export const SignalEventSchema: GenMessage<SignalEvent> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 19);
+  messageDesc(file_corral_v1_client, 20);
 
 /**
  * Published acknowledges a Publish.
@@ -929,7 +978,7 @@ export type Published = Message$1<"corral.v1.Published"> & {
  * Use `create(PublishedSchema)` to create a new message.
  */
 export const PublishedSchema: GenMessage<Published> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 20);
+  messageDesc(file_corral_v1_client, 21);
 
 /**
  * Pong answers a Ping.
@@ -953,7 +1002,7 @@ export type Pong = Message$1<"corral.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 21);
+  messageDesc(file_corral_v1_client, 22);
 
 /**
  * ReconnectHint precedes a server-initiated close of the resume or retry
@@ -987,7 +1036,7 @@ export type ReconnectHint = Message$1<"corral.v1.ReconnectHint"> & {
  * Use `create(ReconnectHintSchema)` to create a new message.
  */
 export const ReconnectHintSchema: GenMessage<ReconnectHint> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 22);
+  messageDesc(file_corral_v1_client, 23);
 
 /**
  * Error reports a refused frame. The connection stays open unless a close
@@ -1034,7 +1083,7 @@ export type Error = Message$1<"corral.v1.Error"> & {
  * Use `create(ErrorSchema)` to create a new message.
  */
 export const ErrorSchema: GenMessage<Error> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 23);
+  messageDesc(file_corral_v1_client, 24);
 
 /**
  * Reset tells the client that history it asked for is gone (trimmed,
@@ -1065,7 +1114,7 @@ export type Reset = Message$1<"corral.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 24);
+  messageDesc(file_corral_v1_client, 25);
 
 /**
  * Batch carries several frames in one WebSocket message, in order.
@@ -1084,7 +1133,7 @@ export type Batch = Message$1<"corral.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 25);
+  messageDesc(file_corral_v1_client, 26);
 
 /**
  * Presence is a change of a room's presence, sent to connections that
@@ -1156,7 +1205,7 @@ export type Presence = Message$1<"corral.v1.Presence"> & {
  * Use `create(PresenceSchema)` to create a new message.
  */
 export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 26);
+  messageDesc(file_corral_v1_client, 27);
 
 /**
  * Refreshed confirms a Refresh: the connection now has the new token's
@@ -1178,7 +1227,40 @@ export type Refreshed = Message$1<"corral.v1.Refreshed"> & {
  * Use `create(RefreshedSchema)` to create a new message.
  */
 export const RefreshedSchema: GenMessage<Refreshed> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 27);
+  messageDesc(file_corral_v1_client, 28);
+
+/**
+ * CallResult answers a Call: the backend's payload, or error (its code
+ * from the table: CODE_UNAVAILABLE when the backend could not answer,
+ * retry after error.retry_after_ms; a refusal's code otherwise).
+ *
+ * @generated from message corral.v1.CallResult
+ */
+export type CallResult = Message$1<"corral.v1.CallResult"> & {
+  /**
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * Opaque to corral. Inline JSON in the JSON subprotocol.
+   *
+   * @generated from field: bytes payload = 2;
+   */
+  payload: Uint8Array;
+
+  /**
+   * @generated from field: corral.v1.Error error = 3;
+   */
+  error?: Error | undefined;
+};
+
+/**
+ * Describes the message corral.v1.CallResult.
+ * Use `create(CallResultSchema)` to create a new message.
+ */
+export const CallResultSchema: GenMessage<CallResult> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 29);
 
 /**
  * PresenceMember is one user present in a room.
@@ -1212,7 +1294,7 @@ export type PresenceMember = Message$1<"corral.v1.PresenceMember"> & {
  * Use `create(PresenceMemberSchema)` to create a new message.
  */
 export const PresenceMemberSchema: GenMessage<PresenceMember> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 28);
+  messageDesc(file_corral_v1_client, 30);
 
 /**
  * PresencePage answers a PresenceQuery.
@@ -1250,5 +1332,5 @@ export type PresencePage = Message$1<"corral.v1.PresencePage"> & {
  * Use `create(PresencePageSchema)` to create a new message.
  */
 export const PresencePageSchema: GenMessage<PresencePage> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 29);
+  messageDesc(file_corral_v1_client, 31);
 

@@ -1,0 +1,109 @@
+package hooks
+
+import (
+	"sync"
+	"time"
+)
+
+// breaker is a hook's circuit breaker: after Failures consecutive failed
+// calls it opens and refuses calls for Cooldown; then it lets one probe
+// through (half-open): the probe's success closes it, its failure opens it
+// again.
+//
+// Written here rather than taken from github.com/sony/gobreaker: the
+// semantics corral needs are these forty lines (consecutive failures, one
+// probe, the time left for a retry hint), and a dependency's generic
+// counts, callbacks and generation bookkeeping would be more to read than
+// to write.
+type breaker struct {
+	failures int
+	cooldown time.Duration
+	now      func() time.Time
+	onState  func(breakerState)
+
+	mu       sync.Mutex // guards the following fields
+	state    breakerState
+	streak   int       // consecutive failures while closed
+	openTill time.Time // while open
+	probing  bool      // half-open: the probe is in flight
+}
+
+type breakerState int
+
+const (
+	breakerClosed breakerState = iota
+	breakerHalfOpen
+	breakerOpen
+)
+
+// allow reports whether a call may go out; when not, how long until the
+// breaker lets a probe through.
+func (b *breaker) allow() (bool, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case breakerOpen:
+		if left := b.openTill.Sub(b.now()); left > 0 {
+			return false, left
+		}
+		b.setLocked(breakerHalfOpen)
+		b.probing = true
+		return true, 0
+	case breakerHalfOpen:
+		if b.probing {
+			return false, b.cooldown
+		}
+		b.probing = true
+		return true, 0
+	}
+	return true, 0
+}
+
+// done records the outcome of a call allow let through.
+func (b *breaker) done(ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ok {
+		b.streak = 0
+		b.probing = false
+		b.setLocked(breakerClosed)
+		return
+	}
+	switch b.state {
+	case breakerHalfOpen:
+		b.probing = false
+		b.openLocked()
+	case breakerClosed:
+		b.streak++
+		if b.streak >= b.failures {
+			b.openLocked()
+		}
+	}
+}
+
+// release gives back a call allow let through whose outcome says nothing
+// of the backend (it never went out, or its caller gave up).
+func (b *breaker) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == breakerHalfOpen {
+		b.probing = false
+	}
+}
+
+// Lock must be held.
+func (b *breaker) openLocked() {
+	b.streak = 0
+	b.openTill = b.now().Add(b.cooldown)
+	b.setLocked(breakerOpen)
+}
+
+// Lock must be held.
+func (b *breaker) setLocked(s breakerState) {
+	if b.state != s {
+		b.state = s
+		if b.onState != nil {
+			b.onState(s)
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package hooks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/hooks"
+)
+
+// backend is a HooksService for tests: rooms starting with "secret" are
+// refused, calls are counted, and fail/delay make it misbehave.
+type backend struct {
+	corralv1connect.UnimplementedHooksServiceHandler
+	joinCalls, joinPairs atomic.Int64
+	calls                atomic.Int64 // Call
+	fail                 atomic.Bool
+	delay                atomic.Int64 // nanoseconds
+	auth                 atomic.Value // last Authorization header
+}
+
+func (b *backend) trouble(ctx context.Context) error {
+	if d := time.Duration(b.delay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if b.fail.Load() {
+		return connect.NewError(connect.CodeInternal, "database on fire")
+	}
+	return nil
+}
+
+func (b *backend) Join(ctx context.Context, req *corralv1.JoinRequest) (*corralv1.JoinResponse, error) {
+	b.joinCalls.Add(1)
+	b.joinPairs.Add(int64(len(req.GetPairs())))
+	if err := b.trouble(ctx); err != nil {
+		return nil, err
+	}
+	res := &corralv1.JoinResponse{}
+	for _, p := range req.GetPairs() {
+		r := &corralv1.JoinResult{}
+		if strings.HasPrefix(p.GetRoom(), "secret") {
+			r.Refusal = &corralv1.Refusal{Code: corralv1.Code_CODE_FORBIDDEN, Reason: "members only"}
+		}
+		res.Results = append(res.Results, r)
+	}
+	return res, nil
+}
+
+func (b *backend) Connect(ctx context.Context, req *corralv1.ConnectRequest) (*corralv1.ConnectResponse, error) {
+	if info, ok := connect.CallInfoForServerContext(ctx); ok {
+		b.auth.Store(info.RequestHeader().Get("Authorization"))
+	}
+	if err := b.trouble(ctx); err != nil {
+		return nil, err
+	}
+	if req.GetToken() != "good" {
+		return &corralv1.ConnectResponse{Refusal: &corralv1.Refusal{Code: 1, Reason: "who are you"}}, nil
+	}
+	return &corralv1.ConnectResponse{UserId: "alice", Join: []string{"*"}}, nil
+}
+
+func (b *backend) Call(ctx context.Context, req *corralv1.CallRequest) (*corralv1.CallResponse, error) {
+	b.calls.Add(1)
+	if err := b.trouble(ctx); err != nil {
+		return nil, err
+	}
+	return &corralv1.CallResponse{Payload: append([]byte("echo:"), req.GetPayload()...)}, nil
+}
+
+// start serves b over h2c and returns a client of it.
+func start(t *testing.T, b *backend, tune func(*hooks.Config)) *hooks.Client {
+	t.Helper()
+	rpc := connect.NewServer()
+	corralv1connect.RegisterHooksServiceHandler(rpc, b)
+	mux := http.NewServeMux()
+	connecthttp.Mount(mux, rpc)
+	srv := httptest.NewUnstartedServer(mux)
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	cfg := hooks.Config{URL: srv.URL, Timeout: 5 * time.Second}
+	if tune != nil {
+		tune(&cfg)
+	}
+	c, err := hooks.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestJoinCoalescesConcurrentCallers(t *testing.T) {
+	b := &backend{}
+	c := start(t, b, func(cfg *hooks.Config) { cfg.JoinWindow = 50 * time.Millisecond; cfg.JoinMaxBatch = 400 })
+	const callers, rooms = 100, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			var pairs []*corralv1.JoinPair
+			for r := range rooms {
+				room := fmt.Sprintf("room-%d-%d", i, r)
+				if r%3 == 0 {
+					room = "secret-" + room
+				}
+				pairs = append(pairs, &corralv1.JoinPair{UserId: fmt.Sprint("u", i), Room: room})
+			}
+			res, err := c.Join(context.Background(), pairs)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for k, r := range res {
+				if refused := r.GetRefusal() != nil; refused != strings.HasPrefix(pairs[k].GetRoom(), "secret") {
+					errs <- fmt.Errorf("pair %s: refused %v", pairs[k].GetRoom(), refused)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := b.joinPairs.Load(); got != callers*rooms {
+		t.Fatalf("backend saw %d pairs, want %d", got, callers*rooms)
+	}
+	// 1,000 pairs, at most 400 per call: at least 3 calls; the callers
+	// all start within the window, so a few more at most.
+	if got := b.joinCalls.Load(); got < 3 || got > 10 {
+		t.Fatalf("backend got %d Join calls for %d pairs, want 3..10", got, callers*rooms)
+	}
+}
+
+func TestJoinCache(t *testing.T) {
+	b := &backend{}
+	c := start(t, b, func(cfg *hooks.Config) { cfg.JoinCacheTTL = time.Hour })
+	pairs := []*corralv1.JoinPair{{UserId: "u", Room: "a"}, {UserId: "u", Room: "secret"}}
+	for range 3 {
+		res, err := c.Join(context.Background(), pairs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].GetRefusal() != nil || res[1].GetRefusal() == nil {
+			t.Fatalf("results %v", res)
+		}
+	}
+	if got := b.joinCalls.Load(); got != 1 {
+		t.Fatalf("backend calls %d, want 1 (then cached)", got)
+	}
+}
+
+func TestBackendDownOpensBreaker(t *testing.T) {
+	b := &backend{}
+	b.fail.Store(true)
+	c := start(t, b, func(cfg *hooks.Config) {
+		cfg.BreakerFailures = 3
+		cfg.BreakerCooldown = time.Hour
+		cfg.Key = "s3cret"
+	})
+	for i := range 3 {
+		_, err := c.Connect(context.Background(), &corralv1.ConnectRequest{Token: "good"})
+		if !errors.Is(err, hooks.ErrUnavailable) || hooks.Kind(err) != hooks.KindBackend {
+			t.Fatalf("call %d: %v (kind %q), want a backend failure", i, err, hooks.Kind(err))
+		}
+	}
+	if got := b.auth.Load(); got != "Bearer s3cret" {
+		t.Fatalf("Authorization %q", got)
+	}
+	b.fail.Store(false)
+	_, err := c.Connect(context.Background(), &corralv1.ConnectRequest{Token: "good"})
+	if hooks.Kind(err) != hooks.KindBreakerOpen {
+		t.Fatalf("after 3 failures: %v, want breaker_open", err)
+	}
+	if d := hooks.RetryAfter(err); d < time.Minute {
+		t.Fatalf("RetryAfter %v, want the breaker's time left", d)
+	}
+	// The other hooks have breakers of their own.
+	if _, err := c.Call(context.Background(), &corralv1.CallRequest{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBreakerProbeCloses(t *testing.T) {
+	b := &backend{}
+	b.fail.Store(true)
+	c := start(t, b, func(cfg *hooks.Config) { cfg.BreakerFailures = 1; cfg.BreakerCooldown = 50 * time.Millisecond })
+	if _, err := c.Call(context.Background(), &corralv1.CallRequest{}); hooks.Kind(err) != hooks.KindBackend {
+		t.Fatal(err)
+	}
+	b.fail.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := c.Call(context.Background(), &corralv1.CallRequest{})
+		if err == nil {
+			break
+		}
+		if hooks.Kind(err) != hooks.KindBreakerOpen || time.Now().After(deadline) {
+			t.Fatalf("%v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSlowBackendTimesOut(t *testing.T) {
+	b := &backend{}
+	b.delay.Store(int64(time.Minute))
+	c := start(t, b, func(cfg *hooks.Config) { cfg.Timeout = 100 * time.Millisecond })
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Join(context.Background(), []*corralv1.JoinPair{{UserId: "u", Room: "a"}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if hooks.Kind(err) != hooks.KindTimeout {
+			t.Fatalf("%v, want a timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Join hung on a slow backend")
+	}
+}
+
+func TestInFlightBound(t *testing.T) {
+	b := &backend{}
+	b.delay.Store(int64(time.Minute))
+	c := start(t, b, func(cfg *hooks.Config) { cfg.MaxInFlight = 1; cfg.Timeout = time.Minute })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Call(ctx, &corralv1.CallRequest{})
+	for b.calls.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err := c.Call(context.Background(), &corralv1.CallRequest{})
+	if hooks.Kind(err) != hooks.KindOverloaded {
+		t.Fatalf("%v, want overloaded while one call is in flight", err)
+	}
+}
+
+func TestClientRefusal(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in   *corralv1.Refusal
+		code corralv1.Code
+	}{
+		"client code passes":  {&corralv1.Refusal{Code: corralv1.Code_CODE_LIMIT_EXCEEDED, Reason: "r"}, corralv1.Code_CODE_LIMIT_EXCEEDED},
+		"unspecified mapped":  {&corralv1.Refusal{}, corralv1.Code_CODE_FORBIDDEN},
+		"unknown code mapped": {&corralv1.Refusal{Code: 4499}, corralv1.Code_CODE_FORBIDDEN},
+		"out of table mapped": {&corralv1.Refusal{Code: 13}, corralv1.Code_CODE_FORBIDDEN},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, reason := hooks.ClientRefusal(tc.in, corralv1.Code_CODE_FORBIDDEN)
+			if code != tc.code || reason == "" {
+				t.Fatalf("got %v %q, want %v", code, reason, tc.code)
+			}
+		})
+	}
+}
+
+func TestConnectRefusedAndAllowed(t *testing.T) {
+	c := start(t, &backend{}, nil)
+	res, err := c.Connect(context.Background(), &corralv1.ConnectRequest{Token: "bad"})
+	if err != nil || res.GetRefusal() == nil {
+		t.Fatalf("%v %v, want a refusal", res, err)
+	}
+	res, err = c.Connect(context.Background(), &corralv1.ConnectRequest{Token: "good"})
+	if err != nil || res.GetUserId() != "alice" {
+		t.Fatalf("%v %v", res, err)
+	}
+}
+
+func TestPolicyFor(t *testing.T) {
+	p := &hooks.Policy{Join: []string{"game:*"}, Publish: []string{"chat:*", "game:lobby"}}
+	for room, want := range map[string]hooks.Events{
+		"game:1":     {Join: true},
+		"game:lobby": {Join: true, Publish: true},
+		"chat:x":     {Publish: true},
+		"other":      {},
+	} {
+		if got := p.For(room); got != want {
+			t.Errorf("For(%q) = %+v, want %+v", room, got, want)
+		}
+	}
+	var none *hooks.Policy
+	if none.For("x") != (hooks.Events{}) {
+		t.Error("a nil policy sends events")
+	}
+}
+
+// TestSlowBackendGrowsBatches: with one Join call in flight at most, the
+// joins that arrive while the backend is slow wait in one open batch: the
+// backend gets bigger batches, not more calls.
+func TestSlowBackendGrowsBatches(t *testing.T) {
+	b := &backend{}
+	b.delay.Store(int64(300 * time.Millisecond))
+	c := start(t, b, func(cfg *hooks.Config) { cfg.JoinWindow = time.Millisecond; cfg.JoinMaxCalls = 1 })
+	const callers = 20
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+			if _, err := c.Join(context.Background(), []*corralv1.JoinPair{{UserId: fmt.Sprint("u", i), Room: "a"}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.joinPairs.Load(); got != callers {
+		t.Fatalf("backend saw %d pairs, want %d", got, callers)
+	}
+	// The first caller's batch goes alone; the others arrive during its
+	// 300 ms and share the next call (a third when the machine is slow).
+	if got := b.joinCalls.Load(); got > 3 {
+		t.Fatalf("%d Join calls for %d callers arriving during slow calls, want at most 3", got, callers)
+	}
+}

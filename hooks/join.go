@@ -1,0 +1,210 @@
+package hooks
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+)
+
+// Join batching. Every Join of the process adds its pairs to the open
+// batch; the batch goes to the backend JoinWindow after its first pair, or
+// at once when it holds JoinMaxBatch pairs, as soon as fewer than
+// JoinMaxCalls Join calls are in flight. So a resume's rooms are one
+// call, and a storm of resumes becomes one call per window (or per
+// JoinMaxBatch pairs), not one per session. Decisions are cached per
+// (user, room) for JoinCacheTTL.
+
+// joiner coalesces Join calls and caches their results.
+type joiner struct {
+	c     *Client
+	slots chan struct{} // a token per Join call in flight
+
+	mu    sync.Mutex // guards the following fields
+	open  *joinBatch
+	cache map[joinKey]cached
+}
+
+type joinKey struct{ user, room string }
+
+type cached struct {
+	res   *corralv1.JoinResult
+	until time.Time
+}
+
+// joinBatch is one backend call's pairs; done closes when results or err
+// are set.
+type joinBatch struct {
+	pairs   []*corralv1.JoinPair
+	done    chan struct{}
+	results []*corralv1.JoinResult
+	err     error
+	sent    bool // guarded by joiner.mu
+}
+
+func newJoiner(c *Client) *joiner {
+	return &joiner{c: c, slots: make(chan struct{}, c.cfg.JoinMaxCalls), cache: make(map[joinKey]cached)}
+}
+
+// Join decides pairs: one result per pair, in order. The pairs share
+// backend calls with every other Join within the window. An error wraps
+// [ErrUnavailable] (the backend could not answer) or is ctx's.
+func (c *Client) Join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corralv1.JoinResult, error) {
+	return c.joins.join(ctx, pairs)
+}
+
+// segment is the part of a caller's pairs that went into one batch.
+type segment struct {
+	b    *joinBatch
+	from int // index in the batch
+	at   []int
+}
+
+func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corralv1.JoinResult, error) {
+	out := make([]*corralv1.JoinResult, len(pairs))
+	now := time.Now()
+	var segs []segment
+	j.mu.Lock()
+	for i, p := range pairs {
+		if j.c.cfg.JoinCacheTTL > 0 {
+			if e, ok := j.cache[joinKey{p.GetUserId(), p.GetRoom()}]; ok && now.Before(e.until) {
+				out[i] = e.res
+				j.c.metrics.cache.WithLabelValues("hit").Inc()
+				continue
+			}
+			j.c.metrics.cache.WithLabelValues("miss").Inc()
+		}
+		if j.open == nil {
+			j.startLocked()
+		}
+		b := j.open
+		if n := len(segs); n == 0 || segs[n-1].b != b {
+			segs = append(segs, segment{b: b, from: len(b.pairs)})
+		}
+		segs[len(segs)-1].at = append(segs[len(segs)-1].at, i)
+		b.pairs = append(b.pairs, p)
+		if len(b.pairs) >= j.c.cfg.JoinMaxBatch {
+			j.open = nil // full: the next pairs open another batch
+			j.c.wg.Add(1)
+			go func() {
+				defer j.c.wg.Done()
+				j.send(b)
+			}()
+		}
+	}
+	j.mu.Unlock()
+	for _, s := range segs {
+		select {
+		case <-s.b.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if s.b.err != nil {
+			return nil, s.b.err
+		}
+		for k, i := range s.at {
+			out[i] = s.b.results[s.from+k]
+		}
+	}
+	return out, nil
+}
+
+// startLocked opens a batch and schedules its send. Lock must be held.
+func (j *joiner) startLocked() {
+	b := &joinBatch{done: make(chan struct{})}
+	j.open = b
+	j.c.wg.Add(1)
+	if j.c.cfg.JoinWindow < 0 {
+		// No window: the batch goes as soon as a call slot is free
+		// (callers meanwhile join it).
+		go func() {
+			defer j.c.wg.Done()
+			j.send(b)
+		}()
+		return
+	}
+	time.AfterFunc(j.c.cfg.JoinWindow, func() {
+		defer j.c.wg.Done()
+		j.send(b)
+	})
+}
+
+// send sends b once a call slot is free (at most JoinMaxCalls Join calls
+// are in flight), unless it was sent already. While b waits for a slot it
+// stays open and takes more pairs: when the backend is slow, batches grow
+// instead of calls piling up.
+func (j *joiner) send(b *joinBatch) {
+	select {
+	case j.slots <- struct{}{}:
+	case <-j.c.ctx.Done():
+	}
+	defer func() {
+		if j.c.ctx.Err() == nil {
+			<-j.slots
+		}
+	}()
+	j.mu.Lock()
+	if b.sent {
+		j.mu.Unlock()
+		return
+	}
+	b.sent = true
+	if j.open == b {
+		j.open = nil
+	}
+	j.mu.Unlock()
+	j.call(b)
+}
+
+// call asks the backend about b's pairs and wakes its callers.
+func (j *joiner) call(b *joinBatch) {
+	defer close(b.done)
+	j.c.metrics.batch.WithLabelValues(HookJoin).Observe(float64(len(b.pairs)))
+	var res *corralv1.JoinResponse
+	err := j.c.guards[HookJoin].do(j.c.ctx, func(ctx context.Context) (err error) {
+		res, err = j.c.api.Join(ctx, &corralv1.JoinRequest{Pairs: b.pairs})
+		if err == nil && len(res.GetResults()) != len(b.pairs) {
+			return badResponse("Join answered a different number of results than pairs")
+		}
+		return err
+	})
+	if err != nil {
+		b.err = err
+		return
+	}
+	b.results = res.GetResults()
+	for _, r := range b.results {
+		j.c.count(HookJoin, r.GetRefusal() == nil)
+	}
+	if ttl := j.c.cfg.JoinCacheTTL; ttl > 0 {
+		until := time.Now().Add(ttl)
+		j.mu.Lock()
+		if len(j.cache)+len(b.pairs) > j.c.cfg.JoinCacheSize {
+			j.evictLocked()
+		}
+		for i, p := range b.pairs {
+			if len(j.cache) >= j.c.cfg.JoinCacheSize {
+				break
+			}
+			j.cache[joinKey{p.GetUserId(), p.GetRoom()}] = cached{res: b.results[i], until: until}
+		}
+		j.mu.Unlock()
+	}
+}
+
+// evictLocked drops expired entries, and every entry if none had
+// expired (the cache is a bound on memory, not a promise). Lock must be
+// held.
+func (j *joiner) evictLocked() {
+	now := time.Now()
+	n := len(j.cache)
+	for k, e := range j.cache {
+		if !now.Before(e.until) {
+			delete(j.cache, k)
+		}
+	}
+	if len(j.cache) == n {
+		clear(j.cache)
+	}
+}
