@@ -22,7 +22,8 @@ type failoverRun struct {
 	// them in turn, resumers resume on the next one, the publisher uses
 	// the first one's API.
 	deps []*deployment
-	// rooms get the traffic, round robin, 200 publishes/s in all.
+	// rooms get the traffic, round robin, 200 publishes/s in all; the
+	// first one is on the master that fails.
 	rooms []string
 	// members per room; the first resumers of them cut their connection
 	// right after the master's kill and resume (when their session was
@@ -46,9 +47,10 @@ type failoverFigures struct {
 	epochs         int           // epoch rooms with acknowledged messages
 	resets         int64         // Reset frames members saw
 	lost           int           // acknowledged, delivered to no member: covered by resets
-	firstAfter     time.Duration // master kill → first accepted publish begun after it
+	firstAfter     time.Duration // master kill → first accepted publish to rooms[0] begun after it
 	resumed        int64         // resumers back with their session
 	sessionsLost   int64         // resumes answered 4102, joined afresh from their position
+	joinAgain      int64         // joins refused as unavailable, tried again
 }
 
 // epochRoom is the checker's room name for room in one epoch: seqs restart
@@ -73,7 +75,7 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 	windows := make(map[string]map[string]*window) // member -> epoch room -> window
 	got := make(map[string]map[uint64]bool)        // epoch room -> seqs some member received
 	resetMembers := make(map[string]map[string]bool)
-	var resets, resumed, sessionsLost atomic.Int64
+	var resets, resumed, sessionsLost, joinAgain atomic.Int64
 	killed := make(chan struct{}) // closed once the master is dead
 	stop := make(chan struct{})   // members stop reading
 	var wg sync.WaitGroup
@@ -118,6 +120,22 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 					}
 				case f.GetJoined() != nil && f.GetJoined().GetEpoch() != epoch:
 					t.Errorf("%s: joined %s in epoch %q after %q without a reset", name, room, f.GetJoined().GetEpoch(), epoch)
+				case f.GetError().GetRoom() == room:
+					// The join of a resume failed (the store was
+					// unavailable): join again from the position, as a
+					// client does. A failure comes back here.
+					if f.GetError().GetCode() != corralv1.Code_CODE_UNAVAILABLE {
+						t.Errorf("%s: %v", name, f.GetError())
+						return
+					}
+					joinAgain.Add(1)
+					c, seq, ep := c, last, epoch
+					go func() {
+						time.Sleep(200 * time.Millisecond)
+						jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+						defer cancel()
+						c.Join(jctx, room, seq, ep)
+					}()
 				}
 			}
 			cut := killed // nil once this member has resumed
@@ -155,7 +173,7 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 
 	// The publisher: 200 msgs/s through the API, round robin over the
 	// rooms; a refused publish is not acknowledged and not counted.
-	var okAt []int64 // start and end times of accepted publishes
+	okAt := make(map[string][]int64) // room -> start and end times of accepted publishes
 	var acked, refused atomic.Int64
 	upto := make(map[string]uint64) // epoch room -> newest acknowledged seq
 	ackedSeqs := make(map[string][]uint64)
@@ -185,7 +203,7 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 			chk.Acked(er, res.GetSeq(), "")
 			mu.Lock()
 			upto[er] = max(upto[er], res.GetSeq())
-			okAt = append(okAt, began, time.Now().UnixNano())
+			okAt[room] = append(okAt[room], began, time.Now().UnixNano())
 			ackedSeqs[er] = append(ackedSeqs[er], res.GetSeq())
 			mu.Unlock()
 		}
@@ -205,10 +223,13 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 	mu.Lock()
 	defer mu.Unlock()
 	fig := failoverFigures{acked: acked.Load(), refused: refused.Load(), epochs: len(upto),
-		resets: resets.Load(), resumed: resumed.Load(), sessionsLost: sessionsLost.Load()}
-	for i := 0; i < len(okAt); i += 2 {
-		if okAt[i] > killedAt.UnixNano() {
-			fig.firstAfter = time.Duration(okAt[i+1] - killedAt.UnixNano())
+		resets: resets.Load(), resumed: resumed.Load(), sessionsLost: sessionsLost.Load(), joinAgain: joinAgain.Load()}
+	// The first room's first publish begun after the kill and accepted
+	// (one under way at the kill may succeed on the old master).
+	at := okAt[run.rooms[0]]
+	for i := 0; i < len(at); i += 2 {
+		if at[i] > killedAt.UnixNano() {
+			fig.firstAfter = time.Duration(at[i+1] - killedAt.UnixNano())
 			break
 		}
 	}
@@ -228,8 +249,8 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 	}
 	t.Logf("acknowledged %d, refused %d, epochs %d, resets seen by members %d, "+
 		"acknowledged but delivered to no member (covered by the resets) %d, "+
-		"first publish accepted %v after the master kill, resumers back in their session %d, sessions lost (4102) %d",
-		fig.acked, fig.refused, fig.epochs, fig.resets, fig.lost, fig.firstAfter, fig.resumed, fig.sessionsLost)
+		"first publish to %s accepted %v after the master kill, resumers back in their session %d, sessions lost (4102) %d, joins refused as unavailable and tried again %d",
+		fig.acked, fig.refused, fig.epochs, fig.resets, fig.lost, run.rooms[0], fig.firstAfter, fig.resumed, fig.sessionsLost, fig.joinAgain)
 	if run.noLoss && fig.lost > 0 {
 		t.Errorf("%d acknowledged messages were lost", fig.lost)
 	}
