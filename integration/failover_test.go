@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect/v2"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
@@ -173,5 +174,67 @@ func TestCrossCoreLossDetection(t *testing.T) {
 			break
 		}
 		t.Fatalf("member got %v after seq 10 with no reset: a seq reused for another message, silently", f.GetMessage())
+	}
+}
+
+// TestEventsAfterLostTail: a failover to a replica that lacked the event
+// log's newest entries (simulated on one Redis: the stream rewritten to
+// hold only its first 7 events, as the promoted replica holds it). A
+// backend following the log live, and one resuming after the position
+// it had reached, both get out_of_range once new events are appended,
+// never the new events under numbers they already passed.
+func TestEventsAfterLostTail(t *testing.T) {
+	addr := redistest.Start(t)
+	if !redistest.Private(addr) {
+		t.Skip("rewrites the event log under REDIS_URL")
+	}
+	prefix := redistest.Prefix(t)
+	d := start(t, "serve", nil, func(o *server.Options) { o.RedisURL, o.RedisPrefix = "redis://"+addr, prefix })
+	ctx := testCtx(t)
+	publish := func(n int) {
+		for i := range n {
+			if _, err := d.api.Publish(ctx, &corralv1.PublishRequest{Room: "ev", Payload: payload(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	live := follow(t, d.api, &corralv1.EventsRequest{})
+	pos := live.next(t).GetPosition()
+	publish(10)
+	for seen := 0; seen < 10; {
+		res := live.next(t)
+		seen += len(res.GetEvents())
+		pos = res.GetPosition()
+	}
+
+	rc := redistest.Client(t, addr)
+	key := prefix + ":events"
+	kept, err := rc.Do(ctx, rc.B().Xrange().Key(key).Start("-").End("+").Count(7).Build()).AsXRange()
+	if err != nil || len(kept) != 7 {
+		t.Fatalf("the log's first 7 events: %d, %v", len(kept), err)
+	}
+	cmds := rueidis.Commands{rc.B().Del().Key(key).Build()}
+	for _, e := range kept {
+		// n and x first: the scripts read them by position.
+		fv := rc.B().Xadd().Key(key).Id(e.ID).FieldValue().FieldValue("n", e.FieldValues["n"]).FieldValue("x", e.FieldValues["x"])
+		for f, v := range e.FieldValues {
+			if f != "n" && f != "x" {
+				fv = fv.FieldValue(f, v)
+			}
+		}
+		cmds = append(cmds, fv.Build())
+	}
+	for _, r := range rc.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(5) // numbered 8-12 on the "new master"
+
+	if err := live.firstError(t); codeOf(err) != connect.CodeOutOfRange {
+		t.Errorf("live follower: %v, want out_of_range", err)
+	}
+	if err := follow(t, d.api, &corralv1.EventsRequest{After: pos}).firstError(t); codeOf(err) != connect.CodeOutOfRange {
+		t.Errorf("resume after the lost position: %v, want out_of_range", err)
 	}
 }
