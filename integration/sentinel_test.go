@@ -1,10 +1,16 @@
 package integration_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/redistest"
+	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -59,4 +65,52 @@ func testSentinelFailover(t *testing.T, replicas, wait int, lag bool) {
 		run.resetRooms = run.rooms
 	}
 	runFailover(t, run)
+}
+
+// TestSessionLostInFailover: a session created while the replica lagged
+// exists only on the old master; after the failover its resume is closed
+// with 4102 (connect again without resume), never a silent fresh
+// session, while a session the replica had resumes.
+func TestSessionLostInFailover(t *testing.T) {
+	sn := redistest.StartSentinel(t, 1)
+	d := start(t, "serve", nil, func(o *server.Options) { o.RedisURL, o.RedisPrefix = sn.URL(), redistest.Prefix(t) })
+	kept := dial(t, d, "kept", protocol.JSON)
+	kw := kept.Welcome()
+	kept.CloseNow()
+	time.Sleep(500 * time.Millisecond) // replicated meanwhile
+	rep := sn.Replica(0)
+	rep.Pause()
+	sn.DropReplicaLinks()
+	lost := dial(t, d, "lost", protocol.JSON)
+	lw := lost.Welcome()
+	lost.CloseNow()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		rep.Resume()
+	}()
+	sn.Failover()
+
+	// resume retries while the store is unavailable (4103).
+	resume := func(user string, w *corralv1.Welcome) (*client.Conn, error) {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			c, err := resumeConn(t, d.wsURL, user, w, "", 0, "")
+			var ce *client.CloseError
+			if errors.As(err, &ce) && ce.Code == websocket.StatusCode(corralv1.Code_CODE_UNAVAILABLE) && time.Now().Before(deadline) {
+				continue
+			}
+			return c, err
+		}
+	}
+	c, err := resume("lost", lw)
+	if err == nil {
+		t.Fatalf("a session the new master never had resumed: %v", c.Welcome())
+	}
+	var ce *client.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusCode(corralv1.Code_CODE_SESSION_EXPIRED) {
+		t.Fatalf("resume of a session the new master never had: %v, want close %d", err, corralv1.Code_CODE_SESSION_EXPIRED)
+	}
+	c, err = resume("kept", kw)
+	if err != nil || !c.Welcome().GetResumed() {
+		t.Fatalf("resume of a replicated session: %v", err)
+	}
 }
