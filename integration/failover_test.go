@@ -238,3 +238,20 @@ func TestEventsAfterLostTail(t *testing.T) {
 		t.Errorf("resume after the lost position: %v, want out_of_range", err)
 	}
 }
+
+// TestStandaloneRedisRestart: a standalone Redis without persistence
+// killed and restarted empty under a publisher at 200 msgs/s, members
+// resuming right after: every room starts a new epoch and every member
+// gets a reset; the resumers' sessions are gone (4102) and they join
+// afresh from their position; the checker finds no silent gap.
+func TestStandaloneRedisRestart(t *testing.T) {
+	srv := redistest.StartProcess(t, 0)
+	d := start(t, "serve", nil, func(o *server.Options) { o.RedisURL, o.RedisPrefix = "redis://"+srv.Addr(), redistest.Prefix(t) })
+	run := failoverRun{deps: []*deployment{d}, rooms: []string{"solo"}, members: 4, resumers: 2, resetRooms: []string{"solo"}}
+	run.fail = func() time.Time {
+		killed := time.Now()
+		srv.Restart()
+		return killed
+	}
+	runFailover(t, run)
+}
