@@ -24,20 +24,32 @@ func TestClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster of 6 nodes")
 	}
-	for _, lag := range []bool{false, true} {
-		name := "in-sync-replica"
-		if lag {
-			name = "lagging-replica"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lag   bool
+		cores int
+	}{
+		{"in-sync-replica", false, 1},
+		{"lagging-replica", true, 1},
+		// Members on both cores, resumers moving to the other one, the
+		// publisher on one: the other core must not deliver the new
+		// master's reused seqs (see TestCrossCoreLossDetection).
+		{"lagging-replica-two-cores", true, 2},
+	} {
+		lag := tt.lag
+		t.Run(tt.name, func(t *testing.T) {
 			cluster := redistest.StartClusterReplicas(t)
-			d := start(t, "serve", nil, func(o *server.Options) {
-				o.RedisURL, o.RedisPrefix = cluster.SeedURL(), redistest.Prefix(t)
-			})
+			prefix := redistest.Prefix(t)
+			var deps []*deployment
+			for range tt.cores {
+				deps = append(deps, start(t, "serve", nil, func(o *server.Options) {
+					o.RedisURL, o.RedisPrefix = cluster.SeedURL(), prefix
+				}))
+			}
 			const victim = 1
 			doomed := cluster.NameOn(victim, "doomed")
 			run := failoverRun{
-				deps:    []*deployment{d},
+				deps:    deps,
 				rooms:   []string{doomed, cluster.NameOn(2, "bystander")},
 				members: 4, resumers: 2, noLoss: !lag,
 				// Replica wait is not available on Cluster: every
