@@ -47,16 +47,16 @@ type failoverRun struct {
 }
 
 // failoverFigures is what a failover run measured, logged for
-// docs/DEPLOYMENT.md.
+// docs/DEPLOYMENT.md. A message counts as unstored when it was
+// acknowledged in an epoch the failover ended, above the last seq the new
+// master still had (the first seq acknowledged in the next epoch, minus
+// one): replay cannot give it.
 type failoverFigures struct {
 	acked, refused int64
 	epochs         int           // epoch rooms with acknowledged messages
 	resets         int64         // Reset frames members saw
 	lost           int           // acknowledged, delivered to no member: covered by resets
-	// unstored: acknowledged in an epoch the failover ended, above the
-	// last seq the new master still had (the first seq acknowledged in the
-	// next epoch, minus one): missing from history, replay cannot give them
-	unstored int
+	unstored       int           // acknowledged, missing from the new master's history
 	firstAfter     time.Duration // master kill → first accepted publish to rooms[0] begun after it
 	resumed        int64         // resumers back with their session
 	sessionsLost   int64         // resumes answered 4102, joined afresh from their position
