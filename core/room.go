@@ -161,10 +161,20 @@ func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string
 	return res, nil
 }
 
-// deliver hands a message from pub/sub to the members.
+// deliver hands a message from pub/sub to the members. While a catch-up
+// is due, it only holds the message: after a failover another process
+// may have moved the room to a new epoch, and its messages reuse seqs of
+// the old one (history.Subscription), so nothing is delivered before the
+// fill has read the room's epoch.
 func (r *room) deliver(msg *corralv1.Message) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.wantFill {
+		if msg.GetSeq() > r.last {
+			r.pending[msg.GetSeq()] = msg
+		}
+		return
+	}
 	r.deliverLocked(msg)
 }
 

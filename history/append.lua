@@ -9,7 +9,7 @@
 -- the event log exactly when it is in history.
 --
 -- KEYS[1] seq key, KEYS[2] log key (stream), KEYS[3] epoch key,
--- KEYS[4] dedupe key (absent when the publish has none),
+-- KEYS[4] here key, KEYS[5] dedupe key (absent when the publish has none),
 -- then the event log stream key (absent when there is no event log)
 -- ARGV[1] the encoded Message before the seq field (field 1, room)
 -- ARGV[2] the encoded Message after the seq field (fields 3 and up)
@@ -24,6 +24,8 @@
 --         else PUBLISH
 -- ARGV[10] the epoch the caller knows the room by ('' when none)
 -- ARGV[11] the newest seq the caller knows in that epoch
+-- ARGV[12] '1' to open a new epoch for a history that came by replication
+--          (no here key: see below), '0' not to (replica wait)
 --
 -- Loss detection: Redis replicates asynchronously, so a replica promoted
 -- after a failover may lack the newest acknowledged messages; its seq key
@@ -32,16 +34,30 @@
 -- room moves to a new epoch instead (the surviving messages keep their
 -- seqs in it) and whoever held the old one gets a reset.
 --
--- Returns {seq, epoch, duplicate (0 or 1), epoch bumped by loss (0 or 1)}.
+-- That check needs the caller to know what was lost, and the caller may
+-- be another process that never saw the lost messages: it would append
+-- into the old epoch, reusing their seqs, before any process that saw
+-- them looks. So the script also recognises a history that reached this
+-- server by replication: the here key is written on the master only
+-- (redis.set_repl(REPL_NONE): never replicated nor in the AOF), so a
+-- promoted replica lacks it. The first append there opens a new epoch,
+-- whoever appends, whether or not anything was lost.
+--
+-- Either bump is announced on the room's channel by an empty publication
+-- before the message: subscribers (other processes) then catch the room up
+-- from history, and see the new epoch, before they deliver anything more.
+--
+-- Returns {seq, epoch, duplicate (0 or 1), epoch bumped (0: no, 1: the
+-- caller saw more, 2: the history came by replication)}.
 
-local seqKey, logKey, epochKey = KEYS[1], KEYS[2], KEYS[3]
+local seqKey, logKey, epochKey, hereKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local nkeys, eventsKey, dedupeKey = #KEYS, nil, nil
 if ARGV[8] ~= '' then
   eventsKey = KEYS[nkeys]
   nkeys = nkeys - 1
 end
-if nkeys >= 4 then
-  dedupeKey = KEYS[4]
+if nkeys >= 5 then
+  dedupeKey = KEYS[5]
 end
 local ttl = ARGV[5]
 
@@ -63,8 +79,12 @@ local lost = 0
 if epoch and last then
   last = tonumber(last)
   if epoch == ARGV[10] and last < tonumber(ARGV[11]) then
-    epoch = ARGV[7]
     lost = 1
+  elseif ARGV[12] == '1' and redis.call('EXISTS', hereKey) == 0 then
+    lost = 2
+  end
+  if lost > 0 then
+    epoch = ARGV[7]
     redis.call('SET', epochKey, epoch, 'PX', ttl)
   else
     redis.call('PEXPIRE', epochKey, ttl)
@@ -91,6 +111,9 @@ end
 b[#b + 1] = string.char(n)
 local data = ARGV[1] .. table.concat(b) .. ARGV[2]
 
+redis.set_repl(redis.REPL_NONE)
+redis.call('SET', hereKey, '1', 'PX', ttl)
+redis.set_repl(redis.REPL_ALL)
 redis.call('SET', seqKey, seqStr, 'PX', ttl)
 redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[4], seqStr .. '-0', 'm', data)
 redis.call('PEXPIRE', logKey, ttl)
@@ -106,9 +129,12 @@ if eventsKey then
   end
   redis.call('XADD', eventsKey, 'MAXLEN', '~', ARGV[8], '*', 'n', string.format('%d', n), 'x', logEpoch, 'm', data)
 end
+local pub = 'PUBLISH'
 if ARGV[9] == '1' then
-  redis.call('SPUBLISH', ARGV[3], data)
-else
-  redis.call('PUBLISH', ARGV[3], data)
+  pub = 'SPUBLISH'
 end
+if lost > 0 then
+  redis.call(pub, ARGV[3], '')
+end
+redis.call(pub, ARGV[3], data)
 return {seq, epoch, 0, lost}

@@ -27,16 +27,26 @@
 //	                                 "m" holding the Message in protobuf
 //	<prefix>:{<room>}:dedupe:<key>   string "<seq> <epoch>", lives for the
 //	                                 dedupe window
-//	<prefix>:{<room>}:ch             pub/sub channel carrying the same bytes
+//	<prefix>:{<room>}:here           string "1", written on the master only
+//	                                 (never replicated): see below
+//	<prefix>:{<room>}:ch             pub/sub channel carrying the same bytes,
+//	                                 and an empty publication when the room
+//	                                 moves to a new epoch
 //
 // Redis replicates asynchronously, so a failover may lose a room's newest
 // messages while its epoch key survives. Callers that know a room's
 // position pass it ([LossFence]): a stream that ends below it moves to a
-// new epoch, never reusing a seq. RedisOptions.Replicas instead makes an
-// append wait (WAIT) until replicas have it.
+// new epoch, never reusing a seq. That misses a loss when the first
+// process to append after the failover never saw the lost messages, so
+// the here key marks a history as written on this server: a promoted
+// replica lacks it, and the first append there opens a new epoch
+// whoever appends (the surviving messages keep their seqs). A
+// [Subscription] hears of any such bump before the new epoch's messages.
+// RedisOptions.Replicas instead makes an append wait (WAIT) until
+// replicas have it, and then a failover keeps the epochs.
 //
-// The seq, epoch and log keys expire together after RedisOptions.TTL without
-// appends.
+// The seq, epoch, log and here keys expire together after RedisOptions.TTL
+// without appends.
 //
 // With an event log (MemoryOptions.Events, RedisOptions.Events), Append
 // also commits the message's event in the same step: under the room's lock

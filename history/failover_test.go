@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,11 +32,22 @@ func sentinelClient(t *testing.T, s *redistest.Sentinel) rueidis.Client {
 
 // TestRedisSentinelFailover checks that after the master is killed and a
 // replica promoted, appends reach the new master and a subscription is
-// resubscribed there, telling its handler to catch up first.
+// resubscribed there, telling its handler to catch up first. Without
+// replica wait the first append opens a new epoch (the promoted replica
+// may lack acknowledged messages nobody here knows of), keeping the
+// surviving messages' seqs; with it the epoch stays.
 func TestRedisSentinelFailover(t *testing.T) {
-	sn := redistest.StartSentinel(t, 1)
+	for name, wait := range map[string]int{"async": 0, "replica-wait": 1} {
+		t.Run(name, func(t *testing.T) { testRedisSentinelFailover(t, wait) })
+	}
+}
+
+func testRedisSentinelFailover(t *testing.T, wait int) {
+	sn := redistest.StartSentinel(t, 1+wait) // one left after the failover
 	client := sentinelClient(t, sn)
-	s := history.NewRedis(client, history.RedisOptions{Prefix: "fo"})
+	var replicated atomic.Int64
+	s := history.NewRedis(client, history.RedisOptions{Prefix: "fo", Replicas: wait, ReplicaTimeout: 5 * time.Second,
+		OnReplicated: func(string) { replicated.Add(1) }})
 	t.Cleanup(func() { s.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -76,8 +88,11 @@ func TestRedisSentinelFailover(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("append after %v", time.Since(start))
-	if res.Seq != first.Seq+1 || res.Epoch != first.Epoch {
-		t.Fatalf("after the failover append got %+v, want seq %d in epoch %q", res, first.Seq+1, first.Epoch)
+	if res.Seq != first.Seq+1 || (res.Epoch == first.Epoch) != (wait > 0) {
+		t.Fatalf("after the failover append got %+v after seq %d in epoch %q (replica wait %d)", res, first.Seq, first.Epoch, wait)
+	}
+	if n := replicated.Load(); n != int64(1-wait) {
+		t.Fatalf("OnReplicated called %d times", n)
 	}
 	// The handler hears "catch up" (nil): a message appended before the
 	// resubscription is then read from history.

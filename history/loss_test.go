@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 )
 
@@ -114,3 +116,65 @@ func TestRedisFenceNoHistory(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// TestRedisReplicatedHistory: a history that reached the server by
+// replication (simulated: the master-only here key deleted, as a promoted
+// replica lacks it) moves to a new epoch at its next append, by a caller
+// that knows nothing, keeping the surviving seqs; subscribers hear "catch
+// up" (nil) before the message. A room whose epoch a read created, and a
+// room appended to since, never move.
+func TestRedisReplicatedHistory(t *testing.T) {
+	var replicated atomic.Int64
+	s, client, _ := newRedis(t, history.RedisOptions{Prefix: "repl", OnReplicated: func(string) { replicated.Add(1) }})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := make(chan *corralv1.Message, 16)
+	sub, err := s.Subscribe(ctx, func(room string, msg *corralv1.Message) { got <- msg })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	if err := sub.Add(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	// A read creates the epoch; appends then keep it.
+	st, err := s.State(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		res, err := s.Append(ctx, "r", newMsg("r", 1, i), "")
+		if err != nil || res.Epoch != st.Epoch {
+			t.Fatalf("append %d: %+v, %v; want epoch %q", i, res, err, st.Epoch)
+		}
+		if m := <-got; m.GetSeq() != res.Seq {
+			t.Fatalf("subscriber got %v, want seq %d", m, res.Seq)
+		}
+	}
+	if err := client.Do(ctx, client.B().Del().Key("repl:{r}:here").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Append(ctx, "r", newMsg("r", 2, 0), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Seq != 4 || res.Epoch == st.Epoch {
+		t.Fatalf("first append after the failover: %+v, want seq 4 in a new epoch", res)
+	}
+	if n := replicated.Load(); n != 1 {
+		t.Fatalf("OnReplicated called %d times", n)
+	}
+	if m := <-got; m != nil {
+		t.Fatalf("subscriber got %v before the new epoch's message, want nil (catch up)", m)
+	}
+	if m := <-got; m.GetSeq() != 4 {
+		t.Fatalf("subscriber got %v, want seq 4", m)
+	}
+	again, err := s.Append(ctx, "r", newMsg("r", 2, 1), "")
+	if err != nil || again.Seq != 5 || again.Epoch != res.Epoch {
+		t.Fatalf("second append: %+v, %v; want seq 5 in epoch %q", again, err, res.Epoch)
+	}
+	if n := replicated.Load(); n != 1 {
+		t.Fatalf("OnReplicated called %d times", n)
+	}
+}

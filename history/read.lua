@@ -2,7 +2,8 @@
 -- stream, creating the epoch when the room has none (unless it peeks),
 -- atomically.
 --
--- KEYS[1] seq key, KEYS[2] log key (stream), KEYS[3] epoch key
+-- KEYS[1] seq key, KEYS[2] log key (stream), KEYS[3] epoch key,
+-- KEYS[4] here key (see append.lua: a new epoch is this server's own)
 -- ARGV[1] a fresh epoch, used when the room has no history; "" (peek):
 --         a room with no history is not created and reads as {"", 0, 0}
 -- ARGV[2] TTL of the room's keys in ms, for a new epoch
@@ -27,6 +28,9 @@ else
   last = 0
   redis.call('SET', epochKey, epoch, 'PX', ARGV[2])
   redis.call('SET', seqKey, '0', 'PX', ARGV[2])
+  redis.set_repl(redis.REPL_NONE)
+  redis.call('SET', KEYS[4], '1', 'PX', ARGV[2])
+  redis.set_repl(redis.REPL_ALL)
 end
 
 local first = 0

@@ -74,6 +74,12 @@ type RedisOptions struct {
 	// [LossFence]): acknowledged messages were lost, as after a failover
 	// to a replica that lagged.
 	OnLoss func(room string)
+	// OnReplicated, when set, is told each time a room moves to a new
+	// epoch because its history came to the Redis server by replication:
+	// the first append to a room after a failover to a replica (unless
+	// Replicas > 0), which may have lost messages no running process
+	// knows of (see append.lua).
+	OnReplicated func(room string)
 	// Replicas, when > 0, makes Append return only once that many
 	// replicas acknowledged the append (WAIT on the append's connection),
 	// so that a failover to one of them loses no acknowledged message.
@@ -112,6 +118,8 @@ type Redis struct {
 	onEvErr func(room string, err error)
 	onLoss  func(room string)
 	limits  func(room string) Limits // nil: maxLen and ttl for every room
+	// onReplicated: see RedisOptions.OnReplicated.
+	onReplicated func(room string)
 	// replicas and waitMs are WAIT's arguments; replicas 0: no WAIT.
 	replicas, waitMs int64
 	onWaitTimeout    func(room string)
@@ -141,18 +149,19 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		opts.Prefix = "corral"
 	}
 	r := &Redis{
-		client:  client,
-		prefix:  opts.Prefix,
-		maxLen:  strconv.Itoa(opts.MaxLen),
-		ttl:     strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
-		window:  strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
-		limit:   inflight.New(opts.MaxInFlight),
-		subs:    make(map[*Subscription]struct{}),
-		events:  opts.Events,
-		sharded: client.Mode() == rueidis.ClientModeCluster,
-		onEvErr: opts.OnEventError,
-		onLoss:  opts.OnLoss,
-		limits:  opts.Limits,
+		client:       client,
+		prefix:       opts.Prefix,
+		maxLen:       strconv.Itoa(opts.MaxLen),
+		ttl:          strconv.FormatInt(max(opts.TTL.Milliseconds(), 1), 10),
+		window:       strconv.FormatInt(max(opts.DedupeWindow.Milliseconds(), 1), 10),
+		limit:        inflight.New(opts.MaxInFlight),
+		subs:         make(map[*Subscription]struct{}),
+		events:       opts.Events,
+		sharded:      client.Mode() == rueidis.ClientModeCluster,
+		onEvErr:      opts.OnEventError,
+		onLoss:       opts.OnLoss,
+		limits:       opts.Limits,
+		onReplicated: opts.OnReplicated,
 	}
 	if opts.Replicas > 0 {
 		if opts.ReplicaTimeout <= 0 {
@@ -188,12 +197,12 @@ func (r *Redis) acquire() error {
 
 func (r *Redis) release() { r.limit.Release() }
 
-// roomKeys returns the seq, log and epoch keys of room, in the order the
-// scripts take them.
+// roomKeys returns the seq, log, epoch and here keys of room, in the
+// order the scripts take them.
 func (r *Redis) roomKeys(room string, extra int) []string {
 	base := r.prefix + ":{" + room + "}:"
-	keys := make([]string, 3, 3+extra)
-	keys[0], keys[1], keys[2] = base+"seq", base+"log", base+"epoch"
+	keys := make([]string, 4, 4+extra)
+	keys[0], keys[1], keys[2], keys[3] = base+"seq", base+"log", base+"epoch", base+"here"
 	return keys
 }
 
@@ -215,6 +224,15 @@ func (r *Redis) limitsOf(room string) (maxLen, ttl string) {
 
 func (r *Redis) channel(room string) string {
 	return r.prefix + ":{" + room + "}:ch"
+}
+
+// spublish is the scripts' argument saying whether to publish with
+// SPUBLISH.
+func (r *Redis) spublish() string {
+	if r.sharded {
+		return "1"
+	}
+	return "0"
 }
 
 // Append implements [Store.Append].
@@ -242,13 +260,15 @@ func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Mess
 	if r.evKey != "" {
 		keys = append(keys, r.evKey)
 	}
-	spublish := "0"
-	if r.sharded {
-		spublish = "1"
+	// With replica wait, a promoted replica has every acknowledged
+	// message: its histories need no new epoch.
+	replicated := "1"
+	if r.replicas > 0 {
+		replicated = "0"
 	}
 	maxLen, ttl := r.limitsOf(room)
-	args := []string{head, tail, r.channel(room), maxLen, ttl, r.window, candidateEpoch(), r.evMaxLen, spublish,
-		known.Epoch, strconv.FormatUint(known.Last, 10)}
+	args := []string{head, tail, r.channel(room), maxLen, ttl, r.window, candidateEpoch(), r.evMaxLen, r.spublish(),
+		known.Epoch, strconv.FormatUint(known.Last, 10), replicated}
 	var res []rueidis.RedisMessage
 	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
@@ -282,6 +302,9 @@ func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Mess
 	out.Duplicate = dup == 1
 	if lost == 1 && r.onLoss != nil {
 		r.onLoss(room)
+	}
+	if lost == 2 && r.onReplicated != nil {
+		r.onReplicated(room)
 	}
 	if acked >= 0 && acked < r.replicas {
 		if r.onWaitTimeout != nil {
@@ -338,9 +361,9 @@ func (r *Redis) Fence(ctx context.Context, room string, known State) (State, err
 	}
 	defer r.release()
 	keys := r.roomKeys(room, 0)
-	keys = []string{keys[0], keys[2]}
+	keys = []string{keys[0], keys[2], keys[3]}
 	_, ttl := r.limitsOf(room)
-	args := []string{known.Epoch, strconv.FormatUint(known.Last, 10), candidateEpoch(), ttl}
+	args := []string{known.Epoch, strconv.FormatUint(known.Last, 10), candidateEpoch(), ttl, r.channel(room), r.spublish()}
 	var res []rueidis.RedisMessage
 	err := tryagain.Do(ctx, func() error {
 		var err error

@@ -23,7 +23,12 @@ import (
 // with backoff; messages published meanwhile are not delivered. Then the
 // handler is called once per such room with a nil message, meaning
 // "messages may have been missed: catch up from history", before any
-// message the new subscription delivers.
+// message the new subscription delivers. It is also called so when a
+// process moved a room to a new epoch because Redis lost messages or
+// failed over (see [LossFence]), before the first message of the new
+// epoch: the messages after it carry seqs the handler may already have
+// seen in the old epoch, so it should deliver none of them before it has
+// read the room's epoch from history.
 type Subscription struct {
 	r  *Redis
 	ps *pubsub.Subscriber
@@ -43,6 +48,11 @@ func (r *Redis) Subscribe(ctx context.Context, handler func(room string, msg *co
 		OnMessage: func(ch, data string) {
 			room, ok := s.room(ch)
 			if !ok {
+				return
+			}
+			if data == "" {
+				// The room moved to a new epoch (append.lua).
+				handler(room, nil)
 				return
 			}
 			msg := new(corralv1.Message)

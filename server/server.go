@@ -273,7 +273,7 @@ func Start(opts Options) (*Node, error) {
 			logger := cc.Logger
 			bumps := prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "corral_store_epoch_bumps_total",
-				Help: "Rooms moved to a new history epoch by corral, by reason (loss: Redis lost acknowledged messages, as after a failover to a lagging replica).",
+				Help: "Rooms moved to a new history epoch by corral, by reason (loss: Redis lost acknowledged messages, as after a failover to a lagging replica; failover: the first append to a room after a failover, without --redis-replicas).",
 			}, []string{"reason"})
 			waitTimeouts := prometheus.NewCounter(prometheus.CounterOpts{
 				Name: "corral_store_replica_wait_timeouts_total",
@@ -291,6 +291,10 @@ func Start(opts Options) (*Node, error) {
 				OnLoss: func(room string) {
 					bumps.WithLabelValues("loss").Inc()
 					logger.Warn("redis lost acknowledged messages of a room (failover to a lagging replica?): new epoch, members reset", "room", room)
+				},
+				OnReplicated: func(room string) {
+					bumps.WithLabelValues("failover").Inc()
+					logger.Warn("a room's history came through a Redis failover (it may lack acknowledged messages): new epoch, members reset", "room", room)
 				},
 			})
 			ss := sessions.NewRedis(n.guard.Wrap(n.redis, "sessions"), sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})

@@ -1,6 +1,7 @@
 package redisguard
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -24,5 +25,18 @@ func TestBlockTime(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: blockTime(%q) = %v, %v; want %v, %v", name, tc.args, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+func TestClusterMasters(t *testing.T) {
+	nodes := "a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n" +
+		"b2 127.0.0.1:7001@17001 master,fail - 0 0 2 disconnected\n" +
+		"c3 127.0.0.1:7002@17002 master,fail? - 0 0 3 connected 10923-16383\n" +
+		"d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected\n" +
+		"e5 127.0.0.1:7004@17004 master - 0 0 4 connected 5461-10922\n"
+	got := clusterMasters(nodes)
+	want := []string{"a1", "c3", "e5"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("masters %v, want %v", got, want)
 	}
 }

@@ -7,5 +7,7 @@
 // other). The Guard also counts reconnects (its [Guard.Dial] opens the
 // client's connections) and probes Redis in the background, so that
 // /readyz answers from a cached state ([Guard.Ready]) and an operator gets
-// one log line when an outage starts and one when it ends.
+// one log line when an outage starts and one when it ends. The probe also
+// notices a Redis master that stops being one (a failover, or a restart),
+// counted in corral_store_failovers_total and logged.
 package redisguard

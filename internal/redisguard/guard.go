@@ -68,6 +68,7 @@ type Guard struct {
 	reconnects prometheus.Counter
 	outages    prometheus.Counter
 	reachable  prometheus.Gauge
+	failovers  prometheus.Counter
 
 	ready atomic.Bool
 	lost  atomic.Int64 // connections closed and not yet replaced
@@ -92,6 +93,9 @@ type Guard struct {
 	lastLog    time.Time
 	logged     bool
 	suppressed int // outages started and not logged since lastLog
+	// masters are the ids of every Redis master the probe saw, true once
+	// it was seen gone (counted as a failover).
+	masters map[string]bool
 }
 
 // New returns a Guard. Start its probe with [Guard.Watch]; until the first
@@ -130,12 +134,17 @@ func New(opts Options) *Guard {
 			Name: "corral_store_reachable",
 			Help: "1 while Redis answers the readiness probe, 0 while it does not (/readyz answers 503 then).",
 		}),
-		wake: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_store_failovers_total",
+			Help: "Redis masters the readiness probe saw stop being masters: a failover (Sentinel or Cluster), or a restart of a standalone Redis (each is logged as \"redis master changed\").",
+		}),
+		masters: make(map[string]bool),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(g.errs, g.reconnects, g.outages, g.reachable)
+		opts.Registerer.MustRegister(g.errs, g.reconnects, g.outages, g.reachable, g.failovers)
 	}
 	return g
 }
@@ -252,8 +261,13 @@ func (g *Guard) probeLoop(client rueidis.Client) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 		err := client.Do(ctx, client.B().Ping().Build()).Error()
+		var ids []string
+		if err == nil {
+			ids, _ = masters(ctx, client) // a failure here is the next PING's
+		}
 		cancel()
 		g.observe(err, time.Now())
+		g.observeMasters(ids)
 		t.Reset(g.probeEvery)
 	}
 }
@@ -290,6 +304,17 @@ func (g *Guard) observe(err error, now time.Time) {
 	g.log.Error("redis unreachable: publishes, joins and resumes fail with retry-later until it answers",
 		"err", err, "timeout", g.timeout, "outages_not_logged", g.suppressed)
 	g.lastLog, g.suppressed = now, 0
+}
+
+// observeMasters counts and logs the masters gone since the last probe.
+func (g *Guard) observeMasters(ids []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gone := g.sawMasters(ids); gone > 0 {
+		g.failovers.Add(float64(gone))
+		g.log.Warn("redis master changed (a failover, or a restart): writes it had not replicated are lost; rooms move to a new epoch at their next append (members reset) unless --redis-replicas is set",
+			"masters_gone", gone)
+	}
 }
 
 // Ready reports whether Redis answered the last probe. It makes no call.

@@ -228,3 +228,43 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestMasterChangeCounted: the probe notices that the master it reached
+// is gone (here a restart, which changes its run_id as a failover to
+// another server does): counted once, and logged.
+func TestMasterChangeCounted(t *testing.T) {
+	srv := redistest.StartProcess(t, 0)
+	reg := prometheus.NewRegistry()
+	logs := new(syncBuf)
+	g := redisguard.New(redisguard.Options{
+		Timeout: time.Second, ProbeEvery: 50 * time.Millisecond, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	opt := rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true}
+	g.Configure(&opt)
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		g.Close()
+		c.Close()
+	})
+	g.Watch(c)
+	waitFor(t, "ready", g.Ready)
+	time.Sleep(200 * time.Millisecond) // a few probes of the same master
+	if n := value(t, reg, "corral_store_failovers_total", nil); n != 0 {
+		t.Fatalf("failovers counted before any: %v", n)
+	}
+	srv.Restart()
+	waitFor(t, "the master change counted", func() bool {
+		return value(t, reg, "corral_store_failovers_total", nil) == 1
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := value(t, reg, "corral_store_failovers_total", nil); n != 1 {
+		t.Fatalf("one master change counted %v times", n)
+	}
+	if !strings.Contains(logs.String(), "redis master changed") {
+		t.Fatalf("no log line: %s", logs.String())
+	}
+}

@@ -14,12 +14,13 @@ import (
 	"github.com/corral-rt/corral/internal/pubsub"
 )
 
-// Cluster is a Redis Cluster of three masters (no replicas), each a private
-// redis-server process on a loopback port, formed by StartCluster without
-// redis-cli.
+// Cluster is a Redis Cluster of three masters, without replicas
+// ([StartCluster]) or with one replica each ([StartClusterReplicas]), each
+// node a private redis-server process on a loopback port, formed without
+// redis-cli. Its methods must not be called concurrently.
 type Cluster struct {
 	tb    testing.TB
-	nodes []*clusterNode
+	nodes []*clusterNode // the masters first, then their replicas in order
 }
 
 type clusterNode struct {
@@ -27,6 +28,8 @@ type clusterNode struct {
 	id     string         // cluster node id
 	bus    int            // cluster bus port
 	client rueidis.Client // a plain connection to this node only
+	master int            // index of the node it replicates, -1 for a master
+	dead   bool           // killed by KillMaster
 }
 
 // StartCluster starts three cluster-enabled redis-server processes from
@@ -36,10 +39,28 @@ type clusterNode struct {
 // when redis-server is not on PATH.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
+	return startCluster(tb, false)
+}
+
+// StartClusterReplicas is [StartCluster] with one replica per master
+// (nodes 3, 4 and 5 replicate masters 0, 1 and 2) and a node timeout of
+// 1 s, so that [Cluster.KillMaster] sees a replica promoted within a few
+// seconds. It waits until every replica is in sync with its master.
+func StartClusterReplicas(tb testing.TB) *Cluster {
+	tb.Helper()
+	return startCluster(tb, true)
+}
+
+func startCluster(tb testing.TB, replicas bool) *Cluster {
+	tb.Helper()
 	c := &Cluster{tb: tb}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for range 3 {
+	timeout, count := "5000", 3
+	if replicas {
+		timeout, count = "1000", 6
+	}
+	for range count {
 		conf := tb.TempDir() + "/nodes.conf"
 		var bus int
 		srv := startProcess(tb, 0, func(int) ([]string, error) {
@@ -48,7 +69,9 @@ func StartCluster(tb testing.TB) *Cluster {
 				return nil, err
 			}
 			return []string{"--cluster-enabled", "yes", "--cluster-config-file", conf,
-				"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "5000"}, nil
+				"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", timeout,
+				// A replica's first sync starts at once, not after 5 s.
+				"--repl-diskless-sync-delay", "0"}, nil
 		})
 		cl, err := rueidis.NewClient(rueidis.ClientOption{
 			InitAddress: []string{srv.Addr()}, ForceSingleClient: true, DisableCache: true,
@@ -61,12 +84,13 @@ func StartCluster(tb testing.TB) *Cluster {
 		if err != nil {
 			tb.Fatalf("redistest: CLUSTER MYID on %s: %v", srv.Addr(), err)
 		}
-		c.nodes = append(c.nodes, &clusterNode{srv: srv, id: id, bus: bus, client: cl})
+		c.nodes = append(c.nodes, &clusterNode{srv: srv, id: id, bus: bus, client: cl, master: -1})
 	}
-	per := pubsub.Slots / len(c.nodes)
-	for i, n := range c.nodes {
+	masters := c.nodes[:3]
+	per := pubsub.Slots / len(masters)
+	for i, n := range masters {
 		first, last := i*per, (i+1)*per-1
-		if i == len(c.nodes)-1 {
+		if i == len(masters)-1 {
 			last = pubsub.Slots - 1
 		}
 		cmd := n.client.B().ClusterAddslotsrange().StartSlotEndSlot().StartSlotEndSlot(int64(first), int64(last)).Build()
@@ -81,9 +105,108 @@ func StartCluster(tb testing.TB) *Cluster {
 			tb.Fatalf("redistest: CLUSTER MEET %s: %v", n.srv.Addr(), err)
 		}
 	}
+	for i, r := range c.nodes[3:] {
+		c.replicate(ctx, r, masters[i])
+		r.master = i
+	}
 	c.waitStable(ctx)
 	return c
 }
+
+// replicate makes r a replica of m once r has heard of m (CLUSTER
+// REPLICATE needs a known node id), and waits until r is in sync.
+func (c *Cluster) replicate(ctx context.Context, r, m *clusterNode) {
+	c.tb.Helper()
+	var err error
+	for ctx.Err() == nil {
+		err = r.client.Do(ctx, r.client.B().ClusterReplicate().NodeId(m.id).Build()).Error()
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the MEET has not reached r yet
+	}
+	if err != nil {
+		c.tb.Fatalf("redistest: CLUSTER REPLICATE %s on %s: %v", m.srv.Addr(), r.srv.Addr(), err)
+	}
+	var info string
+	for ctx.Err() == nil {
+		info, err = r.client.Do(ctx, r.client.B().Info().Section("replication").Build()).ToString()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.tb.Fatalf("redistest: replica %s not in sync with %s: %v %q", r.srv.Addr(), m.srv.Addr(), err, info)
+}
+
+// KillMaster kills master node i (SIGKILL: writes it had not yet sent to
+// its replica are lost) and waits until its replica has been promoted and
+// every surviving node reports cluster_state:ok and agrees on the owner of
+// every slot. It returns the index of the promoted node. Only on a cluster
+// of [StartClusterReplicas].
+func (c *Cluster) KillMaster(i int) int {
+	c.tb.Helper()
+	if len(c.nodes) != 6 || i < 0 || i >= len(c.nodes) || c.nodes[i].dead {
+		c.tb.Fatalf("redistest: KillMaster(%d): not a live master of a cluster with replicas", i)
+	}
+	replica := c.Replica(i)
+	if replica < 0 {
+		c.tb.Fatalf("redistest: KillMaster(%d): it has no live replica", i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c.nodes[i].srv.Kill()
+	c.nodes[i].dead = true
+	for ctx.Err() == nil {
+		info, err := c.nodes[replica].client.Do(ctx, c.nodes[replica].client.B().Info().Section("replication").Build()).ToString()
+		if err == nil && strings.Contains(info, "role:master") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		c.tb.Fatalf("redistest: KillMaster(%d): replica %s was not promoted within 60s", i, c.nodes[replica].srv.Addr())
+	}
+	c.nodes[replica].master = -1
+	c.waitStable(ctx)
+	return replica
+}
+
+// Replica returns the index of the live replica of node i, or -1.
+func (c *Cluster) Replica(i int) int {
+	for j, n := range c.nodes {
+		if n.master == i && !n.dead {
+			return j
+		}
+	}
+	return -1
+}
+
+// LagReplica makes master i's replica miss what the master acknowledges
+// from now on, as after a real replication lag: it pauses the replica
+// (SIGSTOP) and closes the master's replica connections (CLIENT KILL TYPE
+// replica). A failover to it then loses those writes. It returns a
+// function that resumes the replica; call it before or during KillMaster,
+// which needs the replica running to promote it.
+func (c *Cluster) LagReplica(i int) (resume func()) {
+	c.tb.Helper()
+	r := c.Replica(i)
+	if r < 0 {
+		c.tb.Fatalf("redistest: LagReplica(%d): no live replica", i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.nodes[r].srv.Pause()
+	m := c.nodes[i].client
+	if err := m.Do(ctx, m.B().ClientKill().TypeReplica().Build()).Error(); err != nil {
+		c.nodes[r].srv.Resume()
+		c.tb.Fatalf("redistest: LagReplica(%d): CLIENT KILL TYPE replica: %v", i, err)
+	}
+	return c.nodes[r].srv.Resume
+}
+
+// Server returns node i's process (an index of Addrs), to pause or kill.
+func (c *Cluster) Server(i int) *Server { return c.nodes[i].srv }
 
 // waitStable waits until every node says cluster_state:ok and agrees with
 // the others on the owner of every slot.
@@ -94,6 +217,9 @@ func (c *Cluster) waitStable(ctx context.Context) {
 		ok := true
 		var ref string
 		for _, n := range c.nodes {
+			if n.dead {
+				continue
+			}
 			info, err := n.client.Do(ctx, n.client.B().ClusterInfo().Build()).ToString()
 			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				ok, last = false, fmt.Sprintf("%s: %v %q", n.srv.Addr(), err, info)
@@ -148,7 +274,8 @@ func (c *Cluster) owners(ctx context.Context, n *clusterNode) (string, error) {
 	return strings.Join(out, ","), nil
 }
 
-// Addrs returns every node's "host:port".
+// Addrs returns every node's "host:port", killed ones included (indices
+// stay those of the nodes).
 func (c *Cluster) Addrs() []string {
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
@@ -159,6 +286,20 @@ func (c *Cluster) Addrs() []string {
 
 // URL returns a redis:// URL naming one node; a client discovers the rest.
 func (c *Cluster) URL() string { return "redis://" + c.nodes[0].srv.Addr() }
+
+// SeedURL returns a redis:// URL naming every node (the others as ?addr=),
+// so that a client can start while any one of them is down.
+func (c *Cluster) SeedURL() string {
+	u := c.URL()
+	for i, n := range c.nodes[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + n.srv.Addr()
+	}
+	return u
+}
 
 // Client returns a cluster client seeded with every node, closed by
 // tb.Cleanup.
@@ -181,6 +322,9 @@ func (c *Cluster) Owner(slot uint16) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i, n := range c.nodes {
+		if n.dead {
+			continue
+		}
 		nodes, err := n.client.Do(ctx, n.client.B().ClusterNodes().Build()).ToString()
 		if err != nil {
 			c.tb.Fatalf("redistest: CLUSTER NODES: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -68,5 +69,49 @@ func TestStartCluster(t *testing.T) {
 	}
 	if v, err := cl.Do(ctx, cl.B().Get().Key(k).Build()).ToString(); err != nil || v != "v" {
 		t.Fatalf("GET after the move = %q, %v", v, err)
+	}
+}
+
+func TestStartClusterReplicas(t *testing.T) {
+	began := time.Now()
+	c := redistest.StartClusterReplicas(t)
+	t.Logf("cluster formed in %v", time.Since(began))
+	cl := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	k := "{" + c.NameOn(1, "r") + "}:k"
+	// The replica has the key before its master dies: SET and WAIT on
+	// one connection to the master.
+	m := c.Node(1)
+	for i, r := range m.DoMulti(ctx, m.B().Set().Key(k).Value("v").Build(), m.B().Wait().Numreplicas(1).Timeout(5000).Build()) {
+		if n, err := r.AsInt64(); i == 1 && (err != nil || n != 1) {
+			t.Fatalf("WAIT: %d, %v", n, err)
+		} else if err := r.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := c.Replica(1); r != 4 {
+		t.Fatalf("node 1's replica is %d, want 4", r)
+	}
+	began = time.Now()
+	promoted := c.KillMaster(1)
+	t.Logf("replica promoted and the cluster stable %v after the kill", time.Since(began))
+	if promoted != 4 {
+		t.Fatalf("promoted node %d, want 4", promoted)
+	}
+	if got := c.Owner(pubsub.Slot(k)); got != 4 {
+		t.Fatalf("slot of %s owned by node %d after the failover, want 4", k, got)
+	}
+	// The client follows the promotion (it refreshes its slot map on the
+	// broken connection) and finds the key on the new master.
+	for {
+		v, err := cl.Do(ctx, cl.B().Get().Key(k).Build()).ToString()
+		if err == nil && v == "v" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("GET after the failover = %q, %v", v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

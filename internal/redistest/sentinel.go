@@ -122,7 +122,20 @@ func (s *Sentinel) Failover() string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.tb.Fatalf("redistest: failover: no replica was promoted within 60s")
+	// Say why, for the test's log.
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	var why []string
+	for _, srv := range rest {
+		info, err := command(dctx, srv.Addr(), "INFO", "replication")
+		text, _ := info.ToString()
+		why = append(why, fmt.Sprintf("%s: %v %q", srv.Addr(), err, text))
+	}
+	if len(s.sentinels) > 0 {
+		r, err := command(dctx, s.sentinels[0].Addr(), "SENTINEL", "REPLICAS", MasterSet)
+		why = append(why, fmt.Sprintf("sentinel's replicas: %v %v", r, err))
+	}
+	s.tb.Fatalf("redistest: failover: no replica was promoted within 60s: %s", strings.Join(why, "; "))
 	return ""
 }
 
