@@ -134,6 +134,19 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
+// hooked says which room hooks apply to room: those its class turns on
+// (hooks: {join, publish}) and those the --hooks-join/--hooks-publish
+// patterns name. The server refuses classes with hooks when no backend is
+// configured (server.CheckClassHooks), so a class's hook is never skipped
+// silently.
+func (c *Core) hooked(room string) hooks.Events {
+	ev := c.cfg.Hooks.Policy().For(room)
+	cl := c.class(room)
+	ev.Join = ev.Join || cl.Hooks.Join
+	ev.Publish = ev.Publish || cl.Hooks.Publish
+	return ev
+}
+
 // hookJoin asks the application's backend (the Join hook) about the
 // rooms of reqs its policy names, all in one batch that the hooks client
 // coalesces with other sessions' joins, and returns the rooms it allows.
@@ -148,7 +161,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	var pairs []*corralv1.JoinPair
 	asked := make([]bool, len(reqs))
 	for i, q := range reqs {
-		if h.Policy().For(q.name).Join {
+		if c.hooked(q.name).Join {
 			asked[i] = true
 			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.resumed})
 		}
@@ -224,7 +237,7 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 // id).
 func (c *Core) hookPublish(ctx context.Context, s *session, p *corralv1.Publish) ([]byte, bool) {
 	h := c.cfg.Hooks
-	if h == nil || !h.Policy().For(p.GetRoom()).Publish {
+	if h == nil || !c.hooked(p.GetRoom()).Publish {
 		return p.GetPayload(), true
 	}
 	res, err := h.Publish(ctx, &corralv1.HooksServicePublishRequest{

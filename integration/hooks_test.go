@@ -496,3 +496,51 @@ func TestHooksSeveralCores(t *testing.T) {
 		}
 	}
 }
+
+// TestHooksByClass: a room class's hooks (hooks: {join, publish}) send its
+// rooms to the backend with no --hooks-join/--hooks-publish pattern, and
+// a class that asks for a hook without a backend stops the server from
+// starting instead of admitting its rooms unchecked.
+func TestHooksByClass(t *testing.T) {
+	const file = "rooms:\n  - name: members\n    match: \"secret*\"\n    hooks: {join: true}\n  - name: moderated\n    match: \"mod:*\"\n    hooks: {publish: true}\n"
+	b := &appBackend{}
+	_, classes := classFile(t, file)
+	hooked := withHooks(serveBackend(t, b), func(c *hooks.Config) { c.Policy.Join, c.Policy.Publish = nil, nil })
+	d := start(t, "serve", nil, func(o *server.Options) { hooked(o); classes(o) })
+	ctx := testCtx(t)
+	c, err := hookDial(t, d, "user:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Join(ctx, "secret-club", 0, "")
+	wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
+	calls := b.joinCalls.Load()
+	if calls == 0 {
+		t.Fatal("the class's join hook was not called")
+	}
+	if _, err := c.Join(ctx, "game:1", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.joinCalls.Load(); got != calls {
+		t.Fatalf("a room of no hooked class asked the backend (%d calls, want %d)", got, calls)
+	}
+	if _, err := c.Join(ctx, "mod:1", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Publish(ctx, "mod:1", "p1", []byte(`"bad"`))
+	wantCode(t, err, corralv1.Code_CODE_INVALID_ARGUMENT)
+	if _, err := c.Publish(ctx, "mod:1", "p2", []byte(`"fine"`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// No backend: the server refuses to start.
+	_, noBackend := classFile(t, file)
+	o := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger()}
+	noBackend(&o)
+	if n, err := server.Start(o); err == nil {
+		n.Close(ctx)
+		t.Fatal("a class with hooks started without a hooks backend")
+	} else if !strings.Contains(err.Error(), "--hooks-url") {
+		t.Fatalf("start: %v, want it to name --hooks-url", err)
+	}
+}

@@ -29,7 +29,7 @@ type Class struct {
 	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes (past it: error 4413)"`
 	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide --publish-rate)"`
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
-	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks apply to these rooms (wired when the hooks feature is configured)"`
+	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs --hooks-url), besides the rooms --hooks-join/--hooks-publish name"`
 }
 
 // History is a class's retained messages.
@@ -45,8 +45,9 @@ type Presence struct {
 	Grace   time.Duration `yaml:"grace" doc:"a dropped connection stays in presence this long (duration)"`
 }
 
-// Hooks is the slot for backend hooks per class: whether the join and
-// publish hooks, when configured, are called for these rooms.
+// Hooks says whether the application's Join and Publish hooks decide
+// these rooms (core/door.go hooked; the server refuses classes with hooks
+// when no hooks backend is configured).
 type Hooks struct {
 	Join    bool `yaml:"join" doc:"call the join hook for these rooms"`
 	Publish bool `yaml:"publish" doc:"call the publish hook for these rooms (not on a read-only class)"`

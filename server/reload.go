@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -84,6 +85,12 @@ func (n *Node) Reload() (*roomclass.Table, error) {
 		n.opts.Logger.Error("config reload refused; the config in force is kept", "err", err, "version", old.Version, "hash", old.Hash)
 		return old, err
 	}
+	if err := checkClassHooks(t, n.hooks != nil); err != nil && n.opts.Mode != EdgeOnly {
+		r.reloads.WithLabelValues("invalid").Inc()
+		old := n.opts.Core.Classes.Table()
+		n.opts.Logger.Error("config reload refused; the config in force is kept", "err", err, "version", old.Version, "hash", old.Hash)
+		return old, err
+	}
 	n.opts.Core.Classes.Swap(t)
 	r.reloads.WithLabelValues("ok").Inc()
 	r.inForce(t)
@@ -107,4 +114,19 @@ func (n *Node) reloadHandler() http.Handler {
 		}
 		json.NewEncoder(w).Encode(resp)
 	})
+}
+
+// checkClassHooks refuses room classes that turn a backend hook on when no
+// hooks backend is configured (--hooks-url): their joins or publishes
+// would otherwise pass unchecked, which the class asked not to happen.
+func checkClassHooks(t *roomclass.Table, haveHooks bool) error {
+	if haveHooks {
+		return nil
+	}
+	for _, c := range t.Classes() {
+		if c.Hooks.Join || c.Hooks.Publish {
+			return fmt.Errorf("room class %q turns on a backend hook (hooks.join or hooks.publish) but no hooks backend is configured: set --hooks-url (docs/HOOKS.md)", c.Name)
+		}
+	}
+	return nil
 }

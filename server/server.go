@@ -239,6 +239,11 @@ func Start(opts Options) (*Node, error) {
 		}
 		n.hooks = h
 	}
+	if opts.Core.Classes != nil && (opts.Mode == Serve || opts.Mode == CoreOnly) {
+		if err := checkClassHooks(opts.Core.Classes.Table(), n.hooks != nil); err != nil {
+			return nil, err
+		}
+	}
 
 	var rpc *connect.Server
 	if opts.Mode == Serve || opts.Mode == CoreOnly {
