@@ -16,11 +16,12 @@ import (
 //	                   4004 SESSION_TAKEN_OVER
 //	4100-4199  retry   4100 OVERLOADED, 4101 RATE_LIMITED,
 //	                   4102 SESSION_EXPIRED, 4103 UNAVAILABLE,
-//	                   4105 BACKLOG_FULL
+//	                   4104 TOKEN_EXPIRED, 4105 BACKLOG_FULL
 //	4400-4499  stop    4400 BAD_FRAME, 4401 UNAUTHENTICATED,
 //	                   4402 RESUME_REFUSED, 4403 FORBIDDEN, 4404 NOT_JOINED,
 //	                   4405 HELLO_REQUIRED, 4406 UNKNOWN_FRAME,
-//	                   4407 INVALID_ARGUMENT, 4413 TOO_LARGE
+//	                   4407 INVALID_ARGUMENT, 4408 LIMIT_EXCEEDED,
+//	                   4409 UNSUBSCRIBED, 4413 TOO_LARGE
 //	other      stop    0 UNSPECIFIED, and any number outside the ranges
 //
 // Resume: reconnect (after ReconnectHint.delay_ms, if given) and resume the
