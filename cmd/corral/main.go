@@ -188,6 +188,15 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Edge.HandshakeRate, opts.Edge.HandshakeBurst = f.admitRate, f.admitBurst
 	opts.Edge.ResumeRate, opts.Edge.ResumeBurst = f.resumeRate, f.resumeBurst
 	opts.Edge.DrainWindow = f.drainWindow
+	switch {
+	case mode == server.CoreOnly: // no edge
+	case f.coalesceWindow < 0:
+		return server.Options{}, nil, errors.New("--coalesce-window must not be negative (0 disables coalescing)")
+	case f.coalesceWindow == 0:
+		opts.Edge.CoalesceWindow = -1 // edge.Config: negative writes every frame at once
+	default:
+		opts.Edge.CoalesceWindow = f.coalesceWindow
+	}
 	opts.Edge.MessageRate, opts.Edge.MessageBurst = f.publishRate, f.publishBurst
 	opts.Edge.SignalRate, opts.Edge.SignalBurst = f.signalRate, f.signalBurst
 	opts.Edge.ControlRate, opts.Edge.ControlBurst = f.controlRate, f.controlBurst
@@ -266,6 +275,7 @@ type flags struct {
 	origins                     string
 	sessionTTL, shutdownTimeout time.Duration
 	drainWindow, signalTick     time.Duration
+	coalesceWindow              time.Duration
 	historyTTL                  time.Duration
 	signalTickRooms             string
 	presenceGrace, presenceTick time.Duration
@@ -355,6 +365,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.Float64Var(&f.resumeRate, "resume-rate", 10000, "resuming connections (URL ?resume=1) admitted per second [CORRAL_RESUME_RATE]")
 		fs.IntVar(&f.resumeBurst, "resume-burst", 10000, "burst of the resume bucket [CORRAL_RESUME_BURST]")
 		fs.DurationVar(&f.drainWindow, "drain-window", 10*time.Second, "a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window [CORRAL_DRAIN_WINDOW]")
+		fs.DurationVar(&f.coalesceWindow, "coalesce-window", 5*time.Millisecond, "a socket written within this window gets its next frames queued and written together once the window has passed; an idle socket's frame is written at once; 0: every frame written as soon as it can be [CORRAL_COALESCE_WINDOW]")
 	}
 	if mode != server.CoreOnly {
 		fs.Float64Var(&f.publishRate, "publish-rate", 50, "publishes per second per connection (token bucket; past it an error frame with retry-after; negative: unlimited) [CORRAL_PUBLISH_RATE]")
