@@ -167,6 +167,13 @@ type APIConfig struct {
 	// call lists; a room with more is refused with resource_exhausted.
 	// Default 10000.
 	MaxMembers int
+	// OverloadQueueBytes is the push-back bound of Publish and Broadcast:
+	// while the bytes waiting toward the edges (this core's link queues,
+	// plus the send queues of the edges' connections, as each edge reports
+	// them) exceed it, or a link queue holds half of Config.LinkQueue
+	// frames, both answer resource_exhausted with a retry hint instead of
+	// adding to the backlog. Default 64 MiB; negative: never refuse.
+	OverloadQueueBytes int
 }
 
 func (a APIConfig) withDefaults() APIConfig {
@@ -184,6 +191,9 @@ func (a APIConfig) withDefaults() APIConfig {
 	}
 	if a.MaxMembers <= 0 {
 		a.MaxMembers = 10000
+	}
+	if a.OverloadQueueBytes == 0 {
+		a.OverloadQueueBytes = 64 << 20
 	}
 	return a
 }

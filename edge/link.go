@@ -143,11 +143,28 @@ func (l *link) serve(ctx context.Context) error {
 	}
 }
 
+// queueReportEvery is how often a link tells the core the bytes waiting in
+// its connections' send queues (LinkRequest.queued_bytes), when they
+// changed: the core pushes back on internal API publishes while they are
+// high.
+const queueReportEvery = 100 * time.Millisecond
+
 func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLinkClientStream) error {
+	report := time.NewTicker(queueReportEvery)
+	defer report.Stop()
+	var reported uint64
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-report.C:
+			if n := l.queuedBytes(); n != reported {
+				reported = n
+				if err := stream.Send(&linkv1.LinkRequest{QueuedBytes: &n}); err != nil {
+					return err
+				}
+			}
+			continue
 		case <-l.queue.Ready():
 		}
 		for {
@@ -160,6 +177,25 @@ func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLin
 			}
 		}
 	}
+}
+
+// queuedBytes sums the bytes waiting in the send queues of the link's
+// connections. It walks them (every queueReportEvery), so the fan-out path
+// pays nothing for it.
+func (l *link) queuedBytes() uint64 {
+	l.mu.Lock()
+	conns := make([]*conn, 0, len(l.conns))
+	for _, c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	var n uint64
+	for _, c := range conns {
+		c.mu.Lock()
+		n += uint64(c.queued)
+		c.mu.Unlock()
+	}
+	return n
 }
 
 // down marks the link failed. Connections with a session stay open, as

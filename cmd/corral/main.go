@@ -168,6 +168,7 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	}
 	opts.APIMaxRequestBytes, opts.APIMaxEventStreams = f.apiMaxRequestBytes, f.apiMaxEventStreams
 	opts.Core.API.MaxBroadcastRooms, opts.Core.API.MaxMembers = f.apiMaxBroadcastRooms, f.apiMaxMembers
+	opts.Core.API.OverloadQueueBytes = f.apiOverloadQueue
 	opts.Core.Presence.Grace = f.presenceGrace
 	opts.Core.Presence.Tick = f.presenceTick
 	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
@@ -267,6 +268,7 @@ type flags struct {
 	apiMaxEventStreams          int
 	apiMaxBroadcastRooms        int
 	apiMaxMembers               int
+	apiOverloadQueue            int
 	apiKey, apiKeyFile          string
 	jwtSecret, jwtKeys          string
 	jwtSecretFile, redisFile    string
@@ -325,6 +327,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.apiMaxEventStreams, "api-max-event-streams", 0, "`N` RoomService.Events streams open at once per API key (0: 16) [CORRAL_API_MAX_EVENT_STREAMS]")
 		fs.IntVar(&f.apiMaxBroadcastRooms, "api-max-broadcast-rooms", 0, "`N` rooms of one RoomService.Broadcast (0: 10000) [CORRAL_API_MAX_BROADCAST_ROOMS]")
 		fs.IntVar(&f.apiMaxMembers, "api-max-members", 0, "`N` members and presence entries one RoomService.Members lists (0: 10000) [CORRAL_API_MAX_MEMBERS]")
+		fs.IntVar(&f.apiOverloadQueue, "api-overload-queue", 0, "`bytes` waiting toward the clients (the core's link queues plus the edges' send queues) past which RoomService.Publish and Broadcast answer resource_exhausted with a retry hint instead of queueing more (0: 64 MiB; negative: never refuse) [CORRAL_API_OVERLOAD_QUEUE]")
 		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log) [CORRAL_EVENTS]")
 	}
 	if mode == server.EdgeOnly {

@@ -168,3 +168,25 @@ func TestCoalesceWindow(t *testing.T) {
 		t.Fatalf("negative window: %v, want a refusal naming the flag", err)
 	}
 }
+
+// TestAPIOverloadQueue: --api-overload-queue reaches core.APIConfig.
+func TestAPIOverloadQueue(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want int
+	}{
+		"default (core's)": {[]string{"serve", "--insecure-dev"}, 0},
+		"bytes":            {[]string{"serve", "--insecure-dev", "--api-overload-queue", "1048576"}, 1 << 20},
+		"off":              {[]string{"core", "--insecure-dev", "--api-overload-queue", "-1"}, -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mode := server.Serve
+			if tc.args[0] == "core" {
+				mode = server.CoreOnly
+			}
+			if got := mustConfigure(t, mode, tc.args...).Core.API.OverloadQueueBytes; got != tc.want {
+				t.Fatalf("OverloadQueueBytes %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
