@@ -41,7 +41,8 @@ type Core struct {
 	// with it (New falls back to memory).
 	presErr error
 
-	door doorState // door.go
+	door   doorState   // door.go
+	missed missedReads // resume.go: joins' history reads, batched
 
 	mu sync.Mutex // guards the following fields
 	// rooms holds rooms that have members or work in flight; a room
