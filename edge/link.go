@@ -153,12 +153,14 @@ func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLin
 	report := time.NewTicker(queueReportEvery)
 	defer report.Stop()
 	var reported uint64
+	var conns []*conn // reused by each report
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-report.C:
-			if n := l.queuedBytes(); n != reported {
+			var n uint64
+			if n, conns = l.queuedBytes(conns[:0]); n != reported {
 				reported = n
 				if err := stream.Send(&linkv1.LinkRequest{QueuedBytes: &n}); err != nil {
 					return err
@@ -181,21 +183,21 @@ func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLin
 
 // queuedBytes sums the bytes waiting in the send queues of the link's
 // connections. It walks them (every queueReportEvery), so the fan-out path
-// pays nothing for it.
-func (l *link) queuedBytes() uint64 {
+// pays nothing for it; buf is reused for the walk and returned, cleared.
+func (l *link) queuedBytes(buf []*conn) (uint64, []*conn) {
 	l.mu.Lock()
-	conns := make([]*conn, 0, len(l.conns))
 	for _, c := range l.conns {
-		conns = append(conns, c)
+		buf = append(buf, c)
 	}
 	l.mu.Unlock()
 	var n uint64
-	for _, c := range conns {
+	for _, c := range buf {
 		c.mu.Lock()
 		n += uint64(c.queued)
 		c.mu.Unlock()
 	}
-	return n
+	clear(buf) // hold no closed connection until the next report
+	return n, buf
 }
 
 // down marks the link failed. Connections with a session stay open, as
