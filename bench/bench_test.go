@@ -74,6 +74,10 @@ func TestScenarios(t *testing.T) {
 			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second,
 			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
 		}},
+		"storm/rejoin": {scenario: &bench.Storm{
+			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second, Rejoin: true,
+			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
+		}},
 		"storm/proxy": {scenario: &bench.Storm{
 			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second, Cause: "rst-proxy",
 			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
@@ -110,8 +114,8 @@ func TestScenarios(t *testing.T) {
 			if p := res.Presence; p != nil && (p.Members != res.Connect.Joined || p.MaxFramesPerMember == 0 || p.Bytes == 0) {
 				t.Errorf("presence counts: %+v", p)
 			}
-			if st := res.Storm; st != nil && (st.Cut != st.Clients || st.Resumed != st.Cut || st.Failed != 0) {
-				t.Errorf("storm: %d clients, %d cut, %d resumed, %d failed", st.Clients, st.Cut, st.Resumed, st.Failed)
+			if st := res.Storm; st != nil && (st.Cut != st.Clients || st.Resumed != st.Cut || st.Failed != 0 || res.Errors["reset"] > 0) {
+				t.Errorf("storm: %d clients, %d cut, %d resumed, %d failed, %d reset", st.Clients, st.Cut, st.Resumed, st.Failed, res.Errors["reset"])
 			}
 			if res.Connect == nil || res.Connect.Joined != res.Connect.Target {
 				t.Errorf("connections: %+v", res.Connect)

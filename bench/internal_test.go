@@ -5,6 +5,10 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectproto"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
 func TestHistogramBuckets(t *testing.T) {
@@ -99,5 +103,36 @@ func TestPayloadCarriesTime(t *testing.T) {
 	}
 	if _, ok := sentTime([]byte(`{"text":"hi"}`)); ok {
 		t.Error("sentTime read a foreign payload")
+	}
+}
+
+// TestOverloadHint: only a resource_exhausted error whose corral.v1.Error
+// detail is CODE_OVERLOADED is a hint to back off, for its retry_after_ms.
+func TestOverloadHint(t *testing.T) {
+	withDetail := func(code connect.Code, e *corralv1.Error) error {
+		err := connect.NewError(code, "x")
+		d, derr := connectproto.NewErrorDetail(e)
+		if derr != nil {
+			t.Fatal(derr)
+		}
+		return err.WithDetail(d)
+	}
+	for name, tc := range map[string]struct {
+		err  error
+		want time.Duration
+		ok   bool
+	}{
+		"overloaded":       {withDetail(connect.CodeResourceExhausted, &corralv1.Error{Code: corralv1.Code_CODE_OVERLOADED, RetryAfterMs: 250}), 250 * time.Millisecond, true},
+		"no detail":        {connect.NewError(connect.CodeResourceExhausted, "store busy"), 0, false},
+		"other code":       {withDetail(connect.CodeUnavailable, &corralv1.Error{Code: corralv1.Code_CODE_OVERLOADED, RetryAfterMs: 250}), 0, false},
+		"other error code": {withDetail(connect.CodeResourceExhausted, &corralv1.Error{Code: corralv1.Code_CODE_UNAVAILABLE, RetryAfterMs: 250}), 0, false},
+		"not connect":      {context.DeadlineExceeded, 0, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, ok := overloadHint(tc.err)
+			if d != tc.want || ok != tc.ok {
+				t.Fatalf("overloadHint = %v, %v; want %v, %v", d, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }

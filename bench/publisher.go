@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectproto"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
@@ -57,12 +59,20 @@ func apiPublishUntil(ctx, stop context.Context, r *run, api corralv1connect.Room
 		at time.Time
 	}
 	jobs := make(chan job, 4096)
+	// pausedUntil (unix nanos) honours the server's overload hint: the
+	// publishes scheduled before it are not sent (counted as
+	// "publish:backed_off"), so the generator builds no backlog of its own.
+	var pausedUntil atomic.Int64
 	var wg sync.WaitGroup
 	for range max(workers, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
+				if time.Now().UnixNano() < pausedUntil.Load() {
+					r.fail("publish:backed_off", j.at.UnixNano())
+					continue
+				}
 				room := rooms(j.k)
 				st := r.stepOf(j.at.UnixNano())
 				r.sentOne(j.at)
@@ -70,6 +80,17 @@ func apiPublishUntil(ctx, stop context.Context, r *run, api corralv1connect.Room
 				res, err := api.Publish(cctx, &corralv1.PublishRequest{Room: room, Payload: payload(nil, j.at, j.k, size)})
 				cancel()
 				if err != nil {
+					if d, ok := overloadHint(err); ok {
+						until := time.Now().Add(d).UnixNano()
+						for {
+							old := pausedUntil.Load()
+							if old >= until || pausedUntil.CompareAndSwap(old, until) {
+								break
+							}
+						}
+						r.fail("publish:overloaded", j.at.UnixNano())
+						continue
+					}
 					r.fail("publish:"+connect.CodeOf(err).String(), j.at.UnixNano())
 					continue
 				}
@@ -88,6 +109,24 @@ func apiPublishUntil(ctx, stop context.Context, r *run, api corralv1connect.Room
 	})
 	close(jobs)
 	wg.Wait()
+}
+
+// overloadHint reports the retry hint of an internal API call refused
+// because the server's queues toward its members are backed up
+// (docs/API.md, "Overload push-back"): resource_exhausted with a
+// corral.v1.Error detail of code CODE_OVERLOADED.
+func overloadHint(err error) (time.Duration, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
+		return 0, false
+	}
+	for _, d := range ce.Details() {
+		m, derr := connectproto.UnmarshalErrorDetail(d)
+		if e, ok := m.(*corralv1.Error); derr == nil && ok && e.GetCode() == corralv1.Code_CODE_OVERLOADED {
+			return time.Duration(e.GetRetryAfterMs()) * time.Millisecond, true
+		}
+	}
+	return 0, false
 }
 
 // clientPublish publishes from the members given as senders, each waiting

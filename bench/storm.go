@@ -63,6 +63,10 @@ type Storm struct {
 	// Presence: sessions join with presence; the result counts their
 	// presence frames and bytes (the reset and the resumes included).
 	Presence bool
+	// Rejoin: each client holds a plain client.Conn and comes back with a
+	// new session and a positioned join (Join.since_seq and epoch), not
+	// hello.resume (stormrejoin.go).
+	Rejoin bool
 
 	httpClient *http.Client // with --cause rst: dials what ResetAll resets
 }
@@ -103,6 +107,12 @@ proxy runs in this process up to ~2,800 clients; beyond (or with --proxies
 N) corral-bench starts proxy child processes of itself, one per 2,500
 clients, each with its own file limit.
 
+With --rejoin the clients are not client.Sessions: each holds a plain
+connection and, once reset, comes back with a NEW session and joins its room
+from the last seq it read and the room's epoch (a positioned join), as
+clients built without corral's SDK do; the figures count such a rejoin as
+"resumed" (a Reset instead of a replay is an error, "reset").
+
 With --cause drain there is no proxy: the clients connect to --url directly,
 and instead of the RST the generator drains that server (POST /admin/drain
 on its internal listener, --admin, with --drain-window, the internal API key as bearer). Each client follows
@@ -123,6 +133,7 @@ func (s *Storm) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Publishers, "publishers", s.Publishers, "publish RPCs in flight at most")
 	fs.IntVar(&s.Size, "size", s.Size, "payload `bytes`")
 	fs.DurationVar(&s.Timeout, "publish-timeout", s.Timeout, "deadline of one publish RPC")
+	fs.BoolVar(&s.Rejoin, "rejoin", s.Rejoin, "clients come back with a NEW session and join their room from the last seq read and its epoch (a positioned join), instead of resuming their session; with --cause rst")
 	fs.BoolVar(&s.Presence, "presence", s.Presence, "join with presence and count the presence frames and bytes each member reads, through the reset and the resumes")
 	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "with --cause rst-proxy: proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
 	fs.StringVar(&s.Cause, "cause", s.Cause, "how the connections end: rst (this generator resets every socket: SO_LINGER 0, close), rst-proxy (TCP RST from a proxy in between) or drain (POST /admin/drain on --admin)")
@@ -137,7 +148,7 @@ func (s *Storm) params() map[string]any {
 		"after": s.After.String(), "recover-timeout": s.RecoverTimeout.String(),
 		"connect-rate": s.ConnectRate, "publishers": s.Publishers, "size": s.Size,
 		"publish-timeout": s.Timeout.String(), "proxies": s.Proxies,
-		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback, "presence": s.Presence,
+		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback, "presence": s.Presence, "rejoin": s.Rejoin,
 	}
 }
 
@@ -155,7 +166,8 @@ type stormState struct {
 
 type stormClient struct {
 	m    *member
-	sess *client.Session
+	sess *client.Session // nil with --rejoin
+	rj   *rejoiner       // with --rejoin
 	// back is set once by the consumer: the client came back (or failed).
 	back atomic.Bool
 }
@@ -166,6 +178,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, errors.New("bench: storm needs positive --clients, --rooms, --rate and --connect-rate")
 	}
 	drain := s.Cause == "drain"
+	if s.Rejoin && (drain || s.Presence) {
+		return nil, errors.New("bench: storm --rejoin goes with --cause rst or rst-proxy, without --presence")
+	}
 	var local *resetDialer // --cause rst: the generator resets its own sockets
 	switch s.Cause {
 	case "rst", "":
@@ -261,7 +276,11 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if c := s.dial(ctx, r, f, st, urls[i%len(urls)], i, at); c != nil {
+			dial := s.dial
+			if s.Rejoin {
+				dial = s.dialRejoin
+			}
+			if c := dial(ctx, r, f, st, urls[i%len(urls)], i, at); c != nil {
 				mu.Lock()
 				clients = append(clients, c)
 				mu.Unlock()
@@ -347,7 +366,11 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		if !c.back.Load() {
 			notBack++
 		}
-		if a := c.sess.Attempts(); len(a) > 1 {
+		if c.rj != nil {
+			if n := c.rj.lastAttempts(); n > 0 {
+				attempts[strconv.Itoa(n)]++
+			}
+		} else if a := c.sess.Attempts(); len(a) > 1 {
 			attempts[strconv.Itoa(a[len(a)-1])]++
 		}
 	}
@@ -398,6 +421,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		cpu = fmt.Sprintf(", server %.2f CPU-s from RST to all resumed, peak RSS %d MiB", srv.CPUSeconds, srv.RSSPeak>>20)
 	}
 	what := "connections reset"
+	if s.Rejoin {
+		what += ", each back with a new session and a positioned join (\"resumed\": rejoined)"
+	}
 	if drain {
 		what = fmt.Sprintf("drained over %v", s.DrainWindow)
 	}
@@ -537,7 +563,11 @@ func closeSessions(cs []*stormClient, d time.Duration) {
 			defer wg.Done()
 			for c := range work {
 				c.m.closed.Store(true)
-				_ = c.sess.Close()
+				if c.rj != nil {
+					c.rj.close()
+				} else {
+					_ = c.sess.Close()
+				}
 			}
 		}()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectproto"
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
@@ -33,6 +34,9 @@ func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corr
 	}
 	if err := c.validPublish(req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
+	}
+	if reason, retry := c.overloaded(); reason != "" {
+		return nil, c.refuseOverloaded(reason, retry)
 	}
 	res, err := c.apiPublish(ctx, req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
 	if err != nil {
@@ -105,6 +109,10 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 		seen[room] = struct{}{}
 	}
 
+	if reason, retry := c.overloaded(); reason != "" {
+		return nil, c.refuseOverloaded(reason, retry)
+	}
+
 	results := make([]*corralv1.BroadcastResult, len(rooms))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -115,8 +123,17 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 				if i >= len(rooms) {
 					return
 				}
+				out := &corralv1.BroadcastResult{Room: rooms[i]}
+				if reason, retry := c.overloaded(); reason != "" {
+					// Backed up midway: the rooms left are refused, to
+					// be retried with the same key.
+					ce := c.refuseOverloaded(reason, retry)
+					out.ErrorCode, out.ErrorMessage = ce.Code().String(), ce.Message()
+					results[i] = out
+					continue
+				}
 				res, err := c.apiPublish(ctx, rooms[i], req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
-				out := &corralv1.BroadcastResult{Room: rooms[i], Seq: res.Seq, Epoch: res.Epoch, Duplicate: res.Duplicate}
+				out.Seq, out.Epoch, out.Duplicate = res.Seq, res.Epoch, res.Duplicate
 				if err != nil {
 					ce := c.rpcError(err)
 					out.ErrorCode, out.ErrorMessage = ce.Code().String(), ce.Message()
@@ -133,6 +150,68 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 		}
 	}
 	return res, nil
+}
+
+// The retry hint of an overload refusal grows with the backlog: the
+// bound's worth waits overloadRetryMin, each further bound's worth as
+// much again, up to overloadRetryMax; jittered by up to half.
+const (
+	overloadRetryMin = 100 * time.Millisecond
+	overloadRetryMax = 5 * time.Second
+)
+
+// overloaded reports why an internal API publish must be refused now (""
+// when it need not be) and the wait to hint. The signals are cheap and
+// already there: every link's queue toward its edge, and the bytes its
+// edge last reported in its connections' send queues
+// (APIConfig.OverloadQueueBytes). The reason names the larger of the two,
+// or the link queue when one holds half of Config.LinkQueue frames (it
+// fails, and its clients resume, at the whole).
+func (c *Core) overloaded() (reason string, retry time.Duration) {
+	limit := c.apiCfg.OverloadQueueBytes
+	if limit < 0 {
+		return "", 0
+	}
+	var coreBytes, edgeBytes uint64
+	fullLink := false
+	c.mu.Lock()
+	for l := range c.links {
+		frames, b, e := l.backlog()
+		coreBytes += uint64(b)
+		edgeBytes += e
+		fullLink = fullLink || frames >= c.cfg.LinkQueue/2
+	}
+	c.mu.Unlock()
+	total := coreBytes + edgeBytes
+	switch {
+	case fullLink:
+		reason, total = "api_overload_link", max(total, 2*uint64(limit))
+	case total <= uint64(limit):
+		return "", 0
+	case coreBytes >= edgeBytes:
+		reason = "api_overload_link"
+	default:
+		reason = "api_overload_edge"
+	}
+	retry = min(time.Duration(float64(overloadRetryMin)*float64(total)/float64(max(limit, 1))), overloadRetryMax)
+	return reason, retry + rand.N(retry/2+1)
+}
+
+// refuseOverloaded is the resource_exhausted answer of an overloaded
+// core: counted by reason, with a corral.v1.Error detail whose code is
+// CODE_OVERLOADED (retry) and whose retry_after_ms is the hint.
+func (c *Core) refuseOverloaded(reason string, retry time.Duration) *connect.Error {
+	c.metrics.refused.WithLabelValues(reason).Inc()
+	const msg = "core: overloaded: members' queues are backed up; retry after the hinted delay"
+	err := connect.NewError(connect.CodeResourceExhausted, msg)
+	detail, derr := connectproto.NewErrorDetail(&corralv1.Error{
+		Code: corralv1.Code_CODE_OVERLOADED, Message: msg, RetryAfterMs: uint32(retry.Milliseconds()),
+	})
+	if derr != nil {
+		c.cfg.Logger.Error("api: overload detail not encoded", "err", derr)
+		return err
+	}
+	return err.WithDetail(detail)
 }
 
 // maxHistoryPageBytes bounds the messages of one History page.

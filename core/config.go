@@ -182,6 +182,13 @@ type APIConfig struct {
 	// MaxBatch bounds the publishes of one Batch; past it the call is
 	// refused with invalid_argument. Default 1000.
 	MaxBatch int
+	// OverloadQueueBytes is the push-back bound of Publish and Broadcast:
+	// while the bytes waiting toward the edges (this core's link queues,
+	// plus the send queues of the edges' connections, as each edge reports
+	// them) exceed it, or a link queue holds half of Config.LinkQueue
+	// frames, both answer resource_exhausted with a retry hint instead of
+	// adding to the backlog. Default 64 MiB; negative: never refuse.
+	OverloadQueueBytes int
 }
 
 // ControlBus sends the internal API's commands that act on every core to
@@ -212,6 +219,9 @@ func (a APIConfig) withDefaults() APIConfig {
 	}
 	if a.MaxBatch <= 0 {
 		a.MaxBatch = 1000
+	}
+	if a.OverloadQueueBytes == 0 {
+		a.OverloadQueueBytes = 64 << 20
 	}
 	return a
 }

@@ -42,7 +42,8 @@ type Core struct {
 	// with it (New falls back to memory).
 	presErr error
 
-	door doorState // door.go
+	door   doorState   // door.go
+	missed missedReads // resume.go: joins' history reads, batched
 
 	// id names this core in Info; started is when it began.
 	id      string

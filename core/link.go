@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -38,6 +39,9 @@ type link struct {
 
 	queue *linkq.Queue[*linkv1.CoreFrame]
 	done  chan struct{} // closed by fail
+	// edgeQueued is the bytes in the send queues of the edge's connections
+	// on this link, as the edge last reported (LinkRequest.queued_bytes).
+	edgeQueued atomic.Uint64
 
 	mu  sync.Mutex // guards the following fields
 	err error      // why the link failed; non-nil once failed
@@ -121,6 +125,9 @@ func (l *link) readLoop(ctx context.Context) error {
 			return l.failure()
 		default:
 		}
+		if req.QueuedBytes != nil {
+			l.edgeQueued.Store(req.GetQueuedBytes())
+		}
 		for _, f := range req.GetFrames() {
 			l.handle(ctx, f)
 		}
@@ -150,6 +157,14 @@ func (l *link) enqueueSized(f *linkv1.CoreFrame, size int) {
 	}
 	l.core.metrics.linkOverflows.Inc()
 	l.fail(errLinkOverflow)
+}
+
+// backlog reports what waits toward the edge on this link: the frames and
+// bytes in the core's queue, and the bytes the edge last reported in its
+// connections' send queues.
+func (l *link) backlog() (frames, bytes int, edgeBytes uint64) {
+	frames, bytes = l.queue.Len()
+	return frames, bytes, l.edgeQueued.Load()
 }
 
 // fail ends the link with err (the first error wins).

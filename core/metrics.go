@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkFrames:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_frames_total", Help: "Frames sent to edges (frames per send = this / sends)."}),
 		linkOverflows: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_overflows_total", Help: "Links closed because their queue overflowed."}),
 		dropped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_dropped_total", Help: "Frames the core dropped, by reason."}, []string{"reason"}),
-		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_refused_total", Help: "Client operations the core refused by policy or limit, by reason (forbidden_join, forbidden_publish, read_only, rooms_per_conn, payload_too_large, join_revoked, refresh_no_grant, refresh_other_user, grants_unavailable, invalid_argument, not_joined, stale_resume, conn_backlog)."}, []string{"reason"}),
+		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_refused_total", Help: "Client operations the core refused by policy or limit, by reason (forbidden_join, forbidden_publish, read_only, rooms_per_conn, payload_too_large, join_revoked, refresh_no_grant, refresh_other_user, grants_unavailable, invalid_argument, not_joined, stale_resume, conn_backlog; internal API publishes pushed back: api_overload_link, api_overload_edge)."}, []string{"reason"}),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "corral_core_store_seconds", Help: "Latency of history and session store operations, by operation.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},

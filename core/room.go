@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -38,7 +39,8 @@ type room struct {
 
 	refs int // guarded by core.mu
 
-	loadMu sync.Mutex // serializes load; never held with mu
+	loadMu  sync.Mutex // guards reading; never held with mu
+	reading *stateRead // the state read in flight, shared by load's callers
 
 	mu      sync.Mutex // guards the following fields
 	loaded  bool
@@ -76,22 +78,67 @@ func newRoom(c *Core, name string) *room {
 
 // load reads the room's state from history once. With forJoin and a shared
 // store, it first subscribes to the room's live messages, so that nothing
-// appended after the state read is missed.
+// appended after the state read is missed. Joins of the room that arrive
+// while a state read is in flight share it (a rejoin storm: one read per
+// room, not one per member, and no member waits behind the others' reads):
+// the subscription was confirmed before that read began (it stays while
+// the room is held), so the read is as good as one of their own.
 func (r *room) load(ctx context.Context, forJoin bool) error {
-	r.loadMu.Lock()
-	defer r.loadMu.Unlock()
 	subscribe := forJoin && r.core.sub != nil
 	if subscribe {
 		if err := r.core.subscribe(ctx, r.name); err != nil {
 			return fmt.Errorf("core: subscribe room %q: %w", r.name, err)
 		}
 	}
-	r.mu.Lock()
-	loaded := r.loaded
-	r.mu.Unlock()
-	if loaded && !subscribe {
-		return nil
+	for {
+		r.mu.Lock()
+		loaded := r.loaded
+		r.mu.Unlock()
+		if loaded && !subscribe {
+			return nil
+		}
+		r.loadMu.Lock()
+		rd := r.reading
+		lead := rd == nil
+		if lead {
+			rd = &stateRead{done: make(chan struct{}), subscribed: subscribe}
+			r.reading = rd
+		}
+		r.loadMu.Unlock()
+		if lead {
+			rd.err = r.readState(ctx)
+			r.loadMu.Lock()
+			r.reading = nil
+			r.loadMu.Unlock()
+			close(rd.done)
+			return rd.err
+		}
+		select {
+		case <-rd.done:
+		case <-ctx.Done():
+			return fmt.Errorf("core: load room %q: %w", r.name, ctx.Err())
+		}
+		switch {
+		case rd.err == nil && (rd.subscribed || !subscribe):
+			return nil
+		case rd.err != nil && !errors.Is(rd.err, context.Canceled) && !errors.Is(rd.err, context.DeadlineExceeded):
+			return rd.err // the store failed: as if this join had read
+		}
+		// The read ended with its own caller's context, or began
+		// unsubscribed: read again.
 	}
+}
+
+// stateRead is one state read of a room in flight (room.reading), shared
+// by the joins that arrive meanwhile.
+type stateRead struct {
+	done       chan struct{} // closed once err is set and the state applied
+	subscribed bool          // began after the room's subscription was confirmed
+	err        error
+}
+
+// readState reads the room's state from history and applies it.
+func (r *room) readState(ctx context.Context) error {
 	done := r.core.metrics.storeOp("state")
 	st, err := r.core.hist.State(ctx, r.name)
 	done(err)

@@ -148,11 +148,30 @@ func (l *link) serve(ctx context.Context) error {
 	}
 }
 
+// queueReportEvery is how often a link tells the core the bytes waiting in
+// its connections' send queues (LinkRequest.queued_bytes), when they
+// changed: the core pushes back on internal API publishes while they are
+// high.
+const queueReportEvery = 100 * time.Millisecond
+
 func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLinkClientStream) error {
+	report := time.NewTicker(queueReportEvery)
+	defer report.Stop()
+	var reported uint64
+	var conns []*conn // reused by each report
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-report.C:
+			var n uint64
+			if n, conns = l.queuedBytes(conns[:0]); n != reported {
+				reported = n
+				if err := stream.Send(&linkv1.LinkRequest{QueuedBytes: &n}); err != nil {
+					return err
+				}
+			}
+			continue
 		case <-l.queue.Ready():
 		}
 		for {
@@ -165,6 +184,25 @@ func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLin
 			}
 		}
 	}
+}
+
+// queuedBytes sums the bytes waiting in the send queues of the link's
+// connections. It walks them (every queueReportEvery), so the fan-out path
+// pays nothing for it; buf is reused for the walk and returned, cleared.
+func (l *link) queuedBytes(buf []*conn) (uint64, []*conn) {
+	l.mu.Lock()
+	for _, c := range l.conns {
+		buf = append(buf, c)
+	}
+	l.mu.Unlock()
+	var n uint64
+	for _, c := range buf {
+		c.mu.Lock()
+		n += uint64(c.queued)
+		c.mu.Unlock()
+	}
+	clear(buf) // hold no closed connection until the next report
+	return n, buf
 }
 
 // down marks the link failed. Connections with a session stay open, as

@@ -593,13 +593,14 @@ func (n *Node) closeStores() {
 }
 
 // shareLinkFrames hands Link batches across the in-process transport without
-// a deep copy: both sides treat frames as immutable once sent. Everything
+// a deep copy: both sides treat frames as immutable once sent. Every field
+// of LinkRequest and LinkResponse must be handed over here. Everything
 // else is copied as usual.
 func shareLinkFrames(dst, src any) error {
 	switch d := dst.(type) {
 	case *linkv1.LinkRequest:
 		if s, ok := src.(*linkv1.LinkRequest); ok {
-			d.Frames = s.Frames
+			d.Frames, d.QueuedBytes = s.Frames, s.QueuedBytes
 			return nil
 		}
 	case *linkv1.LinkResponse:

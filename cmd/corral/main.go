@@ -200,6 +200,7 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.APIMaxRequestBytes, opts.APIMaxEventStreams = f.apiMaxRequestBytes, f.apiMaxEventStreams
 	opts.Core.API.MaxBroadcastRooms, opts.Core.API.MaxMembers = f.apiMaxBroadcastRooms, f.apiMaxMembers
 	opts.Core.API.MaxBatch = f.apiMaxBatch
+	opts.Core.API.OverloadQueueBytes = f.apiOverloadQueue
 	opts.Core.Presence.Grace = f.presenceGrace
 	opts.Core.Presence.Tick = f.presenceTick
 	opts.Core.Presence.MaxDiffMembers = f.presenceMaxDiff
@@ -220,6 +221,15 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	opts.Edge.HandshakeRate, opts.Edge.HandshakeBurst = f.admitRate, f.admitBurst
 	opts.Edge.ResumeRate, opts.Edge.ResumeBurst = f.resumeRate, f.resumeBurst
 	opts.Edge.DrainWindow = f.drainWindow
+	switch {
+	case mode == server.CoreOnly: // no edge
+	case f.coalesceWindow < 0:
+		return server.Options{}, nil, errors.New("--coalesce-window must not be negative (0 disables coalescing)")
+	case f.coalesceWindow == 0:
+		opts.Edge.CoalesceWindow = -1 // edge.Config: negative writes every frame at once
+	default:
+		opts.Edge.CoalesceWindow = f.coalesceWindow
+	}
 	opts.Edge.MessageRate, opts.Edge.MessageBurst = f.publishRate, f.publishBurst
 	opts.Edge.SignalRate, opts.Edge.SignalBurst = f.signalRate, f.signalBurst
 	opts.Edge.ControlRate, opts.Edge.ControlBurst = f.controlRate, f.controlBurst
@@ -298,6 +308,7 @@ type flags struct {
 	apiMaxBroadcastRooms        int
 	apiMaxMembers               int
 	apiMaxBatch                 int
+	apiOverloadQueue            int
 	apiKey, apiKeyFile          string
 	jwtSecret, jwtKeys          string
 	jwtSecretFile, redisFile    string
@@ -306,6 +317,7 @@ type flags struct {
 	origins                     string
 	sessionTTL, shutdownTimeout time.Duration
 	drainWindow, signalTick     time.Duration
+	coalesceWindow              time.Duration
 	historyTTL                  time.Duration
 	signalTickRooms             string
 	presenceGrace, presenceTick time.Duration
@@ -398,6 +410,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.IntVar(&f.apiMaxBroadcastRooms, "api-max-broadcast-rooms", 0, "`N` rooms of one RoomService.Broadcast (0: 10000) [CORRAL_API_MAX_BROADCAST_ROOMS]")
 		fs.IntVar(&f.apiMaxMembers, "api-max-members", 0, "`N` members and presence entries one RoomService.Members lists (0: 10000) [CORRAL_API_MAX_MEMBERS]")
 		fs.IntVar(&f.apiMaxBatch, "api-max-batch", 0, "`N` publishes of one RoomService.Batch (0: 1000) [CORRAL_API_MAX_BATCH]")
+		fs.IntVar(&f.apiOverloadQueue, "api-overload-queue", 0, "`bytes` waiting toward the clients (the core's link queues plus the edges' send queues) past which RoomService.Publish and Broadcast answer resource_exhausted with a retry hint instead of queueing more (0: 64 MiB; negative: never refuse) [CORRAL_API_OVERLOAD_QUEUE]")
 		fs.IntVar(&f.eventsMaxLen, "events", 0, "`N` events kept in the event log for RoomService.Events (0: 10000 in memory, 100000 in Redis; -1: no event log) [CORRAL_EVENTS]")
 	}
 	if mode == server.EdgeOnly {
@@ -438,6 +451,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.Float64Var(&f.resumeRate, "resume-rate", 10000, "resuming connections (URL ?resume=1) admitted per second [CORRAL_RESUME_RATE]")
 		fs.IntVar(&f.resumeBurst, "resume-burst", 10000, "burst of the resume bucket [CORRAL_RESUME_BURST]")
 		fs.DurationVar(&f.drainWindow, "drain-window", 10*time.Second, "a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window [CORRAL_DRAIN_WINDOW]")
+		fs.DurationVar(&f.coalesceWindow, "coalesce-window", 5*time.Millisecond, "a socket written within this window gets its next frames queued and written together once the window has passed; an idle socket's frame is written at once; 0: every frame written as soon as it can be [CORRAL_COALESCE_WINDOW]")
 	}
 	if mode != server.CoreOnly {
 		fs.Float64Var(&f.publishRate, "publish-rate", 50, "publishes per second per connection (token bucket; past it an error frame with retry-after; negative: unlimited) [CORRAL_PUBLISH_RATE]")

@@ -162,3 +162,59 @@ func TestHooksFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestCoalesceWindow: --coalesce-window (or CORRAL_COALESCE_WINDOW) sets
+// edge.Config.CoalesceWindow; 0 turns coalescing off (a negative window in
+// edge.Config), a negative flag is refused.
+func TestCoalesceWindow(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  string
+		want time.Duration
+	}{
+		"default": {[]string{"serve", "--insecure-dev"}, "", 5 * time.Millisecond},
+		"flag":    {[]string{"serve", "--insecure-dev", "--coalesce-window", "12ms"}, "", 12 * time.Millisecond},
+		"env":     {[]string{"serve", "--insecure-dev"}, "3ms", 3 * time.Millisecond},
+		"off":     {[]string{"serve", "--insecure-dev", "--coalesce-window", "0"}, "", -1},
+		"edge":    {[]string{"edge", "--insecure-dev", "--coalesce-window", "2ms"}, "", 2 * time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("CORRAL_COALESCE_WINDOW", tc.env)
+			}
+			mode := server.Serve
+			if tc.args[0] == "edge" {
+				mode = server.EdgeOnly
+			}
+			if got := mustConfigure(t, mode, tc.args...).Edge.CoalesceWindow; got != tc.want {
+				t.Fatalf("CoalesceWindow %v, want %v", got, tc.want)
+			}
+		})
+	}
+	_, _, err := configure(server.Serve, []string{"serve", "--insecure-dev", "--coalesce-window", "-1ms"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "coalesce-window") {
+		t.Fatalf("negative window: %v, want a refusal naming the flag", err)
+	}
+}
+
+// TestAPIOverloadQueue: --api-overload-queue reaches core.APIConfig.
+func TestAPIOverloadQueue(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want int
+	}{
+		"default (core's)": {[]string{"serve", "--insecure-dev"}, 0},
+		"bytes":            {[]string{"serve", "--insecure-dev", "--api-overload-queue", "1048576"}, 1 << 20},
+		"off":              {[]string{"core", "--insecure-dev", "--api-overload-queue", "-1"}, -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mode := server.Serve
+			if tc.args[0] == "core" {
+				mode = server.CoreOnly
+			}
+			if got := mustConfigure(t, mode, tc.args...).Core.API.OverloadQueueBytes; got != tc.want {
+				t.Fatalf("OverloadQueueBytes %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -17,6 +17,14 @@ type Queue[T any] struct {
 	closed bool
 }
 
+// Len reports the items queued and their total size: what waits for the
+// sender now.
+func (q *Queue[T]) Len() (items, size int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items), q.bytes
+}
+
 // New returns an empty, open queue.
 func New[T any]() *Queue[T] {
 	return &Queue[T]{wake: make(chan struct{}, 1)}

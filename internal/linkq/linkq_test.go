@@ -72,3 +72,23 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("second Drain = %v, want nil", got)
 	}
 }
+
+func TestLen(t *testing.T) {
+	q := linkq.New[string]()
+	if n, b := q.Len(); n != 0 || b != 0 {
+		t.Fatalf("empty queue: %d items, %d bytes", n, b)
+	}
+	q.Push("a", 3, 0)
+	q.Push("b", 4, 0)
+	if n, b := q.Len(); n != 2 || b != 7 {
+		t.Fatalf("after two pushes: %d items, %d bytes, want 2 and 7", n, b)
+	}
+	q.Take(1, 100)
+	if n, b := q.Len(); n != 1 || b != 4 {
+		t.Fatalf("after a take: %d items, %d bytes, want 1 and 4", n, b)
+	}
+	q.Close()
+	if n, b := q.Len(); n != 0 || b != 0 {
+		t.Fatalf("closed queue: %d items, %d bytes", n, b)
+	}
+}

@@ -31,8 +31,14 @@ const (
 
 // LinkRequest is one batch of frames from an edge.
 type LinkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Frames        []*EdgeFrame           `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Frames []*EdgeFrame           `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
+	// The bytes waiting in the send queues of the edge's connections on
+	// this link, when it changed (sent at most every 100 ms, with or without
+	// frames); absent: unchanged since the last report. The core refuses
+	// internal API publishes while its links and edges hold too much
+	// (APIConfig.OverloadQueueBytes).
+	QueuedBytes   *uint64 `protobuf:"varint,2,opt,name=queued_bytes,json=queuedBytes,proto3,oneof" json:"queued_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -72,6 +78,13 @@ func (x *LinkRequest) GetFrames() []*EdgeFrame {
 		return x.Frames
 	}
 	return nil
+}
+
+func (x *LinkRequest) GetQueuedBytes() uint64 {
+	if x != nil && x.QueuedBytes != nil {
+		return *x.QueuedBytes
+	}
+	return 0
 }
 
 // EdgeFrame is one event of one client connection at the edge.
@@ -1456,9 +1469,11 @@ var File_corral_link_v1_link_proto protoreflect.FileDescriptor
 
 const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\n" +
-	"\x19corral/link/v1/link.proto\x12\x0ecorral.link.v1\x1a\x16corral/v1/client.proto\x1a\x1ccorral/v1/room_service.proto\"@\n" +
+	"\x19corral/link/v1/link.proto\x12\x0ecorral.link.v1\x1a\x16corral/v1/client.proto\x1a\x1ccorral/v1/room_service.proto\"y\n" +
 	"\vLinkRequest\x121\n" +
-	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.EdgeFrameR\x06frames\"\xc6\x02\n" +
+	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.EdgeFrameR\x06frames\x12&\n" +
+	"\fqueued_bytes\x18\x02 \x01(\x04H\x00R\vqueuedBytes\x88\x01\x01B\x0f\n" +
+	"\r_queued_bytes\"\xc6\x02\n" +
 	"\tEdgeFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x120\n" +
 	"\x06attach\x18\x02 \x01(\v2\x16.corral.link.v1.AttachH\x00R\x06attach\x12.\n" +
@@ -1645,6 +1660,7 @@ func file_corral_link_v1_link_proto_init() {
 	if File_corral_link_v1_link_proto != nil {
 		return
 	}
+	file_corral_link_v1_link_proto_msgTypes[0].OneofWrappers = []any{}
 	file_corral_link_v1_link_proto_msgTypes[1].OneofWrappers = []any{
 		(*EdgeFrame_Attach)(nil),
 		(*EdgeFrame_Frame)(nil),
