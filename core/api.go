@@ -32,7 +32,7 @@ func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corr
 	if err := c.validRoom(req.GetRoom()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
-	if err := c.validPublish(req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
+	if err := c.validPublish(req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
 	if reason, retry := c.overloaded(); reason != "" {
@@ -45,11 +45,14 @@ func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corr
 	return &corralv1.PublishResponse{Seq: res.Seq, Epoch: res.Epoch, Duplicate: res.Duplicate}, nil
 }
 
-// validPublish checks the parts of an API publish that are not the room.
-func (c *Core) validPublish(payload []byte, key, sender string) error {
+// validPublish checks the parts of an API publish that are not the
+// room's name: the payload is bounded by the room's class (max-payload),
+// as a client's is, so that every message of a room fits the bound its
+// members were promised.
+func (c *Core) validPublish(room string, payload []byte, key, sender string) error {
 	switch {
-	case len(payload) > c.cfg.MaxPayload:
-		return errors.New("core: payload exceeds the server's limit")
+	case len(payload) > c.class(room).MaxPayload:
+		return errors.New("core: payload exceeds the room's limit (its class's max-payload)")
 	case len(key) > 256:
 		return errors.New("core: idempotency key longer than 256 bytes")
 	case len(sender) > 256:
@@ -95,12 +98,12 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	case len(rooms) > c.apiCfg.MaxBroadcastRooms:
 		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: more than %d rooms", c.apiCfg.MaxBroadcastRooms))
 	}
-	if err := c.validPublish(req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
-		return nil, connectErr(connect.CodeInvalidArgument, err)
-	}
 	seen := make(map[string]struct{}, len(rooms))
 	for _, room := range rooms {
 		if err := c.validRoom(room); err != nil {
+			return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("room %s: %w", safetext.Quote(room), err))
+		}
+		if err := c.validPublish(room, req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 			return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("room %s: %w", safetext.Quote(room), err))
 		}
 		if _, dup := seen[room]; dup {

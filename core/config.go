@@ -37,8 +37,9 @@ type Config struct {
 	// SignalTick is how often a room sends the signals that changed.
 	// Default 33ms (about 30 Hz).
 	SignalTick time.Duration
-	// MaxPayload bounds payloads of the internal API's publishes in bytes
-	// (clients' are bounded by their room's class). Default 64 KiB.
+	// MaxPayload is the default class's payload bound in bytes (every
+	// publish, a client's or the internal API's, is bounded by its room's
+	// class). Default 64 KiB.
 	MaxPayload int
 	// Classes are the room classes (package roomclass): every per-room
 	// setting (read-only, signal tick, payload and member limits,

@@ -388,7 +388,7 @@ func (c *Core) Batch(ctx context.Context, req *corralv1.BatchRequest) (*corralv1
 			}
 			err := c.validRoom(it.GetRoom())
 			if err == nil {
-				err = c.validPublish(it.GetPayload(), it.GetIdempotencyKey(), it.GetSender())
+				err = c.validPublish(it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender())
 			}
 			if err != nil {
 				failed = true

@@ -2,9 +2,11 @@ package core
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect/v2"
 	"github.com/corral-rt/corral/events"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -86,5 +88,47 @@ func TestClassEventsStream(t *testing.T) {
 	evs = append(evs, more...)
 	if len(evs) != 1 || evs[0].GetRoom() != "loud" {
 		t.Fatalf("log holds %v, want only loud's joined", evs)
+	}
+}
+
+// TestClassMaxPayloadAPI: the internal API's publishes obey their room's
+// class max-payload, as clients' do — below the default for a small
+// class, above it for a large one — in Publish, Broadcast and Batch.
+func TestClassMaxPayloadAPI(t *testing.T) {
+	ctx := context.Background()
+	big, small := roomclass.Default(), roomclass.Default()
+	big.Name, big.Match, big.MaxPayload = "big", roomclass.Patterns{"big:*"}, 256<<10
+	small.Name, small.Match, small.MaxPayload = "small", roomclass.Patterns{"small:*"}, 10
+	live := roomclass.NewLive(roomclass.NewTable(roomclass.Default(), []roomclass.Class{big, small}))
+	c := newTestCore(t, Config{Classes: live})
+	payload := func(n int) []byte { return []byte(`"` + strings.Repeat("x", n-2) + `"`) }
+	for _, tc := range []struct {
+		room string
+		size int
+		ok   bool
+	}{
+		{"small:1", 10, true}, {"small:1", 11, false},
+		{"lobby", 64 << 10, true}, {"lobby", 64<<10 + 1, false},
+		{"big:1", 200 << 10, true}, {"big:1", 256<<10 + 1, false},
+	} {
+		_, err := c.Publish(ctx, &corralv1.PublishRequest{Room: tc.room, Payload: payload(tc.size)})
+		if (err == nil) != tc.ok {
+			t.Errorf("Publish %d bytes to %s: %v, want ok %v", tc.size, tc.room, err, tc.ok)
+		}
+		if !tc.ok && connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("Publish %d bytes to %s: %v, want invalid_argument", tc.size, tc.room, err)
+		}
+	}
+	if _, err := c.Broadcast(ctx, &corralv1.BroadcastRequest{Rooms: []string{"lobby", "small:2"}, Payload: payload(11)}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("Broadcast of 11 bytes to a room of max-payload 10: %v, want invalid_argument", err)
+	}
+	res, err := c.Batch(ctx, &corralv1.BatchRequest{Publishes: []*corralv1.PublishRequest{
+		{Room: "small:3", Payload: payload(11)}, {Room: "big:3", Payload: payload(100 << 10)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.GetResults(); len(r) != 2 || r[0].GetErrorCode() != "invalid_argument" || r[1].GetErrorCode() != "" {
+		t.Errorf("Batch results %v, want the small room's refused and the big room's published", r)
 	}
 }

@@ -26,7 +26,7 @@ type Class struct {
 	EventsStream bool          `yaml:"events-stream" doc:"member events (joined, left, disconnected) of these rooms go to the event log read by RoomService.Events"`
 	SignalTick   time.Duration `yaml:"signal-tick" doc:"how often a room sends the signals that changed (duration, e.g. 16ms)"`
 	MaxMembers   int           `yaml:"max-members" doc:"connections one room holds at once on one core; past it a join is refused with 4408 (0: unlimited)"`
-	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes (past it: error 4413)"`
+	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes, a client's or the internal API's (past it: error 4413; the API answers invalid_argument)"`
 	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide --publish-rate)"`
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
 	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs --hooks-url), besides the rooms --hooks-join/--hooks-publish name"`
