@@ -285,6 +285,10 @@ func Start(opts Options) (*Node, error) {
 				Help: "Appends that fewer replicas than --redis-replicas acknowledged within --redis-replica-timeout (the publish was refused with a retry code, but may be stored).",
 			})
 			reg.MustRegister(bumps, waitTimeouts)
+			// Both reasons exist from the start (at 0), so that an alert on
+			// their rate sees a series before the first failover.
+			bumps.WithLabelValues("loss")
+			bumps.WithLabelValues("failover")
 			h := history.NewRedis(n.guard.Wrap(n.redis, "history"), history.RedisOptions{
 				Prefix: opts.RedisPrefix, MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev,
 				Limits: classLimits(cc.Classes),
