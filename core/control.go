@@ -184,11 +184,6 @@ func (c *Core) onControl(cmd []byte) {
 	}
 }
 
-// userSessions returns user's live sessions on this core.
-func (c *Core) userSessions(user string) []*session {
-	return c.attached.ofUser(user)
-}
-
 // onEachConn runs task on the queue of each of user's connections here.
 // With wait, it waits (within ctx and controlWait) for the tasks and
 // returns how many connections it reached and how many had not finished;
@@ -196,7 +191,7 @@ func (c *Core) userSessions(user string) []*session {
 // corral_core_dropped_total as control_busy).
 func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func(ctx context.Context, s *session)) (reached, pending int) {
 	var done []chan bool
-	for _, s := range c.userSessions(user) {
+	for _, s := range c.attached.ofUser(user) {
 		w := s.work
 		if w == nil || s.isGone() {
 			continue
