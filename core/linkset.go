@@ -63,7 +63,8 @@ func (ls *linkSet) allLocked() []*link {
 }
 
 // each calls fn for each open link, under the set's lock: fn may take the
-// link's own lock but must not block nor use the set.
+// link's own locks (its queue's, for backlog) but must not block nor use
+// the set.
 func (ls *linkSet) each(fn func(*link)) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
