@@ -177,14 +177,12 @@ func (c *Core) overloaded() (reason string, retry time.Duration) {
 	}
 	var coreBytes, edgeBytes uint64
 	fullLink := false
-	c.mu.Lock()
-	for l := range c.links {
+	c.links.each(func(l *link) {
 		frames, b, e := l.backlog()
 		coreBytes += uint64(b)
 		edgeBytes += e
 		fullLink = fullLink || frames >= c.cfg.LinkQueue/2
-	}
-	c.mu.Unlock()
+	})
 	total := coreBytes + edgeBytes
 	switch {
 	case fullLink:
@@ -273,9 +271,7 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 	if len(snap.Members) > limit {
 		return nil, tooManyMembers(limit)
 	}
-	c.mu.Lock()
-	r := c.rooms[req.GetRoom()]
-	c.mu.Unlock()
+	r := c.rooms.get(req.GetRoom())
 	res := &corralv1.MembersResponse{}
 	for _, m := range snap.Members {
 		res.Presence = append(res.Presence, presenceMember(m))
@@ -344,20 +340,14 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 		return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("core: user_id or session_id longer than %d bytes", maxTargetID))
 	}
 	var targets []*session
-	c.mu.Lock()
 	switch t := req.GetTarget().(type) {
 	case *corralv1.DisconnectRequest_SessionId:
-		if s := c.live[t.SessionId]; s != nil {
+		if s := c.attached.lookup(t.SessionId); s != nil {
 			targets = append(targets, s)
 		}
 	case *corralv1.DisconnectRequest_UserId:
-		for _, s := range c.live {
-			if s.user == t.UserId {
-				targets = append(targets, s)
-			}
-		}
+		targets = c.attached.ofUser(t.UserId)
 	}
-	c.mu.Unlock()
 	if req.GetUserId() == "" && req.GetSessionId() == "" {
 		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: user_id or session_id is required"))
 	}

@@ -73,9 +73,7 @@ func testLink(c *Core) *link {
 }
 
 func (c *Core) isLive(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.live[id] != nil
+	return c.attached.lookup(id) != nil
 }
 
 // waitFor polls cond for up to 10 s.

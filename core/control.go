@@ -184,19 +184,6 @@ func (c *Core) onControl(cmd []byte) {
 	}
 }
 
-// userSessions returns user's live sessions on this core.
-func (c *Core) userSessions(user string) []*session {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*session
-	for _, s := range c.live {
-		if s.user == user {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // onEachConn runs task on the queue of each of user's connections here.
 // With wait, it waits (within ctx and controlWait) for the tasks and
 // returns how many connections it reached and how many had not finished;
@@ -204,7 +191,7 @@ func (c *Core) userSessions(user string) []*session {
 // corral_core_dropped_total as control_busy).
 func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func(ctx context.Context, s *session)) (reached, pending int) {
 	var done []chan bool
-	for _, s := range c.userSessions(user) {
+	for _, s := range c.attached.ofUser(user) {
 		w := s.work
 		if w == nil || s.isGone() {
 			continue
@@ -474,13 +461,11 @@ func (c *Core) Rooms(ctx context.Context, req *corralv1.RoomsRequest) (*corralv1
 		r    *room
 	}
 	var cands []candidate
-	c.mu.Lock()
-	for name, r := range c.rooms {
-		if name > after && (pattern == "" || roompattern.Match([]string{pattern}, name)) {
-			cands = append(cands, candidate{name, r})
+	for _, r := range c.rooms.all() {
+		if r.name > after && (pattern == "" || roompattern.Match([]string{pattern}, r.name)) {
+			cands = append(cands, candidate{r.name, r})
 		}
 	}
-	c.mu.Unlock()
 	slices.SortFunc(cands, func(a, b candidate) int {
 		switch {
 		case a.name < b.name:
@@ -526,20 +511,11 @@ func decodePageToken(tok string) (string, error) {
 // Info describes this core and the edges linked to it.
 func (c *Core) Info(ctx context.Context, req *corralv1.InfoRequest) (*corralv1.InfoResponse, error) {
 	now := time.Now()
-	c.mu.Lock()
-	links := make([]*link, 0, len(c.links))
-	for l := range c.links {
-		links = append(links, l)
-	}
-	sessions := make([]*session, 0, len(c.live))
-	for _, s := range c.live {
-		sessions = append(sessions, s)
-	}
-	rooms := make([]*room, 0, len(c.rooms))
-	for _, r := range c.rooms {
-		rooms = append(rooms, r)
-	}
-	c.mu.Unlock()
+	// Three snapshots, one table at a time: a link, session or room that
+	// comes or goes meanwhile may be counted or not.
+	links := c.links.all()
+	sessions := c.attached.all()
+	rooms := c.rooms.all()
 
 	// An edge holds a few links to a core: one node per edge, its oldest
 	// link first.

@@ -49,18 +49,12 @@ type Core struct {
 	id      string
 	started time.Time
 
-	mu sync.Mutex // guards the following fields
-	// rooms holds rooms that have members or work in flight; a room
-	// without either is forgotten at once (releaseRoom), with the
-	// in-memory history's hold on it (roomHolder).
-	rooms map[string]*room
-	// live holds sessions attached to a connection, by session id.
-	live   map[string]*session
-	links  map[*link]struct{}
-	closed bool
-	// droppedAt is when each detached session lost its connection, for
-	// reconnect_duration_seconds; entries older than the TTL are swept.
-	droppedAt map[string]time.Time
+	// The three tables, each its own lock (never two held at once): the
+	// rooms in use (roomtable.go), the sessions attached to a connection
+	// (sessiontable.go) and the open edge links (linkset.go).
+	rooms    *roomTable
+	attached *sessionTable
+	links    *linkSet
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
@@ -76,13 +70,8 @@ func New(cfg Config) *Core {
 		metrics: newMetrics(cfg.Registerer),
 		ctx:     ctx,
 		cancel:  cancel,
-		rooms:   make(map[string]*room),
-		live:    make(map[string]*session),
-		links:   make(map[*link]struct{}),
-
-		droppedAt: make(map[string]time.Time),
-		id:        newNodeID(),
-		started:   time.Now(),
+		id:      newNodeID(),
+		started: time.Now(),
 
 		door: doorState{
 			grants: cfg.Grants,
@@ -98,6 +87,10 @@ func New(cfg Config) *Core {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
 	}
+	hold, _ := c.hist.(roomHolder)
+	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
+	c.attached = newSessionTable(c.metrics.sessions)
+	c.links = newLinkSet(c.metrics.links)
 	if c.sess == nil {
 		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
 		c.ownStore = true
@@ -154,17 +147,10 @@ func Start(ctx context.Context, cfg Config) (*Core, error) {
 // Close ends every link (their clients are told to resume), stops background
 // work and closes the stores the Core created itself. Safe to call twice.
 func (c *Core) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	links, first := c.links.close()
+	if !first {
 		return nil
 	}
-	c.closed = true
-	links := make([]*link, 0, len(c.links))
-	for l := range c.links {
-		links = append(links, l)
-	}
-	c.mu.Unlock()
 	for _, l := range links {
 		l.fail(errCoreClosed)
 	}

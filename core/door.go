@@ -346,14 +346,7 @@ func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, 
 // no longer allow: each gets Left with CODE_FORBIDDEN. It returns the
 // sessions concerned and how many memberships ended.
 func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
-	c.mu.Lock()
-	var mine []*session
-	for _, s := range c.live {
-		if s.user == user {
-			mine = append(mine, s)
-		}
-	}
-	c.mu.Unlock()
+	mine := c.attached.ofUser(user)
 	var ids []string
 	left := 0
 	for _, s := range mine {
@@ -421,11 +414,9 @@ func (c *Core) grantsLoop() {
 		if _, any := users[grants.AnyUser]; any {
 			// Announcements may have been missed: every live user.
 			delete(users, grants.AnyUser)
-			c.mu.Lock()
-			for _, s := range c.live {
+			for _, s := range c.attached.all() {
 				users[s.user] = struct{}{}
 			}
-			c.mu.Unlock()
 		}
 		for user := range users {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)

@@ -65,20 +65,10 @@ func (c *Core) Link(ctx context.Context, stream linkv1connect.LinkServiceLinkSer
 		workers: make(chan struct{}, maxWorkersPerLink),
 	}
 	l.edge, l.version = edgeOf(ctx)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.links.add(l) {
 		return connectErr(connect.CodeUnavailable, errCoreClosed)
 	}
-	c.links[l] = struct{}{}
-	c.mu.Unlock()
-	c.metrics.links.Inc()
-	defer func() {
-		c.mu.Lock()
-		delete(c.links, l)
-		c.mu.Unlock()
-		c.metrics.links.Dec()
-	}()
+	defer c.links.remove(l)
 
 	// The sender runs on its own; the reader is this goroutine.
 	sendErr := make(chan error, 1)

@@ -101,10 +101,7 @@ func (c *Core) onPresenceCommit(ch presence.Change) {
 
 // onPresenceChange brings a change to the room's view, if the room is here.
 func (c *Core) onPresenceChange(ch presence.Change) {
-	c.mu.Lock()
-	r := c.rooms[ch.Room]
-	c.mu.Unlock()
-	if r != nil {
+	if r := c.rooms.get(ch.Room); r != nil {
 		r.presenceChange(ch)
 	}
 }
@@ -633,19 +630,14 @@ func (c *Core) unwatchPresenceLoop() {
 		case <-t.C:
 		}
 		var gone []string
-		c.mu.Lock()
 		for room := range watched {
-			if _, ok := c.rooms[room]; !ok {
+			if c.rooms.get(room) == nil {
 				gone = append(gone, room)
 				delete(watched, room)
 			}
 		}
-		held := make([]*room, 0, len(c.rooms))
-		for _, r := range c.rooms {
-			held = append(held, r)
-		}
-		c.mu.Unlock()
-		// Each room's lock apart, not under the core's: the core's lock
+		held := c.rooms.all()
+		// Each room's lock apart, not under the table's: the table's lock
 		// is not held across every room. A room dropped meanwhile is
 		// found gone on the next tick.
 		for _, r := range held {
@@ -663,9 +655,7 @@ func (c *Core) unwatchPresenceLoop() {
 		// A room that came back meanwhile may have watched before the
 		// unwatch: watch again and read it again.
 		for _, name := range gone {
-			c.mu.Lock()
-			r := c.rooms[name]
-			c.mu.Unlock()
+			r := c.rooms.get(name)
 			if r == nil {
 				continue
 			}
@@ -702,15 +692,13 @@ func (c *Core) presenceDetach(s *session, clean bool) {
 func (c *Core) presenceRecount() {
 	type entry struct{ room, user string }
 	var all []entry
-	c.mu.Lock()
-	for _, s := range c.live {
+	for _, s := range c.attached.all() {
 		s.mu.Lock()
 		for room := range s.pres {
 			all = append(all, entry{room, s.user})
 		}
 		s.mu.Unlock()
 	}
-	c.mu.Unlock()
 	p := &c.pres
 	p.mu.Lock()
 	for k, g := range p.grace {

@@ -51,10 +51,7 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a 
 	}
 	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, work: w, rooms: make(map[string]*room)}
 	s.ident.Store(id)
-	c.mu.Lock()
-	c.live[s.id] = s
-	c.mu.Unlock()
-	c.metrics.sessions.Inc()
+	c.attached.attach(s)
 	l.enqueue(sessionFrame(conn, c.welcome(st, id, false)))
 	return s
 }
@@ -108,18 +105,12 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	}
 	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room)}
 	s.ident.Store(id)
-	c.mu.Lock()
-	old := c.live[s.id]
-	c.live[s.id] = s
-	if at, ok := c.droppedAt[s.id]; ok {
-		delete(c.droppedAt, s.id)
-		c.metrics.reconnectSeconds.Observe(time.Since(at).Seconds())
+	old, droppedAt, dropped := c.attached.attach(s)
+	if dropped {
+		c.metrics.reconnectSeconds.Observe(time.Since(droppedAt).Seconds())
 	}
-	c.mu.Unlock()
 	if old != nil {
 		c.takeOver(old)
-	} else {
-		c.metrics.sessions.Inc()
 	}
 	c.metrics.resumes.Inc()
 	ep.link.enqueue(sessionFrame(ep.conn, c.welcome(st, id, true)))
@@ -481,15 +472,7 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 	}
 	c.events.emitDisconnected(s, rooms, clean)
 	c.presenceDetach(s, clean)
-	c.mu.Lock()
-	if c.live[s.id] == s {
-		delete(c.live, s.id)
-		c.metrics.sessions.Dec()
-	}
-	if !clean {
-		c.droppedAt[s.id] = time.Now()
-	}
-	c.mu.Unlock()
+	c.attached.detach(s, clean, time.Now())
 	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 	defer cancel()
 	if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
@@ -509,22 +492,11 @@ func (c *Core) touchLoop() {
 			return
 		case <-t.C:
 		}
-		c.mu.Lock()
-		ids := make([]string, 0, len(c.live))
-		for id := range c.live {
-			ids = append(ids, id)
-		}
-		expired := time.Now().Add(-c.cfg.SessionTTL)
-		for id, at := range c.droppedAt {
-			if at.Before(expired) {
-				delete(c.droppedAt, id)
-			}
-		}
-		c.mu.Unlock()
-		for _, id := range ids {
+		c.attached.sweep(time.Now().Add(-c.cfg.SessionTTL))
+		for _, s := range c.attached.all() {
 			ctx, cancel := context.WithTimeout(c.ctx, period)
-			if err := c.sess.Touch(ctx, id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
-				c.cfg.Logger.Warn("session touch failed", "session", id, "err", err)
+			if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+				c.cfg.Logger.Warn("session touch failed", "session", s.id, "err", err)
 			}
 			cancel()
 		}

@@ -37,7 +37,7 @@ type room struct {
 	core *Core
 	name string
 
-	refs int // guarded by core.mu
+	refs int // guarded by the room table's lock (roomtable.go)
 
 	loadMu  sync.Mutex // guards reading; never held with mu
 	reading *stateRead // the state read in flight, shared by load's callers

@@ -7,18 +7,17 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
-// The room table: the rooms this core holds (Core.rooms, under Core.mu),
-// taken with acquireRoom and dropped with releaseRoom, so a room nobody
-// uses is forgotten at once; and the pub/sub subscriptions that bring
-// other processes' messages to the rooms held here (onRemote, subscribe,
+// The rooms this core holds, as the other concepts use them: taken with
+// acquireRoom (which loads the room's state) and dropped with releaseRoom,
+// so a room nobody uses is forgotten at once (the table itself is in
+// roomtable.go); and the pub/sub subscriptions that bring other
+// processes' messages to the rooms held here (onRemote, subscribe,
 // unsubscribeLoop). One room's order and fan-out are in room.go.
 
 // onRemote receives a room's messages from pub/sub (nil: some may have
 // been missed). It runs on the subscription's reader: it must not block.
 func (c *Core) onRemote(roomName string, msg *corralv1.Message) {
-	c.mu.Lock()
-	r := c.rooms[roomName]
-	c.mu.Unlock()
+	r := c.rooms.get(roomName)
 	if r == nil {
 		return
 	}
@@ -47,14 +46,10 @@ func (c *Core) unsubscribeLoop() {
 			return
 		case <-t.C:
 		}
-		// Under c.mu: a room acquired after this decision subscribes
-		// again, after the UNSUBSCRIBE (history.Subscription.RemoveIf).
-		c.mu.Lock()
-		n := c.sub.RemoveIf(func(room string) bool {
-			_, ok := c.rooms[room]
-			return !ok
-		})
-		c.mu.Unlock()
+		// Under the table's lock: a room acquired after this decision
+		// subscribes again, after the UNSUBSCRIBE
+		// (history.Subscription.RemoveIf).
+		n := c.rooms.dropUnheld(c.sub.RemoveIf)
 		if n > 0 {
 			c.metrics.unsubscribed.Add(float64(n))
 		}
@@ -65,18 +60,7 @@ func (c *Core) unsubscribeLoop() {
 // state from history) when needed. The caller must call releaseRoom when done
 // so that empty rooms are forgotten.
 func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*room, error) {
-	c.mu.Lock()
-	r, ok := c.rooms[name]
-	if !ok {
-		r = newRoom(c, name)
-		c.rooms[name] = r
-		c.metrics.rooms.Inc()
-		if h, ok := c.hist.(roomHolder); ok {
-			h.Hold(name)
-		}
-	}
-	r.refs++
-	c.mu.Unlock()
+	r := c.rooms.acquire(name)
 	if !forJoin {
 		// A publish needs no state: the append result carries it.
 		return r, nil
@@ -91,34 +75,19 @@ func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*roo
 // releaseRoom drops a reference taken by acquireRoom and forgets the room
 // when nothing uses it.
 func (c *Core) releaseRoom(r *room) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r.refs--
-	if r.refs > 0 {
-		return
-	}
-	if r.empty() && c.rooms[r.name] == r {
-		delete(c.rooms, r.name)
-		c.metrics.rooms.Dec()
-		if h, ok := c.hist.(roomHolder); ok {
-			h.Release(r.name)
-		}
-	}
+	c.rooms.release(r)
 }
 
 // releaseMember forgets r if its last member just left.
 func (c *Core) releaseMember(r *room) {
-	c.mu.Lock()
-	r.refs++
-	c.mu.Unlock()
-	c.releaseRoom(r)
+	c.rooms.forgetIdle(r)
 }
 
 // roomHolder is a history store that keeps a room in process memory only
 // while it is held or has history (history.Memory). A room is held exactly
-// while it is in Core.rooms: one count per Core, taken and dropped under
-// c.mu, so its epoch stays while anyone here uses it and the room is
-// forgotten, everywhere at once, when nobody does.
+// while it is in the room table: one count per Core, taken and dropped
+// under the table's lock, so its epoch stays while anyone here uses it and
+// the room is forgotten, everywhere at once, when nobody does.
 type roomHolder interface {
 	Hold(room string)
 	Release(room string)
