@@ -244,6 +244,17 @@ func TestHooks(t *testing.T) {
 			}
 			_, err = c.Call(ctx, "nope", nil)
 			wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
+			// The Session's Call, on its current connection.
+			sess, err := client.Connect(ctx, d.wsURL, client.SessionOptions{Options: client.Options{Token: "user:sam", Encoding: protocol.Proto}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sess.Close() })
+			if got, err := sess.Call(ctx, "echo", []byte(`3`)); err != nil || !bytes.Contains(got, []byte(`"user":"sam","got":3`)) {
+				t.Fatalf("Session.Call: %s %v", got, err)
+			}
+			_, err = sess.Call(ctx, "nope", nil)
+			wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
 
 			// Refresh: refused, then allowed.
 			_, err = c.Refresh(ctx, "old")
