@@ -567,10 +567,16 @@ func TestHooksByClass(t *testing.T) {
 // presence (snapshot and diff) and as Message.sender_info of live and
 // replayed messages; the Connect hook's info stands in when Join gives
 // none; an API publish has none; oversized info refuses the join. JSON
-// and proto clients.
+// and proto clients; memory stores, then Redis (presence and history).
 func TestHooksMemberInfo(t *testing.T) {
+	for _, mode := range []string{"serve", "redis"} {
+		t.Run(mode, func(t *testing.T) { testHooksMemberInfo(t, mode) })
+	}
+}
+
+func testHooksMemberInfo(t *testing.T, mode string) {
 	b := &appBackend{}
-	d := start(t, "serve", nil, withHooks(serveBackend(t, b), nil))
+	d := start(t, mode, nil, withHooks(serveBackend(t, b), nil))
 	ctx := testCtx(t)
 	dialEnc := func(user string, enc protocol.Encoding) *client.Conn {
 		c, err := client.Dial(ctx, d.wsURL, client.Options{Token: "user:" + user, Encoding: enc})
