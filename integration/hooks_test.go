@@ -652,6 +652,30 @@ func testHooksMemberInfo(t *testing.T, mode string) {
 		}
 	}
 
+	// A resumed session keeps its info: the Join hook is asked again for
+	// the resumed room (without it the Connect info would show).
+	frank := dialEnc("frank", protocol.JSON)
+	if _, err := frank.Join(ctx, "game:info", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	w := frank.Welcome()
+	frank.CloseNow()
+	time.Sleep(100 * time.Millisecond) // let the core see the drop
+	back, err := client.Dial(ctx, d.wsURL, client.Options{Token: "user:frank", Encoding: protocol.JSON, Resume: &corralv1.Resume{
+		SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(back.CloseNow)
+	nextFrame(t, back, func(f *corralv1.ServerFrame) bool { return f.GetJoined().GetRoom() == "game:info" && f.GetJoined().GetResumed() })
+	if _, err := back.Publish(ctx, "game:info", "f1", []byte(`4`)); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextFrame(t, alice, func(f *corralv1.ServerFrame) bool { return f.GetMessage().GetSeq() == 4 }).GetMessage(); string(m.GetSenderInfo()) != `{"name":"frank"}` {
+		t.Fatalf("message after a resume: sender_info %q", m.GetSenderInfo())
+	}
+
 	// Oversized info: the join is refused, the bad answer counted.
 	_, err = alice.Join(ctx, "game:huge", 0, "")
 	wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
