@@ -668,7 +668,9 @@ func testHooksMemberInfo(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(back.CloseNow)
-	nextFrame(t, back, func(f *corralv1.ServerFrame) bool { return f.GetJoined().GetRoom() == "game:info" && f.GetJoined().GetResumed() })
+	nextFrame(t, back, func(f *corralv1.ServerFrame) bool {
+		return f.GetJoined().GetRoom() == "game:info" && f.GetJoined().GetResumed()
+	})
 	if _, err := back.Publish(ctx, "game:info", "f1", []byte(`4`)); err != nil {
 		t.Fatal(err)
 	}
