@@ -567,9 +567,10 @@ func TestHooksByClass(t *testing.T) {
 // presence (snapshot and diff) and as Message.sender_info of live and
 // replayed messages; the Connect hook's info stands in when Join gives
 // none; an API publish has none; oversized info refuses the join. JSON
-// and proto clients; memory stores, then Redis (presence and history).
+// and proto clients; memory stores, Redis (presence and history), and
+// split mode (the Connect info crosses the edge-core link).
 func TestHooksMemberInfo(t *testing.T) {
-	for _, mode := range []string{"serve", "redis"} {
+	for _, mode := range []string{"serve", "redis", "split"} {
 		t.Run(mode, func(t *testing.T) { testHooksMemberInfo(t, mode) })
 	}
 }
