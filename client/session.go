@@ -387,6 +387,22 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 	}
 }
 
+// Call asks the application's backend through corral (its Call hook,
+// docs/HOOKS.md), as [Conn.Call] does, on the current connection; while
+// the Session reconnects it waits for the next one. A call is not
+// retried: when the connection drops before the answer the call may have
+// run, and Call returns the connection's error. A refusal, or a backend
+// that could not answer (CODE_UNAVAILABLE with retry_after_ms), is a
+// *ServerError.
+func (s *Session) Call(ctx context.Context, method string, payload []byte) ([]byte, error) {
+	c, _, err := s.ready(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.lastSend.Store(time.Now().UnixNano())
+	return c.Call(ctx, method, payload)
+}
+
 // Signal sends an ephemeral signal (sig.Room must be joined). While the
 // Session reconnects it waits for the next connection. A signal sent just
 // before a drop may be lost: signals are not stored.

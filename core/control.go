@@ -315,6 +315,7 @@ func (c *Core) unsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeReq
 			s.mu.Lock()
 			r := s.rooms[name]
 			delete(s.rooms, name)
+			delete(s.joinInfo, name)
 			s.mu.Unlock()
 			if r == nil {
 				continue

@@ -55,6 +55,7 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 	s.mu.Lock()
 	r := s.rooms[name]
 	delete(s.rooms, name)
+	delete(s.joinInfo, name)
 	s.mu.Unlock()
 	if r == nil {
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
@@ -102,6 +103,8 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 		Payload: payload,
 		TimeMs:  time.Now().UnixMilli(),
 		Id:      p.GetId(),
+		// Stored with the message: replays show the info it was sent with.
+		SenderInfo: s.memberInfo(name),
 	}
 	dedupe := ""
 	if p.GetId() != "" {

@@ -192,6 +192,11 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 			code, reason := hooks.ClientRefusal(res[k-1].GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
 			c.refuseRoom(ctx, s, q, code, reason)
 		default:
+			// The hook's info (checked by package hooks) is the
+			// member's in this room; asked again at each resume.
+			s.mu.Lock()
+			s.setJoinInfoLocked(q.name, res[k-1].GetInfo())
+			s.mu.Unlock()
 			out = append(out, q)
 		}
 	}
@@ -379,6 +384,7 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric, reason st
 		s.mu.Lock()
 		r := s.rooms[name]
 		delete(s.rooms, name)
+		delete(s.joinInfo, name)
 		s.mu.Unlock()
 		if r == nil {
 			continue

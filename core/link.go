@@ -272,5 +272,6 @@ func reattachFrame(conn uint64, r *linkv1.Reattach) *linkv1.EdgeFrame {
 		Identity:   r.GetIdentity(),
 		RemoteAddr: r.GetRemoteAddr(),
 		Protocol:   r.GetProtocol(),
+		Info:       r.GetInfo(),
 	}}}
 }

@@ -107,7 +107,7 @@ func (c *Core) onPresenceChange(ch presence.Change) {
 }
 
 func presenceMember(m presence.Member) *corralv1.PresenceMember {
-	return &corralv1.PresenceMember{UserId: m.User, State: m.State, Connections: uint32(max(m.Conns, 0))}
+	return &corralv1.PresenceMember{UserId: m.User, State: m.State, Connections: uint32(max(m.Conns, 0)), Info: m.Info}
 }
 
 // presenceJoin shows s in room r (or keeps it shown: a session that comes
@@ -155,7 +155,7 @@ func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []by
 	var err error
 	switch {
 	case !counted:
-		err = p.store.Add(ctx, r.name, s.user, state)
+		err = p.store.Add(ctx, r.name, s.user, state, s.memberInfo(r.name))
 	case state != nil:
 		err = p.store.SetState(ctx, r.name, s.user, state)
 	}
@@ -386,7 +386,7 @@ func (v *presenceView) initLocked() {
 }
 
 func sameMember(a, b presence.Member) bool {
-	return a.Conns == b.Conns && string(a.State) == string(b.State)
+	return a.Conns == b.Conns && string(a.State) == string(b.State) && string(a.Info) == string(b.Info)
 }
 
 func (v *presenceView) applyLocked(ch presence.Change) {
@@ -690,25 +690,32 @@ func (c *Core) presenceDetach(s *session, clean bool) {
 // presence, after other cores swept it for dead (it could not heartbeat):
 // without it, members connected here would stay missing.
 func (c *Core) presenceRecount() {
-	type entry struct{ room, user string }
+	type entry struct {
+		room, user string
+		info       []byte
+	}
 	var all []entry
 	for _, s := range c.attached.all() {
 		s.mu.Lock()
 		for room := range s.pres {
-			all = append(all, entry{room, s.user})
+			info, ok := s.joinInfo[room]
+			if !ok {
+				info = s.info
+			}
+			all = append(all, entry{room, s.user, info})
 		}
 		s.mu.Unlock()
 	}
 	p := &c.pres
 	p.mu.Lock()
 	for k, g := range p.grace {
-		all = append(all, entry{k.room, g.user})
+		all = append(all, entry{k.room, g.user, nil})
 	}
 	p.mu.Unlock()
 	c.cfg.Logger.Warn("presence: this core was swept as dead; counting its connections again", "connections", len(all))
 	for _, e := range all {
 		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-		if err := p.store.Add(ctx, e.room, e.user, nil); err != nil {
+		if err := p.store.Add(ctx, e.room, e.user, nil, e.info); err != nil {
 			c.cfg.Logger.Warn("presence recount failed", "room", e.room, "err", err)
 		}
 		cancel()

@@ -26,6 +26,10 @@ type session struct {
 	// the session runs in order with the client's frames (control.go);
 	// set at the attach, never changed.
 	work *connWork
+	// info is the connection's default member info (the Connect hook's
+	// ConnectResponse.info, on the Attach): set at the attach, never
+	// changed. See memberInfo.
+	info []byte
 
 	mu    sync.Mutex // guards the following fields
 	ep    endpoint
@@ -36,6 +40,34 @@ type session struct {
 	// rates are the publish buckets of the room classes with a
 	// publish-rate, by class name (one per class: bounded by the file).
 	rates map[string]*classRate
+	// joinInfo is the member info the Join hook gave for a joined room
+	// (JoinResult.info), by room name: set when the hook admits the room
+	// (again at each resume), removed when the session leaves it.
+	joinInfo map[string][]byte
+}
+
+// memberInfo returns s's member info in room: the Join hook's, else the
+// Connect hook's, else nil. Safe for concurrent use.
+func (s *session) memberInfo(room string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.joinInfo[room]; ok {
+		return b
+	}
+	return s.info
+}
+
+// setJoinInfo records the Join hook's info for room (nil: none, the
+// Connect info applies). Lock must be held.
+func (s *session) setJoinInfoLocked(room string, info []byte) {
+	if len(info) == 0 {
+		delete(s.joinInfo, room)
+		return
+	}
+	if s.joinInfo == nil {
+		s.joinInfo = make(map[string][]byte)
+	}
+	s.joinInfo[room] = info
 }
 
 // classRate is a connection's publish bucket for one room class, made

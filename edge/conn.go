@@ -227,7 +227,7 @@ func (c *conn) hello() (ok, clean bool) {
 		return false, false
 	}
 	actx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
-	id, initial, err := c.authenticate(actx, hello)
+	id, initial, info, err := c.authenticate(actx, hello)
 	cancel()
 	if err != nil {
 		if c.helloRefused(err) {
@@ -264,6 +264,7 @@ func (c *conn) hello() (ok, clean bool) {
 		Identity:   id,
 		RemoteAddr: c.remote,
 		Protocol:   c.enc.String(),
+		Info:       info,
 	}) {
 		return false, false
 	}

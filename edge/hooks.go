@@ -62,12 +62,13 @@ func (e *refusedError) Error() string { return e.reason }
 
 // authenticate returns the hello's identity: from the Connect hook when
 // it is on (with the rooms to join server-side), else from Config.Auth.
-// A refusal by the backend is a *refusedError; a backend that could not
-// answer wraps hooks.ErrUnavailable.
-func (c *conn) authenticate(ctx context.Context, hello *corralv1.Hello) (*corralv1.Identity, []string, error) {
+// With the Connect hook, info is the connection's default member info
+// (ConnectResponse.info). A refusal by the backend is a *refusedError; a
+// backend that could not answer wraps hooks.ErrUnavailable.
+func (c *conn) authenticate(ctx context.Context, hello *corralv1.Hello) (id *corralv1.Identity, rooms []string, info []byte, err error) {
 	if c.hook == nil {
 		id, err := c.e.cfg.Auth.Authenticate(ctx, hello.GetToken())
-		return id, nil, err
+		return id, nil, nil, err
 	}
 	res, err := c.e.cfg.Hooks.Connect(ctx, &corralv1.ConnectRequest{
 		Token:      hello.GetToken(),
@@ -79,16 +80,15 @@ func (c *conn) authenticate(ctx context.Context, hello *corralv1.Hello) (*corral
 		Resume:     hello.GetResume() != nil,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if r := res.GetRefusal(); r != nil {
 		code, reason := hooks.ClientRefusal(r, corralv1.Code_CODE_UNAUTHENTICATED)
-		return nil, nil, &refusedError{code, reason}
+		return nil, nil, nil, &refusedError{code, reason}
 	}
-	id := &corralv1.Identity{
+	id = &corralv1.Identity{
 		UserId: res.GetUserId(), Join: res.GetJoin(), Publish: res.GetPublish(), ExpiresUnix: res.GetExpiresUnix(),
 	}
-	var rooms []string
 	if hello.GetResume() == nil {
 		rooms = res.GetRooms()
 		if len(rooms) > maxInitialRooms {
@@ -96,7 +96,7 @@ func (c *conn) authenticate(ctx context.Context, hello *corralv1.Hello) (*corral
 			rooms = rooms[:maxInitialRooms]
 		}
 	}
-	return id, rooms, nil
+	return id, rooms, res.GetInfo(), nil
 }
 
 // maxInitialRooms bounds the rooms a Connect answer joins server-side

@@ -309,7 +309,7 @@ func (l *link) refresh(c *conn, f *corralv1.ClientFrame, id *corralv1.Identity) 
 	return l.pass(c, f, &linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_Refresh{Refresh: id}}, func() {
 		// A new Attach: the old one may be shared with the transport.
 		a := c.attach
-		c.attach = &linkv1.Attach{Hello: a.GetHello(), Identity: id, RemoteAddr: a.GetRemoteAddr(), Protocol: a.GetProtocol()}
+		c.attach = &linkv1.Attach{Hello: a.GetHello(), Identity: id, RemoteAddr: a.GetRemoteAddr(), Protocol: a.GetProtocol(), Info: a.GetInfo()}
 		c.expireAt(id.GetExpiresUnix())
 	})
 }

@@ -23,6 +23,7 @@ func (l *link) reattachLocked() {
 			Client:      c.attach.GetHello().GetClient(),
 			RemoteAddr:  c.attach.GetRemoteAddr(),
 			Protocol:    c.attach.GetProtocol(),
+			Info:        c.attach.GetInfo(),
 		}
 		for _, room := range c.rooms {
 			if room.tracked {

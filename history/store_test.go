@@ -27,6 +27,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"ReadMany":         testReadMany,
 		"Epoch":            testEpoch,
 		"BadRoom":          testBadRoom,
+		"SenderInfo":       testSenderInfo,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, newStore) })
@@ -385,5 +386,28 @@ func testBadRoom(t *testing.T, newStore newStoreFunc) {
 	}
 	if _, err := s.Read(ctx, history.Query{}); err == nil || errors.Is(err, history.ErrBusy) {
 		t.Errorf("read of the empty room: %v", err)
+	}
+}
+
+// testSenderInfo: a message's sender_info is stored and read back with it;
+// a message without one reads back without.
+func testSenderInfo(t *testing.T, newStore newStoreFunc) {
+	s := newStore(t, 0)
+	ctx := context.Background()
+	in := []*corralv1.Message{
+		{Room: "r", Sender: "ann", Payload: []byte(`1`), SenderInfo: []byte(`{"name":"Ann"}`)},
+		{Room: "r", Payload: []byte(`2`)},
+	}
+	for _, m := range in {
+		if _, err := s.Append(ctx, "r", m, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := s.Read(ctx, history.Query{Room: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Messages) != 2 || string(p.Messages[0].GetSenderInfo()) != `{"name":"Ann"}` || p.Messages[1].GetSenderInfo() != nil {
+		t.Fatalf("read back %v", p.Messages)
 	}
 }

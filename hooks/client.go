@@ -159,6 +159,11 @@ func (c *Client) Connect(ctx context.Context, req *corralv1.ConnectRequest) (*co
 		if err == nil && res.GetRefusal() == nil && res.GetUserId() == "" {
 			return badResponse("Connect admitted without a user id")
 		}
+		if err == nil && res.GetRefusal() == nil {
+			if bad := checkInfo(res.GetInfo()); bad != nil {
+				return badResponse("Connect: " + bad.Error())
+			}
+		}
 		return err
 	})
 	if err != nil {

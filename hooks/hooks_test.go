@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,6 +57,7 @@ func (b *backend) Join(ctx context.Context, req *corralv1.JoinRequest) (*corralv
 		if strings.HasPrefix(p.GetRoom(), "secret") {
 			r.Refusal = &corralv1.Refusal{Code: corralv1.Code_CODE_FORBIDDEN, Reason: "members only"}
 		}
+		r.Info = memberInfo[p.GetRoom()]
 		res.Results = append(res.Results, r)
 	}
 	return res, nil
@@ -67,6 +69,9 @@ func (b *backend) Connect(ctx context.Context, req *corralv1.ConnectRequest) (*c
 	}
 	if err := b.trouble(ctx); err != nil {
 		return nil, err
+	}
+	if req.GetToken() == "bad-info" {
+		return &corralv1.ConnectResponse{UserId: "alice", Info: []byte(`{"name":`)}, nil
 	}
 	if req.GetToken() != "good" {
 		return &corralv1.ConnectResponse{Refusal: &corralv1.Refusal{Code: 1, Reason: "who are you"}}, nil
@@ -80,6 +85,14 @@ func (b *backend) Call(ctx context.Context, req *corralv1.CallRequest) (*corralv
 		return nil, err
 	}
 	return &corralv1.CallResponse{Payload: append([]byte("echo:"), req.GetPayload()...)}, nil
+}
+
+// memberInfo is the backend's JoinResult.info by room.
+var memberInfo = map[string][]byte{
+	"info:ok":     []byte(`{"name":"Alice"}`),
+	"info:max":    []byte(`"` + strings.Repeat("x", hooks.MaxInfo-2) + `"`),
+	"info:big":    []byte(`"` + strings.Repeat("x", hooks.MaxInfo-1) + `"`),
+	"info:broken": []byte(`{"name":`),
 }
 
 // start serves b over h2c and returns a client of it.
@@ -331,4 +344,72 @@ func TestSlowBackendGrowsBatches(t *testing.T) {
 	if got := b.joinCalls.Load(); got > 3 {
 		t.Fatalf("%d Join calls for %d callers arriving during slow calls, want at most 3", got, callers)
 	}
+}
+
+// TestMemberInfo: valid info of up to MaxInfo bytes passes; larger or
+// invalid info refuses that pair only (the rest of the batch stands) and
+// is counted as a bad response; a Connect answer with invalid info is a
+// bad response (unavailable), never an admission.
+func TestMemberInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := start(t, &backend{}, func(cfg *hooks.Config) { cfg.Registerer = reg })
+	rooms := []string{"info:ok", "info:max", "info:big", "info:broken", "plain"}
+	var pairs []*corralv1.JoinPair
+	for _, r := range rooms {
+		pairs = append(pairs, &corralv1.JoinPair{UserId: "alice", Room: r})
+	}
+	res, err := c.Join(context.Background(), pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		refused bool
+		info    string
+	}{
+		"info:ok":     {info: `{"name":"Alice"}`},
+		"info:max":    {info: string(memberInfo["info:max"])},
+		"info:big":    {refused: true},
+		"info:broken": {refused: true},
+		"plain":       {},
+	}
+	for i, room := range rooms {
+		tt := tests[room]
+		if got := res[i].GetRefusal() != nil; got != tt.refused {
+			t.Errorf("%s: refused %v, want %v", room, got, tt.refused)
+		}
+		if !tt.refused && string(res[i].GetInfo()) != tt.info {
+			t.Errorf("%s: info %q, want %q", room, res[i].GetInfo(), tt.info)
+		}
+	}
+	if got := counted(t, reg, "corral_hook_errors_total", map[string]string{"hook": "join", "kind": "bad_response"}); got != 2 {
+		t.Errorf("bad responses counted: %v, want 2", got)
+	}
+	_, err = c.Connect(context.Background(), &corralv1.ConnectRequest{Token: "bad-info"})
+	if !errors.Is(err, hooks.ErrUnavailable) {
+		t.Fatalf("connect with invalid info: %v, want ErrUnavailable", err)
+	}
+}
+
+// counted returns the value of the counter name with labels in reg.
+func counted(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

@@ -174,7 +174,13 @@ func (j *joiner) call(b *joinBatch) {
 		return
 	}
 	b.results = res.GetResults()
-	for _, r := range b.results {
+	for i, r := range b.results {
+		if r.GetRefusal() == nil && checkInfo(r.GetInfo()) != nil {
+			// One pair's bad answer refuses that pair, not the batch.
+			j.c.metrics.errors.WithLabelValues(HookJoin, KindBadResponse).Inc()
+			r = badInfoRefusal()
+			b.results[i] = r
+		}
 		j.c.count(HookJoin, r.GetRefusal() == nil)
 	}
 	if ttl := j.c.cfg.JoinCacheTTL; ttl > 0 {

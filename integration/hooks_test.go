@@ -30,7 +30,9 @@ import (
 
 // appBackend is a toy application: token "user:NAME" is NAME, "banned"
 // is refused; rooms starting with "secret" are members-only; a payload
-// "bad" is refused and "shout" replaced; Call "echo" echoes.
+// "bad" is refused and "shout" replaced; Call "echo" echoes. Member info:
+// Connect gives {"conn":NAME}; Join of "game:info*" gives {"name":NAME}
+// (none for carol), of "game:huge" 5 KiB.
 type appBackend struct {
 	corralv1connect.UnimplementedHooksServiceHandler
 	joinCalls, joinPairs atomic.Int64
@@ -56,7 +58,7 @@ func (b *appBackend) Connect(ctx context.Context, req *corralv1.ConnectRequest) 
 		return &corralv1.ConnectResponse{Refusal: &corralv1.Refusal{Code: corralv1.Code_CODE_FORBIDDEN, Reason: "banned"}}, nil
 	}
 	return &corralv1.ConnectResponse{UserId: user, Join: []string{"*"}, Publish: []string{"*"},
-		Rooms: []string{"inbox:" + user}}, nil
+		Rooms: []string{"inbox:" + user}, Info: []byte(fmt.Sprintf(`{"conn":%q}`, user))}, nil
 }
 
 func (b *appBackend) Refresh(ctx context.Context, req *corralv1.RefreshRequest) (*corralv1.RefreshResponse, error) {
@@ -82,8 +84,13 @@ func (b *appBackend) Join(ctx context.Context, req *corralv1.JoinRequest) (*corr
 	res := &corralv1.JoinResponse{}
 	for _, p := range req.GetPairs() {
 		r := &corralv1.JoinResult{}
-		if strings.HasPrefix(p.GetRoom(), "secret") {
+		switch {
+		case strings.HasPrefix(p.GetRoom(), "secret"):
 			r.Refusal = &corralv1.Refusal{Code: corralv1.Code_CODE_FORBIDDEN, Reason: "members only"}
+		case strings.HasPrefix(p.GetRoom(), "game:info") && p.GetUserId() != "carol":
+			r.Info = []byte(fmt.Sprintf(`{"name":%q}`, p.GetUserId()))
+		case p.GetRoom() == "game:huge":
+			r.Info = []byte(`"` + strings.Repeat("x", hooks.MaxInfo) + `"`)
 		}
 		res.Results = append(res.Results, r)
 	}
@@ -236,6 +243,17 @@ func TestHooks(t *testing.T) {
 				t.Fatalf("client Call: %s %v", got, err)
 			}
 			_, err = c.Call(ctx, "nope", nil)
+			wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
+			// The Session's Call, on its current connection.
+			sess, err := client.Connect(ctx, d.wsURL, client.SessionOptions{Options: client.Options{Token: "user:sam", Encoding: protocol.Proto}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sess.Close() })
+			if got, err := sess.Call(ctx, "echo", []byte(`3`)); err != nil || !bytes.Contains(got, []byte(`"user":"sam","got":3`)) {
+				t.Fatalf("Session.Call: %s %v", got, err)
+			}
+			_, err = sess.Call(ctx, "nope", nil)
 			wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
 
 			// Refresh: refused, then allowed.
@@ -542,5 +560,129 @@ func TestHooksByClass(t *testing.T) {
 		t.Fatal("a class with hooks started without a hooks backend")
 	} else if !strings.Contains(err.Error(), "--hooks-url") {
 		t.Fatalf("start: %v, want it to name --hooks-url", err)
+	}
+}
+
+// TestHooksMemberInfo: the Join hook's info is shown to other members in
+// presence (snapshot and diff) and as Message.sender_info of live and
+// replayed messages; the Connect hook's info stands in when Join gives
+// none; an API publish has none; oversized info refuses the join. JSON
+// and proto clients; memory stores, Redis (presence and history), and
+// split mode (the Connect info crosses the edge-core link).
+func TestHooksMemberInfo(t *testing.T) {
+	for _, mode := range []string{"serve", "redis", "split"} {
+		t.Run(mode, func(t *testing.T) { testHooksMemberInfo(t, mode) })
+	}
+}
+
+func testHooksMemberInfo(t *testing.T, mode string) {
+	b := &appBackend{}
+	d := start(t, mode, nil, withHooks(serveBackend(t, b), nil))
+	ctx := testCtx(t)
+	dialEnc := func(user string, enc protocol.Encoding) *client.Conn {
+		c, err := client.Dial(ctx, d.wsURL, client.Options{Token: "user:" + user, Encoding: enc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.CloseNow)
+		return c
+	}
+	alice, bob, carol := dialEnc("alice", protocol.JSON), dialEnc("bob", protocol.Proto), dialEnc("carol", protocol.JSON)
+
+	aw := joinPresence(t, alice, "game:info", "")
+	aw.until(10*time.Second, "alice in her snapshot", func(r *client.Roster) bool { return r.Get("alice") != nil })
+	if got := string(aw.roster.Get("alice").GetInfo()); got != `{"name":"alice"}` {
+		t.Fatalf("alice's info in the snapshot: %q", got)
+	}
+	bw := joinPresence(t, bob, "game:info", "")
+	bw.until(10*time.Second, "alice in bob's snapshot", func(r *client.Roster) bool { return r.Get("alice") != nil && r.Get("bob") != nil })
+	if got := string(bw.roster.Get("alice").GetInfo()); got != `{"name":"alice"}` {
+		t.Fatalf("alice's info in bob's snapshot (proto): %q", got)
+	}
+	joinPresence(t, carol, "game:info", "")
+	aw.until(10*time.Second, "carol's join diff", func(r *client.Roster) bool { return r.Get("carol") != nil && r.Get("bob") != nil })
+	if got := string(aw.roster.Get("carol").GetInfo()); got != `{"conn":"carol"}` {
+		t.Fatalf("carol's info (Connect's, Join gave none): %q", got)
+	}
+	if got := string(aw.roster.Get("bob").GetInfo()); got != `{"name":"bob"}` {
+		t.Fatalf("bob's info in alice's diff: %q", got)
+	}
+
+	// Live messages carry the sender's info in the room.
+	if _, err := bob.Publish(ctx, "game:info", "m1", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := carol.Publish(ctx, "game:info", "m2", []byte(`2`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.api.Publish(ctx, &corralv1.PublishRequest{Room: "game:info", Payload: []byte(`3`)}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]string{1: `{"name":"bob"}`, 2: `{"conn":"carol"}`, 3: ""}
+	for seq := uint64(1); seq <= 3; seq++ {
+		m := nextFrame(t, alice, func(f *corralv1.ServerFrame) bool { return f.GetMessage().GetSeq() == seq }).GetMessage()
+		if string(m.GetSenderInfo()) != want[seq] {
+			t.Fatalf("live message %d: sender_info %q, want %q", seq, m.GetSenderInfo(), want[seq])
+		}
+	}
+	// Replayed messages carry it too (stored with the message).
+	jd, err := dialEnc("dave", protocol.JSON).Join(ctx, "game:info", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	erin := dialEnc("erin", protocol.Proto)
+	jr, err := erin.Join(ctx, "game:info", 0, jd.GetEpoch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !jr.GetReplay() {
+		t.Fatalf("join from seq 0 of epoch %q: no replay: %v", jd.GetEpoch(), jr)
+	}
+	got := map[uint64]string{}
+	for len(got) < 3 {
+		f := nextFrame(t, erin, func(f *corralv1.ServerFrame) bool { return f.GetBatch() != nil || f.GetMessage() != nil })
+		for _, bf := range append(f.GetBatch().GetFrames(), f) {
+			if m := bf.GetMessage(); m != nil {
+				got[m.GetSeq()] = string(m.GetSenderInfo())
+			}
+		}
+	}
+	for seq, w := range want {
+		if got[seq] != w {
+			t.Fatalf("replayed message %d: sender_info %q, want %q", seq, got[seq], w)
+		}
+	}
+
+	// A resumed session keeps its info: the Join hook is asked again for
+	// the resumed room (without it the Connect info would show).
+	frank := dialEnc("frank", protocol.JSON)
+	if _, err := frank.Join(ctx, "game:info", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	w := frank.Welcome()
+	frank.CloseNow()
+	time.Sleep(100 * time.Millisecond) // let the core see the drop
+	back, err := client.Dial(ctx, d.wsURL, client.Options{Token: "user:frank", Encoding: protocol.JSON, Resume: &corralv1.Resume{
+		SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(back.CloseNow)
+	nextFrame(t, back, func(f *corralv1.ServerFrame) bool {
+		return f.GetJoined().GetRoom() == "game:info" && f.GetJoined().GetResumed()
+	})
+	if _, err := back.Publish(ctx, "game:info", "f1", []byte(`4`)); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextFrame(t, alice, func(f *corralv1.ServerFrame) bool { return f.GetMessage().GetSeq() == 4 }).GetMessage(); string(m.GetSenderInfo()) != `{"name":"frank"}` {
+		t.Fatalf("message after a resume: sender_info %q", m.GetSenderInfo())
+	}
+
+	// Oversized info: the join is refused, the bad answer counted.
+	_, err = alice.Join(ctx, "game:huge", 0, "")
+	wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
+	if sample(t, scrape(t, coreBase(d)), `corral_hook_errors_total{hook="join",kind="bad_response"}`) < 1 {
+		t.Error("oversized member info not counted as a bad response")
 	}
 }

@@ -55,7 +55,7 @@ func (m *Memory) Len() int {
 // commitLocked numbers a change and hands it out. Lock must be held.
 func (m *Memory) commitLocked(room string, r *memRoom, k Kind, mem *Member) {
 	r.version++
-	ch := Change{Room: room, Kind: k, Member: Member{User: mem.User, State: mem.State, Conns: mem.Conns}, Version: r.version}
+	ch := Change{Room: room, Kind: k, Member: Member{User: mem.User, State: mem.State, Info: mem.Info, Conns: mem.Conns}, Version: r.version}
 	if m.opts.OnCommit != nil {
 		m.opts.OnCommit(ch)
 	}
@@ -65,7 +65,7 @@ func (m *Memory) commitLocked(room string, r *memRoom, k Kind, mem *Member) {
 }
 
 // Add implements [Store.Add].
-func (m *Memory) Add(_ context.Context, room, user string, state []byte) error {
+func (m *Memory) Add(_ context.Context, room, user string, state, info []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -82,6 +82,9 @@ func (m *Memory) Add(_ context.Context, room, user string, state []byte) error {
 	mem.Conns++
 	if state != nil {
 		mem.State = bytes.Clone(state)
+	}
+	if info != nil {
+		mem.Info = bytes.Clone(info)
 	}
 	m.commitLocked(room, r, kind, mem)
 	return nil

@@ -22,7 +22,7 @@ func TestMemoryForgetsEmptyRooms(t *testing.T) {
 	}})
 	defer m.Close()
 	ctx := context.Background()
-	if err := m.Add(ctx, "kept", "ann", nil); err != nil {
+	if err := m.Add(ctx, "kept", "ann", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	const n = 100_000
@@ -37,8 +37,8 @@ func TestMemoryForgetsEmptyRooms(t *testing.T) {
 			_ = m.Remove(ctx, name, "bob")
 		default:
 			before, _ := m.List(ctx, name)
-			_ = m.Add(ctx, name, "bob", nil)
-			_ = m.Add(ctx, name, "cid", []byte(`"x"`))
+			_ = m.Add(ctx, name, "bob", nil, nil)
+			_ = m.Add(ctx, name, "cid", []byte(`"x"`), nil)
 			_ = m.Remove(ctx, name, "bob")
 			_ = m.Remove(ctx, name, "cid")
 			after, _ := m.List(ctx, name)

@@ -63,6 +63,8 @@ type RedisOptions struct {
 //
 //	{prefix}:{room}:pres:m        hash user -> connections (all cores)
 //	{prefix}:{room}:pres:s        hash user -> state
+//	{prefix}:{room}:pres:i        hash user -> member info (absent: none;
+//	                              rooms written before info existed have none)
 //	{prefix}:{room}:pres:c:{core} hash user -> connections on that core
 //	{prefix}:{room}:pres:v        the room's presence version
 //	{prefix}:{room}:pres:ch       the pub/sub channel of its changes
@@ -154,18 +156,21 @@ func (r *Redis) roomsKey(core string) string {
 }
 
 func (r *Redis) changeKeys(room, core string) []string {
-	return []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "c:"+core), r.key(room, "v")}
+	return []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "c:"+core), r.key(room, "v"), r.key(room, "i")}
 }
 
-func (r *Redis) change(ctx context.Context, op, room, user, delta string, setState bool, state []byte) error {
+func (r *Redis) change(ctx context.Context, op, room, user, delta string, state, info []byte) error {
 	if r.isClosed() {
 		return fmt.Errorf("presence: %s: %w", op, ErrClosed)
 	}
-	set := "0"
-	if setState {
-		set = "1"
+	setState, setInfo := "0", "0"
+	if state != nil {
+		setState = "1"
 	}
-	args := []string{user, delta, set, string(state), r.channel(room), r.verTTL, r.spublish}
+	if info != nil {
+		setInfo = "1"
+	}
+	args := []string{user, delta, setState, string(state), r.channel(room), r.verTTL, r.spublish, setInfo, string(info)}
 	var res []rueidis.RedisMessage
 	err := tryagain.Do(ctx, func() (err error) {
 		res, err = changeScript.Exec(ctx, r.client, r.changeKeys(room, r.opts.CoreID), args).ToArray()
@@ -187,9 +192,9 @@ func (r *Redis) change(ctx context.Context, op, room, user, delta string, setSta
 	return nil
 }
 
-// parseChange reads {kind, version, connections, state}.
+// parseChange reads {kind, version, connections, state, info}.
 func parseChange(room, user string, res []rueidis.RedisMessage) (Change, error) {
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return Change{}, fmt.Errorf("unexpected reply of %d elements", len(res))
 	}
 	kind, err := res[0].AsInt64()
@@ -208,30 +213,40 @@ func parseChange(room, user string, res []rueidis.RedisMessage) (Change, error) 
 	if err != nil {
 		return Change{}, err
 	}
+	info, err := res[4].ToString()
+	if err != nil {
+		return Change{}, err
+	}
 	ch := Change{Room: room, Kind: Kind(kind), Version: ver, Member: Member{User: user, Conns: int(conns)}}
 	if state != "" {
 		ch.Member.State = []byte(state)
+	}
+	if info != "" {
+		ch.Member.Info = []byte(info)
 	}
 	return ch, nil
 }
 
 // Add implements [Store.Add].
-func (r *Redis) Add(ctx context.Context, room, user string, state []byte) error {
+func (r *Redis) Add(ctx context.Context, room, user string, state, info []byte) error {
 	// The room is recorded for the sweep before anything is counted in it.
 	if err := r.client.Do(ctx, r.client.B().Sadd().Key(r.roomsKey(r.opts.CoreID)).Member(room).Build()).Error(); err != nil {
 		return fmt.Errorf("presence: add %q: %w", room, err)
 	}
-	return r.change(ctx, "add", room, user, "1", state != nil, state)
+	return r.change(ctx, "add", room, user, "1", state, info)
 }
 
 // Remove implements [Store.Remove].
 func (r *Redis) Remove(ctx context.Context, room, user string) error {
-	return r.change(ctx, "remove", room, user, "-1", false, nil)
+	return r.change(ctx, "remove", room, user, "-1", nil, nil)
 }
 
 // SetState implements [Store.SetState].
 func (r *Redis) SetState(ctx context.Context, room, user string, state []byte) error {
-	return r.change(ctx, "set state", room, user, "0", true, state)
+	if state == nil {
+		state = []byte{} // nil would mean "keep": SetState always replaces
+	}
+	return r.change(ctx, "set state", room, user, "0", state, nil)
 }
 
 // List implements [Store.List].
@@ -239,17 +254,17 @@ func (r *Redis) List(ctx context.Context, room string) (Snapshot, error) {
 	if r.isClosed() {
 		return Snapshot{}, fmt.Errorf("presence: list: %w", ErrClosed)
 	}
-	keys := []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "v")}
+	keys := []string{r.key(room, "m"), r.key(room, "s"), r.key(room, "v"), r.key(room, "i")}
 	var res []rueidis.RedisMessage
 	err := tryagain.Do(ctx, func() (err error) {
 		res, err = listScript.Exec(ctx, r.client, keys, nil).ToArray()
 		return err
 	})
-	if err == nil && len(res) != 3 {
+	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply of %d elements", len(res))
 	}
 	var out Snapshot
-	var conns, states []string
+	var conns, states, infos []string
 	if err == nil {
 		out.Version, err = res[0].AsUint64()
 	}
@@ -259,6 +274,9 @@ func (r *Redis) List(ctx context.Context, room string) (Snapshot, error) {
 	if err == nil {
 		states, err = res[2].AsStrSlice()
 	}
+	if err == nil {
+		infos, err = res[3].AsStrSlice()
+	}
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("presence: list %q: %w", room, err)
 	}
@@ -266,12 +284,19 @@ func (r *Redis) List(ctx context.Context, room string) (Snapshot, error) {
 	for i := 0; i+1 < len(states); i += 2 {
 		byUser[states[i]] = states[i+1]
 	}
+	infoOf := make(map[string]string, len(infos)/2)
+	for i := 0; i+1 < len(infos); i += 2 {
+		infoOf[infos[i]] = infos[i+1]
+	}
 	out.Members = make([]Member, 0, len(conns)/2)
 	for i := 0; i+1 < len(conns); i += 2 {
 		n, _ := strconv.Atoi(conns[i+1])
 		m := Member{User: conns[i], Conns: n}
 		if s := byUser[conns[i]]; s != "" {
 			m.State = []byte(s)
+		}
+		if s := infoOf[conns[i]]; s != "" {
+			m.Info = []byte(s)
 		}
 		out.Members = append(out.Members, m)
 	}
@@ -347,12 +372,12 @@ func (r *Redis) Sweep(ctx context.Context, core string) error {
 		if err != nil {
 			return fmt.Errorf("presence: sweep %s in %q: %w", core, room, err)
 		}
-		for i := 0; i+4 < len(res); i += 5 {
+		for i := 0; i+5 < len(res); i += 6 {
 			user, err := res[i+3].ToString()
 			if err != nil {
 				continue
 			}
-			ch, err := parseChange(room, user, []rueidis.RedisMessage{res[i], res[i+1], res[i+2], res[i+4]})
+			ch, err := parseChange(room, user, []rueidis.RedisMessage{res[i], res[i+1], res[i+2], res[i+4], res[i+5]})
 			if err == nil && r.opts.OnCommit != nil {
 				r.opts.OnCommit(ch)
 			}
@@ -417,11 +442,17 @@ func (r *Redis) onMessage(channel, msg string) {
 	}
 }
 
-// decodeChange reads "kind|version|connections|len(user)|user state".
+// decodeChange reads "kind|version|connections|len(user)|user state", or
+// with member info "i|kind|version|connections|len(user)|len(info)|user
+// info state" (change.lua).
 func decodeChange(room, msg string) (Change, bool) {
-	var f [4]int64
+	var f [5]int64
+	n := 4
 	rest := msg
-	for i := range f {
+	if after, ok := strings.CutPrefix(msg, "i|"); ok {
+		n, rest = 5, after
+	}
+	for i := range n {
 		head, tail, ok := strings.Cut(rest, "|")
 		if !ok {
 			return Change{}, false
@@ -432,12 +463,17 @@ func decodeChange(room, msg string) (Change, bool) {
 		}
 		f[i], rest = n, tail
 	}
-	if int64(len(rest)) < f[3] || f[0] < 1 || f[0] > 3 {
+	if int64(len(rest)) < f[3] || int64(len(rest))-f[3] < f[4] || f[0] < 1 || f[0] > 3 {
 		return Change{}, false
 	}
 	ch := Change{Room: room, Kind: Kind(f[0]), Version: uint64(f[1]), Member: Member{User: rest[:f[3]], Conns: int(f[2])}}
-	if s := rest[f[3]:]; s != "" {
-		ch.Member.State = []byte(s)
+	rest = rest[f[3]:]
+	if f[4] > 0 {
+		ch.Member.Info = []byte(rest[:f[4]])
+		rest = rest[f[4]:]
+	}
+	if rest != "" {
+		ch.Member.State = []byte(rest)
 	}
 	return ch, true
 }

@@ -9,6 +9,9 @@ import (
 type Member struct {
 	User  string
 	State []byte
+	// Info is the user's member info in the room (from the application's
+	// hooks): set by Add, the latest non-nil wins; nil when none.
+	Info []byte
 	// Conns is the user's connections in the room, on every core.
 	Conns int
 }
@@ -78,8 +81,9 @@ type Options struct {
 // called concurrently.
 type Store interface {
 	// Add counts one connection of user in room on this core. A non-nil
-	// state replaces the user's state.
-	Add(ctx context.Context, room, user string, state []byte) error
+	// state replaces the user's state; a non-nil info replaces the user's
+	// member info.
+	Add(ctx context.Context, room, user string, state, info []byte) error
 	// Remove uncounts one connection of user in room on this core. It is
 	// a no-op when this core counts none (a sweep removed them).
 	Remove(ctx context.Context, room, user string) error

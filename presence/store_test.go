@@ -100,8 +100,8 @@ func TestStoreCounts(t *testing.T) {
 				t.Fatal(err)
 			}
 			steps := []func() error{
-				func() error { return s.Add(ctx, "r", "alice", []byte(`{"c":"red"}`)) },
-				func() error { return s.Add(ctx, "r", "alice", nil) },
+				func() error { return s.Add(ctx, "r", "alice", []byte(`{"c":"red"}`), nil) },
+				func() error { return s.Add(ctx, "r", "alice", nil, nil) },
 				func() error { return s.SetState(ctx, "r", "alice", []byte(`{"c":"blue"}`)) },
 				func() error { return s.SetState(ctx, "r", "alice", []byte(`{"c":"blue"}`)) }, // no change
 				func() error { return s.Remove(ctx, "r", "alice") },
@@ -158,7 +158,7 @@ func TestStoreList(t *testing.T) {
 			s := mk(&recorder{}, &recorder{})
 			ctx := context.Background()
 			for _, u := range []string{"carol", "alice", "bob", "alice"} {
-				if err := s.Add(ctx, "r", u, []byte(`"`+u+`"`)); err != nil {
+				if err := s.Add(ctx, "r", u, []byte(`"`+u+`"`), nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -216,11 +216,11 @@ func testSweepDeadCore(t *testing.T, client rueidis.Client) {
 		t.Fatal(err)
 	}
 	for _, u := range []string{"alice", "alice", "bob"} {
-		if err := a.Add(ctx, "r", u, nil); err != nil {
+		if err := a.Add(ctx, "r", u, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.Add(ctx, "r", "bob", nil); err != nil {
+	if err := b.Add(ctx, "r", "bob", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	a.Close() // a crash, for presence: no removals, no heartbeat
@@ -272,7 +272,7 @@ func TestRedisClusterSlotMove(t *testing.T) {
 	if err := s.Watch(ctx, room); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Add(ctx, room, "alice", nil); err != nil {
+	if err := s.Add(ctx, room, "alice", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	changes.wait(t, 1)
@@ -281,11 +281,76 @@ func TestRedisClusterSlotMove(t *testing.T) {
 	if ch := got[1]; ch.Room != room || ch.Kind != 0 {
 		t.Fatalf("after the move: %+v, want a read-again signal", ch)
 	}
-	if err := s.Add(ctx, room, "bob", nil); err != nil {
+	if err := s.Add(ctx, room, "bob", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	got = changes.wait(t, 3)
 	if ch := got[2]; ch.Kind != presence.Joined || ch.Member.User != "bob" {
 		t.Fatalf("change after the move: %+v", ch)
+	}
+}
+
+// TestStoreInfo: a member's info is set by Add, kept by an Add without
+// info and by SetState, carried in changes and lists, and gone with the
+// member; members added without info have none.
+func TestStoreInfo(t *testing.T) {
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			var changes, commits recorder
+			s := mk(&changes, &commits)
+			ctx := context.Background()
+			if err := s.Watch(ctx, "r"); err != nil {
+				t.Fatal(err)
+			}
+			steps := []func() error{
+				func() error { return s.Add(ctx, "r", "alice", []byte(`"s"`), []byte(`{"name":"Alice"}`)) },
+				func() error { return s.Add(ctx, "r", "alice", nil, nil) },
+				func() error { return s.SetState(ctx, "r", "alice", []byte(`"t"`)) },
+				func() error { return s.Add(ctx, "r", "bob", nil, nil) },
+				func() error { return s.Add(ctx, "r", "alice", nil, []byte(`{"name":"Al"}`)) },
+			}
+			for i, step := range steps {
+				if err := step(); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			want := []struct{ user, info string }{
+				{"alice", `{"name":"Alice"}`}, {"alice", `{"name":"Alice"}`}, {"alice", `{"name":"Alice"}`},
+				{"bob", ""}, {"alice", `{"name":"Al"}`},
+			}
+			for _, rec := range []*recorder{&changes, &commits} {
+				got := rec.wait(t, len(want))
+				for i, w := range want {
+					if got[i].Member.User != w.user || string(got[i].Member.Info) != w.info {
+						t.Fatalf("change %d: %s %q, want %s %q", i, got[i].Member.User, got[i].Member.Info, w.user, w.info)
+					}
+				}
+			}
+			snap, err := s.List(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Members) != 2 || string(snap.Members[0].Info) != `{"name":"Al"}` || snap.Members[0].Conns != 3 ||
+				string(snap.Members[0].State) != `"t"` || snap.Members[1].Info != nil {
+				t.Fatalf("list: %+v", snap.Members)
+			}
+			for range 3 {
+				if err := s.Remove(ctx, "r", "alice"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Add(ctx, "r", "alice", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			snap, err = s.List(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range snap.Members {
+				if m.Info != nil {
+					t.Fatalf("info outlived the member: %+v", snap.Members)
+				}
+			}
+		})
 	}
 }

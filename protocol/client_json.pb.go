@@ -1014,6 +1014,7 @@ func appendJSONMessage(b []byte, m *v1.Message) []byte {
 	b = appendBytesField(b, s, "payload", m.GetPayload())
 	b = appendIntField(b, s, `"timeMs":`, m.GetTimeMs())
 	b = appendStringField(b, s, `"id":`, m.GetId())
+	b = appendBytesField(b, s, "senderInfo", m.GetSenderInfo())
 	return append(b, '}')
 }
 
@@ -1039,6 +1040,10 @@ func (d *decoder) readMessage(m *v1.Message) error {
 			m.TimeMs, err = d.int("timeMs", 64)
 		case "id":
 			m.Id, err = d.str("id")
+		case "senderInfo", "sender_info":
+			m.SenderInfo, err = d.payload("senderInfo", m.SenderInfo)
+		case "senderInfoBase64", "sender_info_base64":
+			m.SenderInfo, err = d.payloadBase64("senderInfoBase64", m.SenderInfo)
 		default:
 			d.skip()
 		}
@@ -1412,6 +1417,7 @@ func appendJSONPresenceMember(b []byte, m *v1.PresenceMember) []byte {
 	b = appendStringField(b, s, `"userId":`, m.GetUserId())
 	b = appendBytesField(b, s, "state", m.GetState())
 	b = appendUintField(b, s, `"connections":`, uint64(m.GetConnections()))
+	b = appendBytesField(b, s, "info", m.GetInfo())
 	return append(b, '}')
 }
 
@@ -1431,6 +1437,10 @@ func (d *decoder) readPresenceMember(m *v1.PresenceMember) error {
 			m.State, err = d.payloadBase64("stateBase64", m.State)
 		case "connections":
 			m.Connections, err = d.uint32("connections")
+		case "info":
+			m.Info, err = d.payload("info", m.Info)
+		case "infoBase64", "info_base64":
+			m.Info, err = d.payloadBase64("infoBase64", m.Info)
 		default:
 			d.skip()
 		}

@@ -130,6 +130,16 @@ func serverFrames() map[string]*corralv1.ServerFrame {
 			Room: "a", Code: corralv1.Code_CODE_FORBIDDEN, Reason: "kicked",
 		}}},
 		"message": sampleMessage(),
+		"message sender info": {Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+			Room: "a", Seq: 2, Sender: "u1", Payload: []byte(`1`), SenderInfo: []byte(`{"name":"Ann"}`),
+		}}},
+		"presence info": {Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
+			Room: "lobby", Members: 2, Connections: 2,
+			Joins: []*corralv1.PresenceMember{
+				{UserId: "ann", Connections: 1, Info: []byte(`{"name":"Ann"}`)},
+				{UserId: "ben", Connections: 1, Info: []byte{0x01}},
+			},
+		}}},
 		"message binary": {Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
 			Room: "a", Seq: 1, Payload: []byte{0xff, 0xfe}, TimeMs: -1,
 		}}},

@@ -109,6 +109,15 @@ func TestJSONGolden(t *testing.T) {
 			want: `{"message":{"room":"a","seq":7,"sender":"u1","payload":{"text":"hi"},` +
 				`"timeMs":1700000000000,"id":"c1"}}`,
 		},
+		"message sender info": {
+			server: servers["message sender info"],
+			want:   `{"message":{"room":"a","seq":2,"sender":"u1","payload":1,"senderInfo":{"name":"Ann"}}}`,
+		},
+		"presence info": {
+			server: servers["presence info"],
+			want: `{"presence":{"room":"lobby","joins":[{"userId":"ann","connections":1,"info":{"name":"Ann"}},` +
+				`{"userId":"ben","connections":1,"infoBase64":"AQ=="}],"members":2,"connections":2}}`,
+		},
 		"message max": {
 			server: servers["message max"],
 			want:   `{"message":{"seq":18446744073709551615,"payload":"a string","timeMs":-9223372036854775808}}`,

@@ -93,7 +93,7 @@ func TestStoresTimeOut(t *testing.T) {
 		{"sessions", "set room", func(ctx context.Context) error {
 			return sess.SetRoom(ctx, s.ID, "r", sessions.Position{Seq: 1})
 		}, 0},
-		{"presence", "add", func(ctx context.Context) error { return pres.Add(ctx, "r", "alice", nil) }, 0},
+		{"presence", "add", func(ctx context.Context) error { return pres.Add(ctx, "r", "alice", nil, nil) }, 0},
 		{"presence", "list", func(ctx context.Context) error {
 			_, err := pres.List(ctx, "r")
 			return err

@@ -581,7 +581,7 @@ describe("presence", () => {
     assert.deepEqual(ws.sent.at(-1), { join: { room: "lobby", presence: true, presenceState: { name: "Alice" } } });
     ws.serve({ presence: { room: "lobby", snapshot: true, joins: [{ userId: "alice", state: { name: "Alice" }, connections: 1 }], members: 1, connections: 1 } });
     assert.deepEqual(got, [{
-      room: "lobby", snapshot: true, joins: [{ userId: "alice", state: { name: "Alice" }, connections: 1 }],
+      room: "lobby", snapshot: true, joins: [{ userId: "alice", state: { name: "Alice" }, connections: 1, info: undefined }],
       updates: [], leaves: [], members: 1, connections: 1, countsOnly: false,
     }]);
     c.setPresence("lobby", "away");

@@ -1725,7 +1725,12 @@ type Message struct {
 	// Server time of the publish, milliseconds since the Unix epoch.
 	TimeMs int64 `protobuf:"varint,5,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
 	// The publisher's Publish.id, so a publisher can recognise its own.
-	Id            string `protobuf:"bytes,6,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,6,opt,name=id,proto3" json:"id,omitempty"`
+	// The publisher's member info in the room, as the application's hooks
+	// gave it (JoinResult.info, else ConnectResponse.info); empty for
+	// internal publishers and without hooks. Stored with the message and
+	// replayed with it. Inline JSON in the JSON subprotocol.
+	SenderInfo    []byte `protobuf:"bytes,7,opt,name=sender_info,json=senderInfo,proto3" json:"sender_info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1800,6 +1805,13 @@ func (x *Message) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *Message) GetSenderInfo() []byte {
+	if x != nil {
+		return x.SenderInfo
+	}
+	return nil
 }
 
 // SignalEvent is the latest value of one signal key in a room.
@@ -2491,7 +2503,12 @@ type PresenceMember struct {
 	// JSON in the JSON subprotocol.
 	State []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	// The user's connections in the room, on every core.
-	Connections   uint32 `protobuf:"varint,3,opt,name=connections,proto3" json:"connections,omitempty"`
+	Connections uint32 `protobuf:"varint,3,opt,name=connections,proto3" json:"connections,omitempty"`
+	// The user's member info in the room, as the application's hooks gave
+	// it (JoinResult.info, else ConnectResponse.info); the latest joining
+	// connection's wins. Empty without hooks. Inline JSON in the JSON
+	// subprotocol.
+	Info          []byte `protobuf:"bytes,4,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2545,6 +2562,13 @@ func (x *PresenceMember) GetConnections() uint32 {
 		return x.Connections
 	}
 	return 0
+}
+
+func (x *PresenceMember) GetInfo() []byte {
+	if x != nil {
+		return x.Info
+	}
+	return nil
 }
 
 // PresencePage answers a PresenceQuery.
@@ -2731,14 +2755,16 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x04Left\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12#\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x90\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb7\x01\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06sender\x18\x03 \x01(\tR\x06sender\x12\x1e\n" +
 	"\apayload\x18\x04 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12\x17\n" +
 	"\atime_ms\x18\x05 \x01(\x03R\x06timeMs\x12\x0e\n" +
-	"\x02id\x18\x06 \x01(\tR\x02id\"\x81\x01\n" +
+	"\x02id\x18\x06 \x01(\tR\x02id\x12%\n" +
+	"\vsender_info\x18\a \x01(\fB\x04\x88\xb5\x18\x01R\n" +
+	"senderInfo\"\x81\x01\n" +
 	"\vSignalEvent\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
@@ -2785,11 +2811,12 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"CallResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1e\n" +
 	"\apayload\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12&\n" +
-	"\x05error\x18\x03 \x01(\v2\x10.corral.v1.ErrorR\x05error\"g\n" +
+	"\x05error\x18\x03 \x01(\v2\x10.corral.v1.ErrorR\x05error\"\x81\x01\n" +
 	"\x0ePresenceMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
 	"\x05state\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\x05state\x12 \n" +
-	"\vconnections\x18\x03 \x01(\rR\vconnections\"\x81\x01\n" +
+	"\vconnections\x18\x03 \x01(\rR\vconnections\x12\x18\n" +
+	"\x04info\x18\x04 \x01(\fB\x04\x88\xb5\x18\x01R\x04info\"\x81\x01\n" +
 	"\fPresencePage\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x123\n" +
 	"\amembers\x18\x02 \x03(\v2\x19.corral.v1.PresenceMemberR\amembers\x12\x12\n" +

@@ -191,7 +191,13 @@ type ConnectResponse struct {
 	// Rooms the connection joins at once, server-side (each passes the
 	// same checks as a client's join). Only for a new session: a resumed
 	// one keeps its rooms.
-	Rooms         []string `protobuf:"bytes,6,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	Rooms []string `protobuf:"bytes,6,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// The connection's default member info: JSON shown to other members in
+	// presence (PresenceMember.info) and on its messages
+	// (Message.sender_info) in every room whose Join hook gives none. At
+	// most 4 KiB of valid JSON; more, or invalid JSON, is a bad backend
+	// response (the connection is refused with CODE_UNAVAILABLE).
+	Info          []byte `protobuf:"bytes,7,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -264,6 +270,13 @@ func (x *ConnectResponse) GetExpiresUnix() int64 {
 func (x *ConnectResponse) GetRooms() []string {
 	if x != nil {
 		return x.Rooms
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetInfo() []byte {
+	if x != nil {
+		return x.Info
 	}
 	return nil
 }
@@ -565,7 +578,13 @@ func (x *JoinResponse) GetResults() []*JoinResult {
 type JoinResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set: the join is refused (Error frame, or Left for a resumed room).
-	Refusal       *Refusal `protobuf:"bytes,1,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	Refusal *Refusal `protobuf:"bytes,1,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	// The member's info in this room: JSON shown to other members in
+	// presence (PresenceMember.info) and on its messages
+	// (Message.sender_info). Empty: the connection's ConnectResponse.info.
+	// At most 4 KiB of valid JSON; more, or invalid JSON, is a bad backend
+	// response (the join is refused with CODE_UNAVAILABLE).
+	Info          []byte `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -603,6 +622,13 @@ func (*JoinResult) Descriptor() ([]byte, []int) {
 func (x *JoinResult) GetRefusal() *Refusal {
 	if x != nil {
 		return x.Refusal
+	}
+	return nil
+}
+
+func (x *JoinResult) GetInfo() []byte {
+	if x != nil {
+		return x.Info
 	}
 	return nil
 }
@@ -894,14 +920,15 @@ const file_corral_v1_hooks_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fCookiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbf\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x01\n" +
 	"\x0fConnectResponse\x12,\n" +
 	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04join\x18\x03 \x03(\tR\x04join\x12\x18\n" +
 	"\apublish\x18\x04 \x03(\tR\apublish\x12!\n" +
 	"\fexpires_unix\x18\x05 \x01(\x03R\vexpiresUnix\x12\x14\n" +
-	"\x05rooms\x18\x06 \x03(\tR\x05rooms\"d\n" +
+	"\x05rooms\x18\x06 \x03(\tR\x05rooms\x12\x12\n" +
+	"\x04info\x18\a \x01(\fR\x04info\"d\n" +
 	"\x0eRefreshRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12#\n" +
@@ -920,10 +947,11 @@ const file_corral_v1_hooks_proto_rawDesc = "" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x18\n" +
 	"\aresumed\x18\x04 \x01(\bR\aresumed\"?\n" +
 	"\fJoinResponse\x12/\n" +
-	"\aresults\x18\x01 \x03(\v2\x15.corral.v1.JoinResultR\aresults\":\n" +
+	"\aresults\x18\x01 \x03(\v2\x15.corral.v1.JoinResultR\aresults\"N\n" +
 	"\n" +
 	"JoinResult\x12,\n" +
-	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\"\x92\x01\n" +
+	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\x12\x12\n" +
+	"\x04info\x18\x02 \x01(\fR\x04info\"\x92\x01\n" +
 	"\x1aHooksServicePublishRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04room\x18\x02 \x01(\tR\x04room\x12\x0e\n" +

@@ -253,7 +253,10 @@ type Attach struct {
 	// The client's address, for logs.
 	RemoteAddr string `protobuf:"bytes,3,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
 	// The subprotocol the client speaks, for logs and metrics.
-	Protocol      string `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Protocol string `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// The connection's default member info (ConnectResponse.info), when
+	// the Connect hook admitted it.
+	Info          []byte `protobuf:"bytes,5,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -316,6 +319,13 @@ func (x *Attach) GetProtocol() string {
 	return ""
 }
 
+func (x *Attach) GetInfo() []byte {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
 // Reattach resumes a connection's session on a re-opened link, for the
 // edge: its client sees no disconnect, only a second Welcome with the
 // rotated token. The core handles it as the client's own Resume (the
@@ -330,9 +340,11 @@ type Reattach struct {
 	// The connection's identity: its token's, or its latest refresh.
 	Identity *v1.Identity `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
 	// As in the connection's Attach.
-	Client        string `protobuf:"bytes,5,opt,name=client,proto3" json:"client,omitempty"`
-	RemoteAddr    string `protobuf:"bytes,6,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
-	Protocol      string `protobuf:"bytes,7,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Client     string `protobuf:"bytes,5,opt,name=client,proto3" json:"client,omitempty"`
+	RemoteAddr string `protobuf:"bytes,6,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	Protocol   string `protobuf:"bytes,7,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// As in the connection's Attach.
+	Info          []byte `protobuf:"bytes,8,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -414,6 +426,13 @@ func (x *Reattach) GetProtocol() string {
 		return x.Protocol
 	}
 	return ""
+}
+
+func (x *Reattach) GetInfo() []byte {
+	if x != nil {
+		return x.Info
+	}
+	return nil
 }
 
 // Detach reports that a client connection is gone.
@@ -1482,13 +1501,14 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\arefresh\x18\x05 \x01(\v2\x13.corral.v1.IdentityH\x00R\arefresh\x126\n" +
 	"\breattach\x18\x06 \x01(\v2\x18.corral.link.v1.ReattachH\x00R\breattach\x12 \n" +
 	"\vtraceparent\x18\a \x01(\tR\vtraceparentB\x06\n" +
-	"\x04kind\"\x9e\x01\n" +
+	"\x04kind\"\xb2\x01\n" +
 	"\x06Attach\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloR\x05hello\x12/\n" +
 	"\bidentity\x18\x02 \x01(\v2\x13.corral.v1.IdentityR\bidentity\x12\x1f\n" +
 	"\vremote_addr\x18\x03 \x01(\tR\n" +
 	"remoteAddr\x12\x1a\n" +
-	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"\x81\x02\n" +
+	"\bprotocol\x18\x04 \x01(\tR\bprotocol\x12\x12\n" +
+	"\x04info\x18\x05 \x01(\fR\x04info\"\x95\x02\n" +
 	"\bReattach\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
@@ -1498,7 +1518,8 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\x06client\x18\x05 \x01(\tR\x06client\x12\x1f\n" +
 	"\vremote_addr\x18\x06 \x01(\tR\n" +
 	"remoteAddr\x12\x1a\n" +
-	"\bprotocol\x18\a \x01(\tR\bprotocol\"6\n" +
+	"\bprotocol\x18\a \x01(\tR\bprotocol\x12\x12\n" +
+	"\x04info\x18\b \x01(\fR\x04info\"6\n" +
 	"\x06Detach\x12\x14\n" +
 	"\x05clean\x18\x01 \x01(\bR\x05clean\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"A\n" +
