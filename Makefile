@@ -30,7 +30,7 @@ deps: ## install what the tests need and this machine lacks: redis-server, Node.
 
 .PHONY: test-go
 test-go: deps ## Go tests (race detector on; fuzz seeds; benchmarks once)
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout=25m ./...
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
 
 .PHONY: test-js
