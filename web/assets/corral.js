@@ -52,7 +52,7 @@ var messageFields = {
   Welcome: { sessionId: "string", resumeToken: "string", userId: "string", resumed: "bool", heartbeatMs: "number", sessionTtlMs: "number", expiresUnix: "number" },
   Joined: { room: "string", seq: "number", epoch: "string", resumed: "bool", replay: "bool" },
   Left: { room: "string", code: "code", reason: "string" },
-  Message: { room: "string", seq: "number", sender: "string", payload: "payload", timeMs: "number", id: "string" },
+  Message: { room: "string", seq: "number", sender: "string", payload: "payload", timeMs: "number", id: "string", senderInfo: "payload" },
   SignalEvent: { room: "string", key: "string", sender: "string", payload: "payload", clear: "bool" },
   Published: { room: "string", id: "string", seq: "number", duplicate: "bool" },
   Pong: { id: "number", timeMs: "number" },
@@ -61,7 +61,7 @@ var messageFields = {
   Reset: { room: "string", seq: "number", epoch: "string" },
   Batch: { frames: { message: "ServerFrame", list: true } },
   Presence: { room: "string", snapshot: "bool", joins: { message: "PresenceMember", list: true }, updates: { message: "PresenceMember", list: true }, leaves: "strings", members: "number", connections: "number", countsOnly: "bool" },
-  PresenceMember: { userId: "string", state: "payload", connections: "number" },
+  PresenceMember: { userId: "string", state: "payload", connections: "number", info: "payload" },
   PresencePage: { room: "string", members: { message: "PresenceMember", list: true }, next: "string", total: "number" },
   Refreshed: { expiresUnix: "number" },
   ReplayEnd: { room: "string", seq: "number" },
@@ -122,6 +122,7 @@ var Code = /* @__PURE__ */ ((Code2) => {
   Code2[Code2["UNKNOWN_FRAME"] = 4406] = "UNKNOWN_FRAME";
   Code2[Code2["INVALID_ARGUMENT"] = 4407] = "INVALID_ARGUMENT";
   Code2[Code2["LIMIT_EXCEEDED"] = 4408] = "LIMIT_EXCEEDED";
+  Code2[Code2["UNSUBSCRIBED"] = 4409] = "UNSUBSCRIBED";
   Code2[Code2["TOO_LARGE"] = 4413] = "TOO_LARGE";
   return Code2;
 })(Code || {});
