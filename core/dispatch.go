@@ -6,6 +6,7 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/safetext"
+	"github.com/corral-rt/corral/roomclass"
 )
 
 // The client-frame dispatcher: handleClient routes each frame of an
@@ -73,27 +74,30 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publish) {
 	name := p.GetRoom()
 	r := s.room(name)
+	// One lookup per frame: every check below sees the same class, even
+	// when a reload swaps the table meanwhile.
+	cl := c.class(name)
 	switch {
 	case r == nil:
 		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
 		return
-	case c.refuseReadOnly(s, name, p.GetId(), false):
+	case c.refuseReadOnly(s, cl, name, p.GetId(), false):
 		return
 	case c.refusePublish(ctx, s, name, p.GetId()):
 		return
-	case len(p.GetPayload()) > c.class(name).MaxPayload:
+	case len(p.GetPayload()) > cl.MaxPayload:
 		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the room's limit", name, p.GetId())
 		return
-	case c.refuseRate(s, name, p.GetId()):
+	case c.refuseRate(s, cl, name, p.GetId()):
 		return
 	case len(p.GetId()) > 128:
 		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
 		return
 	}
-	payload, ok := c.hookPublish(ctx, s, p)
+	payload, ok := c.hookPublish(ctx, s, cl, p)
 	if !ok {
 		return
 	}
@@ -123,8 +127,8 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 // refuseRate takes a token of the connection's publish bucket for the
 // room's class (its publish-rate; negative: none). Past it the publish
 // is refused with CODE_RATE_LIMITED and the delay until the next token.
-func (c *Core) refuseRate(s *session, name, ref string) bool {
-	delay, ok := s.takePublish(c.class(name), time.Now())
+func (c *Core) refuseRate(s *session, cl *roomclass.Class, name, ref string) bool {
+	delay, ok := s.takePublish(cl, time.Now())
 	if ok {
 		return false
 	}
@@ -142,16 +146,17 @@ const maxSignalKey = 200
 func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal) {
 	name := sg.GetRoom()
 	r := s.room(name)
+	cl := c.class(name)
 	switch {
 	case r == nil:
 		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
 		return
-	case c.refuseReadOnly(s, name, "", true):
+	case c.refuseReadOnly(s, cl, name, "", true):
 		return
 	case c.refusePublish(ctx, s, name, ""):
 		return
-	case len(sg.GetPayload()) > c.class(name).MaxPayload || len(sg.GetKey()) > maxSignalKey:
+	case len(sg.GetPayload()) > cl.MaxPayload || len(sg.GetKey()) > maxSignalKey:
 		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the room's limit", name, "")
 		return

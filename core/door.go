@@ -134,17 +134,13 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
-// hooked says which room hooks apply to room: those its class turns on
-// (hooks: {join, publish}) and those the --hooks-join/--hooks-publish
-// patterns name. The server refuses classes with hooks when no backend is
-// configured (server.CheckClassHooks), so a class's hook is never skipped
-// silently.
-func (c *Core) hooked(room string) hooks.Events {
-	ev := c.cfg.Hooks.Policy().For(room)
-	cl := c.class(room)
-	ev.Join = ev.Join || cl.Hooks.Join
-	ev.Publish = ev.Publish || cl.Hooks.Publish
-	return ev
+// joinHooked says whether the Join hook decides room: its class turns
+// the hook on (hooks: {join: true}) or the --hooks-join patterns name it.
+// hookPublish decides the same for publishes. The server refuses classes
+// with hooks when no backend is configured (server/reload.go
+// checkClassHooks), so a class's hook is never skipped silently.
+func (c *Core) joinHooked(room string) bool {
+	return c.class(room).Hooks.Join || c.cfg.Hooks.Policy().For(room).Join
 }
 
 // hookJoin asks the application's backend (the Join hook) about the
@@ -161,7 +157,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	var pairs []*corralv1.JoinPair
 	asked := make([]bool, len(reqs))
 	for i, q := range reqs {
-		if c.hooked(q.name).Join {
+		if c.joinHooked(q.name) {
 			asked[i] = true
 			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.resumed})
 		}
@@ -240,9 +236,9 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 // (the client's, or the backend's replacement). A backend that cannot
 // answer refuses the publish with CODE_UNAVAILABLE (retry with the same
 // id).
-func (c *Core) hookPublish(ctx context.Context, s *session, p *corralv1.Publish) ([]byte, bool) {
+func (c *Core) hookPublish(ctx context.Context, s *session, cl *roomclass.Class, p *corralv1.Publish) ([]byte, bool) {
 	h := c.cfg.Hooks
-	if h == nil || !c.hooked(p.GetRoom()).Publish {
+	if h == nil || !(cl.Hooks.Publish || h.Policy().For(p.GetRoom()).Publish) {
 		return p.GetPayload(), true
 	}
 	res, err := h.Publish(ctx, &corralv1.HooksServicePublishRequest{
@@ -260,7 +256,7 @@ func (c *Core) hookPublish(ctx context.Context, s *session, p *corralv1.Publish)
 		code, reason := hooks.ClientRefusal(res.GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
 		s.sendErr(code, reason, p.GetRoom(), p.GetId())
 		return nil, false
-	case res.GetReplace() && len(res.GetPayload()) > c.class(p.GetRoom()).MaxPayload:
+	case res.GetReplace() && len(res.GetPayload()) > cl.MaxPayload:
 		// Bounded like a client's payload: the backend's bug is not a
 		// way around the limit.
 		c.cfg.Logger.Warn("publish hook: replacement payload over the limit", "room", p.GetRoom(), "bytes", len(res.GetPayload()))
@@ -276,8 +272,7 @@ func (c *Core) hookPublish(ctx context.Context, s *session, p *corralv1.Publish)
 // refuseReadOnly checks a client publish (signal false) or signal
 // against the room's class: publish: none or signal: none refuse it. It
 // answers a refusal itself and reports true.
-func (c *Core) refuseReadOnly(s *session, name, ref string, signal bool) bool {
-	cl := c.class(name)
+func (c *Core) refuseReadOnly(s *session, cl *roomclass.Class, name, ref string, signal bool) bool {
 	if (signal && cl.Signal != roomclass.None) || (!signal && cl.Publish != roomclass.None) {
 		return false
 	}

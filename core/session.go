@@ -39,7 +39,8 @@ type session struct {
 	pres map[string]bool
 	// rates are the publish buckets of the room classes with a
 	// publish-rate, by class name (one per class: bounded by the file).
-	rates map[string]*classRate
+	// A reload that changes a class's rate or burst starts a new bucket.
+	rates map[string]*rate.Limiter
 	// joinInfo is the member info the Join hook gave for a joined room
 	// (JoinResult.info), by room name: set when the hook admits the room
 	// (again at each resume), removed when the session leaves it.
@@ -70,15 +71,6 @@ func (s *session) setJoinInfoLocked(room string, info []byte) {
 	s.joinInfo[room] = info
 }
 
-// classRate is a connection's publish bucket for one room class, made
-// with the class's rate and burst (a reload that changes them starts a
-// new bucket).
-type classRate struct {
-	every time.Duration
-	burst int
-	lim   *rate.Limiter
-}
-
 // takePublish takes a token of the bucket of class cl at now; when there
 // is none it reports false and how long until one. Safe for concurrent
 // use.
@@ -88,16 +80,15 @@ func (s *session) takePublish(cl *roomclass.Class, now time.Time) (time.Duration
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	every := time.Duration(float64(time.Second) / cl.PublishRate)
-	b := s.rates[cl.Name]
-	if b == nil || b.every != every || b.burst != cl.PublishBurst {
+	lim := s.rates[cl.Name]
+	if lim == nil || lim.Limit() != rate.Limit(cl.PublishRate) || lim.Burst() != cl.PublishBurst {
 		if s.rates == nil {
-			s.rates = make(map[string]*classRate)
+			s.rates = make(map[string]*rate.Limiter)
 		}
-		b = &classRate{every: every, burst: cl.PublishBurst, lim: rate.NewLimiter(rate.Limit(cl.PublishRate), cl.PublishBurst)}
-		s.rates[cl.Name] = b
+		lim = rate.NewLimiter(rate.Limit(cl.PublishRate), cl.PublishBurst)
+		s.rates[cl.Name] = lim
 	}
-	r := b.lim.ReserveN(now, 1)
+	r := lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return d, false
