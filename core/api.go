@@ -118,6 +118,10 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 
 	results := make([]*corralv1.BroadcastResult, len(rooms))
 	var next atomic.Int64
+	// stopped is the refusal of the first room found backed up midway:
+	// every room left gets it, to be retried with the same key (checked
+	// and encoded once, not once per room left).
+	var stopped atomic.Pointer[connect.Error]
 	var wg sync.WaitGroup
 	for range min(len(rooms), c.apiCfg.BroadcastConcurrency) {
 		wg.Go(func() {
@@ -127,10 +131,14 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 					return
 				}
 				out := &corralv1.BroadcastResult{Room: rooms[i]}
-				if reason, retry := c.overloaded(); reason != "" {
-					// Backed up midway: the rooms left are refused, to
-					// be retried with the same key.
-					ce := c.refuseOverloaded(reason, retry)
+				ce := stopped.Load()
+				if ce == nil {
+					if reason, retry := c.overloaded(); reason != "" {
+						stopped.CompareAndSwap(nil, c.refuseOverloaded(reason, retry))
+						ce = stopped.Load()
+					}
+				}
+				if ce != nil {
 					out.ErrorCode, out.ErrorMessage = ce.Code().String(), ce.Message()
 					results[i] = out
 					continue
