@@ -540,8 +540,17 @@ func parseWithEnv(fs *flag.FlagSet, args []string) error {
 
 func authenticator(f *flags, logger *slog.Logger) (auth.Authenticator, error) {
 	if f.jwtSecret == "" && f.jwtKeys == "" {
+		if f.hooksConnect && !f.insecureDev {
+			// The backend authenticates hellos; a token that does not go to
+			// it (a refresh without --hooks-refresh) is refused.
+			return auth.None{}, nil
+		}
 		if !f.insecureDev {
-			return nil, errors.New("no way to verify connection tokens: set --jwt-secret or --jwt-public-keys, or run with --insecure-dev for local development")
+			return nil, errors.New("no way to verify connection tokens: set --jwt-secret or --jwt-public-keys, let the hooks backend do it (--hooks-url with --hooks-connect), or run with --insecure-dev for local development")
+		}
+		if f.hooksConnect {
+			logger.Warn("--insecure-dev: the hooks backend authenticates hellos, but any origin is accepted and a refresh's token (without --hooks-refresh) is the user id")
+			return auth.Dev{}, nil
 		}
 		logger.Warn("--insecure-dev: connections are not authenticated and any origin is accepted")
 		return auth.Dev{}, nil

@@ -163,6 +163,22 @@ func TestHooksFlags(t *testing.T) {
 	}
 }
 
+// TestHooksConnectAuthenticates: --hooks-url with --hooks-connect is enough
+// to start an edge without a JWT key or --insecure-dev (the backend
+// authenticates hellos); a token that reaches the edge's own check (a
+// refresh without --hooks-refresh) is refused. Without --hooks-connect the
+// start is still refused.
+func TestHooksConnectAuthenticates(t *testing.T) {
+	opts := mustConfigure(t, server.Serve, "serve", "--hooks-url", "http://127.0.0.1:9000", "--hooks-connect")
+	if _, err := opts.Auth.Authenticate(context.Background(), "alice"); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("the edge's authenticator took a token: %v", err)
+	}
+	_, _, err := configure(server.Serve, []string{"serve", "--hooks-url", "http://127.0.0.1:9000", "--hooks-join", "team:*"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no way to verify") {
+		t.Fatalf("hooks without --hooks-connect and no JWT key: %v, want a refusal", err)
+	}
+}
+
 // TestCoalesceWindow: --coalesce-window (or CORRAL_COALESCE_WINDOW) sets
 // edge.Config.CoalesceWindow; 0 turns coalescing off (a negative window in
 // edge.Config), a negative flag is refused.

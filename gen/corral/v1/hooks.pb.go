@@ -86,7 +86,7 @@ type ConnectRequest struct {
 	Cookies map[string]string `protobuf:"bytes,3,rep,name=cookies,proto3" json:"cookies,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The client's address as the edge sees it.
 	RemoteAddr string `protobuf:"bytes,4,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
-	// The WebSocket subprotocol: "json" or "proto".
+	// The WebSocket subprotocol: "corral.v1.json" or "corral.v1.proto".
 	Protocol string `protobuf:"bytes,5,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	// Hello.client: free text naming the client library.
 	Client string `protobuf:"bytes,6,opt,name=client,proto3" json:"client,omitempty"`
@@ -583,7 +583,8 @@ type JoinResult struct {
 	// presence (PresenceMember.info) and on its messages
 	// (Message.sender_info). Empty: the connection's ConnectResponse.info.
 	// At most 4 KiB of valid JSON; more, or invalid JSON, is a bad backend
-	// response (the join is refused with CODE_UNAVAILABLE).
+	// response: that pair is refused with CODE_FORBIDDEN, "the application
+	// gave invalid member info".
 	Info          []byte `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
