@@ -7,7 +7,7 @@
 // Run it, then corral against it:
 //
 //	go run ./examples/hooks-go -addr 127.0.0.1:9000
-//	go run ./cmd/corral serve --insecure-dev \
+//	go run ./cmd/corral serve \
 //	  --hooks-url http://127.0.0.1:9000 --hooks-connect --hooks-join 'team:*' --hooks-call
 //
 // A hello with token "alice" connects as alice, who may join team:blue and
