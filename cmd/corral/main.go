@@ -487,7 +487,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	fs.DurationVar(&f.hooksTimeout, "hooks-timeout", 2*time.Second, "bound of one hook call (past it: the client gets 4103, retry later) [CORRAL_HOOKS_TIMEOUT]")
 	fs.IntVar(&f.hooksMaxInFlight, "hooks-max-in-flight", 256, "calls in flight per hook (past it: 4103 at once) [CORRAL_HOOKS_MAX_IN_FLIGHT]")
 	if mode != server.CoreOnly {
-		fs.BoolVar(&f.hooksConnect, "hooks-connect", false, "the hooks backend authenticates hellos (Connect) instead of the token check [CORRAL_HOOKS_CONNECT]")
+		fs.BoolVar(&f.hooksConnect, "hooks-connect", false, "the hooks backend authenticates hellos (Connect) instead of the token check; enough without --jwt-secret (other tokens, such as a refresh without --hooks-refresh, are then refused) [CORRAL_HOOKS_CONNECT]")
 		fs.BoolVar(&f.hooksRefresh, "hooks-refresh", false, "the hooks backend answers refreshes (Refresh) [CORRAL_HOOKS_REFRESH]")
 		fs.BoolVar(&f.hooksCall, "hooks-call", false, "client call frames go to the hooks backend (Call) [CORRAL_HOOKS_CALL]")
 		fs.StringVar(&f.hooksHeaders, "hooks-headers", "", "comma-separated request headers the Connect hook is shown [CORRAL_HOOKS_HEADERS]")
