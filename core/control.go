@@ -312,11 +312,7 @@ func (c *Core) unsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeReq
 	}
 	reached, pending := c.onEachConn(ctx, req.GetUserId(), wait, func(ctx context.Context, s *session) {
 		for i, name := range rooms {
-			s.mu.Lock()
-			r := s.rooms[name]
-			delete(s.rooms, name)
-			delete(s.joinInfo, name)
-			s.mu.Unlock()
+			r := s.dropRoom(name)
 			if r == nil {
 				continue
 			}
