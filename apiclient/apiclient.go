@@ -19,6 +19,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/bearer"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
@@ -86,17 +87,7 @@ func New(baseURL, key string, opts *Options) corralv1connect.RoomServiceClient {
 
 // Bearer returns a client interceptor that presents key on every call as
 // "Authorization: Bearer <key>", the header corral's internal API checks.
-func Bearer(key string) connect.ClientInterceptor {
-	value := "Bearer " + key
-	return func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok {
-				info.RequestHeader().Set("Authorization", value)
-			}
-			return next(ctx, spec)
-		}
-	}
-}
+func Bearer(key string) connect.ClientInterceptor { return bearer.Interceptor(key) }
 
 // sendErrors makes a server stream refused at once (for example for a
 // missing key) report the server's error rather than io.EOF: when sending

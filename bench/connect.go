@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/corral-rt/corral/internal/retry"
 )
 
 // Connect is W3's connection load: Rate new connections per second (each
@@ -116,7 +118,7 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 		}()
 	}
 	r.setPhase("connecting")
-	sleepCtx(ctx, time.Until(start))
+	retry.Sleep(ctx, time.Until(start))
 	t0 := time.Now()
 	joined := f.connect(ctx, c.Sockets, steady(c.Rate, dialing), c.Inflight)
 	took := time.Since(t0)
@@ -124,7 +126,7 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	go f.keepAlive(kctx)
 
 	r.setPhase(fmt.Sprintf("holding %d idle", joined))
-	sleepCtx(ctx, c.Hold)
+	retry.Sleep(ctx, c.Hold)
 	held, heldErr := r.cost.sample(ctx)
 	srv, gen := r.endWindow(ctx)
 	machine := r.machineWindow()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/corral-rt/corral/internal/retry"
 )
 
 // slowloris holds half-open connections against the target while a
@@ -46,7 +48,7 @@ func holdSlowloris(ctx context.Context, wsURL string, n int) (*slowloris, error)
 				}
 				if ctx.Err() == nil {
 					s.cut.Add(1)
-					sleepCtx(ctx, 100*time.Millisecond)
+					retry.Sleep(ctx, 100*time.Millisecond)
 				}
 			}
 		}()
@@ -74,7 +76,7 @@ func (s *slowloris) partialHeaders(ctx context.Context, u *url.URL) {
 		return
 	}
 	for i := 0; ctx.Err() == nil; i++ {
-		sleepCtx(ctx, time.Second)
+		retry.Sleep(ctx, time.Second)
 		nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		if _, err := fmt.Fprintf(nc, "X-Slow-%d: 1\r\n", i); err != nil {
 			return

@@ -3,13 +3,13 @@ package bench
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -148,14 +148,14 @@ func (s *Storm) received(r *run, m *member, msg *corralv1.Message) {
 }
 
 // rejoin connects again with a new session and joins m's room from the
-// last seq read, with jittered exponential backoff between dials (a 503
-// of the server's admission control is one of them). It reports whether
-// it got back before ctx ended.
+// last seq read, with jittered exponential backoff between dials
+// (internal/retry; a 503 of the server's admission control is one of
+// them). It reports whether it got back before ctx ended.
 func (s *Storm) rejoin(ctx context.Context, r *run, m *member, rj *rejoiner) bool {
 	rj.mu.Lock()
 	epoch := rj.epoch
 	rj.mu.Unlock()
-	wait := 50 * time.Millisecond
+	b := retry.Backoff{Base: 100 * time.Millisecond, Cap: 4 * time.Second}
 	for n := 1; ; n++ {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conn, err := client.Dial(dctx, rj.url, rj.opts)
@@ -181,12 +181,9 @@ func (s *Storm) rejoin(ctx context.Context, r *run, m *member, rj *rejoiner) boo
 			r.fail("rejoin:"+se.Err.GetCode().String(), 0)
 			return false
 		}
-		select {
-		case <-time.After(wait + rand.N(wait)):
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return false
 		}
-		wait = min(2*wait, 2*time.Second)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/protocol"
 	"google.golang.org/protobuf/proto"
 )
@@ -372,7 +373,7 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 			wait := time.Duration(se.Err.GetRetryAfterMs()) * time.Millisecond
 			wait = max(wait, s.opts.Backoff.Delay(step, nil))
 			step++
-			if !sleep(ctx, wait) {
+			if !retry.Sleep(ctx, wait) {
 				return nil, ctx.Err()
 			}
 			prev = nil
@@ -512,7 +513,7 @@ func (s *Session) dial(ctx context.Context, fresh bool, hint *corralv1.Reconnect
 	}
 	for n := 1; ; n++ {
 		if reconnect || n > 1 {
-			if !sleep(ctx, s.opts.Backoff.Delay(step, hint)) {
+			if !retry.Sleep(ctx, s.opts.Backoff.Delay(step, hint)) {
 				break
 			}
 			step++
@@ -955,19 +956,4 @@ func (s *Session) finish() {
 	s.wg.Wait()
 	close(s.events)
 	close(s.done)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

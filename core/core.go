@@ -43,7 +43,7 @@ type Core struct {
 	presErr error
 
 	door   doorState   // door.go
-	missed missedReads // resume.go: joins' history reads, batched
+	missed missedReads // replay.go: joins' history reads, batched
 
 	// id names this core in Info; started is when it began.
 	id      string

@@ -53,11 +53,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 
 func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) {
 	name := lv.GetRoom()
-	s.mu.Lock()
-	r := s.rooms[name]
-	delete(s.rooms, name)
-	delete(s.joinInfo, name)
-	s.mu.Unlock()
+	r := s.dropRoom(name)
 	if r == nil {
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
 		return

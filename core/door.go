@@ -376,11 +376,7 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric, reason st
 		if ok || err != nil {
 			continue
 		}
-		s.mu.Lock()
-		r := s.rooms[name]
-		delete(s.rooms, name)
-		delete(s.joinInfo, name)
-		s.mu.Unlock()
+		r := s.dropRoom(name)
 		if r == nil {
 			continue
 		}

@@ -17,6 +17,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// The core's side of the link (docs/ARCHITECTURE.md, "The link"): one
+// edge's Link stream, many client connections multiplexed on it; its
+// reader (readLoop, handle: a connection's frames onto its connWork), its
+// bounded queue (enqueue, never blocking a room) and its one sender
+// (sendLoop: what is ready, as one stream message).
+
 // One LinkResponse carries at most this many frames and (unless one frame
 // alone is larger) this many bytes, so a stream message stays well under
 // the receiver's limit even when a queue is deep.

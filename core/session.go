@@ -47,6 +47,17 @@ type session struct {
 	joinInfo map[string][]byte
 }
 
+// dropRoom takes room name out of s's rooms and member info, and returns
+// the room s was in, nil when it was in none of that name.
+func (s *session) dropRoom(name string) *room {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rooms[name]
+	delete(s.rooms, name)
+	delete(s.joinInfo, name)
+	return r
+}
+
 // memberInfo returns s's member info in room: the Join hook's, else the
 // Connect hook's, else nil. Safe for concurrent use.
 func (s *session) memberInfo(room string) []byte {

@@ -6,6 +6,9 @@ import (
 	"github.com/corral-rt/corral/protocol"
 )
 
+// A server frame as the edge sends it: encoded once per encoding, with
+// its WebSocket header, for every recipient (encode, encoded).
+
 // opcodeOf is the opcode of data messages in enc: text for JSON, binary
 // for proto.
 func opcodeOf(enc protocol.Encoding) byte {

@@ -9,7 +9,7 @@ import (
 // What an edge tells a core about itself when it opens a link, as
 // request headers of the Link stream: an id, the same on every link of
 // the edge, and its build's version. The core lists edges by them
-// (RoomService.Info; core/control.go reads the same header names).
+// (RoomService.Info; core/info.go reads the same header names).
 const (
 	edgeIDHeader  = "Corral-Edge-Id"
 	versionHeader = "Corral-Version"

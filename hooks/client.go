@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/bearer"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -124,7 +125,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	var ics []connect.ClientInterceptor
 	if cfg.Key != "" {
-		ics = append(ics, bearer(cfg.Key))
+		ics = append(ics, bearer.Interceptor(cfg.Key))
 	}
 	c := &Client{
 		cfg:     cfg,
@@ -295,19 +296,6 @@ type badResponseError struct{ msg string }
 func (e *badResponseError) Error() string { return "hooks: bad response: " + e.msg }
 
 func badResponse(msg string) error { return &badResponseError{msg} }
-
-// bearer presents key on every call.
-func bearer(key string) connect.ClientInterceptor {
-	value := "Bearer " + key
-	return func(next connect.ClientFunc) connect.ClientFunc {
-		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
-			if info, ok := connect.CallInfoForClientContext(ctx); ok {
-				info.RequestHeader().Set("Authorization", value)
-			}
-			return next(ctx, spec)
-		}
-	}
-}
 
 // h2cClient speaks HTTP/2 without TLS, as a Connect or gRPC backend on an
 // http:// URL expects.
