@@ -55,8 +55,8 @@ type VersusStats struct {
 // versus workload defaults: sockets, rooms, senders, rate, duration.
 var versusDefaults = map[string]Versus{
 	"busy-room": {Sockets: 200, Rooms: 1, Senders: 20, Rate: 400, Duration: 20 * time.Second},
-	"broadcast": {Sockets: 5000, Rooms: 50, Rate: 200, Duration: 20 * time.Second},
-	"storm":     {Sockets: 5000, Rooms: 50, Rate: 100, Duration: 30 * time.Second},
+	"broadcast": {Sockets: 15000, Rooms: 100, Rate: 250, Duration: 20 * time.Second},
+	"storm":     {Sockets: 10000, Rooms: 100, Rate: 100, Duration: 30 * time.Second},
 	"idle":      {Sockets: 10000, Rooms: 100, Settle: 10 * time.Second},
 }
 
@@ -74,8 +74,8 @@ API, or Centrifugo's JSON protocol (/connection/websocket) and HTTP API
 (--api http://host:port, --api-key for X-API-Key). --workload picks the row:
 
   busy-room  1 room x 200 members, 20 senders x 20 Hz client publishes
-  broadcast  5,000 sockets over 50 rooms, 200 server-API publishes/s
-  storm      5,000 sockets over 50 rooms, 100 publishes/s; at a third of
+  broadcast  15,000 sockets over 100 rooms, 250 server-API publishes/s
+  storm      10,000 sockets over 100 rooms, 100 publishes/s; at a third of
              --duration every socket drops (no close frame) and rejoins
              from its last offset and epoch; the window is the drop to the
              end of publishing, the p99 is drop to recovered join

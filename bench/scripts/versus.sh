@@ -53,8 +53,8 @@ row_flags() {
 		local senders
 		senders=$(scale 20 1)
 		echo "--workload busy-room --sockets $(scale 200 10) --rooms 1 --senders $senders --rate $((senders * 20)) --duration $DURATION" ;;
-	broadcast) echo "--workload broadcast --sockets $(scale 5000 50) --rooms $(scale 50 1) --rate 200 --duration $DURATION" ;;
-	storm-memory | storm-redis) echo "--workload storm --sockets $(scale 5000 50) --rooms $(scale 50 1) --rate 100 --duration $DURATION" ;;
+	broadcast) echo "--workload broadcast --sockets $(scale 15000 50) --rooms $(scale 100 1) --rate 250 --duration $DURATION" ;;
+	storm-memory | storm-redis) echo "--workload storm --sockets $(scale 10000 50) --rooms $(scale 100 1) --rate 100 --duration $DURATION" ;;
 	idle) echo "--workload idle --sockets $(scale 10000 100) --rooms $(scale 100 1) --settle 10s" ;;
 	esac
 }
@@ -98,7 +98,7 @@ start_server() {
 	corral)
 		local extra=()
 		[ -n "$redis" ] && extra=(--redis "redis://127.0.0.1:$REDIS_PORT")
-		"$CORRAL" serve --insecure-dev --api-insecure --log-level warn \
+		"$CORRAL" serve --insecure-dev --api-insecure --publish-rate -1 --log-level warn \
 			--addr "127.0.0.1:$WS_PORT" --internal-addr "127.0.0.1:$API_PORT" "${extra[@]}" >>"$OUT/corral.log" 2>&1 &
 		SERVER_PID=$!
 		TARGET="--url ws://127.0.0.1:$WS_PORT/ws --api http://127.0.0.1:$API_PORT"
