@@ -148,9 +148,6 @@ func (d *centrifugoDialect) Dial(ctx context.Context, user string, on func(Pub))
 		ws.CloseNow()
 		return nil, errors.New("centrifugo: connect reply without a connect result")
 	}
-	s.mu.Lock()
-	s.pong = r.Connect.Pong
-	s.mu.Unlock()
 	return s, nil
 }
 
@@ -217,6 +214,13 @@ func (s *centrifugoSession) handle(r *cfReply) {
 		s.mu.Unlock()
 		if !ok {
 			return
+		}
+		// The server may ping right after the connect reply: pong is
+		// known before the next frame is read.
+		if r.Connect != nil {
+			s.mu.Lock()
+			s.pong = r.Connect.Pong
+			s.mu.Unlock()
 		}
 		// Recovered publications come before any live one read after
 		// this reply.
