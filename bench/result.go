@@ -43,9 +43,11 @@ type Result struct {
 	Freshness *Freshness `json:"freshness,omitempty"`
 	// Storm is set by storm: how the clients came back after the reset.
 	// Server and Generator then cover the RST until all had come back.
-	Storm  *StormStats `json:"storm,omitempty"`
-	Errors ErrorCounts `json:"errors"`
-	Server *Cost       `json:"server,omitempty"`
+	Storm *StormStats `json:"storm,omitempty"`
+	// Versus is set by versus: the row of issue 19's table it measured.
+	Versus *VersusStats `json:"versus,omitempty"`
+	Errors ErrorCounts  `json:"errors"`
+	Server *Cost        `json:"server,omitempty"`
 	// Generator is what this load generator spent in the same window: on
 	// a shared machine, CPU it used is CPU the server did not get.
 	Generator *Cost `json:"generator,omitempty"`

@@ -1,0 +1,559 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Versus measures one row of issue 19's table against corral or Centrifugo
+// through a [Dialect], with the standard client for both: the busy room
+// (client publishes), broadcast (server-API publishes), a rejoin storm
+// (every client drops and comes back from its last position) and the idle
+// memory per connection. Zero parameters take the workload's defaults.
+type Versus struct {
+	Server      string
+	Workload    string
+	Sockets     int
+	Rooms       int
+	Senders     int
+	Rate        float64
+	Duration    time.Duration
+	Size        int
+	Workers     int
+	ConnectRate float64
+	Settle      time.Duration
+	Timeout     time.Duration
+}
+
+// VersusStats is the row a versus run measured: what bench/scripts/versus.sh
+// puts in its table.
+type VersusStats struct {
+	Server   string `json:"server"`
+	Workload string `json:"workload"`
+	// ServerCPUSeconds is the server's CPU time (user+system, from
+	// /proc/<pid>/stat) over the measured window.
+	ServerCPUSeconds float64 `json:"serverCpuSeconds"`
+	WindowSeconds    float64 `json:"windowSeconds"`
+	// P99Ms is the row's latency: delivery (busy-room, broadcast), drop to
+	// recovered rejoin (storm), dial to joined (idle).
+	P99Ms float64 `json:"p99Ms"`
+	// PerConnBytes is the server's RSS growth per connection (idle).
+	PerConnBytes uint64 `json:"perConnBytes,omitempty"`
+	Joined       int    `json:"joined"`
+	Deliveries   uint64 `json:"deliveries"`
+	Gaps         uint64 `json:"gaps"`
+	// NotRecovered counts storm rejoins the server could not recover.
+	NotRecovered uint64 `json:"notRecovered,omitempty"`
+}
+
+// versus workload defaults: sockets, rooms, senders, rate, duration.
+var versusDefaults = map[string]Versus{
+	"busy-room": {Sockets: 200, Rooms: 1, Senders: 20, Rate: 400, Duration: 20 * time.Second},
+	"broadcast": {Sockets: 15000, Rooms: 100, Rate: 250, Duration: 20 * time.Second},
+	"storm":     {Sockets: 10000, Rooms: 100, Rate: 100, Duration: 30 * time.Second},
+	"idle":      {Sockets: 10000, Rooms: 100, Settle: 10 * time.Second},
+}
+
+func NewVersus() *Versus {
+	return &Versus{Server: "corral", Workload: "busy-room", Size: 100, Workers: 32, ConnectRate: 2000, Timeout: 5 * time.Second}
+}
+
+func (v *Versus) Name() string { return "versus" }
+
+func (v *Versus) Describe() string {
+	return `Issue 19: one row of the corral-vs-Centrifugo table, either server, the standard client.
+
+--server corral|centrifugo picks the dialect: corral's protocol and internal
+API, or Centrifugo's JSON protocol (/connection/websocket) and HTTP API
+(--api http://host:port, --api-key for X-API-Key). --workload picks the row:
+
+  busy-room  1 room x 200 members, 20 senders x 20 Hz client publishes
+  broadcast  15,000 sockets over 100 rooms, 250 server-API publishes/s
+  storm      10,000 sockets over 100 rooms, 100 publishes/s; at a third of
+             --duration every socket drops (no close frame) and rejoins
+             from its last offset and epoch; the window is the drop to the
+             end of publishing, the p99 is drop to recovered join
+  idle       10,000 sockets over 100 rooms; RSS growth per connection
+             after --settle
+
+Give --pid: the row's figure is the server's CPU-s from /proc. The
+generator's own CPU differs per dialect (JSON decoding); it is reported
+but is not the server's. bench/scripts/versus.sh runs the whole table.`
+}
+
+func (v *Versus) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&v.Server, "server", v.Server, "the server under load: corral or centrifugo")
+	fs.StringVar(&v.Workload, "workload", v.Workload, "busy-room, broadcast, storm or idle")
+	fs.IntVar(&v.Sockets, "sockets", 0, "WebSocket clients (0: the workload's default)")
+	fs.IntVar(&v.Rooms, "rooms", 0, "rooms (0: the workload's default)")
+	fs.IntVar(&v.Senders, "senders", 0, "busy-room: clients that publish (0: the default)")
+	fs.Float64Var(&v.Rate, "rate", 0, "publishes per `second` (0: the workload's default)")
+	fs.DurationVar(&v.Duration, "duration", 0, "publishing time (0: the workload's default)")
+	fs.IntVar(&v.Size, "size", v.Size, "payload `bytes`")
+	fs.IntVar(&v.Workers, "publishers", v.Workers, "server-API publishes in flight at most")
+	fs.Float64Var(&v.ConnectRate, "connect-rate", v.ConnectRate, "new connections per `second` while setting up")
+	fs.DurationVar(&v.Settle, "settle", 0, "idle: wait this long after the last connection before measuring (0: the default)")
+	fs.DurationVar(&v.Timeout, "publish-timeout", v.Timeout, "deadline of one publish")
+}
+
+func (v *Versus) params() map[string]any {
+	return map[string]any{
+		"server": v.Server, "workload": v.Workload, "sockets": v.Sockets, "rooms": v.Rooms,
+		"senders": v.Senders, "rate": v.Rate, "duration": v.Duration.String(), "size": v.Size,
+		"publishers": v.Workers, "connect-rate": v.ConnectRate, "settle": v.Settle.String(),
+	}
+}
+
+// withDefaults fills the zero parameters from the workload's defaults.
+func (v *Versus) withDefaults() (Versus, error) {
+	d, ok := versusDefaults[v.Workload]
+	if !ok {
+		return *v, fmt.Errorf("bench: --workload is busy-room, broadcast, storm or idle, not %q", v.Workload)
+	}
+	out := *v
+	if out.Sockets == 0 {
+		out.Sockets = d.Sockets
+	}
+	if out.Rooms == 0 {
+		out.Rooms = d.Rooms
+	}
+	if out.Senders == 0 {
+		out.Senders = d.Senders
+	}
+	if out.Rate == 0 {
+		out.Rate = d.Rate
+	}
+	if out.Duration == 0 {
+		out.Duration = d.Duration
+	}
+	if out.Settle == 0 {
+		out.Settle = d.Settle
+	}
+	if out.Sockets <= 0 || out.Rooms <= 0 || out.ConnectRate <= 0 {
+		return out, errors.New("bench: versus needs positive --sockets, --rooms and --connect-rate")
+	}
+	return out, nil
+}
+
+// vsMember is one client of a versus run.
+type vsMember struct {
+	idx  int
+	room string
+	// gen numbers the member's connections: a publication read by an
+	// earlier (dropped) one is ignored.
+	gen  atomic.Uint64
+	sess Session
+	pos  Position // the position of its last join
+	last atomic.Uint64
+	got  atomic.Uint64
+	gaps atomic.Uint64
+}
+
+// vsRun is the state of one versus run.
+type vsRun struct {
+	v       Versus
+	d       Dialect
+	r       *run
+	rooms   func(int) string
+	connLat histogram
+
+	mu      sync.Mutex // guards the following fields
+	members []*vsMember
+	upto    map[string]uint64 // highest acknowledged offset per room
+}
+
+func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
+	o = o.withDefaults()
+	cfg, err := v.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d, err := ParseDialect(cfg.Server, o.Target)
+	if err != nil {
+		return nil, err
+	}
+	needAPI := cfg.Workload == "broadcast" || cfg.Workload == "storm"
+	restore, err := prepare(ctx, o, cfg.Sockets, needAPI)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
+	setup := time.Duration(float64(cfg.Sockets)/cfg.ConnectRate*float64(time.Second)) + 30*time.Second
+	horizon := 2*setup + cfg.Duration + cfg.Settle + o.Drain + 2*time.Minute
+	ctx, cancel := context.WithTimeout(ctx, horizon)
+	defer cancel()
+
+	x := &vsRun{v: cfg, d: d, r: newRun("versus "+cfg.Workload, o, horizon),
+		rooms: roomNamer(runID(), cfg.Rooms), upto: make(map[string]uint64)}
+	x.r.startTicker(ctx)
+	defer x.r.stopTicker()
+
+	base, baseErr := x.r.cost.sample(ctx)
+	x.r.setPhase("connecting")
+	joined := x.connect(ctx, cfg.Sockets)
+	if joined == 0 {
+		return nil, fmt.Errorf("bench: no client could connect to %s: %v", o.Target.WS, x.r.errors())
+	}
+	stats := &VersusStats{Server: d.Name(), Workload: cfg.Workload, Joined: joined}
+	var srv, gen *Cost
+	var rejoin histogram
+	switch cfg.Workload {
+	case "busy-room", "broadcast":
+		x.r.markWindow(ctx)
+		x.r.setPhase("publishing")
+		x.publish(ctx, time.Now().Add(100*time.Millisecond), cfg.Duration)
+		srv, gen = x.r.endWindow(ctx)
+		stats.P99Ms = ms(x.r.lat.quantile(0.99))
+	case "storm":
+		stats.NotRecovered, srv, gen = x.storm(ctx, &rejoin)
+		stats.P99Ms = ms(rejoin.quantile(0.99))
+	case "idle":
+		x.r.markWindow(ctx)
+		x.r.setPhase("idle")
+		sleepCtx(ctx, cfg.Settle)
+		srv, gen = x.r.endWindow(ctx)
+		stats.P99Ms = ms(x.connLat.quantile(0.99))
+		if srv != nil && baseErr == nil && srv.RSSEnd > base.rss {
+			stats.PerConnBytes = (srv.RSSEnd - base.rss) / uint64(joined)
+			srv.PerConn = stats.PerConnBytes
+		}
+	}
+	if srv != nil {
+		stats.ServerCPUSeconds = srv.CPUSeconds
+		if x.r.winSrvOK {
+			stats.WindowSeconds = time.Since(x.r.winSrv.at).Seconds()
+		}
+	}
+	x.r.setPhase("draining")
+	x.drain(ctx, o.Drain)
+	x.r.setPhase("closing")
+	x.closeAll()
+	x.r.stopTicker()
+
+	res := &Result{
+		Scenario: "versus", Started: x.r.start, Seconds: time.Since(x.r.start).Seconds(),
+		Target: o.Target, Params: cfg.params(), Best: -1,
+		Latency: x.r.lat.summary(), Histogram: x.r.lat.buckets(), Errors: x.r.errors(),
+		Timeline: x.r.timeline(), Server: srv, Generator: gen, Versus: stats,
+		Connect: &ConnectStats{Target: cfg.Sockets, Joined: joined, Failed: cfg.Sockets - joined, Latency: x.connLat.summary()},
+	}
+	if x.r.acks.n.Load() > 0 {
+		a := x.r.acks.summary()
+		res.Acks = &a
+	}
+	res.Delivery = x.check()
+	stats.Deliveries, stats.Gaps = res.Delivery.Received, res.Delivery.Lost
+	res.Headline = fmt.Sprintf("%s %s: %d sockets, server %.2f CPU-s over %.1f s, p99 %.1f ms, %d deliveries, %d missing",
+		d.Name(), cfg.Workload, joined, stats.ServerCPUSeconds, stats.WindowSeconds, stats.P99Ms, stats.Deliveries, stats.Gaps)
+	if stats.PerConnBytes > 0 {
+		res.Headline += fmt.Sprintf(", %.1f KiB per connection", float64(stats.PerConnBytes)/1024)
+	}
+	if res.Delivery.Lost > 0 {
+		return res, fmt.Errorf("%w: %d missing", ErrViolation, res.Delivery.Lost)
+	}
+	return res, nil
+}
+
+// connect dials n members paced at ConnectRate and joins each to its room.
+func (x *vsRun) connect(ctx context.Context, n int) int {
+	sem := make(chan struct{}, 512)
+	var wg sync.WaitGroup
+	var joined atomic.Int64
+	setup := time.Duration(float64(n)/x.v.ConnectRate*float64(time.Second)) + 30*time.Second
+	pace(ctx, time.Now(), steady(x.v.ConnectRate, setup), n, func(k int, at time.Time) bool {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m := &vsMember{idx: k, room: x.rooms(k)}
+			x.r.sentOne(at)
+			start := time.Now()
+			if err := x.join(ctx, m, false); err != nil {
+				return
+			}
+			x.connLat.observe(time.Since(start))
+			x.mu.Lock()
+			x.members = append(x.members, m)
+			x.mu.Unlock()
+			joined.Add(1)
+		}()
+		return true
+	})
+	wg.Wait()
+	return int(joined.Load())
+}
+
+// join connects m (again) and joins its room, from its last position when
+// recover is set.
+func (x *vsRun) join(ctx context.Context, m *vsMember, recover bool) error {
+	g := m.gen.Add(1)
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	s, err := x.d.Dial(dctx, "bench-"+strconv.Itoa(m.idx), func(p Pub) { x.read(m, g, p) })
+	if err != nil {
+		x.r.fail("connect:"+dialErrorKind(err), 0)
+		return err
+	}
+	from := Position{Offset: m.last.Load(), Epoch: m.pos.Epoch}
+	pos, err := s.Join(dctx, m.room, from, recover)
+	var joinErr error
+	if errors.Is(err, errNotRecovered) {
+		x.r.fail("rejoin:not-recovered", 0)
+		joinErr = err
+	} else if err != nil {
+		x.r.fail("join:"+dialErrorKind(err), 0)
+		s.Drop()
+		return err
+	}
+	m.sess, m.pos = s, pos
+	// A live join starts counting from the room's position: the first
+	// publication read after it must follow it.
+	if !recover {
+		m.last.CompareAndSwap(0, pos.Offset)
+	}
+	x.r.conns.Add(1)
+	go func() {
+		<-s.Done()
+		x.r.conns.Add(-1)
+	}()
+	return joinErr
+}
+
+// read records one publication read by m's connection number g.
+func (x *vsRun) read(m *vsMember, g uint64, p Pub) {
+	if m.gen.Load() != g {
+		return
+	}
+	now := time.Now()
+	if t, ok := sentTime(p.Payload); ok {
+		x.r.delivered(t, now)
+	}
+	m.got.Add(1)
+	last := m.last.Load()
+	switch {
+	case p.Offset == 0:
+	case last != 0 && p.Offset > last+1:
+		m.gaps.Add(p.Offset - last - 1)
+		m.last.Store(p.Offset)
+	case p.Offset > last:
+		m.last.Store(p.Offset)
+	}
+}
+
+// publish publishes at Rate for d from start: from the senders' sockets
+// (busy-room) or through the server API, round-robin over the rooms.
+func (x *vsRun) publish(ctx context.Context, start time.Time, d time.Duration) {
+	type job struct {
+		k  int
+		at time.Time
+	}
+	var wg sync.WaitGroup
+	var queues []chan job
+	if x.v.Workload == "busy-room" {
+		x.mu.Lock()
+		senders := x.members[:min(max(x.v.Senders, 1), len(x.members))]
+		x.mu.Unlock()
+		for _, m := range senders {
+			q := make(chan job, 16)
+			queues = append(queues, q)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range q {
+					x.r.sentOne(j.at)
+					cctx, cancel := context.WithTimeout(ctx, x.v.Timeout)
+					err := m.sess.Publish(cctx, m.room, payload(nil, j.at, j.k, x.v.Size))
+					cancel()
+					if err != nil {
+						x.r.fail("publish:"+dialErrorKind(err), j.at.UnixNano())
+						continue
+					}
+					x.r.acked(nil, time.Since(j.at))
+				}
+			}()
+		}
+	} else {
+		q := make(chan job, 4096)
+		for range max(x.v.Workers, 1) {
+			queues = append(queues, q)
+		}
+		for range max(x.v.Workers, 1) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range q {
+					room := x.rooms(j.k)
+					x.r.sentOne(j.at)
+					cctx, cancel := context.WithTimeout(ctx, x.v.Timeout)
+					pos, err := x.d.ServerPublish(cctx, room, payload(nil, j.at, j.k, x.v.Size))
+					cancel()
+					if err != nil {
+						x.r.fail("publish:"+dialErrorKind(err), j.at.UnixNano())
+						continue
+					}
+					x.r.acked(nil, time.Since(j.at))
+					x.mu.Lock()
+					x.upto[room] = max(x.upto[room], pos.Offset)
+					x.mu.Unlock()
+				}
+			}()
+		}
+		queues = queues[:1]
+	}
+	pace(ctx, start, steady(x.v.Rate, d), 0, func(k int, at time.Time) bool {
+		select {
+		case queues[k%len(queues)] <- job{k, at}:
+		default:
+			x.r.fail("sender-busy", at.UnixNano())
+		}
+		return true
+	})
+	for _, q := range queues {
+		close(q)
+	}
+	wg.Wait()
+}
+
+// storm publishes for Duration; at a third of it every member drops its
+// connection without a close frame and rejoins from its last position.
+// The window is the drop to the end of publishing; rejoin gets each
+// member's time from the drop to its recovered join.
+func (x *vsRun) storm(ctx context.Context, rejoin *histogram) (notRecovered uint64, srv, gen *Cost) {
+	start := time.Now().Add(100 * time.Millisecond)
+	pubDone := make(chan struct{})
+	x.r.setPhase("publishing")
+	go func() {
+		defer close(pubDone)
+		x.publish(ctx, start, x.v.Duration)
+	}()
+	sleepCtx(ctx, time.Until(start.Add(x.v.Duration/3)))
+	x.r.markWindow(ctx)
+	x.r.setPhase("storm")
+	x.mu.Lock()
+	ms := append([]*vsMember(nil), x.members...)
+	x.mu.Unlock()
+	dropped := time.Now()
+	for _, m := range ms {
+		m.gen.Add(1) // what the old connection still reads is not counted
+		m.sess.Drop()
+	}
+	var nr atomic.Uint64
+	sem := make(chan struct{}, 512)
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			wait := 50 * time.Millisecond
+			for ctx.Err() == nil {
+				err := x.join(ctx, m, true)
+				if err == nil {
+					rejoin.observe(time.Since(dropped))
+					return
+				}
+				if errors.Is(err, errNotRecovered) {
+					// Joined, but from the room's present.
+					nr.Add(1)
+					return
+				}
+				sleepCtx(ctx, wait)
+				wait = min(2*wait, 2*time.Second)
+			}
+		}()
+	}
+	wg.Wait()
+	x.r.setPhase("publishing")
+	<-pubDone
+	srv, gen = x.r.endWindow(ctx)
+	return nr.Load(), srv, gen
+}
+
+// drain waits, at most d, until every member has read its room up to the
+// highest acknowledged offset.
+func (x *vsRun) drain(ctx context.Context, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		behind := false
+		x.mu.Lock()
+		for _, m := range x.members {
+			if m.last.Load() < x.upto[m.room] {
+				behind = true
+				break
+			}
+		}
+		x.mu.Unlock()
+		if !behind {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// closeAll closes every member's connection normally.
+func (x *vsRun) closeAll() {
+	x.mu.Lock()
+	ms := append([]*vsMember(nil), x.members...)
+	x.mu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for _, m := range ms {
+		if m.sess == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m.gen.Add(1)
+			_ = m.sess.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// check counts what the members read and what they missed: gaps in their
+// offsets, and offsets acknowledged to the publisher that a member never
+// read.
+func (x *vsRun) check() Delivery {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var d Delivery
+	// Client publishes are acknowledged without an offset: the room's
+	// last offset is the highest any member read.
+	upto := make(map[string]uint64, len(x.upto))
+	for k, v := range x.upto {
+		upto[k] = v
+	}
+	for _, m := range x.members {
+		upto[m.room] = max(upto[m.room], m.last.Load())
+	}
+	d.Published = x.r.acks.n.Load()
+	for _, m := range x.members {
+		d.Received += m.got.Load()
+		d.Lost += m.gaps.Load()
+		if l := m.last.Load(); l < upto[m.room] {
+			d.Lost += upto[m.room] - l
+		}
+	}
+	d.ServerQueued = -1
+	return d
+}
