@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/corral-rt/corral/internal/retry"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -216,7 +217,7 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 	case "idle":
 		x.r.markWindow(ctx)
 		x.r.setPhase("idle")
-		sleepCtx(ctx, cfg.Settle)
+		retry.Sleep(ctx, cfg.Settle)
 		srv, gen = x.r.endWindow(ctx)
 		stats.P99Ms = ms(x.connLat.quantile(0.99))
 		if srv != nil && baseErr == nil && srv.RSSEnd > base.rss {
@@ -437,7 +438,7 @@ func (x *vsRun) storm(ctx context.Context, rejoin *histogram) (notRecovered uint
 		defer close(pubDone)
 		x.publish(ctx, start, x.v.Duration)
 	}()
-	sleepCtx(ctx, time.Until(start.Add(x.v.Duration/3)))
+	retry.Sleep(ctx, time.Until(start.Add(x.v.Duration/3)))
 	x.r.markWindow(ctx)
 	x.r.setPhase("storm")
 	x.mu.Lock()
@@ -469,7 +470,7 @@ func (x *vsRun) storm(ctx context.Context, rejoin *histogram) (notRecovered uint
 					nr.Add(1)
 					return
 				}
-				sleepCtx(ctx, wait)
+				retry.Sleep(ctx, wait)
 				wait = min(2*wait, 2*time.Second)
 			}
 		}()
