@@ -190,8 +190,26 @@ func TestWriteDelayEvents(t *testing.T) {
 			t.Fatalf("at the leave: %v, want the held batch, then Left", got)
 		}
 		wantSeqs(t, "held at the leave", liveSeqs(got), 4, 5)
-		if n := flushes(t, c, flushEvent); n != 2 {
-			t.Fatalf("%v event flushes, want 2", n)
+		// A reset (history lost: a new epoch) sends the held messages,
+		// of the old epoch, before it.
+		publishN(t, c, "d:r", 2)
+		r := c.rooms.get("d:r")
+		r.mu.Lock()
+		old := r.epoch
+		r.resetLocked("new-epoch", 0)
+		r.mu.Unlock()
+		var lives []*linkv1.RoomLive
+		for _, f := range l.queue.Take(1<<20, 1<<30) {
+			if lv := f.GetLive(); lv != nil {
+				lives = append(lives, lv)
+			}
+		}
+		if len(lives) != 2 || lives[0].GetEpoch() != old || lives[0].GetSeq() != 7 || lives[1].GetFrame().GetReset_() == nil {
+			t.Fatalf("at the reset: %v, want the held batch at 7 of the old epoch, then the Reset", lives)
+		}
+		wantSeqs(t, "held at the reset", liveSeqs([]*corralv1.ServerFrame{lives[0].GetFrame()}), 6, 7)
+		if n := flushes(t, c, flushEvent); n != 3 {
+			t.Fatalf("%v event flushes, want 3", n)
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
