@@ -31,6 +31,10 @@ type metrics struct {
 	// and acks replaced by newer ones.
 	backlogFrames, backlogBytes prometheus.Gauge
 	coalesced                   prometheus.Counter
+	// liveBatchMessages and liveBatchFlushes are the flushes of rooms
+	// with a write delay (roomdelay.go).
+	liveBatchMessages prometheus.Histogram
+	liveBatchFlushes  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,16 +61,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "From a session's connection dropping to the session resumed (seed W1's metric, measured at the server).",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2, 3, 5, 10, 20, 30, 60, 120},
 		}),
-		signalsIn:        prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_in_total", Help: "Signals received from clients."}),
-		signalsOut:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_out_total", Help: "Signal values flushed to rooms (each goes once per link)."}),
-		presenceFlushes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_presence_flushes_total", Help: "Presence frames flushed to rooms (each goes once per link)."}),
-		backlogFrames:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_conn_backlog_frames", Help: "Client frames waiting in the connections' work queues (each bounded by --conn-backlog-frames)."}),
-		backlogBytes:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_conn_backlog_bytes", Help: "Bytes of the client frames waiting in the connections' work queues (each bounded by --conn-backlog-bytes)."}),
-		coalesced:        prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_conn_coalesced_total", Help: "Queued presence updates and acks replaced by a newer one of the same room before the core processed them."}),
+		signalsIn:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_in_total", Help: "Signals received from clients."}),
+		signalsOut:      prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_out_total", Help: "Signal values flushed to rooms (each goes once per link)."}),
+		presenceFlushes: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_presence_flushes_total", Help: "Presence frames flushed to rooms (each goes once per link)."}),
+		backlogFrames:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_conn_backlog_frames", Help: "Client frames waiting in the connections' work queues (each bounded by --conn-backlog-frames)."}),
+		backlogBytes:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_core_conn_backlog_bytes", Help: "Bytes of the client frames waiting in the connections' work queues (each bounded by --conn-backlog-bytes)."}),
+		coalesced:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_conn_coalesced_total", Help: "Queued presence updates and acks replaced by a newer one of the same room before the core processed them."}),
+		liveBatchMessages: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "corral_core_live_batch_messages", Help: "Live messages per flush of a room with a write delay (one frame per link).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		liveBatchFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_live_batch_flushes_total", Help: "Flushes of rooms with a write delay, by reason (timer: the window ended; full: 256 messages or 64 KiB; event: a join, leave or reset that must not overtake them)."}, []string{"reason"}),
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes)
 	}
 	return m
 }

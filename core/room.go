@@ -53,6 +53,7 @@ type room struct {
 	// kept for them until they go live.
 	joining  map[*session]*catchup
 	signals  signalState
+	live     liveDelay // held live messages (roomdelay.go)
 	pres     presenceView
 	pending  map[uint64]*corralv1.Message // ahead of a gap
 	filling  bool                         // a gap fill is scheduled or running
@@ -262,7 +263,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 			cu.buf = append(cu.buf, msg)
 		}
 	}
-	if len(r.links) == 0 {
+	if len(r.links) == 0 || r.holdLiveLocked(msg) {
 		return
 	}
 	f := liveFrame(r.name, msg.GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
@@ -383,6 +384,7 @@ func (r *room) catchUp() {
 // members are told to refetch, and delivery continues after last. Lock must
 // be held.
 func (r *room) resetLocked(epoch string, last uint64) {
+	r.flushLiveLocked(flushEvent) // the held messages are of the old epoch
 	r.epoch, r.last = epoch, last
 	clear(r.pending)
 	for _, cu := range r.joining {
@@ -434,6 +436,9 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	if s.isGone() {
 		return 0, false // detached meanwhile; detach found nothing to undo
 	}
+	// Held messages go before s becomes a member at the edge: s gets
+	// them in its catch-up, up to r.last, and not a second time.
+	r.flushLiveLocked(flushEvent)
 	send := ep.link.enqueue
 	joined := func(seq uint64, replay bool) {
 		send(positionFrame(ep.conn, r.name, seq, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
@@ -501,7 +506,10 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	return r.last, true
 }
 
+// removeLocked removes member s; the held live messages go first, so s
+// gets what was published before it left. Lock must be held.
 func (r *room) removeLocked(s *session, ep endpoint) {
+	r.flushLiveLocked(flushEvent)
 	delete(r.members, s)
 	r.presenceUnsubscribeLocked(s)
 	if n := r.links[ep.link] - 1; n > 0 {

@@ -10,6 +10,10 @@ import (
 	"github.com/corral-rt/corral/roompattern"
 )
 
+// MaxWriteDelay is the longest write-delay a class may have: past it the
+// delay is latency no live room wants, and buffered messages pile up.
+const MaxWriteDelay = time.Second
+
 // CheckOptions are the server settings a class is checked against.
 type CheckOptions struct {
 	// SessionTTL is how long a dropped session stays resumable: a history
@@ -97,6 +101,9 @@ func check(file string, def Class, classes []Class, lines []classLines, opts Che
 		}
 		if c.SignalTick <= 0 {
 			add(cl.at("signal-tick"), p+".signal-tick", "%v: want a positive duration, e.g. 16ms", c.SignalTick)
+		}
+		if c.WriteDelay < 0 || c.WriteDelay > MaxWriteDelay {
+			add(cl.at("write-delay"), p+".write-delay", "%v: want 0 (no delay) up to %v", c.WriteDelay, MaxWriteDelay)
 		}
 		if c.MaxMembers < 0 {
 			add(cl.at("max-members"), p+".max-members", "%d: must not be negative (0: unlimited)", c.MaxMembers)

@@ -25,6 +25,9 @@ type Class struct {
 	// room go to RoomService.Events.
 	EventsStream bool          `yaml:"events-stream" doc:"member events (joined, left, disconnected) of these rooms go to the event log read by RoomService.Events"`
 	SignalTick   time.Duration `yaml:"signal-tick" doc:"how often a room sends the signals that changed (duration, e.g. 16ms)"`
+	// WriteDelay: live messages wait up to this long and go to each
+	// socket together (core/roomdelay.go); 0: each at once.
+	WriteDelay   time.Duration `yaml:"write-delay" doc:"live messages of a room wait up to this long and go to each socket together, in one write (duration, at most 1s; 0: each message at once). A publisher may get its published ack before its own message comes back"`
 	MaxMembers   int           `yaml:"max-members" doc:"connections one room holds at once on one core; past it a join is refused with 4408 (0: unlimited)"`
 	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes, a client's or the internal API's (past it: error 4413; the API answers invalid_argument)"`
 	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide --publish-rate)"`

@@ -97,6 +97,10 @@ func TestErrors(t *testing.T) {
 			[]string{`corral.yaml:3: rooms[0](a).match[0]: `}},
 		{"zero rate", "rooms:\n  - name: a\n    match: a\n    publish-rate: 0\n",
 			[]string{`corral.yaml:4: rooms[0](a).publish-rate: 0 would refuse every publish`}},
+		{"write delay too long", "rooms:\n  - name: a\n    match: a\n    write-delay: 2s\n",
+			[]string{`corral.yaml:4: rooms[0](a).write-delay: 2s: want 0 (no delay) up to 1s`}},
+		{"negative write delay", "rooms:\n  - name: a\n    match: a\n    write-delay: -1ms\n",
+			[]string{`corral.yaml:4: rooms[0](a).write-delay: -1ms: want 0`}},
 		{"rooms not a list", "rooms: {a: 1}\n", []string{`corral.yaml:1: rooms: want a list`}},
 		{"key twice", "history: 5\nhistory: 6\n", []string{`corral.yaml:2: history: set twice (first on line 1)`}},
 		{"bad yaml", "rooms:\n  - name: a\n   match: [\n", []string{`corral.yaml:1: did not find`}}, // yaml names the line its block began on

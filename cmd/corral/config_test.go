@@ -149,7 +149,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Errorf("canvas: %+v", canvas)
 	case live.Name != "live-class" || !live.Presence.Enabled || !live.JoinLeaveEvents:
 		t.Errorf("live class: %+v", live)
-	case news.Name != "news" || news.Publish != roomclass.None || news.History.TTL < 24*time.Hour:
+	case news.Name != "news" || news.Publish != roomclass.None || news.History.TTL < 24*time.Hour || news.WriteDelay != 20*time.Millisecond:
 		t.Errorf("news: %+v", news)
 	}
 }
