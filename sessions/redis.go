@@ -35,15 +35,15 @@ var (
 // FlushInterval by a goroutine that Close stops. All methods may be called
 // concurrently.
 type Redis struct {
-	client rueidis.Client
-	prefix string
-	ttl    time.Duration
-	ttlMS  string
-	limit  *inflight.Limit
-	closed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	client  rueidis.Client
+	prefix  string
+	ttl     time.Duration
+	ttlMS   string
+	limit   *inflight.Limit
+	closed  atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
 	writes  atomic.Int64 // ack commands sent, for tests
 	batches atomic.Int64 // write.lua calls sent, for tests
 	cluster bool         // one write.lua call per op
