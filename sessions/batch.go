@@ -47,6 +47,12 @@ func (r *Redis) write(ctx context.Context, key, code string, args ...string) (ru
 	}
 	op := &writeOp{ctx: ctx, key: key, code: code, args: args, done: make(chan struct{})}
 	r.bmu.Lock()
+	if r.closed.Load() {
+		// Close has waited for the batches already: start none.
+		r.bmu.Unlock()
+		r.release()
+		return rueidis.RedisMessage{}, errClosed
+	}
 	r.queue = append(r.queue, op)
 	start := !r.running
 	r.running = true
@@ -70,6 +76,10 @@ func (r *Redis) runBatches() {
 		if n == 0 {
 			r.running = false
 			r.queue = nil
+			if r.idle != nil {
+				close(r.idle)
+				r.idle = nil
+			}
 			r.bmu.Unlock()
 			return
 		}
@@ -182,4 +192,21 @@ func (r *Redis) writeCmds(sha string, groups [][]*writeOp) rueidis.Commands {
 		}
 	}
 	return cmds
+}
+
+// waitBatches waits until no batch is queued or in flight. Call it after
+// closed is set: no batch starts after that.
+func (r *Redis) waitBatches() {
+	r.bmu.Lock()
+	var idle chan struct{}
+	if r.running {
+		if r.idle == nil {
+			r.idle = make(chan struct{})
+		}
+		idle = r.idle
+	}
+	r.bmu.Unlock()
+	if idle != nil {
+		<-idle
+	}
 }

@@ -48,9 +48,10 @@ type Redis struct {
 	batches atomic.Int64 // write.lua calls sent, for tests
 	cluster bool         // one write.lua call per op
 
-	bmu     sync.Mutex // guards the following fields
-	queue   []*writeOp // ops waiting for the next batch
-	running bool       // a goroutine is sending batches
+	bmu     sync.Mutex    // guards the following fields
+	queue   []*writeOp    // ops waiting for the next batch
+	running bool          // a goroutine is sending batches
+	idle    chan struct{} // if set, closed when running turns false
 
 	mu      sync.Mutex                   // guards pending
 	pending map[string]map[string]uint64 // session id → room → seq
@@ -359,12 +360,13 @@ func (r *Redis) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Close implements [Store.Close]: it stops the flush goroutine and writes
-// the acks still buffered. It does not close the client.
+// Close implements [Store.Close]: it waits for the write batches in
+// flight, stops the flush goroutine and writes the acks still buffered. It does not close the client.
 func (r *Redis) Close() error {
 	var err error
 	r.once.Do(func() {
 		r.closed.Store(true)
+		r.waitBatches()
 		close(r.stop)
 		<-r.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
