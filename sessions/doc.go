@@ -23,5 +23,10 @@
 //	    e:<room>  epoch of room's history that seq belongs to
 //
 // Acks are frequent, so [Redis] buffers them and writes each session's
-// dirty rooms with one command per flush.
+// dirty rooms with one command per flush. Creates, resumes, touches and
+// room changes come in herds (a reconnect storm), so [Redis] writes those
+// arriving together in one call of write.lua (batch.go): a lone call goes
+// at once, and calls arriving while a batch is in Redis go in the next one.
+// On a Redis Cluster, where sessions hash to different slots, each is its
+// own call, all in one pipeline.
 package sessions

@@ -18,36 +18,40 @@ import (
 )
 
 var (
-	//go:embed create.lua
-	createLua string
-	//go:embed update.lua
-	updateLua string
+	//go:embed write.lua
+	writeLua string
 	//go:embed ack.lua
 	ackLua string
-	//go:embed resume.lua
-	resumeLua string
 
-	createScript = rueidis.NewLuaScript(createLua)
-	updateScript = rueidis.NewLuaScript(updateLua)
-	resumeScript = rueidis.NewLuaScript(resumeLua)
-	ackSHA       = sha1Hex(ackLua)
+	writeSHA = sha1Hex(writeLua)
+	ackSHA   = sha1Hex(ackLua)
 )
 
 // Redis is a [Store] in Redis, shared by every process that uses the same
-// Redis and Prefix. Requests are auto-pipelined by the rueidis client. Acks
-// are buffered and written every FlushInterval by a goroutine that Close
-// stops. All methods may be called concurrently.
+// Redis and Prefix. Creates, resumes, touches and room changes that arrive
+// together are written together: one write.lua call per batch (one per op
+// on a cluster, in one pipeline), so a rejoin storm costs Redis round
+// trips per batch, not per call. Acks are buffered and written every
+// FlushInterval by a goroutine that Close stops. All methods may be called
+// concurrently.
 type Redis struct {
-	client rueidis.Client
-	prefix string
-	ttl    time.Duration
-	ttlMS  string
-	limit  *inflight.Limit
-	closed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	writes atomic.Int64 // ack commands sent, for tests
+	client  rueidis.Client
+	prefix  string
+	ttl     time.Duration
+	ttlMS   string
+	limit   *inflight.Limit
+	closed  atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	writes  atomic.Int64 // ack commands sent, for tests
+	batches atomic.Int64 // write.lua calls sent, for tests
+	cluster bool         // one write.lua call per op
+
+	bmu     sync.Mutex    // guards the following fields
+	queue   []*writeOp    // ops waiting for the next batch
+	running bool          // a goroutine is sending batches
+	idle    chan struct{} // if set, closed when running turns false
 
 	mu      sync.Mutex                   // guards pending
 	pending map[string]map[string]uint64 // session id → room → seq
@@ -66,6 +70,7 @@ func NewRedis(client rueidis.Client, opts Options) *Redis {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		pending: make(map[string]map[string]uint64),
+		cluster: client.Mode() == rueidis.ClientModeCluster,
 	}
 	go r.flushLoop(opts.FlushInterval)
 	return r
@@ -88,17 +93,16 @@ func (r *Redis) release() { r.limit.Release() }
 
 // Create implements [Store.Create].
 func (r *Redis) Create(ctx context.Context, userID string) (*Session, error) {
-	if err := r.acquire(); err != nil {
-		return nil, fmt.Errorf("sessions: create: %w", err)
-	}
-	defer r.release()
-	now := time.Now()
-	created := now.UnixMilli()
+	created := time.Now().UnixMilli()
 	for {
 		id, token := newSecrets()
 		h := tokenHash(token)
-		ok, err := createScript.Exec(ctx, r.client, []string{r.key(id)},
-			[]string{hex.EncodeToString(h[:]), userID, strconv.FormatInt(created, 10), r.ttlMS}).AsInt64()
+		resp, err := r.write(ctx, r.key(id), opCreate,
+			hex.EncodeToString(h[:]), userID, strconv.FormatInt(created, 10), r.ttlMS)
+		var ok int64
+		if err == nil {
+			ok, err = resp.AsInt64()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sessions: create: %w", err)
 		}
@@ -110,13 +114,12 @@ func (r *Redis) Create(ctx context.Context, userID string) (*Session, error) {
 	}
 }
 
-// Resume implements [Store.Resume]: resume.lua checks and changes the
+// Resume implements [Store.Resume]: write.lua checks and changes the
 // session in one step, so two resumes with one token cannot both succeed.
 func (r *Redis) Resume(ctx context.Context, id, token, userID string, at Attempt) (*Session, error) {
-	if err := r.acquire(); err != nil {
-		return nil, fmt.Errorf("sessions: resume: %w", err)
+	if r.closed.Load() {
+		return nil, fmt.Errorf("sessions: resume: %w", errClosed)
 	}
-	defer r.release()
 	if id == "" {
 		return nil, fmt.Errorf("sessions: resume: %w", ErrNotFound)
 	}
@@ -127,9 +130,11 @@ func (r *Redis) Resume(ctx context.Context, id, token, userID string, at Attempt
 	h := tokenHash(token)
 	_, next := newSecrets()
 	nh := tokenHash(next)
-	resp := resumeScript.Exec(ctx, r.client, []string{r.key(id)}, []string{
-		hex.EncodeToString(h[:]), userID, r.ttlMS, at.Instance, n, hex.EncodeToString(nh[:]),
-	})
+	resp, err := r.write(ctx, r.key(id), opResume,
+		hex.EncodeToString(h[:]), userID, r.ttlMS, at.Instance, n, hex.EncodeToString(nh[:]))
+	if err != nil {
+		return nil, fmt.Errorf("sessions: resume: %w", err)
+	}
 	if code, err := resp.AsInt64(); err == nil {
 		switch code {
 		case -1:
@@ -167,23 +172,8 @@ func (r *Redis) Resume(ctx context.Context, id, token, userID string, at Attempt
 
 // Touch implements [Store.Touch].
 func (r *Redis) Touch(ctx context.Context, id string) error {
-	if err := r.acquire(); err != nil {
+	if err := r.update(ctx, id, opTouch, r.ttlMS); err != nil {
 		return fmt.Errorf("sessions: touch: %w", err)
-	}
-	defer r.release()
-	if err := r.touch(ctx, id); err != nil {
-		return fmt.Errorf("sessions: touch: %w", err)
-	}
-	return nil
-}
-
-func (r *Redis) touch(ctx context.Context, id string) error {
-	ok, err := r.client.Do(ctx, r.client.B().Pexpire().Key(r.key(id)).Milliseconds(r.ttl.Milliseconds()).Build()).AsInt64()
-	if err != nil {
-		return err
-	}
-	if ok != 1 {
-		return ErrNotFound
 	}
 	return nil
 }
@@ -191,7 +181,7 @@ func (r *Redis) touch(ctx context.Context, id string) error {
 // SetRoom implements [Store.SetRoom].
 func (r *Redis) SetRoom(ctx context.Context, id, room string, pos Position) error {
 	r.dropPending(id, room)
-	err := r.update(ctx, id, []string{"2", "s:" + room, strconv.FormatUint(pos.Seq, 10), "e:" + room, pos.Epoch})
+	err := r.update(ctx, id, opUpdate, "2", "s:"+room, strconv.FormatUint(pos.Seq, 10), "e:"+room, pos.Epoch)
 	if err != nil {
 		return fmt.Errorf("sessions: set room %q: %w", room, err)
 	}
@@ -201,18 +191,20 @@ func (r *Redis) SetRoom(ctx context.Context, id, room string, pos Position) erro
 // DeleteRoom implements [Store.DeleteRoom].
 func (r *Redis) DeleteRoom(ctx context.Context, id, room string) error {
 	r.dropPending(id, room)
-	if err := r.update(ctx, id, []string{"0", "s:" + room, "e:" + room}); err != nil {
+	if err := r.update(ctx, id, opUpdate, "0", "s:"+room, "e:"+room); err != nil {
 		return fmt.Errorf("sessions: delete room %q: %w", room, err)
 	}
 	return nil
 }
 
-func (r *Redis) update(ctx context.Context, id string, args []string) error {
-	if err := r.acquire(); err != nil {
+// update runs an op of write.lua that answers 1, or 0 for an unknown
+// session.
+func (r *Redis) update(ctx context.Context, id, code string, args ...string) error {
+	resp, err := r.write(ctx, r.key(id), code, args...)
+	if err != nil {
 		return err
 	}
-	defer r.release()
-	ok, err := updateScript.Exec(ctx, r.client, []string{r.key(id)}, args).AsInt64()
+	ok, err := resp.AsInt64()
 	if err != nil {
 		return err
 	}
@@ -368,12 +360,13 @@ func (r *Redis) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Close implements [Store.Close]: it stops the flush goroutine and writes
-// the acks still buffered. It does not close the client.
+// Close implements [Store.Close]: it waits for the write batches in
+// flight, stops the flush goroutine and writes the acks still buffered. It does not close the client.
 func (r *Redis) Close() error {
 	var err error
 	r.once.Do(func() {
 		r.closed.Store(true)
+		r.waitBatches()
 		close(r.stop)
 		<-r.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
