@@ -43,7 +43,10 @@ type Result struct {
 	Freshness *Freshness `json:"freshness,omitempty"`
 	// Storm is set by storm: how the clients came back after the reset.
 	// Server and Generator then cover the RST until all had come back.
-	Storm  *StormStats `json:"storm,omitempty"`
+	Storm *StormStats `json:"storm,omitempty"`
+	// Hooks is set when the run served its own hooks backend
+	// (--hooks-listen): what corral asked it.
+	Hooks  *HooksStats `json:"hooks,omitempty"`
 	Errors ErrorCounts `json:"errors"`
 	Server *Cost       `json:"server,omitempty"`
 	// Generator is what this load generator spent in the same window: on
