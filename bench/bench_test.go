@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
 )
@@ -22,9 +23,16 @@ import (
 // With apiKeys its internal API requires one of them.
 func startCorral(t *testing.T, apiKeys ...string) bench.Target {
 	t.Helper()
+	return startCorralHooks(t, hooks.Config{}, apiKeys...)
+}
+
+// startCorralHooks is startCorral with the hooks configured.
+func startCorralHooks(t *testing.T, hc hooks.Config, apiKeys ...string) bench.Target {
+	t.Helper()
 	n, err := server.Start(server.Options{
 		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
 		Auth: auth.Dev{}, APIKeys: apiKeys, APIInsecure: len(apiKeys) == 0,
+		Hooks:  hc,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -44,6 +52,7 @@ func TestScenarios(t *testing.T) {
 	tests := map[string]struct {
 		scenario bench.Scenario
 		tune     func(*bench.Options)
+		hooks    hooks.Policy // with --hooks-listen on hooksAddr
 	}{
 		"broadcast": {scenario: &bench.Broadcast{
 			Sockets: 20, Rooms: 2, Rate: 40, Duration: 2 * time.Second, Size: 100,
@@ -82,6 +91,16 @@ func TestScenarios(t *testing.T) {
 			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second, Cause: "rst-proxy",
 			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
 		}},
+		"storm/hooks": {scenario: &bench.Storm{
+			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second,
+			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
+			Hooks: bench.HooksOptions{Listen: "127.0.0.1:28411"},
+		}, hooks: hooks.Policy{Join: []string{"*"}}},
+		"chat-burst/hooks": {scenario: &bench.ChatBurst{
+			Sockets: 20, Rooms: 2, Senders: 10, Rate: 40, RampUp: time.Second, Duration: time.Second,
+			Size: 100, AckTimeout: 5 * time.Second, ConnectRate: 200, SLO: time.Second,
+			Hooks: bench.HooksOptions{Listen: "127.0.0.1:28412", Latency: time.Millisecond},
+		}, hooks: hooks.Policy{Publish: []string{"*"}}},
 		"chat-burst": {scenario: &bench.ChatBurst{
 			Sockets: 20, Rooms: 2, Senders: 10, Rate: 40, RampUp: time.Second, Duration: time.Second,
 			Size: 100, AckTimeout: 5 * time.Second, ConnectRate: 200, SLO: time.Second,
@@ -89,7 +108,19 @@ func TestScenarios(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			target := startCorral(t)
+			var target bench.Target
+			if len(tt.hooks.Join)+len(tt.hooks.Publish) > 0 {
+				addr := ""
+				switch sc := tt.scenario.(type) {
+				case *bench.Storm:
+					addr = sc.Hooks.Listen
+				case *bench.ChatBurst:
+					addr = sc.Hooks.Listen
+				}
+				target = startCorralHooks(t, hooks.Config{URL: "http://" + addr, Policy: tt.hooks})
+			} else {
+				target = startCorral(t)
+			}
 			target.PID = os.Getpid()
 			var progress bytes.Buffer
 			o := bench.Options{Target: target, Drain: 5 * time.Second, Progress: &progress}
@@ -116,6 +147,16 @@ func TestScenarios(t *testing.T) {
 			}
 			if st := res.Storm; st != nil && (st.Cut != st.Clients || st.Resumed != st.Cut || st.Failed != 0 || res.Errors["reset"] > 0) {
 				t.Errorf("storm: %d clients, %d cut, %d resumed, %d failed, %d reset", st.Clients, st.Cut, st.Resumed, st.Failed, res.Errors["reset"])
+			}
+			if h := res.Hooks; (h != nil) != (len(tt.hooks.Join)+len(tt.hooks.Publish) > 0) {
+				t.Errorf("hooks section %+v, want one only with hooks", h)
+			} else if h != nil {
+				if len(tt.hooks.Join) > 0 && (h.Window.JoinCalls == 0 || h.Window.JoinResumed != int64(res.Storm.Resumed) || h.JoinCallsPerResumedRoom <= 0) {
+					t.Errorf("storm window: %+v, %d resumed", h, res.Storm.Resumed)
+				}
+				if len(tt.hooks.Publish) > 0 && (h.Total.Publish != int64(res.Delivery.Published) || h.PublishPerPost != 1) {
+					t.Errorf("publish: %+v, %d posts", h, res.Delivery.Published)
+				}
 			}
 			if res.Connect == nil || res.Connect.Joined != res.Connect.Target {
 				t.Errorf("connections: %+v", res.Connect)

@@ -27,6 +27,8 @@ type ChatBurst struct {
 	AckTimeout  time.Duration
 	ConnectRate float64
 	SLO         time.Duration
+	// Hooks serves a counting hooks backend (--hooks-listen).
+	Hooks HooksOptions
 
 	name, describe string // set for busy-room, which is a preset of chat-burst
 }
@@ -80,15 +82,16 @@ func (c *ChatBurst) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "how long a sender waits for Published")
 	fs.Float64Var(&c.ConnectRate, "connect-rate", c.ConnectRate, "new connections per `second` while setting up")
 	fs.DurationVar(&c.SLO, "slo", c.SLO, "a step passes with p99 of acks and deliveries within this, nothing lost and no errors")
+	c.Hooks.flags(fs)
 }
 
 func (c *ChatBurst) params() map[string]any {
-	return map[string]any{
+	return c.Hooks.params(map[string]any{
 		"sockets": c.Sockets, "rooms": c.Rooms, "senders": c.Senders, "rate": c.Rate,
 		"ramp-up": c.RampUp.String(), "duration": c.Duration.String(),
 		"ramp": (*rateList)(&c.Ramp).String(), "step": c.Step.String(), "size": c.Size,
 		"ack-timeout": c.AckTimeout.String(), "connect-rate": c.ConnectRate, "slo": c.SLO.String(),
-	}
+	})
 }
 
 func (c *ChatBurst) Run(ctx context.Context, o Options) (*Result, error) {
@@ -101,6 +104,12 @@ func (c *ChatBurst) Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer restore()
+	hctx, stopHooks := context.WithCancel(ctx)
+	defer stopHooks()
+	hooks, err := c.Hooks.start(hctx)
+	if err != nil {
+		return nil, err
+	}
 	var steps []Step
 	var p profile
 	if len(c.Ramp) > 0 {
@@ -142,6 +151,14 @@ func (c *ChatBurst) Run(ctx context.Context, o Options) (*Result, error) {
 	r.setPhase("posting")
 	clientPublish(ctx, r, r.ledger, senders, start, p, c.Size, c.AckTimeout)
 	return r.conclude(ctx, f, c.params(), stopKeep, c.SLO, func(res *Result, best *Step) {
+		if hooks != nil {
+			h := &HooksStats{LatencyMs: ms(hooks.Latency), Total: hooks.Counts()}
+			h.Window = h.Total
+			if n := res.Delivery.Published; n > 0 {
+				h.PublishPerPost = float64(h.Total.Publish) / float64(n)
+			}
+			res.Hooks = h
+		}
 		if best == nil {
 			res.Headline = fmt.Sprintf("chat-burst from %d senders in %d rooms: no step within p99 %v with nothing lost and no errors (errors: %d)",
 				len(senders), c.Rooms, c.SLO, res.Errors.total())

@@ -46,8 +46,11 @@ type Result struct {
 	Storm *StormStats `json:"storm,omitempty"`
 	// Versus is set by versus: the row of issue 19's table it measured.
 	Versus *VersusStats `json:"versus,omitempty"`
-	Errors ErrorCounts  `json:"errors"`
-	Server *Cost        `json:"server,omitempty"`
+	// Hooks is set when the run served its own hooks backend
+	// (--hooks-listen): what corral asked it.
+	Hooks  *HooksStats `json:"hooks,omitempty"`
+	Errors ErrorCounts `json:"errors"`
+	Server *Cost       `json:"server,omitempty"`
 	// Generator is what this load generator spent in the same window: on
 	// a shared machine, CPU it used is CPU the server did not get.
 	Generator *Cost `json:"generator,omitempty"`

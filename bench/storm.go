@@ -67,6 +67,8 @@ type Storm struct {
 	// new session and a positioned join (Join.since_seq and epoch), not
 	// hello.resume (stormrejoin.go).
 	Rejoin bool
+	// Hooks serves a counting hooks backend (--hooks-listen).
+	Hooks HooksOptions
 
 	httpClient *http.Client // with --cause rst: dials what ResetAll resets
 }
@@ -140,16 +142,17 @@ func (s *Storm) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Admin, "admin", s.Admin, "with --cause drain: base `URL` of the drained server's internal listener (corral --internal-addr), where POST /admin/drain is; default --api")
 	fs.DurationVar(&s.DrainWindow, "drain-window", s.DrainWindow, "with --cause drain: the window the server spreads the reconnect hints over")
 	fs.StringVar(&s.Fallback, "fallback", s.Fallback, "with --cause drain: the WebSocket `URL` of another edge the clients move to")
+	s.Hooks.flags(fs)
 }
 
 func (s *Storm) params() map[string]any {
-	return map[string]any{
+	return s.Hooks.params(map[string]any{
 		"clients": s.Clients, "rooms": s.Rooms, "rate": s.Rate, "steady": s.Steady.String(),
 		"after": s.After.String(), "recover-timeout": s.RecoverTimeout.String(),
 		"connect-rate": s.ConnectRate, "publishers": s.Publishers, "size": s.Size,
 		"publish-timeout": s.Timeout.String(), "proxies": s.Proxies,
 		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback, "presence": s.Presence, "rejoin": s.Rejoin,
-	}
+	})
 }
 
 // stormState is what the sessions' consumers share.
@@ -205,6 +208,12 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer restore()
+	hctx, stopHooks := context.WithCancel(ctx)
+	defer stopHooks()
+	hooks, err := s.Hooks.start(hctx)
+	if err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(o.Target.WS)
 	if err != nil {
 		return nil, fmt.Errorf("bench: storm: --url: %w", err)
@@ -313,6 +322,10 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 
 	r.setPhase("storm")
 	r.markWindow(ctx)
+	var hooksAtReset HooksCounts
+	if hooks != nil {
+		hooksAtReset = hooks.Counts()
+	}
 	resetAt := time.Now()
 	st.resetAt.Store(resetAt.UnixNano())
 	var cut int
@@ -379,6 +392,13 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		r.errs["not-resumed"] += uint64(notBack)
 		r.errMu.Unlock()
 	}
+	// A resumed session's rooms pass the door (and the Join hook) after
+	// its Welcome: count the calls from the reset until now, not until
+	// the last Welcome.
+	var hooksWindow HooksCounts
+	if hooks != nil {
+		hooksWindow = hooks.Counts().Sub(hooksAtReset)
+	}
 	closeSessions(clients, 30*time.Second)
 	r.stopTicker()
 	st.mu.Lock()
@@ -416,6 +436,16 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	for _, n := range st.perSecond {
 		res.Storm.PeakPerSecond = max(res.Storm.PeakPerSecond, n)
 	}
+	if hooks != nil {
+		h := &HooksStats{LatencyMs: ms(hooks.Latency), Total: hooks.Counts(), Window: hooksWindow}
+		if n := st.resumed.Load(); n > 0 {
+			h.JoinCallsPerResumedRoom = float64(hooksWindow.JoinCalls) / float64(n)
+		}
+		if hooksWindow.JoinCalls > 0 {
+			h.PairsPerJoinCall = float64(hooksWindow.JoinPairs) / float64(hooksWindow.JoinCalls)
+		}
+		res.Hooks = h
+	}
 	cpu := ""
 	if srv != nil {
 		cpu = fmt.Sprintf(", server %.2f CPU-s from RST to all resumed, peak RSS %d MiB", srv.CPUSeconds, srv.RSSPeak>>20)
@@ -433,6 +463,10 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	if f.presence != nil {
 		res.Presence = f.presence.stats()
 		res.Headline += res.Presence.headline()
+	}
+	if h := res.Hooks; h != nil {
+		res.Headline += fmt.Sprintf("; hooks backend (+%g ms): %d Join calls for %d resumed rooms (%.4f per room)",
+			h.LatencyMs, h.Window.JoinCalls, st.resumed.Load(), h.JoinCallsPerResumedRoom)
 	}
 	if len(res.Delivery.Violations) > 0 {
 		return res, fmt.Errorf("%w: %d lost, %d duplicated; first: %s", ErrViolation,

@@ -81,6 +81,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if h := r.Hooks; h != nil {
+		b.WriteString(h.text())
+	}
 	if fr := r.Freshness; fr != nil {
 		fmt.Fprintf(&b, "  signals                %d sent, %d delivered (%.0f/s), %d samples, %.3f%% within %g ms, %d never fresh\n",
 			fr.Sent, fr.Deliveries, fr.DeliveriesPerSec, fr.Samples, 100*fr.Share, fr.SLOMs, fr.Never)
