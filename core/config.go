@@ -45,14 +45,16 @@ type Config struct {
 	// setting (read-only, signal tick, payload and member limits,
 	// presence, events, publish rate) is looked up there, at the time it
 	// is needed, so a swapped table applies to running rooms. Nil: one
-	// default class made of SignalTick, MaxPayload and Presence.
+	// default class made of SignalTick, MaxPayload, Presence, and the
+	// Hooks client's join and publish failure policies and join cache TTL.
 	Classes *roomclass.Live
 	// Grants holds run-time room grants (RoomService.Grant and Revoke).
 	// Nil: in memory, this core only.
 	Grants grants.Store
 	// Hooks, when set, is the application's backend: its Policy says
-	// which rooms' joins and publishes it decides (docs/HOOKS.md). The
-	// core calls Join (batched) and Publish; the edge calls the others.
+	// which rooms' joins and publishes it decides (docs/HOOKS.md); each
+	// room's class, what they get when it cannot answer. The core calls
+	// Join (batched) and Publish; the edge calls the others.
 	// Nil: no hooks.
 	Hooks *hooks.Client
 	// MaxRoomsPerConn bounds the rooms one connection is in; past it a
@@ -120,6 +122,12 @@ func (c *Config) withDefaults() Config {
 		pres := out.Presence.withDefaults()
 		def.SignalTick, def.MaxPayload = out.SignalTick, out.MaxPayload
 		def.Presence.Grace, def.Presence.MaxDiff = pres.Grace, pres.MaxDiffMembers
+		if out.Hooks != nil {
+			pol := out.Hooks.Policy()
+			def.Hooks.JoinPolicy = roomclass.Failure(pol.JoinFailure.String())
+			def.Hooks.PublishPolicy = roomclass.Failure(pol.PublishFailure.String())
+			def.Hooks.JoinCacheTTL = out.Hooks.JoinCacheTTL()
+		}
 		out.Classes = roomclass.NewLive(roomclass.NewTable(def, nil))
 	}
 	return out

@@ -146,9 +146,10 @@ func (c *Core) joinHooked(room string) bool {
 // hookJoin asks the application's backend (the Join hook) about the
 // rooms of reqs its policy names, all in one batch that the hooks client
 // coalesces with other sessions' joins, and returns the rooms it allows.
-// When the backend cannot answer, the hook's failure policy applies:
+// An admission is cached for the room class's hooks.join-cache-ttl. When
+// the backend cannot answer, the room class's hooks.join-policy applies:
 // closed refuses with CODE_UNAVAILABLE (retry later); allow-known lets
-// resumed rooms through.
+// resumed rooms through unchecked (corral_hook_unchecked_total).
 func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
 	h := c.cfg.Hooks
 	if h == nil || len(reqs) == 0 {
@@ -165,7 +166,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	if len(pairs) == 0 {
 		return reqs
 	}
-	res, err := h.Join(ctx, pairs)
+	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: c.joinCacheTTL})
 	if err != nil {
 		c.cfg.Logger.Warn("join hook unavailable", "session", s.id, "rooms", len(pairs), "err", err)
 	}
@@ -178,7 +179,8 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 		}
 		k++
 		switch {
-		case err != nil && q.resumed && h.Policy().JoinFailure == hooks.AllowKnown:
+		case err != nil && q.resumed && c.class(q.name).Hooks.JoinPolicy == roomclass.AllowKnown:
+			h.Unchecked(hooks.HookJoin, 1)
 			out = append(out, q)
 		case err != nil:
 			c.metrics.refused.WithLabelValues(refusedHookDown).Inc()
@@ -197,6 +199,12 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 		}
 	}
 	return out
+}
+
+// joinCacheTTL is how long the hooks client caches an admission to
+// room: its class's hooks.join-cache-ttl.
+func (c *Core) joinCacheTTL(room string) time.Duration {
+	return c.class(room).Hooks.JoinCacheTTL
 }
 
 // refuseRetry refuses q with CODE_UNAVAILABLE and when to retry: an Error
@@ -233,9 +241,10 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 // hookPublish asks the application's backend (the Publish hook) about a
 // client's publish when its policy names the room. It answers a refusal
 // itself and reports false; otherwise it returns the payload to store
-// (the client's, or the backend's replacement). A backend that cannot
-// answer refuses the publish with CODE_UNAVAILABLE (retry with the same
-// id).
+// (the client's, or the backend's replacement). When the backend cannot
+// answer, the room class's hooks.publish-policy applies: closed refuses
+// the publish with CODE_UNAVAILABLE (retry with the same id); open lets
+// the client's payload through unchecked (corral_hook_unchecked_total).
 func (c *Core) hookPublish(ctx context.Context, s *session, cl *roomclass.Class, p *corralv1.Publish) ([]byte, bool) {
 	h := c.cfg.Hooks
 	if h == nil || !(cl.Hooks.Publish || h.Policy().For(p.GetRoom()).Publish) {
@@ -245,6 +254,10 @@ func (c *Core) hookPublish(ctx context.Context, s *session, cl *roomclass.Class,
 		UserId: s.user, Room: p.GetRoom(), Id: p.GetId(), Payload: p.GetPayload(), SessionId: s.id,
 	})
 	switch {
+	case err != nil && cl.Hooks.PublishPolicy == roomclass.Open:
+		c.cfg.Logger.Warn("publish hook unavailable: the publish goes through unchecked (publish-policy open)", "session", s.id, "room", p.GetRoom(), "err", err)
+		h.Unchecked(hooks.HookPublish, 1)
+		return p.GetPayload(), true
 	case err != nil:
 		c.cfg.Logger.Warn("publish hook unavailable", "session", s.id, "room", p.GetRoom(), "err", err)
 		c.metrics.refused.WithLabelValues(refusedHookDown).Inc()

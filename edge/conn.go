@@ -51,8 +51,10 @@ type conn struct {
 	limits      *limiter
 	user        string
 	userCounted bool
-	// expiry closes the connection when its token expires (refresh.go).
-	expiry *time.Timer
+	// expiry closes the connection when its token expires (refresh.go);
+	// expires is that token's exp (unix seconds, 0: none).
+	expiry  *time.Timer
+	expires int64
 	// hook: the request's part the Connect hook sees (nil: the hook is
 	// off); calls: Call frames in flight (hooks.go).
 	hook  *hookRequest

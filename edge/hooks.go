@@ -130,15 +130,47 @@ func (c *conn) helloRefused(err error) bool {
 	return true
 }
 
+// refreshHook's codes when its failure policy answered the client
+// itself: there is no Error to send; codeClosed: the connection is
+// closing.
+const (
+	codeAnswered corralv1.Code = -1
+	codeClosed   corralv1.Code = -2
+)
+
 // refreshHook asks the backend about a refresh. It returns the new
-// identity, or nil with the code and text of the Error to send.
+// identity, or nil with the code and text of the Error to send, or
+// codeAnswered or codeClosed. When the backend cannot answer, --hooks-policy-refresh
+// applies: closed closes the connection with CODE_UNAVAILABLE and a delay
+// (the client reconnects later, with its token, and resumes);
+// allow-known answers an Error CODE_UNAVAILABLE with retryAfterMs (the
+// client may retry the refresh) and keeps the connection until its
+// token's expiry plus RefreshGrace, then closes it with
+// CODE_TOKEN_EXPIRED (corral_hook_unchecked_total{hook="refresh"}).
 func (c *conn) refreshHook(ctx context.Context, token string) (*corralv1.Identity, corralv1.Code, string) {
 	res, err := c.e.cfg.Hooks.Refresh(ctx, &corralv1.RefreshRequest{
 		UserId: c.user, Token: token, ConnectionId: fmt.Sprint(c.id),
 	})
 	if err != nil {
 		c.e.cfg.Logger.Warn("refresh hook unavailable", "user", c.user, "err", err)
-		return nil, corralv1.Code_CODE_UNAVAILABLE, "refresh: the application could not answer: retry later"
+		pol := c.e.cfg.Hooks.Policy()
+		if pol.RefreshFailure != hooks.AllowKnown {
+			c.closeWith(corralv1.Code_CODE_UNAVAILABLE, "refresh: the application could not answer: reconnect later",
+				retryMs(hooks.RetryAfter(err)), false)
+			return nil, codeClosed, ""
+		}
+		c.e.cfg.Hooks.Unchecked(hooks.HookRefresh, 1)
+		grace := pol.RefreshGrace
+		if grace <= 0 {
+			grace = time.Minute
+		}
+		c.closeAt(c.expires, grace)
+		c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+			Code:         corralv1.Code_CODE_UNAVAILABLE,
+			Message:      "refresh: the application could not answer: retry later (the connection is kept a grace past its token's expiry)",
+			RetryAfterMs: retryMs(hooks.RetryAfter(err)),
+		}}})
+		return nil, codeAnswered, ""
 	}
 	if r := res.GetRefusal(); r != nil {
 		// Always 4401, as a refused token's refresh (client.proto): the

@@ -20,12 +20,22 @@ import (
 // grants, leaves those no longer granted (Left CODE_FORBIDDEN) and answers
 // Refreshed. A refused refresh is an Error frame CODE_UNAUTHENTICATED
 // without a room, and changes nothing: the connection still ends at the old
-// expiry.
+// expiry. A refresh the Refresh hook could not answer follows
+// --hooks-policy-refresh (hooks.go refreshHook).
 
 // expireAt arms the connection's expiry timer for the token expiry unix
 // (seconds; 0: never), replacing the previous one. It runs on the
 // connection's reader.
 func (c *conn) expireAt(unix int64) {
+	c.expires = unix
+	c.closeAt(unix, 0)
+}
+
+// closeAt arms the expiry timer for unix (0: none) plus grace, without
+// changing the token's exp: a refresh the Refresh hook could not check
+// under allow-known keeps the connection a grace past it (hooks.go). It
+// runs on the connection's reader.
+func (c *conn) closeAt(unix int64, grace time.Duration) {
 	if c.expiry != nil {
 		c.expiry.Stop()
 		c.expiry = nil
@@ -35,7 +45,7 @@ func (c *conn) expireAt(unix int64) {
 	}
 	// A token accepted within the verifier's leeway may be past its exp
 	// already: it expires at once, after the welcome.
-	c.expiry = time.AfterFunc(max(time.Until(time.Unix(unix, 0)), 0), func() {
+	c.expiry = time.AfterFunc(max(time.Until(time.Unix(unix, 0).Add(grace)), 0), func() {
 		c.closeWith(corralv1.Code_CODE_TOKEN_EXPIRED, "the token expired: reconnect with a new token", 0, false)
 	})
 }
@@ -54,6 +64,12 @@ func (c *conn) refresh(f *corralv1.ClientFrame) bool {
 	id, code, msg := c.verifyRefresh(f.GetRefresh().GetToken())
 	if id == nil {
 		c.e.metrics.refused.WithLabelValues(refusedRefresh).Inc()
+		switch code {
+		case codeAnswered: // the Refresh hook's failure policy (hooks.go)
+			return true
+		case codeClosed:
+			return false
+		}
 		c.sendError(code, msg)
 		return true
 	}

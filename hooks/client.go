@@ -48,8 +48,9 @@ type Config struct {
 	// JoinMaxCalls bounds the Join calls in flight; a batch ready meanwhile
 	// waits and keeps taking pairs. Default 4.
 	JoinMaxCalls int
-	// JoinCacheTTL keeps each (user, room) decision that long. 0: no
-	// cache.
+	// JoinCacheTTL keeps each (user, room) admission that long (a
+	// refusal is never kept: it is asked again), for the Join calls whose
+	// JoinOptions give no TTL. 0: no cache.
 	JoinCacheTTL time.Duration
 	// JoinCacheSize bounds the cached decisions. Default 100,000.
 	JoinCacheSize int
@@ -143,6 +144,15 @@ func New(cfg Config) (*Client, error) {
 
 // Policy returns the client's policy.
 func (c *Client) Policy() *Policy { return &c.cfg.Policy }
+
+// JoinCacheTTL returns Config.JoinCacheTTL.
+func (c *Client) JoinCacheTTL() time.Duration { return c.cfg.JoinCacheTTL }
+
+// Unchecked counts an event of hook that its failure policy let through
+// without the backend's answer (corral_hook_unchecked_total).
+func (c *Client) Unchecked(hook string, n int) {
+	c.metrics.unchecked.WithLabelValues(hook).Add(float64(n))
+}
 
 // Close cancels the calls in flight and waits for the batched ones. Safe
 // to call twice.

@@ -1,6 +1,7 @@
 package hooks_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,7 +138,7 @@ func TestJoinCoalescesConcurrentCallers(t *testing.T) {
 				}
 				pairs = append(pairs, &corralv1.JoinPair{UserId: fmt.Sprint("u", i), Room: room})
 			}
-			res, err := c.Join(context.Background(), pairs)
+			res, err := c.Join(context.Background(), pairs, nil)
 			if err != nil {
 				errs <- err
 				return
@@ -164,21 +165,99 @@ func TestJoinCoalescesConcurrentCallers(t *testing.T) {
 	}
 }
 
+// TestJoinCache: an admission is answered from the cache within its
+// room's TTL; a refusal is asked again every time; a room whose TTL is 0
+// is never cached.
 func TestJoinCache(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      *hooks.JoinOptions
+		room      string
+		wantCalls int64
+	}{
+		{"config TTL, admitted", nil, "a", 1},
+		{"config TTL, refused", nil, "secret", 3},
+		{"room TTL, admitted", &hooks.JoinOptions{CacheTTL: func(string) time.Duration { return time.Hour }}, "a", 1},
+		{"room TTL 0", &hooks.JoinOptions{CacheTTL: func(string) time.Duration { return 0 }}, "a", 3},
+		{"room TTL, refused", &hooks.JoinOptions{CacheTTL: func(string) time.Duration { return time.Hour }}, "secret", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &backend{}
+			c := start(t, b, func(cfg *hooks.Config) { cfg.JoinCacheTTL = time.Hour })
+			pairs := []*corralv1.JoinPair{{UserId: "u", Room: tt.room}}
+			for range 3 {
+				res, err := c.Join(context.Background(), pairs, tt.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if refused := res[0].GetRefusal() != nil; refused != strings.HasPrefix(tt.room, "secret") {
+					t.Fatalf("result %v", res[0])
+				}
+			}
+			if got := b.joinCalls.Load(); got != tt.wantCalls {
+				t.Fatalf("backend calls %d, want %d", got, tt.wantCalls)
+			}
+		})
+	}
+}
+
+// TestJoinCacheExpires: an admission cached under a TTL is asked again
+// once the room's TTL (read at each lookup) has passed.
+func TestJoinCacheExpires(t *testing.T) {
 	b := &backend{}
-	c := start(t, b, func(cfg *hooks.Config) { cfg.JoinCacheTTL = time.Hour })
-	pairs := []*corralv1.JoinPair{{UserId: "u", Room: "a"}, {UserId: "u", Room: "secret"}}
-	for range 3 {
-		res, err := c.Join(context.Background(), pairs)
-		if err != nil {
+	c := start(t, b, nil)
+	var ttl atomic.Int64
+	ttl.Store(int64(time.Hour))
+	opts := &hooks.JoinOptions{CacheTTL: func(string) time.Duration { return time.Duration(ttl.Load()) }}
+	pairs := []*corralv1.JoinPair{{UserId: "u", Room: "a"}}
+	join := func() {
+		t.Helper()
+		if _, err := c.Join(context.Background(), pairs, opts); err != nil {
 			t.Fatal(err)
 		}
-		if res[0].GetRefusal() != nil || res[1].GetRefusal() == nil {
-			t.Fatalf("results %v", res)
-		}
 	}
+	join()
+	join()
 	if got := b.joinCalls.Load(); got != 1 {
-		t.Fatalf("backend calls %d, want 1 (then cached)", got)
+		t.Fatalf("backend calls %d, want 1", got)
+	}
+	ttl.Store(int64(time.Nanosecond)) // a reload shortened the class's TTL
+	join()
+	if got := b.joinCalls.Load(); got != 2 {
+		t.Fatalf("backend calls %d after the TTL passed, want 2", got)
+	}
+}
+
+func TestParseFailure(t *testing.T) {
+	tests := []struct {
+		hook, in string
+		want     hooks.Failure
+		bad      bool
+	}{
+		{hooks.HookJoin, "", hooks.Closed, false},
+		{hooks.HookJoin, "closed", hooks.Closed, false},
+		{hooks.HookJoin, "allow-known", hooks.AllowKnown, false},
+		{hooks.HookJoin, "open", 0, true},
+		{hooks.HookPublish, "open", hooks.Open, false},
+		{hooks.HookPublish, "allow-known", 0, true},
+		{hooks.HookRefresh, "allow-known", hooks.AllowKnown, false},
+		{hooks.HookRefresh, "open", 0, true},
+		{hooks.HookConnect, "closed", hooks.Closed, false},
+		{hooks.HookConnect, "allow-known", 0, true},
+		{hooks.HookCall, "open", 0, true},
+		{hooks.HookJoin, "maybe", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.hook+"/"+tt.in, func(t *testing.T) {
+			got, err := hooks.ParseFailure(tt.hook, tt.in)
+			if (err != nil) != tt.bad || (!tt.bad && got != tt.want) {
+				t.Fatalf("ParseFailure(%q, %q) = %v, %v", tt.hook, tt.in, got, err)
+			}
+			if !tt.bad && got.String() != cmp.Or(tt.in, "closed") {
+				t.Fatalf("String() = %q", got.String())
+			}
+		})
 	}
 }
 
@@ -240,7 +319,7 @@ func TestSlowBackendTimesOut(t *testing.T) {
 	c := start(t, b, func(cfg *hooks.Config) { cfg.Timeout = 100 * time.Millisecond })
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Join(context.Background(), []*corralv1.JoinPair{{UserId: "u", Room: "a"}})
+		_, err := c.Join(context.Background(), []*corralv1.JoinPair{{UserId: "u", Room: "a"}}, nil)
 		done <- err
 	}()
 	select {
@@ -330,7 +409,7 @@ func TestSlowBackendGrowsBatches(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 10 * time.Millisecond)
-			if _, err := c.Join(context.Background(), []*corralv1.JoinPair{{UserId: fmt.Sprint("u", i), Room: "a"}}); err != nil {
+			if _, err := c.Join(context.Background(), []*corralv1.JoinPair{{UserId: fmt.Sprint("u", i), Room: "a"}}, nil); err != nil {
 				t.Error(err)
 			}
 		})
@@ -358,7 +437,7 @@ func TestMemberInfo(t *testing.T) {
 	for _, r := range rooms {
 		pairs = append(pairs, &corralv1.JoinPair{UserId: "alice", Room: r})
 	}
-	res, err := c.Join(context.Background(), pairs)
+	res, err := c.Join(context.Background(), pairs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,10 @@ import (
 // at once when it holds JoinMaxBatch pairs, as soon as fewer than
 // JoinMaxCalls Join calls are in flight. So a resume's rooms are one
 // call, and a storm of resumes becomes one call per window (or per
-// JoinMaxBatch pairs), not one per session. Decisions are cached per
-// (user, room) for JoinCacheTTL.
+// JoinMaxBatch pairs), not one per session. Admissions are cached per
+// (user, room) for the room's TTL (JoinOptions.CacheTTL: its room class's
+// hooks.join-cache-ttl), refusals never: a refused user who was granted
+// access meanwhile is not kept out for a TTL.
 
 // joiner coalesces Join calls and caches their results.
 type joiner struct {
@@ -28,15 +30,19 @@ type joiner struct {
 
 type joinKey struct{ user, room string }
 
+// cached is an admission: it is good until at plus the room's TTL when
+// looked up (a reload may shorten it) and at most until (the TTL when it
+// was stored, for eviction).
 type cached struct {
-	res   *corralv1.JoinResult
-	until time.Time
+	res       *corralv1.JoinResult
+	at, until time.Time
 }
 
 // joinBatch is one backend call's pairs; done closes when results or err
 // are set.
 type joinBatch struct {
 	pairs   []*corralv1.JoinPair
+	ttls    []time.Duration // each pair's cache TTL
 	done    chan struct{}
 	results []*corralv1.JoinResult
 	err     error
@@ -47,11 +53,27 @@ func newJoiner(c *Client) *joiner {
 	return &joiner{c: c, slots: make(chan struct{}, c.cfg.JoinMaxCalls), cache: make(map[joinKey]cached)}
 }
 
+// JoinOptions tune one Join. A nil *JoinOptions means defaults.
+type JoinOptions struct {
+	// CacheTTL returns how long an admission to room is cached (0: not
+	// cached). Nil: Config.JoinCacheTTL for every room.
+	CacheTTL func(room string) time.Duration
+}
+
 // Join decides pairs: one result per pair, in order. The pairs share
-// backend calls with every other Join within the window. An error wraps
-// [ErrUnavailable] (the backend could not answer) or is ctx's.
-func (c *Client) Join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corralv1.JoinResult, error) {
-	return c.joins.join(ctx, pairs)
+// backend calls with every other Join within the window; those cached
+// (admitted within their TTL) are answered without a call. An error
+// wraps [ErrUnavailable] (the backend could not answer) or is ctx's.
+func (c *Client) Join(ctx context.Context, pairs []*corralv1.JoinPair, opts *JoinOptions) ([]*corralv1.JoinResult, error) {
+	ttls := make([]time.Duration, len(pairs))
+	for i, p := range pairs {
+		if opts != nil && opts.CacheTTL != nil {
+			ttls[i] = opts.CacheTTL(p.GetRoom())
+		} else {
+			ttls[i] = c.cfg.JoinCacheTTL
+		}
+	}
+	return c.joins.join(ctx, pairs, ttls)
 }
 
 // segment is the part of a caller's pairs that went into one batch.
@@ -61,14 +83,14 @@ type segment struct {
 	at   []int
 }
 
-func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corralv1.JoinResult, error) {
+func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair, ttls []time.Duration) ([]*corralv1.JoinResult, error) {
 	out := make([]*corralv1.JoinResult, len(pairs))
 	now := time.Now()
 	var segs []segment
 	j.mu.Lock()
 	for i, p := range pairs {
-		if j.c.cfg.JoinCacheTTL > 0 {
-			if e, ok := j.cache[joinKey{p.GetUserId(), p.GetRoom()}]; ok && now.Before(e.until) {
+		if ttl := ttls[i]; ttl > 0 {
+			if e, ok := j.cache[joinKey{p.GetUserId(), p.GetRoom()}]; ok && now.Before(e.until) && now.Before(e.at.Add(ttl)) {
 				out[i] = e.res
 				j.c.metrics.cache.WithLabelValues("hit").Inc()
 				continue
@@ -84,6 +106,7 @@ func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair) ([]*corra
 		}
 		segs[len(segs)-1].at = append(segs[len(segs)-1].at, i)
 		b.pairs = append(b.pairs, p)
+		b.ttls = append(b.ttls, ttls[i])
 		if len(b.pairs) >= j.c.cfg.JoinMaxBatch {
 			j.open = nil // full: the next pairs open another batch
 			j.c.wg.Add(1)
@@ -183,19 +206,26 @@ func (j *joiner) call(b *joinBatch) {
 		}
 		j.c.count(HookJoin, r.GetRefusal() == nil)
 	}
-	if ttl := j.c.cfg.JoinCacheTTL; ttl > 0 {
-		until := time.Now().Add(ttl)
-		j.mu.Lock()
-		if len(j.cache)+len(b.pairs) > j.c.cfg.JoinCacheSize {
-			j.evictLocked()
+	j.store(b)
+}
+
+// store caches b's admissions whose TTL is positive; refusals are not
+// cached.
+func (j *joiner) store(b *joinBatch) {
+	now := time.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.cache)+len(b.pairs) > j.c.cfg.JoinCacheSize {
+		j.evictLocked()
+	}
+	for i, p := range b.pairs {
+		if b.ttls[i] <= 0 || b.results[i].GetRefusal() != nil {
+			continue
 		}
-		for i, p := range b.pairs {
-			if len(j.cache) >= j.c.cfg.JoinCacheSize {
-				break
-			}
-			j.cache[joinKey{p.GetUserId(), p.GetRoom()}] = cached{res: b.results[i], until: until}
+		if len(j.cache) >= j.c.cfg.JoinCacheSize {
+			break
 		}
-		j.mu.Unlock()
+		j.cache[joinKey{p.GetUserId(), p.GetRoom()}] = cached{res: b.results[i], at: now, until: now.Add(b.ttls[i])}
 	}
 }
 

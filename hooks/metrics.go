@@ -4,12 +4,13 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the hooks' Prometheus collectors, labelled by hook.
 type metrics struct {
-	calls    *prometheus.CounterVec   // hook, result
-	errors   *prometheus.CounterVec   // hook, kind
-	batch    *prometheus.HistogramVec // hook
-	duration *prometheus.HistogramVec // hook
-	breaker  *prometheus.GaugeVec     // hook
-	cache    *prometheus.CounterVec   // result: hit, miss
+	calls     *prometheus.CounterVec   // hook, result
+	errors    *prometheus.CounterVec   // hook, kind
+	batch     *prometheus.HistogramVec // hook
+	duration  *prometheus.HistogramVec // hook
+	breaker   *prometheus.GaugeVec     // hook
+	cache     *prometheus.CounterVec   // result: hit, miss
+	unchecked *prometheus.CounterVec   // hook
 }
 
 // Results of corral_hook_calls_total: the backend's answer (allowed,
@@ -48,9 +49,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "corral_hook_join_cache_total",
 			Help: "Join decisions looked up in the result cache, by result (hit, miss).",
 		}, []string{"result"}),
+		unchecked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_hook_unchecked_total",
+			Help: "Events let through without the backend's answer by a failure policy other than closed (join: allow-known, publish: open, refresh: allow-known), by hook.",
+		}, []string{"hook"}),
+	}
+	for _, h := range []string{HookJoin, HookPublish, HookRefresh} {
+		m.unchecked.WithLabelValues(h)
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.errors, m.batch, m.duration, m.breaker, m.cache)
+		reg.MustRegister(m.calls, m.errors, m.batch, m.duration, m.breaker, m.cache, m.unchecked)
 	}
 	return m
 }

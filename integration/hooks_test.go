@@ -38,6 +38,7 @@ type appBackend struct {
 	joinCalls, joinPairs atomic.Int64
 	down                 atomic.Bool
 	slow                 atomic.Int64 // nanoseconds added to Join
+	expires              atomic.Int64 // Connect's expires_unix (0: none)
 	cookie               atomic.Value
 }
 
@@ -57,11 +58,14 @@ func (b *appBackend) Connect(ctx context.Context, req *corralv1.ConnectRequest) 
 	if !ok {
 		return &corralv1.ConnectResponse{Refusal: &corralv1.Refusal{Code: corralv1.Code_CODE_FORBIDDEN, Reason: "banned"}}, nil
 	}
-	return &corralv1.ConnectResponse{UserId: user, Join: []string{"*"}, Publish: []string{"*"},
+	return &corralv1.ConnectResponse{UserId: user, Join: []string{"*"}, Publish: []string{"*"}, ExpiresUnix: b.expires.Load(),
 		Rooms: []string{"inbox:" + user}, Info: []byte(fmt.Sprintf(`{"conn":%q}`, user))}, nil
 }
 
 func (b *appBackend) Refresh(ctx context.Context, req *corralv1.RefreshRequest) (*corralv1.RefreshResponse, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
 	if req.GetToken() != "renew" {
 		return &corralv1.RefreshResponse{Refusal: &corralv1.Refusal{Reason: "no"}}, nil
 	}

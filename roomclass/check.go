@@ -117,6 +117,15 @@ func check(file string, def Class, classes []Class, lines []classLines, opts Che
 		if c.PublishRate > 0 && c.PublishBurst < 1 {
 			add(cl.at("publish-burst"), p+".publish-burst", "%d: want at least 1 with a publish-rate", c.PublishBurst)
 		}
+		if c.Hooks.JoinPolicy != Closed && c.Hooks.JoinPolicy != AllowKnown {
+			add(cl.at("hooks.join-policy"), p+".hooks.join-policy", "%q: want closed or allow-known", c.Hooks.JoinPolicy)
+		}
+		if c.Hooks.PublishPolicy != Closed && c.Hooks.PublishPolicy != Open {
+			add(cl.at("hooks.publish-policy"), p+".hooks.publish-policy", "%q: want closed or open", c.Hooks.PublishPolicy)
+		}
+		if c.Hooks.JoinCacheTTL < 0 {
+			add(cl.at("hooks.join-cache-ttl"), p+".hooks.join-cache-ttl", "%v: must not be negative (0: no cache)", c.Hooks.JoinCacheTTL)
+		}
 		if c.Publish == None && c.Hooks.Publish {
 			add(cl.at("hooks.publish"), p+".hooks.publish", "the class is read-only for clients (publish: none): a publish hook would never be called")
 		}

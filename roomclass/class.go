@@ -49,12 +49,31 @@ type Presence struct {
 }
 
 // Hooks says whether the application's Join and Publish hooks decide
-// these rooms (core/door.go hooked; the server refuses classes with hooks
-// when no hooks backend is configured).
+// these rooms (core/door.go joinHooked; the server refuses classes with
+// hooks when no hooks backend is configured), what their joins and
+// publishes get when the backend cannot answer, and how long an admission
+// is cached. The policies and the TTL apply to the class's rooms the hook
+// decides, whether the class or the --hooks-join/--hooks-publish patterns
+// turned it on; the default class takes them from --hooks-policy-join,
+// --hooks-policy-publish and --hooks-join-cache-ttl.
 type Hooks struct {
-	Join    bool `yaml:"join" doc:"call the join hook for these rooms"`
-	Publish bool `yaml:"publish" doc:"call the publish hook for these rooms (not on a read-only class)"`
+	Join          bool          `yaml:"join" doc:"call the join hook for these rooms"`
+	Publish       bool          `yaml:"publish" doc:"call the publish hook for these rooms (not on a read-only class)"`
+	JoinPolicy    Failure       `yaml:"join-policy" enum:"closed,allow-known" doc:"when the backend cannot answer a join: closed (refuse with 4103, retry later) or allow-known (the rooms of a resume pass unchecked; new joins are refused as closed)"`
+	PublishPolicy Failure       `yaml:"publish-policy" enum:"closed,open" doc:"when the backend cannot answer a publish: closed (refuse with 4103, retry with the same id) or open (the message is stored unchecked, as sent)"`
+	JoinCacheTTL  time.Duration `yaml:"join-cache-ttl" doc:"keep each (user, room) admission of the join hook this long (duration; refusals are never kept; 0: no cache)"`
 }
+
+// Failure is a hook's failure policy (package hooks' Failure): which
+// values a key takes is checked per key (its enum tag, the schema's).
+type Failure string
+
+// The values of Failure.
+const (
+	Closed     Failure = "closed"
+	AllowKnown Failure = "allow-known"
+	Open       Failure = "open"
+)
 
 // Access is who may send a kind of frame to a room.
 type Access string
@@ -118,5 +137,6 @@ func Default() Class {
 		MaxPayload:      64 << 10,
 		PublishRate:     -1,
 		PublishBurst:    100,
+		Hooks:           Hooks{JoinPolicy: Closed, PublishPolicy: Closed},
 	}
 }

@@ -65,6 +65,26 @@ rooms:
 	}
 }
 
+// TestHooksKeys: a class's hooks keys override the default class's (the
+// --hooks-* flags'), and those it leaves out keep them.
+func TestHooksKeys(t *testing.T) {
+	src := "rooms:\n  - name: a\n    match: \"a:*\"\n    hooks: {join: true, join-cache-ttl: 30s, publish-policy: open}\n"
+	f, err := roomclass.Parse("corral.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := roomclass.Default()
+	def.Hooks.JoinPolicy, def.Hooks.JoinCacheTTL = roomclass.AllowKnown, time.Minute
+	cs, err := f.Classes(def, roomclass.CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := roomclass.Hooks{Join: true, JoinPolicy: roomclass.AllowKnown, PublishPolicy: roomclass.Open, JoinCacheTTL: 30 * time.Second}
+	if cs[0].Hooks != want {
+		t.Fatalf("hooks %+v, want %+v", cs[0].Hooks, want)
+	}
+}
+
 // TestErrors: each class of error is reported with its line and key path.
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct {
@@ -89,6 +109,12 @@ func TestErrors(t *testing.T) {
 			[]string{`corral.yaml:5: rooms[1](b).match[0]: "x" can never match`}},
 		{"read-only with publish hook", "rooms:\n  - name: a\n    match: a\n    publish: none\n    hooks: {publish: true}\n",
 			[]string{`corral.yaml:5: rooms[0](a).hooks.publish: the class is read-only`}},
+		{"join policy open", "rooms:\n  - name: a\n    match: a\n    hooks: {join-policy: open}\n",
+			[]string{`corral.yaml:4: rooms[0](a).hooks.join-policy: "open": want closed or allow-known`}},
+		{"publish policy allow-known", "rooms:\n  - name: a\n    match: a\n    hooks:\n      publish-policy: allow-known\n",
+			[]string{`corral.yaml:5: rooms[0](a).hooks.publish-policy: "allow-known": want closed or open`}},
+		{"negative cache ttl", "rooms:\n  - name: a\n    match: a\n    hooks: {join-cache-ttl: -1s}\n",
+			[]string{`corral.yaml:4: rooms[0](a).hooks.join-cache-ttl: -1s: must not be negative`}},
 		{"duplicate name and missing match", "rooms:\n  - name: a\n    match: a\n  - name: a\n",
 			[]string{`corral.yaml:4: rooms[1](a).name: the name of class rooms[0] too`, `corral.yaml:4: rooms[1](a).match: missing`}},
 		{"reserved name", "rooms:\n  - name: default\n    match: a\n",

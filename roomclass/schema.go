@@ -3,6 +3,7 @@ package roomclass
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 )
 
@@ -93,6 +94,9 @@ func typeSchema(t reflect.Type) map[string]any {
 			p := typeSchema(f.Type)
 			if d := f.Tag.Get("doc"); d != "" {
 				p["description"] = d
+			}
+			if e := f.Tag.Get("enum"); e != "" {
+				p["enum"] = strings.Split(e, ",")
 			}
 			props[k] = p
 		}

@@ -141,6 +141,14 @@ func defaultClass(f *flags) roomclass.Class {
 		def.Presence.Grace = f.presenceGrace
 	}
 	def.Presence.MaxDiff = f.presenceMaxDiff
+	// Checked by hooksConfig; not defined for the edge-only command.
+	if f.hooksPolicyJoin != "" {
+		def.Hooks.JoinPolicy = roomclass.Failure(f.hooksPolicyJoin)
+	}
+	if f.hooksPolicyPublish != "" {
+		def.Hooks.PublishPolicy = roomclass.Failure(f.hooksPolicyPublish)
+	}
+	def.Hooks.JoinCacheTTL = f.hooksJoinCacheTTL
 	return def
 }
 

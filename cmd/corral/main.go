@@ -353,7 +353,9 @@ type flags struct {
 	hooksTimeout, hooksJoinWindow       time.Duration
 	hooksJoinCacheTTL                   time.Duration
 	hooksJoinMaxBatch, hooksMaxInFlight int
-	hooksPolicyJoin                     string
+	hooksPolicyJoin, hooksPolicyPublish string
+	hooksPolicyRefresh                  string
+	hooksRefreshGrace                   time.Duration
 }
 
 // hooksConfig turns the --hooks-* flags into the hooks' configuration: the
@@ -374,9 +376,19 @@ func hooksConfig(f *flags) (hooks.Config, error) {
 		return hooks.Config{}, fmt.Errorf("--hooks-join/--hooks-publish: %w", err)
 	}
 	var err error
-	if pol.JoinFailure, err = hooks.ParseFailure(f.hooksPolicyJoin); err != nil {
+	if pol.JoinFailure, err = hooks.ParseFailure(hooks.HookJoin, f.hooksPolicyJoin); err != nil {
 		return hooks.Config{}, fmt.Errorf("--hooks-policy-join: %w", err)
 	}
+	if pol.PublishFailure, err = hooks.ParseFailure(hooks.HookPublish, f.hooksPolicyPublish); err != nil {
+		return hooks.Config{}, fmt.Errorf("--hooks-policy-publish: %w", err)
+	}
+	if pol.RefreshFailure, err = hooks.ParseFailure(hooks.HookRefresh, f.hooksPolicyRefresh); err != nil {
+		return hooks.Config{}, fmt.Errorf("--hooks-policy-refresh: %w", err)
+	}
+	if f.hooksRefreshGrace < 0 {
+		return hooks.Config{}, errors.New("--hooks-refresh-grace: must not be negative")
+	}
+	pol.RefreshGrace = f.hooksRefreshGrace
 	return hooks.Config{
 		URL: f.hooksURL, Key: f.hooksKey, Policy: pol,
 		Timeout: f.hooksTimeout, MaxInFlight: f.hooksMaxInFlight,
@@ -484,12 +496,14 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	fs.StringVar(&f.hooksURL, "hooks-url", "", "the application's HooksService (docs/HOOKS.md), `URL` http:// (h2c) or https://; empty: no hooks [CORRAL_HOOKS_URL]")
 	fs.StringVar(&f.hooksKey, "hooks-key", "", "bearer key sent to the hooks backend [CORRAL_HOOKS_KEY]")
 	fs.StringVar(&f.hooksKeyFile, "hooks-key-file", "", "`file` holding --hooks-key, instead of the flag [CORRAL_HOOKS_KEY_FILE]")
-	fs.DurationVar(&f.hooksTimeout, "hooks-timeout", 2*time.Second, "bound of one hook call (past it: the client gets 4103, retry later) [CORRAL_HOOKS_TIMEOUT]")
+	fs.DurationVar(&f.hooksTimeout, "hooks-timeout", 2*time.Second, "bound of one hook call (past it: the hook's failure policy applies; closed: the client gets 4103, retry later) [CORRAL_HOOKS_TIMEOUT]")
 	fs.IntVar(&f.hooksMaxInFlight, "hooks-max-in-flight", 256, "calls in flight per hook (past it: 4103 at once) [CORRAL_HOOKS_MAX_IN_FLIGHT]")
 	if mode != server.CoreOnly {
-		fs.BoolVar(&f.hooksConnect, "hooks-connect", false, "the hooks backend authenticates hellos (Connect) instead of the token check; enough without --jwt-secret (other tokens, such as a refresh without --hooks-refresh, are then refused) [CORRAL_HOOKS_CONNECT]")
+		fs.BoolVar(&f.hooksConnect, "hooks-connect", false, "the hooks backend authenticates hellos (Connect) instead of the token check; enough without --jwt-secret (other tokens, such as a refresh without --hooks-refresh, are then refused); failure policy closed only: a hello it cannot answer is closed with 4103, retry later [CORRAL_HOOKS_CONNECT]")
 		fs.BoolVar(&f.hooksRefresh, "hooks-refresh", false, "the hooks backend answers refreshes (Refresh) [CORRAL_HOOKS_REFRESH]")
-		fs.BoolVar(&f.hooksCall, "hooks-call", false, "client call frames go to the hooks backend (Call) [CORRAL_HOOKS_CALL]")
+		fs.StringVar(&f.hooksPolicyRefresh, "hooks-policy-refresh", "closed", "when the backend cannot answer a refresh: closed (close the connection with 4103, reconnect later) or allow-known (error 4103 for the refresh, the connection is kept until its token's expiry plus --hooks-refresh-grace, then closed with 4104) [CORRAL_HOOKS_POLICY_REFRESH]")
+		fs.DurationVar(&f.hooksRefreshGrace, "hooks-refresh-grace", time.Minute, "how long past its token's expiry --hooks-policy-refresh allow-known keeps a connection whose refresh the backend could not answer [CORRAL_HOOKS_REFRESH_GRACE]")
+		fs.BoolVar(&f.hooksCall, "hooks-call", false, "client call frames go to the hooks backend (Call); failure policy closed only: a call it cannot answer gets 4103 with retryAfterMs [CORRAL_HOOKS_CALL]")
 		fs.StringVar(&f.hooksHeaders, "hooks-headers", "", "comma-separated request headers the Connect hook is shown [CORRAL_HOOKS_HEADERS]")
 		fs.StringVar(&f.hooksCookies, "hooks-cookies", "", "comma-separated cookies the Connect hook is shown [CORRAL_HOOKS_COOKIES]")
 		fs.Float64Var(&f.callRate, "call-rate", 10, "calls per second per connection (negative: unlimited) [CORRAL_CALL_RATE]")
@@ -498,10 +512,11 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	if mode != server.EdgeOnly {
 		fs.StringVar(&f.hooksJoin, "hooks-join", "", "comma-separated room patterns whose joins the hooks backend decides (Join, batched) [CORRAL_HOOKS_JOIN]")
 		fs.StringVar(&f.hooksPublish, "hooks-publish", "", "comma-separated room patterns whose publishes the hooks backend checks (Publish) [CORRAL_HOOKS_PUBLISH]")
-		fs.StringVar(&f.hooksPolicyJoin, "hooks-policy-join", "closed", "when the backend cannot answer a join: closed (refuse, 4103) or allow-known (resumed rooms pass) [CORRAL_HOOKS_POLICY_JOIN]")
+		fs.StringVar(&f.hooksPolicyJoin, "hooks-policy-join", "closed", "when the backend cannot answer a join: closed (refuse, 4103) or allow-known (resumed rooms pass); the default class's hooks.join-policy [CORRAL_HOOKS_POLICY_JOIN]")
+		fs.StringVar(&f.hooksPolicyPublish, "hooks-policy-publish", "closed", "when the backend cannot answer a publish: closed (refuse, 4103, retry with the same id) or open (the message goes through unchecked, counted in corral_hook_unchecked_total); the default class's hooks.publish-policy [CORRAL_HOOKS_POLICY_PUBLISH]")
 		fs.DurationVar(&f.hooksJoinWindow, "hooks-join-window", 2*time.Millisecond, "how long a join waits to share its backend call with others [CORRAL_HOOKS_JOIN_WINDOW]")
 		fs.IntVar(&f.hooksJoinMaxBatch, "hooks-join-max-batch", 1000, "pairs per Join call at most [CORRAL_HOOKS_JOIN_MAX_BATCH]")
-		fs.DurationVar(&f.hooksJoinCacheTTL, "hooks-join-cache-ttl", 0, "keep each (user, room) Join decision this long; 0: no cache [CORRAL_HOOKS_JOIN_CACHE_TTL]")
+		fs.DurationVar(&f.hooksJoinCacheTTL, "hooks-join-cache-ttl", 0, "keep each (user, room) admission of the Join hook this long (refusals are never kept); 0: no cache; the default class's hooks.join-cache-ttl [CORRAL_HOOKS_JOIN_CACHE_TTL]")
 	}
 	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 5*time.Second, "how long a client may take to send its HTTP request headers (slowloris) [CORRAL_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a shutdown waits for clients to leave [CORRAL_SHUTDOWN_TIMEOUT]")

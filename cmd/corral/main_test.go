@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/hooks"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -142,7 +144,8 @@ func TestHooksFlags(t *testing.T) {
 	opts := mustConfigure(t, server.Serve, "serve", "--jwt-secret", secret,
 		"--hooks-url", "http://127.0.0.1:9000", "--hooks-key-file", secretFile(t, "hook-key\n"),
 		"--hooks-connect", "--hooks-call", "--hooks-join", "game:*,team:*", "--hooks-publish", "chat:*",
-		"--hooks-policy-join", "allow-known", "--hooks-cookies", "sid")
+		"--hooks-policy-join", "allow-known", "--hooks-policy-publish", "open", "--hooks-policy-refresh", "allow-known",
+		"--hooks-refresh-grace", "30s", "--hooks-join-cache-ttl", "10s", "--hooks-cookies", "sid")
 	h := opts.Hooks
 	if h.URL != "http://127.0.0.1:9000" || h.Key != "hook-key" || !h.Policy.Connect || !h.Policy.Call || h.Policy.Refresh {
 		t.Fatalf("hooks config %+v", h)
@@ -153,9 +156,20 @@ func TestHooksFlags(t *testing.T) {
 	if h.Policy.JoinFailure.String() != "allow-known" || len(opts.Edge.HookCookies) != 1 {
 		t.Fatalf("policy %v, cookies %v", h.Policy.JoinFailure, opts.Edge.HookCookies)
 	}
+	if h.Policy.PublishFailure != hooks.Open || h.Policy.RefreshFailure != hooks.AllowKnown || h.Policy.RefreshGrace != 30*time.Second {
+		t.Fatalf("policy %+v", h.Policy)
+	}
+	// The default class takes the join and publish policies and the TTL.
+	def := opts.Core.Classes.Table().Default().Hooks
+	if def.JoinPolicy != roomclass.AllowKnown || def.PublishPolicy != roomclass.Open || def.JoinCacheTTL != 10*time.Second {
+		t.Fatalf("default class hooks %+v", def)
+	}
 	for name, args := range map[string][]string{
-		"no url":     {"--hooks-connect"},
-		"bad policy": {"--hooks-url", "http://x", "--hooks-policy-join", "open"},
+		"no url":             {"--hooks-connect"},
+		"bad policy":         {"--hooks-url", "http://x", "--hooks-policy-join", "open"},
+		"bad publish policy": {"--hooks-url", "http://x", "--hooks-policy-publish", "allow-known"},
+		"bad refresh policy": {"--hooks-url", "http://x", "--hooks-policy-refresh", "open"},
+		"negative grace":     {"--hooks-url", "http://x", "--hooks-refresh-grace", "-1s"},
 	} {
 		if _, _, err := configure(server.Serve, append([]string{"serve", "--jwt-secret", secret}, args...), io.Discard); err == nil {
 			t.Errorf("%s: accepted", name)

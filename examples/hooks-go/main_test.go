@@ -32,7 +32,7 @@ func TestExample(t *testing.T) {
 	if err != nil || res.GetUserId() != "alice" {
 		t.Fatalf("alice: %v %v", res, err)
 	}
-	joins, err := c.Join(ctx, []*corralv1.JoinPair{{UserId: "alice", Room: "team:blue"}, {UserId: "alice", Room: "team:red"}})
+	joins, err := c.Join(ctx, []*corralv1.JoinPair{{UserId: "alice", Room: "team:blue"}, {UserId: "alice", Room: "team:red"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
