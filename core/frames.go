@@ -3,6 +3,7 @@ package core
 import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/safetext"
 )
 
 // The frames the core sends on a link (see link.go): every place that
@@ -21,6 +22,14 @@ func resetFrame(room string, seq uint64, epoch string) *corralv1.ServerFrame {
 // connFrame carries f to one connection.
 func connFrame(conn uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
 	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Conn{Conn: &linkv1.ConnFrame{Conn: conn, Frame: f}}}
+}
+
+// closeFrame asks the edge to close conn with a reconnect hint.
+func closeFrame(conn uint64, code corralv1.Code, reason string, delayMs uint32) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Close{Close: &linkv1.CloseConn{
+		Conn: conn,
+		Hint: &corralv1.ReconnectHint{Code: code, Reason: safetext.Reason(reason), DelayMs: delayMs},
+	}}}
 }
 
 // membershipFrame tells the edge that conn starts (member) or stops

@@ -13,7 +13,6 @@ import (
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/linkq"
-	"github.com/corral-rt/corral/internal/safetext"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -261,10 +260,7 @@ func (l *link) send(conn uint64, f *corralv1.ServerFrame) {
 
 // close asks the edge to close a connection with a hint.
 func (l *link) close(conn uint64, code corralv1.Code, reason string, delayMs uint32) {
-	l.enqueue(&linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Close{Close: &linkv1.CloseConn{
-		Conn: conn,
-		Hint: &corralv1.ReconnectHint{Code: code, Reason: safetext.Reason(reason), DelayMs: delayMs},
-	}}})
+	l.enqueue(closeFrame(conn, code, reason, delayMs))
 }
 
 // reattachFrame turns an edge's Reattach into the Attach of a client's
