@@ -33,7 +33,7 @@ func TestHooksBackend(t *testing.T) {
 		{UserId: "b", Room: "r1"},
 		{UserId: "c", Room: "r2", Resumed: true},
 	}
-	res, err := c.Join(ctx, pairs)
+	res, err := c.Join(ctx, pairs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
