@@ -45,6 +45,14 @@ type Config struct {
 	JoinWindow time.Duration
 	// JoinMaxBatch bounds the pairs of one Join call. Default 1000.
 	JoinMaxBatch int
+	// JoinHerdWindow is the longest a join waits in a herd: when pairs
+	// arrive fast enough that JoinHerdBatch of them come within it, a new
+	// batch waits JoinHerdBatch/rate (at least JoinWindow) instead of
+	// JoinWindow, and goes at once when it holds JoinHerdBatch pairs.
+	// Default 250ms; negative: off (every batch waits JoinWindow).
+	JoinHerdWindow time.Duration
+	// JoinHerdBatch is the batch a herd's joins wait to fill. Default 200.
+	JoinHerdBatch int
 	// JoinMaxCalls bounds the Join calls in flight; a batch ready meanwhile
 	// waits and keeps taking pairs. Default 4.
 	JoinMaxCalls int
@@ -107,6 +115,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.JoinMaxBatch <= 0 {
 		cfg.JoinMaxBatch = 1000
+	}
+	if cfg.JoinHerdWindow == 0 {
+		cfg.JoinHerdWindow = 250 * time.Millisecond
+	}
+	if cfg.JoinHerdBatch <= 0 {
+		cfg.JoinHerdBatch = 200
 	}
 	if cfg.JoinMaxCalls <= 0 {
 		cfg.JoinMaxCalls = 4

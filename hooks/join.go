@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -17,15 +18,31 @@ import (
 // (user, room) for the room's TTL (JoinOptions.CacheTTL: its room class's
 // hooks.join-cache-ttl), refusals never: a refused user who was granted
 // access meanwhile is not kept out for a TTL.
+//
+// Herds. The joiner keeps a rate of pairs per second (an exponentially
+// decaying count, time constant rateTau). A batch opened while the rate
+// would bring JoinHerdBatch pairs within JoinHerdWindow waits
+// JoinHerdBatch/rate (at least JoinWindow) and goes at once when it holds
+// JoinHerdBatch pairs: in a storm of resumes the calls are few and full,
+// and a join waits at most JoinHerdWindow. At quieter rates a batch waits
+// JoinWindow, as before.
+
+// rateTau is the time constant of the pair rate: short, so that a herd
+// is seen within a few batches, long enough that one resume's rooms
+// (fewer than JoinHerdBatch/JoinHerdWindow*rateTau, 16 by default) are
+// not a herd.
+const rateTau = 20 * time.Millisecond
 
 // joiner coalesces Join calls and caches their results.
 type joiner struct {
 	c     *Client
 	slots chan struct{} // a token per Join call in flight
 
-	mu    sync.Mutex // guards the following fields
-	open  *joinBatch
-	cache map[joinKey]cached
+	mu     sync.Mutex // guards the following fields
+	open   *joinBatch
+	cache  map[joinKey]cached
+	rate   float64 // pairs per second at rateAt, decaying with rateTau
+	rateAt time.Time
 }
 
 type joinKey struct{ user, room string }
@@ -47,6 +64,7 @@ type joinBatch struct {
 	results []*corralv1.JoinResult
 	err     error
 	sent    bool // guarded by joiner.mu
+	max     int  // pairs that send it at once
 }
 
 func newJoiner(c *Client) *joiner {
@@ -88,6 +106,7 @@ func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair, ttls []ti
 	now := time.Now()
 	var segs []segment
 	j.mu.Lock()
+	j.decayLocked(now)
 	for i, p := range pairs {
 		if ttl := ttls[i]; ttl > 0 {
 			if e, ok := j.cache[joinKey{p.GetUserId(), p.GetRoom()}]; ok && now.Before(e.until) && now.Before(e.at.Add(ttl)) {
@@ -97,6 +116,7 @@ func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair, ttls []ti
 			}
 			j.c.metrics.cache.WithLabelValues("miss").Inc()
 		}
+		j.rate += 1 / rateTau.Seconds()
 		if j.open == nil {
 			j.startLocked()
 		}
@@ -107,7 +127,7 @@ func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair, ttls []ti
 		segs[len(segs)-1].at = append(segs[len(segs)-1].at, i)
 		b.pairs = append(b.pairs, p)
 		b.ttls = append(b.ttls, ttls[i])
-		if len(b.pairs) >= j.c.cfg.JoinMaxBatch {
+		if len(b.pairs) >= b.max {
 			j.open = nil // full: the next pairs open another batch
 			j.c.wg.Add(1)
 			go func() {
@@ -133,12 +153,35 @@ func (j *joiner) join(ctx context.Context, pairs []*corralv1.JoinPair, ttls []ti
 	return out, nil
 }
 
+// decayLocked brings the pair rate to now. Lock must be held.
+func (j *joiner) decayLocked(now time.Time) {
+	if !j.rateAt.IsZero() {
+		j.rate *= math.Exp(-now.Sub(j.rateAt).Seconds() / rateTau.Seconds())
+	}
+	j.rateAt = now
+}
+
+// windowLocked is how long a batch opened now waits, and the pairs that
+// send it at once. Lock must be held.
+func (j *joiner) windowLocked() (time.Duration, int) {
+	cfg := &j.c.cfg
+	if cfg.JoinHerdWindow <= 0 || cfg.JoinWindow < 0 || j.rate <= 0 {
+		return cfg.JoinWindow, cfg.JoinMaxBatch
+	}
+	fill := time.Duration(float64(cfg.JoinHerdBatch) / j.rate * float64(time.Second))
+	if fill > cfg.JoinHerdWindow {
+		return cfg.JoinWindow, cfg.JoinMaxBatch // not a herd
+	}
+	return max(fill, cfg.JoinWindow), min(cfg.JoinHerdBatch, cfg.JoinMaxBatch)
+}
+
 // startLocked opens a batch and schedules its send. Lock must be held.
 func (j *joiner) startLocked() {
-	b := &joinBatch{done: make(chan struct{})}
+	window, maxPairs := j.windowLocked()
+	b := &joinBatch{done: make(chan struct{}), max: maxPairs}
 	j.open = b
 	j.c.wg.Add(1)
-	if j.c.cfg.JoinWindow < 0 {
+	if window < 0 {
 		// No window: the batch goes as soon as a call slot is free
 		// (callers meanwhile join it).
 		go func() {
@@ -147,7 +190,7 @@ func (j *joiner) startLocked() {
 		}()
 		return
 	}
-	time.AfterFunc(j.c.cfg.JoinWindow, func() {
+	time.AfterFunc(window, func() {
 		defer j.c.wg.Done()
 		j.send(b)
 	})

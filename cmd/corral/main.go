@@ -352,6 +352,7 @@ type flags struct {
 	hooksHeaders, hooksCookies          string
 	hooksTimeout, hooksJoinWindow       time.Duration
 	hooksJoinCacheTTL                   time.Duration
+	hooksJoinHerdWindow                 time.Duration
 	hooksJoinMaxBatch, hooksMaxInFlight int
 	hooksPolicyJoin, hooksPolicyPublish string
 	hooksPolicyRefresh                  string
@@ -389,10 +390,15 @@ func hooksConfig(f *flags) (hooks.Config, error) {
 		return hooks.Config{}, errors.New("--hooks-refresh-grace: must not be negative")
 	}
 	pol.RefreshGrace = f.hooksRefreshGrace
+	herdWindow := f.hooksJoinHerdWindow
+	if herdWindow == 0 {
+		herdWindow = -1 // the flag's 0 is off; the Config's 0 is the default
+	}
 	return hooks.Config{
 		URL: f.hooksURL, Key: f.hooksKey, Policy: pol,
 		Timeout: f.hooksTimeout, MaxInFlight: f.hooksMaxInFlight,
 		JoinWindow: f.hooksJoinWindow, JoinMaxBatch: f.hooksJoinMaxBatch, JoinCacheTTL: f.hooksJoinCacheTTL,
+		JoinHerdWindow: herdWindow,
 	}, nil
 }
 
@@ -515,6 +521,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.hooksPolicyJoin, "hooks-policy-join", "closed", "when the backend cannot answer a join: closed (refuse, 4103) or allow-known (resumed rooms pass); the default class's hooks.join-policy [CORRAL_HOOKS_POLICY_JOIN]")
 		fs.StringVar(&f.hooksPolicyPublish, "hooks-policy-publish", "closed", "when the backend cannot answer a publish: closed (refuse, 4103, retry with the same id) or open (the message goes through unchecked, counted in corral_hook_unchecked_total); the default class's hooks.publish-policy [CORRAL_HOOKS_POLICY_PUBLISH]")
 		fs.DurationVar(&f.hooksJoinWindow, "hooks-join-window", 2*time.Millisecond, "how long a join waits to share its backend call with others [CORRAL_HOOKS_JOIN_WINDOW]")
+		fs.DurationVar(&f.hooksJoinHerdWindow, "hooks-join-herd-window", 250*time.Millisecond, "in a herd of joins (200 pairs due within this), a batch waits to fill 200 pairs, at most this long; 0: off [CORRAL_HOOKS_JOIN_HERD_WINDOW]")
 		fs.IntVar(&f.hooksJoinMaxBatch, "hooks-join-max-batch", 1000, "pairs per Join call at most [CORRAL_HOOKS_JOIN_MAX_BATCH]")
 		fs.DurationVar(&f.hooksJoinCacheTTL, "hooks-join-cache-ttl", 0, "keep each (user, room) admission of the Join hook this long (refusals are never kept); 0: no cache; the default class's hooks.join-cache-ttl [CORRAL_HOOKS_JOIN_CACHE_TTL]")
 	}
