@@ -15,7 +15,7 @@
 # Binaries: CORRAL, CENTRIFUGO (v6.9.1, not part of this repository:
 # GOBIN=/work/tools/bin go install github.com/centrifugal/centrifugo/v6@v6.9.1),
 # BENCH (corral-bench), REDIS_SERVER. Ports: PORT_BASE (default 28510) to
-# PORT_BASE+29 on 127.0.0.1. Hold the machine's load lock around it:
+# PORT_BASE+29 on 127.0.0.1. ROWS (env) runs a subset of the rows. Hold the machine's load lock around it:
 #   flock /tmp/corral-load.lock bench/scripts/versus.sh -r 3
 set -euo pipefail
 
@@ -130,7 +130,7 @@ start_server() {
 	wait_port "$WS_PORT"
 }
 
-ROWS="busy-room broadcast storm-memory storm-redis idle"
+ROWS=${ROWS:-"busy-room broadcast storm-memory storm-redis idle"} # env ROWS: a subset of the rows
 for round in $(seq "$ROUNDS"); do
 	for row in $ROWS; do
 		order="corral centrifugo"
