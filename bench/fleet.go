@@ -79,28 +79,14 @@ func newFleet(r *run, room func(int) string) *fleet {
 // connect dials n clients paced by p, at most inflight at once, and waits
 // until every dial has ended. It returns how many joined.
 func (f *fleet) connect(ctx context.Context, n int, p profile, inflight int) int {
-	sem := make(chan struct{}, max(inflight, 1))
-	var wg sync.WaitGroup
 	var joined atomic.Int64
 	base := f.target
 	f.target += n
-	pace(ctx, time.Now(), p, n, func(k int, at time.Time) bool {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return false
+	paceGo(ctx, time.Now(), p, n, inflight, func(k int, at time.Time) {
+		if f.dial(ctx, base+k, at) {
+			joined.Add(1)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if f.dial(ctx, base+k, at) {
-				joined.Add(1)
-			}
-		}()
-		return true
 	})
-	wg.Wait()
 	return int(joined.Load())
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -82,4 +83,27 @@ func pace(ctx context.Context, start time.Time, p profile, limit int, fire func(
 		}
 	}
 	return k
+}
+
+// paceGo fires the first n events of p from start like pace, each in its
+// own goroutine with at most inflight running at once (the pacing waits
+// for a free one), and returns when every started fn has returned.
+func paceGo(ctx context.Context, start time.Time, p profile, n, inflight int, fn func(k int, at time.Time)) {
+	sem := make(chan struct{}, max(inflight, 1))
+	var wg sync.WaitGroup
+	pace(ctx, start, p, n, func(k int, at time.Time) bool {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(k, at)
+		}()
+		return true
+	})
+	wg.Wait()
 }

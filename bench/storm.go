@@ -272,32 +272,18 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	r.setPhase("connecting")
 	var mu sync.Mutex
 	var clients []*stormClient
-	sem := make(chan struct{}, 256)
-	var wg sync.WaitGroup
 	f.target = s.Clients
-	pace(ctx, time.Now(), steady(s.ConnectRate, setup), s.Clients, func(i int, at time.Time) bool {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return false
+	dial := s.dial
+	if s.Rejoin {
+		dial = s.dialRejoin
+	}
+	paceGo(ctx, time.Now(), steady(s.ConnectRate, setup), s.Clients, 256, func(i int, at time.Time) {
+		if c := dial(ctx, r, f, st, urls[i%len(urls)], i, at); c != nil {
+			mu.Lock()
+			clients = append(clients, c)
+			mu.Unlock()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			dial := s.dial
-			if s.Rejoin {
-				dial = s.dialRejoin
-			}
-			if c := dial(ctx, r, f, st, urls[i%len(urls)], i, at); c != nil {
-				mu.Lock()
-				clients = append(clients, c)
-				mu.Unlock()
-			}
-		}()
-		return true
 	})
-	wg.Wait()
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("bench: no client could connect to %s (through the proxy): %v", o.Target.WS, r.errors())
 	}

@@ -263,35 +263,21 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 
 // connect dials n members paced at ConnectRate and joins each to its room.
 func (x *vsRun) connect(ctx context.Context, n int) int {
-	sem := make(chan struct{}, 512)
-	var wg sync.WaitGroup
 	var joined atomic.Int64
 	setup := time.Duration(float64(n)/x.v.ConnectRate*float64(time.Second)) + 30*time.Second
-	pace(ctx, time.Now(), steady(x.v.ConnectRate, setup), n, func(k int, at time.Time) bool {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return false
+	paceGo(ctx, time.Now(), steady(x.v.ConnectRate, setup), n, 512, func(k int, at time.Time) {
+		m := &vsMember{idx: k, room: x.rooms(k)}
+		x.r.sentOne(at)
+		start := time.Now()
+		if err := x.join(ctx, m, false); err != nil {
+			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			m := &vsMember{idx: k, room: x.rooms(k)}
-			x.r.sentOne(at)
-			start := time.Now()
-			if err := x.join(ctx, m, false); err != nil {
-				return
-			}
-			x.connLat.observe(time.Since(start))
-			x.mu.Lock()
-			x.members = append(x.members, m)
-			x.mu.Unlock()
-			joined.Add(1)
-		}()
-		return true
+		x.connLat.observe(time.Since(start))
+		x.mu.Lock()
+		x.members = append(x.members, m)
+		x.mu.Unlock()
+		joined.Add(1)
 	})
-	wg.Wait()
 	return int(joined.Load())
 }
 
