@@ -10,10 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connecthttp"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/hooks"
 )
 
@@ -31,20 +28,7 @@ func (c handlerClient) Do(r *http.Request) (*http.Response, error) {
 // inside a synctest bubble.
 func startInMemory(t *testing.T, b *backend, tune func(*hooks.Config)) *hooks.Client {
 	t.Helper()
-	rpc := connect.NewServer()
-	corralv1connect.RegisterHooksServiceHandler(rpc, b)
-	mux := http.NewServeMux()
-	connecthttp.Mount(mux, rpc)
-	cfg := hooks.Config{URL: "http://backend.test", HTTPClient: handlerClient{mux}, Timeout: 5 * time.Second}
-	if tune != nil {
-		tune(&cfg)
-	}
-	c, err := hooks.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return newClient(t, hooks.Config{URL: "http://backend.test", HTTPClient: handlerClient{backendMux(b)}, Timeout: 5 * time.Second}, tune)
 }
 
 // joinAtRate starts n one-pair joins, every gap, and returns the longest

@@ -99,18 +99,29 @@ var memberInfo = map[string][]byte{
 // start serves b over h2c and returns a client of it.
 func start(t *testing.T, b *backend, tune func(*hooks.Config)) *hooks.Client {
 	t.Helper()
-	rpc := connect.NewServer()
-	corralv1connect.RegisterHooksServiceHandler(rpc, b)
-	mux := http.NewServeMux()
-	connecthttp.Mount(mux, rpc)
-	srv := httptest.NewUnstartedServer(mux)
+	srv := httptest.NewUnstartedServer(backendMux(b))
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	srv.Config.Protocols = p
 	srv.Start()
 	t.Cleanup(srv.Close)
-	cfg := hooks.Config{URL: srv.URL, Timeout: 5 * time.Second}
+	return newClient(t, hooks.Config{URL: srv.URL, Timeout: 5 * time.Second}, tune)
+}
+
+// backendMux serves b's HooksService.
+func backendMux(b *backend) *http.ServeMux {
+	rpc := connect.NewServer()
+	corralv1connect.RegisterHooksServiceHandler(rpc, b)
+	mux := http.NewServeMux()
+	connecthttp.Mount(mux, rpc)
+	return mux
+}
+
+// newClient is a hooks client with cfg, tuned by tune (if set), closed
+// when the test ends.
+func newClient(t *testing.T, cfg hooks.Config, tune func(*hooks.Config)) *hooks.Client {
+	t.Helper()
 	if tune != nil {
 		tune(&cfg)
 	}
