@@ -24,7 +24,8 @@ type Policy struct {
 	JoinFailure, PublishFailure Failure
 	// RefreshFailure is what a refresh gets when the backend cannot
 	// answer (Closed or AllowKnown). Under AllowKnown the connection is
-	// kept until its token's expiry plus RefreshGrace (default 1m).
+	// kept until its token's expiry plus RefreshGrace (0: none;
+	// --hooks-refresh-grace defaults to 1m).
 	RefreshFailure Failure
 	RefreshGrace   time.Duration
 	// Connect and Call have no failure policy: a connection the backend
