@@ -170,7 +170,10 @@ func batchContext(ops []*writeOp) (context.Context, context.CancelFunc) {
 }
 
 // writeCmds builds one write.lua call per group, by EVALSHA when sha is
-// set, else by EVAL.
+// set, else by EVAL. sendBatch retries a NOSCRIPT answer by EVAL itself
+// rather than through rueidis' Lua.ExecMulti, which sends SCRIPT LOAD to
+// every node before each multi call: a round trip per node per batch,
+// where the batch exists to save round trips.
 func (r *Redis) writeCmds(sha string, groups [][]*writeOp) rueidis.Commands {
 	cmds := make(rueidis.Commands, 0, len(groups))
 	for _, g := range groups {
