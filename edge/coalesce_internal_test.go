@@ -174,3 +174,44 @@ func TestCoalescingKeepsQueueBound(t *testing.T) {
 	}
 	t.Fatal("2,000 frames of 16 KiB to a client that does not read: never closed as a slow consumer")
 }
+
+// TestWriterEndsWhenSocketIdle: a writer started by a coalesced write ends
+// once the window since its last write has passed with nothing queued,
+// well before writerIdle, and the next frame is written inline again (a
+// writer left waiting would turn every later frame into a wake-up).
+func TestWriterEndsWhenSocketIdle(t *testing.T) {
+	const window = 100 * time.Millisecond
+	te := startEdge(t, false, func(cfg *Config) { cfg.CoalesceWindow = window })
+	cl := te.dialJoin(t, "u", "r")
+	c := memberConn(t, te, "r")
+	writerEnded := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.writing
+	}
+	waitFor(t, "the writer to end", writerEnded)
+	time.Sleep(window + 50*time.Millisecond)
+
+	// Inline, then queued: the second frame starts a writer.
+	c.link.dispatch(roomMessages("r", 0, 1))
+	c.link.dispatch(roomMessages("r", 1, 1))
+	if writerEnded() {
+		t.Fatal("a frame for a socket written just now started no writer")
+	}
+	readMessages(t, cl, 0, 2)
+	start := time.Now()
+	waitFor(t, "the writer to end", writerEnded)
+	if d := time.Since(start); d >= writerIdle {
+		t.Fatalf("the writer waited %v for more work, as long as writerIdle (%v): the window is %v", d, writerIdle, window)
+	}
+
+	time.Sleep(window + 50*time.Millisecond)
+	c.link.dispatch(roomMessages("r", 2, 1))
+	c.mu.Lock()
+	queued, writing := len(c.queue), c.writing
+	c.mu.Unlock()
+	if queued != 0 || writing {
+		t.Fatalf("a frame for a socket idle for the window: %d queued, writer running %v; want it written inline", queued, writing)
+	}
+	readMessages(t, cl, 2, 1)
+}
