@@ -6,12 +6,16 @@
 # order swapped each round, a fresh `corral serve` per run, the same
 # corral-bench (BENCH) as client for both. Writes OUT_DIR/<bin>-<workload>-<round>.json
 # and prints one line per run; summarise with before-after-summary.py.
+# Env: WORKLOADS (default "broadcast cursors storm") runs a subset;
+# DURATION (default 10s) is the broadcast and cursors runs' length.
 # Hold the load lock: flock /tmp/corral-load.lock before-after.sh ...
 # Ports: 28680 (clients), 28691 (internal API).
 set -u
 OLD=$1; NEW=$2; BENCH=$3; ROUNDS=$4; OUT=$5
 mkdir -p "$OUT"
 ADDR=127.0.0.1:28680; API=127.0.0.1:28691
+WORKLOADS=${WORKLOADS:-broadcast cursors storm}
+DURATION=${DURATION:-10s}
 
 run() { # run BINDIR NAME WORKLOAD ROUND
 	local dir=$1 name=$2 w=$3 r=$4
@@ -21,8 +25,8 @@ run() { # run BINDIR NAME WORKLOAD ROUND
 	sleep 1
 	local T="--url ws://$ADDR/ws --api http://$API --pid $pid --quiet --json $OUT/$name-$w-$r.json"
 	case $w in
-	broadcast) "$BENCH" broadcast $T --sockets 15000 --rooms 100 --rate 250 --duration 10s ;;
-	cursors) "$BENCH" cursors $T --senders 20 --duration 10s ;;
+	broadcast) "$BENCH" broadcast $T --sockets 15000 --rooms 100 --rate 250 --duration $DURATION ;;
+	cursors) "$BENCH" cursors $T --senders 20 --duration $DURATION ;;
 	storm) "$BENCH" storm $T --clients 2000 --rooms 20 --after 2s ;;
 	esac >"$OUT/$name-$w-$r.log" 2>&1
 	echo "$name $w round $r: exit $?"
@@ -32,7 +36,7 @@ run() { # run BINDIR NAME WORKLOAD ROUND
 }
 
 for r in $(seq 1 "$ROUNDS"); do
-	for w in broadcast cursors storm; do
+	for w in $WORKLOADS; do
 		if [ $((r % 2)) = 1 ]; then
 			run "$OLD" old $w $r
 			run "$NEW" new $w $r
