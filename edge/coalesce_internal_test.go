@@ -99,8 +99,10 @@ func TestCoalescedWritesKeepOrder(t *testing.T) {
 
 // TestIdleSocketWritesInline: a frame for a socket not written within the
 // window goes out inline, on the fan-out's goroutine (nothing is queued);
-// the next one, sooner, waits in the queue and is written once the window
-// since the last write has passed, not later than the writer's idle time.
+// so does the next one, sooner (one frame after another is not yet a busy
+// socket); the third, while frames keep coming, waits in the queue and is
+// written once the window since the last write has passed, not later than
+// the writer's idle time.
 func TestIdleSocketWritesInline(t *testing.T) {
 	const window = 300 * time.Millisecond
 	te := startEdge(t, false, func(cfg *Config) { cfg.CoalesceWindow = window })
@@ -112,7 +114,7 @@ func TestIdleSocketWritesInline(t *testing.T) {
 		defer c.mu.Unlock()
 		return !c.writing
 	})
-	time.Sleep(window + 50*time.Millisecond)
+	time.Sleep(2*window + 50*time.Millisecond) // idle, and its last write long after the one before
 
 	c.link.dispatch(roomMessages("r", 0, 1))
 	c.mu.Lock()
@@ -122,16 +124,24 @@ func TestIdleSocketWritesInline(t *testing.T) {
 		t.Fatalf("a frame for an idle socket was queued (%d), not written inline", queued)
 	}
 	readMessages(t, cl, 0, 1)
-
-	start := time.Now()
 	c.link.dispatch(roomMessages("r", 1, 1))
 	c.mu.Lock()
 	queued = len(c.queue)
 	c.mu.Unlock()
-	if queued != 1 {
-		t.Fatalf("a frame for a socket written just now: %d queued, want 1", queued)
+	if queued != 0 {
+		t.Fatalf("a frame after one lone write was queued (%d), not written inline", queued)
 	}
 	readMessages(t, cl, 1, 1)
+
+	start := time.Now()
+	c.link.dispatch(roomMessages("r", 2, 1))
+	c.mu.Lock()
+	queued = len(c.queue)
+	c.mu.Unlock()
+	if queued != 1 {
+		t.Fatalf("a frame for a socket written twice just now: %d queued, want 1", queued)
+	}
+	readMessages(t, cl, 2, 1)
 	if d := time.Since(start); d >= writerIdle {
 		t.Fatalf("a queued frame waited %v: past the window (%v), as long as the writer's idle time", d, window)
 	}
@@ -190,28 +200,29 @@ func TestWriterEndsWhenSocketIdle(t *testing.T) {
 		return !c.writing
 	}
 	waitFor(t, "the writer to end", writerEnded)
-	time.Sleep(window + 50*time.Millisecond)
+	time.Sleep(2*window + 50*time.Millisecond) // idle, and its last write long after the one before
 
-	// Inline, then queued: the second frame starts a writer.
+	// Inline twice, then queued: the third frame starts a writer.
 	c.link.dispatch(roomMessages("r", 0, 1))
 	c.link.dispatch(roomMessages("r", 1, 1))
+	c.link.dispatch(roomMessages("r", 2, 1))
 	if writerEnded() {
-		t.Fatal("a frame for a socket written just now started no writer")
+		t.Fatal("a frame for a socket written twice just now started no writer")
 	}
-	readMessages(t, cl, 0, 2)
+	readMessages(t, cl, 0, 3)
 	start := time.Now()
 	waitFor(t, "the writer to end", writerEnded)
 	if d := time.Since(start); d >= writerIdle {
 		t.Fatalf("the writer waited %v for more work, as long as writerIdle (%v): the window is %v", d, writerIdle, window)
 	}
 
-	time.Sleep(window + 50*time.Millisecond)
-	c.link.dispatch(roomMessages("r", 2, 1))
+	time.Sleep(2*window + 50*time.Millisecond) // idle, and its last write long after the one before
+	c.link.dispatch(roomMessages("r", 3, 1))
 	c.mu.Lock()
 	queued, writing := len(c.queue), c.writing
 	c.mu.Unlock()
 	if queued != 0 || writing {
 		t.Fatalf("a frame for a socket idle for the window: %d queued, writer running %v; want it written inline", queued, writing)
 	}
-	readMessages(t, cl, 2, 1)
+	readMessages(t, cl, 3, 1)
 }
