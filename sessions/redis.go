@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/batch"
 	"github.com/corral-rt/corral/internal/inflight"
 	"github.com/redis/rueidis"
 )
@@ -48,10 +49,7 @@ type Redis struct {
 	batches atomic.Int64 // write.lua calls sent, for tests
 	cluster bool         // one write.lua call per op
 
-	bmu     sync.Mutex    // guards the following fields
-	queue   []*writeOp    // ops waiting for the next batch
-	running bool          // a goroutine is sending batches
-	idle    chan struct{} // if set, closed when running turns false
+	writer *batch.Batcher[writeArg, rueidis.RedisMessage]
 
 	mu      sync.Mutex                   // guards pending
 	pending map[string]map[string]uint64 // session id → room → seq
@@ -72,6 +70,7 @@ func NewRedis(client rueidis.Client, opts Options) *Redis {
 		pending: make(map[string]map[string]uint64),
 		cluster: client.Mode() == rueidis.ClientModeCluster,
 	}
+	r.writer = r.newWriter()
 	go r.flushLoop(opts.FlushInterval)
 	return r
 }
@@ -366,7 +365,7 @@ func (r *Redis) Close() error {
 	var err error
 	r.once.Do(func() {
 		r.closed.Store(true)
-		r.waitBatches()
+		r.writer.Close() // waits for the write batches in flight
 		close(r.stop)
 		<-r.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
