@@ -294,6 +294,7 @@ func (r *room) fill() {
 	defer cancel()
 	for range 100 {
 		r.mu.Lock()
+		r.dropDeliveredLocked()
 		after := r.last
 		if len(r.pending) == 0 && !r.wantFill {
 			r.filling = false
@@ -344,6 +345,20 @@ func (r *room) fill() {
 	r.mu.Unlock()
 }
 
+// dropDeliveredLocked forgets the pending messages at or below r.last:
+// the position moved past them by another path (a state read of a room
+// that pub/sub reached first, a fill's page), and deliverLocked only
+// ever takes r.last+1 out of pending. Left there, they would keep fill
+// reading history forever (a rejoin storm with Redis made 138,000 reads
+// of 100 rooms in 20 s). Lock must be held.
+func (r *room) dropDeliveredLocked() {
+	for seq := range r.pending {
+		if seq <= r.last {
+			delete(r.pending, seq)
+		}
+	}
+}
+
 // fenceLoss returns st, or the room's new epoch when st shows that history
 // lost messages this process saw (it ends below r.last in r.epoch, as after
 // a Redis failover): the store moves the room to a new epoch, so that the
@@ -365,6 +380,11 @@ func (r *room) fenceLoss(ctx context.Context, st history.State) (history.State, 
 	done(err)
 	if err != nil || fenced.Epoch == "" {
 		return st, err
+	}
+	if fenced.Epoch == known.Epoch {
+		// Nothing was lost: st was read before this process delivered
+		// a message appended after the read.
+		return history.State{Epoch: fenced.Epoch, First: st.First, Last: fenced.Last}, nil
 	}
 	r.core.cfg.Logger.Warn("history lost acknowledged messages (Redis failover?): room moves to a new epoch",
 		"room", r.name, "seen", known.Last, "stored", fenced.Last)
