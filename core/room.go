@@ -44,6 +44,11 @@ type room struct {
 
 	mu      sync.Mutex // guards the following fields
 	loaded  bool
+	// synced: the state was read after the room's pub/sub subscription
+	// was confirmed. The subscription stays while the room is in the
+	// table (a lost one is caught up by fill: catchUp), so later joins
+	// need no state read of their own.
+	synced bool
 	last    uint64 // newest seq handed to members
 	epoch   string
 	members map[*session]endpoint
@@ -83,7 +88,8 @@ func newRoom(c *Core, name string) *room {
 // while a state read is in flight share it (a rejoin storm: one read per
 // room, not one per member, and no member waits behind the others' reads):
 // the subscription was confirmed before that read began (it stays while
-// the room is held), so the read is as good as one of their own.
+// the room is held), so the read is as good as one of their own. For the
+// same reason, once such a read is done (synced), joins read nothing.
 func (r *room) load(ctx context.Context, forJoin bool) error {
 	subscribe := forJoin && r.core.sub != nil
 	if subscribe {
@@ -93,9 +99,9 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 	}
 	for {
 		r.mu.Lock()
-		loaded := r.loaded
+		loaded, synced := r.loaded, r.synced
 		r.mu.Unlock()
-		if loaded && !subscribe {
+		if loaded && (!subscribe || synced) {
 			return nil
 		}
 		r.loadMu.Lock()
@@ -108,6 +114,11 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 		r.loadMu.Unlock()
 		if lead {
 			rd.err = r.readState(ctx)
+			if rd.err == nil && subscribe {
+				r.mu.Lock()
+				r.synced = true
+				r.mu.Unlock()
+			}
 			r.loadMu.Lock()
 			r.reading = nil
 			r.loadMu.Unlock()
