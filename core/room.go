@@ -42,13 +42,13 @@ type room struct {
 	loadMu  sync.Mutex // guards reading; never held with mu
 	reading *stateRead // the state read in flight, shared by load's callers
 
-	mu      sync.Mutex // guards the following fields
-	loaded  bool
+	mu     sync.Mutex // guards the following fields
+	loaded bool
 	// synced: the state was read after the room's pub/sub subscription
 	// was confirmed. The subscription stays while the room is in the
 	// table (a lost one is caught up by fill: catchUp), so later joins
 	// need no state read of their own.
-	synced bool
+	synced  bool
 	last    uint64 // newest seq handed to members
 	epoch   string
 	members map[*session]endpoint
