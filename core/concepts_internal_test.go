@@ -131,6 +131,56 @@ func TestRoomOrderAndGapFill(t *testing.T) {
 	}
 }
 
+// TestGapFillEndsAfterStalePending: a message pub/sub brought before the
+// room's position moved past it (a state read that finished later) is
+// not a gap: the fill forgets it and stops reading history, where it
+// once read forever.
+func TestGapFillEndsAfterStalePending(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCore(t, Config{})
+	r, err := c.acquireRoom(ctx, "r", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.releaseRoom(r)
+	for range 3 {
+		if _, err := c.hist.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("x")}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := func() uint64 {
+		var m dto.Metric
+		if err := c.metrics.storeSeconds.WithLabelValues("read").(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	r.mu.Lock()
+	r.pending[2] = &corralv1.Message{Room: "r", Seq: 2}
+	r.last = 3
+	r.scheduleFillLocked()
+	r.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		filling, left := r.filling, len(r.pending)
+		r.mu.Unlock()
+		if !filling {
+			if left != 0 {
+				t.Fatalf("%d pending messages left after the fill", left)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fill still runs after 5 s, %d history reads", reads())
+		}
+		time.Sleep(gapWait)
+	}
+	if n := reads(); n > 1 {
+		t.Fatalf("the fill read history %d times for a stale pending message, want at most 1", n)
+	}
+}
+
 func TestResumeReplay(t *testing.T) {
 	ctx := context.Background()
 	c := newTestCore(t, Config{})

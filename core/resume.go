@@ -263,11 +263,10 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 	c.events.emitDisconnected(s, rooms, clean)
 	c.presenceDetach(s, clean)
 	c.attached.detach(s, clean, time.Now())
-	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-	defer cancel()
-	if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
-		c.cfg.Logger.Warn("session touch at detach failed", "session", s.id, "err", err)
-	}
+	// Buffered, not awaited: a storm of drops must not take an in-flight
+	// slot of the session store per connection (10,000 at once made the
+	// creates of the rejoins that followed fail with "busy").
+	c.sess.TouchLater(s.id)
 }
 
 // touchLoop keeps the sessions of connected clients from expiring.

@@ -42,8 +42,13 @@ type room struct {
 	loadMu  sync.Mutex // guards reading; never held with mu
 	reading *stateRead // the state read in flight, shared by load's callers
 
-	mu      sync.Mutex // guards the following fields
-	loaded  bool
+	mu     sync.Mutex // guards the following fields
+	loaded bool
+	// synced: the state was read after the room's pub/sub subscription
+	// was confirmed. The subscription stays while the room is in the
+	// table (a lost one is caught up by fill: catchUp), so later joins
+	// need no state read of their own.
+	synced  bool
 	last    uint64 // newest seq handed to members
 	epoch   string
 	members map[*session]endpoint
@@ -83,7 +88,8 @@ func newRoom(c *Core, name string) *room {
 // while a state read is in flight share it (a rejoin storm: one read per
 // room, not one per member, and no member waits behind the others' reads):
 // the subscription was confirmed before that read began (it stays while
-// the room is held), so the read is as good as one of their own.
+// the room is held), so the read is as good as one of their own. For the
+// same reason, once such a read is done (synced), joins read nothing.
 func (r *room) load(ctx context.Context, forJoin bool) error {
 	subscribe := forJoin && r.core.sub != nil
 	if subscribe {
@@ -93,9 +99,9 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 	}
 	for {
 		r.mu.Lock()
-		loaded := r.loaded
+		loaded, synced := r.loaded, r.synced
 		r.mu.Unlock()
-		if loaded && !subscribe {
+		if loaded && (!subscribe || synced) {
 			return nil
 		}
 		r.loadMu.Lock()
@@ -108,6 +114,11 @@ func (r *room) load(ctx context.Context, forJoin bool) error {
 		r.loadMu.Unlock()
 		if lead {
 			rd.err = r.readState(ctx)
+			if rd.err == nil && subscribe {
+				r.mu.Lock()
+				r.synced = true
+				r.mu.Unlock()
+			}
 			r.loadMu.Lock()
 			r.reading = nil
 			r.loadMu.Unlock()
@@ -294,6 +305,7 @@ func (r *room) fill() {
 	defer cancel()
 	for range 100 {
 		r.mu.Lock()
+		r.dropDeliveredLocked()
 		after := r.last
 		if len(r.pending) == 0 && !r.wantFill {
 			r.filling = false
@@ -344,6 +356,20 @@ func (r *room) fill() {
 	r.mu.Unlock()
 }
 
+// dropDeliveredLocked forgets the pending messages at or below r.last:
+// the position moved past them by another path (a state read of a room
+// that pub/sub reached first, a fill's page), and deliverLocked only
+// ever takes r.last+1 out of pending. Left there, they would keep fill
+// reading history forever (a rejoin storm with Redis made 138,000 reads
+// of 100 rooms in 20 s). Lock must be held.
+func (r *room) dropDeliveredLocked() {
+	for seq := range r.pending {
+		if seq <= r.last {
+			delete(r.pending, seq)
+		}
+	}
+}
+
 // fenceLoss returns st, or the room's new epoch when st shows that history
 // lost messages this process saw (it ends below r.last in r.epoch, as after
 // a Redis failover): the store moves the room to a new epoch, so that the
@@ -365,6 +391,11 @@ func (r *room) fenceLoss(ctx context.Context, st history.State) (history.State, 
 	done(err)
 	if err != nil || fenced.Epoch == "" {
 		return st, err
+	}
+	if fenced.Epoch == known.Epoch {
+		// Nothing was lost: st was read before this process delivered
+		// a message appended after the read.
+		return history.State{Epoch: fenced.Epoch, First: st.First, Last: fenced.Last}, nil
 	}
 	r.core.cfg.Logger.Warn("history lost acknowledged messages (Redis failover?): room moves to a new epoch",
 		"room", r.name, "seen", known.Last, "stored", fenced.Last)

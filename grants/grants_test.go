@@ -284,3 +284,62 @@ func TestRedisCacheForgets(t *testing.T) {
 		t.Fatalf("a TTL after the churn the cache holds %d users, want 1", n)
 	}
 }
+
+// TestRedisBatchedGets: users checked at once are read together (one
+// pipeline per batch, on a cluster too); each caller gets its own user's
+// grants, and a user whose stored value is corrupt fails alone.
+func TestRedisBatchedGets(t *testing.T) {
+	clients := map[string]func(t *testing.T) rueidis.Client{
+		"redis":   func(t *testing.T) rueidis.Client { return redistest.Client(t, redistest.Start(t)) },
+		"cluster": func(t *testing.T) rueidis.Client { return redistest.StartCluster(t).Client(t) },
+	}
+	for name, open := range clients {
+		t.Run(name, func(t *testing.T) {
+			client := open(t)
+			prefix := redistest.Prefix(t)
+			r := grants.NewRedis(client, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+			defer r.Close()
+			ctx := context.Background()
+			const users = 300
+			for i := range users {
+				if i%3 == 0 {
+					if err := r.Grant(ctx, fmt.Sprintf("u%d", i), []string{fmt.Sprintf("room-%d", i)}, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			bad := prefix + ":grants:{u7}"
+			if err := client.Do(ctx, client.B().Set().Key(bad).Value("not json").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			r2 := grants.NewRedis(client, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+			defer r2.Close()
+			var wg sync.WaitGroup
+			errs := make(chan error, users)
+			for i := range users {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					g, err := r2.Get(ctx, fmt.Sprintf("u%d", i))
+					switch {
+					case i == 7:
+						if err == nil {
+							errs <- fmt.Errorf("u7's corrupt value read without error")
+						}
+					case err != nil:
+						errs <- fmt.Errorf("u%d: %w", i, err)
+					case i%3 == 0 && (g == nil || len(g.Join) != 1 || g.Join[0] != fmt.Sprintf("room-%d", i)):
+						errs <- fmt.Errorf("u%d: got %+v, want its own grant", i, g)
+					case i%3 != 0 && g != nil:
+						errs <- fmt.Errorf("u%d: got %+v, want none", i, g)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}

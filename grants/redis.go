@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/batch"
+	"github.com/corral-rt/corral/internal/inflight"
 	"github.com/corral-rt/corral/internal/retry"
 	"github.com/redis/rueidis"
 )
@@ -40,6 +42,7 @@ type Redis struct {
 	ttl     time.Duration
 	cancel  context.CancelFunc
 	done    chan struct{}
+	reads   *batch.Batcher[string, readReply]
 
 	mu    sync.RWMutex // guards the following fields
 	cache map[string]cached
@@ -82,6 +85,9 @@ func NewRedis(client rueidis.Client, o RedisOptions) *Redis {
 		done:    make(chan struct{}),
 		cache:   make(map[string]cached),
 	}
+	r.reads = batch.New(batch.Options[string, readReply]{
+		Max: maxReadBatch, Limit: inflight.New(maxReads), Busy: ErrBusy, Closed: errClosed, Send: r.sendReads,
+	})
 	go r.listen(ctx)
 	return r
 }
@@ -144,10 +150,11 @@ func (r *Redis) Get(ctx context.Context, user string) (*Grants, error) {
 	if ok && now.Sub(e.at) < r.ttl {
 		return e.g, nil
 	}
-	g, _, err := r.read(ctx, user)
+	rep, err := r.reads.Do(ctx, user)
 	if err != nil {
 		return nil, err
 	}
+	g := rep.g
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gen != gen {
@@ -167,20 +174,62 @@ func (r *Redis) Get(ctx context.Context, user string) (*Grants, error) {
 	return g, nil
 }
 
+// Bounds of the batched reads of Get: users whose grants are read
+// together go in one pipeline of up to maxReadBatch GETs (one per key, so
+// that it works on a cluster too, where users hash to different slots);
+// past maxReads reads waiting, Get fails at once with ErrBusy.
+const (
+	maxReadBatch = 256
+	maxReads     = 1 << 14
+)
+
+// ErrBusy is returned (wrapped) by Get when too many reads wait for Redis.
+var ErrBusy = errors.New("grants: busy")
+
+var errClosed = errors.New("grants: closed")
+
+// readReply is one user's grants as read by a batch.
+type readReply struct{ g *Grants }
+
+// sendReads reads a batch of users' grants in one pipeline; a user whose
+// value cannot be read or decoded fails alone.
+func (r *Redis) sendReads(ops []*batch.Op[string, readReply]) {
+	ctx, cancel := batch.Context(ops)
+	defer cancel()
+	cmds := make(rueidis.Commands, len(ops))
+	for i, op := range ops {
+		cmds[i] = r.client.B().Get().Key(r.key(op.Arg)).Build()
+	}
+	for i, resp := range r.client.DoMulti(ctx, cmds...) {
+		raw, err := resp.ToString()
+		g, err := r.decode(ops[i].Arg, raw, err)
+		ops[i].Finish(readReply{g}, err)
+	}
+}
+
 // read returns user's grants and their stored form ("" when none).
 func (r *Redis) read(ctx context.Context, user string) (*Grants, string, error) {
 	raw, err := r.client.Do(ctx, r.client.B().Get().Key(r.key(user)).Build()).ToString()
+	g, err := r.decode(user, raw, err)
+	if err != nil || g == nil {
+		return nil, "", err
+	}
+	return g, raw, nil
+}
+
+// decode turns a GET's answer into user's grants (nil: none).
+func (r *Redis) decode(user, raw string, err error) (*Grants, error) {
 	if rueidis.IsRedisNil(err) {
-		return nil, "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("grants: read: %w", err)
+		return nil, fmt.Errorf("grants: read: %w", err)
 	}
 	g := new(Grants)
 	if err := json.Unmarshal([]byte(raw), g); err != nil {
-		return nil, "", fmt.Errorf("grants: decode %s: %w", r.key(user), err)
+		return nil, fmt.Errorf("grants: decode %s: %w", r.key(user), err)
 	}
-	return g, raw, nil
+	return g, nil
 }
 
 // Grant adds grants for user and lifts the revocations they match.
@@ -240,8 +289,10 @@ func (r *Redis) Watch(fn func(user string)) {
 	r.mu.Unlock()
 }
 
-// Close stops listening. Safe to call twice.
+// Close stops listening and waits for the reads in flight. Safe to call
+// twice.
 func (r *Redis) Close() error {
+	r.reads.Close()
 	r.cancel()
 	<-r.done
 	return nil

@@ -137,6 +137,9 @@ func (m *Memory) Resume(_ context.Context, id, token, userID string, at Attempt)
 	return &Session{ID: id, Token: next, UserID: s.userID, Rooms: maps.Clone(s.rooms), Created: s.created}, nil
 }
 
+// TouchLater implements [Store.TouchLater]: a Touch at once.
+func (m *Memory) TouchLater(id string) { _ = m.Touch(context.Background(), id) }
+
 // Touch implements [Store.Touch].
 func (m *Memory) Touch(_ context.Context, id string) error {
 	m.mu.Lock()

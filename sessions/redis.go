@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/batch"
 	"github.com/corral-rt/corral/internal/inflight"
 	"github.com/redis/rueidis"
 )
@@ -48,13 +49,11 @@ type Redis struct {
 	batches atomic.Int64 // write.lua calls sent, for tests
 	cluster bool         // one write.lua call per op
 
-	bmu     sync.Mutex    // guards the following fields
-	queue   []*writeOp    // ops waiting for the next batch
-	running bool          // a goroutine is sending batches
-	idle    chan struct{} // if set, closed when running turns false
+	writer *batch.Batcher[writeArg, rueidis.RedisMessage]
 
-	mu      sync.Mutex                   // guards pending
+	mu      sync.Mutex                   // guards the following fields
 	pending map[string]map[string]uint64 // session id → room → seq
+	touches map[string]struct{}          // session ids to touch (TouchLater)
 }
 
 // NewRedis returns a store using client, which the caller keeps and closes
@@ -70,8 +69,10 @@ func NewRedis(client rueidis.Client, opts Options) *Redis {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		pending: make(map[string]map[string]uint64),
+		touches: make(map[string]struct{}),
 		cluster: client.Mode() == rueidis.ClientModeCluster,
 	}
+	r.writer = r.newWriter()
 	go r.flushLoop(opts.FlushInterval)
 	return r
 }
@@ -178,6 +179,18 @@ func (r *Redis) Touch(ctx context.Context, id string) error {
 	return nil
 }
 
+// TouchLater implements [Store.TouchLater]: the touch is written with the
+// next Flush, beside the acks, as one PEXPIRE in the same pipeline. After
+// Close it is dropped.
+func (r *Redis) TouchLater(id string) {
+	if r.closed.Load() {
+		return
+	}
+	r.mu.Lock()
+	r.touches[id] = struct{}{}
+	r.mu.Unlock()
+}
+
 // SetRoom implements [Store.SetRoom].
 func (r *Redis) SetRoom(ctx context.Context, id, room string, pos Position) error {
 	r.dropPending(id, room)
@@ -248,26 +261,51 @@ func (r *Redis) Ack(_ context.Context, id, room string, seq uint64) error {
 }
 
 // Flush implements [Store.Flush]: one command per session with buffered
-// acks, all in one pipeline. Acks that fail to be written for a connection
-// error are buffered again for the next flush.
+// acks, and one PEXPIRE per buffered touch, all in one pipeline. Acks and
+// touches that fail to be written for a connection error are buffered
+// again for the next flush.
 func (r *Redis) Flush(ctx context.Context) error {
 	r.mu.Lock()
-	batch := r.pending
-	if len(batch) == 0 {
+	batch, touches := r.pending, r.touches
+	if len(batch) == 0 && len(touches) == 0 {
 		r.mu.Unlock()
 		return nil
 	}
-	r.pending = make(map[string]map[string]uint64, len(batch))
+	if len(batch) > 0 {
+		r.pending = make(map[string]map[string]uint64, len(batch))
+	}
+	if len(touches) > 0 {
+		r.touches = make(map[string]struct{})
+	}
 	r.mu.Unlock()
 
 	ids := make([]string, 0, len(batch))
-	cmds := make(rueidis.Commands, 0, len(batch))
+	cmds := make(rueidis.Commands, 0, len(batch)+len(touches))
 	for id, rooms := range batch {
 		ids = append(ids, id)
 		cmds = append(cmds, r.ackCmd(ackSHA, id, rooms))
 	}
 	r.writes.Add(int64(len(cmds)))
-	resps := r.client.DoMulti(ctx, cmds...)
+	touched := make([]string, 0, len(touches))
+	for id := range touches {
+		touched = append(touched, id)
+		cmds = append(cmds, r.client.B().Pexpire().Key(r.key(id)).Milliseconds(max(r.ttl.Milliseconds(), 1)).Build())
+	}
+	all := r.client.DoMulti(ctx, cmds...)
+	resps := all[:len(ids)]
+	var errs []error
+	for i, resp := range all[len(ids):] {
+		err := resp.Error()
+		if err == nil {
+			continue
+		}
+		errs = append(errs, err)
+		if _, isRedis := rueidis.IsRedisErr(err); !isRedis {
+			r.mu.Lock()
+			r.touches[touched[i]] = struct{}{}
+			r.mu.Unlock()
+		}
+	}
 	var retry []int
 	for i, resp := range resps {
 		if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
@@ -283,7 +321,6 @@ func (r *Redis) Flush(ctx context.Context) error {
 			resps[retry[j]] = resp
 		}
 	}
-	var errs []error
 	for i, resp := range resps {
 		err := resp.Error()
 		if err == nil {
@@ -295,7 +332,7 @@ func (r *Redis) Flush(ctx context.Context) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sessions: flush %d of %d sessions: %w", len(errs), len(ids), err)
+		return fmt.Errorf("sessions: flush %d of %d sessions: %w", len(errs), len(ids)+len(touched), err)
 	}
 	return nil
 }
@@ -353,6 +390,7 @@ func (r *Redis) Delete(ctx context.Context, id string) error {
 	defer r.release()
 	r.mu.Lock()
 	delete(r.pending, id)
+	delete(r.touches, id)
 	r.mu.Unlock()
 	if err := r.client.Do(ctx, r.client.B().Del().Key(r.key(id)).Build()).Error(); err != nil {
 		return fmt.Errorf("sessions: delete: %w", err)
@@ -366,7 +404,7 @@ func (r *Redis) Close() error {
 	var err error
 	r.once.Do(func() {
 		r.closed.Store(true)
-		r.waitBatches()
+		r.writer.Close() // waits for the write batches in flight
 		close(r.stop)
 		<-r.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

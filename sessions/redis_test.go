@@ -227,3 +227,60 @@ func TestRedisBusy(t *testing.T) {
 	}
 	mustResume(t, s, a)
 }
+
+// TestRedisTouchLater checks that a buffered touch is written by the next
+// Flush (as one PEXPIRE beside the acks), never creates a session, and is
+// forgotten by Delete.
+func TestRedisTouchLater(t *testing.T) {
+	clients := map[string]func(t *testing.T) rueidis.Client{
+		"redis":   func(t *testing.T) rueidis.Client { return redistest.Client(t, redistest.Start(t)) },
+		"cluster": func(t *testing.T) rueidis.Client { return redistest.StartCluster(t).Client(t) },
+	}
+	for name, open := range clients {
+		t.Run(name, func(t *testing.T) {
+			client := open(t)
+			prefix := redistest.Prefix(t)
+			s := sessions.NewRedis(client, sessions.Options{TTL: time.Minute, FlushInterval: time.Hour, Prefix: prefix})
+			t.Cleanup(func() { s.Close() })
+			ctx := context.Background()
+			key := func(id string) string { return prefix + ":session:" + id }
+			pttl := func(id string) time.Duration {
+				t.Helper()
+				ms, err := client.Do(ctx, client.B().Pttl().Key(key(id)).Build()).AsInt64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return time.Duration(ms) * time.Millisecond
+			}
+			shorten := func(id string) {
+				t.Helper()
+				if err := client.Do(ctx, client.B().Pexpire().Key(key(id)).Milliseconds(1000).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, b := mustCreate(t, s, "u"), mustCreate(t, s, "u")
+			shorten(a.ID)
+			shorten(b.ID)
+			s.TouchLater(a.ID)
+			s.TouchLater(b.ID)
+			s.TouchLater("no-such-session")
+			if err := s.Delete(ctx, b.ID); err != nil {
+				t.Fatal(err)
+			}
+			if d := pttl(a.ID); d > time.Second {
+				t.Fatalf("TTL %v before the flush: the touch was not buffered", d)
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if d := pttl(a.ID); d < 50*time.Second {
+				t.Fatalf("TTL %v after the flush, want about a minute", d)
+			}
+			for _, id := range []string{b.ID, "no-such-session"} {
+				if n, err := client.Do(ctx, client.B().Exists().Key(key(id)).Build()).AsInt64(); err != nil || n != 0 {
+					t.Fatalf("session %s exists after a buffered touch (%d, %v)", id, n, err)
+				}
+			}
+		})
+	}
+}

@@ -78,6 +78,12 @@ type Store interface {
 	// Touch refreshes the TTL (called periodically while connected and at
 	// disconnect). An unknown session is ErrNotFound.
 	Touch(ctx context.Context, id string) error
+	// TouchLater is Touch for a caller that needs no answer (a
+	// disconnect): the store may buffer it and write it with the
+	// buffered acks (Flush, within FlushInterval; Close flushes), so that
+	// a storm of disconnects costs no round trip and no in-flight slot
+	// per session. An unknown session is ignored.
+	TouchLater(id string)
 	// SetRoom records membership in room at pos, replacing any position
 	// and any ack not yet written. An unknown session is ErrNotFound.
 	SetRoom(ctx context.Context, id, room string, pos Position) error
