@@ -136,3 +136,41 @@ func TestOverloadHint(t *testing.T) {
 		})
 	}
 }
+
+// TestVersusCheckNamesGapsAndTails: the versus check counts a hole in what
+// a member read apart from a member left behind, and names both.
+func TestVersusCheckNamesGapsAndTails(t *testing.T) {
+	x := &vsRun{r: newRun("versus", Options{}, time.Minute), upto: map[string]uint64{}}
+	gap := &vsMember{idx: 1, room: "r"}
+	tail := &vsMember{idx: 2, room: "r"}
+	whole := &vsMember{idx: 3, room: "r"}
+	x.members = []*vsMember{gap, tail, whole}
+	for _, m := range x.members {
+		m.last.Store(10) // joined at 10
+	}
+	for _, off := range []uint64{11, 12, 15, 16, 17, 18, 19, 20} {
+		x.read(gap, 0, Pub{Offset: off})
+		x.read(whole, 0, Pub{Offset: off})
+	}
+	for _, off := range []uint64{11, 12, 13, 14, 15, 16, 17} {
+		x.read(tail, 0, Pub{Offset: off})
+	}
+	whole.gaps.Store(0) // read 13 and 14 too, as far as the check goes
+	whole.gapFrom.Store(0)
+	d := x.check()
+	if d.Lost != 2+3 {
+		t.Fatalf("lost %d, want 5 (2 in a gap, 3 behind)", d.Lost)
+	}
+	want := []string{
+		"member 1 (r): 2 missing in gaps, the first 13-14",
+		"member 2 (r): behind when the drain ended, read up to 17 of 20",
+	}
+	if len(d.Violations) != len(want) {
+		t.Fatalf("violations %q, want %q", d.Violations, want)
+	}
+	for i := range want {
+		if d.Violations[i] != want[i] {
+			t.Fatalf("violation %d: %q, want %q", i, d.Violations[i], want[i])
+		}
+	}
+}

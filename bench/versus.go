@@ -154,6 +154,9 @@ type vsMember struct {
 	last atomic.Uint64
 	got  atomic.Uint64
 	gaps atomic.Uint64
+	// gapFrom and gapTo are the first gap's missing offsets (gapFrom 0:
+	// none), for the check's report.
+	gapFrom, gapTo atomic.Uint64
 }
 
 // vsRun is the state of one versus run.
@@ -256,7 +259,7 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 		res.Headline += fmt.Sprintf(", %.1f KiB per connection", float64(stats.PerConnBytes)/1024)
 	}
 	if res.Delivery.Lost > 0 {
-		return res, fmt.Errorf("%w: %d missing", ErrViolation, res.Delivery.Lost)
+		return res, fmt.Errorf("%w: %d missing; first: %s", ErrViolation, res.Delivery.Lost, res.Delivery.Violations[0])
 	}
 	return res, nil
 }
@@ -332,6 +335,9 @@ func (x *vsRun) read(m *vsMember, g uint64, p Pub) {
 	case p.Offset == 0:
 	case last != 0 && p.Offset > last+1:
 		m.gaps.Add(p.Offset - last - 1)
+		if m.gapFrom.CompareAndSwap(0, last+1) {
+			m.gapTo.Store(p.Offset - 1)
+		}
 		m.last.Store(p.Offset)
 	case p.Offset > last:
 		m.last.Store(p.Offset)
@@ -534,13 +540,29 @@ func (x *vsRun) check() Delivery {
 		upto[m.room] = max(upto[m.room], m.last.Load())
 	}
 	d.Published = x.r.acks.n.Load()
+	// Each member that missed something is named, a gap (a hole in what it
+	// read) apart from a tail (behind when the drain ended), the first
+	// maxVersusViolations of them: a loss and a reader left behind call for
+	// different fixes.
+	report := func(format string, a ...any) {
+		if len(d.Violations) < maxVersusViolations {
+			d.Violations = append(d.Violations, fmt.Sprintf(format, a...))
+		}
+	}
 	for _, m := range x.members {
 		d.Received += m.got.Load()
-		d.Lost += m.gaps.Load()
+		if g := m.gaps.Load(); g > 0 {
+			d.Lost += g
+			report("member %d (%s): %d missing in gaps, the first %d-%d", m.idx, m.room, g, m.gapFrom.Load(), m.gapTo.Load())
+		}
 		if l := m.last.Load(); l < upto[m.room] {
 			d.Lost += upto[m.room] - l
+			report("member %d (%s): behind when the drain ended, read up to %d of %d", m.idx, m.room, l, upto[m.room])
 		}
 	}
 	d.ServerQueued = -1
 	return d
 }
+
+// maxVersusViolations bounds the members a versus check names.
+const maxVersusViolations = 20
