@@ -187,31 +187,12 @@ func (c *conn) cutOff() {
 	c.e.poller.closed(c)
 }
 
-// writerIdle is how long a writer waits for more work before it ends, with
-// coalescing off (see lingerFor), on a connection that had some within
-// writerIdle before the writer started. Otherwise (a heartbeat's pong every ten-odd seconds, a rare message) the
+// writerIdle is how long a writer waits for more work before it ends, on
+// a connection that had some within writerIdle before the writer started.
+// Otherwise (a heartbeat's pong every ten-odd seconds, a rare message) the
 // writer ends as soon as the queue is empty: idle connections hold no
 // writer, busy ones keep theirs.
 const writerIdle = 2 * time.Second
-
-// lingerFor is how long a writer with nothing queued waits for more work
-// before it ends (0: end now). With coalescing on, only until the socket is
-// idle again, Config.CoalesceWindow after its last write: from then on a
-// frame is written inline by whoever produced it, and a writer still
-// waiting would turn every frame into a wake-up of its goroutine (a
-// cursor room's member, sent a frame every 33 ms, kept one for good after a
-// single coalesced write: 1.14x the CPU per signal delivery). With
-// coalescing off, writerIdle if the connection wrote within writerIdle
-// when the writer started (recent), otherwise 0. Lock must be held.
-func (c *conn) lingerFor(recent bool) time.Duration {
-	if w := c.e.cfg.CoalesceWindow; w > 0 {
-		return time.Duration(c.lastFlush.Load() + int64(w) - time.Now().UnixNano())
-	}
-	if recent {
-		return writerIdle
-	}
-	return 0
-}
 
 // writeBufs holds the writers' message buffers between flushes.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -761,17 +742,14 @@ func (c *conn) writeLoop() {
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 && !c.closing {
-			wait := c.lingerFor(linger)
-			if wait <= 0 {
+			if !linger {
 				c.writing = false
 				c.mu.Unlock()
 				return
 			}
 			c.mu.Unlock()
 			if idle == nil {
-				idle = time.NewTimer(wait)
-			} else {
-				idle.Reset(wait)
+				idle = time.NewTimer(writerIdle)
 			}
 			select {
 			case <-c.wake:
@@ -788,6 +766,7 @@ func (c *conn) writeLoop() {
 				return
 			}
 			c.mu.Unlock()
+			idle.Reset(writerIdle)
 			continue
 		}
 		if w := c.e.cfg.CoalesceWindow; w > 0 && !c.closing && !hurry && !c.fullLocked() {
@@ -844,6 +823,9 @@ func (c *conn) writeLoop() {
 				c.spare = q[:0]
 			}
 			c.mu.Unlock()
+			if idle != nil {
+				idle.Reset(writerIdle)
+			}
 		}
 		if closing {
 			c.ws.Close(websocket.StatusCode(code), reason)
