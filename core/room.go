@@ -392,13 +392,12 @@ func (r *room) fenceLoss(ctx context.Context, st history.State) (history.State, 
 	if err != nil || fenced.Epoch == "" {
 		return st, err
 	}
-	if fenced.Epoch == known.Epoch {
-		// Nothing was lost: st was read before this process delivered
-		// a message appended after the read.
-		return history.State{Epoch: fenced.Epoch, First: st.First, Last: fenced.Last}, nil
+	// The same epoch back: nothing was lost, st was only read before this
+	// process delivered a message appended after the read.
+	if fenced.Epoch != known.Epoch {
+		r.core.cfg.Logger.Warn("history lost acknowledged messages (Redis failover?): room moves to a new epoch",
+			"room", r.name, "seen", known.Last, "stored", fenced.Last)
 	}
-	r.core.cfg.Logger.Warn("history lost acknowledged messages (Redis failover?): room moves to a new epoch",
-		"room", r.name, "seen", known.Last, "stored", fenced.Last)
 	return history.State{Epoch: fenced.Epoch, First: st.First, Last: fenced.Last}, nil
 }
 
