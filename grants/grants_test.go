@@ -289,11 +289,7 @@ func TestRedisCacheForgets(t *testing.T) {
 // pipeline per batch, on a cluster too); each caller gets its own user's
 // grants, and a user whose stored value is corrupt fails alone.
 func TestRedisBatchedGets(t *testing.T) {
-	clients := map[string]func(t *testing.T) rueidis.Client{
-		"redis":   func(t *testing.T) rueidis.Client { return redistest.Client(t, redistest.Start(t)) },
-		"cluster": func(t *testing.T) rueidis.Client { return redistest.StartCluster(t).Client(t) },
-	}
-	for name, open := range clients {
+	for name, open := range redistest.Topologies() {
 		t.Run(name, func(t *testing.T) {
 			client := open(t)
 			prefix := redistest.Prefix(t)

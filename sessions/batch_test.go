@@ -82,11 +82,7 @@ func rejoinOne(ctx context.Context, s sessions.Store, i int) error {
 }
 
 func TestRedisConcurrentWrites(t *testing.T) {
-	tests := map[string]func(t *testing.T) rueidis.Client{
-		"standalone": func(t *testing.T) rueidis.Client { return redistest.Client(t, redistest.Start(t)) },
-		"cluster":    func(t *testing.T) rueidis.Client { return redistest.StartCluster(t).Client(t) },
-	}
-	for name, client := range tests {
+	for name, client := range redistest.Topologies() {
 		t.Run(name, func(t *testing.T) {
 			s := sessions.NewRedis(client(t), sessions.Options{FlushInterval: time.Hour, Prefix: redistest.Prefix(t)})
 			t.Cleanup(func() { s.Close() })

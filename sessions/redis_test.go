@@ -232,11 +232,7 @@ func TestRedisBusy(t *testing.T) {
 // Flush (as one PEXPIRE beside the acks), never creates a session, and is
 // forgotten by Delete.
 func TestRedisTouchLater(t *testing.T) {
-	clients := map[string]func(t *testing.T) rueidis.Client{
-		"redis":   func(t *testing.T) rueidis.Client { return redistest.Client(t, redistest.Start(t)) },
-		"cluster": func(t *testing.T) rueidis.Client { return redistest.StartCluster(t).Client(t) },
-	}
-	for name, open := range clients {
+	for name, open := range redistest.Topologies() {
 		t.Run(name, func(t *testing.T) {
 			client := open(t)
 			prefix := redistest.Prefix(t)

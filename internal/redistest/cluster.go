@@ -437,3 +437,13 @@ func (c *Cluster) NameOn(node int, base string) string {
 // Node returns a plain client of node i (an index of Addrs), for commands
 // about that node alone (PUBSUB SHARDNUMSUB, CLUSTER ...).
 func (c *Cluster) Node(i int) rueidis.Client { return c.nodes[i].client }
+
+// Topologies opens a client of each Redis topology a store must work on,
+// by name: a private standalone server and a private three-master cluster.
+// Tests of a store run their cases on each: for name, open := range Topologies() { t.Run(name, ...) }.
+func Topologies() map[string]func(tb testing.TB) rueidis.Client {
+	return map[string]func(tb testing.TB) rueidis.Client{
+		"standalone": func(tb testing.TB) rueidis.Client { return Client(tb, Start(tb)) },
+		"cluster":    func(tb testing.TB) rueidis.Client { return StartCluster(tb).Client(tb) },
+	}
+}
