@@ -84,6 +84,15 @@ func startCluster(tb testing.TB, replicas bool) *Cluster {
 		if err != nil {
 			tb.Fatalf("redistest: CLUSTER MYID on %s: %v", srv.Addr(), err)
 		}
+		// Distinct config epochs from the start, as redis-cli --cluster
+		// create gives them: with every node at 0 the nodes resolve the
+		// collisions by bumping epochs one ping at a time, and a bump that
+		// lands during a slot move can let the source's last claim outrank
+		// the destination's, which then gives the slot back and deletes
+		// the moved keys (CI saw GET nil after a move).
+		if err := cl.Do(ctx, cl.B().ClusterSetConfigEpoch().ConfigEpoch(int64(len(c.nodes)+1)).Build()).Error(); err != nil {
+			tb.Fatalf("redistest: CLUSTER SET-CONFIG-EPOCH on %s: %v", srv.Addr(), err)
+		}
 		c.nodes = append(c.nodes, &clusterNode{srv: srv, id: id, bus: bus, client: cl, master: -1})
 	}
 	masters := c.nodes[:3]
