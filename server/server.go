@@ -457,6 +457,7 @@ func Start(opts Options) (*Node, error) {
 		admin := n.mountAdmin(l.mux, l.role, door)
 		rpcHere := l.role == internal && n.rpc != nil
 		if rpcHere {
+			l.h2c = true
 			connecthttp.Mount(l.mux, n.rpc, connecthttp.WithCompressors(),
 				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
 		}
@@ -467,7 +468,7 @@ func Start(opts Options) (*Node, error) {
 		l.open = n.openEndpoints(l.role, admin, rpcHere, doorOpen)
 	}
 	for _, l := range ls {
-		if err := n.listen(l.addr, l.mux); err != nil {
+		if err := n.listen(l.addr, l.mux, l.h2c); err != nil {
 			_ = n.Close(context.Background())
 			return nil, err
 		}
@@ -476,14 +477,14 @@ func Start(opts Options) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) listen(addr string, h http.Handler) error {
+func (n *Node) listen(addr string, h http.Handler, h2c bool) error {
 	ln, err := listenTCP(addr, n.opts.Backlog)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", addr, err)
 	}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
+	p.SetUnencryptedHTTP2(h2c)
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         p,
