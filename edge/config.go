@@ -47,7 +47,8 @@ type Config struct {
 	// written together: a frame for a socket written within the window
 	// is queued, and the writer sends everything queued in one write once
 	// the window since the last write has passed (see conn.push). A frame
-	// for a socket idle that long is written at once. Default 5ms; a
+	// for a socket idle that long is written at once. Default 10ms (the
+	// busy room: 0.72x the CPU of 5ms, p99 15 ms; docs/BENCHMARKS.md); a
 	// negative window: every frame is written as soon as it can be.
 	CoalesceWindow time.Duration
 	// QueueFrames and QueueBytes bound one connection's send queue; past
@@ -155,7 +156,7 @@ func (c *Config) withDefaults() Config {
 		out.WriteTimeout = 5 * time.Second
 	}
 	if out.CoalesceWindow == 0 {
-		out.CoalesceWindow = 5 * time.Millisecond
+		out.CoalesceWindow = 10 * time.Millisecond
 	}
 	if out.QueueFrames <= 0 {
 		out.QueueFrames = 4096

@@ -202,7 +202,7 @@ func TestCoalesceWindow(t *testing.T) {
 		env  string
 		want time.Duration
 	}{
-		"default": {[]string{"serve", "--insecure-dev"}, "", 5 * time.Millisecond},
+		"default": {[]string{"serve", "--insecure-dev"}, "", 10 * time.Millisecond},
 		"flag":    {[]string{"serve", "--insecure-dev", "--coalesce-window", "12ms"}, "", 12 * time.Millisecond},
 		"env":     {[]string{"serve", "--insecure-dev"}, "3ms", 3 * time.Millisecond},
 		"off":     {[]string{"serve", "--insecure-dev", "--coalesce-window", "0"}, "", -1},
