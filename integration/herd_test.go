@@ -161,9 +161,16 @@ func TestResetStormResumes(t *testing.T) {
 	if n := dropped.Load(); n < clients {
 		t.Fatalf("toxiproxy reset %d of %d connections within 30s", n, clients)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for resumed.Load() < clients && time.Now().Before(deadline) {
+	// Resumes must keep coming until all are back: the run fails when
+	// none came for 30 s (a stall), or at the test's own deadline, not at
+	// a fixed time for all 2,000 (under -race on two busy cores a healthy
+	// storm took over a minute).
+	progress, seen := time.Now(), resumed.Load()
+	for resumed.Load() < clients && time.Since(progress) < 30*time.Second && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
+		if n := resumed.Load(); n > seen {
+			progress, seen = time.Now(), n
+		}
 	}
 	if n := resumed.Load(); n < clients {
 		for _, m := range members {
@@ -173,7 +180,7 @@ func TestResetStormResumes(t *testing.T) {
 			default:
 			}
 		}
-		t.Fatalf("only %d of %d sessions resumed within 60s", n, clients)
+		t.Fatalf("only %d of %d sessions resumed (none for 30s, or past the test's deadline)", n, clients)
 	}
 	time.Sleep(300 * time.Millisecond) // live traffic after the storm
 	close(stop)
