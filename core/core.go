@@ -43,7 +43,7 @@ type Core struct {
 	presErr error
 
 	door   doorState   // door.go
-	missed missedReads // replay.go: joins' history reads, batched
+	missed missedReads // replay.go: joins' history reads, batched, bounded
 
 	// id names this core in Info; started is when it began.
 	id      string
@@ -87,6 +87,7 @@ func New(cfg Config) *Core {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
 	}
+	c.missed = c.newMissedReads(maxMissedBatch, maxMissedReads)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = newSessionTable(c.metrics.sessions)
@@ -158,6 +159,7 @@ func (c *Core) Close() error {
 	if c.sub != nil {
 		c.sub.Close()
 	}
+	c.missed.b.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
 	perr := c.closePresence()
 	if c.ownStore {

@@ -48,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkSends:     prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_sends_total", Help: "Stream messages sent to edges."}),
 		linkFrames:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_frames_total", Help: "Frames sent to edges (frames per send = this / sends)."}),
 		linkOverflows: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_link_overflows_total", Help: "Links closed because their queue overflowed."}),
-		dropped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_dropped_total", Help: "Frames the core dropped, by reason."}, []string{"reason"}),
+		dropped:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_dropped_total", Help: "Frames the core dropped, by reason; replay_busy and replay_failed count joins whose replay was dropped (the client got Reset): too many replay reads queued, or the history read failed."}, []string{"reason"}),
 		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_refused_total", Help: "Client operations the core refused by policy or limit, by reason (forbidden_join, forbidden_publish, read_only, rooms_per_conn, payload_too_large, join_revoked, refresh_no_grant, refresh_other_user, grants_unavailable, invalid_argument, not_joined, stale_resume, conn_backlog; internal API publishes pushed back: api_overload_link, api_overload_edge)."}, []string{"reason"}),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "corral_core_store_seconds", Help: "Latency of history and session store operations, by operation.",

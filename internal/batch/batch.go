@@ -1,7 +1,7 @@
 // Package batch gathers a store's calls that arrive together into one
 // batch, so that a storm of callers costs a round trip per batch, not per
 // call. The sessions store batches its writes with it, the grants store
-// its reads.
+// its reads, the core its joins' replay reads.
 package batch
 
 import (

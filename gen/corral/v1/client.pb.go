@@ -483,9 +483,10 @@ type Join struct {
 	// replayed. With one, the server checks epoch against the room's
 	// history: when it matches and since_seq is not ahead of the room, the
 	// messages after since_seq are replayed (Joined.replay, then ReplayEnd);
-	// otherwise (another epoch, an empty epoch, a seq ahead of the room, or
-	// history trimmed) the client gets Reset, then Joined, and nothing is
-	// skipped silently.
+	// otherwise (another epoch, an empty epoch, a seq ahead of the room,
+	// history trimmed, or history the server could not read: its store
+	// failed or was too busy) the client gets Reset, then Joined, and
+	// nothing is skipped silently.
 	SinceSeq uint64 `protobuf:"varint,2,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
 	// The epoch since_seq belongs to (Joined.epoch or Reset.epoch). Required
 	// with a position: an empty epoch never matches (Reset).
@@ -2164,8 +2165,9 @@ func (x *Error) GetRetryAfterMs() uint32 {
 }
 
 // Reset tells the client that history it asked for is gone (trimmed,
-// expired, or a new epoch): refetch the room's state; live messages continue
-// after seq.
+// expired, or a new epoch) or could not be read (the history store failed,
+// or too many reads were queued at the server): refetch the room's state;
+// live messages continue after seq.
 type Reset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`

@@ -245,9 +245,10 @@ export type Join = Message$1<"corral.v1.Join"> & {
    * replayed. With one, the server checks epoch against the room's
    * history: when it matches and since_seq is not ahead of the room, the
    * messages after since_seq are replayed (Joined.replay, then ReplayEnd);
-   * otherwise (another epoch, an empty epoch, a seq ahead of the room, or
-   * history trimmed) the client gets Reset, then Joined, and nothing is
-   * skipped silently.
+   * otherwise (another epoch, an empty epoch, a seq ahead of the room,
+   * history trimmed, or history the server could not read: its store
+   * failed or was too busy) the client gets Reset, then Joined, and
+   * nothing is skipped silently.
    *
    * @generated from field: uint64 since_seq = 2;
    */
@@ -1097,8 +1098,9 @@ export const ErrorSchema: GenMessage<Error> = /*@__PURE__*/
 
 /**
  * Reset tells the client that history it asked for is gone (trimmed,
- * expired, or a new epoch): refetch the room's state; live messages continue
- * after seq.
+ * expired, or a new epoch) or could not be read (the history store failed,
+ * or too many reads were queued at the server): refetch the room's state;
+ * live messages continue after seq.
  *
  * @generated from message corral.v1.Reset
  */
