@@ -26,11 +26,13 @@ type Op[A, R any] struct {
 	err  error
 }
 
-// Finish hands the op its reply and frees its in-flight slot.
+// Finish frees the op's in-flight slot and hands the op its reply, in
+// that order: a caller that retries as soon as it has its reply finds its
+// slot free.
 func (o *Op[A, R]) Finish(resp R, err error) {
 	o.resp, o.err = resp, err
-	close(o.done)
 	o.b.limit.Release()
+	close(o.done)
 }
 
 // Options configure a Batcher. Busy and Closed are the errors Do returns
