@@ -174,3 +174,26 @@ func TestVersusCheckNamesGapsAndTails(t *testing.T) {
 		}
 	}
 }
+
+// TestVersusDrainWaitsForTheLastFrames: with client publishes (no offset
+// in the acknowledgement), the drain waits for a member still within its
+// server's write window instead of ending at once and counting it behind.
+func TestVersusDrainWaitsForTheLastFrames(t *testing.T) {
+	x := &vsRun{r: newRun("versus", Options{}, time.Minute), upto: map[string]uint64{}}
+	early := &vsMember{idx: 1, room: "r"}
+	late := &vsMember{idx: 2, room: "r"}
+	x.members = []*vsMember{early, late}
+	for _, off := range []uint64{1, 2, 3} {
+		x.read(early, 0, Pub{Offset: off})
+	}
+	x.read(late, 0, Pub{Offset: 1})
+	x.read(late, 0, Pub{Offset: 2})
+	go func() {
+		time.Sleep(150 * time.Millisecond) // a coalesced write lands
+		x.read(late, 0, Pub{Offset: 3})
+	}()
+	x.drain(context.Background(), 5*time.Second)
+	if d := x.check(); d.Lost != 0 || len(d.Violations) != 0 {
+		t.Fatalf("lost %d: %q", d.Lost, d.Violations)
+	}
+}

@@ -475,21 +475,32 @@ func (x *vsRun) storm(ctx context.Context, rejoin *histogram) (notRecovered uint
 }
 
 // drain waits, at most d, until every member has read its room up to the
-// highest acknowledged offset.
+// room's last offset: the highest acknowledged one, or, where publishes
+// are acknowledged without an offset (client publishes, busy-room), the
+// highest any member has read. The latter is known only once some member
+// has read the last publication, so the drain then lasts at least
+// minDrainSettle, for a coalescing server's last frames to land (without
+// it the check counted every member still within its server's write
+// window as behind).
 func (x *vsRun) drain(ctx context.Context, d time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	settled := time.Now().Add(minDrainSettle)
 	for {
-		behind := false
+		behind, unacked := false, false
 		x.mu.Lock()
+		last := x.lastOffsets()
 		for _, m := range x.members {
-			if m.last.Load() < x.upto[m.room] {
+			if _, ok := x.upto[m.room]; !ok {
+				unacked = true
+			}
+			if m.last.Load() < last[m.room] {
 				behind = true
 				break
 			}
 		}
 		x.mu.Unlock()
-		if !behind {
+		if !behind && (!unacked || time.Now().After(settled)) {
 			return
 		}
 		select {
@@ -498,6 +509,23 @@ func (x *vsRun) drain(ctx context.Context, d time.Duration) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// minDrainSettle is the least a drain waits when the rooms' last offsets
+// are not acknowledged (see drain): well past any server's write window.
+const minDrainSettle = 500 * time.Millisecond
+
+// lastOffsets returns each room's last offset as far as the run knows:
+// the highest acknowledged, or read by any member. x.mu must be held.
+func (x *vsRun) lastOffsets() map[string]uint64 {
+	last := make(map[string]uint64, len(x.upto))
+	for k, v := range x.upto {
+		last[k] = v
+	}
+	for _, m := range x.members {
+		last[m.room] = max(last[m.room], m.last.Load())
+	}
+	return last
 }
 
 // closeAll closes every member's connection normally.
@@ -532,13 +560,7 @@ func (x *vsRun) check() Delivery {
 	var d Delivery
 	// Client publishes are acknowledged without an offset: the room's
 	// last offset is the highest any member read.
-	upto := make(map[string]uint64, len(x.upto))
-	for k, v := range x.upto {
-		upto[k] = v
-	}
-	for _, m := range x.members {
-		upto[m.room] = max(upto[m.room], m.last.Load())
-	}
+	upto := x.lastOffsets()
 	d.Published = x.r.acks.n.Load()
 	// Each member that missed something is named, a gap (a hole in what it
 	// read) apart from a tail (behind when the drain ended), the first
