@@ -94,6 +94,8 @@ type conn struct {
 	sigAt   map[string]queuedSignals
 	closing bool // a close is queued; nothing more is accepted
 	writing bool // a writer goroutine is running
+	// scheduled: the connection is in its flusher's next pass (flusher.go)
+	scheduled bool
 	// flushing: the writer holds frames taken from queue that are not yet
 	// written (for corral_edge_queued_frames).
 	flushing    bool
@@ -196,6 +198,75 @@ const writerIdle = 2 * time.Second
 
 // writeBufs holds the writers' message buffers between flushes.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// putWriteBuf returns a buffer to writeBufs, unless it grew large.
+func putWriteBuf(bp *[]byte) {
+	if cap(*bp) <= 64<<10 { // do not pin a large buffer
+		*bp = (*bp)[:0]
+		writeBufs.Put(bp)
+	}
+}
+
+// message frames q as one WebSocket message in *bp: the header, then the
+// one frame or a batch of them. *bp keeps the buffer (see putWriteBuf).
+func (c *conn) message(bp *[]byte, q [][]byte) []byte {
+	buf := (*bp)[:wsframe.MaxHeader]
+	if len(q) == 1 {
+		buf = append(buf, q[0]...)
+	} else {
+		buf = protocol.AppendBatch(c.enc, buf, q)
+	}
+	*bp = buf
+	return wsframe.Frame(buf, opcodeOf(c.enc))
+}
+
+// flusher is the connection's shard of the edge's flushers (nil: the
+// coalescing window is off).
+func (c *conn) flusher() *flusher {
+	fs := c.e.flushers
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[c.id%uint64(len(fs))]
+}
+
+// flushDue is c's turn in its flusher's pass: everything queued goes in
+// one message, written without blocking, on the flusher's goroutine. A
+// socket that takes none or only part of it gets a writer goroutine for
+// the rest, which may block (writeLoop). A writer already running, a
+// close, or an ended reader leave the queue to the writer, as push does.
+func (c *conn) flushDue() {
+	c.mu.Lock()
+	c.scheduled = false
+	if c.writing || c.ended || c.closing || len(c.queue) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	bp := writeBufs.Get().(*[]byte)
+	defer putWriteBuf(bp)
+	n := len(c.queue)
+	r := c.wire.tryWrite(c.message(bp, c.queue))
+	if r == writeDone || r == writeTail {
+		c.e.metrics.framesPerFlush.Observe(float64(n))
+		c.flushed(time.Now().UnixNano())
+		q := c.takeLocked()
+		clear(q)
+		c.spare = q[:0]
+	}
+	switch r {
+	case writeDone:
+		c.mu.Unlock()
+	case writeFailed:
+		// No writer and no write ever again, as in writeLoop.
+		c.writing, c.flushing = true, true
+		c.mu.Unlock()
+		go c.cutOff() // not on the flusher's goroutine
+	default: // writeTail, writeNone: a writer writes the rest, blocking
+		start := c.startWriterLocked()
+		c.mu.Unlock()
+		c.kick(start, false)
+	}
+}
 
 // hello reads and authenticates the hello and attaches the connection. It
 // reports whether it did, and if not whether the client closed cleanly.
@@ -504,7 +575,9 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
+	tried := false // the inline write below was tried
 	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended && c.idle() {
+		tried = true
 		// No writer, nothing queued, and the socket idle: try the
 		// message on the socket right away, without blocking, on this
 		// goroutine (a room's fan-out then costs one write(2) per member
@@ -549,6 +622,17 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 			c.sigAt = make(map[string]queuedSignals)
 		}
 		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
+	}
+	if f := c.flusher(); f != nil && !c.writing && !c.ended && kind != pushReplay && !c.fullLocked() &&
+		(c.scheduled || (!tried && !c.idle())) {
+		// A busy socket, its frames coming faster than the window: its
+		// flusher writes them together at its next pass.
+		if !c.scheduled {
+			c.scheduled = true
+			f.add(c)
+		}
+		c.mu.Unlock()
+		return true
 	}
 	start, wake := c.startWriterLocked(), len(c.queue) == 1 || c.fullLocked()
 	c.mu.Unlock()
@@ -719,7 +803,9 @@ func closeFrame(code corralv1.Code, reason string, delayMs uint32) *corralv1.Ser
 // write per window instead of one per frame. A close, and a connection
 // whose reader is gone, do not wait.
 func (c *conn) writeLoop() {
-	linger := time.Now().UnixNano()-c.lastFlush.Load() < int64(writerIdle)
+	// Without flushers, a busy socket's writer stays for more work; with
+	// them, it ends when its queue is empty and the flusher takes over.
+	linger := c.flusher() == nil && time.Now().UnixNano()-c.lastFlush.Load() < int64(writerIdle)
 	var idle, delay *time.Timer // made when first needed
 	defer func() {
 		if idle != nil {
@@ -792,25 +878,14 @@ func (c *conn) writeLoop() {
 		c.mu.Unlock()
 
 		if len(q) > 0 {
-			// One WebSocket message: the frame header, then the one
-			// queued frame or a batch of them, written in one call.
 			bp := writeBufs.Get().(*[]byte)
-			buf := (*bp)[:wsframe.MaxHeader]
-			if len(q) == 1 {
-				buf = append(buf, q[0]...)
-			} else {
-				buf = protocol.AppendBatch(c.enc, buf, q)
-			}
-			msg := wsframe.Frame(buf, opcodeOf(c.enc))
+			msg := c.message(bp, q)
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
 			now := time.Now().UnixNano()
 			c.writeStart.Store(now)
 			_, err := c.wire.Write(msg)
 			c.writeStart.Store(0)
-			if cap(buf) <= 64<<10 { // do not pin a large buffer
-				*bp = buf[:0]
-				writeBufs.Put(bp)
-			}
+			putWriteBuf(bp)
 			if err != nil {
 				c.cutOff()
 				return

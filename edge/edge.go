@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,9 @@ type Edge struct {
 	// id names this edge to its cores (RoomService.Info), on every link.
 	id     string
 	poller *poller // nil: connections never park
+	// flushers write busy connections' coalesced frames (flusher.go), a
+	// connection to each by its id; none when coalescing is off.
+	flushers []*flusher
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -59,6 +63,8 @@ func New(cfg Config) (*Edge, error) {
 		conns:   make(map[*conn]struct{}),
 		users:   make(map[string]int),
 		poller:  newPoller(),
+		// One flusher per core: a pass writes its sockets on one core.
+		flushers: newFlushers(runtime.GOMAXPROCS(0), cfg.CoalesceWindow),
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -78,6 +84,13 @@ func New(cfg Config) (*Edge, error) {
 		go func() {
 			defer e.wg.Done()
 			l.run(ctx)
+		}()
+	}
+	for _, f := range e.flushers {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			f.run(ctx)
 		}()
 	}
 	e.wg.Add(1)
