@@ -10,10 +10,14 @@
 // connection (nothing queued or being written, no write within
 // Config.CoalesceWindow) is written at once, without blocking, by the
 // goroutine that pushes it (the writer's role is taken for that one write;
-// wire.go). A busy connection's frames queue instead, and the writer, at
-// most once per window, drains everything queued and writes it as one
-// WebSocket message (a Batch frame): a busy connection costs one write per
-// window, not one per frame (corral_edge_frames_per_flush). A room message arrives from the core once per link and
+// wire.go). A busy connection's frames queue instead, and the edge's
+// flusher for it (flusher.go, one goroutine per core for every busy
+// connection), once per window, drains everything queued and writes it as
+// one WebSocket message (a Batch frame) without blocking: a busy
+// connection costs one write per window, not one per frame
+// (corral_edge_frames_per_flush), and no goroutine of its own. A socket
+// that cannot take a message at once gets its writer, which may block,
+// writes the rest and ends. A room message arrives from the core once per link and
 // is encoded once per encoding; every local member's queue (or socket)
 // gets the same bytes. A connection whose queue overflows is closed with
 // CODE_SLOW_CONSUMER and resumes; it never holds back the rest of its room.
