@@ -230,18 +230,26 @@ func (c *conn) flusher() *flusher {
 	return fs[c.id%uint64(len(fs))]
 }
 
-// flushDue is c's turn in its flusher's pass: everything queued goes in
-// one message, written without blocking, on the flusher's goroutine. A
-// socket that takes none or only part of it gets a writer goroutine for
-// the rest, which may block (writeLoop). A writer already running, a
-// close, or an ended reader leave the queue to the writer, as push does.
-func (c *conn) flushDue() {
+// flushDue is c's turn in its flusher f's pass at now: everything queued
+// goes in one message, written without blocking, on the flusher's
+// goroutine. A socket that takes none or only part of it gets a writer
+// goroutine for the rest, which may block (writeLoop). A writer already
+// running, a close, or an ended reader leave the queue to the writer, as
+// push does. A socket written too recently (a window after its last
+// write is more than f's slack away) waits for a later pass.
+func (c *conn) flushDue(f *flusher, now int64) {
 	c.mu.Lock()
-	c.scheduled = false
 	if c.writing || c.ended || c.closing || len(c.queue) == 0 {
+		c.scheduled = false
 		c.mu.Unlock()
 		return
 	}
+	if at := c.lastFlush.Load() + int64(f.window); at > now+f.slack() {
+		f.add(c, at) // still scheduled
+		c.mu.Unlock()
+		return
+	}
+	c.scheduled = false
 	bp := writeBufs.Get().(*[]byte)
 	defer putWriteBuf(bp)
 	n := len(c.queue)
@@ -629,7 +637,7 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		// flusher writes them together at its next pass.
 		if !c.scheduled {
 			c.scheduled = true
-			f.add(c)
+			f.add(c, c.lastFlush.Load()+int64(c.e.cfg.CoalesceWindow))
 		}
 		c.mu.Unlock()
 		return true

@@ -17,10 +17,13 @@ import (
 // (conn.writeLoop), which writes the rest and ends.
 type flusher struct {
 	window time.Duration
-	wake   chan struct{} // capacity 1: "due is no longer empty"
+	wake   chan struct{} // capacity 1: "next moved earlier"
 
 	mu  sync.Mutex
 	due []*conn // connections for the next pass, each once (conn.scheduled)
+	// next is when the first of due is due (unix nanoseconds; 0: due is
+	// empty): a window after its last write.
+	next int64
 }
 
 // newFlushers makes n flushers for window (none when the window is not
@@ -36,14 +39,18 @@ func newFlushers(n int, window time.Duration) []*flusher {
 	return fs
 }
 
-// add puts c in the next pass. The caller holds c.mu and has just set
-// c.scheduled, which keeps c in due at most once.
-func (f *flusher) add(c *conn) {
+// add puts c in the first pass at or after at (unix nanoseconds). The
+// caller holds c.mu and has set c.scheduled, which keeps c in due at most
+// once.
+func (f *flusher) add(c *conn, at int64) {
 	f.mu.Lock()
 	f.due = append(f.due, c)
-	first := len(f.due) == 1
+	sooner := f.next == 0 || at < f.next
+	if sooner {
+		f.next = at
+	}
 	f.mu.Unlock()
-	if first {
+	if sooner {
 		select {
 		case f.wake <- struct{}{}:
 		default:
@@ -51,31 +58,49 @@ func (f *flusher) add(c *conn) {
 	}
 }
 
-// run makes a pass over the connections due one window after the first
-// of them was added, and again whenever more are, until ctx ends. An edge
-// with no busy socket holds it parked: no ticker.
+// slack is how early a pass writes a connection: one due within it is
+// written now rather than in a pass of its own.
+func (f *flusher) slack() int64 { return int64(f.window / 4) }
+
+// run makes a pass when the first connection in due is due, and again for
+// as long as there are any, until ctx ends. Each connection is written a
+// window after its last write, or up to slack sooner; one due later goes
+// back into due (conn.flushDue). An edge with no busy socket holds the
+// flusher parked: no ticker.
 func (f *flusher) run(ctx context.Context) {
 	t := time.NewTimer(f.window)
 	t.Stop()
 	defer t.Stop()
 	var pass []*conn
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.wake:
+		f.mu.Lock()
+		next := f.next
+		f.mu.Unlock()
+		if next == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.wake:
+			}
+			continue
 		}
-		t.Reset(f.window)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		if wait := time.Duration(next - time.Now().UnixNano()); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.wake: // one due sooner: wait for it instead
+				t.Stop()
+				continue
+			case <-t.C:
+			}
 		}
 		f.mu.Lock()
-		pass, f.due = f.due, pass[:0]
+		pass, f.due, f.next = f.due, pass[:0], 0
 		f.mu.Unlock()
+		now := time.Now().UnixNano()
 		for _, c := range pass {
-			c.flushDue()
+			c.flushDue(f, now)
 		}
 		clear(pass) // hold no connection until the next pass
 	}
