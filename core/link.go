@@ -131,12 +131,12 @@ func (l *link) readLoop(ctx context.Context) error {
 
 // enqueue queues f for the edge. It never blocks; if the queue is full the
 // link fails and its clients resume elsewhere.
-func (l *link) enqueue(f *linkv1.CoreFrame) { l.enqueueSized(f, proto.Size(f)) }
+func (l *link) enqueue(f *linkv1.CoreFrame) { l.enqueueSized(f, frameSize(f)) }
 
 // enqueueEach queues f, one room's frame, on each of links: built and
 // sized once for the room, not once per link.
 func enqueueEach[V any](links map[*link]V, f *linkv1.CoreFrame) {
-	size := proto.Size(f)
+	size := frameSize(f)
 	for l := range links {
 		l.enqueueSized(f, size)
 	}
