@@ -53,9 +53,10 @@ func New(cfg Config) (*Edge, error) {
 	}
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
+	m := newMetrics(cfg.Registerer)
 	e := &Edge{
 		cfg:     cfg,
-		metrics: newMetrics(cfg.Registerer),
+		metrics: m,
 		admit:   newAdmission(cfg),
 		id:      newEdgeID(),
 		ctx:     ctx,
@@ -64,7 +65,7 @@ func New(cfg Config) (*Edge, error) {
 		users:   make(map[string]int),
 		poller:  newPoller(),
 		// One flusher per core: a pass writes its sockets on one core.
-		flushers: newFlushers(runtime.GOMAXPROCS(0), cfg.CoalesceWindow),
+		flushers: newFlushers(runtime.GOMAXPROCS(0), cfg.CoalesceWindow, m.flushPass),
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

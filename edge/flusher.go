@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // flusher writes the frames queued for busy connections (see conn.idle),
@@ -17,7 +19,8 @@ import (
 // (conn.writeLoop), which writes the rest and ends.
 type flusher struct {
 	window time.Duration
-	wake   chan struct{} // capacity 1: "next moved earlier"
+	passes prometheus.Histogram // each pass's duration
+	wake   chan struct{}        // capacity 1: "next moved earlier"
 
 	mu  sync.Mutex
 	due []*conn // connections for the next pass, each once (conn.scheduled)
@@ -28,13 +31,13 @@ type flusher struct {
 
 // newFlushers makes n flushers for window (none when the window is not
 // positive: every frame is written at once).
-func newFlushers(n int, window time.Duration) []*flusher {
+func newFlushers(n int, window time.Duration, passes prometheus.Histogram) []*flusher {
 	if window <= 0 {
 		return nil
 	}
 	fs := make([]*flusher, max(n, 1))
 	for i := range fs {
-		fs[i] = &flusher{window: window, wake: make(chan struct{}, 1)}
+		fs[i] = &flusher{window: window, passes: passes, wake: make(chan struct{}, 1)}
 	}
 	return fs
 }
@@ -98,10 +101,12 @@ func (f *flusher) run(ctx context.Context) {
 		f.mu.Lock()
 		pass, f.due, f.next = f.due, pass[:0], 0
 		f.mu.Unlock()
-		now := time.Now().UnixNano()
+		start := time.Now()
+		now := start.UnixNano()
 		for _, c := range pass {
 			c.flushDue(f, now)
 		}
 		clear(pass) // hold no connection until the next pass
+		f.passes.Observe(time.Since(start).Seconds())
 	}
 }

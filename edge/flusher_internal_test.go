@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/client"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestBusySocketWrittenByFlusher: a busy socket's frames wait for its
@@ -55,6 +56,13 @@ func TestBusySocketWrittenByFlusher(t *testing.T) {
 	c.mu.Unlock()
 	if writing {
 		t.Fatal("a writer goroutine runs for a socket the flusher wrote")
+	}
+	var d dto.Metric
+	if err := te.e.metrics.flushPass.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.GetHistogram().GetSampleCount() == 0 {
+		t.Fatal("corral_edge_flush_pass_seconds counted no pass")
 	}
 }
 

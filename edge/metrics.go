@@ -9,6 +9,7 @@ type metrics struct {
 	closes         *prometheus.CounterVec
 	slow           *prometheus.CounterVec
 	framesPerFlush prometheus.Histogram
+	flushPass      prometheus.Histogram // one flusher pass (flusher.go)
 	linkUp         prometheus.Gauge
 	linkFailures   prometheus.Counter
 	linkFailovers  prometheus.Counter
@@ -30,6 +31,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "corral_edge_frames_per_flush", Help: "Frames written per WebSocket write.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
+		flushPass: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "corral_edge_flush_pass_seconds", Help: "How long one flusher pass took to write every busy socket due (a pass near the coalescing window means the flushers are saturated).",
+			Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3},
+		}),
 		linkUp:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),
 		linkFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failures_total", Help: "Link streams to the core that failed."}),
 		linkFailovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failovers_total", Help: "Link streams moved to another core after a failure (several cores configured)."}),
@@ -41,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.draining, m.reattached, m.refused, m.pending)
+		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.flushPass, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.draining, m.reattached, m.refused, m.pending)
 	}
 	return m
 }
