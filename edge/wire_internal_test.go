@@ -107,3 +107,51 @@ func drain(t *testing.T, cc *net.TCPConn, want *bytes.Buffer, done chan error) {
 		}
 	}
 }
+
+// drained returns a wire on a loopback socket whose peer reads everything.
+func drained(t testing.TB) *wire {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, cc) }()
+	t.Cleanup(func() { sc.Close(); cc.Close() })
+	return newWire(sc)
+}
+
+// TestTryWriteAllocatesNothing: a write from the fan-out (one per inline
+// delivery) costs no allocation.
+func TestTryWriteAllocatesNothing(t *testing.T) {
+	w := drained(t)
+	if w.raw == nil {
+		t.Skip("no write without blocking on this platform")
+	}
+	msg := bytes.Repeat([]byte("x"), 100)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if r := w.tryWrite(msg); r != writeDone && r != writeNone {
+			t.Fatalf("tryWrite: %v", r)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("tryWrite allocates %v times per call, want 0", allocs)
+	}
+}
+
+// BenchmarkTryWrite: one 100-byte inline write.
+func BenchmarkTryWrite(b *testing.B) {
+	w := drained(b)
+	msg := bytes.Repeat([]byte("x"), 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.tryWrite(msg)
+	}
+}
