@@ -77,7 +77,8 @@ func TestSessionLostInFailover(t *testing.T) {
 	kept := dial(t, d, "kept", protocol.JSON)
 	kw := kept.Welcome()
 	kept.CloseNow()
-	time.Sleep(500 * time.Millisecond) // replicated meanwhile
+	time.Sleep(500 * time.Millisecond) // the detach's writes, if any
+	sn.WaitReplicated()                // and the replica has them all
 	rep := sn.Replica(0)
 	rep.Pause()
 	sn.DropReplicaLinks()

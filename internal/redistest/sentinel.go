@@ -224,3 +224,61 @@ func (s *Sentinel) DropReplicaLinks() {
 		s.tb.Fatalf("redistest: drop replica links: %v", err)
 	}
 }
+
+// WaitReplicated waits until every replica online has acknowledged the
+// master's replication offset as of the call: what the master holds now,
+// its replicas hold too (a fixed sleep was not enough on a loaded machine).
+func (s *Sentinel) WaitReplicated() {
+	s.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	want := int64(-1)
+	why := "no answer"
+	for ctx.Err() == nil {
+		why = s.notReplicated(ctx, &want)
+		if why == "" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.tb.Fatalf("redistest: replicas not caught up: %s", why)
+}
+
+// notReplicated says why the replicas online do not yet hold *want, the
+// master's offset (read on the first call that reaches it).
+func (s *Sentinel) notReplicated(ctx context.Context, want *int64) string {
+	master, err := s.Master(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	info, err := command(ctx, master, "INFO", "replication")
+	if err != nil {
+		return err.Error()
+	}
+	text, _ := info.ToString()
+	var got []int64
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok && *want < 0 {
+			*want, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, "state=online") {
+			continue
+		}
+		for _, f := range strings.Split(line, ",") {
+			if v, ok := strings.CutPrefix(f, "offset="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				got = append(got, n)
+			}
+		}
+	}
+	if *want < 0 || len(got) == 0 {
+		return "no replica online"
+	}
+	for _, n := range got {
+		if n < *want {
+			return fmt.Sprintf("a replica at offset %d of %d", n, *want)
+		}
+	}
+	return ""
+}
