@@ -255,25 +255,42 @@ func (c *conn) flushDue(f *flusher, now int64) {
 	n := len(c.queue)
 	r := c.wire.tryWrite(c.message(bp, c.queue))
 	if r == writeDone || r == writeTail {
-		c.e.metrics.framesPerFlush.Observe(float64(n))
-		c.flushed(time.Now().UnixNano())
 		q := c.takeLocked()
 		clear(q)
 		c.spare = q[:0]
 	}
-	switch r {
-	case writeDone:
-		c.mu.Unlock()
-	case writeFailed:
-		// No writer and no write ever again, as in writeLoop.
-		c.writing, c.flushing = true, true
-		c.mu.Unlock()
-		go c.cutOff() // not on the flusher's goroutine
-	default: // writeTail, writeNone: a writer writes the rest, blocking
+	if !c.wroteLocked(r, n) {
+		// Nothing written: a writer writes it all, blocking.
 		start := c.startWriterLocked()
 		c.mu.Unlock()
 		c.kick(start, false)
 	}
+}
+
+// wroteLocked settles a write without blocking (tryWrite) of frames
+// frames that returned r, for push and flushDue alike: a write, whole or
+// in part, is counted and recorded; a part gets the writer, which writes
+// the rest; a failure cuts the socket, no writer ever starts. It unlocks
+// c.mu and reports true, except for writeNone (nothing written), where
+// c.mu stays held and it reports false. Lock must be held.
+func (c *conn) wroteLocked(r writeResult, frames int) bool {
+	switch r {
+	case writeDone, writeTail:
+		c.e.metrics.framesPerFlush.Observe(float64(frames))
+		c.flushed(time.Now().UnixNano())
+		start := r == writeTail && c.startWriterLocked()
+		c.mu.Unlock()
+		c.kick(start, false)
+		return true
+	case writeFailed:
+		// No writer and no write ever again, as in writeLoop.
+		c.writing, c.flushing = true, true
+		c.mu.Unlock()
+		// Not on this goroutine, which may be fanning a room out.
+		go c.cutOff()
+		return true
+	}
+	return false
 }
 
 // hello reads and authenticates the hello and attaches the connection. It
@@ -583,39 +600,24 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
-	tried := false // the inline write below was tried
-	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended && c.idle() {
-		tried = true
+	// idle: a frame for this socket now is written at once (see idle);
+	// asked only where it matters, it reads the clock.
+	idle := true
+	if len(c.queue) == 0 && !c.writing && !c.ended {
+		idle = c.idle()
+	}
+	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended && idle {
 		// No writer, nothing queued, and the socket idle: try the
 		// message on the socket right away, without blocking, on this
 		// goroutine (a room's fan-out then costs one write(2) per member
 		// and no writer wake-up). mu is held, so nothing can overtake
-		// it. A busy socket's frames queue instead, and the writer sends
-		// them together (see writeLoop). Never beside a running writer,
-		// even an idle one: a tail left by a partial write is the
-		// writer's to send, and only a writer started for it does.
+		// it. A busy socket's frames queue instead, and its flusher
+		// sends them together (flusher.go). Never beside a running
+		// writer, even an idle one: a tail left by a partial write is
+		// the writer's to send, and only a writer started for it does.
 		r := c.wire.tryWrite(e.msg)
-		if r == writeDone || r == writeTail {
-			c.e.metrics.framesPerFlush.Observe(1)
-			c.flushed(time.Now().UnixNano())
-		}
-		switch r {
-		case writeDone:
-			c.mu.Unlock()
-			return true
-		case writeTail:
-			// The socket took part of b: the writer writes the rest.
-			start := c.startWriterLocked()
-			c.mu.Unlock()
-			c.kick(start, false)
-			return true
-		case writeFailed:
-			// No writer and no write ever again, as in writeLoop.
-			c.writing, c.flushing = true, true
-			c.mu.Unlock()
-			// Not on this goroutine, which may be fanning a room out.
-			go c.cutOff()
-			return false
+		if c.wroteLocked(r, 1) {
+			return r != writeFailed
 		}
 		// writeNone: the socket is full or busy; queue b.
 	}
@@ -632,7 +634,7 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
 	}
 	if f := c.flusher(); f != nil && !c.writing && !c.ended && kind != pushReplay && !c.fullLocked() &&
-		(c.scheduled || (!tried && !c.idle())) {
+		(c.scheduled || !idle) {
 		// A busy socket, its frames coming faster than the window: its
 		// flusher writes them together at its next pass.
 		if !c.scheduled {

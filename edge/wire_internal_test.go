@@ -11,7 +11,7 @@ import (
 )
 
 // tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (server, client *net.TCPConn) {
+func tcpPair(t testing.TB) (server, client *net.TCPConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -110,21 +110,8 @@ func drain(t *testing.T, cc *net.TCPConn, want *bytes.Buffer, done chan error) {
 
 // drained returns a wire on a loopback socket whose peer reads everything.
 func drained(t testing.TB) *wire {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, cc := tcpPair(t)
 	go func() { _, _ = io.Copy(io.Discard, cc) }()
-	t.Cleanup(func() { sc.Close(); cc.Close() })
 	return newWire(sc)
 }
 
