@@ -184,3 +184,51 @@ func TestCoalescingKeepsQueueBound(t *testing.T) {
 	}
 	t.Fatal("2,000 frames of 16 KiB to a client that does not read: never closed as a slow consumer")
 }
+
+// TestLinkCountsQueuedBytes: the link's sum of its connections' queued
+// bytes (what it reports to the core) follows a connection's queue as it
+// grows behind a client that does not read, and returns to zero when the
+// connection ends with frames still queued.
+func TestLinkCountsQueuedBytes(t *testing.T) {
+	te := startEdge(t, false, func(cfg *Config) { cfg.QueueBytes = 64 << 20 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, te.url, client.Options{Token: "u", FrameBuffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = cl.Join(ctx, "r", 0, "") }()
+	c := memberConn(t, te, "r")
+	l := c.link
+	big := make([]byte, 16<<10)
+	grew := false
+	for i := 0; i < 4000 && !grew; i++ {
+		fs := roomMessages("r", uint64(i), 1)
+		fs[0].GetLive().GetFrame().GetMessage().Payload = big
+		l.dispatch(fs)
+		c.mu.Lock()
+		q, closing := c.queued, c.closing
+		c.mu.Unlock()
+		if closing {
+			t.Fatal("closed before its queue grew")
+		}
+		if got := l.queued.Load(); got != int64(q) {
+			t.Fatalf("link counts %d queued bytes, the connection holds %d", got, q)
+		}
+		// Past what loopback's socket buffers take: the writer is stuck
+		// in a write and these wait behind it.
+		grew = q > 8<<20
+	}
+	if !grew {
+		t.Fatal("4,000 frames of 16 KiB to a client that does not read: its queue never passed 8 MiB")
+	}
+	go func() {
+		for range cl.Frames() { // let its reader end
+		}
+	}()
+	cl.CloseNow()
+	waitFor(t, "the connection to end", func() bool { return len(serverConns(te)) == 0 })
+	if got := l.queued.Load(); got != 0 {
+		t.Fatalf("after the connection ended the link still counts %d queued bytes", got)
+	}
+}

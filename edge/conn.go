@@ -86,7 +86,7 @@ type conn struct {
 	mu       sync.Mutex // guards the following fields
 	queue    [][]byte   // encoded frames; shared, never modified
 	spare    [][]byte   // the writer's previous queue, reused
-	queued   int        // bytes in queue, but for replays
+	queued   int        // bytes in queue, but for replays (see addQueuedLocked)
 	replayed int        // replay entries in queue (outside the bounds)
 	// sigAt finds the signal batch of a room still waiting in queue, so a
 	// newer one merges into it: a slow reader gets the latest values, not
@@ -100,6 +100,7 @@ type conn struct {
 	// written (for corral_edge_queued_frames).
 	flushing    bool
 	ended       bool // the reader is done: no writer starts any more
+	released    bool // finished: the queue is dropped and takes nothing more
 	closeCode   corralv1.Code
 	closeReason string
 
@@ -177,6 +178,12 @@ func (c *conn) finish(clean bool) {
 	}
 	c.ws.CloseNow()
 	<-writerDone
+	// What no writer will send is dropped, and its bytes leave the
+	// link's count.
+	c.mu.Lock()
+	c.released = true
+	clear(c.takeLocked())
+	c.mu.Unlock()
 	c.handshakeDone()
 	c.e.untrack(c)
 	c.e.connWG.Done()
@@ -576,7 +583,7 @@ const (
 func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch) bool {
 	b := e.b
 	c.mu.Lock()
-	if c.closing {
+	if c.closing || c.released {
 		c.mu.Unlock()
 		return false
 	}
@@ -585,7 +592,7 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 			merged := mergeSignals(q.batch, batch)
 			enc, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: merged}})
 			if err == nil {
-				c.queued += len(enc) - len(c.queue[q.idx])
+				c.addQueuedLocked(len(enc) - len(c.queue[q.idx]))
 				c.queue[q.idx] = enc
 				c.sigAt[room] = queuedSignals{idx: q.idx, batch: merged}
 				c.mu.Unlock()
@@ -625,7 +632,7 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 	if kind == pushReplay {
 		c.replayed++
 	} else {
-		c.queued += len(b)
+		c.addQueuedLocked(len(b))
 	}
 	if kind == pushSignals {
 		if c.sigAt == nil {
@@ -648,6 +655,17 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 	c.mu.Unlock()
 	c.kick(start, wake)
 	return true
+}
+
+// addQueuedLocked changes the bytes queued by n, and the link's sum of
+// them with it: the link reports that sum to the core (LinkRequest.
+// queued_bytes) without walking its connections. Every change to queued
+// passes here. Lock must be held.
+func (c *conn) addQueuedLocked(n int) {
+	c.queued += n
+	if c.link != nil {
+		c.link.queued.Add(int64(n))
+	}
 }
 
 // fullLocked reports whether the queue holds enough to write without
@@ -722,7 +740,7 @@ func (c *conn) takeLocked() [][]byte {
 	q := c.queue
 	c.queue = c.spare[:0]
 	c.spare = nil
-	c.queued = 0
+	c.addQueuedLocked(-c.queued)
 	c.replayed = 0
 	clear(c.sigAt) // queued batches are no longer mergeable
 	return q
@@ -776,7 +794,7 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 	if !flush {
 		clear(c.queue)
 		c.queue = c.queue[:0]
-		c.queued = 0
+		c.addQueuedLocked(-c.queued)
 		c.replayed = 0
 		clear(c.sigAt)
 	}

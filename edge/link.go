@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -34,6 +35,10 @@ type link struct {
 	e     *Edge
 	idx   int
 	queue *linkq.Queue[*linkv1.EdgeFrame]
+	// queued is the bytes waiting in the send queues of the connections on
+	// this link (conn.queued, summed as it changes: see addQueuedLocked),
+	// which sendLoop reports to the core.
+	queued atomic.Int64
 	// core indexes Config.Cores: where the stream is opened. Only run
 	// reads and writes it.
 	core int
@@ -158,14 +163,12 @@ func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLin
 	report := time.NewTicker(queueReportEvery)
 	defer report.Stop()
 	var reported uint64
-	var conns []*conn // reused by each report
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-report.C:
-			var n uint64
-			if n, conns = l.queuedBytes(conns[:0]); n != reported {
+			if n := uint64(max(l.queued.Load(), 0)); n != reported {
 				reported = n
 				if err := stream.Send(&linkv1.LinkRequest{QueuedBytes: &n}); err != nil {
 					return err
@@ -184,25 +187,6 @@ func (l *link) sendLoop(ctx context.Context, stream linkv1connect.LinkServiceLin
 			}
 		}
 	}
-}
-
-// queuedBytes sums the bytes waiting in the send queues of the link's
-// connections. It walks them (every queueReportEvery), so the fan-out path
-// pays nothing for it; buf is reused for the walk and returned, cleared.
-func (l *link) queuedBytes(buf []*conn) (uint64, []*conn) {
-	l.mu.Lock()
-	for _, c := range l.conns {
-		buf = append(buf, c)
-	}
-	l.mu.Unlock()
-	var n uint64
-	for _, c := range buf {
-		c.mu.Lock()
-		n += uint64(c.queued)
-		c.mu.Unlock()
-	}
-	clear(buf) // hold no closed connection until the next report
-	return n, buf
 }
 
 // down marks the link failed. Connections with a session stay open, as
