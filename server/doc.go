@@ -4,7 +4,9 @@
 // h2c), and a core alone. cmd/corral only parses flags into Options; tests
 // start the same nodes in-process.
 //
-// HTTP endpoints of an edge: /ws (WebSocket), /healthz, /readyz, the demo
+// HTTP endpoints of an edge: /ws (WebSocket: a connection whose first
+// request is an upgrade to /ws is answered by the listener itself, without
+// net/http, see upgrade.go), /healthz, /readyz, the demo
 // page at / (package web), and /metrics unless there is an internal
 // listener (Options.InternalAddr), which then serves /metrics and POST
 // /admin/drain. A core serves corral.v1.RoomService (Connect, gRPC and

@@ -468,7 +468,11 @@ func Start(opts Options) (*Node, error) {
 		l.open = n.openEndpoints(l.role, admin, rpcHere, doorOpen)
 	}
 	for _, l := range ls {
-		if err := n.listen(l.addr, l.mux, l.h2c); err != nil {
+		var ws http.Handler // upgrades that skip net/http (upgrade.go)
+		if l.role == public && n.edge != nil && !l.h2c {
+			ws = n.edge
+		}
+		if err := n.listen(l.addr, l.mux, l.h2c, ws); err != nil {
 			_ = n.Close(context.Background())
 			return nil, err
 		}
@@ -477,10 +481,17 @@ func Start(opts Options) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) listen(addr string, h http.Handler, h2c bool) error {
+// listen serves h on addr. With ws, the edge, a connection whose first
+// request is a GET of /ws goes to ws directly (wsListener), the others to
+// net/http, which serves h.
+func (n *Node) listen(addr string, h http.Handler, h2c bool, ws http.Handler) error {
 	ln, err := listenTCP(addr, n.opts.Backlog)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", addr, err)
+	}
+	readHeader := cmp.Or(n.opts.ReadHeaderTimeout, 5*time.Second)
+	if ws != nil {
+		ln = newWSListener(ln, ws, "/ws", readHeader, n.opts.Logger)
 	}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
@@ -488,7 +499,7 @@ func (n *Node) listen(addr string, h http.Handler, h2c bool) error {
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         p,
-		ReadHeaderTimeout: cmp.Or(n.opts.ReadHeaderTimeout, 5*time.Second),
+		ReadHeaderTimeout: readHeader,
 		IdleTimeout:       cmp.Or(n.opts.IdleTimeout, 60*time.Second),
 		MaxHeaderBytes:    cmp.Or(n.opts.MaxHeaderBytes, 64<<10),
 		ErrorLog:          slog.NewLogLogger(n.opts.Logger.Handler(), slog.LevelWarn),
