@@ -76,6 +76,10 @@ func New(cfg Config) (*Edge, error) {
 			Name: "corral_edge_queued_frames",
 			Help: "Frames waiting in the connections' send queues, or taken by a writer and not yet written (counted when scraped). 0: everything the edge was given has reached the sockets.",
 		}, e.queuedFrames))
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "corral_edge_queued_bytes",
+			Help: "Bytes waiting in the connections' send queues, replays aside: what the edge reports to its cores, which push back on internal API publishes while it is high.",
+		}, e.queuedBytes))
 	}
 	// Link i starts on core i mod len(Cores): each core gets Links streams.
 	for i := range cfg.Links * len(cfg.Cores) {
@@ -234,6 +238,16 @@ func (e *Edge) queuedFrames() float64 {
 			n++
 		}
 		c.mu.Unlock()
+	}
+	return float64(n)
+}
+
+// queuedBytes sums the links' counts of their connections' queued bytes
+// (link.queued), for the corral_edge_queued_bytes gauge.
+func (e *Edge) queuedBytes() float64 {
+	var n int64
+	for _, l := range e.links {
+		n += l.queued.Load()
 	}
 	return float64(n)
 }
