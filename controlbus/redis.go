@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/retry"
 	"github.com/redis/rueidis"
 )
@@ -112,7 +113,7 @@ func (r *Redis) run(ctx context.Context) {
 	})
 	for ctx.Err() == nil {
 		b.Start()
-		_ = r.client.Receive(rctx, r.client.B().Subscribe().Channel(r.channel).Build(), func(m rueidis.PubSubMessage) {
+		_ = pubsub.Receive(rctx, r.client, r.channel, func(m rueidis.PubSubMessage) {
 			cmd, err := Decode(r.origin, m.Message)
 			if err != nil {
 				return // its own command, or not one

@@ -339,3 +339,43 @@ func TestRedisBatchedGets(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisSecondStoreSubscribesDuringBurst: a second store on the same
+// client subscribes to the grants channel while the first one's
+// announcements stream in. Its reads, and the first store's, must still be
+// answered: a subscription on the client's shared connection, its buffer
+// full before its SUBSCRIBE reply, stopped every command on it.
+func TestRedisSecondStoreSubscribesDuringBurst(t *testing.T) {
+	for name, open := range redistest.Topologies() {
+		t.Run(name, func(t *testing.T) {
+			client := open(t)
+			prefix := redistest.Prefix(t)
+			r := grants.NewRedis(client, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for round := range 5 {
+				// 200 grants at once: their announcements arrive in a burst.
+				done := make(chan error, 200)
+				for i := range 200 {
+					go func() {
+						done <- r.Grant(ctx, fmt.Sprintf("u%d-%d", round, i), []string{"room"}, nil)
+					}()
+				}
+				r2 := grants.NewRedis(client, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+				for range 200 {
+					if err := <-done; err != nil {
+						t.Fatalf("round %d: grant: %v", round, err)
+					}
+				}
+				for _, s := range []*grants.Redis{r, r2} {
+					g, err := s.Get(ctx, fmt.Sprintf("u%d-199", round))
+					if err != nil || g == nil {
+						t.Fatalf("round %d: get after the burst: %+v, %v", round, g, err)
+					}
+				}
+				r2.Close()
+			}
+		})
+	}
+}

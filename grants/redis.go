@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-rt/corral/internal/batch"
 	"github.com/corral-rt/corral/internal/inflight"
+	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/retry"
 	"github.com/redis/rueidis"
 )
@@ -118,7 +119,7 @@ func (r *Redis) listen(ctx context.Context) {
 		r.gen++
 		r.mu.Unlock()
 		b.Start()
-		_ = r.client.Receive(rctx, r.client.B().Subscribe().Channel(r.channel).Build(), func(m rueidis.PubSubMessage) {
+		_ = pubsub.Receive(rctx, r.client, r.channel, func(m rueidis.PubSubMessage) {
 			r.changed(m.Message)
 		})
 		b.Wait(ctx)
