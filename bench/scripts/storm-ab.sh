@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# storm-ab.sh — issue 19's storm rows against two corral builds, A and B,
+# alternating which goes first each round.
+#
+#   env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh OUT ROUNDS storm-redis|storm-memory
+#
+# Each run: a fresh `corral serve` (for storm-redis on a fresh private
+# redis-server, port 28619), then corral-bench versus (standard client)
+# --workload storm: 10,000 sockets in 100 rooms, 100 publishes/s, 20 s,
+# every socket reset at a third and back with a new session and a
+# positioned join. Prints one line per run, then per build the median
+# server CPU-s (from the reset to the end of publishing) and p99 (reset to
+# recovered). BENCH: corral-bench (default: on PATH). Ports 28610-28611 and
+# 28619 on 127.0.0.1. Hold the machine's load lock:
+#   flock /tmp/corral-load.lock env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh ...
+set -u
+OUT=$1; R=$2; ROW=$3
+BENCH=${BENCH:-corral-bench}
+mkdir -p "$OUT"
+run() { # binary label round
+	local extra=() RP=""
+	if [ "$ROW" = storm-redis ]; then
+		redis-server --port 28619 --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null 2>&1 &
+		RP=$!
+		sleep 0.4
+		extra=(--redis redis://127.0.0.1:28619)
+	fi
+	"$1" serve --insecure-dev --api-insecure --publish-rate -1 --log-level warn \
+		--addr 127.0.0.1:28610 --internal-addr 127.0.0.1:28611 "${extra[@]}" >"$OUT/$2-$3.log" 2>&1 &
+	local SP=$!
+	sleep 0.8
+	"$BENCH" versus --server corral --url ws://127.0.0.1:28610/ws --api http://127.0.0.1:28611 --pid $SP --quiet \
+		--workload storm --sockets 10000 --rooms 100 --rate 100 --duration 20s --json "$OUT/$2-$3.json" >"$OUT/$2-$3.txt" 2>&1
+	echo "$2 $3: $(grep -h 'corral storm' "$OUT/$2-$3.txt")"
+	kill $SP $RP 2>/dev/null
+	wait $SP $RP 2>/dev/null
+}
+for r in $(seq "$R"); do
+	if [ $((r % 2)) -eq 1 ]; then
+		run "$CORRAL_A" A "$r"; run "$CORRAL_B" B "$r"
+	else
+		run "$CORRAL_B" B "$r"; run "$CORRAL_A" A "$r"
+	fi
+done
+python3 - "$OUT" <<'PY'
+import json, os, statistics, sys
+d = sys.argv[1]
+for k in "AB":
+    v = [json.load(open(os.path.join(d, f)))["versus"] for f in sorted(os.listdir(d)) if f.startswith(k + "-") and f.endswith(".json")]
+    c = [x["serverCpuSeconds"] for x in v]; p = [x["p99Ms"] for x in v]
+    print(k, "CPU-s median %.2f %s  p99 median %.0f ms  missing %d" % (statistics.median(c), [round(x, 2) for x in c], statistics.median(p), sum(x["gaps"] for x in v)))
+PY
