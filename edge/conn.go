@@ -100,7 +100,6 @@ type conn struct {
 	// written (for corral_edge_queued_frames).
 	flushing    bool
 	ended       bool // the reader is done: no writer starts any more
-	released    bool // finished: the queue is dropped and takes nothing more
 	closeCode   corralv1.Code
 	closeReason string
 
@@ -179,9 +178,9 @@ func (c *conn) finish(clean bool) {
 	c.ws.CloseNow()
 	<-writerDone
 	// What no writer will send is dropped, and its bytes leave the
-	// link's count.
+	// link's count; closing: nothing more is queued.
 	c.mu.Lock()
-	c.released = true
+	c.closing = true
 	clear(c.takeLocked())
 	c.mu.Unlock()
 	c.handshakeDone()
@@ -583,7 +582,7 @@ const (
 func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch) bool {
 	b := e.b
 	c.mu.Lock()
-	if c.closing || c.released {
+	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
@@ -607,13 +606,11 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
-	// idle: a frame for this socket now is written at once (see idle);
-	// asked only where it matters, it reads the clock.
-	idle := true
-	if len(c.queue) == 0 && !c.writing && !c.ended {
-		idle = c.idle()
-	}
-	if e.msg != nil && len(c.queue) == 0 && !c.writing && !c.ended && idle {
+	// quiet: nothing queued and no writer; then idle says whether this
+	// frame is written at once (it reads the clock, so only then).
+	quiet := len(c.queue) == 0 && !c.writing && !c.ended
+	idle := !quiet || c.idle()
+	if e.msg != nil && quiet && idle {
 		// No writer, nothing queued, and the socket idle: try the
 		// message on the socket right away, without blocking, on this
 		// goroutine (a room's fan-out then costs one write(2) per member

@@ -462,7 +462,7 @@ func Start(opts Options) (*Node, error) {
 				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
 		}
 		if l.role == public && n.edge != nil {
-			l.mux.Handle("/ws", n.edge)
+			l.mux.Handle(wsPath, n.edge)
 			l.mux.Handle("/", web.Handler()) // the demo page
 		}
 		l.open = n.openEndpoints(l.role, admin, rpcHere, doorOpen)
@@ -482,7 +482,7 @@ func Start(opts Options) (*Node, error) {
 }
 
 // listen serves h on addr. With ws, the edge, a connection whose first
-// request is a GET of /ws goes to ws directly (wsListener), the others to
+// request is a GET of wsPath goes to ws directly (wsListener), the others to
 // net/http, which serves h.
 func (n *Node) listen(addr string, h http.Handler, h2c bool, ws http.Handler) error {
 	ln, err := listenTCP(addr, n.opts.Backlog)
@@ -491,7 +491,7 @@ func (n *Node) listen(addr string, h http.Handler, h2c bool, ws http.Handler) er
 	}
 	readHeader := cmp.Or(n.opts.ReadHeaderTimeout, 5*time.Second)
 	if ws != nil {
-		ln = newWSListener(ln, ws, "/ws", readHeader, n.opts.Logger)
+		ln = newWSListener(ln, ws, wsPath, readHeader, n.opts.Logger)
 	}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)

@@ -35,11 +35,15 @@ import (
 // under Options.MaxHeaderBytes.
 const headBufferSize = 4 << 10
 
+// wsPath is where the edge answers WebSocket upgrades, on the public
+// listener: the listener's fast path and net/http's mux both route it.
+const wsPath = "/ws"
+
 var headReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, headBufferSize) }}
 
 // wsListener is the public listener of a node with an edge. Its accept
 // loop hands every connection to a goroutine that reads the first request
-// head (see sniff): a GET of path (the edge's, "/ws") is parsed and
+// head (see serve): a GET of path (the edge's, "/ws") is parsed and
 // served by ws, the edge, with a ResponseWriter that answers on the
 // connection itself (upgradeResponse); anything else is handed, with the
 // bytes read so far, to the net/http server that accepts from this
@@ -53,10 +57,8 @@ type wsListener struct {
 	log     *slog.Logger
 
 	conns     chan net.Conn // for net/http
-	done      chan struct{} // closed by Close
+	done      chan struct{} // closed when accepting stops (stop)
 	closeOnce sync.Once
-	errMu     sync.Mutex
-	err       error // why accepting stopped
 
 	// direct and handedOff count the connections served each way.
 	direct, handedOff atomic.Uint64
@@ -77,30 +79,21 @@ func (l *wsListener) Accept() (net.Conn, error) {
 	case c := <-l.conns:
 		return c, nil
 	case <-l.done:
-		l.errMu.Lock()
-		defer l.errMu.Unlock()
-		return nil, l.err
+		return nil, net.ErrClosed
 	}
 }
 
 // Close stops accepting; connections already accepted are not closed.
 func (l *wsListener) Close() error {
 	err := l.ln.Close()
-	l.stop(net.ErrClosed)
+	l.stop()
 	return err
 }
 
 // Addr is the listening address.
 func (l *wsListener) Addr() net.Addr { return l.ln.Addr() }
 
-func (l *wsListener) stop(err error) {
-	l.closeOnce.Do(func() {
-		l.errMu.Lock()
-		l.err = err
-		l.errMu.Unlock()
-		close(l.done)
-	})
-}
+func (l *wsListener) stop() { l.closeOnce.Do(func() { close(l.done) }) }
 
 // acceptLoop accepts until the listener is closed. An error that is not
 // the listener's end (too many open files, say) is retried after a pause
@@ -111,7 +104,7 @@ func (l *wsListener) acceptLoop() {
 		nc, err := l.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				l.stop(net.ErrClosed)
+				l.stop()
 				return
 			}
 			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
@@ -128,7 +121,7 @@ func (l *wsListener) acceptLoop() {
 	}
 }
 
-// serve reads nc's first request head and serves it (sniff), recovering
+// serve reads nc's first request head and serves it, recovering
 // a panic of the handler as net/http does: it ends the connection, not
 // the process.
 func (l *wsListener) serve(nc net.Conn) {
@@ -178,17 +171,16 @@ func (l *wsListener) handOff(nc net.Conn, br *bufio.Reader) {
 
 // upgrade parses the head br holds and serves it with the edge.
 func (l *wsListener) upgrade(nc net.Conn, br *bufio.Reader) {
+	w := &upgradeResponse{nc: nc, br: br}
 	r, err := http.ReadRequest(br)
 	if err != nil {
 		// What net/http answers to a head it cannot parse.
-		w := &upgradeResponse{nc: nc}
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte("400 Bad Request"))
 		w.finish()
 		return
 	}
 	r.RemoteAddr = nc.RemoteAddr().String()
-	w := &upgradeResponse{nc: nc, br: br}
 	l.ws.ServeHTTP(w, r)
 	if !w.hijacked {
 		w.finish()
@@ -214,7 +206,7 @@ func headOf(br *bufio.Reader, path string) headKind {
 		if !upgradePrefix(b, path) {
 			return headOther
 		}
-		if len(b) > len("GET ")+len(path) && headEnd(b) {
+		if headEnd(b) { // a GET of path so far: its request line is whole
 			return headUpgrade
 		}
 		if len(b) == br.Size() {
