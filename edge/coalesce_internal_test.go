@@ -87,7 +87,14 @@ func TestCoalescedWritesKeepOrder(t *testing.T) {
 	}
 	readMessages(t, cl, 0, bursts*per)
 
-	w, f := flushes(t, te)
+	// A write is counted just after it returns, so the client can read the
+	// last frames before their write is counted: wait for the count.
+	var w uint64
+	var f float64
+	waitFor(t, "every write's count", func() bool {
+		w, f = flushes(t, te)
+		return f-f0 >= bursts*per
+	})
 	writes, frames := w-w0, f-f0
 	if frames != bursts*per {
 		t.Fatalf("%v frames written, want %d", frames, bursts*per)
