@@ -22,15 +22,23 @@ func TestRedisReplicaWait(t *testing.T) {
 	sn := redistest.StartSentinel(t, 1)
 	client := sentinelClient(t, sn)
 	var timeouts atomic.Int64
-	s := history.NewRedis(client, history.RedisOptions{
-		Prefix: "rw", Replicas: 1, ReplicaTimeout: 300 * time.Millisecond,
-		OnReplicaTimeout: func(string) { timeouts.Add(1) },
-	})
-	t.Cleanup(func() { s.Close() })
+	store := func(timeout time.Duration) history.Store {
+		s := history.NewRedis(client, history.RedisOptions{
+			Prefix: "rw", Replicas: 1, ReplicaTimeout: timeout,
+			OnReplicaTimeout: func(string) { timeouts.Add(1) },
+		})
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	// Two stores on the same keys: the appends that must reach a live
+	// replica wait long enough for a loaded machine (a live replica's ack
+	// took over 300ms under a parallel -race run), the one that must fail
+	// waits 300ms.
+	live, s := store(10*time.Second), store(300*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	res, err := s.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("a")}, "k1")
+	res, err := live.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("a")}, "k1")
 	if err != nil || res.Seq != 1 {
 		t.Fatalf("append with a live replica: %+v, %v", res, err)
 	}
@@ -48,7 +56,7 @@ func TestRedisReplicaWait(t *testing.T) {
 		t.Fatalf("OnReplicaTimeout called %d times, want 1", timeouts.Load())
 	}
 	sn.Replica(0).Resume()
-	res, err = s.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("b")}, "k2")
+	res, err = live.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("b")}, "k2")
 	if err != nil || !res.Duplicate || res.Seq != 2 {
 		t.Fatalf("retry with the same dedupe key: %+v, %v; want the stored seq 2, duplicate", res, err)
 	}
