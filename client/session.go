@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/mono"
 	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/protocol"
 	"google.golang.org/protobuf/proto"
@@ -136,7 +137,7 @@ type Session struct {
 	cancel   context.CancelFunc
 	done     chan struct{}  // closed when the session has ended
 	wg       sync.WaitGroup // the readers
-	lastSend atomic.Int64   // unix nanoseconds of the last frame sent
+	lastSend atomic.Int64   // mono.Now nanoseconds of the last frame sent
 	pingID   uint64         // supervisor only
 	// instance and dials order this Session's resume attempts
 	// (corralv1.Resume.instance and .attempt): a slow attempt given up on
@@ -357,7 +358,7 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 			return nil, fmt.Errorf("client: publish %s: %w before it was acknowledged; it may have been applied", id, ErrSessionExpired)
 		}
 		sent = sid
-		s.lastSend.Store(time.Now().UnixNano())
+		s.lastSend.Store(mono.Now())
 		p, err := c.Publish(ctx, room, id, payload)
 		if err == nil {
 			return p, nil
@@ -400,7 +401,7 @@ func (s *Session) Call(ctx context.Context, method string, payload []byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	s.lastSend.Store(time.Now().UnixNano())
+	s.lastSend.Store(mono.Now())
 	return c.Call(ctx, method, payload)
 }
 
@@ -464,7 +465,7 @@ func (s *Session) broadcastLocked() {
 // means the connection is broken: it is cut, so that the supervisor
 // reconnects.
 func (s *Session) send(ctx context.Context, c *Conn, f *corralv1.ClientFrame) error {
-	s.lastSend.Store(time.Now().UnixNano())
+	s.lastSend.Store(mono.Now())
 	err := c.Send(ctx, f)
 	if err != nil && ctx.Err() == nil && !isEncodeErr(err) {
 		abandon(c)
@@ -664,7 +665,7 @@ func (s *Session) run(c *Conn) {
 // session (expiry) every room is joined afresh and reported with a Reset.
 func (s *Session) attach(c *Conn) <-chan struct{} {
 	w := c.Welcome()
-	s.lastSend.Store(time.Now().UnixNano())
+	s.lastSend.Store(mono.Now())
 	s.mu.Lock()
 	resumed := w.GetResumed() && s.welcome != nil && w.GetSessionId() == s.welcome.GetSessionId()
 	s.welcome = w
@@ -772,7 +773,7 @@ func (s *Session) serve(c *Conn, readerDone <-chan struct{}) error {
 		case <-t.C:
 			// Keep the server from timing the connection out: it closes
 			// one that sent nothing for two heartbeats.
-			if time.Since(time.Unix(0, s.lastSend.Load())) < hb/2 {
+			if time.Duration(mono.Now()-s.lastSend.Load()) < hb/2 {
 				continue
 			}
 			s.pingID++
@@ -802,7 +803,7 @@ func (s *Session) refresh(c *Conn, hb time.Duration) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("client: token provider: %w", err)
 	}
-	s.lastSend.Store(time.Now().UnixNano())
+	s.lastSend.Store(mono.Now())
 	r, err := c.Refresh(ctx, token)
 	if err != nil {
 		return 0, err

@@ -17,6 +17,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/mono"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
@@ -68,7 +69,7 @@ type conn struct {
 	// the core, which answers after the Welcome (client.proto: Welcome
 	// comes first); after, the edge answers it.
 	welcomed atomic.Bool
-	lastRead atomic.Int64 // unix nanoseconds of the last frame read
+	lastRead atomic.Int64 // mono.Now nanoseconds of the last frame read
 	// writeStart is when the write in progress began (0: none). The edge's
 	// sweeper cuts writes that pass Config.WriteTimeout: one watchdog for
 	// every connection instead of a timer per write.
@@ -79,7 +80,7 @@ type conn struct {
 	// connection holds no writer goroutine.
 	writers sync.WaitGroup
 	// lastFlush is when the socket was last written, prevFlush the
-	// write before (unix nanoseconds); see flushed and idle.
+	// write before (mono.Now nanoseconds); see flushed and idle.
 	lastFlush, prevFlush atomic.Int64
 	done                 chan struct{} // closed when the reader is finished
 
@@ -135,7 +136,7 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 		c.raw = rawConn(c.nc)
 	}
 	c.link = e.linkFor(c.id)
-	c.lastRead.Store(time.Now().UnixNano())
+	c.lastRead.Store(mono.Now())
 	return c
 }
 
@@ -283,7 +284,7 @@ func (c *conn) wroteLocked(r writeResult, frames int) bool {
 	switch r {
 	case writeDone, writeTail:
 		c.e.metrics.framesPerFlush.Observe(float64(frames))
-		c.flushed(time.Now().UnixNano())
+		c.flushed(mono.Now())
 		start := r == writeTail && c.startWriterLocked()
 		c.mu.Unlock()
 		c.kick(start, false)
@@ -473,7 +474,7 @@ func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
 		if int64(len(data)) > limit {
 			return errTooLarge
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		c.lastRead.Store(mono.Now())
 		err = protocol.DecodeClient(c.enc, data, f)
 		if errors.Is(err, protocol.ErrUnknownFrame) {
 			// A newer client's frame: say so, keep the connection. Each
@@ -689,10 +690,10 @@ func (c *conn) idle() bool {
 		return true
 	}
 	last := c.lastFlush.Load()
-	return time.Now().UnixNano()-last >= w || last-c.prevFlush.Load() > 2*w
+	return mono.Now()-last >= w || last-c.prevFlush.Load() > 2*w
 }
 
-// flushed records a write to the socket at now (unix nanoseconds).
+// flushed records a write to the socket at now (mono.Now nanoseconds).
 func (c *conn) flushed(now int64) { c.prevFlush.Store(c.lastFlush.Swap(now)) }
 
 // signal tells the writer the queue changed, starting one if none runs.
@@ -830,7 +831,7 @@ func closeFrame(code corralv1.Code, reason string, delayMs uint32) *corralv1.Ser
 func (c *conn) writeLoop() {
 	// Without flushers, a busy socket's writer stays for more work; with
 	// them, it ends when its queue is empty and the flusher takes over.
-	linger := c.flusher() == nil && time.Now().UnixNano()-c.lastFlush.Load() < int64(writerIdle)
+	linger := c.flusher() == nil && mono.Now()-c.lastFlush.Load() < int64(writerIdle)
 	var idle, delay *time.Timer // made when first needed
 	defer func() {
 		if idle != nil {
@@ -843,7 +844,7 @@ func (c *conn) writeLoop() {
 	hurry := false // the reader is gone: no more coalescing
 	// The end of a message pushed without blocking, if that is why the
 	// writer started.
-	c.writeStart.Store(time.Now().UnixNano())
+	c.writeStart.Store(mono.Now())
 	err := c.wire.flush()
 	c.writeStart.Store(0)
 	if err != nil {
@@ -881,7 +882,7 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		if w := c.e.cfg.CoalesceWindow; w > 0 && !c.closing && !hurry && !c.fullLocked() {
-			if wait := time.Duration(c.lastFlush.Load() + int64(w) - time.Now().UnixNano()); wait > 0 {
+			if wait := time.Duration(c.lastFlush.Load() + int64(w) - mono.Now()); wait > 0 {
 				c.mu.Unlock()
 				if delay == nil {
 					delay = time.NewTimer(wait)
@@ -906,7 +907,7 @@ func (c *conn) writeLoop() {
 			bp := writeBufs.Get().(*[]byte)
 			msg := c.message(bp, q)
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
-			now := time.Now().UnixNano()
+			now := mono.Now()
 			c.writeStart.Store(now)
 			_, err := c.wire.Write(msg)
 			c.writeStart.Store(0)

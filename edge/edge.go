@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/mono"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -264,9 +265,9 @@ func (e *Edge) sweep() {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		deadline := now.Add(-2 * e.cfg.Heartbeat).UnixNano()
-		writeDeadline := now.Add(-e.cfg.WriteTimeout).UnixNano()
+		now := mono.Now()
+		deadline := now - int64(2*e.cfg.Heartbeat)
+		writeDeadline := now - int64(e.cfg.WriteTimeout)
 		e.mu.Lock()
 		var stale, stuck []*conn
 		for c := range e.conns {

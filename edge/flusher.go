@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"github.com/corral-rt/corral/internal/mono"
 	"sync"
 	"time"
 
@@ -24,7 +25,7 @@ type flusher struct {
 
 	mu  sync.Mutex
 	due []*conn // connections for the next pass, each once (conn.scheduled)
-	// next is when the first of due is due (unix nanoseconds; 0: due is
+	// next is when the first of due is due (mono.Now nanoseconds; 0: due is
 	// empty): a window after its last write.
 	next int64
 }
@@ -42,7 +43,7 @@ func newFlushers(n int, window time.Duration, passes prometheus.Histogram) []*fl
 	return fs
 }
 
-// add puts c in the first pass at or after at (unix nanoseconds). The
+// add puts c in the first pass at or after at (mono.Now nanoseconds). The
 // caller holds c.mu and has set c.scheduled, which keeps c in due at most
 // once.
 func (f *flusher) add(c *conn, at int64) {
@@ -87,7 +88,7 @@ func (f *flusher) run(ctx context.Context) {
 			}
 			continue
 		}
-		if wait := time.Duration(next - time.Now().UnixNano()); wait > 0 {
+		if wait := time.Duration(next - mono.Now()); wait > 0 {
 			t.Reset(wait)
 			select {
 			case <-ctx.Done():
@@ -101,12 +102,11 @@ func (f *flusher) run(ctx context.Context) {
 		f.mu.Lock()
 		pass, f.due, f.next = f.due, pass[:0], 0
 		f.mu.Unlock()
-		start := time.Now()
-		now := start.UnixNano()
+		now := mono.Now()
 		for _, c := range pass {
 			c.flushDue(f, now)
 		}
 		clear(pass) // hold no connection until the next pass
-		f.passes.Observe(time.Since(start).Seconds())
+		f.passes.Observe(time.Duration(mono.Now() - now).Seconds())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/internal/mono"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -26,7 +27,7 @@ func TestBusySocketWrittenByFlusher(t *testing.T) {
 		defer c.mu.Unlock()
 		return !c.writing
 	})
-	now := time.Now().UnixNano()
+	now := mono.Now()
 	c.flushed(now)
 	c.flushed(now)
 	w0, f0 := flushes(t, te)

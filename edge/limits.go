@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"github.com/corral-rt/corral/internal/mono"
 	"math"
 	"net/http"
 	"reflect"
@@ -94,7 +95,7 @@ const strikeWindow = 10 * time.Second
 type bucket struct {
 	rate, burst float64
 	tokens      float64
-	last        int64 // unix nanoseconds of the last refill
+	last        int64 // mono.Now nanoseconds of the last refill
 }
 
 func newBucket(rate float64, burst int) bucket {
@@ -154,7 +155,7 @@ func (c *conn) check(f *corralv1.ClientFrame) bool {
 		return false
 	}
 	r := ruleOf(f)
-	now := time.Now().UnixNano()
+	now := mono.Now()
 	ok, wait := l.buckets[r.bucket].take(now)
 	if ok {
 		return true

@@ -1,5 +1,6 @@
-// Package archcheck holds no code: its test checks that the imports
-// between the module's packages are exactly the arrows docs/ARCHITECTURE.md
-// lists, so that the whiteboard of the house stays true as the house
-// changes.
+// Package archcheck holds no code: its tests check rules of the whole
+// house — that the imports between the module's packages are exactly the
+// arrows docs/ARCHITECTURE.md lists, so that the whiteboard of the house
+// stays true as the house changes, and that intervals are timed on the
+// monotonic clock (internal/mono), never on wall-clock nanoseconds.
 package archcheck

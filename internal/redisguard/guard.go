@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/internal/mono"
 	"log/slog"
 	"net"
 	"sync"
@@ -73,7 +74,7 @@ type Guard struct {
 	ready atomic.Bool
 	lost  atomic.Int64 // connections closed and not yet replaced
 	// freeDialAt is when a connection was last opened with none lost
-	// (unix ns; 0: none pending): rueidis may dial the replacement before
+	// (mono.Now; 0: none pending): rueidis may dial the replacement before
 	// the lost connection's failed read reaches lose, and a loss soon
 	// after such a dial is that dial's reconnect.
 	freeDialAt atomic.Int64
@@ -180,7 +181,7 @@ func (g *Guard) Dial(ctx context.Context, addr string, d *net.Dialer, tc *tls.Co
 	for {
 		n := g.lost.Load()
 		if n <= 0 {
-			g.freeDialAt.Store(time.Now().UnixNano())
+			g.freeDialAt.Store(mono.Now())
 			break
 		}
 		if g.lost.CompareAndSwap(n, n-1) {
@@ -209,7 +210,7 @@ func (c *conn) lose() {
 		if c.g.closing.Load() {
 			return
 		}
-		if t := c.g.freeDialAt.Load(); t != 0 && time.Since(time.Unix(0, t)) < replacedWithin && c.g.freeDialAt.CompareAndSwap(t, 0) {
+		if t := c.g.freeDialAt.Load(); t != 0 && mono.Now()-t < int64(replacedWithin) && c.g.freeDialAt.CompareAndSwap(t, 0) {
 			c.g.reconnects.Inc() // its replacement was dialled first
 			return
 		}
