@@ -187,7 +187,10 @@ type Node struct {
 	serveErr   chan error
 }
 
-// Start builds and starts a node; it listens before returning.
+// Start builds and starts a node; it listens before returning. A Serve
+// node also waits (up to linkWait) for its edge's in-process links to the
+// core, so that a client that connects as soon as Start returns is served
+// rather than told to retry (4002).
 func Start(opts Options) (*Node, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -411,6 +414,9 @@ func Start(opts Options) (*Node, error) {
 			return nil, err
 		}
 		n.edge = e
+		if opts.Mode == Serve {
+			n.awaitLinks(e)
+		}
 	}
 
 	guard := n.guard
@@ -479,6 +485,23 @@ func Start(opts Options) (*Node, error) {
 	}
 	n.warnInsecure(ls, n.addrs)
 	return n, nil
+}
+
+// linkWait bounds how long Start waits for a Serve node's in-process
+// links; past it the node starts anyway, unready (/readyz says so).
+const linkWait = 5 * time.Second
+
+// awaitLinks waits until e's links to the in-process core are up, or
+// linkWait has passed.
+func (n *Node) awaitLinks(e *edge.Edge) {
+	start := time.Now()
+	for !e.Ready() {
+		if time.Since(start) > linkWait {
+			n.opts.Logger.Warn("the edge's links to the in-process core are not up; starting unready", "waited", linkWait)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // listen serves h on addr. With ws, the edge, a connection whose first
