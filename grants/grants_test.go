@@ -354,28 +354,52 @@ func TestRedisSecondStoreSubscribesDuringBurst(t *testing.T) {
 			defer r.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			for round := range 5 {
-				// 200 grants at once: their announcements arrive in a burst.
-				done := make(chan error, 200)
-				for i := range 200 {
-					go func() {
-						done <- r.Grant(ctx, fmt.Sprintf("u%d-%d", round, i), []string{"room"}, nil)
-					}()
+			// The rounds run on a goroutine of their own: a stopped
+			// connection ignores ctx, and the test must fail, not hang
+			// until the package's timeout.
+			failed := make(chan error, 1)
+			go func() {
+				failed <- burstRounds(ctx, client, r, prefix)
+			}()
+			select {
+			case err := <-failed:
+				if err != nil {
+					t.Fatal(err)
 				}
-				r2 := grants.NewRedis(client, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
-				for range 200 {
-					if err := <-done; err != nil {
-						t.Fatalf("round %d: grant: %v", round, err)
-					}
-				}
-				for _, s := range []*grants.Redis{r, r2} {
-					g, err := s.Get(ctx, fmt.Sprintf("u%d-199", round))
-					if err != nil || g == nil {
-						t.Fatalf("round %d: get after the burst: %+v, %v", round, g, err)
-					}
-				}
-				r2.Close()
+			case <-time.After(60 * time.Second):
+				t.Fatal("the rounds hung past 60s (their context ends at 20s): a subscription stopped the client's shared connection")
 			}
 		})
 	}
+}
+
+// burstRounds is TestRedisSecondStoreSubscribesDuringBurst's five rounds:
+// 200 grants at once on r, a second store opened meanwhile, then a read on
+// each.
+func burstRounds(ctx context.Context, client rueidis.Client, r *grants.Redis, prefix string) error {
+	for round := range 5 {
+		// 200 grants at once: their announcements arrive in a burst.
+		done := make(chan error, 200)
+		for i := range 200 {
+			go func() {
+				done <- r.Grant(ctx, fmt.Sprintf("u%d-%d", round, i), []string{"room"}, nil)
+			}()
+		}
+		r2 := grants.NewRedis(client, grants.RedisOptions{Prefix: prefix, TTL: time.Hour})
+		for range 200 {
+			if err := <-done; err != nil {
+				r2.Close()
+				return fmt.Errorf("round %d: grant: %w", round, err)
+			}
+		}
+		for _, s := range []*grants.Redis{r, r2} {
+			g, err := s.Get(ctx, fmt.Sprintf("u%d-199", round))
+			if err != nil || g == nil {
+				r2.Close()
+				return fmt.Errorf("round %d: get after the burst: %+v, %v", round, g, err)
+			}
+		}
+		r2.Close()
+	}
+	return nil
 }
