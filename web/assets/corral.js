@@ -352,6 +352,11 @@ function fromBase64(s) {
   return out;
 }
 
+// src/clock.ts
+function now() {
+  return performance.now();
+}
+
 // src/codes.ts
 function adviceOf(code) {
   if (code >= 4100 && code <= 4199) return "retry";
@@ -451,7 +456,8 @@ var Client = class extends Emitter {
      * reconnect hint (docs/CODES.md). Already emitted as "error". */
     this.refusal = null;
     this.openedAt = 0;
-    this.lastSent = 0;
+    this.lastSent = -Infinity;
+    // now(); monotonic, see clock.ts
     this.lastReceived = 0;
     this.heartbeatMs = 25e3;
     this.pingId = 0;
@@ -694,7 +700,7 @@ var Client = class extends Emitter {
     };
     ws.onmessage = (ev) => {
       if (gen !== this.gen) return;
-      this.lastReceived = Date.now();
+      this.lastReceived = now();
       if (typeof ev.data !== "string") return;
       let frames;
       try {
@@ -724,7 +730,7 @@ var Client = class extends Emitter {
     ws?.close();
     const code = hint?.code || closeCode;
     const reason = hint?.reason || refusal?.message || closeReason;
-    if (wasOpen && Date.now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
+    if (wasOpen && now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
     if (code === 4102 /* SESSION_EXPIRED */ || code === 4402 /* RESUME_REFUSED */ && this.session) {
       this.session = null;
       this.dirty = true;
@@ -840,7 +846,7 @@ var Client = class extends Emitter {
   send(frame) {
     if (!this.ws) return;
     this.ws.send(encodeClient(frame));
-    this.lastSent = Date.now();
+    this.lastSent = now();
   }
   // ---- frames from the server ----
   handle(f) {
@@ -900,7 +906,7 @@ var Client = class extends Emitter {
     this.welcomeFrame = w;
     this.session = { sessionId: w.sessionId, resumeToken: w.resumeToken, userId: w.userId };
     this.dirty = true;
-    this.openedAt = this.lastReceived = Date.now();
+    this.openedAt = this.lastReceived = now();
     this.heartbeatMs = w.heartbeatMs > 0 ? w.heartbeatMs : 25e3;
     const gen = this.gen;
     this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
@@ -1064,7 +1070,7 @@ ${key}`;
         if (this.st === "open" && this.rooms.get(room)?.ready) this.send({ signal: { room, key, clear: true } });
         return;
       }
-      s = { room, key, payload, clear, dirty: true, lastSent: 0, timer: void 0 };
+      s = { room, key, payload, clear, dirty: true, lastSent: -Infinity, timer: void 0 };
       this.signals.set(k, s);
     }
     s.payload = payload;
@@ -1075,7 +1081,7 @@ ${key}`;
   pumpSignal(s) {
     if (!s.dirty || s.timer) return;
     if (this.st !== "open" || !this.rooms.get(s.room)?.ready) return;
-    const wait = s.lastSent + this.opts.signalIntervalMs - Date.now();
+    const wait = s.lastSent + this.opts.signalIntervalMs - now();
     if (wait > 0) {
       s.timer = setTimeout(() => {
         s.timer = void 0;
@@ -1084,7 +1090,7 @@ ${key}`;
       return;
     }
     s.dirty = false;
-    s.lastSent = Date.now();
+    s.lastSent = now();
     if (s.clear) {
       this.signals.delete(`${s.room}
 ${s.key}`);
@@ -1108,12 +1114,12 @@ ${s.key}`);
   }
   heartbeat(gen) {
     if (gen !== this.gen) return;
-    const now = Date.now();
-    if (now - this.lastReceived > 2 * this.heartbeatMs) {
+    const t = now();
+    if (t - this.lastReceived > 2 * this.heartbeatMs) {
       this.lost(gen, 4003 /* HEARTBEAT_TIMEOUT */, "no frame from the server within two heartbeats");
       return;
     }
-    if (now - this.lastSent >= this.heartbeatMs / 2) this.ping();
+    if (t - this.lastSent >= this.heartbeatMs / 2) this.ping();
   }
   /** persist saves the session and room positions if they changed. */
   persist() {

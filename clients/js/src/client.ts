@@ -3,6 +3,7 @@
 
 import { Backoff, type BackoffOptions } from "./backoff.js";
 import { CodecError, decodeServer, encodeClient } from "./codec.js";
+import { now } from "./clock.js";
 import { Code, adviceOf, type Advice } from "./codes.js";
 import { Emitter } from "./emitter.js";
 import { loadState, saveState, type SessionState, type StorageLike } from "./storage.js";
@@ -230,7 +231,7 @@ export class Client extends Emitter<ClientEvents> {
    * reconnect hint (docs/CODES.md). Already emitted as "error". */
   private refusal: ErrorFrame | null = null;
   private openedAt = 0;
-  private lastSent = 0;
+  private lastSent = -Infinity; // now(); monotonic, see clock.ts
   private lastReceived = 0;
   private heartbeatMs = 25_000;
   private pingId = 0;
@@ -513,7 +514,7 @@ export class Client extends Emitter<ClientEvents> {
     };
     ws.onmessage = (ev) => {
       if (gen !== this.gen) return;
-      this.lastReceived = Date.now();
+      this.lastReceived = now();
       if (typeof ev.data !== "string") return; // corral.v1.json is text only
       let frames: ServerFrame[];
       try {
@@ -543,7 +544,7 @@ export class Client extends Emitter<ClientEvents> {
     ws?.close();
     const code = hint?.code || closeCode;
     const reason = hint?.reason || refusal?.message || closeReason;
-    if (wasOpen && Date.now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
+    if (wasOpen && now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
 
     if (code === Code.SESSION_EXPIRED || (code === Code.RESUME_REFUSED && this.session)) {
       // The session is gone (or not ours): start a new one and rejoin the
@@ -672,7 +673,7 @@ export class Client extends Emitter<ClientEvents> {
   private send(frame: ClientFrameJSON): void {
     if (!this.ws) return;
     this.ws.send(encodeClient(frame));
-    this.lastSent = Date.now();
+    this.lastSent = now();
   }
 
   // ---- frames from the server ----
@@ -737,7 +738,7 @@ export class Client extends Emitter<ClientEvents> {
     this.welcomeFrame = w;
     this.session = { sessionId: w.sessionId, resumeToken: w.resumeToken, userId: w.userId };
     this.dirty = true;
-    this.openedAt = this.lastReceived = Date.now();
+    this.openedAt = this.lastReceived = now();
     this.heartbeatMs = w.heartbeatMs > 0 ? w.heartbeatMs : 25_000;
     const gen = this.gen;
     this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
@@ -928,7 +929,7 @@ export class Client extends Emitter<ClientEvents> {
         if (this.st === "open" && this.rooms.get(room)?.ready) this.send({ signal: { room, key, clear: true } });
         return;
       }
-      s = { room, key, payload, clear, dirty: true, lastSent: 0, timer: undefined };
+      s = { room, key, payload, clear, dirty: true, lastSent: -Infinity, timer: undefined };
       this.signals.set(k, s);
     }
     s.payload = payload;
@@ -940,7 +941,7 @@ export class Client extends Emitter<ClientEvents> {
   private pumpSignal(s: SignalState): void {
     if (!s.dirty || s.timer) return;
     if (this.st !== "open" || !this.rooms.get(s.room)?.ready) return; // sent on Joined
-    const wait = s.lastSent + this.opts.signalIntervalMs - Date.now();
+    const wait = s.lastSent + this.opts.signalIntervalMs - now();
     if (wait > 0) {
       s.timer = setTimeout(() => {
         s.timer = undefined;
@@ -949,7 +950,7 @@ export class Client extends Emitter<ClientEvents> {
       return;
     }
     s.dirty = false;
-    s.lastSent = Date.now();
+    s.lastSent = now();
     if (s.clear) {
       this.signals.delete(`${s.room}\n${s.key}`);
       this.send({ signal: { room: s.room, key: s.key, clear: true } });
@@ -974,14 +975,14 @@ export class Client extends Emitter<ClientEvents> {
 
   private heartbeat(gen: number): void {
     if (gen !== this.gen) return;
-    const now = Date.now();
-    if (now - this.lastReceived > 2 * this.heartbeatMs) {
+    const t = now();
+    if (t - this.lastReceived > 2 * this.heartbeatMs) {
       // Nothing, not even a Pong, for two heartbeats: the connection is dead
       // even if the socket has not noticed.
       this.lost(gen, Code.HEARTBEAT_TIMEOUT, "no frame from the server within two heartbeats");
       return;
     }
-    if (now - this.lastSent >= this.heartbeatMs / 2) this.ping();
+    if (t - this.lastSent >= this.heartbeatMs / 2) this.ping();
   }
 
   /** persist saves the session and room positions if they changed. */

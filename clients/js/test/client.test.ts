@@ -8,8 +8,14 @@ const URL_ = "ws://corral.test/ws";
 beforeEach(() => {
   FakeSocket.all = [];
   mock.timers.enable({ apis: ["setTimeout", "setInterval", "Date"], now: 1_000_000 });
+  // The SDK times intervals on performance.now() (src/clock.ts), which
+  // node:test's timers do not mock: let it follow the mocked Date.
+  mock.method(performance, "now", () => Date.now());
 });
-afterEach(() => mock.timers.reset());
+afterEach(() => {
+  mock.timers.reset();
+  mock.restoreAll();
+});
 
 function newClient(opts: Partial<ClientOptions> = {}): { c: Client; states: ConnectionState[]; storage: MemoryStorage } {
   const storage = (opts.storage as MemoryStorage | undefined) ?? new MemoryStorage();
@@ -506,6 +512,41 @@ describe("signals", () => {
     c.on("signal", (s) => got.push(s));
     ws.serve({ batch: { frames: [{ batch: { frames: [{ signal: { room: "lobby", key: "cursor:bob", sender: "bob", payload: { x: 0.1 } } }] } }] } });
     assert.deepEqual(got, [{ room: "lobby", key: "cursor:bob", sender: "bob", payload: { x: 0.1 }, clear: false }]);
+  });
+});
+
+describe("a step of the wall clock", () => {
+  // Intervals follow a monotonic clock of their own here, apart from the
+  // mocked Date, which the tests step (the mocked epoch starts at 1,000 s).
+  let mono = 0;
+  const tick = (ms: number) => {
+    mono += ms;
+    mock.timers.tick(ms);
+  };
+  beforeEach(() => {
+    mono = 0;
+    mock.restoreAll();
+    mock.method(performance, "now", () => mono);
+  });
+
+  test("back by 15 minutes does not hold a throttled signal for 15 minutes", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    c.signal("lobby", "cursor:alice", { x: 1 });
+    mock.timers.setTime(Date.now() - 900_000);
+    c.signal("lobby", "cursor:alice", { x: 2 });
+    tick(33);
+    assert.deepEqual(ws.framesOf("signal")[1], { room: "lobby", key: "cursor:alice", payload: { x: 2 } });
+  });
+
+  test("forward by an hour does not end a live connection", async () => {
+    const { c } = newClient();
+    const ws = await connected(c, { heartbeatMs: 1000 });
+    mock.timers.setTime(Date.now() + 3_600_000);
+    tick(500);
+    assert.equal(c.state, "open");
+    assert.deepEqual(ws.framesOf("ping"), [{ id: 1 }]);
   });
 });
 
