@@ -2,10 +2,10 @@ package edge
 
 import (
 	"context"
-	"github.com/corral-rt/corral/internal/mono"
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/internal/mono"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"fmt"
-	"github.com/corral-rt/corral/internal/mono"
 	"math"
 	"net/http"
 	"reflect"
@@ -148,14 +147,14 @@ func newLimiter(cfg *Config) *limiter {
 // check decides whether the reader handles f (nil: a frame of a kind this
 // edge does not know). It reports false when f was refused; the
 // connection is then either answered with an Error frame or, after too
-// many strikes, closed.
+// many strikes, closed. f has just been read: c.lastRead is its time.
 func (c *conn) check(f *corralv1.ClientFrame) bool {
 	l := c.limits
 	if l.closed {
 		return false
 	}
 	r := ruleOf(f)
-	now := mono.Now()
+	now := c.lastRead.Load() // the frame was just read: no second clock read
 	ok, wait := l.buckets[r.bucket].take(now)
 	if ok {
 		return true

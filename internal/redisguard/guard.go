@@ -5,13 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/corral-rt/corral/internal/mono"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/mono"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 )
