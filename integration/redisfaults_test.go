@@ -47,7 +47,10 @@ func TestRedisFaults(t *testing.T) {
 		cutMember bool
 	}{
 		{name: "latency 500ms", toxics: []toxic{{"slow", "latency", "downstream", map[string]any{"latency": 500}}}, during: 10},
-		{name: "latency 2s", timeout: 3 * time.Second, toxics: []toxic{{"slow", "latency", "downstream", map[string]any{"latency": 2000}}}, during: 4},
+		// 2s of latency under a 5s store timeout: a slow but working Redis,
+		// with room for a loaded machine (under 3s, one command in CI took
+		// past the timeout and a publish was refused).
+		{name: "latency 2s", timeout: 5 * time.Second, toxics: []toxic{{"slow", "latency", "downstream", map[string]any{"latency": 2000}}}, during: 4},
 		{name: "bandwidth", toxics: []toxic{
 			{"thin_down", "bandwidth", "downstream", map[string]any{"rate": 8}},
 			{"thin_up", "bandwidth", "upstream", map[string]any{"rate": 8}},
