@@ -446,7 +446,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.origins, "origins", "", "comma-separated browser origin host patterns allowed besides the server's own host, e.g. app.example.com,*.example.com [CORRAL_ORIGINS]")
 	}
 	if mode != server.EdgeOnly {
-		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db, or any node of a Redis 7 Cluster) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
+		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` for durable history and resumable sessions shared by every core using it: redis://[:password@]host:port[/db] (one Redis), rediss://... (the same over TLS), redis+sentinel://[:password@]sentinel:26379,sentinel2:26379/mastername[?db=N&sentinel_password=P] (a Sentinel-monitored master), or a Redis 7 Cluster as redis://node:6379?addr=node2:6379&addr=node3:6379 (any node, more seeds as addr); empty: in memory, one process [CORRAL_REDIS]")
 		fs.StringVar(&f.redisFile, "redis-file", "", "`file` holding --redis (a URL with a password), instead of the flag [CORRAL_REDIS_FILE]")
 		fs.IntVar(&f.redisReplicas, "redis-replicas", 0, "acknowledge a publish only once `N` Redis replicas have it (WAIT), so that a failover loses no acknowledged message; 0: asynchronous replication (a failover may lose the newest messages; members get reset). Not on Redis Cluster [CORRAL_REDIS_REPLICAS]")
 		fs.DurationVar(&f.redisReplicaTimeout, "redis-replica-timeout", time.Second, "with --redis-replicas: how long a publish waits for the replicas before it is refused with a retry code (it may have been stored: retry with the same id) [CORRAL_REDIS_REPLICA_TIMEOUT]")
