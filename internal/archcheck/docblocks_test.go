@@ -101,3 +101,76 @@ func testFuncs(t *testing.T, root string) map[string]bool {
 	}
 	return names
 }
+
+// TestShellVariablesSet: a CORRAL_* variable a doc's shell block reads
+// ($CORRAL_X) is set by a shell block before it on the same page, or in the
+// README, the page every reader starts from. API.md's calls once read
+// $CORRAL_API_KEY while the README exported only CORRAL_API_KEYS: copied as
+// written, they sent an empty bearer key.
+func TestShellVariablesSet(t *testing.T) {
+	root := moduleRoot(t)
+	// Exported, or assigned on a line of its own: `CORRAL_X=v cmd` sets it
+	// for cmd only.
+	set := regexp.MustCompile(`(?m)^\s*(?:export\s+(CORRAL_[A-Z0-9_]+)=|(CORRAL_[A-Z0-9_]+)=\S*\s*(?:#.*)?$)`)
+	use := regexp.MustCompile(`\$\{?(CORRAL_[A-Z0-9_]+)`)
+	readme := map[string]bool{}
+	for _, b := range shellBlocks(t, filepath.Join(root, "README.md")) {
+		for _, m := range set.FindAllStringSubmatch(b.text, -1) {
+			readme[m[1]+m[2]] = true
+		}
+	}
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	docs = append([]string{filepath.Join(root, "README.md")}, docs...)
+	for _, f := range docs {
+		rel, _ := filepath.Rel(root, f)
+		seen := map[string]bool{}
+		for _, b := range shellBlocks(t, f) {
+			for _, line := range strings.Split(b.text, "\n") {
+				for _, m := range set.FindAllStringSubmatch(line, -1) {
+					seen[m[1]+m[2]] = true
+				}
+			}
+			for _, m := range use.FindAllStringSubmatch(b.text, -1) {
+				if !seen[m[1]] && !readme[m[1]] {
+					t.Errorf("%s:%d: a shell block reads $%s, which no block before it (nor the README) sets", rel, b.line, m[1])
+				}
+			}
+		}
+	}
+}
+
+type shellBlock struct {
+	line int // of the opening fence
+	text string
+}
+
+func shellBlocks(t *testing.T, path string) []shellBlock {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []shellBlock
+	var cur *shellBlock
+	inFence := false
+	for n, line := range strings.Split(string(b), "\n") {
+		switch {
+		case inFence:
+			if anyFence.MatchString(line) {
+				inFence = false
+				if cur != nil {
+					out = append(out, *cur)
+					cur = nil
+				}
+			} else if cur != nil {
+				cur.text += line + "\n"
+			}
+		case anyFence.MatchString(line):
+			inFence = true
+			if shellFence.MatchString(line) {
+				cur = &shellBlock{line: n + 1}
+			}
+		}
+	}
+	return out
+}
