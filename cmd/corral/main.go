@@ -190,6 +190,13 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	if opts.APIKeys, err = apiKeys(f); err != nil {
 		return server.Options{}, nil, err
 	}
+	if mode == server.EdgeOnly && len(opts.APIKeys) == 0 && f.apiKey != "" {
+		// Without keys of its own, an edge's internal and debug listeners
+		// accept the key it presents to its cores: one secret per edge
+		// (the chart's), and whoever may call a core's API may drain an
+		// edge.
+		opts.APIKeys = []string{f.apiKey}
+	}
 	opts.Core.SessionTTL = f.sessionTTL
 	for name, n := range map[string]int{"--api-max-request-bytes": f.apiMaxRequestBytes, "--api-max-event-streams": f.apiMaxEventStreams,
 		"--api-max-broadcast-rooms": f.apiMaxBroadcastRooms, "--api-max-members": f.apiMaxMembers, "--api-max-batch": f.apiMaxBatch} {
@@ -414,10 +421,17 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.internalAddr, "internal-addr", "", "also serve the internal RoomService API (Connect, gRPC, gRPC-Web) on this `host:port`; keep it private [CORRAL_INTERNAL_ADDR]")
 	}
 	if mode == server.EdgeOnly {
+		fs.StringVar(&f.internalAddr, "internal-addr", "", "serve /metrics and POST /admin/drain on this private `host:port` (then /metrics leaves the public one); its admin endpoints take a key of --api-keys, or the edge's --api-key [CORRAL_INTERNAL_ADDR]")
+	}
+	if mode == server.EdgeOnly {
 		fs.StringVar(&f.coreURL, "core", "http://127.0.0.1:8090", "base `URL` of the core (h2c), or several cores' URLs separated by commas (cores sharing one Redis: links are spread over them and a failed core's sessions move to the others) [CORRAL_CORE]")
 	}
 	if mode == server.CoreOnly {
 		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: the internal API accepts calls without an API key (same as --api-insecure); never in production [CORRAL_INSECURE_DEV]")
+	}
+	if mode == server.EdgeOnly {
+		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the edge's --internal-addr and --debug-addr accept (each at least 16 characters); empty: its --api-key [CORRAL_API_KEYS]")
+		fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "`file` of more API keys, one per line (# comments) [CORRAL_API_KEYS_FILE]")
 	}
 	if mode != server.EdgeOnly {
 		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the internal API accepts (each at least 16 characters); required for the API over HTTP (corral core, serve --internal-addr) [CORRAL_API_KEYS]")
