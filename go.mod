@@ -9,6 +9,7 @@ tool (
 
 require (
 	connectrpc.com/connect/v2 v2.0.2
+	connectrpc.com/grpcreflect/v2 v2.0.0
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/coder/websocket v1.8.15
 	github.com/golang-jwt/jwt/v5 v5.3.1
