@@ -92,13 +92,10 @@ func run(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: see docs/TRACING.md.
-	endTracing, err := tracing.Setup(ctx, "corral-"+args[0])
+	// Off unless the OTEL_* variables ask for it: see docs/TRACING.md.
+	endTracing, err := tracing.Setup(ctx, "corral-"+args[0], logger)
 	if err != nil {
 		return err
-	}
-	if tracing.Enabled() {
-		logger.Info("tracing on: OTLP exporter from OTEL_* settings")
 	}
 	node, err := server.Start(opts)
 	if err != nil {
