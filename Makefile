@@ -154,5 +154,11 @@ helm-check: ## helm lint + helm template of every deploy/helm/examples values fi
 	done
 	cd tools/helm && CORRAL_HELM_RENDERED=$(CURDIR)/bin/helm $(GO) test -count=1 -run '^(TestRendered|TestDeploymentHelmWalkthrough|TestConfigChangeRollsPods)' .
 
+# grpcurl (pinned in tools/grpcurl/go.mod) lists a core's API by reflection.
+.PHONY: grpcurl-check
+grpcurl-check: ## grpcurl list/describe/call against a corral core, by gRPC reflection with the API key
+	@echo "grpcurl-check: builds grpcurl once (about a minute on a cold cache)"
+	cd tools/grpcurl && $(GO) test -count=1 .
+
 .PHONY: deploy-check
-deploy-check: helm-check image-smoke ## the chart and the image (the dashboard's test runs with the Go tests)
+deploy-check: helm-check image-smoke grpcurl-check ## the chart, the image and grpcurl against a core (the dashboard's test runs with the Go tests)
