@@ -61,7 +61,8 @@ func TestEdgeInternalListener(t *testing.T) {
 }
 
 // TestEdgeAPIKeys: an edge's internal listener accepts its --api-keys when
-// given, and its own --api-key only when not.
+// given, and its own --api-key only when not; an edge without an internal
+// or debug listener needs no keys (its --api-key is checked by its core).
 func TestEdgeAPIKeys(t *testing.T) {
 	const own, other = "edge-key-0123456789abcdef", "operator-key-0123456789ab"
 	base := []string{"edge", "--jwt-secret", secret, "--api-key", own}
@@ -69,8 +70,10 @@ func TestEdgeAPIKeys(t *testing.T) {
 		args []string
 		want []string
 	}{
-		"own key":  {nil, []string{own}},
-		"api-keys": {[]string{"--api-keys", other}, []string{other}},
+		"no internal listener": {nil, nil},
+		"own key":              {[]string{"--internal-addr", "127.0.0.1:0"}, []string{own}},
+		"own key, debug":       {[]string{"--debug-addr", "127.0.0.1:0"}, []string{own}},
+		"api-keys":             {[]string{"--internal-addr", "127.0.0.1:0", "--api-keys", other}, []string{other}},
 	} {
 		opts := mustConfigure(t, server.EdgeOnly, append(append([]string{}, base...), c.args...)...)
 		if !slices.Equal(opts.APIKeys, c.want) {

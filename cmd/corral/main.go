@@ -187,7 +187,7 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	if opts.APIKeys, err = apiKeys(f); err != nil {
 		return server.Options{}, nil, err
 	}
-	if mode == server.EdgeOnly && len(opts.APIKeys) == 0 && f.apiKey != "" {
+	if mode == server.EdgeOnly && len(opts.APIKeys) == 0 && f.apiKey != "" && (f.internalAddr != "" || f.debugAddr != "") {
 		// Without keys of its own, an edge's internal and debug listeners
 		// accept the key it presents to its cores: one secret per edge
 		// (the chart's), and whoever may call a core's API may drain an
