@@ -138,7 +138,7 @@ image-smoke: image ## run the image, connect, publish, read back, SIGTERM and se
 # API types (tools/helm/rendered_test.go): kubectl's client-side dry run
 # needs a cluster to discover the kinds.
 .PHONY: helm-check
-helm-check: ## helm lint + helm template of every deploy/helm/examples values file, manifests validated
+helm-check: ## helm lint + helm template of every deploy/helm/examples values file, manifests validated; DEPLOYMENT.md's Helm walkthrough run (needs kubectl, openssl)
 	@rm -rf bin/helm && mkdir -p bin/helm
 	@set -e; for v in deploy/helm/examples/*.yaml; do \
 	  echo "== $$v"; \
@@ -152,7 +152,13 @@ helm-check: ## helm lint + helm template of every deploy/helm/examples values fi
 	  case "$$out" in *"$$want"*) echo "== $$v: refused as it should be";; \
 	    *) echo "$$v: want the error '$$want', got: $$out"; exit 1;; esac; \
 	done
-	cd tools/helm && CORRAL_HELM_RENDERED=$(CURDIR)/bin/helm $(GO) test -count=1 -run '^TestRendered' .
+	cd tools/helm && CORRAL_HELM_RENDERED=$(CURDIR)/bin/helm $(GO) test -count=1 -run '^(TestRendered|TestDeploymentHelmWalkthrough|TestConfigChangeRollsPods)' .
+
+# grpcurl (pinned in tools/grpcurl/go.mod) lists a core's API by reflection.
+.PHONY: grpcurl-check
+grpcurl-check: ## grpcurl list/describe/call against a corral core, by gRPC reflection with the API key
+	@echo "grpcurl-check: builds grpcurl once (about a minute on a cold cache)"
+	cd tools/grpcurl && $(GO) test -count=1 .
 
 .PHONY: deploy-check
-deploy-check: helm-check image-smoke ## the chart and the image (the dashboard's test runs with the Go tests)
+deploy-check: helm-check image-smoke grpcurl-check ## the chart, the image and grpcurl against a core (the dashboard's test runs with the Go tests)

@@ -101,6 +101,7 @@ func TestReadmeTry(t *testing.T) {
 	ctx := testCtx(t)
 	ws := rawDial(t, d, "corral.v1.json")
 	var pending []map[string]any // frames read, not yet matched
+	sawBatch := false
 	next := func(ws *websocket.Conn) map[string]any {
 		t.Helper()
 		for len(pending) == 0 {
@@ -113,9 +114,20 @@ func TestReadmeTry(t *testing.T) {
 				t.Fatalf("server frame %q: %v", data, err)
 			}
 			if b, ok := f["batch"].(map[string]any); ok {
-				for _, x := range b["frames"].([]any) {
-					pending = append(pending, x.(map[string]any))
+				// The README's word on batches: the wrapper is the whole
+				// message, it holds only frames, never a batch.
+				frames, _ := b["frames"].([]any)
+				if len(f) != 1 || len(b) != 1 || len(frames) == 0 {
+					t.Fatalf("a batch is not {\"batch\":{\"frames\":[...]}} as the README says: %s", data)
 				}
+				for _, x := range frames {
+					x := x.(map[string]any)
+					if _, nested := x["batch"]; nested {
+						t.Fatalf("a batch inside a batch: %s", data)
+					}
+					pending = append(pending, x)
+				}
+				sawBatch = true
 				continue
 			}
 			pending = append(pending, f)
@@ -152,6 +164,8 @@ func TestReadmeTry(t *testing.T) {
 	if welcome == nil {
 		t.Fatal("the README's try has no welcome")
 	}
+	checkReadmeWire(t, readmeTry(t)[0][1])
+	t.Logf("a batch arrived during the try: %v", sawBatch)
 
 	// Resume without acks: the message of the try comes again.
 	resume := func(tail string) *websocket.Conn {
@@ -197,4 +211,44 @@ func TestReadmeTry(t *testing.T) {
 	want(ws, "welcome", map[string]any{"resumed": true})
 	want(ws, "joined", map[string]any{"room": "lobby"})
 	want(ws, "message", map[string]any{"room": "lobby", "seq": 2.0})
+}
+
+// checkReadmeWire checks the README's example of a batch (the try:wire
+// block): one JSON value {"batch":{"frames":[...]}} whose frames are the
+// last frames of the try's first expect block, in order — what a raw client
+// receives when they are written together.
+func checkReadmeWire(t *testing.T, expect []string) {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	k := strings.Index(s, "<!-- try:wire -->\n```json\n")
+	if k < 0 {
+		t.Fatal("README.md: the try shows no batch as a raw client receives it (a <!-- try:wire --> ```json block)")
+	}
+	s = s[k+len("<!-- try:wire -->\n```json\n"):]
+	s = s[:strings.Index(s, "```")]
+	var wire struct {
+		Batch struct {
+			Frames []any `json:"frames"`
+		} `json:"batch"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wire); err != nil {
+		t.Fatalf("README.md's batch example is not {\"batch\":{\"frames\":[...]}}: %v", err)
+	}
+	n := len(wire.Batch.Frames)
+	if n == 0 || n > len(expect) {
+		t.Fatalf("README.md's batch example holds %d frames", n)
+	}
+	for i, f := range wire.Batch.Frames {
+		var want any
+		json.Unmarshal([]byte(expect[len(expect)-n+i]), &want)
+		if !matches(want, f) {
+			t.Errorf("README.md's batch example, frame %d: %v is not the try's %s", i, f, expect[len(expect)-n+i])
+		}
+	}
 }

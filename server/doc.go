@@ -10,7 +10,8 @@
 // page at / (package web), and /metrics unless there is an internal
 // listener (Options.InternalAddr), which then serves /metrics and POST
 // /admin/drain. A core serves corral.v1.RoomService (Connect, gRPC and
-// gRPC-Web, over HTTP/1.1 and h2c) plus /healthz, /readyz and /metrics.
+// gRPC-Web, over HTTP/1.1 and h2c) with gRPC server reflection behind the
+// same key, plus /healthz, /readyz and /metrics.
 // Admin and debug endpoints are served on internal listeners only, behind
 // the API key (admin.go states the rule, mountAdmin applies it).
 //

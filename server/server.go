@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/connect/v2/connectinprocess"
+	"connectrpc.com/grpcreflect/v2"
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/controlbus"
@@ -367,6 +368,11 @@ func Start(opts Options) (*Node, error) {
 		n.rpc = connect.NewServer(ics...)
 		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
 		linkv1connect.RegisterLinkServiceHandler(n.rpc, n.core)
+		// gRPC server reflection, so that grpcurl and `buf curl` find the
+		// API with no schema but the key: behind the same interceptors,
+		// so it answers only a caller with a key, on internal listeners
+		// only (it describes every type compiled into the binary).
+		grpcreflect.Register(n.rpc)
 		rpc = n.rpc
 		if opts.Mode == Serve {
 			rpc = connect.NewServer(tracing.ServerInterceptor())

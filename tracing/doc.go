@@ -1,6 +1,7 @@
 // Package tracing is corral's OpenTelemetry tracing: Setup configures it
-// from the standard OTEL_* environment variables (off unless an OTLP
-// endpoint is set; sampled), the interceptors put a span on every call of
+// from the standard OTEL_* environment variables (off unless they name an
+// exporter or an OTLP endpoint; OTLP over HTTP or gRPC, or the console;
+// sampled; export errors in the structured log), the interceptors put a span on every call of
 // the internal API and on the Link, and Start opens the spans of a
 // publish (core: publish, store append, fan-out). StartCarried opens the
 // edge's span of a client publish and gives its traceparent to carry in

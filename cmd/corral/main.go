@@ -92,13 +92,10 @@ func run(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: see docs/TRACING.md.
-	endTracing, err := tracing.Setup(ctx, "corral-"+args[0])
+	// Off unless the OTEL_* variables ask for it: see docs/TRACING.md.
+	endTracing, err := tracing.Setup(ctx, "corral-"+args[0], logger)
 	if err != nil {
 		return err
-	}
-	if tracing.Enabled() {
-		logger.Info("tracing on: OTLP exporter from OTEL_* settings")
 	}
 	node, err := server.Start(opts)
 	if err != nil {
@@ -189,6 +186,13 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 	}
 	if opts.APIKeys, err = apiKeys(f); err != nil {
 		return server.Options{}, nil, err
+	}
+	if mode == server.EdgeOnly && len(opts.APIKeys) == 0 && f.apiKey != "" && (f.internalAddr != "" || f.debugAddr != "") {
+		// Without keys of its own, an edge's internal and debug listeners
+		// accept the key it presents to its cores: one secret per edge
+		// (the chart's), and whoever may call a core's API may drain an
+		// edge.
+		opts.APIKeys = []string{f.apiKey}
 	}
 	opts.Core.SessionTTL = f.sessionTTL
 	for name, n := range map[string]int{"--api-max-request-bytes": f.apiMaxRequestBytes, "--api-max-event-streams": f.apiMaxEventStreams,
@@ -414,10 +418,17 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.internalAddr, "internal-addr", "", "also serve the internal RoomService API (Connect, gRPC, gRPC-Web) on this `host:port`; keep it private [CORRAL_INTERNAL_ADDR]")
 	}
 	if mode == server.EdgeOnly {
+		fs.StringVar(&f.internalAddr, "internal-addr", "", "serve /metrics and POST /admin/drain on this private `host:port` (then /metrics leaves the public one); its admin endpoints take a key of --api-keys, or the edge's --api-key [CORRAL_INTERNAL_ADDR]")
+	}
+	if mode == server.EdgeOnly {
 		fs.StringVar(&f.coreURL, "core", "http://127.0.0.1:8090", "base `URL` of the core (h2c), or several cores' URLs separated by commas (cores sharing one Redis: links are spread over them and a failed core's sessions move to the others) [CORRAL_CORE]")
 	}
 	if mode == server.CoreOnly {
 		fs.BoolVar(&f.insecureDev, "insecure-dev", false, "local development: the internal API accepts calls without an API key (same as --api-insecure); never in production [CORRAL_INSECURE_DEV]")
+	}
+	if mode == server.EdgeOnly {
+		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the edge's --internal-addr and --debug-addr accept (each at least 16 characters); empty: its --api-key [CORRAL_API_KEYS]")
+		fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "`file` of more API keys, one per line (# comments) [CORRAL_API_KEYS_FILE]")
 	}
 	if mode != server.EdgeOnly {
 		fs.StringVar(&f.apiKeys, "api-keys", "", "comma-separated bearer `keys` the internal API accepts (each at least 16 characters); required for the API over HTTP (corral core, serve --internal-addr) [CORRAL_API_KEYS]")
@@ -446,7 +457,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.StringVar(&f.origins, "origins", "", "comma-separated browser origin host patterns allowed besides the server's own host, e.g. app.example.com,*.example.com [CORRAL_ORIGINS]")
 	}
 	if mode != server.EdgeOnly {
-		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` (redis://host:port/db, or any node of a Redis 7 Cluster) for durable history and resumable sessions shared by every core using it; empty: in memory, one process [CORRAL_REDIS]")
+		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` for durable history and resumable sessions shared by every core using it: redis://[:password@]host:port[/db] (one Redis), rediss://... (the same over TLS), redis+sentinel://[:password@]sentinel:26379,sentinel2:26379/mastername[?db=N&sentinel_password=P] (a Sentinel-monitored master), or a Redis 7 Cluster as redis://node:6379?addr=node2:6379&addr=node3:6379 (any node, more seeds as addr); empty: in memory, one process [CORRAL_REDIS]")
 		fs.StringVar(&f.redisFile, "redis-file", "", "`file` holding --redis (a URL with a password), instead of the flag [CORRAL_REDIS_FILE]")
 		fs.IntVar(&f.redisReplicas, "redis-replicas", 0, "acknowledge a publish only once `N` Redis replicas have it (WAIT), so that a failover loses no acknowledged message; 0: asynchronous replication (a failover may lose the newest messages; members get reset). Not on Redis Cluster [CORRAL_REDIS_REPLICAS]")
 		fs.DurationVar(&f.redisReplicaTimeout, "redis-replica-timeout", time.Second, "with --redis-replicas: how long a publish waits for the replicas before it is refused with a retry code (it may have been stored: retry with the same id) [CORRAL_REDIS_REPLICA_TIMEOUT]")

@@ -10,6 +10,8 @@ package helm_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -54,6 +56,7 @@ type rendered struct {
 	statefulSets []*appsv1.StatefulSet
 	services     []*corev1.Service
 	pdbs         []*policyv1.PodDisruptionBudget
+	configMaps   []*corev1.ConfigMap
 	monitors     []map[string]any
 }
 
@@ -76,6 +79,8 @@ func checkManifests(t *testing.T, manifest []byte) {
 			r.statefulSets = append(r.statefulSets, strict[appsv1.StatefulSet](t, j))
 		case "v1 Service":
 			r.services = append(r.services, strict[corev1.Service](t, j))
+		case "v1 ConfigMap":
+			r.configMaps = append(r.configMaps, strict[corev1.ConfigMap](t, j))
 		case "policy/v1 PodDisruptionBudget":
 			r.pdbs = append(r.pdbs, strict[policyv1.PodDisruptionBudget](t, j))
 		case "monitoring.coreos.com/v1 ServiceMonitor":
@@ -122,10 +127,84 @@ func checkManifests(t *testing.T, manifest []byte) {
 		}
 	}
 	for _, m := range r.monitors {
-		spec, _ := m["spec"].(map[string]any)
-		eps, _ := spec["endpoints"].([]any)
-		if len(eps) == 0 || eps[0].(map[string]any)["path"] != "/metrics" {
-			t.Errorf("ServiceMonitor: want an endpoint on /metrics, got %v", spec)
+		checkMonitor(t, m, r, pods)
+	}
+	checkInternalPorts(t, r, pods)
+}
+
+// checkMonitor: the ServiceMonitor scrapes /metrics on Services whose
+// port serves it (an internal port, or a core's or a lone serve pod's
+// only one), never the edges' public Service, and it scrapes every
+// component.
+func checkMonitor(t *testing.T, m map[string]any, r rendered, pods map[string]*corev1.PodTemplateSpec) {
+	t.Helper()
+	spec, _ := m["spec"].(map[string]any)
+	eps, _ := spec["endpoints"].([]any)
+	if len(eps) == 0 || eps[0].(map[string]any)["path"] != "/metrics" {
+		t.Errorf("ServiceMonitor: want an endpoint on /metrics, got %v", spec)
+		return
+	}
+	sel := map[string]string{}
+	if s, ok := spec["selector"].(map[string]any)["matchLabels"].(map[string]any); ok {
+		for k, v := range s {
+			sel[k] = fmt.Sprint(v)
+		}
+	}
+	scraped := map[string]bool{} // components
+	for _, svc := range r.services {
+		if !labels.SelectorFromSet(sel).Matches(labels.Set(svc.Labels)) {
+			continue
+		}
+		comp := svc.Spec.Selector["app.kubernetes.io/component"]
+		scraped[comp] = true
+		if comp == "edge" && !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "internal" }) {
+			t.Errorf("ServiceMonitor scrapes Service %s, an edge Service without the internal port: edges serve /metrics only there", svc.Name)
+		}
+	}
+	for _, p := range pods {
+		if c := p.Labels["app.kubernetes.io/component"]; !scraped[c] {
+			t.Errorf("ServiceMonitor scrapes no Service of the %s pods", c)
+		}
+	}
+}
+
+// checkInternalPorts: every edge serves /metrics and /admin on an internal
+// port (CORRAL_INTERNAL_ADDR) that a ClusterIP Service exposes and that no
+// other Service (the public one, a LoadBalancer) exposes.
+func checkInternalPorts(t *testing.T, r rendered, pods map[string]*corev1.PodTemplateSpec) {
+	t.Helper()
+	for name, p := range pods {
+		if p.Labels["app.kubernetes.io/component"] != "edge" {
+			continue
+		}
+		c := p.Spec.Containers[0]
+		i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "internal" })
+		if i < 0 {
+			t.Errorf("%s: an edge without an internal port: its /metrics would be on the public one", name)
+			continue
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "CORRAL_INTERNAL_ADDR" && strings.HasSuffix(e.Value, fmt.Sprintf(":%d", c.Ports[i].ContainerPort))
+		}) {
+			t.Errorf("%s: CORRAL_INTERNAL_ADDR does not listen on the internal port %d", name, c.Ports[i].ContainerPort)
+		}
+		internal := false
+		for _, svc := range r.services {
+			if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			for _, sp := range svc.Spec.Ports {
+				if sp.TargetPort.String() != "internal" && sp.TargetPort.IntValue() != int(c.Ports[i].ContainerPort) {
+					continue
+				}
+				if svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
+					t.Errorf("Service %s (%s) exposes the edges' internal port", svc.Name, svc.Spec.Type)
+				}
+				internal = true
+			}
+		}
+		if !internal {
+			t.Errorf("%s: no Service exposes the edges' internal port", name)
 		}
 	}
 }
@@ -199,10 +278,13 @@ func checkPod(t *testing.T, name string, p *corev1.PodTemplateSpec, r rendered) 
 			}
 		}
 		for _, m := range c.VolumeMounts {
-			if !slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name && v.Secret != nil }) {
-				t.Errorf("%s: mount %s has no Secret volume", where, m.Name)
+			if !slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
+				return v.Name == m.Name && (v.Secret != nil || v.ConfigMap != nil)
+			}) {
+				t.Errorf("%s: mount %s has no Secret or ConfigMap volume", where, m.Name)
 			}
 		}
+		checkConfig(t, where, p, c, env, r)
 		for _, f := range []string{"CORRAL_JWT_PUBLIC_KEYS", "CORRAL_API_KEYS_FILE"} {
 			if e, ok := env[f]; ok && !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 				return strings.HasPrefix(e.Value, m.MountPath+"/")
@@ -221,6 +303,42 @@ func checkPod(t *testing.T, name string, p *corev1.PodTemplateSpec, r rendered) 
 		if c.Args[0] == "edge" {
 			checkCores(t, where, env["CORRAL_CORE"].Value, r)
 		}
+	}
+}
+
+// checkConfig: with a config file, every pod reads it from the chart's
+// ConfigMap (CORRAL_CONFIG names a file of a mounted ConfigMap volume) and
+// carries its checksum, so that a change of the file rolls the pods.
+func checkConfig(t *testing.T, where string, p *corev1.PodTemplateSpec, c corev1.Container, env map[string]corev1.EnvVar, r rendered) {
+	t.Helper()
+	if len(r.configMaps) == 0 {
+		if _, ok := env["CORRAL_CONFIG"]; ok {
+			t.Errorf("%s: CORRAL_CONFIG without a ConfigMap", where)
+		}
+		return
+	}
+	cm := r.configMaps[0]
+	file, ok := env["CORRAL_CONFIG"]
+	if !ok {
+		t.Errorf("%s: the chart ships a config file (ConfigMap %s) the pod does not read (no CORRAL_CONFIG)", where, cm.Name)
+		return
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		dir, key, _ := strings.Cut(strings.TrimPrefix(file.Value, m.MountPath+"/"), "/")
+		if !strings.HasPrefix(file.Value, m.MountPath+"/") || key != "" {
+			continue
+		}
+		mounted = slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
+			return v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name
+		}) && cm.Data[dir] != ""
+	}
+	if !mounted {
+		t.Errorf("%s: CORRAL_CONFIG=%s is not a key of ConfigMap %s mounted in the pod", where, file.Value, cm.Name)
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(cm.Data["corral.yaml"])))
+	if got := p.Annotations["checksum/config"]; got != hex.EncodeToString(sum[:]) {
+		t.Errorf("%s: annotation checksum/config %q is not the config file's sha256 %x: a change of the file would not roll the pod", where, got, sum)
 	}
 }
 

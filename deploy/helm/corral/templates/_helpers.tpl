@@ -76,6 +76,33 @@ app.kubernetes.io/component: {{ .component }}
   value: json
 - name: CORRAL_BACKLOG
   value: {{ .Values.backlog | quote }}
+{{- if .Values.config }}
+- name: CORRAL_CONFIG
+  value: /etc/corral/config/corral.yaml
+{{- end }}
+{{- end -}}
+
+{{/* The config file's text: config as YAML (a map), or as given (a string). */}}
+{{- define "corral.configFile" -}}
+{{- if kindIs "string" .Values.config -}}
+{{ .Values.config }}
+{{- else -}}
+{{ toYaml .Values.config }}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod annotations: the user's, and the config file's checksum, so that a
+change of the file rolls the pods. */}}
+{{- define "corral.podAnnotations" -}}
+{{- if or .Values.podAnnotations .Values.config }}
+annotations:
+  {{- with .Values.podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- if .Values.config }}
+  checksum/config: {{ include "corral.configFile" . | trim | sha256sum }}
+  {{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* Redis settings (cores and serve). */}}
@@ -200,12 +227,18 @@ startupProbe:
   failureThreshold: 30
 {{- end -}}
 
-{{/* Secret volumes: JWT public keys (edges, serve) and API keys (cores, serve). */}}
+{{/* Volumes: JWT public keys (edges, serve), API keys (cores, serve), the config file (every pod). */}}
 {{- define "corral.volumes" -}}
 {{- $jwt := and .edge .root.Values.auth.jwtPublicKeys.secretName -}}
 {{- $keys := and .core .root.Values.apiKeys.secretName -}}
-{{- if or $jwt $keys }}
+{{- $config := .root.Values.config -}}
+{{- if or $jwt $keys $config }}
 volumes:
+{{- if $config }}
+  - name: config
+    configMap:
+      name: {{ include "corral.fullname" .root }}-config
+{{- end }}
 {{- if $jwt }}
   - name: jwt-public-keys
     secret:
@@ -224,8 +257,12 @@ volumes:
 {{- define "corral.volumeMounts" -}}
 {{- $jwt := and .edge .root.Values.auth.jwtPublicKeys.secretName -}}
 {{- $keys := and .core .root.Values.apiKeys.secretName -}}
-{{- if or $jwt $keys }}
+{{- $config := .root.Values.config -}}
+{{- if or $jwt $keys $config }}
 volumeMounts:
+{{- if $config }}
+  - {name: config, mountPath: /etc/corral/config, readOnly: true}
+{{- end }}
 {{- if $jwt }}
   - {name: jwt-public-keys, mountPath: /etc/corral/jwt, readOnly: true}
 {{- end }}
