@@ -173,6 +173,8 @@ interface RoomState {
   joining: boolean;
   waiters: Waiter<Joined>[];
   acked: number;
+  /** The places given to publishes in this room (Publish.seq). */
+  pubSeq: number;
   /** Joined with presence, with this state; kept for rejoins. */
   presence?: boolean;
   state?: Payload;
@@ -187,6 +189,11 @@ interface PendingPublish extends Waiter<PublishResult> {
   room: string;
   id: string;
   payload: Payload | undefined;
+  /** Its place in the session's sequence of publishes to the room, and
+   * the place it was last sent with (they differ after an earlier
+   * publish was refused for good: settle). */
+  seq: number;
+  sentSeq: number;
   sent: boolean;
   attempts: number;
   timer: ReturnType<typeof setTimeout> | undefined;
@@ -243,6 +250,13 @@ export class Client extends Emitter<ClientEvents> {
   private readonly leaving = new Map<string, { sent: boolean; waiters: Waiter<void>[] }>();
   /** The rooms named in the current connection's resume hello. */
   private resumeRooms = new Set<string>();
+  /** Unresolved publishes by id, in the order they were made (a Map
+   * iterates in insertion order): per room, the outbox. A publish is sent
+   * again only after every earlier one of its room was sent again or
+   * resolved, and carries its place (Publish.seq), so that the server
+   * refuses it (OUT_OF_ORDER) rather than store it before an earlier one:
+   * a sender's publishes enter the room in the order they were made
+   * (docs/GUARANTEES.md). */
   private readonly outbox = new Map<string, PendingPublish>();
   private readonly signals = new Map<string, SignalState>();
   private readonly idPrefix: string;
@@ -420,6 +434,7 @@ export class Client extends Emitter<ClientEvents> {
    * the server assigned when the server acknowledges it, and rejects with a
    * CorralError when the server refuses it for good. Across a reconnect it
    * is sent again with the same id, which the server applies once.
+   * Publishes to one room enter it in the order publish was called.
    */
   publish(room: string, payload: Payload, opts: { id?: string } = {}): Promise<PublishResult> {
     const id = opts.id ?? `${this.idPrefix}-${++this.nextId}`;
@@ -428,10 +443,12 @@ export class Client extends Emitter<ClientEvents> {
       return Promise.reject(new CorralError(Code.NOT_JOINED, "join the room before publishing", room, id));
     }
     if (this.outbox.has(id)) return Promise.reject(new CorralError(Code.INVALID_ARGUMENT, "publish id in use", room, id));
+    const r = this.rooms.get(room)!;
     return new Promise<PublishResult>((resolve, reject) => {
-      const p: PendingPublish = { room, id, payload, resolve, reject, sent: false, attempts: 0, timer: undefined };
+      const seq = ++r.pubSeq;
+      const p: PendingPublish = { room, id, payload, seq, sentSeq: 0, resolve, reject, sent: false, attempts: 0, timer: undefined };
       this.outbox.set(id, p);
-      this.sendPublish(p);
+      this.pump(room);
     });
   }
 
@@ -798,9 +815,7 @@ export class Client extends Emitter<ClientEvents> {
     for (const w of r.waiters.splice(0)) w.resolve(j);
     this.emit("joined", j);
     // Publishes and signals wait for their room.
-    for (const p of this.outbox.values()) {
-      if (p.room === j.room && !p.sent && !p.timer) this.sendPublish(p);
-    }
+    this.pump(j.room);
     for (const s of this.signals.values()) {
       if (s.room === j.room) {
         // The server dropped this connection's signals when it went: set
@@ -851,6 +866,7 @@ export class Client extends Emitter<ClientEvents> {
     if (pending && pending.room === p.room) {
       this.outbox.delete(p.id);
       pending.resolve(p);
+      this.pump(p.room);
     }
   }
 
@@ -859,12 +875,21 @@ export class Client extends Emitter<ClientEvents> {
     const p = e.ref ? this.outbox.get(e.ref) : undefined;
     if (p) {
       p.sent = false;
+      if (e.code === Code.OUT_OF_ORDER && (!this.isHead(p) || p.sentSeq !== p.seq)) {
+        // An earlier publish of the room is not stored yet (or was
+        // refused for good, and this one took its place): this one goes
+        // again right after it (pump), without a try of its own.
+        p.attempts--;
+        this.pump(p.room);
+        return;
+      }
       if (err.advice === "retry" && p.attempts <= this.opts.publishRetries) {
-        // Busy store or rate limit: try the same publish again later.
+        // Busy store or rate limit: try the same publish again later;
+        // the later ones of its room wait behind it (pump).
         const wait = Math.max(e.retryAfterMs, Math.round(this.random() * 250 * 2 ** p.attempts));
         p.timer = setTimeout(() => {
           p.timer = undefined;
-          this.sendPublish(p);
+          this.pump(p.room);
         }, wait);
         return;
       }
@@ -905,17 +930,53 @@ export class Client extends Emitter<ClientEvents> {
 
   // ---- publishes, signals, acks, heartbeats ----
 
-  private sendPublish(p: PendingPublish): void {
-    const r = this.rooms.get(p.room);
-    if (this.st !== "open" || !r?.ready || p.sent) return; // sent on Joined
-    p.sent = true;
-    p.attempts++;
-    this.send({ publish: { room: p.room, id: p.id, payload: p.payload } });
+  /** pump sends room's unsent publishes in their order, up to the first
+   * that waits for its retry timer: none overtakes an earlier one. On a
+   * connection the server handles frames in order, so those sent here
+   * reach it after every earlier one that is in flight. */
+  private pump(room: string): void {
+    const r = this.rooms.get(room);
+    if (this.st !== "open" || !r?.ready) return; // sent on Joined
+    for (const p of this.outbox.values()) {
+      if (p.room !== room || p.sent) continue;
+      if (p.timer) return;
+      p.sent = true;
+      p.attempts++;
+      p.sentSeq = p.seq;
+      this.send({ publish: { room: p.room, id: p.id, payload: p.payload, seq: p.seq } });
+    }
   }
 
+  /** isHead: no publish made before p to its room is unresolved. */
+  private isHead(p: PendingPublish): boolean {
+    for (const q of this.outbox.values()) {
+      if (q.room === p.room) return q === p;
+    }
+    return false;
+  }
+
+  /** settle rejects p, which was not stored: the later publishes of its
+   * room move down one place, so that they do not wait for a place nobody
+   * fills (if p was stored after all, its answer lost, the next one's
+   * place is at or below the server's under a new id, which the server
+   * takes as the sequence starting again: the order still holds). */
   private settle(p: PendingPublish, err: Error): void {
     clearTimeout(p.timer);
-    this.outbox.delete(p.id);
+    if (this.outbox.delete(p.id)) {
+      let after = false;
+      for (const q of this.outbox.values()) {
+        if (q === p || q.room !== p.room) continue;
+        if (q.seq > p.seq) {
+          q.seq--;
+          after = true;
+        }
+      }
+      const r = this.rooms.get(p.room);
+      if (r) r.pubSeq--;
+      p.reject(err);
+      if (after) this.pump(p.room);
+      return;
+    }
     p.reject(err);
   }
 
@@ -996,5 +1057,5 @@ export class Client extends Emitter<ClientEvents> {
 }
 
 function newRoom(seq: number, epoch: string): RoomState {
-  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq };
+  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0 };
 }

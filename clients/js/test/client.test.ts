@@ -124,7 +124,7 @@ describe("publish and ack", () => {
     mock.timers.tick(299);
     assert.equal(ws.framesOf("publish").length, 1);
     mock.timers.tick(1);
-    assert.deepEqual(ws.framesOf("publish")[1], { room: "lobby", id: "r1", payload: 1 });
+    assert.deepEqual(ws.framesOf("publish")[1], { room: "lobby", id: "r1", payload: 1, seq: 1 });
     ws.serve({ published: { room: "lobby", id: "r1", seq: 1 } });
     assert.equal((await p).seq, 1);
   });
@@ -167,6 +167,43 @@ describe("publish and ack", () => {
     assert.deepEqual((await p).duplicate, true);
     assert.equal((await q).seq, 2);
     assert.equal((await offline).seq, 3);
+  });
+
+  test("a refused publish holds the later ones: sent again in order, same places", async () => {
+    // The bug: each refused publish retried on its own random
+    // timer, so a room stored them shuffled. Now the later ones wait for
+    // the head and go right after it.
+    const { c } = newClient({ random: Math.random });
+    const ws = await connected(c);
+    await joined(c, ws);
+    const ps = ["a", "b", "c", "d"].map((id) => c.publish("lobby", id, { id }));
+    assert.deepEqual(ws.framesOf("publish").map((f) => [f["id"], f["seq"]]), [["a", 1], ["b", 2], ["c", 3], ["d", 4]]);
+    ws.serve({ error: { code: Code.UNAVAILABLE, message: "busy", room: "lobby", ref: "a", retryAfterMs: 200 } });
+    ws.serve({ error: { code: Code.UNAVAILABLE, message: "busy", room: "lobby", ref: "b", retryAfterMs: 50 } });
+    ws.serve({ error: { code: Code.OUT_OF_ORDER, message: "send 2 first", room: "lobby", ref: "c" } });
+    ws.serve({ error: { code: Code.OUT_OF_ORDER, message: "send 3 first", room: "lobby", ref: "d" } });
+    mock.timers.tick(150);
+    assert.equal(ws.framesOf("publish").length, 4, "nothing overtakes the head while it waits");
+    mock.timers.tick(10_000);
+    assert.deepEqual(ws.framesOf("publish").slice(4).map((f) => [f["id"], f["seq"]]), [["a", 1], ["b", 2], ["c", 3], ["d", 4]]);
+    ["a", "b", "c", "d"].forEach((id, i) => ws.serve({ published: { room: "lobby", id, seq: 10 + i } }));
+    assert.deepEqual((await Promise.all(ps)).map((p) => p.seq), [10, 11, 12, 13]);
+  });
+
+  test("a publish refused for good gives its place to the next", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    const a = c.publish("lobby", "x", { id: "a" });
+    const b = c.publish("lobby", "y", { id: "b" });
+    ws.serve({ error: { code: Code.TOO_LARGE, message: "too large", room: "lobby", ref: "a" } });
+    await assert.rejects(a, (e: CorralError) => e.code === Code.TOO_LARGE);
+    ws.serve({ error: { code: Code.OUT_OF_ORDER, message: "send 1 first", room: "lobby", ref: "b" } });
+    assert.deepEqual(ws.framesOf("publish").map((f) => [f["id"], f["seq"]]), [["a", 1], ["b", 2], ["b", 1]]);
+    ws.serve({ published: { room: "lobby", id: "b", seq: 1 } });
+    assert.equal((await b).seq, 1);
+    c.publish("lobby", "z", { id: "c" });
+    assert.deepEqual(ws.framesOf("publish").at(-1)!["seq"], 2);
   });
 
   test("publish to a room not joined rejects at once", async () => {
