@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -227,4 +228,67 @@ func TestSessionScripted(t *testing.T) {
 			t.Fatalf("disconnected with %v, want the close with its hint", ev.Err)
 		}
 	}
+}
+
+// TestSessionPublishOrder: three publishes to a room, the first refused
+// with a retry code and the two after it refused as out of order: each
+// carries its place, and they are sent again in the order they were made,
+// each once its predecessor is resolved — never on a timer of its own
+// (the browser SDK's old bug stored a sender's publishes shuffled).
+func TestSessionPublishOrder(t *testing.T) {
+	fake := newScripted(t)
+	ctx := testCtx(t)
+	got := make(chan *client.Session, 1)
+	go func() {
+		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s
+	}()
+	c1 := fake.accept(t)
+	c1.read()
+	c1.send(welcomeF(false))
+	s := <-got
+	if s == nil {
+		t.FailNow()
+	}
+	defer s.Close()
+	go func() { _, _ = s.Join(ctx, "r") }()
+	c1.read()
+	c1.send(joinedF("r", 0, "e1", false))
+
+	ids := []string{"p1", "p2", "p3"}
+	results := make(chan string, len(ids))
+	for i, id := range ids {
+		go func() {
+			p, err := s.Publish(ctx, "r", id, []byte(`1`))
+			if err != nil {
+				t.Errorf("publish %s: %v", id, err)
+			}
+			results <- fmt.Sprintf("%s@%d", id, p.GetSeq())
+		}()
+		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+1) {
+			t.Fatalf("sent %v, want %s at place %d", p, id, i+1)
+		}
+	}
+	refuse := func(id string, code corralv1.Code) *corralv1.ServerFrame {
+		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+			Code: code, Message: "no", Room: "r", Ref: id, RetryAfterMs: 50,
+		}}}
+	}
+	c1.send(refuse("p1", corralv1.Code_CODE_UNAVAILABLE),
+		refuse("p2", corralv1.Code_CODE_OUT_OF_ORDER), refuse("p3", corralv1.Code_CODE_OUT_OF_ORDER))
+	for i, id := range ids {
+		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+1) {
+			t.Fatalf("sent again %v, want %s at place %d", p, id, i+1)
+		}
+		c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
+			Room: "r", Id: id, Seq: uint64(10 + i),
+		}}})
+		if r := <-results; r != fmt.Sprintf("%s@%d", id, 10+i) {
+			t.Fatalf("resolved %s, want %s@%d", r, id, 10+i)
+		}
+	}
+	c1.discard()
 }

@@ -151,6 +151,7 @@ type Session struct {
 	welcome  *corralv1.Welcome
 	changed  chan struct{} // closed (and replaced) when conn, live or err change
 	rooms    map[string]*roomState
+	outboxes map[string]*outbox // by room; only rooms with unresolved publishes
 	attempts []int
 	err      error // why the session ended
 }
@@ -195,6 +196,7 @@ func Connect(ctx context.Context, url string, opts SessionOptions) (*Session, er
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
 		rooms:    make(map[string]*roomState),
+		outboxes: make(map[string]*outbox),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	c, err := s.dial(ctx, false, nil, false)
@@ -342,14 +344,44 @@ func (s *Session) Leave(ctx context.Context, room string) error {
 // the resume (the server applies it once) until ctx ends. When the session
 // expired meanwhile, the error wraps [ErrSessionExpired]. Error frames
 // whose advice is retry are retried after their retry_after.
+//
+// Publishes to one room enter it in the order Publish was called, even
+// when called from several goroutines at once (the order of the calls is
+// then the order in which they took their place): each carries its place
+// in the session's sequence (corralv1.Publish.seq), and one that must be
+// sent again waits until every earlier one is resolved (outbox.go).
 func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) (*corralv1.Published, error) {
 	if id == "" {
 		return nil, errors.New("client: publish needs an id")
 	}
+	s.mu.Lock()
+	ob := s.outboxes[room]
+	if ob == nil {
+		ob = newOutbox()
+		s.outboxes[room] = ob
+	}
+	out := ob.add(id)
+	s.mu.Unlock()
+	stored := false
+	defer func() {
+		s.mu.Lock()
+		ob.remove(out, stored)
+		if len(ob.pending) == 0 && s.outboxes[room] == ob {
+			delete(s.outboxes, room)
+		}
+		s.mu.Unlock()
+	}()
 	var prev *Conn
 	var sent string // the session the id was sent in
 	step := 0
-	for {
+	for again := false; ; again = true {
+		if again {
+			// Sent again only from the head: a later publish never
+			// overtakes an earlier one that is still unresolved.
+			if err := s.waitHead(ctx, ob, out); err != nil {
+				return nil, err
+			}
+		}
 		c, sid, err := s.ready(ctx, prev)
 		if err != nil {
 			return nil, err
@@ -358,9 +390,13 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 			return nil, fmt.Errorf("client: publish %s: %w before it was acknowledged; it may have been applied", id, ErrSessionExpired)
 		}
 		sent = sid
+		s.mu.Lock()
+		seq := out.seq
+		s.mu.Unlock()
 		s.lastSend.Store(mono.Now())
-		p, err := c.Publish(ctx, room, id, payload)
+		p, err := c.PublishSeq(ctx, room, id, seq, payload)
 		if err == nil {
+			stored = true
 			return p, nil
 		}
 		if ctx.Err() != nil {
@@ -371,13 +407,22 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 			if protocol.AdviceOf(se.Err.GetCode()) != protocol.AdviceRetry {
 				return nil, err
 			}
+			prev = nil
+			s.mu.Lock()
+			head, moved := ob.atHead(out), out.seq != seq
+			s.mu.Unlock()
+			if se.Err.GetCode() == corralv1.Code_CODE_OUT_OF_ORDER && (!head || moved) {
+				// An earlier publish is not stored yet (or was refused
+				// for good, and this one took its place): this one goes
+				// again once that one is resolved.
+				continue
+			}
 			wait := time.Duration(se.Err.GetRetryAfterMs()) * time.Millisecond
 			wait = max(wait, s.opts.Backoff.Delay(step, nil))
 			step++
 			if !retry.Sleep(ctx, wait) {
 				return nil, ctx.Err()
 			}
-			prev = nil
 			continue
 		}
 		if isEncodeErr(err) {
@@ -386,6 +431,23 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 		// The connection failed; wait for the next one.
 		abandon(c)
 		prev = c
+	}
+}
+
+// waitHead waits until every publish before out in ob is resolved.
+func (s *Session) waitHead(ctx context.Context, ob *outbox, out *outgoing) error {
+	for {
+		s.mu.Lock()
+		head, moved := ob.atHead(out), ob.moved
+		s.mu.Unlock()
+		if head {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
