@@ -8,8 +8,15 @@ package client
 // refuses (CODE_OUT_OF_ORDER) one whose predecessor it has not stored, so
 // a later publish never enters the room before an earlier one
 // (docs/GUARANTEES.md). Session.mu guards every field.
+//
+// Until one of its publishes is stored, an outbox sends only its head: its
+// places start at 1, which the server takes as the sequence starting
+// again (this Session is a new instance of the session for the room), so
+// a second publish must not reach the server before the first is stored.
+// A Session keeps a room's outbox, and its count, until Leave.
 type outbox struct {
 	next    uint64        // the places given so far
+	started bool          // one of its publishes was stored
 	pending []*outgoing   // unresolved, in order of place
 	moved   chan struct{} // closed (and replaced) when pending loses one
 }
@@ -52,6 +59,7 @@ func (o *outbox) remove(p *outgoing, stored bool) {
 		return
 	}
 	o.pending = append(o.pending[:i], o.pending[i+1:]...)
+	o.started = o.started || stored
 	if !stored {
 		for _, q := range o.pending[i:] {
 			q.seq--

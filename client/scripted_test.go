@@ -230,7 +230,8 @@ func TestSessionScripted(t *testing.T) {
 	}
 }
 
-// TestSessionPublishOrder: three publishes to a room, the first refused
+// TestSessionPublishOrder: until a room's first publish is stored, the
+// next waits for it; then three publishes, the first refused
 // with a retry code and the two after it refused as out of order: each
 // carries its place, and they are sent again in the order they were made,
 // each once its predecessor is resolved — never on a timer of its own
@@ -258,7 +259,26 @@ func TestSessionPublishOrder(t *testing.T) {
 	c1.read()
 	c1.send(joinedF("r", 0, "e1", false))
 
-	ids := []string{"p1", "p2", "p3"}
+	// Until one is stored, only one publish is on its way: places start
+	// at 1 again, and the server takes 1 as the sequence starting again.
+	first := s.PublishAsync(ctx, "r", "p0", []byte(`1`))
+	second := s.PublishAsync(ctx, "r", "p1", []byte(`1`))
+	if p := c1.read().GetPublish(); p.GetId() != "p0" || p.GetSeq() != 1 {
+		t.Fatalf("sent %v, want p0 at place 1", p)
+	}
+	c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{Room: "r", Id: "p0", Seq: 9}}})
+	if r := <-first; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if p := c1.read().GetPublish(); p.GetId() != "p1" || p.GetSeq() != 2 {
+		t.Fatalf("sent %v, want p1 at place 2", p)
+	}
+	c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{Room: "r", Id: "p1", Seq: 10}}})
+	if r := <-second; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+
+	ids := []string{"p2", "p3", "p4"}
 	results := make(chan string, len(ids))
 	for i, id := range ids {
 		go func() {
@@ -268,8 +288,8 @@ func TestSessionPublishOrder(t *testing.T) {
 			}
 			results <- fmt.Sprintf("%s@%d", id, p.GetSeq())
 		}()
-		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+1) {
-			t.Fatalf("sent %v, want %s at place %d", p, id, i+1)
+		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+3) {
+			t.Fatalf("sent %v, want %s at place %d", p, id, i+3)
 		}
 	}
 	refuse := func(id string, code corralv1.Code) *corralv1.ServerFrame {
@@ -277,11 +297,11 @@ func TestSessionPublishOrder(t *testing.T) {
 			Code: code, Message: "no", Room: "r", Ref: id, RetryAfterMs: 50,
 		}}}
 	}
-	c1.send(refuse("p1", corralv1.Code_CODE_UNAVAILABLE),
-		refuse("p2", corralv1.Code_CODE_OUT_OF_ORDER), refuse("p3", corralv1.Code_CODE_OUT_OF_ORDER))
+	c1.send(refuse("p2", corralv1.Code_CODE_UNAVAILABLE),
+		refuse("p3", corralv1.Code_CODE_OUT_OF_ORDER), refuse("p4", corralv1.Code_CODE_OUT_OF_ORDER))
 	for i, id := range ids {
-		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+1) {
-			t.Fatalf("sent again %v, want %s at place %d", p, id, i+1)
+		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+3) {
+			t.Fatalf("sent again %v, want %s at place %d", p, id, i+3)
 		}
 		c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
 			Room: "r", Id: id, Seq: uint64(10 + i),
