@@ -493,7 +493,8 @@ var Client = class extends Emitter {
       ackDelayMs: options.ackDelayMs ?? 1e3,
       connectTimeoutMs: options.connectTimeoutMs ?? 1e4,
       stableMs: options.stableMs ?? 5e3,
-      publishRetries: options.publishRetries ?? 5
+      publishRetries: options.publishRetries ?? 5,
+      publishTimeoutMs: options.publishTimeoutMs ?? 5e3
     };
     const WS = options.WebSocket ?? globalThis.WebSocket;
     if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
@@ -635,7 +636,7 @@ var Client = class extends Emitter {
     const r = this.rooms.get(room);
     return new Promise((resolve, reject) => {
       const seq = ++r.pubSeq;
-      const p = { room, id, payload, seq, sentSeq: 0, resolve, reject, sent: false, attempts: 0, timer: void 0 };
+      const p = { room, id, payload, seq, sentSeq: 0, resolve, reject, sent: false, attempts: 0, timer: void 0, answerTimer: void 0 };
       this.outbox.set(id, p);
       this.pump(room);
     });
@@ -826,7 +827,8 @@ var Client = class extends Emitter {
     for (const p of this.outbox.values()) {
       p.sent = false;
       clearTimeout(p.timer);
-      p.timer = void 0;
+      clearTimeout(p.answerTimer);
+      p.timer = p.answerTimer = void 0;
     }
   }
   /** stop ends for good: everything pending rejects with err, which is
@@ -1009,7 +1011,10 @@ var Client = class extends Emitter {
   onPublished(p) {
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
+      clearTimeout(pending.answerTimer);
       this.outbox.delete(p.id);
+      const r = this.rooms.get(p.room);
+      if (r) r.pubStarted = true;
       pending.resolve(p);
       this.pump(p.room);
     }
@@ -1019,6 +1024,8 @@ var Client = class extends Emitter {
     const p = e.ref ? this.outbox.get(e.ref) : void 0;
     if (p) {
       p.sent = false;
+      clearTimeout(p.answerTimer);
+      p.answerTimer = void 0;
       if (e.code === 4106 /* OUT_OF_ORDER */ && (!this.isHead(p) || p.sentSeq !== p.seq)) {
         p.attempts--;
         this.pump(p.room);
@@ -1071,12 +1078,21 @@ var Client = class extends Emitter {
     const r = this.rooms.get(room);
     if (this.st !== "open" || !r?.ready) return;
     for (const p of this.outbox.values()) {
-      if (p.room !== room || p.sent) continue;
-      if (p.timer) return;
+      if (p.room !== room) continue;
+      if (p.timer || p.sent && !r.pubStarted) return;
+      if (p.sent) continue;
       p.sent = true;
       p.attempts++;
       p.sentSeq = p.seq;
+      const gen = this.gen;
+      p.answerTimer = setTimeout(() => {
+        p.answerTimer = void 0;
+        if (gen !== this.gen || !p.sent) return;
+        p.sent = false;
+        this.pump(p.room);
+      }, this.opts.publishTimeoutMs);
       this.send({ publish: { room: p.room, id: p.id, payload: p.payload, seq: p.seq } });
+      if (!r.pubStarted) return;
     }
   }
   /** isHead: no publish made before p to its room is unresolved. */
@@ -1093,6 +1109,7 @@ var Client = class extends Emitter {
    * takes as the sequence starting again: the order still holds). */
   settle(p, err) {
     clearTimeout(p.timer);
+    clearTimeout(p.answerTimer);
     if (this.outbox.delete(p.id)) {
       let after = false;
       for (const q of this.outbox.values()) {
@@ -1181,7 +1198,7 @@ ${s.key}`);
   }
 };
 function newRoom(seq, epoch) {
-  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0 };
+  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0, pubStarted: false };
 }
 export {
   Backoff,

@@ -155,6 +155,10 @@ export interface ClientOptions {
   /** How often a publish refused with a "retry" code is tried again
    * before its promise rejects. Default 5. */
   publishRetries?: number;
+  /** How long a publish waits for its answer on one connection before it
+   * is sent again (same id and place, in its room's order): one the edge
+   * had queued for a core that went away is never answered. Default 5 s. */
+  publishTimeoutMs?: number;
   /** The WebSocket implementation. Default globalThis.WebSocket. */
   WebSocket?: WebSocketConstructor;
   /** Randomness for jitter and publish ids. Default Math.random. */
@@ -175,6 +179,11 @@ interface RoomState {
   acked: number;
   /** The places given to publishes in this room (Publish.seq). */
   pubSeq: number;
+  /** One of them was stored. Until then one publish at a time is on its
+   * way: places start at 1, which the server takes as the sequence
+   * starting again (a new instance of the session), so a second must not
+   * reach it before the first is stored. */
+  pubStarted: boolean;
   /** Joined with presence, with this state; kept for rejoins. */
   presence?: boolean;
   state?: Payload;
@@ -197,6 +206,8 @@ interface PendingPublish extends Waiter<PublishResult> {
   sent: boolean;
   attempts: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** Fires when the answer is late (publishTimeoutMs). */
+  answerTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
 interface SignalState {
@@ -219,7 +230,7 @@ interface SignalState {
  */
 export class Client extends Emitter<ClientEvents> {
   private readonly opts: Required<
-    Pick<ClientOptions, "signalIntervalMs" | "ackDelayMs" | "connectTimeoutMs" | "stableMs" | "publishRetries">
+    Pick<ClientOptions, "signalIntervalMs" | "ackDelayMs" | "connectTimeoutMs" | "stableMs" | "publishRetries" | "publishTimeoutMs">
   >;
   private readonly WS: WebSocketConstructor;
   private readonly random: () => number;
@@ -285,6 +296,7 @@ export class Client extends Emitter<ClientEvents> {
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
       stableMs: options.stableMs ?? 5000,
       publishRetries: options.publishRetries ?? 5,
+      publishTimeoutMs: options.publishTimeoutMs ?? 5000,
     };
     const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
@@ -446,7 +458,7 @@ export class Client extends Emitter<ClientEvents> {
     const r = this.rooms.get(room)!;
     return new Promise<PublishResult>((resolve, reject) => {
       const seq = ++r.pubSeq;
-      const p: PendingPublish = { room, id, payload, seq, sentSeq: 0, resolve, reject, sent: false, attempts: 0, timer: undefined };
+      const p: PendingPublish = { room, id, payload, seq, sentSeq: 0, resolve, reject, sent: false, attempts: 0, timer: undefined, answerTimer: undefined };
       this.outbox.set(id, p);
       this.pump(room);
     });
@@ -655,7 +667,8 @@ export class Client extends Emitter<ClientEvents> {
     for (const p of this.outbox.values()) {
       p.sent = false;
       clearTimeout(p.timer);
-      p.timer = undefined;
+      clearTimeout(p.answerTimer);
+      p.timer = p.answerTimer = undefined;
     }
   }
 
@@ -864,7 +877,10 @@ export class Client extends Emitter<ClientEvents> {
   private onPublished(p: Published): void {
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
+      clearTimeout(pending.answerTimer);
       this.outbox.delete(p.id);
+      const r = this.rooms.get(p.room);
+      if (r) r.pubStarted = true;
       pending.resolve(p);
       this.pump(p.room);
     }
@@ -875,6 +891,8 @@ export class Client extends Emitter<ClientEvents> {
     const p = e.ref ? this.outbox.get(e.ref) : undefined;
     if (p) {
       p.sent = false;
+      clearTimeout(p.answerTimer);
+      p.answerTimer = undefined;
       if (e.code === Code.OUT_OF_ORDER && (!this.isHead(p) || p.sentSeq !== p.seq)) {
         // An earlier publish of the room is not stored yet (or was
         // refused for good, and this one took its place): this one goes
@@ -938,12 +956,23 @@ export class Client extends Emitter<ClientEvents> {
     const r = this.rooms.get(room);
     if (this.st !== "open" || !r?.ready) return; // sent on Joined
     for (const p of this.outbox.values()) {
-      if (p.room !== room || p.sent) continue;
-      if (p.timer) return;
+      if (p.room !== room) continue;
+      if (p.timer || (p.sent && !r.pubStarted)) return;
+      if (p.sent) continue;
       p.sent = true;
       p.attempts++;
       p.sentSeq = p.seq;
+      const gen = this.gen;
+      p.answerTimer = setTimeout(() => {
+        // No answer: lost on its way. Send it again in its turn; a copy
+        // that was stored is answered as a duplicate.
+        p.answerTimer = undefined;
+        if (gen !== this.gen || !p.sent) return;
+        p.sent = false;
+        this.pump(p.room);
+      }, this.opts.publishTimeoutMs);
       this.send({ publish: { room: p.room, id: p.id, payload: p.payload, seq: p.seq } });
+      if (!r.pubStarted) return;
     }
   }
 
@@ -962,6 +991,7 @@ export class Client extends Emitter<ClientEvents> {
    * takes as the sequence starting again: the order still holds). */
   private settle(p: PendingPublish, err: Error): void {
     clearTimeout(p.timer);
+    clearTimeout(p.answerTimer);
     if (this.outbox.delete(p.id)) {
       let after = false;
       for (const q of this.outbox.values()) {
@@ -1057,5 +1087,5 @@ export class Client extends Emitter<ClientEvents> {
 }
 
 function newRoom(seq: number, epoch: string): RoomState {
-  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0 };
+  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0, pubStarted: false };
 }
