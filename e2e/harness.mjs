@@ -36,7 +36,15 @@ export async function buildCorral(dir) {
  * (the server picks it: --addr 127.0.0.1:0) and resolves once it listens.
  */
 export async function startCorral(bin) {
-  const proc = spawn(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0", "--log-format", "json"], {
+  return startCorralWith(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0"]);
+}
+
+/**
+ * startCorralWith runs `corral` with args (a command and its flags; JSON
+ * logs are added) and resolves once it listens, with its address.
+ */
+export async function startCorralWith(bin, args) {
+  const proc = spawn(bin, [...args, "--log-format", "json"], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   const logs = [];
@@ -67,6 +75,47 @@ export async function startCorral(bin) {
       const t = setTimeout(() => proc.kill("SIGKILL"), 10_000);
       await exited;
       clearTimeout(t);
+    },
+  };
+}
+
+/**
+ * startRedis runs a private redis-server (no persistence) on a free
+ * loopback port and resolves with its URL once it answers.
+ */
+export async function startRedis() {
+  const bin = process.env.REDIS_SERVER || "/usr/bin/redis-server";
+  if (!existsSync(bin)) {
+    throw new Error(`no redis-server at ${bin}: install Debian's (sudo apt-get install -y redis-server), or set REDIS_SERVER`);
+  }
+  const port = await new Promise((resolve) => {
+    const srv = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+  const proc = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+    stdio: ["ignore", "ignore", "ignore"],
+  });
+  for (let i = 0; ; i++) {
+    const up = await new Promise((resolve) => {
+      const s = net.connect(port, "127.0.0.1", () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.on("error", () => resolve(false));
+    });
+    if (up) break;
+    if (i > 100 || proc.exitCode !== null) throw new Error(`redis-server did not start on port ${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.on("exit", r));
+      proc.kill("SIGKILL");
+      await exited;
     },
   };
 }
