@@ -1,7 +1,9 @@
 // Package checker verifies delivery in tests and load runs: given what every
 // client received and what publishers had acknowledged, it checks per room
 // one order for all, no gaps, no duplicates, and that every acknowledged
-// publish reached every member who was in the room.
+// publish reached every member who was in the room; given the order in
+// which each sender made its publishes, it checks per sender and room that
+// they entered the room in that order, each once, none lost.
 package checker
 
 import (
@@ -24,6 +26,8 @@ type Checker struct {
 	acked map[string]map[uint64]string
 	// resets[client][room] counts Reset frames (history was lost).
 	resets map[string]map[string]int
+	// sent[sender][room] are the publish ids a sender made, in order.
+	sent map[string]map[string][]string
 }
 
 type entry struct {
@@ -38,6 +42,7 @@ func New() *Checker {
 		windows: make(map[string]map[string][][2]uint64),
 		acked:   make(map[string]map[uint64]string),
 		resets:  make(map[string]map[string]int),
+		sent:    make(map[string]map[string][]string),
 	}
 }
 
@@ -75,6 +80,20 @@ func (c *Checker) Acked(room string, seq uint64, id string) {
 		c.acked[room] = m
 	}
 	m[seq] = id
+}
+
+// Sent records that sender made the publish id to room, after every
+// publish it made to room before; Check then wants id stored in room
+// exactly once (acknowledged or received by someone), after them.
+func (c *Checker) Sent(sender, room, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.sent[sender]
+	if m == nil {
+		m = make(map[string][]string)
+		c.sent[sender] = m
+	}
+	m[room] = append(m[room], id)
 }
 
 // Member declares that client must have received every message of room
@@ -163,7 +182,47 @@ func (c *Checker) Check() error {
 			}
 		}
 	}
+	c.checkSenders(canon, add)
 	return errors.Join(errs...)
+}
+
+// checkSenders checks each sender's publishes against canon, the room's
+// one order: each stored once, none lost, in the order they were made.
+// Lock must be held.
+func (c *Checker) checkSenders(canon map[string]map[uint64]string, add func(string, ...any)) {
+	if len(c.sent) == 0 {
+		return
+	}
+	// where[room][id] is every seq the id was stored at.
+	where := make(map[string]map[string][]uint64)
+	for room, m := range canon {
+		w := make(map[string][]uint64, len(m))
+		for seq, id := range m {
+			w[id] = append(w[id], seq)
+		}
+		where[room] = w
+	}
+	for _, sender := range sortedKeys(c.sent) {
+		for _, room := range sortedKeys(c.sent[sender]) {
+			var prevID string
+			var prev uint64
+			for _, id := range c.sent[sender][room] {
+				at := where[room][id]
+				switch {
+				case len(at) == 0:
+					add("%s/%s: publish %q never stored: lost", sender, room, id)
+					continue
+				case len(at) > 1:
+					sort.Slice(at, func(i, j int) bool { return at[i] < at[j] })
+					add("%s/%s: publish %q stored %d times (seqs %v): duplicated", sender, room, id, len(at), at)
+				}
+				if at[0] < prev {
+					add("%s/%s: publish %q (seq %d) entered the room before %q (seq %d), made earlier: sender order broken", sender, room, id, at[0], prevID, prev)
+				}
+				prevID, prev = id, at[0]
+			}
+		}
+	}
 }
 
 // Count reports how many messages client received in room.

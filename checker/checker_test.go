@@ -30,6 +30,38 @@ func TestCheck(t *testing.T) {
 			c.Received("a", "r", 1, "1")
 			c.Received("a", "r", 1, "1")
 		}, want: "duplicate seq 1"},
+		"sender in order": {build: func(c *checker.Checker) {
+			for i, id := range []string{"a1", "a2", "a3"} {
+				c.Sent("alice", "r", id)
+				c.Acked("r", uint64(2*i+1), id)
+			}
+			c.Sent("bob", "r", "b1")
+			c.Received("x", "r", 2, "b1")
+		}},
+		"sender reordered": {build: func(c *checker.Checker) {
+			c.Sent("alice", "r", "a1")
+			c.Sent("alice", "r", "a2")
+			c.Sent("alice", "r", "a3")
+			c.Acked("r", 1, "a1")
+			c.Acked("r", 2, "a3")
+			c.Acked("r", 3, "a2")
+		}, want: `publish "a3" (seq 2) entered the room before "a2" (seq 3), made earlier: sender order broken`},
+		"sender lost": {build: func(c *checker.Checker) {
+			c.Sent("alice", "r", "a1")
+			c.Sent("alice", "r", "a2")
+			c.Acked("r", 1, "a1")
+		}, want: `publish "a2" never stored: lost`},
+		"sender duplicated": {build: func(c *checker.Checker) {
+			c.Sent("alice", "r", "a1")
+			c.Received("x", "r", 1, "a1")
+			c.Received("x", "r", 2, "a1")
+		}, want: `stored 2 times (seqs [1 2]): duplicated`},
+		"sender per room": {build: func(c *checker.Checker) {
+			c.Sent("alice", "r", "a1")
+			c.Sent("alice", "q", "a2")
+			c.Acked("r", 5, "a1")
+			c.Acked("q", 1, "a2")
+		}},
 		"out of order": {build: func(c *checker.Checker) {
 			c.Received("a", "r", 2, "2")
 			c.Received("a", "r", 1, "1")

@@ -284,11 +284,19 @@ func (c *Conn) Join(ctx context.Context, room string, since uint64, epoch string
 // Publish sends a reliable message and waits for its seq. id must be unique
 // within the session (a retry with the same id is applied once).
 func (c *Conn) Publish(ctx context.Context, room, id string, payload []byte) (*corralv1.Published, error) {
+	return c.PublishSeq(ctx, room, id, 0, payload)
+}
+
+// PublishSeq is Publish at place seq of the session's sequence of
+// publishes to room (corralv1.Publish.seq; 0: none). The server stores it
+// only after place seq-1; otherwise it answers a *ServerError with
+// CODE_OUT_OF_ORDER. A Session numbers its publishes itself.
+func (c *Conn) PublishSeq(ctx context.Context, room, id string, seq uint64, payload []byte) (*corralv1.Published, error) {
 	if id == "" {
 		return nil, errors.New("client: publish needs an id")
 	}
 	f, err := c.request(ctx, c.pubWait, id, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
-		Room: room, Id: id, Payload: payload,
+		Room: room, Id: id, Payload: payload, Seq: seq,
 	}}})
 	return f.GetPublished(), err
 }

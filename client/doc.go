@@ -21,7 +21,10 @@
 // session id and resume token, and per room the last seq processed and
 // its epoch; the server replays what was missed (ExampleOptions_resume).
 // A Session (Connect) does all of that by itself: it reconnects, resumes,
-// re-sends unacknowledged publishes and passes each message on once.
+// re-sends unacknowledged publishes and passes each message on once. Its
+// publishes to a room enter the room in the order they were made, across
+// refusals, retries and reconnects (an outbox per room, outbox.go;
+// docs/GUARANTEES.md); PublishAsync keeps several on their way at once.
 //
 // coder/websocket dials and writes. For ws:// URLs the Conn reads the
 // server's frames from its TCP connection itself (cheaper per message: see

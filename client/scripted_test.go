@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -227,4 +228,87 @@ func TestSessionScripted(t *testing.T) {
 			t.Fatalf("disconnected with %v, want the close with its hint", ev.Err)
 		}
 	}
+}
+
+// TestSessionPublishOrder: until a room's first publish is stored, the
+// next waits for it; then three publishes, the first refused
+// with a retry code and the two after it refused as out of order: each
+// carries its place, and they are sent again in the order they were made,
+// each once its predecessor is resolved — never on a timer of its own
+// (the browser SDK's old bug stored a sender's publishes shuffled).
+func TestSessionPublishOrder(t *testing.T) {
+	fake := newScripted(t)
+	ctx := testCtx(t)
+	got := make(chan *client.Session, 1)
+	go func() {
+		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s
+	}()
+	c1 := fake.accept(t)
+	c1.read()
+	c1.send(welcomeF(false))
+	s := <-got
+	if s == nil {
+		t.FailNow()
+	}
+	defer s.Close()
+	go func() { _, _ = s.Join(ctx, "r") }()
+	c1.read()
+	c1.send(joinedF("r", 0, "e1", false))
+
+	// Until one is stored, only one publish is on its way: places start
+	// at 1 again, and the server takes 1 as the sequence starting again.
+	first := s.PublishAsync(ctx, "r", "p0", []byte(`1`))
+	second := s.PublishAsync(ctx, "r", "p1", []byte(`1`))
+	if p := c1.read().GetPublish(); p.GetId() != "p0" || p.GetSeq() != 1 {
+		t.Fatalf("sent %v, want p0 at place 1", p)
+	}
+	c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{Room: "r", Id: "p0", Seq: 9}}})
+	if r := <-first; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if p := c1.read().GetPublish(); p.GetId() != "p1" || p.GetSeq() != 2 {
+		t.Fatalf("sent %v, want p1 at place 2", p)
+	}
+	c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{Room: "r", Id: "p1", Seq: 10}}})
+	if r := <-second; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+
+	ids := []string{"p2", "p3", "p4"}
+	results := make(chan string, len(ids))
+	for i, id := range ids {
+		go func() {
+			p, err := s.Publish(ctx, "r", id, []byte(`1`))
+			if err != nil {
+				t.Errorf("publish %s: %v", id, err)
+			}
+			results <- fmt.Sprintf("%s@%d", id, p.GetSeq())
+		}()
+		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+3) {
+			t.Fatalf("sent %v, want %s at place %d", p, id, i+3)
+		}
+	}
+	refuse := func(id string, code corralv1.Code) *corralv1.ServerFrame {
+		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+			Code: code, Message: "no", Room: "r", Ref: id, RetryAfterMs: 50,
+		}}}
+	}
+	c1.send(refuse("p2", corralv1.Code_CODE_UNAVAILABLE),
+		refuse("p3", corralv1.Code_CODE_OUT_OF_ORDER), refuse("p4", corralv1.Code_CODE_OUT_OF_ORDER))
+	for i, id := range ids {
+		if p := c1.read().GetPublish(); p.GetId() != id || p.GetSeq() != uint64(i+3) {
+			t.Fatalf("sent again %v, want %s at place %d", p, id, i+3)
+		}
+		c1.send(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
+			Room: "r", Id: id, Seq: uint64(10 + i),
+		}}})
+		if r := <-results; r != fmt.Sprintf("%s@%d", id, 10+i) {
+			t.Fatalf("resolved %s, want %s@%d", r, id, 10+i)
+		}
+	}
+	c1.discard()
 }

@@ -40,6 +40,11 @@ type SessionOptions struct {
 	DialTimeout time.Duration
 	// EventBuffer is the capacity of Events. Default 4096.
 	EventBuffer int
+	// PublishTimeout is how long a publish waits for its answer on one
+	// connection before it is sent again there (same id and place, in its
+	// room's order). A publish the edge had queued for a core that went
+	// away is never answered. Default 5s.
+	PublishTimeout time.Duration
 	// Fallbacks are other addresses of the same deployment (more edges,
 	// when no load balancer spreads clients). A reconnect after the server
 	// asked the client to go elsewhere (CODE_GOING_AWAY: a drain or a
@@ -56,6 +61,9 @@ func (o SessionOptions) withDefaults() SessionOptions {
 	}
 	if o.EventBuffer <= 0 {
 		o.EventBuffer = 4096
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 5 * time.Second
 	}
 	return o
 }
@@ -151,6 +159,7 @@ type Session struct {
 	welcome  *corralv1.Welcome
 	changed  chan struct{} // closed (and replaced) when conn, live or err change
 	rooms    map[string]*roomState
+	outboxes map[string]*outbox // by room; only rooms with unresolved publishes
 	attempts []int
 	err      error // why the session ended
 }
@@ -195,6 +204,7 @@ func Connect(ctx context.Context, url string, opts SessionOptions) (*Session, er
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
 		rooms:    make(map[string]*roomState),
+		outboxes: make(map[string]*outbox),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	c, err := s.dial(ctx, false, nil, false)
@@ -321,6 +331,9 @@ func (s *Session) Leave(ctx context.Context, room string) error {
 	}
 	delete(s.rooms, room)
 	st.settle(fmt.Errorf("client: join %s: left", room))
+	if ob := s.outboxes[room]; ob != nil && len(ob.pending) == 0 {
+		delete(s.outboxes, room)
+	}
 	c := s.conn
 	s.mu.Unlock()
 	if c == nil {
@@ -342,14 +355,85 @@ func (s *Session) Leave(ctx context.Context, room string) error {
 // the resume (the server applies it once) until ctx ends. When the session
 // expired meanwhile, the error wraps [ErrSessionExpired]. Error frames
 // whose advice is retry are retried after their retry_after.
+//
+// Publishes to one room enter it in the order Publish was called, even
+// when called from several goroutines at once (the order of the calls is
+// then the order in which they took their place): each carries its place
+// in the session's sequence (corralv1.Publish.seq), and one that must be
+// sent again waits until every earlier one is resolved (outbox.go).
 func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) (*corralv1.Published, error) {
 	if id == "" {
 		return nil, errors.New("client: publish needs an id")
 	}
+	return s.publish(ctx, room, id, payload, s.place(room, id))
+}
+
+// PublishResult is the outcome of [Session.PublishAsync].
+type PublishResult struct {
+	Published *corralv1.Published
+	Err       error
+}
+
+// PublishAsync is [Session.Publish] without waiting: the publish takes
+// its place in the room's order before PublishAsync returns, so that
+// publishes made one after the other from one goroutine enter the room in
+// that order while several are on their way at once. The result arrives
+// on the returned channel (buffered: it need not be read).
+func (s *Session) PublishAsync(ctx context.Context, room, id string, payload []byte) <-chan PublishResult {
+	res := make(chan PublishResult, 1)
+	if id == "" {
+		res <- PublishResult{Err: errors.New("client: publish needs an id")}
+		return res
+	}
+	out := s.place(room, id)
+	go func() {
+		p, err := s.publish(ctx, room, id, payload, out)
+		res <- PublishResult{p, err}
+	}()
+	return res
+}
+
+// place gives id the next place in room's outbox.
+func (s *Session) place(room, id string) placed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ob := s.outboxes[room]
+	if ob == nil {
+		ob = newOutbox()
+		s.outboxes[room] = ob
+	}
+	return placed{ob, ob.add(id)}
+}
+
+// placed is a publish's place in its room's outbox.
+type placed struct {
+	ob  *outbox
+	out *outgoing
+}
+
+// publish sends the publish at pl until it is resolved (Publish).
+func (s *Session) publish(ctx context.Context, room, id string, payload []byte, pl placed) (*corralv1.Published, error) {
+	ob, out := pl.ob, pl.out
+	stored := false
+	defer func() {
+		s.mu.Lock()
+		ob.remove(out, stored)
+		s.mu.Unlock()
+	}()
 	var prev *Conn
 	var sent string // the session the id was sent in
 	step := 0
-	for {
+	s.mu.Lock()
+	first := !ob.started && !ob.atHead(out)
+	s.mu.Unlock()
+	for again := first; ; again = true {
+		if again {
+			// Sent again only from the head: a later publish never
+			// overtakes an earlier one that is still unresolved.
+			if err := s.waitHead(ctx, ob, out); err != nil {
+				return nil, err
+			}
+		}
 		c, sid, err := s.ready(ctx, prev)
 		if err != nil {
 			return nil, err
@@ -358,18 +442,41 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 			return nil, fmt.Errorf("client: publish %s: %w before it was acknowledged; it may have been applied", id, ErrSessionExpired)
 		}
 		sent = sid
+		s.mu.Lock()
+		seq := out.seq
+		s.mu.Unlock()
 		s.lastSend.Store(mono.Now())
-		p, err := c.Publish(ctx, room, id, payload)
+		actx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
+		p, err := c.PublishSeq(actx, room, id, seq, payload)
+		cancel()
 		if err == nil {
+			stored = true
 			return p, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			// No answer: lost on its way (a core that went away). Send
+			// it again once it is the head; a copy that was stored is
+			// answered as a duplicate.
+			prev = nil
+			continue
+		}
 		var se *ServerError
 		if errors.As(err, &se) {
 			if protocol.AdviceOf(se.Err.GetCode()) != protocol.AdviceRetry {
 				return nil, err
+			}
+			prev = nil
+			s.mu.Lock()
+			head, moved := ob.atHead(out), out.seq != seq
+			s.mu.Unlock()
+			if se.Err.GetCode() == corralv1.Code_CODE_OUT_OF_ORDER && (!head || moved) {
+				// An earlier publish is not stored yet (or was refused
+				// for good, and this one took its place): this one goes
+				// again once that one is resolved.
+				continue
 			}
 			wait := time.Duration(se.Err.GetRetryAfterMs()) * time.Millisecond
 			wait = max(wait, s.opts.Backoff.Delay(step, nil))
@@ -377,7 +484,6 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 			if !retry.Sleep(ctx, wait) {
 				return nil, ctx.Err()
 			}
-			prev = nil
 			continue
 		}
 		if isEncodeErr(err) {
@@ -386,6 +492,23 @@ func (s *Session) Publish(ctx context.Context, room, id string, payload []byte) 
 		// The connection failed; wait for the next one.
 		abandon(c)
 		prev = c
+	}
+}
+
+// waitHead waits until every publish before out in ob is resolved.
+func (s *Session) waitHead(ctx context.Context, ob *outbox, out *outgoing) error {
+	for {
+		s.mu.Lock()
+		head, moved := ob.atHead(out), ob.moved
+		s.mu.Unlock()
+		if head {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

@@ -83,7 +83,7 @@ func (c *Core) apiPublish(ctx context.Context, room string, payload []byte, key,
 	if key != "" {
 		dedupe = "api:" + key
 	}
-	return r.publish(ctx, msg, dedupe)
+	return r.publish(ctx, msg, dedupe, history.Sender{})
 }
 
 // Broadcast publishes one payload to many rooms, a bounded number at a

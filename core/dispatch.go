@@ -2,9 +2,11 @@ package core
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/roomclass"
 )
@@ -92,6 +94,12 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
 		return
+	case p.GetSeq() != 0 && p.GetId() == "":
+		// Without an id a retry of a stored publish could not be told
+		// from a sequence that starts again, and would be stored twice.
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "a publish with seq needs an id", name, "")
+		return
 	}
 	payload, ok := c.hookPublish(ctx, s, cl, p)
 	if !ok {
@@ -110,7 +118,18 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	if p.GetId() != "" {
 		dedupe = "s:" + s.id + ":" + p.GetId()
 	}
-	res, err := r.publish(ctx, msg, dedupe)
+	var sender history.Sender
+	if p.GetSeq() != 0 {
+		// The session is the sequence: it outlives connections, and a
+		// resumed session continues its sequence (docs/GUARANTEES.md).
+		sender = history.Sender{Stream: s.id, Seq: p.GetSeq()}
+	}
+	res, err := r.publish(ctx, msg, dedupe, sender)
+	if errors.Is(err, history.ErrOutOfOrder) {
+		c.metrics.refused.WithLabelValues(refusedOrder).Inc()
+		s.sendErr(corralv1.Code_CODE_OUT_OF_ORDER, "the publish before this one is not stored: send it first, then this one", name, p.GetId())
+		return
+	}
 	if err != nil {
 		c.storeFailed(s, "publish", err, name, p.GetId())
 		return

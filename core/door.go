@@ -332,6 +332,9 @@ const (
 	refusedHookPublish = "hook_publish"
 	refusedHookDown    = "hook_unavailable"
 	refusedNotJoined   = "not_joined"
+	// refusedOrder: a publish whose predecessor in its session's sequence
+	// for the room is not stored (Publish.seq, CODE_OUT_OF_ORDER).
+	refusedOrder = "out_of_order"
 	// refusedBacklog: a connection's work queue overflowed (connwork.go).
 	refusedBacklog = "conn_backlog"
 	// A refreshed token does not grant a room the session is in.

@@ -177,21 +177,28 @@ func (r *room) readState(ctx context.Context) error {
 	return nil
 }
 
-// publish appends msg to history, then hands it to the members.
-func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string) (res history.AppendResult, err error) {
+// publish appends msg to history, then hands it to the members. A
+// non-zero sender holds the append to the sender's order
+// (history.SenderOrder; a store that does not keep it appends as is).
+func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string, sender history.Sender) (res history.AppendResult, err error) {
 	ctx, span := tracing.Start(ctx, tracing.SpanPublish, r.name, 0)
 	defer func() { tracing.End(span, err) }()
 	done := r.core.metrics.storeOp("append")
 	actx, aspan := tracing.Start(ctx, tracing.SpanAppend, r.name, 0)
-	if lf, ok := r.core.hist.(history.LossFence); ok {
-		// Pass what this process saw, so that a history that lost its
-		// tail (Redis failover) moves to a new epoch instead of reusing
-		// a seq: see history.LossFence.
-		r.mu.Lock()
-		known := history.State{Epoch: r.epoch, Last: r.last}
-		r.mu.Unlock()
+	// Pass what this process saw, so that a history that lost its tail
+	// (Redis failover) moves to a new epoch instead of reusing a seq: see
+	// history.LossFence.
+	r.mu.Lock()
+	known := history.State{Epoch: r.epoch, Last: r.last}
+	r.mu.Unlock()
+	so, ordered := r.core.hist.(history.SenderOrder)
+	lf, fenced := r.core.hist.(history.LossFence)
+	switch {
+	case ordered && sender.Stream != "":
+		res, err = so.AppendOrdered(actx, r.name, msg, dedupe, sender, known)
+	case fenced:
 		res, err = lf.AppendKnown(actx, r.name, msg, dedupe, known)
-	} else {
+	default:
 		res, err = r.core.hist.Append(actx, r.name, msg, dedupe)
 	}
 	tracing.End(aspan, err)

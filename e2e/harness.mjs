@@ -36,7 +36,15 @@ export async function buildCorral(dir) {
  * (the server picks it: --addr 127.0.0.1:0) and resolves once it listens.
  */
 export async function startCorral(bin) {
-  const proc = spawn(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0", "--log-format", "json"], {
+  return startCorralWith(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0"]);
+}
+
+/**
+ * startCorralWith runs `corral` with args (a command and its flags; JSON
+ * logs are added) and resolves once it listens, with its address.
+ */
+export async function startCorralWith(bin, args) {
+  const proc = spawn(bin, [...args, "--log-format", "json"], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   const logs = [];
@@ -69,6 +77,142 @@ export async function startCorral(bin) {
       clearTimeout(t);
     },
   };
+}
+
+const redisBin = () => {
+  const bin = process.env.REDIS_SERVER || "/usr/bin/redis-server";
+  if (!existsSync(bin)) {
+    throw new Error(`no redis-server at ${bin}: install Debian's (sudo apt-get install -y redis-server), or set REDIS_SERVER`);
+  }
+  return bin;
+};
+
+function freePort() {
+  return new Promise((resolve) => {
+    const srv = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * startRedis runs a private redis-server (no persistence) on a free
+ * loopback port and resolves with its URL once it answers; extra are more
+ * flags (--replicaof ...).
+ */
+export async function startRedis(extra = []) {
+  const bin = redisBin();
+  const port = await freePort();
+  // A directory of its own: a replica's full sync writes an RDB file.
+  const dir = await tempDir("corral-redis-");
+  const proc = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", ...extra], {
+    stdio: ["ignore", "ignore", "ignore"],
+  });
+  await waitPort(port, proc);
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      if (proc.exitCode === null) {
+        const exited = new Promise((r) => proc.on("exit", r));
+        proc.kill("SIGKILL");
+        await exited;
+      }
+      await removeDir(dir);
+    },
+  };
+}
+
+/** redisCommand runs one command on 127.0.0.1:port with redis-cli and
+ * resolves with its output. */
+export async function redisCommand(port, ...args) {
+  const cli = process.env.REDIS_CLI || "/usr/bin/redis-cli";
+  const { stdout } = await promisify(execFile)(cli, ["-h", "127.0.0.1", "-p", String(port), ...args]);
+  return stdout.trim();
+}
+
+/**
+ * startSentinel runs a master, `replicas` replicas and three sentinels
+ * (quorum 2, the master down after 1 s), like internal/redistest's, and
+ * resolves once every sentinel names the master and knows its replicas.
+ * failover() kills the master (SIGKILL) and resolves once a replica is
+ * master and every sentinel names it.
+ */
+export async function startSentinel(replicas, dir) {
+  const master = await startRedis();
+  let servers = [master];
+  for (let i = 0; i < replicas; i++) servers.push(await startRedis(["--replicaof", "127.0.0.1", String(master.port)]));
+  const sentinels = [];
+  for (let i = 0; i < 3; i++) {
+    const port = await freePort();
+    const conf = join(dir, `sentinel-${port}.conf`);
+    await writeFile(
+      conf,
+      `port ${port}\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 ${master.port} 2\n` +
+        "sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 3000\nsentinel parallel-syncs mymaster 1\n",
+    );
+    const proc = spawn(redisBin(), [conf, "--sentinel"], { cwd: dir, stdio: ["ignore", "ignore", "ignore"] });
+    await waitPort(port, proc);
+    sentinels.push({ port, proc });
+  }
+  const named = async () => {
+    const ports = new Set();
+    for (const sn of sentinels) ports.add((await redisCommand(sn.port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")).split("\n")[1]);
+    return ports.size === 1 ? Number([...ports][0]) : 0;
+  };
+  const ready = async (want, n) => {
+    for (let i = 0; i < 1200; i++) {
+      try {
+        const info = await redisCommand(want, "INFO", "replication");
+        let known = true;
+        for (const sn of sentinels) {
+          const out = await redisCommand(sn.port, "SENTINEL", "REPLICAS", "mymaster");
+          if ((out.match(/^name$/gm) ?? []).length < n) known = false;
+        }
+        if (info.includes("role:master") && (info.match(/state=online/g) ?? []).length >= n && known && (await named()) === want) return;
+      } catch {
+        // not up yet
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`sentinel setup not ready: master ${want}, ${n} replicas`);
+  };
+  await ready(master.port, replicas);
+  return {
+    url: `redis+sentinel://${sentinels.map((s) => `127.0.0.1:${s.port}`).join(",")}/mymaster`,
+    async failover() {
+      const old = await named();
+      const dead = servers.find((s) => s.port === old);
+      await dead.stop();
+      servers = servers.filter((s) => s !== dead);
+      for (let i = 0; i < 1200; i++) {
+        const now = await named().catch(() => 0);
+        if (now && now !== old) return ready(now, servers.length - 1);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error("no replica was promoted within 60 s");
+    },
+    async stop() {
+      for (const sn of sentinels) if (sn.proc.exitCode === null) sn.proc.kill("SIGKILL");
+      for (const s of servers) await s.stop();
+    },
+  };
+}
+
+async function waitPort(port, proc) {
+  for (let i = 0; ; i++) {
+    const up = await new Promise((resolve) => {
+      const s = net.connect(port, "127.0.0.1", () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.on("error", () => resolve(false));
+    });
+    if (up) return;
+    if (i > 100 || proc.exitCode !== null) throw new Error(`redis-server did not start on port ${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /**

@@ -10,7 +10,8 @@
 --
 -- KEYS[1] seq key, KEYS[2] log key (stream), KEYS[3] epoch key,
 -- KEYS[4] here key, KEYS[5] dedupe key (absent when the publish has none),
--- then the event log stream key (absent when there is no event log)
+-- then the sender key (present when ARGV[13] is not ''), then the event
+-- log stream key (absent when there is no event log)
 -- ARGV[1] the encoded Message before the seq field (field 1, room)
 -- ARGV[2] the encoded Message after the seq field (fields 3 and up)
 -- ARGV[3] the room's pub/sub channel
@@ -26,6 +27,14 @@
 -- ARGV[11] the newest seq the caller knows in that epoch
 -- ARGV[12] '1' to open a new epoch for a history that came by replication
 --          (no here key: see below), '0' not to (replica wait)
+-- ARGV[13] the publish's place in its sender's sequence (history.Sender),
+--          '' when none; it comes with a dedupe key
+--
+-- Sender order: the sender key holds "<place> <epoch>", the stream's last
+-- stored place, for the dedupe window. A publish whose place is more than
+-- one past it is refused (nothing written), so a sender's publishes enter
+-- the room in the order it numbered them. Written here, with the message,
+-- the mark is lost by a failover exactly when the message is.
 --
 -- Loss detection: Redis replicates asynchronously, so a replica promoted
 -- after a failover may lack the newest acknowledged messages; its seq key
@@ -48,13 +57,20 @@
 -- from history, and see the new epoch, before they deliver anything more.
 --
 -- Returns {seq, epoch, duplicate (0 or 1), epoch bumped (0: no, 1: the
--- caller saw more, 2: the history came by replication)}.
+-- caller saw more, 2: the history came by replication)}, or, refused for
+-- sender order, {the stream's last place, epoch, 2, 0}.
 
 local seqKey, logKey, epochKey, hereKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local nkeys, eventsKey, dedupeKey = #KEYS, nil, nil
+local nkeys, eventsKey, dedupeKey, senderKey = #KEYS, nil, nil, nil
 if ARGV[8] ~= '' then
   eventsKey = KEYS[nkeys]
   nkeys = nkeys - 1
+end
+local place = nil
+if ARGV[13] ~= '' then
+  senderKey = KEYS[nkeys]
+  nkeys = nkeys - 1
+  place = tonumber(ARGV[13])
 end
 if nkeys >= 5 then
   dedupeKey = KEYS[5]
@@ -71,6 +87,19 @@ if epoch and last and dedupeKey then
     local sp = string.find(seen, ' ', 1, true)
     if sp and string.sub(seen, sp + 1) == epoch then
       return {tonumber(string.sub(seen, 1, sp - 1)), epoch, 1, 0}
+    end
+  end
+end
+
+if epoch and last and senderKey then
+  local mark = redis.call('GET', senderKey)
+  if mark then
+    local sp = string.find(mark, ' ', 1, true)
+    if sp and string.sub(mark, sp + 1) == epoch then
+      local prev = tonumber(string.sub(mark, 1, sp - 1))
+      if prev + 1 < place then
+        return {prev, epoch, 2, 0}
+      end
     end
   end
 end
@@ -119,6 +148,9 @@ redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[4], seqStr .. '-0', 'm', data)
 redis.call('PEXPIRE', logKey, ttl)
 if dedupeKey then
   redis.call('SET', dedupeKey, seqStr .. ' ' .. epoch, 'PX', ARGV[6])
+end
+if senderKey then
+  redis.call('SET', senderKey, ARGV[13] .. ' ' .. epoch, 'PX', ARGV[6])
 end
 if eventsKey then
   local n, logEpoch = 1, ARGV[7]

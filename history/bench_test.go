@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -86,6 +87,38 @@ func BenchmarkRedisAppend(b *testing.B) {
 				msg := &corralv1.Message{Room: room, Sender: "u", Payload: benchPayload()}
 				for pb.Next() {
 					if _, err := s.Append(ctx, room, msg, ""); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			reportOps(b)
+		})
+	}
+	// A publish of a session with an id (dedupe key), without and with its
+	// place in the session's sequence (the sender order's GET and SET in
+	// append.lua): each goroutine is one session.
+	for _, ordered := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parallel/rooms=one/dedupe/ordered=%v", ordered), func(b *testing.B) {
+			s := history.NewRedis(client, history.RedisOptions{Prefix: redistest.Prefix(b), MaxLen: 1000})
+			defer s.Close()
+			var n atomic.Int64
+			b.SetParallelism(64)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				stream := "s" + strconv.FormatInt(n.Add(1), 10)
+				msg := &corralv1.Message{Room: "r", Sender: "u", Payload: benchPayload()}
+				var place uint64
+				for pb.Next() {
+					place++
+					key := stream + ":" + strconv.FormatUint(place, 10)
+					var err error
+					if ordered {
+						_, err = s.AppendOrdered(ctx, "r", msg, key, history.Sender{Stream: stream, Seq: place}, history.State{})
+					} else {
+						_, err = s.Append(ctx, "r", msg, key)
+					}
+					if err != nil {
 						b.Error(err)
 						return
 					}

@@ -172,12 +172,23 @@ type memRoom struct {
 	head, n int
 	last    uint64
 	dedupe  map[string]uint64
+	// senders is each sender stream's last stored place (SenderOrder).
+	senders map[string]senderMark
 	expiry  []dedupeExpiry // in expiry order; expiry[qhead:] is live
 	qhead   int
 }
 
+// dedupeExpiry is when a dedupe key, or a sender's mark (sender true),
+// leaves the window.
 type dedupeExpiry struct {
-	key string
+	key    string
+	at     time.Time
+	sender bool
+}
+
+// senderMark is a sender stream's last stored place and when it expires.
+type senderMark struct {
+	seq uint64
 	at  time.Time
 }
 
@@ -308,9 +319,18 @@ func (m *Memory) maybeSweep() {
 }
 
 // Append implements [Store.Append].
-func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, dedupeKey string) (AppendResult, error) {
+func (m *Memory) Append(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string) (AppendResult, error) {
+	return m.AppendOrdered(ctx, room, msg, dedupeKey, Sender{}, State{})
+}
+
+// AppendOrdered implements [SenderOrder.AppendOrdered]; known is ignored
+// (a memory history loses nothing it acknowledged).
+func (m *Memory) AppendOrdered(_ context.Context, room string, msg *corralv1.Message, dedupeKey string, sender Sender, _ State) (AppendResult, error) {
 	if err := checkAppend(room, msg); err != nil {
 		return AppendResult{}, err
+	}
+	if sender.Stream != "" && dedupeKey == "" {
+		return AppendResult{}, fmt.Errorf("history: append to %q: a sender's place needs a dedupe key", room)
 	}
 	m.maybeSweep()
 	r := m.lockLive(room)
@@ -323,6 +343,11 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 		if seq, ok := r.dedupe[dedupeKey]; ok {
 			msg.Seq = seq
 			return AppendResult{Seq: seq, Epoch: r.epoch, Duplicate: true}, nil
+		}
+	}
+	if sender.Stream != "" {
+		if mark, ok := r.senders[sender.Stream]; ok && mark.seq+1 < sender.Seq {
+			return AppendResult{}, fmt.Errorf("history: append to %q: place %d after %d: %w", room, sender.Seq, mark.seq, ErrOutOfOrder)
 		}
 	}
 	r.last++
@@ -345,6 +370,14 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 		r.dedupe[dedupeKey] = r.last
 		r.expiry = append(r.expiry, dedupeExpiry{key: dedupeKey, at: now.Add(m.window)})
 	}
+	if sender.Stream != "" {
+		if r.senders == nil {
+			r.senders = make(map[string]senderMark)
+		}
+		at := now.Add(m.window)
+		r.senders[sender.Stream] = senderMark{seq: sender.Seq, at: at}
+		r.expiry = append(r.expiry, dedupeExpiry{key: sender.Stream, at: at, sender: true})
+	}
 	if m.events != nil {
 		m.events.CommitMessage(msg)
 	}
@@ -354,7 +387,14 @@ func (m *Memory) Append(_ context.Context, room string, msg *corralv1.Message, d
 // expireDedupe forgets dedupe keys older than the window. Lock must be held.
 func (r *memRoom) expireDedupe(now time.Time) {
 	for r.qhead < len(r.expiry) && !now.Before(r.expiry[r.qhead].at) {
-		delete(r.dedupe, r.expiry[r.qhead].key)
+		e := r.expiry[r.qhead]
+		if !e.sender {
+			delete(r.dedupe, e.key)
+		} else if mark, ok := r.senders[e.key]; ok && !now.Before(mark.at) {
+			// A stream's mark is queued again at every append: only
+			// the newest entry forgets it.
+			delete(r.senders, e.key)
+		}
 		r.expiry[r.qhead] = dedupeExpiry{}
 		r.qhead++
 	}

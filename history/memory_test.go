@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -58,6 +59,41 @@ func TestMemoryDedupeWindow(t *testing.T) {
 		}
 		if res := appendKey("other"); res.Seq != 2 || !res.Duplicate {
 			t.Fatalf("other within its window: %+v", res)
+		}
+	})
+}
+
+// TestMemorySenderMarkWindow: a sender's mark is kept for the dedupe
+// window after the stream's last append, not its first (a refreshed mark
+// outlives the expiry queued for its older appends), and is then
+// forgotten: the state is bounded by the streams that appended within the
+// window.
+func TestMemorySenderMarkWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := history.NewMemory(history.MemoryOptions{DedupeWindow: time.Minute})
+		ctx := context.Background()
+		n := 0
+		appendAt := func(place uint64) error {
+			t.Helper()
+			n++
+			id := fmt.Sprintf("p%d", n)
+			_, err := s.AppendOrdered(ctx, "r", newMsg("r", 0, n), "s:a:"+id, history.Sender{Stream: "a", Seq: place}, history.State{})
+			return err
+		}
+		if err := appendAt(1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Second)
+		if err := appendAt(2); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second) // past place 1's window, within place 2's
+		if err := appendAt(4); !errors.Is(err, history.ErrOutOfOrder) {
+			t.Fatalf("place 4 after 2 within the window: %v, want ErrOutOfOrder", err)
+		}
+		time.Sleep(41 * time.Second) // past place 2's window: forgotten
+		if err := appendAt(4); err != nil {
+			t.Fatalf("place 4 after the mark expired: %v", err)
 		}
 	})
 }

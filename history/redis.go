@@ -242,8 +242,17 @@ func (r *Redis) Append(ctx context.Context, room string, msg *corralv1.Message, 
 
 // AppendKnown implements [LossFence.AppendKnown].
 func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string, known State) (AppendResult, error) {
+	return r.AppendOrdered(ctx, room, msg, dedupeKey, Sender{}, known)
+}
+
+// AppendOrdered implements [SenderOrder.AppendOrdered]. The sender's mark
+// is a key of the room's slot, written by append.lua with the message.
+func (r *Redis) AppendOrdered(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string, sender Sender, known State) (AppendResult, error) {
 	if err := checkAppend(room, msg); err != nil {
 		return AppendResult{}, err
+	}
+	if sender.Stream != "" && dedupeKey == "" {
+		return AppendResult{}, fmt.Errorf("history: append to %q: a sender's place needs a dedupe key", room)
 	}
 	if err := r.acquire(); err != nil {
 		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
@@ -253,9 +262,14 @@ func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Mess
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
 	}
-	keys := r.roomKeys(room, 2)
+	keys := r.roomKeys(room, 3)
 	if dedupeKey != "" {
 		keys = append(keys, r.prefix+":{"+room+"}:dedupe:"+dedupeKey)
+	}
+	place := ""
+	if sender.Stream != "" {
+		keys = append(keys, r.prefix+":{"+room+"}:sender:"+sender.Stream)
+		place = strconv.FormatUint(sender.Seq, 10)
 	}
 	if r.evKey != "" {
 		keys = append(keys, r.evKey)
@@ -268,7 +282,7 @@ func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Mess
 	}
 	maxLen, ttl := r.limitsOf(room)
 	args := []string{head, tail, r.channel(room), maxLen, ttl, r.window, candidateEpoch(), r.evMaxLen, r.spublish(),
-		known.Epoch, strconv.FormatUint(known.Last, 10), replicated}
+		known.Epoch, strconv.FormatUint(known.Last, 10), replicated, place}
 	var res []rueidis.RedisMessage
 	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
@@ -298,6 +312,10 @@ func (r *Redis) AppendKnown(ctx context.Context, room string, msg *corralv1.Mess
 	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("history: append to %q: %w", room, err)
+	}
+	if dup == 2 {
+		// Nothing was written: the first element is the stream's mark.
+		return AppendResult{}, fmt.Errorf("history: append to %q: place %d after %d: %w", room, sender.Seq, out.Seq, ErrOutOfOrder)
 	}
 	out.Duplicate = dup == 1
 	if lost == 1 && r.onLoss != nil {

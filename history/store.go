@@ -109,6 +109,36 @@ type AppendResult struct {
 	Duplicate bool
 }
 
+// Sender is a publish's place in its sender's sequence of publishes to a
+// room (corral.v1.Publish.seq): Stream names the sequence (the core uses
+// the session id), Seq is the place, from 1. The zero Sender is none.
+type Sender struct {
+	Stream string
+	Seq    uint64
+}
+
+// SenderOrder is implemented by the stores that keep each sender's order in
+// a room ([Memory] and [Redis]): the check and the append are one atomic
+// step, so the order holds whichever process appends, and survives what
+// the history survives (a process restart; a Redis failover loses the
+// mark only with the messages it describes).
+type SenderOrder interface {
+	// AppendOrdered is [LossFence.AppendKnown] ([Store.Append] for a store
+	// that is no LossFence) for a publish at sender's place. dedupeKey
+	// must not be empty. A duplicate is answered first, as by Append.
+	// Otherwise, when the store remembers the stream's last stored place
+	// and it is below sender.Seq-1, nothing is stored and the error wraps
+	// [ErrOutOfOrder]. A place at or below the remembered one starts the
+	// stream again (a new client instance of the session). The mark is
+	// remembered for the dedupe window after the stream's last append: the
+	// state is bounded by the streams that appended within the window.
+	AppendOrdered(ctx context.Context, room string, msg *corralv1.Message, dedupeKey string, sender Sender, known State) (AppendResult, error)
+}
+
+// ErrOutOfOrder is returned (wrapped) by [SenderOrder.AppendOrdered] when
+// the sender's previous publish is not stored; nothing was stored.
+var ErrOutOfOrder = errors.New("history: out of order")
+
 // ErrBusy is returned (wrapped) when a store's bound on in-flight work is
 // reached; the call did nothing and may be retried later.
 var ErrBusy = errors.New("history: busy")

@@ -28,6 +28,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"Epoch":            testEpoch,
 		"BadRoom":          testBadRoom,
 		"SenderInfo":       testSenderInfo,
+		"SenderOrder":      testSenderOrder,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, newStore) })
@@ -409,5 +410,70 @@ func testSenderInfo(t *testing.T, newStore newStoreFunc) {
 	}
 	if len(p.Messages) != 2 || string(p.Messages[0].GetSenderInfo()) != `{"name":"Ann"}` || p.Messages[1].GetSenderInfo() != nil {
 		t.Fatalf("read back %v", p.Messages)
+	}
+}
+
+// testSenderOrder: a sender's publish is refused while its predecessor is
+// not stored, a retry of a stored one is a duplicate (whatever came after
+// it), a stream is independent of the others, and a place at or below
+// the mark under a new id starts the stream again.
+func testSenderOrder(t *testing.T, newStore newStoreFunc) {
+	ctx := context.Background()
+	s := newStore(t, 0)
+	so, ok := s.(history.SenderOrder)
+	if !ok {
+		t.Fatalf("%T does not keep sender order", s)
+	}
+	const room = "order"
+	steps := []struct {
+		stream, id string
+		seq        uint64
+		want       string // "ok", "dup" or "refused"
+	}{
+		{"a", "a1", 1, "ok"},      // nothing known: taken
+		{"a", "a3", 3, "refused"}, // 2 is not stored
+		{"b", "b7", 7, "ok"},      // another stream, nothing known of it
+		{"a", "a2", 2, "ok"},
+		{"a", "a3", 3, "ok"},
+		{"a", "a2", 2, "dup"},     // a retry of a stored publish
+		{"a", "a5", 5, "refused"}, // 4 is not stored
+		{"b", "b8", 8, "ok"},
+		{"a", "x1", 1, "ok"},      // a new instance starts again
+		{"a", "x3", 3, "refused"}, // ... and is held to its own order
+		{"a", "x2", 2, "ok"},
+	}
+	var stored []string
+	for i, st := range steps {
+		msg := newMsg(room, 0, i)
+		msg.Id = st.id
+		res, err := so.AppendOrdered(ctx, room, msg, "s:"+st.stream+":"+st.id, history.Sender{Stream: st.stream, Seq: st.seq}, history.State{})
+		got := "ok"
+		switch {
+		case errors.Is(err, history.ErrOutOfOrder):
+			got = "refused"
+		case err != nil:
+			t.Fatalf("step %d (%s %d): %v", i, st.id, st.seq, err)
+		case res.Duplicate:
+			got = "dup"
+		default:
+			stored = append(stored, st.id)
+		}
+		if got != st.want {
+			t.Fatalf("step %d (%s place %d): %s, want %s", i, st.id, st.seq, got, st.want)
+		}
+	}
+	p, err := s.Read(ctx, history.Query{Room: room})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range p.Messages {
+		ids = append(ids, m.GetId())
+	}
+	if !slices.Equal(ids, stored) {
+		t.Fatalf("history holds %v, want %v", ids, stored)
+	}
+	if _, err := so.AppendOrdered(ctx, room, newMsg(room, 0, 99), "", history.Sender{Stream: "a", Seq: 4}, history.State{}); err == nil {
+		t.Fatal("a sender's place without a dedupe key was taken")
 	}
 }

@@ -1,7 +1,9 @@
 package integration_test
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -111,6 +113,75 @@ func TestJSONAndProtoInteroperate(t *testing.T) {
 			got = nextFrame(t, js, isMsg).GetMessage()
 			if string(got.GetPayload()) != `"from proto"` || got.GetSender() != "pb" || got.GetSeq() != 2 {
 				t.Fatalf("JSON client got %v", got)
+			}
+		})
+	}
+}
+
+// TestPublishSeqOrder: a publish whose place in its session's sequence
+// (Publish.seq) follows one the server has not stored is refused with
+// CODE_OUT_OF_ORDER and not stored; once its predecessor is, it is taken;
+// a retry of a stored one is a duplicate; a publish without seq (an older
+// client) is taken as before, and one with seq but no id is refused.
+func TestPublishSeqOrder(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, mode, nil, withoutRateLimits(nil))
+			ctx := testCtx(t)
+			c := dial(t, d, "alice", protocol.JSON)
+			if _, err := c.Join(ctx, "seq", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			steps := []struct {
+				id   string
+				seq  uint64
+				want corralv1.Code // 0: stored; -1: a duplicate
+			}{
+				{"a1", 1, 0},
+				{"a3", 3, corralv1.Code_CODE_OUT_OF_ORDER},
+				{"a2", 2, 0},
+				{"a3", 3, 0},
+				{"a2", 2, -1},
+				{"old", 0, 0},
+				{"a5", 5, corralv1.Code_CODE_OUT_OF_ORDER},
+				{"", 4, corralv1.Code_CODE_INVALID_ARGUMENT},
+				{"a4", 4, 0},
+				{"a5", 5, 0},
+			}
+			var stored []uint64
+			for _, st := range steps {
+				id := st.id
+				if id == "" {
+					// PublishSeq needs an id: send the frame as is.
+					err := c.Send(ctx, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "seq", Seq: st.seq}}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					f := nextFrame(t, c, func(f *corralv1.ServerFrame) bool { return f.GetError() != nil && f.GetError().GetRef() == "" })
+					if got := f.GetError().GetCode(); got != st.want {
+						t.Fatalf("publish without id at %d: %v, want %v", st.seq, got, st.want)
+					}
+					continue
+				}
+				p, err := c.PublishSeq(ctx, "seq", id, st.seq, payload(int(st.seq)))
+				var se *client.ServerError
+				switch {
+				case st.want > 0:
+					if !errors.As(err, &se) || se.Err.GetCode() != st.want {
+						t.Fatalf("%s at %d: %v, want %v", id, st.seq, err, st.want)
+					}
+				case err != nil:
+					t.Fatalf("%s at %d: %v", id, st.seq, err)
+				case (st.want == -1) != p.GetDuplicate():
+					t.Fatalf("%s at %d: duplicate %v, want %v", id, st.seq, p.GetDuplicate(), st.want == -1)
+				case st.want == 0:
+					stored = append(stored, p.GetSeq())
+				}
+			}
+			// Nothing else was stored: the stored ones hold seqs 1, 2, ...
+			// in the order they were taken.
+			if want := []uint64{1, 2, 3, 4, 5, 6}; !slices.Equal(stored, want) {
+				t.Fatalf("stored at seqs %v, want %v", stored, want)
 			}
 		})
 	}

@@ -399,6 +399,7 @@ func appendJSONPublish(b []byte, m *v1.Publish) []byte {
 	b = appendStringField(b, s, `"room":`, m.GetRoom())
 	b = appendStringField(b, s, `"id":`, m.GetId())
 	b = appendBytesField(b, s, "payload", m.GetPayload())
+	b = appendUintField(b, s, `"seq":`, m.GetSeq())
 	return append(b, '}')
 }
 
@@ -418,6 +419,8 @@ func (d *decoder) readPublish(m *v1.Publish) error {
 			m.Payload, err = d.payload("payload", m.Payload)
 		case "payloadBase64", "payload_base64":
 			m.Payload, err = d.payloadBase64("payloadBase64", m.Payload)
+		case "seq":
+			m.Seq, err = d.uint("seq", 64)
 		default:
 			d.skip()
 		}

@@ -574,6 +574,7 @@ func TestAdvice(t *testing.T) {
 		"overloaded":         {corralv1.Code_CODE_OVERLOADED, protocol.AdviceRetry},
 		"session expired":    {corralv1.Code_CODE_SESSION_EXPIRED, protocol.AdviceRetry},
 		"backlog full":       {corralv1.Code_CODE_BACKLOG_FULL, protocol.AdviceRetry},
+		"out of order":       {corralv1.Code_CODE_OUT_OF_ORDER, protocol.AdviceRetry},
 		"last retry":         {4199, protocol.AdviceRetry},
 		"gap":                {4200, protocol.AdviceStop},
 		"bad frame":          {corralv1.Code_CODE_BAD_FRAME, protocol.AdviceStop},

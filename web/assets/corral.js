@@ -41,7 +41,7 @@ var messageFields = {
   RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool" },
   Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool" },
   Leave: { room: "string" },
-  Publish: { room: "string", id: "string", payload: "payload" },
+  Publish: { room: "string", id: "string", payload: "payload", seq: "number" },
   Signal: { room: "string", key: "string", payload: "payload", clear: "bool" },
   Ack: { room: "string", seq: "number" },
   Ping: { id: "number" },
@@ -113,6 +113,7 @@ var Code = /* @__PURE__ */ ((Code2) => {
   Code2[Code2["UNAVAILABLE"] = 4103] = "UNAVAILABLE";
   Code2[Code2["TOKEN_EXPIRED"] = 4104] = "TOKEN_EXPIRED";
   Code2[Code2["BACKLOG_FULL"] = 4105] = "BACKLOG_FULL";
+  Code2[Code2["OUT_OF_ORDER"] = 4106] = "OUT_OF_ORDER";
   Code2[Code2["BAD_FRAME"] = 4400] = "BAD_FRAME";
   Code2[Code2["UNAUTHENTICATED"] = 4401] = "UNAUTHENTICATED";
   Code2[Code2["RESUME_REFUSED"] = 4402] = "RESUME_REFUSED";
@@ -468,6 +469,13 @@ var Client = class extends Emitter {
     this.leaving = /* @__PURE__ */ new Map();
     /** The rooms named in the current connection's resume hello. */
     this.resumeRooms = /* @__PURE__ */ new Set();
+    /** Unresolved publishes by id, in the order they were made (a Map
+     * iterates in insertion order): per room, the outbox. A publish is sent
+     * again only after every earlier one of its room was sent again or
+     * resolved, and carries its place (Publish.seq), so that the server
+     * refuses it (OUT_OF_ORDER) rather than store it before an earlier one:
+     * a sender's publishes enter the room in the order they were made
+     * (docs/GUARANTEES.md). */
     this.outbox = /* @__PURE__ */ new Map();
     this.signals = /* @__PURE__ */ new Map();
     /** Resume attempts made by this Client (Resume.attempt). */
@@ -485,7 +493,8 @@ var Client = class extends Emitter {
       ackDelayMs: options.ackDelayMs ?? 1e3,
       connectTimeoutMs: options.connectTimeoutMs ?? 1e4,
       stableMs: options.stableMs ?? 5e3,
-      publishRetries: options.publishRetries ?? 5
+      publishRetries: options.publishRetries ?? 5,
+      publishTimeoutMs: options.publishTimeoutMs ?? 5e3
     };
     const WS = options.WebSocket ?? globalThis.WebSocket;
     if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
@@ -615,6 +624,7 @@ var Client = class extends Emitter {
    * the server assigned when the server acknowledges it, and rejects with a
    * CorralError when the server refuses it for good. Across a reconnect it
    * is sent again with the same id, which the server applies once.
+   * Publishes to one room enter it in the order publish was called.
    */
   publish(room, payload, opts = {}) {
     const id = opts.id ?? `${this.idPrefix}-${++this.nextId}`;
@@ -623,10 +633,12 @@ var Client = class extends Emitter {
       return Promise.reject(new CorralError(4404 /* NOT_JOINED */, "join the room before publishing", room, id));
     }
     if (this.outbox.has(id)) return Promise.reject(new CorralError(4407 /* INVALID_ARGUMENT */, "publish id in use", room, id));
+    const r = this.rooms.get(room);
     return new Promise((resolve, reject) => {
-      const p = { room, id, payload, resolve, reject, sent: false, attempts: 0, timer: void 0 };
+      const seq = ++r.pubSeq;
+      const p = { room, id, payload, seq, sentSeq: 0, resolve, reject, sent: false, attempts: 0, timer: void 0, answerTimer: void 0 };
       this.outbox.set(id, p);
-      this.sendPublish(p);
+      this.pump(room);
     });
   }
   /**
@@ -815,7 +827,8 @@ var Client = class extends Emitter {
     for (const p of this.outbox.values()) {
       p.sent = false;
       clearTimeout(p.timer);
-      p.timer = void 0;
+      clearTimeout(p.answerTimer);
+      p.timer = p.answerTimer = void 0;
     }
   }
   /** stop ends for good: everything pending rejects with err, which is
@@ -956,9 +969,7 @@ var Client = class extends Emitter {
     this.dirty = true;
     for (const w of r.waiters.splice(0)) w.resolve(j);
     this.emit("joined", j);
-    for (const p of this.outbox.values()) {
-      if (p.room === j.room && !p.sent && !p.timer) this.sendPublish(p);
-    }
+    this.pump(j.room);
     for (const s of this.signals.values()) {
       if (s.room === j.room) {
         s.dirty = true;
@@ -1000,8 +1011,12 @@ var Client = class extends Emitter {
   onPublished(p) {
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
+      clearTimeout(pending.answerTimer);
       this.outbox.delete(p.id);
+      const r = this.rooms.get(p.room);
+      if (r) r.pubStarted = true;
       pending.resolve(p);
+      this.pump(p.room);
     }
   }
   onError(e) {
@@ -1009,11 +1024,18 @@ var Client = class extends Emitter {
     const p = e.ref ? this.outbox.get(e.ref) : void 0;
     if (p) {
       p.sent = false;
+      clearTimeout(p.answerTimer);
+      p.answerTimer = void 0;
+      if (e.code === 4106 /* OUT_OF_ORDER */ && (!this.isHead(p) || p.sentSeq !== p.seq)) {
+        p.attempts--;
+        this.pump(p.room);
+        return;
+      }
       if (err.advice === "retry" && p.attempts <= this.opts.publishRetries) {
         const wait = Math.max(e.retryAfterMs, Math.round(this.random() * 250 * 2 ** p.attempts));
         p.timer = setTimeout(() => {
           p.timer = void 0;
-          this.sendPublish(p);
+          this.pump(p.room);
         }, wait);
         return;
       }
@@ -1048,16 +1070,61 @@ var Client = class extends Emitter {
     this.emit("error", err);
   }
   // ---- publishes, signals, acks, heartbeats ----
-  sendPublish(p) {
-    const r = this.rooms.get(p.room);
-    if (this.st !== "open" || !r?.ready || p.sent) return;
-    p.sent = true;
-    p.attempts++;
-    this.send({ publish: { room: p.room, id: p.id, payload: p.payload } });
+  /** pump sends room's unsent publishes in their order, up to the first
+   * that waits for its retry timer: none overtakes an earlier one. On a
+   * connection the server handles frames in order, so those sent here
+   * reach it after every earlier one that is in flight. */
+  pump(room) {
+    const r = this.rooms.get(room);
+    if (this.st !== "open" || !r?.ready) return;
+    for (const p of this.outbox.values()) {
+      if (p.room !== room) continue;
+      if (p.timer || p.sent && !r.pubStarted) return;
+      if (p.sent) continue;
+      p.sent = true;
+      p.attempts++;
+      p.sentSeq = p.seq;
+      const gen = this.gen;
+      p.answerTimer = setTimeout(() => {
+        p.answerTimer = void 0;
+        if (gen !== this.gen || !p.sent) return;
+        p.sent = false;
+        this.pump(p.room);
+      }, this.opts.publishTimeoutMs);
+      this.send({ publish: { room: p.room, id: p.id, payload: p.payload, seq: p.seq } });
+      if (!r.pubStarted) return;
+    }
   }
+  /** isHead: no publish made before p to its room is unresolved. */
+  isHead(p) {
+    for (const q of this.outbox.values()) {
+      if (q.room === p.room) return q === p;
+    }
+    return false;
+  }
+  /** settle rejects p, which was not stored: the later publishes of its
+   * room move down one place, so that they do not wait for a place nobody
+   * fills (if p was stored after all, its answer lost, the next one's
+   * place is at or below the server's under a new id, which the server
+   * takes as the sequence starting again: the order still holds). */
   settle(p, err) {
     clearTimeout(p.timer);
-    this.outbox.delete(p.id);
+    clearTimeout(p.answerTimer);
+    if (this.outbox.delete(p.id)) {
+      let after = false;
+      for (const q of this.outbox.values()) {
+        if (q === p || q.room !== p.room) continue;
+        if (q.seq > p.seq) {
+          q.seq--;
+          after = true;
+        }
+      }
+      const r = this.rooms.get(p.room);
+      if (r) r.pubSeq--;
+      p.reject(err);
+      if (after) this.pump(p.room);
+      return;
+    }
     p.reject(err);
   }
   setSignal(room, key, payload, clear) {
@@ -1131,7 +1198,7 @@ ${s.key}`);
   }
 };
 function newRoom(seq, epoch) {
-  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq };
+  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0, pubStarted: false };
 }
 export {
   Backoff,

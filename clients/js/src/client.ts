@@ -155,6 +155,10 @@ export interface ClientOptions {
   /** How often a publish refused with a "retry" code is tried again
    * before its promise rejects. Default 5. */
   publishRetries?: number;
+  /** How long a publish waits for its answer on one connection before it
+   * is sent again (same id and place, in its room's order): one the edge
+   * had queued for a core that went away is never answered. Default 5 s. */
+  publishTimeoutMs?: number;
   /** The WebSocket implementation. Default globalThis.WebSocket. */
   WebSocket?: WebSocketConstructor;
   /** Randomness for jitter and publish ids. Default Math.random. */
@@ -173,6 +177,13 @@ interface RoomState {
   joining: boolean;
   waiters: Waiter<Joined>[];
   acked: number;
+  /** The places given to publishes in this room (Publish.seq). */
+  pubSeq: number;
+  /** One of them was stored. Until then one publish at a time is on its
+   * way: places start at 1, which the server takes as the sequence
+   * starting again (a new instance of the session), so a second must not
+   * reach it before the first is stored. */
+  pubStarted: boolean;
   /** Joined with presence, with this state; kept for rejoins. */
   presence?: boolean;
   state?: Payload;
@@ -187,9 +198,16 @@ interface PendingPublish extends Waiter<PublishResult> {
   room: string;
   id: string;
   payload: Payload | undefined;
+  /** Its place in the session's sequence of publishes to the room, and
+   * the place it was last sent with (they differ after an earlier
+   * publish was refused for good: settle). */
+  seq: number;
+  sentSeq: number;
   sent: boolean;
   attempts: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** Fires when the answer is late (publishTimeoutMs). */
+  answerTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
 interface SignalState {
@@ -212,7 +230,7 @@ interface SignalState {
  */
 export class Client extends Emitter<ClientEvents> {
   private readonly opts: Required<
-    Pick<ClientOptions, "signalIntervalMs" | "ackDelayMs" | "connectTimeoutMs" | "stableMs" | "publishRetries">
+    Pick<ClientOptions, "signalIntervalMs" | "ackDelayMs" | "connectTimeoutMs" | "stableMs" | "publishRetries" | "publishTimeoutMs">
   >;
   private readonly WS: WebSocketConstructor;
   private readonly random: () => number;
@@ -243,6 +261,13 @@ export class Client extends Emitter<ClientEvents> {
   private readonly leaving = new Map<string, { sent: boolean; waiters: Waiter<void>[] }>();
   /** The rooms named in the current connection's resume hello. */
   private resumeRooms = new Set<string>();
+  /** Unresolved publishes by id, in the order they were made (a Map
+   * iterates in insertion order): per room, the outbox. A publish is sent
+   * again only after every earlier one of its room was sent again or
+   * resolved, and carries its place (Publish.seq), so that the server
+   * refuses it (OUT_OF_ORDER) rather than store it before an earlier one:
+   * a sender's publishes enter the room in the order they were made
+   * (docs/GUARANTEES.md). */
   private readonly outbox = new Map<string, PendingPublish>();
   private readonly signals = new Map<string, SignalState>();
   private readonly idPrefix: string;
@@ -271,6 +296,7 @@ export class Client extends Emitter<ClientEvents> {
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
       stableMs: options.stableMs ?? 5000,
       publishRetries: options.publishRetries ?? 5,
+      publishTimeoutMs: options.publishTimeoutMs ?? 5000,
     };
     const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
@@ -420,6 +446,7 @@ export class Client extends Emitter<ClientEvents> {
    * the server assigned when the server acknowledges it, and rejects with a
    * CorralError when the server refuses it for good. Across a reconnect it
    * is sent again with the same id, which the server applies once.
+   * Publishes to one room enter it in the order publish was called.
    */
   publish(room: string, payload: Payload, opts: { id?: string } = {}): Promise<PublishResult> {
     const id = opts.id ?? `${this.idPrefix}-${++this.nextId}`;
@@ -428,10 +455,12 @@ export class Client extends Emitter<ClientEvents> {
       return Promise.reject(new CorralError(Code.NOT_JOINED, "join the room before publishing", room, id));
     }
     if (this.outbox.has(id)) return Promise.reject(new CorralError(Code.INVALID_ARGUMENT, "publish id in use", room, id));
+    const r = this.rooms.get(room)!;
     return new Promise<PublishResult>((resolve, reject) => {
-      const p: PendingPublish = { room, id, payload, resolve, reject, sent: false, attempts: 0, timer: undefined };
+      const seq = ++r.pubSeq;
+      const p: PendingPublish = { room, id, payload, seq, sentSeq: 0, resolve, reject, sent: false, attempts: 0, timer: undefined, answerTimer: undefined };
       this.outbox.set(id, p);
-      this.sendPublish(p);
+      this.pump(room);
     });
   }
 
@@ -638,7 +667,8 @@ export class Client extends Emitter<ClientEvents> {
     for (const p of this.outbox.values()) {
       p.sent = false;
       clearTimeout(p.timer);
-      p.timer = undefined;
+      clearTimeout(p.answerTimer);
+      p.timer = p.answerTimer = undefined;
     }
   }
 
@@ -798,9 +828,7 @@ export class Client extends Emitter<ClientEvents> {
     for (const w of r.waiters.splice(0)) w.resolve(j);
     this.emit("joined", j);
     // Publishes and signals wait for their room.
-    for (const p of this.outbox.values()) {
-      if (p.room === j.room && !p.sent && !p.timer) this.sendPublish(p);
-    }
+    this.pump(j.room);
     for (const s of this.signals.values()) {
       if (s.room === j.room) {
         // The server dropped this connection's signals when it went: set
@@ -849,8 +877,12 @@ export class Client extends Emitter<ClientEvents> {
   private onPublished(p: Published): void {
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
+      clearTimeout(pending.answerTimer);
       this.outbox.delete(p.id);
+      const r = this.rooms.get(p.room);
+      if (r) r.pubStarted = true;
       pending.resolve(p);
+      this.pump(p.room);
     }
   }
 
@@ -859,12 +891,23 @@ export class Client extends Emitter<ClientEvents> {
     const p = e.ref ? this.outbox.get(e.ref) : undefined;
     if (p) {
       p.sent = false;
+      clearTimeout(p.answerTimer);
+      p.answerTimer = undefined;
+      if (e.code === Code.OUT_OF_ORDER && (!this.isHead(p) || p.sentSeq !== p.seq)) {
+        // An earlier publish of the room is not stored yet (or was
+        // refused for good, and this one took its place): this one goes
+        // again right after it (pump), without a try of its own.
+        p.attempts--;
+        this.pump(p.room);
+        return;
+      }
       if (err.advice === "retry" && p.attempts <= this.opts.publishRetries) {
-        // Busy store or rate limit: try the same publish again later.
+        // Busy store or rate limit: try the same publish again later;
+        // the later ones of its room wait behind it (pump).
         const wait = Math.max(e.retryAfterMs, Math.round(this.random() * 250 * 2 ** p.attempts));
         p.timer = setTimeout(() => {
           p.timer = undefined;
-          this.sendPublish(p);
+          this.pump(p.room);
         }, wait);
         return;
       }
@@ -905,17 +948,65 @@ export class Client extends Emitter<ClientEvents> {
 
   // ---- publishes, signals, acks, heartbeats ----
 
-  private sendPublish(p: PendingPublish): void {
-    const r = this.rooms.get(p.room);
-    if (this.st !== "open" || !r?.ready || p.sent) return; // sent on Joined
-    p.sent = true;
-    p.attempts++;
-    this.send({ publish: { room: p.room, id: p.id, payload: p.payload } });
+  /** pump sends room's unsent publishes in their order, up to the first
+   * that waits for its retry timer: none overtakes an earlier one. On a
+   * connection the server handles frames in order, so those sent here
+   * reach it after every earlier one that is in flight. */
+  private pump(room: string): void {
+    const r = this.rooms.get(room);
+    if (this.st !== "open" || !r?.ready) return; // sent on Joined
+    for (const p of this.outbox.values()) {
+      if (p.room !== room) continue;
+      if (p.timer || (p.sent && !r.pubStarted)) return;
+      if (p.sent) continue;
+      p.sent = true;
+      p.attempts++;
+      p.sentSeq = p.seq;
+      const gen = this.gen;
+      p.answerTimer = setTimeout(() => {
+        // No answer: lost on its way. Send it again in its turn; a copy
+        // that was stored is answered as a duplicate.
+        p.answerTimer = undefined;
+        if (gen !== this.gen || !p.sent) return;
+        p.sent = false;
+        this.pump(p.room);
+      }, this.opts.publishTimeoutMs);
+      this.send({ publish: { room: p.room, id: p.id, payload: p.payload, seq: p.seq } });
+      if (!r.pubStarted) return;
+    }
   }
 
+  /** isHead: no publish made before p to its room is unresolved. */
+  private isHead(p: PendingPublish): boolean {
+    for (const q of this.outbox.values()) {
+      if (q.room === p.room) return q === p;
+    }
+    return false;
+  }
+
+  /** settle rejects p, which was not stored: the later publishes of its
+   * room move down one place, so that they do not wait for a place nobody
+   * fills (if p was stored after all, its answer lost, the next one's
+   * place is at or below the server's under a new id, which the server
+   * takes as the sequence starting again: the order still holds). */
   private settle(p: PendingPublish, err: Error): void {
     clearTimeout(p.timer);
-    this.outbox.delete(p.id);
+    clearTimeout(p.answerTimer);
+    if (this.outbox.delete(p.id)) {
+      let after = false;
+      for (const q of this.outbox.values()) {
+        if (q === p || q.room !== p.room) continue;
+        if (q.seq > p.seq) {
+          q.seq--;
+          after = true;
+        }
+      }
+      const r = this.rooms.get(p.room);
+      if (r) r.pubSeq--;
+      p.reject(err);
+      if (after) this.pump(p.room);
+      return;
+    }
     p.reject(err);
   }
 
@@ -996,5 +1087,5 @@ export class Client extends Emitter<ClientEvents> {
 }
 
 function newRoom(seq: number, epoch: string): RoomState {
-  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq };
+  return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0, pubStarted: false };
 }

@@ -39,6 +39,15 @@ async function connected(c: Client, over: Record<string, unknown> = {}): Promise
   return ws;
 }
 
+/** publish once in a room and answer it: until then the client sends one
+ * publish of the room at a time (its places start at 1 again). */
+async function started(c: Client, ws: FakeSocket, room = "lobby") {
+  const p = c.publish(room, "first");
+  const f = ws.framesOf("publish").at(-1)!;
+  ws.serve({ published: { room, id: f["id"], seq: 1 } });
+  await p;
+}
+
 /** join a room and answer it. */
 async function joined(c: Client, ws: FakeSocket, room = "lobby", seq = 0) {
   const p = c.join(room);
@@ -94,12 +103,13 @@ describe("publish and ack", () => {
     const { c } = newClient({ random: Math.random });
     const ws = await connected(c);
     await joined(c, ws);
+    await started(c, ws);
     const a = c.publish("lobby", { text: "a" });
     const b = c.publish("lobby", { text: "b" });
-    const [fa, fb] = ws.framesOf("publish");
+    const [, fa, fb] = ws.framesOf("publish");
     assert.deepEqual(fa!["payload"], { text: "a" });
     assert.notEqual(fa!["id"], fb!["id"]);
-    assert.match(fa!["id"] as string, /^[0-9a-z]{8}-1$/);
+    assert.match(fa!["id"] as string, /^[0-9a-z]{8}-2$/);
     ws.serve({ batch: { frames: [{ published: { room: "lobby", id: fb!["id"], seq: 8 } }, { published: { room: "lobby", id: fa!["id"], seq: 7 } }] } });
     assert.equal((await a).seq, 7);
     assert.equal((await b).seq, 8);
@@ -124,7 +134,7 @@ describe("publish and ack", () => {
     mock.timers.tick(299);
     assert.equal(ws.framesOf("publish").length, 1);
     mock.timers.tick(1);
-    assert.deepEqual(ws.framesOf("publish")[1], { room: "lobby", id: "r1", payload: 1 });
+    assert.deepEqual(ws.framesOf("publish")[1], { room: "lobby", id: "r1", payload: 1, seq: 1 });
     ws.serve({ published: { room: "lobby", id: "r1", seq: 1 } });
     assert.equal((await p).seq, 1);
   });
@@ -146,6 +156,7 @@ describe("publish and ack", () => {
     const { c } = newClient();
     let ws = await connected(c);
     await joined(c, ws);
+    await started(c, ws);
     const p = c.publish("lobby", { text: "in flight" }, { id: "f1" });
     const q = c.publish("lobby", { text: "in flight 2" }, { id: "f2" });
     ws.drop();
@@ -158,8 +169,8 @@ describe("publish and ack", () => {
     assert.deepEqual(ws.kinds(), ["hello"], "nothing before the room is back");
     ws.serve({ joined: { room: "lobby", seq: 0, epoch: "e1", resumed: true } });
     assert.deepEqual(
-      ws.framesOf("publish").map((f) => f["id"]),
-      ["f1", "f2", "f3"],
+      ws.framesOf("publish").map((f) => [f["id"], f["seq"]]),
+      [["f1", 2], ["f2", 3], ["f3", 4]],
     );
     ws.serve({ published: { room: "lobby", id: "f1", seq: 1, duplicate: true } });
     ws.serve({ published: { room: "lobby", id: "f2", seq: 2 } });
@@ -167,6 +178,72 @@ describe("publish and ack", () => {
     assert.deepEqual((await p).duplicate, true);
     assert.equal((await q).seq, 2);
     assert.equal((await offline).seq, 3);
+  });
+
+  test("a refused publish holds the later ones: sent again in order, same places", async () => {
+    // The bug: each refused publish retried on its own random
+    // timer, so a room stored them shuffled. Now the later ones wait for
+    // the head and go right after it.
+    const { c } = newClient({ random: Math.random });
+    const ws = await connected(c);
+    await joined(c, ws);
+    await started(c, ws);
+    ws.sent.length = 0;
+    const ps = ["a", "b", "c", "d"].map((id) => c.publish("lobby", id, { id }));
+    assert.deepEqual(ws.framesOf("publish").map((f) => [f["id"], f["seq"]]), [["a", 2], ["b", 3], ["c", 4], ["d", 5]]);
+    ws.serve({ error: { code: Code.UNAVAILABLE, message: "busy", room: "lobby", ref: "a", retryAfterMs: 200 } });
+    ws.serve({ error: { code: Code.UNAVAILABLE, message: "busy", room: "lobby", ref: "b", retryAfterMs: 50 } });
+    ws.serve({ error: { code: Code.OUT_OF_ORDER, message: "send 2 first", room: "lobby", ref: "c" } });
+    ws.serve({ error: { code: Code.OUT_OF_ORDER, message: "send 3 first", room: "lobby", ref: "d" } });
+    mock.timers.tick(150);
+    assert.equal(ws.framesOf("publish").length, 4, "nothing overtakes the head while it waits");
+    mock.timers.tick(10_000);
+    assert.deepEqual(ws.framesOf("publish").slice(4).map((f) => [f["id"], f["seq"]]), [["a", 2], ["b", 3], ["c", 4], ["d", 5]]);
+    ["a", "b", "c", "d"].forEach((id, i) => ws.serve({ published: { room: "lobby", id, seq: 10 + i } }));
+    assert.deepEqual((await Promise.all(ps)).map((p) => p.seq), [10, 11, 12, 13]);
+  });
+
+  test("a publish refused for good gives its place to the next", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    await started(c, ws);
+    ws.sent.length = 0;
+    const a = c.publish("lobby", "x", { id: "a" });
+    const b = c.publish("lobby", "y", { id: "b" });
+    ws.serve({ error: { code: Code.TOO_LARGE, message: "too large", room: "lobby", ref: "a" } });
+    await assert.rejects(a, (e: CorralError) => e.code === Code.TOO_LARGE);
+    ws.serve({ error: { code: Code.OUT_OF_ORDER, message: "send 2 first", room: "lobby", ref: "b" } });
+    assert.deepEqual(ws.framesOf("publish").map((f) => [f["id"], f["seq"]]), [["a", 2], ["b", 3], ["b", 2]]);
+    ws.serve({ published: { room: "lobby", id: "b", seq: 2 } });
+    assert.equal((await b).seq, 2);
+    c.publish("lobby", "z", { id: "c" });
+    assert.deepEqual(ws.framesOf("publish").at(-1)!["seq"], 3);
+  });
+
+  test("until a room's first publish is stored, the next waits for it", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws);
+    const a = c.publish("lobby", 1, { id: "a" });
+    c.publish("lobby", 2, { id: "b" });
+    assert.deepEqual(ws.framesOf("publish").map((f) => [f["id"], f["seq"]]), [["a", 1]]);
+    ws.serve({ published: { room: "lobby", id: "a", seq: 4 } });
+    await a;
+    assert.deepEqual(ws.framesOf("publish").map((f) => [f["id"], f["seq"]]), [["a", 1], ["b", 2]]);
+  });
+
+  test("a publish not answered in publishTimeoutMs is sent again, same id and place", async () => {
+    const { c } = newClient({ publishTimeoutMs: 1000 });
+    const ws = await connected(c);
+    await joined(c, ws);
+    const a = c.publish("lobby", 1, { id: "a" });
+    mock.timers.tick(999);
+    assert.equal(ws.framesOf("publish").length, 1);
+    mock.timers.tick(1);
+    assert.deepEqual(ws.framesOf("publish").map((f) => [f["id"], f["seq"]]), [["a", 1], ["a", 1]]);
+    ws.serve({ published: { room: "lobby", id: "a", seq: 4, duplicate: true } });
+    assert.equal((await a).seq, 4);
   });
 
   test("publish to a room not joined rejects at once", async () => {

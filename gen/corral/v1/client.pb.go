@@ -632,7 +632,18 @@ type Publish struct {
 	// id (for example across a reconnect) is applied once.
 	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	// Opaque to corral. Inline JSON in the JSON subprotocol.
-	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The publish's place in the session's sequence of publishes to this
+	// room: 1, 2, 3, ... in the order the client sent them (0: none, as from
+	// a client that predates it). With seq set, id is required, and the
+	// server stores the publish only when seq - 1 is already stored (or is
+	// not known to the server: the first publish, or one after the
+	// idempotency window); otherwise it refuses it with
+	// CODE_OUT_OF_ORDER, and the client sends its earliest unresolved
+	// publish again, then the rest in order. A seq at or below the last
+	// stored one under a new id starts the sequence again (a new client
+	// instance of the session). docs/GUARANTEES.md.
+	Seq           uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +697,13 @@ func (x *Publish) GetPayload() []byte {
 		return x.Payload
 	}
 	return nil
+}
+
+func (x *Publish) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 // Signal is ephemeral, keyed state such as a cursor or a typing flag. Never
@@ -2687,11 +2705,12 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x0epresence_state\x18\x05 \x01(\fB\x04\x88\xb5\x18\x01R\rpresenceState\x12#\n" +
 	"\rfrom_position\x18\x06 \x01(\bR\ffromPosition\"\x1b\n" +
 	"\x05Leave\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\"M\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"_\n" +
 	"\aPublish\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1e\n" +
-	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\"d\n" +
+	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\"d\n" +
 	"\x06Signal\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1e\n" +

@@ -68,6 +68,11 @@ const (
 	// backlog of frames or bytes overflowed). Its queued frames were dropped;
 	// reconnect after the delay and resume, and send more slowly.
 	Code_CODE_BACKLOG_FULL Code = 4105
+	// As an error frame for a publish with Publish.seq: the publish before it
+	// in the session's sequence for the room is not stored (it was refused,
+	// or is still on its way). Nothing was stored. Send the earliest
+	// unresolved publish again, then this one, with the same ids.
+	Code_CODE_OUT_OF_ORDER Code = 4106
 	// A frame could not be decoded, or broke the protocol. Stop: fix the client.
 	Code_CODE_BAD_FRAME Code = 4400
 	// The token is missing, malformed, expired, or not signed by a trusted key.
@@ -112,6 +117,7 @@ var (
 		4103: "CODE_UNAVAILABLE",
 		4104: "CODE_TOKEN_EXPIRED",
 		4105: "CODE_BACKLOG_FULL",
+		4106: "CODE_OUT_OF_ORDER",
 		4400: "CODE_BAD_FRAME",
 		4401: "CODE_UNAUTHENTICATED",
 		4402: "CODE_RESUME_REFUSED",
@@ -137,6 +143,7 @@ var (
 		"CODE_UNAVAILABLE":        4103,
 		"CODE_TOKEN_EXPIRED":      4104,
 		"CODE_BACKLOG_FULL":       4105,
+		"CODE_OUT_OF_ORDER":       4106,
 		"CODE_BAD_FRAME":          4400,
 		"CODE_UNAUTHENTICATED":    4401,
 		"CODE_RESUME_REFUSED":     4402,
@@ -182,7 +189,7 @@ var File_corral_v1_codes_proto protoreflect.FileDescriptor
 
 const file_corral_v1_codes_proto_rawDesc = "" +
 	"\n" +
-	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xbe\x04\n" +
+	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xd6\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x0fCODE_GOING_AWAY\x10\xa0\x1f\x12\x17\n" +
@@ -195,7 +202,8 @@ const file_corral_v1_codes_proto_rawDesc = "" +
 	"\x14CODE_SESSION_EXPIRED\x10\x86 \x12\x15\n" +
 	"\x10CODE_UNAVAILABLE\x10\x87 \x12\x17\n" +
 	"\x12CODE_TOKEN_EXPIRED\x10\x88 \x12\x16\n" +
-	"\x11CODE_BACKLOG_FULL\x10\x89 \x12\x13\n" +
+	"\x11CODE_BACKLOG_FULL\x10\x89 \x12\x16\n" +
+	"\x11CODE_OUT_OF_ORDER\x10\x8a \x12\x13\n" +
 	"\x0eCODE_BAD_FRAME\x10\xb0\"\x12\x19\n" +
 	"\x14CODE_UNAUTHENTICATED\x10\xb1\"\x12\x18\n" +
 	"\x13CODE_RESUME_REFUSED\x10\xb2\"\x12\x13\n" +

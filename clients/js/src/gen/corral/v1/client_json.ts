@@ -19,7 +19,7 @@ export const messageFields = {
   RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool" },
   Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool" },
   Leave: { room: "string" },
-  Publish: { room: "string", id: "string", payload: "payload" },
+  Publish: { room: "string", id: "string", payload: "payload", seq: "number" },
   Signal: { room: "string", key: "string", payload: "payload", clear: "bool" },
   Ack: { room: "string", seq: "number" },
   Ping: { id: "number" },
