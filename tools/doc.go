@@ -1,4 +1,7 @@
 // Package tools holds the repository's scripts for humans and CI, and
 // their tests: install-deps.sh installs what the test suite needs (make
-// test and .ci/run call it). tools/buf pins buf: the prebuilt binary from npm, in a lock file.
+// test and .ci/run call it); tools/buf pins buf, the prebuilt binary from
+// npm, in a lock file; gotool.sh builds the Go tools pinned in modfiles of
+// their own (tools/helm, tools/sbom) once, printing progress while it
+// does.
 package tools
