@@ -105,7 +105,7 @@ check-js: generate-js build-js ## clients/js/src/gen and the demo's SDK bundle a
 	  git status --porcelain -- clients/js/src/gen web/assets/corral.js; exit 1; fi
 
 .PHONY: ci
-ci: check check-js test deploy-check ## what CI runs
+ci: check check-js test deploy-check release-check ## what CI runs
 
 .PHONY: fuzz
 fuzz: ## fuzz every package's Fuzz targets (every decoder of network bytes) for FUZZTIME each (default 30s)
@@ -123,7 +123,7 @@ fuzz: ## fuzz every package's Fuzz targets (every decoder of network bytes) for 
 
 .PHONY: binary
 binary: ## static binary bin/corral (CGO_ENABLED=0; what the image holds)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/corral ./cmd/corral
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(BUILDINFO_LDFLAGS)' -o bin/corral ./cmd/corral
 
 # The image's build context: the binary, CA certificates, passwd and group.
 # Nothing is pulled (FROM scratch).
@@ -132,7 +132,7 @@ image: binary ## container image $(IMAGE) from the Dockerfile (buildah; FROM scr
 	rm -rf bin/image && mkdir -p bin/image
 	cp bin/corral deploy/image/passwd deploy/image/group bin/image/
 	cp /etc/ssl/certs/ca-certificates.crt bin/image/
-	$(BUILDAH) build --quiet -f Dockerfile -t $(IMAGE) bin/image
+	$(BUILDAH) build --quiet -f Dockerfile $(IMAGE_LABELS) -t $(IMAGE) bin/image
 
 # `podman run` cannot run here (crun: setrlimit, cgroups); buildah runs the
 # image's own binary in a chroot on the host's network instead.
@@ -162,3 +162,29 @@ helm-check: ## helm lint + helm template of every deploy/helm/examples values fi
 
 .PHONY: deploy-check
 deploy-check: helm-check image-smoke ## the chart and the image (the dashboard's test runs with the Go tests)
+
+# ---- release: every artifact of a version in one folder, and its check.
+
+# Set for a release (make release VERSION=x.y.z); empty, a build says
+# "(devel)". The commit is stamped either way (GOFLAGS may hold
+# -buildvcs=false, and a build outside git has no VCS stamp).
+VERSION ?=
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILDINFO_LDFLAGS = -X github.com/corral-rt/corral/internal/buildinfo.commit=$(COMMIT)$(if $(VERSION), -X github.com/corral-rt/corral/internal/buildinfo.version=$(VERSION))
+IMAGE_LABELS = --label 'org.opencontainers.image.version=$(or $(VERSION),(devel))' \
+  --label org.opencontainers.image.revision=$(COMMIT) \
+  --label org.opencontainers.image.source=https://github.com/corral-rt/corral \
+  --label org.opencontainers.image.licenses=Apache-2.0
+# What release-check builds: a pre-release of the commit under test.
+CHECK_VERSION ?= 0.0.0-check
+
+.PHONY: release
+release: ## dist/VERSION/: binaries for linux and darwin x amd64 and arm64 (tar.gz), SBOMs, the image (OCI archive), the SDK tarball, the Helm chart, SHA256SUMS
+	@if [ -z "$(VERSION)" ]; then echo "usage: make release VERSION=x.y.z"; exit 2; fi
+	@tools/install-deps.sh buildah=buildah /usr/sbin/update-ca-certificates=ca-certificates $(DEPS)
+	VERSION=$(VERSION) GO=$(GO) NPM=$(NPM) BUILDAH=$(BUILDAH) tools/release/build.sh
+
+.PHONY: release-check
+release-check: js-deps ## build a release of this commit (VERSION 0.0.0-check) and check every artifact as a user would take it
+	$(MAKE) --no-print-directory release VERSION=$(CHECK_VERSION)
+	VERSION=$(CHECK_VERSION) GO=$(GO) NPM=$(NPM) BUILDAH=$(BUILDAH) tools/release/check.sh

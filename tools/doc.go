@@ -3,5 +3,6 @@
 // test and .ci/run call it); tools/buf pins buf, the prebuilt binary from
 // npm, in a lock file; gotool.sh builds the Go tools pinned in modfiles of
 // their own (tools/helm, tools/sbom) once, printing progress while it
-// does.
+// does; release/ builds a release (make release) and checks one (make
+// release-check).
 package tools
