@@ -7,7 +7,7 @@ NPM    ?= npm
 BUF    := tools/buf/node_modules/.bin/buf
 BUF_DEPS := tools/buf/node_modules/.package-lock.json
 # helm has no prebuilt binary on a registry this project reaches: built
-# from tools/helm/go.mod once, into bin/tools/, with a progress line every
+# from tools/helm/go.mod once, into ~/.cache/corral-tools, with a progress line every
 # 20 s (the first build took 12.8 min on 2 cores, silent, under go tool).
 HELM   := GO=$(GO) tools/gotool.sh helm
 BUILDAH ?= buildah
