@@ -36,13 +36,13 @@ deps: ## install what the tests need and this machine lacks: redis-server, Node.
 
 .PHONY: test-go
 test-go: deps ## Go tests (race detector on; fuzz seeds; benchmarks once)
-	$(GO) test -race -count=1 -timeout=25m ./...
-	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
+	tools/progress.sh "go test -race ./..." $(GO) test -race -count=1 -timeout=25m ./...
+	tools/progress.sh "benchmarks, once each" sh -c "$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null"
 
 .PHONY: test-js
 test-js: build-js test-hooks-ts ## SDK unit tests, then the demo page in headless Chromium against a real corral
 	cd clients/js && $(NPM) test
-	cd e2e && $(NPM) test
+	cd e2e && ../tools/progress.sh "e2e in Chromium" $(NPM) test
 
 .PHONY: test-hooks-ts
 test-hooks-ts: examples/hooks-ts/node_modules/.package-lock.json ## type-check the TypeScript hooks backend example (examples/hooks-ts) against its generated code
@@ -79,11 +79,11 @@ generate-js: clients/js/node_modules/.package-lock.json $(BUF_DEPS)
 check: $(BUF_DEPS) ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ and the JSON codec are current, the config schema and key table (docs/corral.schema.json, docs/CONFIG.md) too
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	tools/progress.sh "go vet ./..." $(GO) vet ./...
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 	$(MAKE) --no-print-directory breaking
-	$(BUF) generate
+	tools/progress.sh "buf generate (the plugins build on first use)" $(BUF) generate
 	$(BUF) generate --template protocol/buf.gen.yaml
 	@if [ -n "$$(git status --porcelain -- gen/ protocol/client_json.pb.go)" ]; then \
 	  echo "gen/ is stale: run 'make generate' and commit"; git status --porcelain -- gen/ protocol/client_json.pb.go; exit 1; fi

@@ -3,6 +3,7 @@
 // test and .ci/run call it); tools/buf pins buf, the prebuilt binary from
 // npm, in a lock file; gotool.sh builds the Go tools pinned in modfiles of
 // their own (tools/helm, tools/sbom) once, printing progress while it
-// does; release/ builds a release (make release) and checks one (make
-// release-check).
+// does; progress.sh prints a line every 20 s while a long step of make
+// test or make ci runs; release/ builds a release (make release) and
+// checks one (make release-check).
 package tools
