@@ -18,7 +18,7 @@ mod="$root/tools/$name/go.mod"
 [ -f "$mod" ] || { echo "gotool: no $mod" >&2; exit 2; }
 # The binary's name carries a hash of the pins: a changed pin builds anew.
 key="$(cat "$mod" "${mod%.mod}.sum" | sha256sum | cut -c1-12)"
-cache="${CORRAL_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/corral-tools}"
+cache="${CORRAL_TOOLS_CACHE:-${XDG_CACHE_HOME:-${HOME:-$root/bin}/.cache}/corral-tools}"
 bin="$cache/$name-$key"
 
 if [ ! -x "$bin" ]; then
