@@ -2,8 +2,14 @@
 
 GO     ?= go
 NPM    ?= npm
-BUF    := $(GO) tool -modfile=tools/buf/go.mod buf
-HELM   := $(GO) tool -modfile=tools/helm/go.mod helm
+# buf: the prebuilt binary from npm (@bufbuild/buf, pinned in tools/buf's lock
+# file), not compiled from source (4.5 min on 2 cores, silent).
+BUF    := tools/buf/node_modules/.bin/buf
+BUF_DEPS := tools/buf/node_modules/.package-lock.json
+# helm has no prebuilt binary on a registry this project reaches: built
+# from tools/helm/go.mod once, into ~/.cache/corral-tools, with a progress line every
+# 20 s (the first build took 12.8 min on 2 cores, silent, under go tool).
+HELM   := GO=$(GO) tools/gotool.sh helm
 BUILDAH ?= buildah
 IMAGE  ?= localhost/corral:dev
 
@@ -30,13 +36,13 @@ deps: ## install what the tests need and this machine lacks: redis-server, Node.
 
 .PHONY: test-go
 test-go: deps ## Go tests (race detector on; fuzz seeds; benchmarks once)
-	$(GO) test -race -count=1 -timeout=25m ./...
-	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
+	tools/progress.sh "go test -race ./..." $(GO) test -race -count=1 -timeout=25m ./...
+	tools/progress.sh "benchmarks, once each" sh -c "$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null"
 
 .PHONY: test-js
 test-js: build-js test-hooks-ts ## SDK unit tests, then the demo page in headless Chromium against a real corral
 	cd clients/js && $(NPM) test
-	cd e2e && $(NPM) test
+	cd e2e && ../tools/progress.sh "e2e in Chromium" $(NPM) test
 
 .PHONY: test-hooks-ts
 test-hooks-ts: examples/hooks-ts/node_modules/.package-lock.json ## type-check the TypeScript hooks backend example (examples/hooks-ts) against its generated code
@@ -59,32 +65,32 @@ js-deps: deps clients/js/node_modules/.package-lock.json e2e/node_modules/.packa
 	@touch $@
 
 .PHONY: generate
-generate: ## regenerate gen/ and the JSON codec (protocol/client_json.pb.go) in Go, and clients/js/src/gen (TypeScript), from proto/
+generate: $(BUF_DEPS) ## regenerate gen/ and the JSON codec (protocol/client_json.pb.go) in Go, and clients/js/src/gen (TypeScript), from proto/
 	$(BUF) format -w
 	$(BUF) generate
 	$(BUF) generate --template protocol/buf.gen.yaml
 	$(MAKE) generate-js
 
 .PHONY: generate-js
-generate-js: clients/js/node_modules/.package-lock.json
+generate-js: clients/js/node_modules/.package-lock.json $(BUF_DEPS)
 	$(BUF) generate --template clients/js/buf.gen.yaml
 
 .PHONY: check
-check: ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ and the JSON codec are current, the config schema and key table (docs/corral.schema.json, docs/CONFIG.md) too
+check: $(BUF_DEPS) ## static checks: gofmt, go vet, buf lint/format/breaking, gen/ and the JSON codec are current, the config schema and key table (docs/corral.schema.json, docs/CONFIG.md) too
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	tools/progress.sh "go vet ./..." $(GO) vet ./...
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 	$(MAKE) --no-print-directory breaking
-	$(BUF) generate
+	tools/progress.sh "buf generate (the plugins build on first use)" $(BUF) generate
 	$(BUF) generate --template protocol/buf.gen.yaml
 	@if [ -n "$$(git status --porcelain -- gen/ protocol/client_json.pb.go)" ]; then \
 	  echo "gen/ is stale: run 'make generate' and commit"; git status --porcelain -- gen/ protocol/client_json.pb.go; exit 1; fi
 	$(GO) test -count=1 -run 'TestConfigDocsCurrent|TestConfigDocExample' ./cmd/corral
 
 .PHONY: breaking
-breaking: ## buf breaking: proto/ must stay compatible with the previous commit
+breaking: $(BUF_DEPS) ## buf breaking: proto/ must stay compatible with the previous commit
 	@if git rev-parse --verify -q 'HEAD~1^{commit}' >/dev/null; then \
 	  echo "buf breaking --against HEAD~1"; \
 	  $(BUF) breaking --against '.git#ref=HEAD~1'; \
@@ -99,7 +105,7 @@ check-js: generate-js build-js ## clients/js/src/gen and the demo's SDK bundle a
 	  git status --porcelain -- clients/js/src/gen web/assets/corral.js; exit 1; fi
 
 .PHONY: ci
-ci: check check-js test deploy-check ## what CI runs
+ci: check check-js test deploy-check release-check ## what CI runs
 
 .PHONY: fuzz
 fuzz: ## fuzz every package's Fuzz targets (every decoder of network bytes) for FUZZTIME each (default 30s)
@@ -117,7 +123,7 @@ fuzz: ## fuzz every package's Fuzz targets (every decoder of network bytes) for 
 
 .PHONY: binary
 binary: ## static binary bin/corral (CGO_ENABLED=0; what the image holds)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/corral ./cmd/corral
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(BUILDINFO_LDFLAGS)' -o bin/corral ./cmd/corral
 
 # The image's build context: the binary, CA certificates, passwd and group.
 # Nothing is pulled (FROM scratch).
@@ -126,7 +132,7 @@ image: binary ## container image $(IMAGE) from the Dockerfile (buildah; FROM scr
 	rm -rf bin/image && mkdir -p bin/image
 	cp bin/corral deploy/image/passwd deploy/image/group bin/image/
 	cp /etc/ssl/certs/ca-certificates.crt bin/image/
-	$(BUILDAH) build --quiet -f Dockerfile -t $(IMAGE) bin/image
+	$(BUILDAH) build --quiet -f Dockerfile $(IMAGE_LABELS) -t $(IMAGE) bin/image
 
 # `podman run` cannot run here (crun: setrlimit, cgroups); buildah runs the
 # image's own binary in a chroot on the host's network instead.
@@ -162,3 +168,29 @@ grpcurl-check: ## grpcurl list/describe/call against a corral core, by gRPC refl
 
 .PHONY: deploy-check
 deploy-check: helm-check image-smoke grpcurl-check ## the chart, the image and grpcurl against a core (the dashboard's test runs with the Go tests)
+
+# ---- release: every artifact of a version in one folder, and its check.
+
+# Set for a release (make release VERSION=x.y.z); empty, a build says
+# "(devel)". The commit is stamped either way (GOFLAGS may hold
+# -buildvcs=false, and a build outside git has no VCS stamp).
+VERSION ?=
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILDINFO_LDFLAGS = -X github.com/corral-rt/corral/internal/buildinfo.commit=$(COMMIT)$(if $(VERSION), -X github.com/corral-rt/corral/internal/buildinfo.version=$(VERSION))
+IMAGE_LABELS = --label 'org.opencontainers.image.version=$(or $(VERSION),(devel))' \
+  --label org.opencontainers.image.revision=$(COMMIT) \
+  --label org.opencontainers.image.source=https://github.com/corral-rt/corral \
+  --label org.opencontainers.image.licenses=Apache-2.0
+# What release-check builds: a pre-release of the commit under test.
+CHECK_VERSION ?= 0.0.0-check
+
+.PHONY: release
+release: ## dist/VERSION/: binaries for linux and darwin x amd64 and arm64 (tar.gz), SBOMs, the image (OCI archive), the SDK tarball, the Helm chart, SHA256SUMS
+	@if [ -z "$(VERSION)" ]; then echo "usage: make release VERSION=x.y.z"; exit 2; fi
+	@tools/install-deps.sh buildah=buildah /usr/sbin/update-ca-certificates=ca-certificates $(DEPS)
+	VERSION=$(VERSION) GO=$(GO) NPM=$(NPM) BUILDAH=$(BUILDAH) tools/release/build.sh
+
+.PHONY: release-check
+release-check: js-deps ## build a release of this commit (VERSION 0.0.0-check) and check every artifact as a user would take it
+	$(MAKE) --no-print-directory release VERSION=$(CHECK_VERSION)
+	VERSION=$(CHECK_VERSION) GO=$(GO) NPM=$(NPM) BUILDAH=$(BUILDAH) tools/release/check.sh

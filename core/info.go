@@ -7,12 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"time"
 
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/buildinfo"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/roompattern"
 )
@@ -150,7 +150,7 @@ func (c *Core) Info(ctx context.Context, req *corralv1.InfoRequest) (*corralv1.I
 	res := &corralv1.InfoResponse{Nodes: []*corralv1.NodeInfo{{
 		Id:          c.id,
 		Role:        "core",
-		Version:     buildVersion(),
+		Version:     buildinfo.Version(),
 		Connections: uint32(len(sessions)),
 		Rooms:       active,
 		UptimeMs:    uint64(now.Sub(c.started).Milliseconds()),
@@ -180,14 +180,6 @@ func edgeOf(ctx context.Context) (id, version string) {
 		version = ""
 	}
 	return id, version
-}
-
-// buildVersion is the main module's version, "(devel)" for a local build.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // newNodeID returns a random id for Info.

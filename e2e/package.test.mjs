@@ -6,12 +6,16 @@
 // one by its package name, the IIFE one (the <script> tag's) as a classic
 // script that leaves the global `Corral`. They join a room, one publishes,
 // both read the message back with the seq the ack gave.
+//
+// With CORRAL_SDK_TARBALL and CORRAL_BIN set (tools/release/check.sh sets
+// them) it checks a release's tarball and binary instead of packing and
+// building its own.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
-import { join, relative } from "node:path";
+import { basename, join, relative, resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { buildCorral, removeDir, repoRoot, startCorral, tempDir } from "./harness.mjs";
@@ -25,19 +29,26 @@ describe("@corral-rt/client from a packed tarball", { timeout: 600_000 }, () => 
 
   before(async () => {
     dir = await tempDir("corral-pack-");
-    // prepack builds dist/ first, as `npm publish` would.
-    const { stdout } = await run(npm, ["pack", "--json", "--pack-destination", dir], {
-      cwd: sdkDir,
-      maxBuffer: 16 << 20,
-    });
-    packed = JSON.parse(stdout.slice(stdout.indexOf("[")))[0];
-    tarball = join(dir, packed.filename);
+    if (process.env.CORRAL_SDK_TARBALL) {
+      tarball = resolve(process.env.CORRAL_SDK_TARBALL);
+      const { stdout } = await run("tar", ["-tzf", tarball], { maxBuffer: 16 << 20 });
+      const files = stdout.split("\n").filter((p) => p && !p.endsWith("/"));
+      packed = { filename: basename(tarball), files: files.map((p) => ({ path: p.replace(/^package\//, "") })) };
+    } else {
+      // prepack builds dist/ first, as `npm publish` would.
+      const { stdout } = await run(npm, ["pack", "--json", "--pack-destination", dir], {
+        cwd: sdkDir,
+        maxBuffer: 16 << 20,
+      });
+      packed = JSON.parse(stdout.slice(stdout.indexOf("[")))[0];
+      tarball = join(dir, packed.filename);
+    }
     app = await tempDir("corral-app-");
     await writeFile(
       join(app, "package.json"),
       JSON.stringify({ name: "corral-sdk-app", version: "1.0.0", private: true, type: "module" }, null, 2),
     );
-    corral = await startCorral(await buildCorral(dir));
+    corral = await startCorral(process.env.CORRAL_BIN ? resolve(process.env.CORRAL_BIN) : await buildCorral(dir));
   });
 
   after(async () => {

@@ -3,7 +3,6 @@ package edge
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"runtime/debug"
 )
 
 // What an edge tells a core about itself when it opens a link, as
@@ -20,12 +19,4 @@ func newEdgeID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// buildVersion is the main module's version, "(devel)" for a local build.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

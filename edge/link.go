@@ -12,6 +12,7 @@ import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/buildinfo"
 	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/protocol"
@@ -117,7 +118,7 @@ func (l *link) serve(ctx context.Context) error {
 	// The core lists its edges by these (RoomService.Info).
 	ctx, info := connect.NewClientContext(ctx)
 	info.RequestHeader().Set(edgeIDHeader, l.e.id)
-	info.RequestHeader().Set(versionHeader, buildVersion())
+	info.RequestHeader().Set(versionHeader, buildinfo.Version())
 	stream, err := l.e.cfg.Cores[l.core].Link(ctx)
 	if err != nil {
 		return err

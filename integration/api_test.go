@@ -18,6 +18,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/buildinfo"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -328,8 +329,8 @@ func exerciseAPI(t *testing.T, d *deployment, tr string) {
 		t.Fatalf("alice left %v", l)
 	}
 	ires, err := api.Info(ctx, &corralv1.InfoRequest{})
-	if err != nil || ires.GetNodes()[0].GetRole() != "core" {
-		t.Fatalf("info: %v, %v", ires, err)
+	if err != nil || ires.GetNodes()[0].GetRole() != "core" || ires.GetNodes()[0].GetVersion() != buildinfo.Version() {
+		t.Fatalf("info: %v, %v; want the core first, version %q", ires, err, buildinfo.Version())
 	}
 }
 

@@ -198,6 +198,7 @@ func Start(opts Options) (*Node, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg)
 	n := &Node{opts: opts, serveErr: make(chan error, 2), drained: make(chan struct{})}
 	n.closing, n.endStreams = context.WithCancel(context.Background())
 	n.reload = newReloader(reg)

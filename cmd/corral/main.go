@@ -4,6 +4,7 @@
 //	corral edge    a WebSocket edge linked to a core over h2c
 //	corral core    the room service alone
 //	corral check-config FILE   check a config file
+//	corral version             version, commit and Go version of this build
 //
 // Every flag has an environment variable and a key in the config file
 // (--config, docs/CONFIG.md); `corral help` and
@@ -26,6 +27,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/hooks"
+	"github.com/corral-rt/corral/internal/buildinfo"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 	"github.com/corral-rt/corral/tracing"
@@ -39,6 +41,7 @@ Usage:
   corral core  [flags]   room service for edges and internal services
   corral check-config FILE
                          check a config file (--config): every error with its line
+  corral version         this build's version, commit and Go version (also --version)
   corral help            this text
 
 Try it:
@@ -69,6 +72,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	var mode server.Mode
 	switch args[0] {
+	case "version", "--version", "-version":
+		_, err := fmt.Fprintln(os.Stdout, buildinfo.Get())
+		return err
 	case "check-config":
 		return checkConfig(args[1:], os.Stdout, stderr)
 	case "serve":

@@ -2753,8 +2753,9 @@ type NodeInfo struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// "core" or "edge".
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	// The build's module version ("(devel)" for a local build), as the
-	// node reports it (an edge: when it opens its links).
+	// The build's semantic version ("0.3.0"; "(devel)" for a local build),
+	// what `corral version` prints, as the node reports it (an edge: when it
+	// opens its links).
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	// Connections attached (for an edge: through its links to this core).
 	Connections uint32 `protobuf:"varint,4,opt,name=connections,proto3" json:"connections,omitempty"`
