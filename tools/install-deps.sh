@@ -14,9 +14,13 @@
 set -euo pipefail
 
 chromium="${CHROMIUM:-/usr/bin/chromium}"
+# Debian keeps initdb and pg_ctl off PATH, in /usr/lib/postgresql/<ver>/bin
+# (internal/pgtest looks on PATH, then there).
+initdb="$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)"
 required=(
   make=make
   redis-server=redis-server         # tests start private redis-servers
+  "${initdb:-initdb}=postgresql"    # outbox tests start private PostgreSQL servers
   node=nodejs                       # clients/js and e2e: Node.js 20 or newer
   npm=npm
   "$chromium=chromium"              # e2e: Debian's Chromium for playwright-core
