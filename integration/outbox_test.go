@@ -263,3 +263,16 @@ func firstDiff(a, b []string) int {
 	}
 	return min(len(a), len(b))
 }
+
+func tableExists(url string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return false, err
+	}
+	defer pool.Close()
+	var ok bool
+	err = pool.QueryRow(ctx, "SELECT to_regclass('corral_outbox') IS NOT NULL").Scan(&ok)
+	return ok, err
+}
