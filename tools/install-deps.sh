@@ -50,7 +50,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     say "missing: ${missing[*]} (Debian package names), and there is no apt-get here."
-    say "Install them with your package manager (macOS: brew install redis node chromium), then run this again."
+    say "Install them with your package manager (macOS: brew install redis postgresql node chromium), then run this again."
     exit 1
   fi
   if [ "$(id -u)" = 0 ]; then
