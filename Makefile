@@ -40,13 +40,17 @@ test-go: deps ## Go tests (race detector on; fuzz seeds; benchmarks once)
 	tools/progress.sh "benchmarks, once each" sh -c "$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null"
 
 .PHONY: test-js
-test-js: build-js test-hooks-ts ## SDK unit tests, then the demo page in headless Chromium against a real corral
+test-js: build-js test-hooks-ts test-outbox-ts ## SDK unit tests, then the demo page in headless Chromium against a real corral
 	cd clients/js && $(NPM) test
 	cd e2e && ../tools/progress.sh "e2e in Chromium" $(NPM) test
 
 .PHONY: test-hooks-ts
 test-hooks-ts: examples/hooks-ts/node_modules/.package-lock.json ## type-check the TypeScript hooks backend example (examples/hooks-ts) against its generated code
 	cd examples/hooks-ts && $(NPM) exec -- tsc -p tsconfig.json --noEmit
+
+.PHONY: test-outbox-ts
+test-outbox-ts: examples/outbox-ts/node_modules/.package-lock.json ## type-check the TypeScript outbox chat backend (examples/outbox-ts); integration's TestOutboxTypeScriptBackend runs it
+	cd examples/outbox-ts && $(NPM) exec -- tsc -p tsconfig.json --noEmit
 
 .PHONY: build-js
 build-js: js-deps ## build the browser SDK (clients/js/dist: ESM, IIFE, types) and the demo's copy (web/assets/corral.js)

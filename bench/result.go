@@ -48,9 +48,11 @@ type Result struct {
 	Versus *VersusStats `json:"versus,omitempty"`
 	// Hooks is set when the run served its own hooks backend
 	// (--hooks-listen): what corral asked it.
-	Hooks  *HooksStats `json:"hooks,omitempty"`
-	Errors ErrorCounts `json:"errors"`
-	Server *Cost       `json:"server,omitempty"`
+	Hooks *HooksStats `json:"hooks,omitempty"`
+	// Outbox is set by outbox-burst.
+	Outbox *OutboxStats `json:"outbox,omitempty"`
+	Errors ErrorCounts  `json:"errors"`
+	Server *Cost        `json:"server,omitempty"`
 	// Generator is what this load generator spent in the same window: on
 	// a shared machine, CPU it used is CPU the server did not get.
 	Generator *Cost `json:"generator,omitempty"`

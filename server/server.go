@@ -29,6 +29,7 @@ import (
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/redisguard"
 	"github.com/corral-rt/corral/internal/redisurl"
+	"github.com/corral-rt/corral/outbox"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
@@ -139,6 +140,11 @@ type Options struct {
 	// only, not Redis Cluster.
 	RedisReplicas       int
 	RedisReplicaTimeout time.Duration
+	// OutboxURL (postgres://user:password@host:port/db), for a core: the
+	// application's database whose corral_outbox this node delivers
+	// (docs/OUTBOX.md); the table is created at start when missing.
+	// Several cores may share one; one at a time delivers. Empty: none.
+	OutboxURL string
 	// Core and Edge tune the parts; their Logger and Registerer are set by
 	// the Node. Core.Classes, when set, also gives each room's history
 	// its size and lifetime (history.Limits).
@@ -172,8 +178,10 @@ type Node struct {
 	guard  *redisguard.Guard            // bounds and watches redis; nil without it
 	stores []interface{ Close() error } // made by the node; closed before redis
 	core   *core.Core
-	hooks  *hooks.Client   // nil: no hooks
-	rpc    *connect.Server // RoomService with the API key check
+	hooks  *hooks.Client // nil: no hooks
+	// stopOutbox stops the outbox relay and waits for it; nil without one.
+	stopOutbox func()
+	rpc        *connect.Server // RoomService with the API key check
 	// closing ends the API's server streams when the node closes.
 	closing    context.Context
 	endStreams context.CancelFunc
@@ -345,6 +353,23 @@ func Start(opts Options) (*Node, error) {
 			return nil, err
 		}
 		n.core = c
+		if opts.OutboxURL != "" {
+			r, err := outbox.New(outbox.Config{
+				URL: opts.OutboxURL, Migrate: true,
+				Logger: opts.Logger.With("part", "outbox"), Registerer: reg,
+			}, c)
+			if err != nil {
+				n.closeParts(context.Background())
+				return nil, fmt.Errorf("server: --outbox: %w", err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = r.Run(ctx)
+			}()
+			n.stopOutbox = func() { cancel(); <-done }
+		}
 		// Over HTTP every call presents a key, Link included; the
 		// in-process edge of Serve reaches the core through a dispatcher
 		// of its own, without one.
@@ -588,6 +613,12 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.edge != nil {
 		errs = append(errs, n.edge.Close(ctx))
 	}
+	// The outbox before the core it publishes through: a row published
+	// and not yet deleted is published again by the next relay, a
+	// duplicate by its key.
+	if n.stopOutbox != nil {
+		n.stopOutbox()
+	}
 	// The core before the listeners: closing it ends the edges' Link
 	// streams, which a graceful HTTP shutdown would otherwise wait for.
 	if n.core != nil {
@@ -613,6 +644,9 @@ func (n *Node) closeParts(ctx context.Context) {
 	n.endStreams()
 	if n.edge != nil {
 		_ = n.edge.Close(ctx)
+	}
+	if n.stopOutbox != nil {
+		n.stopOutbox()
 	}
 	if n.core != nil {
 		_ = n.core.Close()

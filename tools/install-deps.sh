@@ -14,9 +14,13 @@
 set -euo pipefail
 
 chromium="${CHROMIUM:-/usr/bin/chromium}"
+# Debian keeps initdb and pg_ctl off PATH, in /usr/lib/postgresql/<ver>/bin
+# (internal/pgtest looks on PATH, then there).
+initdb="$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)"
 required=(
   make=make
   redis-server=redis-server         # tests start private redis-servers
+  "${initdb:-initdb}=postgresql"    # outbox tests start private PostgreSQL servers
   node=nodejs                       # clients/js and e2e: Node.js 20 or newer
   npm=npm
   "$chromium=chromium"              # e2e: Debian's Chromium for playwright-core
@@ -58,7 +62,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     say "missing: ${missing[*]} (Debian package names), and there is no apt-get here."
-    say "Install them with your package manager (macOS: brew install redis node chromium), then run this again."
+    say "Install them with your package manager (macOS: brew install redis postgresql node chromium), then run this again."
     exit 1
   fi
   if ! privileged; then

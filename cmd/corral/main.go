@@ -142,7 +142,7 @@ func run(args []string, stderr io.Writer) error {
 
 // secretFlags are the flags whose values /debug/pprof/cmdline redacts;
 // each has a file form (name + "-file", or CORRAL_..._FILE).
-var secretFlags = map[string]bool{"jwt-secret": true, "api-keys": true, "api-key": true, "redis": true, "hooks-key": true}
+var secretFlags = map[string]bool{"jwt-secret": true, "api-keys": true, "api-key": true, "redis": true, "hooks-key": true, "outbox": true}
 
 // configure parses the command line of a command (args[0]) into the
 // server's options.
@@ -180,6 +180,7 @@ func configure(mode server.Mode, args []string, stderr io.Writer) (server.Option
 		DebugAddr:     f.debugAddr,
 		CoreURL:       f.coreURL,
 		RedisURL:      f.redisURL,
+		OutboxURL:     f.outboxURL,
 		RedisPrefix:   f.redisPrefix,
 		HistoryMaxLen: f.historyMaxLen,
 		HistoryTTL:    f.historyTTL,
@@ -309,6 +310,7 @@ type flags struct {
 	addr, internalAddr, coreURL string
 	debugAddr                   string
 	redisURL, redisPrefix       string
+	outboxURL                   string
 	historyMaxLen, eventsMaxLen int
 	backlog                     int
 	insecureDev, apiInsecure    bool
@@ -464,6 +466,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 	}
 	if mode != server.EdgeOnly {
 		fs.StringVar(&f.redisURL, "redis", "", "Redis `URL` for durable history and resumable sessions shared by every core using it: redis://[:password@]host:port[/db] (one Redis), rediss://... (the same over TLS), redis+sentinel://[:password@]sentinel:26379,sentinel2:26379/mastername[?db=N&sentinel_password=P] (a Sentinel-monitored master), or a Redis 7 Cluster as redis://node:6379?addr=node2:6379&addr=node3:6379 (any node, more seeds as addr); empty: in memory, one process [CORRAL_REDIS]")
+		fs.StringVar(&f.outboxURL, "outbox", "", "PostgreSQL `URL` (postgres://user:password@host:port/db) of the application's database whose corral_outbox table this core publishes, each committed row once in commit order per room (docs/OUTBOX.md); several cores may share one; empty: no outbox [CORRAL_OUTBOX]")
 		fs.StringVar(&f.redisFile, "redis-file", "", "`file` holding --redis (a URL with a password), instead of the flag [CORRAL_REDIS_FILE]")
 		fs.IntVar(&f.redisReplicas, "redis-replicas", 0, "acknowledge a publish only once `N` Redis replicas have it (WAIT), so that a failover loses no acknowledged message; 0: asynchronous replication (a failover may lose the newest messages; members get reset). Not on Redis Cluster [CORRAL_REDIS_REPLICAS]")
 		fs.DurationVar(&f.redisReplicaTimeout, "redis-replica-timeout", time.Second, "with --redis-replicas: how long a publish waits for the replicas before it is refused with a retry code (it may have been stored: retry with the same id) [CORRAL_REDIS_REPLICA_TIMEOUT]")
