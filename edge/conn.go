@@ -696,9 +696,10 @@ const sendRounds = 4
 // frame is written blocking on a goroutine (sendBlocking).
 func (c *conn) send() {
 	w := c.wire
-	if !w.mu.TryLock() {
-		// coder/websocket writes a control frame, maybe blocking on a
-		// full socket: not on the shard.
+	if w.raw == nil || !w.mu.TryLock() {
+		// A socket that cannot be written without blocking (TLS, say),
+		// or coder/websocket writing a control frame, maybe blocking on
+		// a full socket: not on the shard.
 		go c.sendBlocking()
 		return
 	}

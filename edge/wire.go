@@ -71,18 +71,11 @@ const (
 // in its queue, counted against its bounds, while its socket is full).
 // Otherwise whatever the socket does not take of p becomes the tail (a
 // copy: p is the caller's), writeTail. An empty p writes only the tail.
-// Without a raw socket it writes blocking. mu must be held.
+// Without a raw socket it writes nothing and fails (the connection's
+// writer then writes blocking, off its sender). mu must be held.
 func (w *wire) sendLocked(p []byte) writeResult {
 	if w.raw == nil {
-		if err := w.flushLocked(); err != nil {
-			return writeFailed
-		}
-		if len(p) > 0 {
-			if _, err := w.nc.Write(p); err != nil {
-				return writeFailed
-			}
-		}
-		return writeDone
+		return writeFailed
 	}
 	for len(w.tail) > 0 {
 		n, err := writeNonblock(w.raw, w.tail)
