@@ -260,7 +260,9 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 		stats.StormMode = cfg.StormMode
 		if reset != nil {
 			var first herdFailures
-			stats.NotRecovered, stats.Recovered, stats.Cut, srv, gen = x.herd(ctx, reset, &rejoin, &first)
+			var window time.Duration
+			stats.NotRecovered, stats.Recovered, stats.Cut, window, srv, gen = x.herd(ctx, reset, &rejoin, &first)
+			stats.WindowSeconds = window.Seconds()
 			stats.FirstFailures = first.counts()
 		} else {
 			stats.NotRecovered, srv, gen = x.storm(ctx, &rejoin)
@@ -281,7 +283,7 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if srv != nil {
 		stats.ServerCPUSeconds = srv.CPUSeconds
-		if x.r.winSrvOK {
+		if x.r.winSrvOK && stats.WindowSeconds == 0 {
 			stats.WindowSeconds = time.Since(x.r.winSrv.at).Seconds()
 		}
 	}
@@ -541,7 +543,7 @@ func (x *vsRun) storm(ctx context.Context, rejoin *histogram) (notRecovered uint
 // reset to the last member's recovered join, or RecoverTimeout. rejoin
 // gets each member's time from the reset to its recovered join; first
 // the first attempts that failed, by kind.
-func (x *vsRun) herd(ctx context.Context, reset *resetDialer, rejoin *histogram, first *herdFailures) (notRecovered uint64, recovered, cut int, srv, gen *Cost) {
+func (x *vsRun) herd(ctx context.Context, reset *resetDialer, rejoin *histogram, first *herdFailures) (notRecovered uint64, recovered, cut int, window time.Duration, srv, gen *Cost) {
 	start := time.Now().Add(100 * time.Millisecond)
 	pubDone := make(chan struct{})
 	x.r.setPhase("publishing")
@@ -588,9 +590,10 @@ func (x *vsRun) herd(ctx context.Context, reset *resetDialer, rejoin *histogram,
 	}
 	wg.Wait()
 	srv, gen = x.r.endWindow(ctx)
+	window = time.Since(dropped)
 	x.r.setPhase("publishing")
 	<-pubDone
-	return nr.Load(), int(back.Load()), cut, srv, gen
+	return nr.Load(), int(back.Load()), cut, window, srv, gen
 }
 
 // fmtCounts is "kind n, kind n" in kind order, or "none".
