@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,12 @@ import (
 type centrifugoDialect struct {
 	t  Target
 	hc *http.Client
+	// ws dials the WebSockets (nil: http.DefaultClient); the herd sets
+	// its resetting dialer's client.
+	ws *http.Client
 }
+
+func (d *centrifugoDialect) dialThrough(hc *http.Client) { d.ws = hc }
 
 func newCentrifugoDialect(t Target) *centrifugoDialect {
 	return &centrifugoDialect{t: t, hc: &http.Client{
@@ -130,7 +136,7 @@ type centrifugoSession struct {
 }
 
 func (d *centrifugoDialect) Dial(ctx context.Context, user string, on func(Pub)) (Session, error) {
-	ws, _, err := websocket.Dial(ctx, d.t.WS, &websocket.DialOptions{HTTPClient: http.DefaultClient})
+	ws, _, err := websocket.Dial(ctx, d.t.WS, &websocket.DialOptions{HTTPClient: cmp.Or(d.ws, http.DefaultClient)})
 	if err != nil {
 		return nil, err
 	}

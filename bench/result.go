@@ -232,4 +232,9 @@ type StormStats struct {
 	// PeakPerSecond is the most resumes within one second (by whole
 	// seconds since the cut).
 	PeakPerSecond int `json:"peakPerSecond"`
+	// Schedule is the clients' reconnect schedule: "w1" or "sdk".
+	Schedule string `json:"schedule"`
+	// FirstFailures counts, with --rejoin, the first reconnect dials that
+	// failed, by kind (connect:refused, join:timeout, ...).
+	FirstFailures map[string]int `json:"firstFailures,omitempty"`
 }

@@ -67,6 +67,12 @@ type Storm struct {
 	// new session and a positioned join (Join.since_seq and epoch), not
 	// hello.resume (stormrejoin.go).
 	Rejoin bool
+	// Schedule is how a client spaces its reconnect attempts: "w1" (the
+	// default), seed 001's min(300ms*2^(n-1), 5s)*(1±0.5*rand) before
+	// every attempt n (herd.go), or "sdk", the old storm's: client.Session's
+	// default Backoff, and with --rejoin a dial at once, then 100ms
+	// doubling to 4s. Neither caps the dials in flight.
+	Schedule string
 	// Hooks serves a counting hooks backend (--hooks-listen).
 	Hooks HooksOptions
 
@@ -80,7 +86,7 @@ func NewStorm() *Storm {
 		Clients: 10000, Rooms: 100, Rate: 10,
 		Steady: 5 * time.Second, After: 5 * time.Second, RecoverTimeout: 60 * time.Second,
 		ConnectRate: 1000, Publishers: 32, Size: 100, Timeout: 5 * time.Second,
-		Cause: "rst", DrainWindow: 10 * time.Second,
+		Cause: "rst", DrainWindow: 10 * time.Second, Schedule: "w1",
 	}
 }
 
@@ -135,6 +141,7 @@ func (s *Storm) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Publishers, "publishers", s.Publishers, "publish RPCs in flight at most")
 	fs.IntVar(&s.Size, "size", s.Size, "payload `bytes`")
 	fs.DurationVar(&s.Timeout, "publish-timeout", s.Timeout, "deadline of one publish RPC")
+	fs.StringVar(&s.Schedule, "schedule", s.Schedule, "how each client spaces its reconnects: w1 (seed 001: min(300ms*2^(n-1), 5s)*(1+-0.5*rand) before attempt n) or sdk (the old storm: the SDK's default backoff; with --rejoin a dial at once, then 100ms doubling to 4s)")
 	fs.BoolVar(&s.Rejoin, "rejoin", s.Rejoin, "clients come back with a NEW session and join their room from the last seq read and its epoch (a positioned join), instead of resuming their session; with --cause rst")
 	fs.BoolVar(&s.Presence, "presence", s.Presence, "join with presence and count the presence frames and bytes each member reads, through the reset and the resumes")
 	fs.IntVar(&s.Proxies, "proxies", s.Proxies, "with --cause rst-proxy: proxy child processes (0: in this process when the open-file limit allows, else one per 2,500 clients; -1: always in this process)")
@@ -151,7 +158,7 @@ func (s *Storm) params() map[string]any {
 		"after": s.After.String(), "recover-timeout": s.RecoverTimeout.String(),
 		"connect-rate": s.ConnectRate, "publishers": s.Publishers, "size": s.Size,
 		"publish-timeout": s.Timeout.String(), "proxies": s.Proxies,
-		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback, "presence": s.Presence, "rejoin": s.Rejoin,
+		"cause": s.Cause, "drain-window": s.DrainWindow.String(), "fallback": s.Fallback, "presence": s.Presence, "rejoin": s.Rejoin, "schedule": s.Schedule,
 	})
 }
 
@@ -161,6 +168,8 @@ type stormState struct {
 	recovery histogram
 	resumed  atomic.Int64
 	failed   atomic.Int64 // came back without resuming, or ended
+
+	first herdFailures // --rejoin: first reconnect dials that failed, by kind
 
 	mu          sync.Mutex // guards the following fields
 	disconnects map[string]int
@@ -181,6 +190,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, errors.New("bench: storm needs positive --clients, --rooms, --rate and --connect-rate")
 	}
 	drain := s.Cause == "drain"
+	if s.Schedule != "w1" && s.Schedule != "sdk" && s.Schedule != "" {
+		return nil, fmt.Errorf("bench: storm: --schedule %q: want w1 or sdk", s.Schedule)
+	}
 	if s.Rejoin && (drain || s.Presence) {
 		return nil, errors.New("bench: storm --rejoin goes with --cause rst or rst-proxy, without --presence")
 	}
@@ -417,7 +429,8 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	res.Storm = &StormStats{
 		Clients: len(clients), Cut: cut, Resumed: int(st.resumed.Load()), Failed: int(st.failed.Load()),
 		NotBack: notBack, AllBackSeconds: recovered.Seconds(), Recovery: rec, Attempts: attempts,
-		Disconnects: st.disconnects, Cause: s.Cause,
+		Disconnects: st.disconnects, Cause: s.Cause, Schedule: cmp.Or(s.Schedule, "w1"),
+		FirstFailures: st.first.counts(),
 	}
 	for _, n := range st.perSecond {
 		res.Storm.PeakPerSecond = max(res.Storm.PeakPerSecond, n)
@@ -436,7 +449,7 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	if srv != nil {
 		cpu = fmt.Sprintf(", server %.2f CPU-s from RST to all resumed, peak RSS %d MiB", srv.CPUSeconds, srv.RSSPeak>>20)
 	}
-	what := "connections reset"
+	what := "connections reset (" + res.Storm.Schedule + " schedule)"
 	if s.Rejoin {
 		what += ", each back with a new session and a positioned join (\"resumed\": rejoined)"
 	}
@@ -446,6 +459,9 @@ func (s *Storm) Run(ctx context.Context, o Options) (*Result, error) {
 	res.Headline = fmt.Sprintf("storm: %d clients in %d rooms, %d %s: %d resumed in %.1f s (p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms; peak %d resumes/s), %d failed, %d not back; lost %d, duplicated %d%s",
 		len(clients), s.Rooms, cut, what, st.resumed.Load(), recovered.Seconds(), rec.P50, rec.P95, rec.P99, rec.Max,
 		res.Storm.PeakPerSecond, st.failed.Load(), notBack, res.Delivery.Lost, res.Delivery.Duplicated, cpu)
+	if s.Rejoin {
+		res.Headline += "; first rejoins failed: " + st.first.String()
+	}
 	if f.presence != nil {
 		res.Presence = f.presence.stats()
 		res.Headline += res.Presence.headline()
@@ -478,6 +494,10 @@ func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsUR
 	}
 	if s.Cause == "drain" && s.Fallback != "" {
 		opts.Fallbacks = []string{s.Fallback}
+	}
+	if s.Schedule != "sdk" {
+		// The Session's attempt 0 is seed 001's attempt 1.
+		opts.Backoff.Schedule = func(n int) time.Duration { return herdWait(n + 1) }
 	}
 	sess, err := client.Connect(dctx, wsURL, opts)
 	if err != nil {

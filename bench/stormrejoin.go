@@ -113,7 +113,7 @@ func (s *Storm) consumeRejoin(ctx context.Context, r *run, st *stormState, c *st
 			st.disconnects[kind]++
 			st.mu.Unlock()
 		}
-		if !s.rejoin(ctx, r, m, rj) {
+		if !s.rejoin(ctx, r, st, m, rj) {
 			if st.resetAt.Load() != 0 && !c.back.Load() {
 				c.back.Store(true)
 				st.failed.Add(1)
@@ -148,21 +148,30 @@ func (s *Storm) received(r *run, m *member, msg *corralv1.Message) {
 }
 
 // rejoin connects again with a new session and joins m's room from the
-// last seq read, with jittered exponential backoff between dials
-// (internal/retry; a 503 of the server's admission control is one of
-// them). It reports whether it got back before ctx ended.
-func (s *Storm) rejoin(ctx context.Context, r *run, m *member, rj *rejoiner) bool {
+// last seq read. With the W1 schedule (the default) it waits herdWait(n)
+// before dial n, the first included, and records the first dial's failure
+// by kind in st.first; with --schedule sdk it dials at once, then with
+// jittered exponential backoff (internal/retry; a 503 of the server's
+// admission control is one of them). It reports whether it got back
+// before ctx ended.
+func (s *Storm) rejoin(ctx context.Context, r *run, st *stormState, m *member, rj *rejoiner) bool {
 	rj.mu.Lock()
 	epoch := rj.epoch
 	rj.mu.Unlock()
 	b := retry.Backoff{Base: 100 * time.Millisecond, Cap: 4 * time.Second}
+	w1 := s.Schedule != "sdk"
 	for n := 1; ; n++ {
+		if w1 && !retry.Sleep(ctx, herdWait(n)) {
+			return false
+		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conn, err := client.Dial(dctx, rj.url, rj.opts)
 		var j *corralv1.Joined
+		kind := "connect:"
 		if err == nil {
 			j, err = conn.Join(dctx, m.room, m.last.Load(), epoch)
 			if err != nil {
+				kind = "join:"
 				conn.CloseNow()
 			}
 		}
@@ -176,12 +185,15 @@ func (s *Storm) rejoin(ctx context.Context, r *run, m *member, rj *rejoiner) boo
 		if ctx.Err() != nil || m.closed.Load() {
 			return false
 		}
+		if n == 1 && st.resetAt.Load() != 0 {
+			st.first.add(kind + dialErrorKind(err))
+		}
 		var se *client.ServerError
 		if errors.As(err, &se) && protocol.AdviceOf(se.Err.GetCode()) == protocol.AdviceStop {
 			r.fail("rejoin:"+se.Err.GetCode().String(), 0)
 			return false
 		}
-		if !b.Wait(ctx) {
+		if !w1 && !b.Wait(ctx) {
 			return false
 		}
 	}

@@ -30,6 +30,12 @@ type Versus struct {
 	ConnectRate float64
 	Settle      time.Duration
 	Timeout     time.Duration
+	// StormMode is how the storm's clients come back: "herd" (the
+	// default; herd.go) or "bounded", the old mode: 512 rejoins in flight
+	// at most, each retried from 50ms doubling to 2s, after a drop
+	// without a close frame (a FIN, not a RST).
+	StormMode      string
+	RecoverTimeout time.Duration
 }
 
 // VersusStats is the row a versus run measured: what bench/scripts/versus.sh
@@ -51,6 +57,17 @@ type VersusStats struct {
 	Gaps         uint64 `json:"gaps"`
 	// NotRecovered counts storm rejoins the server could not recover.
 	NotRecovered uint64 `json:"notRecovered,omitempty"`
+	// Storm: the mode; recovery from the reset to the recovered join
+	// (p50, p99, max; P99Ms repeats its p99); the clients back within
+	// RecoverTimeout; the first reconnect attempts that failed, by kind;
+	// publications a member read twice.
+	StormMode     string         `json:"stormMode,omitempty"`
+	RecoverP50Ms  float64        `json:"recoverP50Ms,omitempty"`
+	RecoverMaxMs  float64        `json:"recoverMaxMs,omitempty"`
+	Recovered     int            `json:"recovered,omitempty"`
+	Cut           int            `json:"cut,omitempty"` // sockets the herd reset
+	FirstFailures map[string]int `json:"firstFailures,omitempty"`
+	Duplicated    uint64         `json:"duplicated"`
 }
 
 // versus workload defaults: sockets, rooms, senders, rate, duration.
@@ -62,7 +79,8 @@ var versusDefaults = map[string]Versus{
 }
 
 func NewVersus() *Versus {
-	return &Versus{Server: "corral", Workload: "busy-room", Size: 100, Workers: 32, ConnectRate: 2000, Timeout: 5 * time.Second}
+	return &Versus{Server: "corral", Workload: "busy-room", Size: 100, Workers: 32, ConnectRate: 2000, Timeout: 5 * time.Second,
+		StormMode: "herd", RecoverTimeout: 60 * time.Second}
 }
 
 func (v *Versus) Name() string { return "versus" }
@@ -77,9 +95,15 @@ API, or Centrifugo's JSON protocol (/connection/websocket) and HTTP API
   busy-room  1 room x 200 members, 20 senders x 20 Hz client publishes
   broadcast  15,000 sockets over 100 rooms, 250 server-API publishes/s
   storm      10,000 sockets over 100 rooms, 100 publishes/s; at a third of
-             --duration every socket drops (no close frame) and rejoins
-             from its last offset and epoch; the window is the drop to the
-             end of publishing, the p99 is drop to recovered join
+             --duration every socket is reset at once (TCP RST from the
+             generator) and each client comes back on its own timer, W1's
+             schedule min(300ms*2^(n-1), 5s)*(1+-0.5*rand) before attempt
+             n, with no cap on dials in flight, rejoining from its last
+             offset and epoch (--storm-mode herd); the window is the reset
+             to the last client's recovered join (the reconnect phase),
+             the p99 is reset to recovered join. --storm-mode bounded is
+             the old storm: a drop without a close frame, 512 rejoins in
+             flight at most, the window up to the end of publishing
   idle       10,000 sockets over 100 rooms; RSS growth per connection
              after --settle
 
@@ -101,6 +125,8 @@ func (v *Versus) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&v.ConnectRate, "connect-rate", v.ConnectRate, "new connections per `second` while setting up")
 	fs.DurationVar(&v.Settle, "settle", 0, "idle: wait this long after the last connection before measuring (0: the default)")
 	fs.DurationVar(&v.Timeout, "publish-timeout", v.Timeout, "deadline of one publish")
+	fs.StringVar(&v.StormMode, "storm-mode", v.StormMode, "storm: herd (every socket reset, each client back on W1's own timer, no cap) or bounded (the old storm: 512 rejoins in flight at most)")
+	fs.DurationVar(&v.RecoverTimeout, "recover-timeout", v.RecoverTimeout, "storm: how long the herd may take to come back")
 }
 
 func (v *Versus) params() map[string]any {
@@ -108,6 +134,7 @@ func (v *Versus) params() map[string]any {
 		"server": v.Server, "workload": v.Workload, "sockets": v.Sockets, "rooms": v.Rooms,
 		"senders": v.Senders, "rate": v.Rate, "duration": v.Duration.String(), "size": v.Size,
 		"publishers": v.Workers, "connect-rate": v.ConnectRate, "settle": v.Settle.String(),
+		"storm-mode": v.StormMode, "recover-timeout": v.RecoverTimeout.String(),
 	}
 }
 
@@ -136,6 +163,9 @@ func (v *Versus) withDefaults() (Versus, error) {
 	if out.Settle == 0 {
 		out.Settle = d.Settle
 	}
+	if out.Workload == "storm" && out.StormMode != "herd" && out.StormMode != "bounded" {
+		return out, fmt.Errorf("bench: --storm-mode is herd or bounded, not %q", out.StormMode)
+	}
 	if out.Sockets <= 0 || out.Rooms <= 0 || out.ConnectRate <= 0 {
 		return out, errors.New("bench: versus needs positive --sockets, --rooms and --connect-rate")
 	}
@@ -154,6 +184,9 @@ type vsMember struct {
 	last atomic.Uint64
 	got  atomic.Uint64
 	gaps atomic.Uint64
+	// dups counts publications read again on one connection (an offset
+	// at or below the last read).
+	dups atomic.Uint64
 	// gapFrom and gapTo are the first gap's missing offsets (gapFrom 0:
 	// none), for the check's report.
 	gapFrom, gapTo atomic.Uint64
@@ -181,6 +214,15 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 	d, err := ParseDialect(cfg.Server, o.Target)
 	if err != nil {
 		return nil, err
+	}
+	var reset *resetDialer // the herd resets every socket itself
+	if cfg.Workload == "storm" && cfg.StormMode == "herd" {
+		dt, ok := d.(dialThrougher)
+		if !ok {
+			return nil, fmt.Errorf("bench: --server %s cannot reset its sockets", cfg.Server)
+		}
+		reset = newResetDialer(sourceDial(o.sources(cfg.Sockets)))
+		dt.dialThrough(reset.client())
 	}
 	needAPI := cfg.Workload == "broadcast" || cfg.Workload == "storm"
 	restore, err := prepare(ctx, o, cfg.Sockets, needAPI)
@@ -215,8 +257,19 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 		srv, gen = x.r.endWindow(ctx)
 		stats.P99Ms = ms(x.r.lat.quantile(0.99))
 	case "storm":
-		stats.NotRecovered, srv, gen = x.storm(ctx, &rejoin)
+		stats.StormMode = cfg.StormMode
+		if reset != nil {
+			var first herdFailures
+			var window time.Duration
+			stats.NotRecovered, stats.Recovered, stats.Cut, window, srv, gen = x.herd(ctx, reset, &rejoin, &first)
+			stats.WindowSeconds = window.Seconds()
+			stats.FirstFailures = first.counts()
+		} else {
+			stats.NotRecovered, srv, gen = x.storm(ctx, &rejoin)
+			stats.Recovered = int(rejoin.n.Load())
+		}
 		stats.P99Ms = ms(rejoin.quantile(0.99))
+		stats.RecoverP50Ms, stats.RecoverMaxMs = ms(rejoin.quantile(0.5)), ms(time.Duration(rejoin.max.Load())*time.Microsecond)
 	case "idle":
 		x.r.markWindow(ctx)
 		x.r.setPhase("idle")
@@ -230,7 +283,7 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if srv != nil {
 		stats.ServerCPUSeconds = srv.CPUSeconds
-		if x.r.winSrvOK {
+		if x.r.winSrvOK && stats.WindowSeconds == 0 {
 			stats.WindowSeconds = time.Since(x.r.winSrv.at).Seconds()
 		}
 	}
@@ -252,14 +305,21 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 		res.Acks = &a
 	}
 	res.Delivery = x.check()
-	stats.Deliveries, stats.Gaps = res.Delivery.Received, res.Delivery.Lost
+	stats.Deliveries, stats.Gaps, stats.Duplicated = res.Delivery.Received, res.Delivery.Lost, res.Delivery.Duplicated
 	res.Headline = fmt.Sprintf("%s %s: %d sockets, server %.2f CPU-s over %.1f s, p99 %.1f ms, %d deliveries, %d missing",
 		d.Name(), cfg.Workload, joined, stats.ServerCPUSeconds, stats.WindowSeconds, stats.P99Ms, stats.Deliveries, stats.Gaps)
+	if cfg.Workload == "storm" {
+		res.Headline += fmt.Sprintf(", %d duplicated; %s storm: %d of %d recovered (%d reset), p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+			stats.Duplicated, cfg.StormMode, stats.Recovered, joined, stats.Cut, stats.RecoverP50Ms, stats.P99Ms, stats.RecoverMaxMs)
+		if cfg.StormMode == "herd" {
+			res.Headline += fmt.Sprintf("; first attempts failed: %s", fmtCounts(stats.FirstFailures))
+		}
+	}
 	if stats.PerConnBytes > 0 {
 		res.Headline += fmt.Sprintf(", %.1f KiB per connection", float64(stats.PerConnBytes)/1024)
 	}
-	if res.Delivery.Lost > 0 {
-		return res, fmt.Errorf("%w: %d missing; first: %s", ErrViolation, res.Delivery.Lost, res.Delivery.Violations[0])
+	if res.Delivery.Lost > 0 || res.Delivery.Duplicated > 0 {
+		return res, fmt.Errorf("%w: %d missing, %d duplicated; first: %s", ErrViolation, res.Delivery.Lost, res.Delivery.Duplicated, res.Delivery.Violations[0])
 	}
 	return res, nil
 }
@@ -333,6 +393,8 @@ func (x *vsRun) read(m *vsMember, g uint64, p Pub) {
 	last := m.last.Load()
 	switch {
 	case p.Offset == 0:
+	case last != 0 && p.Offset <= last:
+		m.dups.Add(1)
 	case last != 0 && p.Offset > last+1:
 		m.gaps.Add(p.Offset - last - 1)
 		if m.gapFrom.CompareAndSwap(0, last+1) {
@@ -474,6 +536,72 @@ func (x *vsRun) storm(ctx context.Context, rejoin *histogram) (notRecovered uint
 	return nr.Load(), srv, gen
 }
 
+// herd publishes for Duration; at a third of it every member's socket is
+// reset at once (TCP RST, reset.ResetAll), and each member comes back on
+// its own timer (herdWait: W1's schedule), as many at once as the
+// schedule brings, rejoining from its last position. The window is the
+// reset to the last member's recovered join, or RecoverTimeout. rejoin
+// gets each member's time from the reset to its recovered join; first
+// the first attempts that failed, by kind.
+func (x *vsRun) herd(ctx context.Context, reset *resetDialer, rejoin *histogram, first *herdFailures) (notRecovered uint64, recovered, cut int, window time.Duration, srv, gen *Cost) {
+	start := time.Now().Add(100 * time.Millisecond)
+	pubDone := make(chan struct{})
+	x.r.setPhase("publishing")
+	go func() {
+		defer close(pubDone)
+		x.publish(ctx, start, x.v.Duration)
+	}()
+	retry.Sleep(ctx, time.Until(start.Add(x.v.Duration/3)))
+	x.r.markWindow(ctx)
+	x.r.setPhase("storm")
+	x.mu.Lock()
+	ms := append([]*vsMember(nil), x.members...)
+	x.mu.Unlock()
+	for _, m := range ms {
+		m.gen.Add(1) // what the old connection still reads is not counted
+	}
+	cut = reset.ResetAll()
+	dropped := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, x.v.RecoverTimeout)
+	defer cancel()
+	var nr atomic.Uint64
+	var back atomic.Int64
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 1; retry.Sleep(rctx, herdWait(n)); n++ {
+				err := x.join(rctx, m, true)
+				switch {
+				case err == nil:
+					rejoin.observe(time.Since(dropped))
+					back.Add(1)
+					return
+				case errors.Is(err, errNotRecovered):
+					// Joined, but from the room's present.
+					nr.Add(1)
+					return
+				case n == 1:
+					first.add(dialErrorKind(err))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	srv, gen = x.r.endWindow(ctx)
+	window = time.Since(dropped)
+	x.r.setPhase("publishing")
+	<-pubDone
+	return nr.Load(), int(back.Load()), cut, window, srv, gen
+}
+
+// fmtCounts is "kind n, kind n" in kind order, or "none".
+func fmtCounts(c map[string]int) string {
+	h := herdFailures{by: c}
+	return h.String()
+}
+
 // drain waits, at most d, until every member has read its room up to the
 // room's last offset: the highest acknowledged one, or, where publishes
 // are acknowledged without an offset (client publishes, busy-room), the
@@ -576,6 +704,10 @@ func (x *vsRun) check() Delivery {
 		if g := m.gaps.Load(); g > 0 {
 			d.Lost += g
 			report("member %d (%s): %d missing in gaps, the first %d-%d", m.idx, m.room, g, m.gapFrom.Load(), m.gapTo.Load())
+		}
+		if n := m.dups.Load(); n > 0 {
+			d.Duplicated += n
+			report("member %d (%s): %d publications read twice", m.idx, m.room, n)
 		}
 		if l := m.last.Load(); l < upto[m.room] {
 			d.Lost += upto[m.room] - l

@@ -15,11 +15,13 @@ func TestVersusCorral(t *testing.T) {
 	tests := map[string]struct {
 		workload  string
 		delivered bool
+		stormMode string
 	}{
-		"busy-room": {"busy-room", true},
-		"broadcast": {"broadcast", true},
-		"storm":     {"storm", true},
-		"idle":      {"idle", false},
+		"busy-room":     {"busy-room", true, ""},
+		"broadcast":     {"broadcast", true, ""},
+		"storm":         {"storm", true, ""},
+		"storm/bounded": {"storm", true, "bounded"},
+		"idle":          {"idle", false, ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -29,6 +31,9 @@ func TestVersusCorral(t *testing.T) {
 			v.Workload = tt.workload
 			v.Sockets, v.Rooms, v.Senders, v.Rate = 20, 2, 4, 40
 			v.Duration, v.Settle, v.ConnectRate = 3*time.Second, 500*time.Millisecond, 200
+			if tt.stormMode != "" {
+				v.StormMode = tt.stormMode
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			res, err := v.Run(ctx, bench.Options{Target: target, Drain: 5 * time.Second})
@@ -41,6 +46,15 @@ func TestVersusCorral(t *testing.T) {
 			}
 			if s.Gaps != 0 || s.NotRecovered != 0 {
 				t.Errorf("missing %d, not recovered %d", s.Gaps, s.NotRecovered)
+			}
+			if s.Duplicated != 0 {
+				t.Errorf("duplicated %d", s.Duplicated)
+			}
+			if tt.workload == "storm" && tt.stormMode == "" && s.Cut != 20 {
+				t.Errorf("herd: %d of 20 sockets reset", s.Cut)
+			}
+			if tt.workload == "storm" && s.Recovered != 20 {
+				t.Errorf("%s storm: %d of 20 recovered: %+v", s.StormMode, s.Recovered, s)
 			}
 			if tt.delivered && s.Deliveries == 0 {
 				t.Errorf("nothing delivered: %+v", s)

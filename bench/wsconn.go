@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync/atomic"
 
@@ -76,7 +77,17 @@ func ParseDialect(name string, t Target) (Dialect, error) {
 type corralDialect struct {
 	t   Target
 	api atomic.Pointer[corralv1connect.RoomServiceClient]
+	// ws dials the WebSockets (nil: http.DefaultClient); the herd sets
+	// its resetting dialer's client.
+	ws *http.Client
 }
+
+func (d *corralDialect) dialThrough(hc *http.Client) { d.ws = hc }
+
+// A dialThrougher dials its WebSockets through hc from now on: the herd
+// (versus storm) gives its resetting dialer's client, so that it can end
+// every socket with a TCP RST.
+type dialThrougher interface{ dialThrough(hc *http.Client) }
 
 func (d *corralDialect) Name() string { return "corral" }
 
@@ -92,7 +103,7 @@ func (d *corralDialect) Dial(ctx context.Context, user string, on func(Pub)) (Se
 				on(Pub{Room: m.GetRoom(), Offset: m.GetSeq(), Payload: m.GetPayload()})
 			}
 		},
-		HTTPClient: ClientStandard.httpClient(nil),
+		HTTPClient: ClientStandard.httpClient(d.ws),
 	})
 	if err != nil {
 		return nil, err

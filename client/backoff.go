@@ -20,6 +20,12 @@ type Backoff struct {
 	// Multiplier grows the ceiling per attempt. Default 2; values <= 1
 	// mean the default.
 	Multiplier float64
+	// Schedule, when set, replaces the schedule above: it returns the
+	// wait before reconnect attempt number attempt (0 for the first after
+	// a drop). A benchmark uses it to reproduce another client
+	// population's schedule; a server hint still takes precedence. It
+	// must be safe for concurrent use.
+	Schedule func(attempt int) time.Duration
 
 	// rng replaces the global source in tests (see export_test.go). A
 	// *rand.Rand is not safe for concurrent use; nil uses math/rand/v2's
@@ -71,6 +77,9 @@ func (b Backoff) Delay(attempt int, hint *corralv1.ReconnectHint) time.Duration 
 	if ms := hint.GetDelayMs(); ms > 0 {
 		d := time.Duration(ms) * time.Millisecond
 		return d + b.uniform(d/10)
+	}
+	if b.Schedule != nil {
+		return max(b.Schedule(max(attempt, 0)), 0)
 	}
 	if attempt <= 0 {
 		return b.uniform(min(b.Initial/4, firstJitterCap))

@@ -36,6 +36,9 @@ func TestBackoffBounds(t *testing.T) {
 		"Max below Initial is raised":          {client.Backoff{Initial: time.Second, Max: ms}, 9, nil, 0, time.Second},
 		"hint: at least the hint, ≤10% more":   {client.Backoff{}, 0, &corralv1.ReconnectHint{DelayMs: 2000}, 2 * time.Second, 2200 * ms},
 		"hint wins over a long backoff":        {client.Backoff{}, 30, &corralv1.ReconnectHint{DelayMs: 500}, 500 * ms, 550 * ms},
+		"schedule replaces the backoff":        {client.Backoff{Schedule: func(n int) time.Duration { return time.Duration(n+1) * time.Second }}, 2, nil, 3 * time.Second, 3 * time.Second},
+		"schedule: a negative wait is none":    {client.Backoff{Schedule: func(int) time.Duration { return -time.Second }}, 0, nil, 0, 0},
+		"schedule: the hint still wins":        {client.Backoff{Schedule: func(int) time.Duration { return time.Minute }}, 0, &corralv1.ReconnectHint{DelayMs: 500}, 500 * ms, 550 * ms},
 		"zero hint delay: backoff":             {client.Backoff{}, 1, &corralv1.ReconnectHint{Code: corralv1.Code_CODE_SLOW_CONSUMER}, 0, 300 * ms},
 	}
 	for name, tc := range cases {

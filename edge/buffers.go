@@ -26,7 +26,7 @@ import (
 //     control frames (close, pong: a server's header is 2 bytes for a
 //     payload of at most 125, so one write(2) each): the edge frames its
 //     data messages itself and writes each one to the socket in one call
-//     (see conn.push and conn.writeLoop). Both write through the
+//     (see conn.send). Both write through the
 //     connection's wire.
 const (
 	readBufferSize    = 1 << 10

@@ -43,13 +43,10 @@ type Config struct {
 	// WriteTimeout bounds one write to a socket; past it the connection is
 	// a slow consumer. Default 5s.
 	WriteTimeout time.Duration
-	// CoalesceWindow is how long a busy connection's frames may wait to be
-	// written together: a frame for a socket written within the window
-	// is queued, and the writer sends everything queued in one write once
-	// the window since the last write has passed (see conn.push). A frame
-	// for a socket idle that long is written at once. Default 10ms (the
-	// busy room: 0.72x the CPU of 5ms, p99 15 ms; docs/BENCHMARKS.md); a
-	// negative window: every frame is written as soon as it can be.
+	// CoalesceWindow is ignored: no frame waits for a timer. A socket's
+	// writer sends what is queued at once, and frames queued while a
+	// write is under way (or the socket is full) go together in the next
+	// (sender.go). Kept so that configurations that set it still load.
 	CoalesceWindow time.Duration
 	// QueueFrames and QueueBytes bound one connection's send queue; past
 	// either the connection is a slow consumer. Defaults 4096 and 1 MiB.
@@ -154,9 +151,6 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.WriteTimeout <= 0 {
 		out.WriteTimeout = 5 * time.Second
-	}
-	if out.CoalesceWindow == 0 {
-		out.CoalesceWindow = 10 * time.Millisecond
 	}
 	if out.QueueFrames <= 0 {
 		out.QueueFrames = 4096

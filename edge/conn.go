@@ -25,13 +25,14 @@ import (
 
 // conn is one client WebSocket. It has at most one reader goroutine at a
 // time: the first runs serve, later ones readFrames after a park (see
-// park.go). writeLoop is its only writer.
+// park.go), and at most one writer at a time: whoever holds its writer
+// token (writing), see send.
 type conn struct {
 	e  *Edge
 	ws *websocket.Conn
 	// wire carries every write to nc (see wire.go).
 	wire *wire
-	// nc is ws's network connection. writeLoop writes data messages to it
+	// nc is ws's network connection. The writer writes data messages to it
 	// directly, framed by the edge (see wsframe.Frame), each in one
 	// Write; coder/websocket writes only control frames (close, pong),
 	// each also in one Write, so frames never interleave.
@@ -70,19 +71,20 @@ type conn struct {
 	// comes first); after, the edge answers it.
 	welcomed atomic.Bool
 	lastRead atomic.Int64 // mono.Now nanoseconds of the last frame read
-	// writeStart is when the write in progress began (0: none). The edge's
-	// sweeper cuts writes that pass Config.WriteTimeout: one watchdog for
-	// every connection instead of a timer per write.
+	// writeStart is when the socket was found full by a write not yet
+	// finished (0: none): a blocking write began, or a write without
+	// blocking left a tail. The edge's sweeper cuts writes that pass
+	// Config.WriteTimeout: one watchdog for every connection instead of a
+	// timer per write.
 	writeStart atomic.Int64
-	wake       chan struct{} // capacity 1: "the queue changed"
-	// writers counts the writer goroutine (0 or 1). The writer starts
-	// with work and ends when it has none (see writeLoop): an idle
-	// connection holds no writer goroutine.
+	// writers counts the writer token (0 or 1; see startWriterLocked):
+	// finish waits for a queued close to be written.
 	writers sync.WaitGroup
-	// lastFlush is when the socket was last written, prevFlush the
-	// write before (mono.Now nanoseconds); see flushed and idle.
-	lastFlush, prevFlush atomic.Int64
-	done                 chan struct{} // closed when the reader is finished
+	done    chan struct{} // closed when the reader is finished
+
+	// Guarded by the poller's mu: the socket is in the poller's set of
+	// sockets waiting for room (armed or not).
+	registeredOut bool
 
 	mu       sync.Mutex // guards the following fields
 	queue    [][]byte   // encoded frames; shared, never modified
@@ -94,12 +96,14 @@ type conn struct {
 	// a backlog.
 	sigAt   map[string]queuedSignals
 	closing bool // a close is queued; nothing more is accepted
-	writing bool // a writer goroutine is running
-	// scheduled: the connection is in its flusher's next pass (flusher.go)
-	scheduled bool
-	// flushing: the writer holds frames taken from queue that are not yet
-	// written (for corral_edge_queued_frames).
-	flushing    bool
+	// writing: the writer token is held, by the connection's sender shard
+	// (due, or in its pass), the wait for room, a blocking writer
+	// goroutine, or the close; only its holder writes data to the socket.
+	// It stays set once the socket failed or closed: no writer again.
+	writing bool
+	// stalled: the writer holds frames it took from queue that the
+	// socket has not taken whole (for corral_edge_queued_frames).
+	stalled     bool
 	ended       bool // the reader is done: no writer starts any more
 	closeCode   corralv1.Code
 	closeReason string
@@ -126,7 +130,6 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 		enc:    enc,
 		remote: remote,
 		id:     e.nextID.Add(1),
-		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		limits: newLimiter(&e.cfg),
 		// Edge.serveWS sets the real one.
@@ -176,7 +179,9 @@ func (c *conn) finish(clean bool) {
 	case <-writerDone:
 	case <-time.After(c.e.cfg.WriteTimeout):
 	}
-	c.ws.CloseNow()
+	// cutOff, not only CloseNow: a writer waiting for room is woken, and
+	// fails.
+	c.cutOff()
 	<-writerDone
 	// What no writer will send is dropped, and its bytes leave the
 	// link's count; closing: nothing more is queued.
@@ -196,14 +201,7 @@ func (c *conn) cutOff() {
 	c.e.poller.closed(c)
 }
 
-// writerIdle is how long a writer waits for more work before it ends, on
-// a connection that had some within writerIdle before the writer started.
-// Otherwise (a heartbeat's pong every ten-odd seconds, a rare message) the
-// writer ends as soon as the queue is empty: idle connections hold no
-// writer, busy ones keep theirs.
-const writerIdle = 2 * time.Second
-
-// writeBufs holds the writers' message buffers between flushes.
+// writeBufs holds the writers' message buffers between writes.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // putWriteBuf returns a buffer to writeBufs, unless it grew large.
@@ -227,77 +225,10 @@ func (c *conn) message(bp *[]byte, q [][]byte) []byte {
 	return wsframe.Frame(buf, opcodeOf(c.enc))
 }
 
-// flusher is the connection's shard of the edge's flushers (nil: the
-// coalescing window is off).
-func (c *conn) flusher() *flusher {
-	fs := c.e.flushers
-	if len(fs) == 0 {
-		return nil
-	}
-	return fs[c.id%uint64(len(fs))]
-}
-
-// flushDue is c's turn in its flusher f's pass at now: everything queued
-// goes in one message, written without blocking, on the flusher's
-// goroutine. A socket that takes none or only part of it gets a writer
-// goroutine for the rest, which may block (writeLoop). A writer already
-// running, a close, or an ended reader leave the queue to the writer, as
-// push does. A socket written too recently (a window after its last
-// write is more than f's slack away) waits for a later pass.
-func (c *conn) flushDue(f *flusher, now int64) {
-	c.mu.Lock()
-	if c.writing || c.ended || c.closing || len(c.queue) == 0 {
-		c.scheduled = false
-		c.mu.Unlock()
-		return
-	}
-	if at := c.lastFlush.Load() + int64(f.window); at > now+f.slack() {
-		f.add(c, at) // still scheduled
-		c.mu.Unlock()
-		return
-	}
-	c.scheduled = false
-	bp := writeBufs.Get().(*[]byte)
-	defer putWriteBuf(bp)
-	n := len(c.queue)
-	r := c.wire.tryWrite(c.message(bp, c.queue))
-	if r == writeDone || r == writeTail {
-		q := c.takeLocked()
-		clear(q)
-		c.spare = q[:0]
-	}
-	if !c.wroteLocked(r, n) {
-		// Nothing written: a writer writes it all, blocking.
-		start := c.startWriterLocked()
-		c.mu.Unlock()
-		c.kick(start, false)
-	}
-}
-
-// wroteLocked settles a write without blocking (tryWrite) of frames
-// frames that returned r, for push and flushDue alike: a write, whole or
-// in part, is counted and recorded; a part gets the writer, which writes
-// the rest; a failure cuts the socket, no writer ever starts. It unlocks
-// c.mu and reports true, except for writeNone (nothing written), where
-// c.mu stays held and it reports false. Lock must be held.
-func (c *conn) wroteLocked(r writeResult, frames int) bool {
-	switch r {
-	case writeDone, writeTail:
-		c.e.metrics.framesPerFlush.Observe(float64(frames))
-		c.flushed(mono.Now())
-		start := r == writeTail && c.startWriterLocked()
-		c.mu.Unlock()
-		c.kick(start, false)
-		return true
-	case writeFailed:
-		// No writer and no write ever again, as in writeLoop.
-		c.writing, c.flushing = true, true
-		c.mu.Unlock()
-		// Not on this goroutine, which may be fanning a room out.
-		go c.cutOff()
-		return true
-	}
-	return false
+// sender is the connection's shard of the edge's writers (sender.go).
+func (c *conn) sender() *sender {
+	ss := c.e.senders
+	return ss[c.id%uint64(len(ss))]
 }
 
 // hello reads and authenticates the hello and attaches the connection. It
@@ -577,9 +508,11 @@ const (
 	pushSignals                 // a room's signal batch, merged while queued
 )
 
-// push is the one way into the queue: bounds, signal merging and waking
-// the writer happen in one critical section, so what sigAt points at is
-// always the entry it was recorded for.
+// push is the one way into the queue: bounds, signal merging and handing
+// the socket to its writer happen in one critical section, so what sigAt
+// points at is always the entry it was recorded for. It never writes: a
+// producer (a room's fan-out under the link's lock) only queues, and the
+// socket's one writer sends (send).
 func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch) bool {
 	b := e.b
 	c.mu.Lock()
@@ -607,25 +540,6 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
-	// quiet: nothing queued and no writer; then idle says whether this
-	// frame is written at once (it reads the clock, so only then).
-	quiet := len(c.queue) == 0 && !c.writing && !c.ended
-	idle := !quiet || c.idle()
-	if e.msg != nil && quiet && idle {
-		// No writer, nothing queued, and the socket idle: try the
-		// message on the socket right away, without blocking, on this
-		// goroutine (a room's fan-out then costs one write(2) per member
-		// and no writer wake-up). mu is held, so nothing can overtake
-		// it. A busy socket's frames queue instead, and its flusher
-		// sends them together (flusher.go). Never beside a running
-		// writer, even an idle one: a tail left by a partial write is
-		// the writer's to send, and only a writer started for it does.
-		r := c.wire.tryWrite(e.msg)
-		if c.wroteLocked(r, 1) {
-			return r != writeFailed
-		}
-		// writeNone: the socket is full or busy; queue b.
-	}
 	c.queue = append(c.queue, b)
 	if kind == pushReplay {
 		c.replayed++
@@ -638,20 +552,11 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		}
 		c.sigAt[room] = queuedSignals{idx: len(c.queue) - 1, batch: batch}
 	}
-	if f := c.flusher(); f != nil && !c.writing && !c.ended && kind != pushReplay && !c.fullLocked() &&
-		(c.scheduled || !idle) {
-		// A busy socket, its frames coming faster than the window: its
-		// flusher writes them together at its next pass.
-		if !c.scheduled {
-			c.scheduled = true
-			f.add(c, c.lastFlush.Load()+int64(c.e.cfg.CoalesceWindow))
-		}
-		c.mu.Unlock()
-		return true
-	}
-	start, wake := c.startWriterLocked(), len(c.queue) == 1 || c.fullLocked()
+	start := c.startWriterLocked()
 	c.mu.Unlock()
-	c.kick(start, wake)
+	if start {
+		c.sender().add(c)
+	}
 	return true
 }
 
@@ -666,70 +571,27 @@ func (c *conn) addQueuedLocked(n int) {
 	}
 }
 
-// fullLocked reports whether the queue holds enough to write without
-// waiting out the coalescing window: a quarter of either bound, or 64
-// KiB. Coalescing must never make a fast reader a slow consumer. Lock
-// must be held.
-func (c *conn) fullLocked() bool {
-	n := c.queued
-	return len(c.queue)-c.replayed >= c.e.cfg.QueueFrames/4 || n >= c.e.cfg.QueueBytes/4 || n >= 64<<10
-}
-
-// idle reports whether the socket's next frame is written at once rather
-// than queued to go with others (always, with a negative window). A
-// socket is busy, and its frames wait for the writer, only while frames
-// keep coming: it was last written within Config.CoalesceWindow, and that
-// write came within two windows of the one before. One frame that happens
-// to follow another (a reliable message beside a cursor room's signal
-// flush, every 33 ms) is written inline: a writer started for a pair costs
-// a goroutine, a timer and a wake-up, more than the write it saves (with
-// the writer then lingering, cursors paid 1.14x CPU per signal delivery).
-func (c *conn) idle() bool {
-	w := int64(c.e.cfg.CoalesceWindow)
-	if w <= 0 {
-		return true
-	}
-	last := c.lastFlush.Load()
-	return mono.Now()-last >= w || last-c.prevFlush.Load() > 2*w
-}
-
-// flushed records a write to the socket at now (mono.Now nanoseconds).
-func (c *conn) flushed(now int64) { c.prevFlush.Store(c.lastFlush.Swap(now)) }
-
-// signal tells the writer the queue changed, starting one if none runs.
+// signal hands the socket to its writer if none holds it (a close was
+// queued).
 func (c *conn) signal() {
 	c.mu.Lock()
 	start := c.startWriterLocked()
 	c.mu.Unlock()
-	c.kick(start, true)
+	if start {
+		c.sender().add(c)
+	}
 }
 
-// startWriterLocked reports whether a writer must be started, and counts
-// it. Lock must be held.
+// startWriterLocked takes the writer token for whoever is about to hand
+// the socket to its sender, and reports whether it did: not while a
+// writer holds it, nor once the reader is done. Lock must be held.
 func (c *conn) startWriterLocked() bool {
 	if c.writing || c.ended {
 		return false
 	}
 	c.writing = true
-	c.writers.Add(1) // under mu: serve's Wait comes after ended is set
+	c.writers.Add(1) // under mu: finish's Wait comes after ended is set
 	return true
-}
-
-// kick starts the writer, or wakes a waiting one.
-func (c *conn) kick(start, wake bool) {
-	if start {
-		go func() {
-			defer c.writers.Done()
-			c.writeLoop()
-		}()
-		return
-	}
-	if wake {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // takeLocked hands the whole queue to the writer and starts an empty one.
@@ -819,119 +681,159 @@ func closeFrame(code corralv1.Code, reason string, delayMs uint32) *corralv1.Ser
 	}}
 }
 
-// writeLoop is the connection's only writer: it takes everything queued,
-// writes it as one message, and repeats; after a queued close it closes.
-//
-// Write coalescing: the writer writes at most once per
-// Config.CoalesceWindow. Work for a busy socket (see idle) that arrives
-// sooner after the last write waits for the window to pass, and whatever
-// has been queued by then goes in the same write(2): a busy socket (a busy room's member) costs one
-// write per window instead of one per frame. A close, and a connection
-// whose reader is gone, do not wait.
-func (c *conn) writeLoop() {
-	// Without flushers, a busy socket's writer stays for more work; with
-	// them, it ends when its queue is empty and the flusher takes over.
-	linger := c.flusher() == nil && mono.Now()-c.lastFlush.Load() < int64(writerIdle)
-	var idle, delay *time.Timer // made when first needed
-	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
-		if delay != nil {
-			delay.Stop()
-		}
-	}()
-	hurry := false // the reader is gone: no more coalescing
-	// The end of a message pushed without blocking, if that is why the
-	// writer started.
-	c.writeStart.Store(mono.Now())
-	err := c.wire.flush()
-	c.writeStart.Store(0)
-	if err != nil {
-		c.cutOff()
+// sendRounds bounds the writes one turn of send makes while frames keep
+// coming, so that one busy socket does not hold its shard from the others:
+// past it, the socket goes to the back of the shard's next pass.
+const sendRounds = 4
+
+// send is the writer's turn on the connection's sender shard; the caller
+// holds the writer token. It writes the wire's tail and everything queued
+// as one message, without blocking, and again while frames were queued
+// meanwhile (they merge into that next write). It gives the token back
+// once the queue is empty; keeps it while the socket is full, and waits
+// for room (waitWritable); and after a queued close closes the socket off
+// the shard (closeSocket). A socket whose wire is busy with a control
+// frame is written blocking on a goroutine (sendBlocking).
+func (c *conn) send() {
+	w := c.wire
+	if w.raw == nil || !w.mu.TryLock() {
+		// A socket that cannot be written without blocking (TLS, say),
+		// or coder/websocket writing a control frame, maybe blocking on
+		// a full socket: not on the shard.
+		go c.sendBlocking()
 		return
 	}
-	for {
-		c.mu.Lock()
-		if len(c.queue) == 0 && !c.closing {
-			if !linger {
-				c.writing = false
-				c.mu.Unlock()
-				return
-			}
-			c.mu.Unlock()
-			if idle == nil {
-				idle = time.NewTimer(writerIdle)
-			}
-			select {
-			case <-c.wake:
-				continue
-			case <-c.done:
-			case <-idle.C:
-			}
-			// No work for a while, or the reader is gone: end, unless
-			// work arrived meanwhile.
+	bp := writeBufs.Get().(*[]byte)
+	defer putWriteBuf(bp)
+	for round := 1; ; round++ {
+		// The tail first: while the socket has not taken it, the queue
+		// stays queued, within its bounds, and a slow reader meets them.
+		r := w.sendLocked(nil)
+		var q [][]byte
+		if r == writeDone {
 			c.mu.Lock()
-			if len(c.queue) == 0 && !c.closing {
-				c.writing = false
-				c.mu.Unlock()
-				return
-			}
+			q = c.takeLocked()
 			c.mu.Unlock()
-			idle.Reset(writerIdle)
-			continue
-		}
-		if w := c.e.cfg.CoalesceWindow; w > 0 && !c.closing && !hurry && !c.fullLocked() {
-			if wait := time.Duration(c.lastFlush.Load() + int64(w) - mono.Now()); wait > 0 {
-				c.mu.Unlock()
-				if delay == nil {
-					delay = time.NewTimer(wait)
-				} else {
-					delay.Reset(wait)
-				}
-				select {
-				case <-delay.C:
-				case <-c.wake: // e.g. a close: look again
-				case <-c.done:
-					hurry = true
-				}
-				continue
+			if len(q) > 0 {
+				r = w.sendLocked(c.message(bp, q))
 			}
 		}
-		q := c.takeLocked()
-		c.flushing = true
-		closing, code, reason := c.closing, c.closeCode, c.closeReason
-		c.mu.Unlock()
-
-		if len(q) > 0 {
-			bp := writeBufs.Get().(*[]byte)
-			msg := c.message(bp, q)
+		if len(q) > 0 && r != writeFailed {
 			c.e.metrics.framesPerFlush.Observe(float64(len(q)))
-			now := mono.Now()
-			c.writeStart.Store(now)
-			_, err := c.wire.Write(msg)
-			c.writeStart.Store(0)
-			putWriteBuf(bp)
-			if err != nil {
-				c.cutOff()
-				return
-			}
-			c.flushed(now)
-			clear(q)
-			c.mu.Lock()
-			c.flushing = false
-			if c.spare == nil {
-				c.spare = q[:0]
-			}
-			c.mu.Unlock()
-			if idle != nil {
-				idle.Reset(writerIdle)
-			}
 		}
-		if closing {
-			c.ws.Close(websocket.StatusCode(code), reason)
-			c.e.poller.closed(c)
+		clear(q)
+		c.mu.Lock()
+		if c.spare == nil {
+			c.spare = q[:0]
+		}
+		switch {
+		case r == writeFailed:
+			// The token is kept: no writer ever again.
+			c.stalled = false
+			c.mu.Unlock()
+			w.mu.Unlock()
+			c.writers.Done()
+			go c.cutOff() // not on the shard: CloseNow may wait for a close
+			return
+		case r == writeTail || r == writeFull:
+			c.stalled = true
+			c.mu.Unlock()
+			w.mu.Unlock()
+			c.waitWritable()
 			return
 		}
+		c.stalled = false
+		c.writeStart.Store(0)
+		switch {
+		case len(c.queue) > 0 && round < sendRounds:
+			c.mu.Unlock()
+			continue
+		case len(c.queue) > 0:
+			c.mu.Unlock()
+			w.mu.Unlock()
+			c.sender().add(c)
+			return
+		case c.closing:
+			code, reason := c.closeCode, c.closeReason
+			c.mu.Unlock()
+			w.mu.Unlock()
+			go c.closeSocket(code, reason)
+			return
+		}
+		c.writing = false
+		c.mu.Unlock()
+		w.mu.Unlock()
+		c.writers.Done()
+		return
 	}
+}
+
+// waitWritable waits for room on a socket that did not take a whole write:
+// the poller hands it back to its sender when it turns writable; where
+// there is no poller, a goroutine writes blocking. The caller holds the
+// writer token.
+func (c *conn) waitWritable() {
+	c.writeStart.CompareAndSwap(0, mono.Now())
+	if !c.e.poller.waitWritable(c) {
+		go c.sendBlocking()
+	}
+}
+
+// sendBlocking is send on a goroutine of its own, whose writes may block:
+// where the socket cannot be written without blocking or waited for (no
+// poller), or its wire is busy. The caller holds the writer token.
+func (c *conn) sendBlocking() {
+	bp := writeBufs.Get().(*[]byte)
+	defer putWriteBuf(bp)
+	for {
+		c.mu.Lock()
+		q := c.takeLocked()
+		c.mu.Unlock()
+		c.writeStart.CompareAndSwap(0, mono.Now())
+		var err error
+		if len(q) > 0 {
+			_, err = c.wire.Write(c.message(bp, q))
+			if err == nil {
+				c.e.metrics.framesPerFlush.Observe(float64(len(q)))
+			}
+		} else {
+			err = c.wire.flush()
+		}
+		c.writeStart.Store(0)
+		clear(q)
+		c.mu.Lock()
+		c.stalled = false
+		if c.spare == nil {
+			c.spare = q[:0]
+		}
+		switch {
+		case err != nil:
+			c.mu.Unlock()
+			c.writers.Done()
+			c.cutOff()
+			return
+		case len(c.queue) > 0:
+			c.mu.Unlock()
+			continue
+		case c.closing:
+			code, reason := c.closeCode, c.closeReason
+			c.mu.Unlock()
+			c.closeSocket(code, reason)
+			return
+		}
+		c.writing = false
+		c.mu.Unlock()
+		c.writers.Done()
+		return
+	}
+}
+
+// closeSocket closes the socket with code once the queued close frame is
+// written: coder/websocket's close handshake, which may block (it waits
+// for the client's reply). The caller holds the writer token, kept: no
+// writer after the close.
+func (c *conn) closeSocket(code corralv1.Code, reason string) {
+	defer c.writers.Done()
+	c.ws.Close(websocket.StatusCode(code), reason)
+	c.e.poller.closed(c)
 }

@@ -29,9 +29,9 @@ type Edge struct {
 	// id names this edge to its cores (RoomService.Info), on every link.
 	id     string
 	poller *poller // nil: connections never park
-	// flushers write busy connections' coalesced frames (flusher.go), a
-	// connection to each by its id; none when coalescing is off.
-	flushers []*flusher
+	// senders write the connections' queued frames (sender.go), a
+	// connection to each by its id.
+	senders []*sender
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -65,8 +65,8 @@ func New(cfg Config) (*Edge, error) {
 		conns:   make(map[*conn]struct{}),
 		users:   make(map[string]int),
 		poller:  newPoller(),
-		// One flusher per core: a pass writes its sockets on one core.
-		flushers: newFlushers(runtime.GOMAXPROCS(0), cfg.CoalesceWindow, m.flushPass),
+		// One sender per core: a pass writes its sockets on one core.
+		senders: newSenders(runtime.GOMAXPROCS(0), m.flushPass),
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -92,11 +92,11 @@ func New(cfg Config) (*Edge, error) {
 			l.run(ctx)
 		}()
 	}
-	for _, f := range e.flushers {
+	for _, s := range e.senders {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			f.run(ctx)
+			s.run(ctx)
 		}()
 	}
 	e.wg.Add(1)
@@ -235,7 +235,7 @@ func (e *Edge) queuedFrames() float64 {
 	for _, c := range conns {
 		c.mu.Lock()
 		n += len(c.queue)
-		if c.flushing && !c.ended {
+		if c.stalled && !c.ended {
 			n++
 		}
 		c.mu.Unlock()

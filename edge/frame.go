@@ -6,8 +6,8 @@ import (
 	"github.com/corral-rt/corral/protocol"
 )
 
-// A server frame as the edge sends it: encoded once per encoding, with
-// its WebSocket header, for every recipient (encode, encoded).
+// A server frame as the edge sends it: encoded once per encoding for every
+// recipient (encode, encoded).
 
 // opcodeOf is the opcode of data messages in enc: text for JSON, binary
 // for proto.
@@ -19,18 +19,17 @@ func opcodeOf(enc protocol.Encoding) byte {
 }
 
 // The edge writes its data messages to the socket itself, each one final
-// unmasked frame (wsframe.Frame). encoded is a server frame encoded for
-// one encoding, made once for every
-// recipient: b is the frame as queued (a writer may batch it with others),
-// msg the same bytes after their WebSocket header, ready for the socket.
-// b is a suffix of msg; neither is ever modified.
-type encoded struct{ b, msg []byte }
+// unmasked frame (wsframe.Frame) that the writer frames around what it
+// took from the queue (conn.message). encoded is a server frame encoded for
+// one encoding, made once for every recipient: b is the frame as queued
+// (a writer may batch it with others); it is never modified.
+type encoded struct{ b []byte }
 
-// encode encodes f in enc, with its WebSocket header.
+// encode encodes f in enc.
 func encode(enc protocol.Encoding, f *corralv1.ServerFrame) (encoded, error) {
-	buf, err := protocol.AppendServer(enc, make([]byte, wsframe.MaxHeader, 128), f)
+	buf, err := protocol.AppendServer(enc, make([]byte, 0, 128), f)
 	if err != nil {
 		return encoded{}, err
 	}
-	return encoded{b: buf[wsframe.MaxHeader:], msg: wsframe.Frame(buf, opcodeOf(enc))}, nil
+	return encoded{b: buf}, nil
 }

@@ -9,7 +9,7 @@ type metrics struct {
 	closes         *prometheus.CounterVec
 	slow           *prometheus.CounterVec
 	framesPerFlush prometheus.Histogram
-	flushPass      prometheus.Histogram // one flusher pass (flusher.go)
+	flushPass      prometheus.Histogram // one sender pass (sender.go)
 	linkUp         prometheus.Gauge
 	linkFailures   prometheus.Counter
 	linkFailovers  prometheus.Counter
@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
 		flushPass: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "corral_edge_flush_pass_seconds", Help: "How long one flusher pass took to write every busy socket due (a pass near the coalescing window means the flushers are saturated).",
+			Name: "corral_edge_flush_pass_seconds", Help: "How long one sender pass took to write every socket handed to it (long passes: the senders are saturated, and frames wait for their socket's turn).",
 			Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3},
 		}),
 		linkUp:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),

@@ -28,13 +28,20 @@ const parkAfter = 500 * time.Millisecond
 
 // poller starts the reader of a parked connection when its socket turns
 // readable. A nil poller parks nothing.
+//
+// It also hands a connection back to its sender when its socket, found
+// full by a write, has room again (EPOLLOUT): a second epoll set, out, so
+// that waiting for room and waiting for a frame never re-arm each other.
 type poller struct {
 	ep   *epoll
-	done chan struct{} // closed when the wait loop has ended
+	out  *epoll
+	done chan struct{} // closed when both wait loops have ended
 
-	mu sync.Mutex // guards the following fields, and conn.registered and conn.cut
+	mu sync.Mutex // guards the following fields, conn.registered, conn.registeredOut and conn.cut
 	// parked are the connections without a reader, by id.
-	parked  map[uint64]*conn
+	parked map[uint64]*conn
+	// full are the connections whose writer waits for room, by id.
+	full    map[uint64]*conn
 	stopped bool
 }
 
@@ -44,22 +51,76 @@ func newPoller() *poller {
 	if err != nil {
 		return nil
 	}
-	p := &poller{ep: ep, done: make(chan struct{}), parked: make(map[uint64]*conn)}
+	out, err := openEpoll()
+	if err != nil {
+		ep.close()
+		return nil
+	}
+	p := &poller{ep: ep, out: out, done: make(chan struct{}),
+		parked: make(map[uint64]*conn), full: make(map[uint64]*conn)}
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		p.out.wait(p.writable)
+		p.stop()
+	}()
 	go func() {
 		defer close(p.done)
 		p.ep.wait(p.wake)
-		// Closed, or failed: no connection parks any more, and those
-		// parked get their reader back.
-		p.mu.Lock()
-		p.stopped = true
-		parked := p.parked
-		p.parked = nil
-		p.mu.Unlock()
-		for _, c := range parked {
-			go c.readFrames()
-		}
+		p.stop()
+		<-outDone
 	}()
 	return p
+}
+
+// stop is the end of a wait loop (closed, or failed): nothing parks or
+// waits for room any more; parked connections get their reader back, and
+// those waiting for room their writer (which then writes blocking).
+func (p *poller) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	parked, full := p.parked, p.full
+	p.parked, p.full = nil, nil
+	p.mu.Unlock()
+	for _, c := range parked {
+		go c.readFrames()
+	}
+	for _, c := range full {
+		c.sender().add(c)
+	}
+}
+
+// writable hands the connection waiting for room under id, if any, back
+// to its sender.
+func (p *poller) writable(id uint64) {
+	p.mu.Lock()
+	c := p.full[id]
+	delete(p.full, id)
+	p.mu.Unlock()
+	if c != nil {
+		c.sender().add(c)
+	}
+}
+
+// waitWritable registers c's socket, to hand c back to its sender when the
+// socket turns writable (or fails). It reports whether it did; if not (no
+// poller, c cut off, the poller stopped) the caller writes blocking. The
+// caller holds c's writer token.
+func (p *poller) waitWritable(c *conn) bool {
+	if p == nil || c.raw == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped || c.cut {
+		return false
+	}
+	if err := p.out.armOut(c.raw, c.id, !c.registeredOut); err != nil {
+		return false
+	}
+	c.registeredOut = true
+	p.full[c.id] = c
+	return true
 }
 
 // wake starts the reader of the connection parked under id, if any (an
@@ -106,9 +167,18 @@ func (p *poller) closed(c *conn) {
 	if parked {
 		delete(p.parked, c.id)
 	}
+	// A closed socket leaves the epoll sets without an event: a writer
+	// waiting for room is handed back, and fails.
+	full := p.full[c.id] == c
+	if full {
+		delete(p.full, c.id)
+	}
 	p.mu.Unlock()
 	if parked {
 		go c.readFrames()
+	}
+	if full {
+		c.sender().add(c)
 	}
 }
 
@@ -132,6 +202,7 @@ func (p *poller) close() {
 	p.stopped = true // arm uses the epoll fd only while not closed
 	p.mu.Unlock()
 	p.ep.close()
+	p.out.close()
 	<-p.done
 }
 

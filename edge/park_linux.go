@@ -42,8 +42,19 @@ func openEpoll() (*epoll, error) {
 // open meanwhile: a closed socket fails here instead of arming a number
 // that may already name another.
 func (ep *epoll) arm(raw syscall.RawConn, id uint64, add bool) error {
+	return ep.ctl(raw, id, add, unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLONESHOT)
+}
+
+// armOut registers the socket behind raw (add: for the first time) to
+// report id once when it turns writable, or fails (EPOLLERR and EPOLLHUP
+// are always reported).
+func (ep *epoll) armOut(raw syscall.RawConn, id uint64, add bool) error {
+	return ep.ctl(raw, id, add, unix.EPOLLOUT|unix.EPOLLONESHOT)
+}
+
+func (ep *epoll) ctl(raw syscall.RawConn, id uint64, add bool, events uint32) error {
 	ev := unix.EpollEvent{
-		Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
+		Events: events,
 		Fd:     int32(uint32(id)),
 		Pad:    int32(uint32(id >> 32)),
 	}

@@ -11,7 +11,7 @@ import (
 func queueConn(t *testing.T) *conn {
 	t.Helper()
 	cfg := (&Config{}).withDefaults()
-	c := &conn{e: &Edge{cfg: cfg, metrics: newMetrics(nil)}, enc: protocol.JSON, wake: make(chan struct{}, 1)}
+	c := &conn{e: &Edge{cfg: cfg, metrics: newMetrics(nil)}, enc: protocol.JSON}
 	c.ended = true // no writer goroutine: the test takes the queue itself
 	return c
 }

@@ -10,15 +10,14 @@ import (
 // control frames (pong, close) and the edge's data messages both go
 // through it, one at a time.
 //
-// A data message may be written without blocking, straight from the
-// goroutine that fans a room out (see conn.push): most sockets have room,
-// and the write then costs no writer goroutine and no wake-up. When the
-// socket takes only part of it, the rest is kept as tail, and whoever
-// writes next (the connection's writer, or a control frame) writes tail
-// first, so frames never interleave on the wire.
+// The connection's writer (conn.send, on its sender shard) writes data
+// without blocking, holding mu: what the socket does not take is kept as
+// tail, and the writer waits for room (EPOLLOUT, poller.waitWritable)
+// before it writes again. Whoever writes next, the writer or a control
+// frame, writes tail first, so frames never interleave on the wire.
 type wire struct {
 	nc  net.Conn
-	raw syscall.RawConn // nil: no write without blocking (tryWrite fails)
+	raw syscall.RawConn // nil: no write without blocking (the writer blocks)
 
 	mu   sync.Mutex // held across every write to nc
 	tail []byte     // the unwritten end of a message written without blocking
@@ -56,36 +55,46 @@ func (w *wire) flushLocked() error {
 	return nil
 }
 
-// writeResult is what tryWrite did.
+// writeResult is what sendLocked did.
 type writeResult int
 
 const (
-	writeNone   writeResult = iota // nothing written: queue the frame
-	writeDone                      // written in full
-	writeTail                      // partly written: the wire keeps the rest
+	writeDone   writeResult = iota // written in full, no tail left
+	writeTail                      // the socket is full: the wire keeps the rest
+	writeFull                      // the tail is not all written: nothing else was
 	writeFailed                    // the socket failed
 )
 
-// tryWrite writes p without blocking: writeNone, having written nothing,
-// when another write is in progress, a tail is waiting, or the socket has
-// no room (the caller then queues p); writeDone; writeTail when the socket
-// took part of p and the rest became the tail (the caller must see it
-// written, e.g. by starting the writer); writeFailed when the socket
-// failed.
-func (w *wire) tryWrite(p []byte) writeResult {
-	if w.raw == nil || !w.mu.TryLock() {
-		return writeNone
+// sendLocked writes the tail, then p, without blocking. When the socket
+// does not take the whole tail it returns writeFull: nothing of p is
+// written or kept, the caller still holds it (a connection's frames stay
+// in its queue, counted against its bounds, while its socket is full).
+// Otherwise whatever the socket does not take of p becomes the tail (a
+// copy: p is the caller's), writeTail. An empty p writes only the tail.
+// Without a raw socket it writes nothing and fails (the connection's
+// writer then writes blocking, off its sender). mu must be held.
+func (w *wire) sendLocked(p []byte) writeResult {
+	if w.raw == nil {
+		return writeFailed
 	}
-	defer w.mu.Unlock()
-	if len(w.tail) > 0 {
-		return writeNone
+	for len(w.tail) > 0 {
+		n, err := writeNonblock(w.raw, w.tail)
+		switch {
+		case err != nil:
+			return writeFailed
+		case n == 0:
+			return writeFull
+		}
+		w.tail = w.tail[n:]
+	}
+	w.tail = nil
+	if len(p) == 0 {
+		return writeDone
 	}
 	n, err := writeNonblock(w.raw, p)
 	switch {
 	case err != nil:
 		return writeFailed
-	case n == 0:
-		return writeNone
 	case n < len(p):
 		w.tail = append([]byte(nil), p[n:]...)
 		return writeTail

@@ -7,10 +7,11 @@
 # Each run: a fresh `corral serve` (for storm-redis on a fresh private
 # redis-server, port 28619), then corral-bench versus (standard client)
 # --workload storm: 10,000 sockets in 100 rooms, 100 publishes/s, 20 s,
-# every socket reset at a third and back with a new session and a
-# positioned join. Prints one line per run, then per build the median
-# server CPU-s (from the reset to the end of publishing) and p99 (reset to
-# recovered). BENCH: corral-bench (default: on PATH). Ports 28610-28611 and
+# every socket reset (RST) at a third and back with a new session and a
+# positioned join, each client on W1's own timer (--storm-mode herd; env
+# STORM_MODE=bounded for the old storm). Prints one line per run, then per
+# build the median server CPU-s (herd: from the reset until all are back;
+# bounded: to the end of publishing) and p99 (reset to recovered). BENCH: corral-bench (default: on PATH). Ports 28610-28611 and
 # 28619 on 127.0.0.1. Hold the machine's load lock:
 #   flock /tmp/corral-load.lock env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh ...
 set -u
@@ -30,7 +31,7 @@ run() { # binary label round
 	local SP=$!
 	sleep 0.8
 	"$BENCH" versus --server corral --url ws://127.0.0.1:28610/ws --api http://127.0.0.1:28611 --pid $SP --quiet \
-		--workload storm --sockets 10000 --rooms 100 --rate 100 --duration 20s --json "$OUT/$2-$3.json" >"$OUT/$2-$3.txt" 2>&1
+		--workload storm --storm-mode "${STORM_MODE:-herd}" --sockets 10000 --rooms 100 --rate 100 --duration 20s --json "$OUT/$2-$3.json" >"$OUT/$2-$3.txt" 2>&1
 	echo "$2 $3: $(grep -h 'corral storm' "$OUT/$2-$3.txt")"
 	kill $SP $RP 2>/dev/null
 	wait $SP $RP 2>/dev/null

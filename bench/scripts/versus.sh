@@ -15,7 +15,10 @@
 # Binaries: CORRAL, CENTRIFUGO (v6.9.1, not part of this repository:
 # GOBIN=/work/tools/bin go install github.com/centrifugal/centrifugo/v6@v6.9.1),
 # BENCH (corral-bench), REDIS_SERVER. Ports: PORT_BASE (default 28510) to
-# PORT_BASE+29 on 127.0.0.1. ROWS (env) runs a subset of the rows. Hold the machine's load lock around it:
+# PORT_BASE+29 on 127.0.0.1. ROWS (env) runs a subset of the rows; STORM_MODE
+# (env) is the storm rows' --storm-mode: herd (the default, W1's real herd:
+# every socket reset, each client back on its own timer) or bounded (the old
+# storm). Hold the machine's load lock around it:
 #   flock /tmp/corral-load.lock bench/scripts/versus.sh -r 3
 set -euo pipefail
 
@@ -39,6 +42,7 @@ CENTRIFUGO=${CENTRIFUGO:-centrifugo}
 BENCH=${BENCH:-corral-bench}
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 PORT_BASE=${PORT_BASE:-28510}
+STORM_MODE=${STORM_MODE:-herd}
 WS_PORT=$PORT_BASE
 API_PORT=$((PORT_BASE + 1))
 REDIS_PORT=$((PORT_BASE + 9))
@@ -54,7 +58,7 @@ row_flags() {
 		senders=$(scale 20 1)
 		echo "--workload busy-room --sockets $(scale 200 10) --rooms 1 --senders $senders --rate $((senders * 20)) --duration $DURATION" ;;
 	broadcast) echo "--workload broadcast --sockets $(scale 15000 50) --rooms $(scale 100 1) --rate 250 --duration $DURATION" ;;
-	storm-memory | storm-redis) echo "--workload storm --sockets $(scale 10000 50) --rooms $(scale 100 1) --rate 100 --duration $DURATION" ;;
+	storm-memory | storm-redis) echo "--workload storm --storm-mode $STORM_MODE --sockets $(scale 10000 50) --rooms $(scale 100 1) --rate 100 --duration $DURATION" ;;
 	idle) echo "--workload idle --sockets $(scale 10000 100) --rooms $(scale 100 1) --settle 10s" ;;
 	esac
 }
@@ -173,7 +177,13 @@ for row in rows:
         name = "server CPU-s"
         cv = med([r["serverCpuSeconds"] for r in c]); fv = med([r["serverCpuSeconds"] for r in f])
     cp, fp = med([r["p99Ms"] for r in c]), med([r["p99Ms"] for r in f])
-    miss = f"{sum(r['gaps'] for r in c)}/{sum(r['gaps'] for r in f)}"
+    miss = f"{sum(r['gaps'] + r.get('duplicated', 0) for r in c)}/{sum(r['gaps'] + r.get('duplicated', 0) for r in f)}"
     print(f"{row:<13} {name:<16} {cv:>10.2f} {fv:>11.2f} {ratio(cv, fv):>6.2f}   {cp:>10.1f} {fp:>9.1f} {ratio(cp, fp):>6.2f}  {len(c)}/{len(f)}   {miss}")
-print(f"\nmedians of the runs in {out}; ratio = corral / centrifugo (below 1: corral ahead)")
+    if row.startswith("storm"):
+        for srv, rs in (("corral", c), ("centrifugo", f)):
+            p50 = med([r.get("recoverP50Ms", 0) for r in rs]); mx = med([r.get("recoverMaxMs", 0) for r in rs])
+            back = [f"{r.get('recovered', 0)}/{r['joined']}" for r in rs]
+            first = [r.get("firstFailures") or {} for r in rs]
+            print(f"  {srv:<11} recover p50 {p50:.0f} ms, max {mx:.0f} ms; recovered {' '.join(back)}; first attempts failed {first}")
+print(f"\nmedians of the runs in {out}; ratio = corral / centrifugo (below 1: corral ahead); missing = lost + duplicated")
 EOF

@@ -489,7 +489,7 @@ func defineFlags(fs *flag.FlagSet, mode server.Mode) *flags {
 		fs.Float64Var(&f.resumeRate, "resume-rate", 10000, "resuming connections (URL ?resume=1) admitted per second [CORRAL_RESUME_RATE]")
 		fs.IntVar(&f.resumeBurst, "resume-burst", 10000, "burst of the resume bucket [CORRAL_RESUME_BURST]")
 		fs.DurationVar(&f.drainWindow, "drain-window", 10*time.Second, "a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window [CORRAL_DRAIN_WINDOW]")
-		fs.DurationVar(&f.coalesceWindow, "coalesce-window", 10*time.Millisecond, "a busy socket (written within this window, and that write within two windows of the one before) gets its next frames queued and written together once the window has passed; any other socket's frame is written at once; 0: every frame written as soon as it can be [CORRAL_COALESCE_WINDOW]")
+		fs.DurationVar(&f.coalesceWindow, "coalesce-window", 10*time.Millisecond, "ignored, kept so that existing flags and configurations still load: no frame waits for a timer, each socket's writer sends what is queued at once, and frames queued while its previous write is under way go together in the next [CORRAL_COALESCE_WINDOW]")
 	}
 	if mode != server.CoreOnly {
 		fs.Float64Var(&f.publishRate, "publish-rate", 50, "publishes per second per connection (token bucket; past it an error frame with retry-after; negative: unlimited) [CORRAL_PUBLISH_RATE]")
