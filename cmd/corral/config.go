@@ -238,6 +238,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok: version %q, hash %s, %d room classes (%s) and the default\n",
 		file.Name, file.Version, file.Hash, len(names), strings.Join(names, ", "))
+	if len(names) == 0 {
+		// What server.Node.Reload refuses when classes are in force.
+		fmt.Fprintf(stderr, "%s: note: no room classes: a running server with room classes refuses to reload this file (start with it instead)\n", file.Name)
+	}
 	return nil
 }
 
