@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,7 +122,42 @@ func connFrameOf(cf *linkv1.CoreFrame) (uint64, *corralv1.ServerFrame) {
 }
 
 func join(room string, since uint64, epoch string) *corralv1.ClientFrame {
-	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room, SinceSeq: since, Epoch: epoch, Presence: true}}}
+	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room, SinceSeq: since, Epoch: epoch, FromPosition: epoch != "", Presence: true}}}
+}
+
+// TestCoreJoinEpochWithoutPosition: a join naming an epoch with since_seq
+// 0 and no from_position is refused with CODE_INVALID_ARGUMENT (it was
+// taken as live, the epoch silently ignored); with from_position it is
+// the position "from the start of the epoch" and replays.
+func TestCoreJoinEpochWithoutPosition(t *testing.T) {
+	e := newEvictCore(t, time.Hour)
+	ctx := context.Background()
+	j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
+	if j == nil {
+		t.Fatal("no joined")
+	}
+	if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	e.send(t, 1, false, leave("x"))
+	bare := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "x", Epoch: j.GetEpoch()}}}
+	fs := e.send(t, 1, false, bare)
+	var refused *corralv1.Error
+	for _, f := range fs {
+		if x := f.GetError(); x != nil {
+			refused = x
+		}
+	}
+	if refused.GetCode() != corralv1.Code_CODE_INVALID_ARGUMENT || refused.GetRoom() != "x" || !strings.Contains(refused.GetMessage(), "from_position") {
+		t.Fatalf("a join with an epoch and no position got %v, want CODE_INVALID_ARGUMENT naming from_position", fs)
+	}
+	if j2, _ := joinedOf(fs, "x"); j2 != nil {
+		t.Fatalf("the refused join was answered with %v too", j2)
+	}
+	fs = e.send(t, 1, false, join("x", 0, j.GetEpoch()))
+	if j2, reset := joinedOf(fs, "x"); j2 == nil || reset != nil || !j2.GetReplay() {
+		t.Fatalf("a join from the start of epoch %s: joined %v, reset %v; want a replay", j.GetEpoch(), j2, reset)
+	}
 }
 
 func leave(room string) *corralv1.ClientFrame {
