@@ -468,7 +468,7 @@ func Start(opts Options) (*Node, error) {
 				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
 		}
 		if l.role == public && n.edge != nil {
-			l.mux.Handle(wsPath, n.edge)
+			l.mux.Handle(wsPath, noBody(n.edge))
 			l.mux.Handle("/", web.Handler()) // the demo page
 		}
 		l.open = n.openEndpoints(l.role, admin, rpcHere, doorOpen)
