@@ -164,7 +164,7 @@ func (c *conn) serve() {
 func (c *conn) finish(clean bool) {
 	c.stopExpiry()
 	if c.userCounted {
-		c.e.userDone(c.user)
+		c.e.userDone(c.user, c.limits.buckets[bucketMessages])
 	}
 	close(c.done)
 	c.link.detach(c, clean)
@@ -361,13 +361,17 @@ func (c *conn) hello() (ok, clean bool) {
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, "the token's user id is not a valid name", 0, false)
 		return false, false
 	}
-	if !c.e.userAdd(id.GetUserId()) {
+	ok, spent := c.e.userAdd(id.GetUserId())
+	if !ok {
 		c.e.metrics.refused.WithLabelValues(refusedConnsPerUser).Inc()
 		c.closeWith(corralv1.Code_CODE_LIMIT_EXCEEDED,
 			fmt.Sprintf("more than %d connections of this user", c.e.cfg.MaxConnsPerUser), 0, false)
 		return false, false
 	}
 	c.user, c.userCounted = id.GetUserId(), true
+	if spent.rate > 0 {
+		c.limits.buckets[bucketMessages] = spent
+	}
 	c.handshakeDone()
 	hello.Token = ""
 	if !c.link.attach(c, &linkv1.Attach{
