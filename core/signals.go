@@ -30,9 +30,10 @@ const maxSignalKeys = 64
 // kept, and go at the next tick, first. A tick's batch is one frame to
 // every member; unbounded, one sender's 64 keys of 60 KB made a 3.8 MB
 // frame, larger than a connection's whole send queue (edge QueueBytes,
-// 1 MiB), and every member was closed as a slow consumer, tight-loop
+// then 1 MiB), and every member was closed as a slow consumer, tight-loop
 // readers too. 256 KiB a tick is ~7.6 MiB/s at the default 33 ms tick,
-// what a reader on a good link takes, and a quarter of the queue bound.
+// what a reader on a good link takes; the edge's queue bound keeps 1 MiB
+// for a tick of signals and presence (edge queueBytesFor).
 // One signal larger than it still goes, alone.
 const maxSignalTickBytes = 256 << 10
 
