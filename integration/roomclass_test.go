@@ -39,6 +39,9 @@ func classFile(t *testing.T, content string) (path string, tune func(*server.Opt
 		if err != nil {
 			return nil, err
 		}
+		if err := roomclass.CheckEnd(path, data); err != nil {
+			return nil, err
+		}
 		cs, err := f.Classes(roomclass.Default(), roomclass.CheckOptions{SessionTTL: 2 * time.Minute})
 		if err != nil {
 			return nil, err

@@ -85,8 +85,8 @@ func (es Errors) orNil() error {
 func Parse(name string, data []byte) (*File, error) {
 	sum := sha256.Sum256(data)
 	f := &File{Name: name, Hash: hex.EncodeToString(sum[:])[:12]}
-	if err := whole(name, data); err != nil {
-		return nil, Errors{*err}
+	if len(data) == 0 {
+		return nil, Errors{{File: name, Msg: "empty file: a file being written or cut short? (leave --config out to run on flags alone)"}}
 	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -144,18 +144,18 @@ func Parse(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
-// whole refuses bytes that cannot be a whole file: empty, or not ending
-// in a newline. A file read while an editor or a deploy rewrites it, or
-// cut short by a full disk, is often still valid YAML (a file truncated to
-// its first 60 bytes parsed, and its room classes were gone), and putting
-// it in force would silently drop policy such as a read-only class. Every
-// editor and every YAML writer ends a file with a newline.
-func whole(name string, data []byte) *Error {
-	switch {
-	case len(data) == 0:
-		return &Error{File: name, Msg: "empty file: a file being written or cut short? (leave --config out to run on flags alone)"}
-	case data[len(data)-1] != '\n':
-		return &Error{File: name, Line: bytes.Count(data, []byte("\n")) + 1, Msg: "the file does not end with a newline: cut short, or read while being written? (write it whole, then reload)"}
+// CheckEnd refuses, for a reload (and check-config), a file that does
+// not end with a newline. A file read while an editor or a deploy
+// rewrites it, or cut short by a full disk, is often still valid YAML (a
+// file truncated to its first 60 bytes parsed, and its room classes were
+// gone), and putting it in force in a running server would silently drop
+// policy such as a read-only class. Editors and YAML writers end a file
+// with a newline. Not at start, where a file without one (a Kubernetes
+// ConfigMap written with "|-") has always been taken and nothing is in
+// force yet to weaken. The error, when not nil, is [Errors].
+func CheckEnd(name string, data []byte) error {
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		return Errors{{File: name, Line: bytes.Count(data, []byte("\n")) + 1, Msg: "the file does not end with a newline: cut short, or read while being written? (write it whole, then reload)"}}
 	}
 	return nil
 }

@@ -200,6 +200,9 @@ func TestPartialFileRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := roomclass.Parse("corral.yaml", []byte(src))
+			if err == nil {
+				err = roomclass.CheckEnd("corral.yaml", []byte(src))
+			}
 			if err == nil || !strings.HasPrefix(err.Error(), "corral.yaml") {
 				t.Fatalf("Parse(%q) = %v, want an error naming the file", src, err)
 			}
