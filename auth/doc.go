@@ -11,7 +11,10 @@
 // [JWT] accepts a compact JWS (RFC 7519) of at most 8 KiB, signed with one of
 // the algorithms whose keys are configured: HS256 (HMAC secret), RS256 (RSA
 // public keys) or EdDSA (Ed25519 public keys). Any other "alg", including
-// "none", is refused. The claims are:
+// "none", is refused. So is a token whose header has "crit" (RFC 7515
+// §4.1.11: corral understands no extension) and one whose header or claims
+// name a member twice (two "sub": parsers disagree on which one counts).
+// The claims are:
 //
 //	sub      required; a name of 1 to 128 bytes (the one rule for names:
 //	         docs/SECURITY.md); becomes the user id

@@ -1,12 +1,16 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -46,6 +50,8 @@ var (
 	errSubjectTooLong  = refusal("sub longer than 128 bytes")
 	errSubjectNotPrint = refusal("sub is not printable text")
 	errBadPattern      = refusal("rooms or publish has an invalid pattern")
+	errCritical        = refusal("crit names an extension this server does not understand")
+	errDuplicateMember = refusal("a header parameter or claim is set twice")
 )
 
 // JWTConfig configures [NewJWT].
@@ -177,6 +183,9 @@ func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identit
 	if err != nil {
 		return nil, reason(err, keyed)
 	}
+	if err := strictJOSE(token); err != nil {
+		return nil, err
+	}
 
 	exp := c.ExpiresAt
 	switch {
@@ -208,6 +217,84 @@ func (j *JWT) Authenticate(ctx context.Context, token string) (*corralv1.Identit
 		id.ExpiresUnix = exp.Unix()
 	}
 	return id, nil
+}
+
+// maxJSONDepth bounds the nesting strictJOSE walks; no claim corral
+// reads nests more than two deep.
+const maxJSONDepth = 32
+
+// strictJOSE refuses what the JWT library lets through (RFC 7515 and
+// 7519 let a recipient refuse both, and corral does): a header with
+// "crit" (§4.1.11: a recipient must refuse an extension it does not
+// understand, and corral understands none), and a header or claims set
+// with a member named twice, which encoding/json settles by keeping the
+// last — two "sub" members then mean one user to a library that keeps
+// the first and another to corral. token has been parsed and verified.
+func strictJOSE(token string) error {
+	parts := strings.SplitN(token, ".", 3)
+	if len(parts) != 3 {
+		return errMalformed
+	}
+	for i, part := range parts[:2] {
+		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(part, "="))
+		if err != nil {
+			return errMalformed
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		top, err := uniqueMembers(dec, 0)
+		if err != nil {
+			return err
+		}
+		if i == 0 && top["crit"] {
+			return errCritical
+		}
+	}
+	return nil
+}
+
+// uniqueMembers reads one JSON value from dec and refuses an object, at
+// any depth, with a member named twice. It returns the member names of
+// the value when it is an object.
+func uniqueMembers(dec *json.Decoder, depth int) (map[string]bool, error) {
+	if depth > maxJSONDepth {
+		return nil, errMalformed
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, errMalformed
+	}
+	switch tok {
+	case json.Delim('{'):
+		names := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			name, ok := k.(string)
+			if err != nil || !ok {
+				return nil, errMalformed
+			}
+			if names[name] {
+				return nil, errDuplicateMember
+			}
+			names[name] = true
+			if _, err := uniqueMembers(dec, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, errMalformed
+		}
+		return names, nil
+	case json.Delim('['):
+		for dec.More() {
+			if _, err := uniqueMembers(dec, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, errMalformed
+		}
+	}
+	return nil, nil
 }
 
 // validPatterns reports whether every room pattern of a claim is valid

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"slices"
 	"strings"
@@ -100,6 +101,17 @@ func sign(t testing.TB, m jwt.SigningMethod, key any, c jwt.MapClaims) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// signRaw signs a header and claims as written (HS256), duplicates and all.
+func signRaw(t testing.TB, key []byte, header, claims string) string {
+	t.Helper()
+	in := b64(header) + "." + b64(claims)
+	sig, err := jwt.SigningMethodHS256.Sign(in, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 func b64(s string) string {
@@ -291,6 +303,41 @@ func TestJWTAuthenticate(t *testing.T) {
 				return strings.Join(parts, ".")
 			},
 			err: "bad signature",
+		},
+		"crit with an unknown extension": {
+			cfg: k.hmacConfig(),
+			token: func(t *testing.T) string {
+				tok := jwt.NewWithClaims(jwt.SigningMethodHS256, base())
+				tok.Header["crit"] = []string{"x-must-check"}
+				tok.Header["x-must-check"] = true
+				s, err := tok.SignedString(k.hmac)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			},
+			err: "crit names an extension this server does not understand",
+		},
+		"sub set twice": {
+			cfg: k.hmacConfig(),
+			token: func(t *testing.T) string {
+				return signRaw(t, k.hmac, `{"alg":"HS256","typ":"JWT"}`, fmt.Sprintf(`{"sub":"alice","rooms":["lobby"],"exp":%d,"sub":"mallory"}`, exp))
+			},
+			err: "a header parameter or claim is set twice",
+		},
+		"alg set twice": {
+			cfg: k.hmacConfig(),
+			token: func(t *testing.T) string {
+				return signRaw(t, k.hmac, `{"alg":"HS256","typ":"JWT","alg":"HS256"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, exp))
+			},
+			err: "a header parameter or claim is set twice",
+		},
+		"a nested member set twice": {
+			cfg: k.hmacConfig(),
+			token: func(t *testing.T) string {
+				return signRaw(t, k.hmac, `{"alg":"HS256","typ":"JWT"}`, fmt.Sprintf(`{"sub":"alice","exp":%d,"x":[{"a":1,"a":2}]}`, exp))
+			},
+			err: "a header parameter or claim is set twice",
 		},
 		"alg none": {
 			cfg: k.allConfig(),

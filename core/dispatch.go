@@ -47,6 +47,14 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 }
 
 func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
+	if j.GetEpoch() != "" && j.GetSinceSeq() == 0 && !j.GetFromPosition() {
+		// Without from_position, since_seq 0 is "no position": the join
+		// would be live and the epoch silently ignored, and a client that
+		// meant "from the start of this epoch" would miss what it asked for.
+		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "join: an epoch without since_seq or from_position is no position: set from_position to continue from the start of the epoch, or leave the epoch out to join live", j.GetRoom(), "")
+		return
+	}
 	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
 		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
 		presence: j.GetPresence(), state: j.GetPresenceState()}

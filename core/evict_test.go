@@ -1,10 +1,12 @@
 package core_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/presence"
+	"google.golang.org/protobuf/proto"
 )
 
 // evictCore is a core on in-memory stores the test can measure, with an
@@ -121,7 +124,42 @@ func connFrameOf(cf *linkv1.CoreFrame) (uint64, *corralv1.ServerFrame) {
 }
 
 func join(room string, since uint64, epoch string) *corralv1.ClientFrame {
-	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room, SinceSeq: since, Epoch: epoch, Presence: true}}}
+	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room, SinceSeq: since, Epoch: epoch, FromPosition: epoch != "", Presence: true}}}
+}
+
+// TestCoreJoinEpochWithoutPosition: a join naming an epoch with since_seq
+// 0 and no from_position is refused with CODE_INVALID_ARGUMENT (it was
+// taken as live, the epoch silently ignored); with from_position it is
+// the position "from the start of the epoch" and replays.
+func TestCoreJoinEpochWithoutPosition(t *testing.T) {
+	e := newEvictCore(t, time.Hour)
+	ctx := context.Background()
+	j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
+	if j == nil {
+		t.Fatal("no joined")
+	}
+	if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	e.send(t, 1, false, leave("x"))
+	bare := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "x", Epoch: j.GetEpoch()}}}
+	fs := e.send(t, 1, false, bare)
+	var refused *corralv1.Error
+	for _, f := range fs {
+		if x := f.GetError(); x != nil {
+			refused = x
+		}
+	}
+	if refused.GetCode() != corralv1.Code_CODE_INVALID_ARGUMENT || refused.GetRoom() != "x" || !strings.Contains(refused.GetMessage(), "from_position") {
+		t.Fatalf("a join with an epoch and no position got %v, want CODE_INVALID_ARGUMENT naming from_position", fs)
+	}
+	if j2, _ := joinedOf(fs, "x"); j2 != nil {
+		t.Fatalf("the refused join was answered with %v too", j2)
+	}
+	fs = e.send(t, 1, false, join("x", 0, j.GetEpoch()))
+	if j2, reset := joinedOf(fs, "x"); j2 == nil || reset != nil || !j2.GetReplay() {
+		t.Fatalf("a join from the start of epoch %s: joined %v, reset %v; want a replay", j.GetEpoch(), j2, reset)
+	}
 }
 
 func leave(room string) *corralv1.ClientFrame {
@@ -299,5 +337,66 @@ func TestCoreSignalKeysBounded(t *testing.T) {
 			t.Fatal("a cleared key never freed its slot")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCoreSignalTickBounded: 64 signals of 60 KB set at once (what one
+// sender may hold in a room) go out over several ticks in batches of at
+// most 256 KiB, the latest value of every key once; a member joining
+// after them gets the snapshot in batches under the same bound. One
+// batch of 3.8 MB had closed every member as a slow consumer.
+func TestCoreSignalTickBounded(t *testing.T) {
+	e := newEvictCore(t, time.Hour)
+	const keys, bound = 64, 256 << 10
+	value := []byte(`"` + strings.Repeat("v", 60<<10) + `"`)
+	fs := []*corralv1.ClientFrame{join("s", 0, "")}
+	for i := range keys {
+		fs = append(fs, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "s", Key: fmt.Sprintf("k%d", i), Payload: value}}})
+	}
+	e.send(t, 1, true, fs...)
+	got := map[string]bool{}
+	batches := 0
+	for len(got) < keys {
+		res, err := e.link.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cf := range res.GetFrames() {
+			sig := cf.GetSignals()
+			if sig == nil {
+				continue
+			}
+			batches++
+			b := sig.GetFrame().GetBatch()
+			if n := proto.Size(b); n > bound+len(value)+64 {
+				t.Fatalf("a signal batch of %d bytes (%d signals), want at most %d", n, len(b.GetFrames()), bound)
+			}
+			for _, f := range b.GetFrames() {
+				k := f.GetSignal().GetKey()
+				if got[k] || !bytes.Equal(f.GetSignal().GetPayload(), value) {
+					t.Fatalf("key %s twice or with another value", k)
+				}
+				got[k] = true
+			}
+		}
+	}
+	if batches < 2 {
+		t.Fatalf("%d keys of %d bytes in %d batch", keys, len(value), batches)
+	}
+	snap := map[string]bool{}
+	for _, f := range e.send(t, 2, true, join("s", 0, "")) {
+		b := f.GetBatch()
+		if b == nil {
+			continue
+		}
+		if n := proto.Size(b); n > bound+len(value)+64 {
+			t.Fatalf("a snapshot batch of %d bytes, want at most %d", n, bound)
+		}
+		for _, f := range b.GetFrames() {
+			snap[f.GetSignal().GetKey()] = true
+		}
+	}
+	if len(snap) != keys {
+		t.Fatalf("the snapshot holds %d keys, want %d", len(snap), keys)
 	}
 }

@@ -24,6 +24,7 @@ type metrics struct {
 	signalsIn, signalsOut  prometheus.Counter
 	presenceFlushes        prometheus.Counter
 	signalsCoalesced       prometheus.Counter
+	signalsDeferred        prometheus.Counter
 	reconnectSeconds       prometheus.Histogram
 	unsubscribed           prometheus.Counter
 	// backlogFrames and backlogBytes are what waits in the connections'
@@ -73,9 +74,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		liveBatchFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_live_batch_flushes_total", Help: "Flushes of rooms with a write delay, by reason (timer: the window ended; full: 256 messages or 64 KiB; event: a join, leave or reset that must not overtake them)."}, []string{"reason"}),
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
+		signalsDeferred:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_deferred_total", Help: "Signal values left for the next tick because the room's flush reached its byte bound (256 KiB a tick)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.signalsDeferred, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes)
 	}
 	return m
 }

@@ -534,7 +534,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			Room: r.name, Seq: r.last,
 		}}}))
 	}
-	if snap := r.snapshotLocked(); snap != nil {
+	for _, snap := range r.snapshotLocked() {
 		send(snapshotFrame(ep.conn, r.name, snap))
 	}
 	ep.link.enqueue(membershipFrame(ep.conn, r.name, true))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -22,6 +24,18 @@ import (
 // with every distinct name a client makes up. A cursor, a selection and a
 // typing flag per user fit many times over.
 const maxSignalKeys = 64
+
+// maxSignalTickBytes bounds what one flush of a room sends (the sum of
+// its signals' sizes): the keys past it stay dirty, their latest values
+// kept, and go at the next tick, first. A tick's batch is one frame to
+// every member; unbounded, one sender's 64 keys of 60 KB made a 3.8 MB
+// frame, larger than a connection's whole send queue (edge QueueBytes,
+// then 1 MiB), and every member was closed as a slow consumer, tight-loop
+// readers too. 256 KiB a tick is ~7.6 MiB/s at the default 33 ms tick,
+// what a reader on a good link takes; the edge's queue bound keeps 1 MiB
+// for a tick of signals and presence (edge queueBytesFor).
+// One signal larger than it still goes, alone.
+const maxSignalTickBytes = 256 << 10
 
 // refusedSignalKeys is the refusal reason of a signal past maxSignalKeys.
 const refusedSignalKeys = "signal_keys"
@@ -133,8 +147,16 @@ func (r *room) flushSignals() {
 		return
 	}
 	frames := make([]*corralv1.ServerFrame, 0, len(st.dirty))
+	size, sent := 0, 0
 	for _, key := range st.dirty {
 		ev := st.latest[key]
+		n := proto.Size(ev)
+		if sent > 0 && size+n > maxSignalTickBytes {
+			break // the rest at the next tick
+		}
+		size += n
+		sent++
+		delete(st.isDirty, key)
 		frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}})
 		if ev.GetClear() {
 			delete(st.latest, key)
@@ -142,8 +164,11 @@ func (r *room) flushSignals() {
 			delete(st.owner, key)
 		}
 	}
-	st.dirty = st.dirty[:0]
-	clear(st.isDirty)
+	st.dirty = append(st.dirty[:0], st.dirty[sent:]...)
+	if len(st.dirty) > 0 {
+		r.core.metrics.signalsDeferred.Add(float64(len(st.dirty)))
+		r.scheduleSignalsLocked()
+	}
 	r.core.metrics.signalsOut.Add(float64(len(frames)))
 	if len(r.links) == 0 {
 		return
@@ -153,18 +178,31 @@ func (r *room) flushSignals() {
 }
 
 // snapshotLocked is the current value of every key, for a member going
-// live (nil when there is none). Lock must be held.
-func (r *room) snapshotLocked() *corralv1.ServerFrame {
-	var frames []*corralv1.ServerFrame
-	for _, ev := range r.signals.latest {
-		if !ev.GetClear() {
-			frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}})
+// live, in batches of at most maxSignalTickBytes each (one signal larger
+// than that alone), so that no snapshot frame is larger than a flush's;
+// nil when there is none. Lock must be held.
+func (r *room) snapshotLocked() []*corralv1.ServerFrame {
+	var out, frames []*corralv1.ServerFrame
+	size := 0
+	cut := func() {
+		if len(frames) > 0 {
+			out = append(out, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
 		}
+		frames, size = nil, 0
 	}
-	if len(frames) == 0 {
-		return nil
+	for _, ev := range r.signals.latest {
+		if ev.GetClear() {
+			continue
+		}
+		n := proto.Size(ev)
+		if len(frames) > 0 && size+n > maxSignalTickBytes {
+			cut()
+		}
+		size += n
+		frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}})
 	}
-	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}
+	cut()
+	return out
 }
 
 // signalTick is the flush period of a room: its class's signal tick.

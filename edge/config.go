@@ -49,7 +49,10 @@ type Config struct {
 	// (sender.go). Kept so that configurations that set it still load.
 	CoalesceWindow time.Duration
 	// QueueFrames and QueueBytes bound one connection's send queue; past
-	// either the connection is a slow consumer. Defaults 4096 and 1 MiB.
+	// either the connection is a slow consumer. Default 4096 frames, and
+	// bytes derived from the limits (queueBytesFor): one sender's whole
+	// message burst of the largest frames, and a tick of a room's signals
+	// and presence, about 7.4 MiB by default.
 	QueueFrames int
 	QueueBytes  int
 	// HandshakeRate and HandshakeBurst are the token bucket for new
@@ -155,9 +158,6 @@ func (c *Config) withDefaults() Config {
 	if out.QueueFrames <= 0 {
 		out.QueueFrames = 4096
 	}
-	if out.QueueBytes <= 0 {
-		out.QueueBytes = 1 << 20
-	}
 	if out.HandshakeRate == 0 {
 		out.HandshakeRate, out.HandshakeBurst = 10000, 10000
 	}
@@ -172,6 +172,9 @@ func (c *Config) withDefaults() Config {
 	out.AckRate, out.AckBurst = bucketDefaults(out.AckRate, out.AckBurst, 50, 200)
 	out.MiscRate, out.MiscBurst = bucketDefaults(out.MiscRate, out.MiscBurst, 5, 20)
 	out.CallRate, out.CallBurst = bucketDefaults(out.CallRate, out.CallBurst, 10, 20)
+	if out.QueueBytes <= 0 {
+		out.QueueBytes = queueBytesFor(out.MessageBurst, out.ReadLimit)
+	}
 	if out.MaxCallsInFlight <= 0 {
 		out.MaxCallsInFlight = 8
 	}
@@ -210,4 +213,16 @@ func bucketDefaults(rate float64, burst int, defRate float64, defBurst int) (flo
 		burst = max(1, int(2*rate))
 	}
 	return rate, burst
+}
+
+// queueBytesFor is the send queue's byte bound that no limit-respecting
+// traffic passes for a reader that keeps up: what one sender may publish
+// at once (burst frames of the largest size, each with its server
+// frame's fields: room, sender, id, seq), plus 1 MiB for a tick of a
+// room's signals (core: 256 KiB a tick) and presence. With the 1 MiB it
+// had, a burst of 100 publishes of 60 KB, all the limits allow, closed a
+// reader that parsed JSON as it read (4001).
+func queueBytesFor(burst int, readLimit int64) int {
+	const frameFields, ticks = 1 << 10, 1 << 20
+	return max(burst, 1)*int(readLimit+frameFields) + ticks
 }

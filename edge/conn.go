@@ -70,7 +70,11 @@ type conn struct {
 	// the core, which answers after the Welcome (client.proto: Welcome
 	// comes first); after, the edge answers it.
 	welcomed atomic.Bool
-	lastRead atomic.Int64 // mono.Now nanoseconds of the last frame read
+	// welcome is closed once welcomed is set (markWelcomed): the reader
+	// waits on it before answering a frame itself (awaitWelcome).
+	welcome     chan struct{}
+	welcomeOnce sync.Once
+	lastRead    atomic.Int64 // mono.Now nanoseconds of the last frame read
 	// writeStart is when the socket was found full by a write not yet
 	// finished (0: none): a blocking write began, or a write without
 	// blocking left a tail. The edge's sweeper cuts writes that pass
@@ -121,17 +125,18 @@ type conn struct {
 
 func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, remote string) *conn {
 	c := &conn{
-		e:      e,
-		ws:     ws,
-		nc:     hj.nc,
-		wire:   hj.wire,
-		br:     hj.br,
-		sock:   hj.sock,
-		enc:    enc,
-		remote: remote,
-		id:     e.nextID.Add(1),
-		done:   make(chan struct{}),
-		limits: newLimiter(&e.cfg),
+		e:       e,
+		ws:      ws,
+		nc:      hj.nc,
+		wire:    hj.wire,
+		br:      hj.br,
+		sock:    hj.sock,
+		enc:     enc,
+		remote:  remote,
+		id:      e.nextID.Add(1),
+		done:    make(chan struct{}),
+		welcome: make(chan struct{}),
+		limits:  newLimiter(&e.cfg),
 		// Edge.serveWS sets the real one.
 		handshakeDone: func() {},
 	}
@@ -162,7 +167,7 @@ func (c *conn) serve() {
 func (c *conn) finish(clean bool) {
 	c.stopExpiry()
 	if c.userCounted {
-		c.e.userDone(c.user)
+		c.e.userDone(c.user, c.limits.buckets[bucketMessages])
 	}
 	close(c.done)
 	c.link.detach(c, clean)
@@ -287,13 +292,17 @@ func (c *conn) hello() (ok, clean bool) {
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, "the token's user id is not a valid name", 0, false)
 		return false, false
 	}
-	if !c.e.userAdd(id.GetUserId()) {
+	ok, spent := c.e.userAdd(id.GetUserId())
+	if !ok {
 		c.e.metrics.refused.WithLabelValues(refusedConnsPerUser).Inc()
 		c.closeWith(corralv1.Code_CODE_LIMIT_EXCEEDED,
 			fmt.Sprintf("more than %d connections of this user", c.e.cfg.MaxConnsPerUser), 0, false)
 		return false, false
 	}
 	c.user, c.userCounted = id.GetUserId(), true
+	if spent.rate > 0 {
+		c.limits.buckets[bucketMessages] = spent
+	}
 	c.handshakeDone()
 	hello.Token = ""
 	if !c.link.attach(c, &linkv1.Attach{
@@ -339,6 +348,10 @@ func (c *conn) readFrames() {
 			c.finish(c.readFailed(err, false))
 			return
 		}
+		if !c.welcomed.Load() && answeredHere(f) && !c.awaitWelcome() {
+			c.finish(false)
+			return
+		}
 		if !c.check(f) {
 			continue
 		}
@@ -367,6 +380,64 @@ func (c *conn) readFrames() {
 			if !c.link.forward(c, f) {
 				c.finish(false)
 				return
+			}
+		}
+	}
+}
+
+// The welcome comes first (client.proto): until the client's Welcome is
+// queued, the edge answers no frame itself. Frames the core answers go to
+// it in order behind the attach, so their answers follow the Welcome;
+// those the edge answers (a second hello, a call, a refresh, an unknown
+// kind) wait for it on the reader (awaitWelcome). A second hello's 4400,
+// an unknown kind's 4406 and a call's result had come before the Welcome.
+
+// errNoWelcome ends a connection whose Welcome did not come in time.
+var errNoWelcome = errors.New("edge: no welcome from the core")
+
+// answeredHere reports whether the edge answers f itself rather than
+// passing it to the core.
+func answeredHere(f *corralv1.ClientFrame) bool {
+	switch f.GetKind().(type) {
+	case *corralv1.ClientFrame_Hello, *corralv1.ClientFrame_Call, *corralv1.ClientFrame_Refresh:
+		return true
+	}
+	return false
+}
+
+// markWelcomed records that the client's Welcome is queued. Called by the
+// link after it queued the Welcome; safe to call again.
+func (c *conn) markWelcomed() {
+	c.welcomed.Store(true)
+	if c.welcome != nil { // nil in tests that build a conn by hand
+		c.welcomeOnce.Do(func() { close(c.welcome) })
+	}
+}
+
+// awaitWelcome waits on the reader until the Welcome is queued. It
+// reports false when the connection closed, or no Welcome came within
+// the hello timeout (the core's attach is lost: the connection is closed
+// with CODE_CORE_UNAVAILABLE, and the client resumes).
+func (c *conn) awaitWelcome() bool {
+	deadline := time.NewTimer(c.e.cfg.HelloTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-c.welcome:
+			return true
+		case <-deadline.C:
+			c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "no welcome from the server", 0, false)
+			return false
+		case <-poll.C:
+			// A close (the link lost, a drain) leaves no Welcome to wait
+			// for; closing is set under mu and never reset.
+			c.mu.Lock()
+			closing := c.closing
+			c.mu.Unlock()
+			if closing {
+				return false
 			}
 		}
 	}
@@ -410,6 +481,9 @@ func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
 		if errors.Is(err, protocol.ErrUnknownFrame) {
 			// A newer client's frame: say so, keep the connection. Each
 			// answer is work, so it is rate-limited like any frame.
+			if !c.welcomed.Load() && !c.awaitWelcome() {
+				return errNoWelcome
+			}
 			if c.check(nil) {
 				c.sendError(corralv1.Code_CODE_UNKNOWN_FRAME, err.Error())
 			}

@@ -44,7 +44,10 @@ type Edge struct {
 	// users the connections of each user (limits.go).
 	pending int
 	users   map[string]int
-	connWG  sync.WaitGroup // one per open connection
+	// spent holds the message buckets of users' ended connections, so
+	// that a reconnect goes on with the tokens its user had (limits.go).
+	spent  map[string]bucket
+	connWG sync.WaitGroup // one per open connection
 }
 
 // New starts an Edge: it opens its links to the core in the background.
@@ -64,6 +67,7 @@ func New(cfg Config) (*Edge, error) {
 		cancel:  cancel,
 		conns:   make(map[*conn]struct{}),
 		users:   make(map[string]int),
+		spent:   make(map[string]bucket),
 		poller:  newPoller(),
 		// One sender per core: a pass writes its sockets on one core.
 		senders: newSenders(runtime.GOMAXPROCS(0), m.flushPass),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/mono"
 )
 
 // Abuse limits at the edge. Every client frame kind takes a token from one
@@ -199,20 +200,41 @@ func (e *Edge) pendingDone() {
 	e.mu.Unlock()
 }
 
+// A user's publish budget survives reconnects: a connection that ends
+// leaves its message bucket in Edge.spent (userDone) and the user's next
+// connection starts from it (userAdd) instead of a full burst; a loop of
+// reconnects had lifted one user from 50 publishes/s to ~950/s. An entry
+// lives until its bucket would be full again (burst/rate: 2 s by
+// default), so spent holds only users who left in that time, and at most
+// maxSpent of them (past it a leaving connection's bucket is not kept).
+// On one edge only: the buckets are the edge's, as every rate limit.
+const maxSpent = 1 << 16
+
 // userAdd counts a connection of user, or refuses it (false) when the
-// user has Config.MaxConnsPerUser on this edge already.
-func (e *Edge) userAdd(user string) bool {
+// user has Config.MaxConnsPerUser on this edge already. It returns the
+// message bucket a recent connection of user left (rate 0: none).
+func (e *Edge) userAdd(user string) (bool, bucket) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := e.users[user]
 	if e.cfg.MaxConnsPerUser > 0 && n >= e.cfg.MaxConnsPerUser {
-		return false
+		return false, bucket{}
 	}
 	e.users[user] = n + 1
-	return true
+	b, ok := e.spent[user]
+	if !ok {
+		return true, bucket{}
+	}
+	delete(e.spent, user)
+	if b.full(mono.Now()) {
+		return true, bucket{}
+	}
+	return true, b
 }
 
-func (e *Edge) userDone(user string) {
+// userDone uncounts a connection of user that ends with message bucket
+// b, and keeps b for the user's next connection unless it is full.
+func (e *Edge) userDone(user string, b bucket) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if n := e.users[user]; n <= 1 {
@@ -220,7 +242,36 @@ func (e *Edge) userDone(user string) {
 	} else {
 		e.users[user] = n - 1
 	}
+	now := mono.Now()
+	if b.rate <= 0 || b.full(now) {
+		return
+	}
+	if old, ok := e.spent[user]; ok && old.tokensAt(now) <= b.tokensAt(now) {
+		return // an earlier connection left less
+	}
+	if len(e.spent) >= maxSpent {
+		for u, s := range e.spent {
+			if s.full(now) {
+				delete(e.spent, u)
+			}
+		}
+		if len(e.spent) >= maxSpent {
+			return
+		}
+	}
+	e.spent[user] = b
 }
+
+// tokensAt is how many tokens b holds at now (it does not refill b).
+func (b *bucket) tokensAt(now int64) float64 {
+	if b.last == 0 {
+		return b.tokens
+	}
+	return math.Min(b.burst, b.tokens+float64(now-b.last)/1e9*b.rate)
+}
+
+// full reports whether b holds its whole burst at now: a fresh bucket.
+func (b *bucket) full(now int64) bool { return b.tokensAt(now) >= b.burst }
 
 // refusePending answers an upgrade past Config.MaxPending: 503 with a
 // jittered Retry-After, like admission control.

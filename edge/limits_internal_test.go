@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/mono"
 )
 
 func TestBucket(t *testing.T) {
@@ -73,5 +74,47 @@ func TestEveryFrameKindHasARule(t *testing.T) {
 	}
 	if r := ruleOf(nil); r.bucket != bucketMisc || r.reason != refusedRateMisc {
 		t.Errorf("an unknown kind: %+v", r)
+	}
+}
+
+// TestPublishBudgetSurvivesReconnects: a user who spends the message
+// burst and reconnects at once starts from what it left, not a new
+// burst: 20 reconnects in a loop publish about one burst and the rate
+// for the time spent, not 20 bursts. A user away long enough for the
+// bucket to fill again starts fresh, and nothing is kept for it.
+func TestPublishBudgetSurvivesReconnects(t *testing.T) {
+	e := &Edge{cfg: Config{MessageRate: 50, MessageBurst: 100}, users: map[string]int{}, spent: map[string]bucket{}}
+	start := mono.Now()
+	sent := 0
+	for range 20 {
+		ok, spent := e.userAdd("loop")
+		if !ok {
+			t.Fatal("refused")
+		}
+		l := newLimiter(&e.cfg)
+		if spent.rate > 0 {
+			l.buckets[bucketMessages] = spent
+		}
+		for {
+			if ok, _ := l.buckets[bucketMessages].take(mono.Now()); !ok {
+				break
+			}
+			sent++
+		}
+		e.userDone("loop", l.buckets[bucketMessages])
+	}
+	elapsed := time.Duration(mono.Now() - start)
+	if allowed := 100 + int(50*elapsed.Seconds()) + 1; sent > allowed {
+		t.Fatalf("20 reconnects published %d in %v, want at most %d (one burst and the rate)", sent, elapsed, allowed)
+	}
+	// Full again: nothing kept, a fresh burst.
+	b := newBucket(50, 100)
+	b.take(mono.Now() - int64(3*time.Second))
+	e.spent["away"] = b
+	if _, spent := e.userAdd("away"); spent.rate != 0 {
+		t.Fatalf("a bucket full again was carried over: %+v", spent)
+	}
+	if len(e.spent) != 1 { // loop's
+		t.Fatalf("spent holds %d users, want 1", len(e.spent))
 	}
 }

@@ -442,7 +442,7 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 				// rotated the token, and the client must resume with the
 				// new one if this connection drops (client.proto Welcome).
 				c.sendFrame(k.Session.GetFrame())
-				c.welcomed.Store(true) // after it is queued: see welcomed
+				c.markWelcomed() // after it is queued: see welcomed
 			}
 		case *linkv1.CoreFrame_Conn:
 			if c := l.conns[k.Conn.GetConn()]; c != nil {

@@ -1,12 +1,14 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,17 @@ type MemoryOptions struct {
 	// Events, when set, receives the event of every appended message in
 	// the same step as the append, in seq order per room.
 	Events *events.Memory
+	// MaxBytes bounds the bytes of every room's retained messages
+	// together (each counted as its payload, id and room name and 64
+	// bytes); default 256 MiB. Past it the store sheds (see
+	// [Memory.Stats]): first whole rooms nobody holds, least recently
+	// used first, then the oldest half of the largest held rooms' history,
+	// until it is under nine tenths of the bound. Without it, 1,040
+	// abandoned rooms with one 60 KB message each held 118 MiB for the
+	// 24 h lifetime. A room shed comes back under a new epoch, and a
+	// history trimmed answers a position before it with a reset: nothing
+	// is skipped silently.
+	MaxBytes int64
 	// Limits, when set, gives each room its own MaxLen and TTL (its room
 	// class); a zero field keeps the default above. A room's MaxLen is
 	// fixed when its ring is created (a change applies once the room is
@@ -74,6 +87,14 @@ type Memory struct {
 
 	sweepMu   sync.Mutex // guards nextSweep; held by one sweep at a time
 	nextSweep time.Time
+
+	// maxBytes bounds total, the bytes of every live room's messages
+	// (memRoom.bytes summed); shedMu is held by the one shedding.
+	maxBytes     int64
+	total        atomic.Int64
+	shedMu       sync.Mutex
+	shedRooms    atomic.Uint64 // rooms evicted for the bound
+	shedMessages atomic.Uint64 // messages trimmed from held rooms for it
 }
 
 // NewMemory returns an empty in-process store.
@@ -87,8 +108,12 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.TTL <= 0 {
 		opts.TTL = 24 * time.Hour
 	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 256 << 20
+	}
 	m := &Memory{
-		maxLen: opts.MaxLen, window: opts.DedupeWindow, ttl: opts.TTL, events: opts.Events, limits: opts.Limits,
+		maxBytes: opts.MaxBytes,
+		maxLen:   opts.MaxLen, window: opts.DedupeWindow, ttl: opts.TTL, events: opts.Events, limits: opts.Limits,
 		nextSweep: time.Now().Add(sweepEvery(opts.TTL)),
 	}
 	m.minTTL.Store(int64(opts.TTL))
@@ -171,6 +196,7 @@ type memRoom struct {
 	buf     []*corralv1.Message
 	head, n int
 	last    uint64
+	bytes   int64 // what the retained messages count against MaxBytes
 	dedupe  map[string]uint64
 	// senders is each sender stream's last stored place (SenderOrder).
 	senders map[string]senderMark
@@ -250,16 +276,23 @@ func (m *Memory) evictLocked(name string, r *memRoom, now time.Time) bool {
 	if r.dead || r.holds > 0 || (r.n > 0 && now.Sub(r.used) < r.ttl) {
 		return false
 	}
+	m.forgetLocked(name, r)
+	return true
+}
+
+// forgetLocked evicts r, whatever its lifetime. Lock must be held.
+func (m *Memory) forgetLocked(name string, r *memRoom) {
 	r.dead = true
+	m.total.Add(-r.bytes)
+	r.bytes = 0
 	if r.last == 0 {
 		m.rooms.CompareAndDelete(name, r)
-		return true
+		return
 	}
 	m.genMu.Lock()
 	m.gen++
 	m.rooms.CompareAndDelete(name, r)
 	m.genMu.Unlock()
-	return true
 }
 
 // Hold keeps room (its epoch and history) in memory until a matching
@@ -334,7 +367,23 @@ func (m *Memory) AppendOrdered(_ context.Context, room string, msg *corralv1.Mes
 	}
 	m.maybeSweep()
 	r := m.lockLive(room)
-	defer r.mu.Unlock()
+	res, err := m.appendLocked(r, room, msg, dedupeKey, sender)
+	r.mu.Unlock()
+	if m.total.Load() > m.maxBytes {
+		m.shed(room)
+	}
+	return res, err
+}
+
+// msgBytes is what msg counts against MaxBytes: what it holds that
+// grows with its sender's input, and a fixed overhead.
+func msgBytes(msg *corralv1.Message) int64 {
+	return int64(len(msg.GetPayload())+len(msg.GetId())+len(msg.GetRoom())) + 64
+}
+
+// appendLocked appends msg to r, at sender's place when sender.Stream is
+// set. Lock must be held.
+func (m *Memory) appendLocked(r *memRoom, room string, msg *corralv1.Message, dedupeKey string, sender Sender) (AppendResult, error) {
 	now := time.Now()
 	r.used = now
 	_, r.ttl = m.limitsOf(room)
@@ -352,11 +401,17 @@ func (m *Memory) AppendOrdered(_ context.Context, room string, msg *corralv1.Mes
 	}
 	r.last++
 	msg.Seq = r.last
+	size := msgBytes(msg)
+	r.bytes += size
+	m.total.Add(size)
 	if len(r.buf) < r.maxLen {
 		r.buf = append(r.buf, msg)
 		r.n++
 	} else {
 		// Full: overwrite the oldest.
+		gone := msgBytes(r.buf[r.head])
+		r.bytes -= gone
+		m.total.Add(-gone)
 		r.buf[r.head] = msg
 		r.head++
 		if r.head == len(r.buf) {
@@ -382,6 +437,101 @@ func (m *Memory) AppendOrdered(_ context.Context, room string, msg *corralv1.Mes
 		m.events.CommitMessage(msg)
 	}
 	return AppendResult{Seq: r.last, Epoch: r.epoch}, nil
+}
+
+// MemoryStats is what [Memory.Stats] reports.
+type MemoryStats struct {
+	// Bytes is what the retained messages count against MaxBytes.
+	Bytes int64
+	// ShedRooms counts rooms evicted to stay under MaxBytes, and
+	// ShedMessages the messages trimmed from held rooms for it.
+	ShedRooms, ShedMessages uint64
+}
+
+// Stats reports the store's bytes and what it shed to bound them.
+func (m *Memory) Stats() MemoryStats {
+	return MemoryStats{Bytes: m.total.Load(), ShedRooms: m.shedRooms.Load(), ShedMessages: m.shedMessages.Load()}
+}
+
+// shed brings the store under nine tenths of MaxBytes (the slack keeps
+// it from shedding at every append): whole rooms nobody holds first,
+// least recently used first, then the oldest half of the largest held
+// rooms' history (room, just appended to, counts as held: the seq its
+// caller got stays readable). One caller sheds at a time; the others go on (the
+// bound is passed by at most their appends meanwhile). It locks one room
+// at a time, never while the caller holds one.
+func (m *Memory) shed(room string) {
+	if !m.shedMu.TryLock() {
+		return
+	}
+	defer m.shedMu.Unlock()
+	target := m.maxBytes / 10 * 9
+	type cand struct {
+		name  string
+		r     *memRoom
+		used  time.Time
+		bytes int64
+		held  bool
+	}
+	var cands []cand
+	m.rooms.Range(func(k, v any) bool {
+		r := v.(*memRoom)
+		r.mu.Lock()
+		if !r.dead && r.n > 0 {
+			cands = append(cands, cand{k.(string), r, r.used, r.bytes, r.holds > 0 || k.(string) == room})
+		}
+		r.mu.Unlock()
+		return true
+	})
+	slices.SortFunc(cands, func(a, b cand) int { return a.used.Compare(b.used) })
+	for _, c := range cands {
+		if m.total.Load() <= target {
+			return
+		}
+		if c.held {
+			continue
+		}
+		c.r.mu.Lock()
+		if !c.r.dead && c.r.holds == 0 && c.name != room {
+			m.forgetLocked(c.name, c.r)
+			m.shedRooms.Add(1)
+		}
+		c.r.mu.Unlock()
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(b.bytes, a.bytes) })
+	for _, c := range cands {
+		for m.total.Load() > target {
+			c.r.mu.Lock()
+			n := 0
+			if !c.r.dead && c.r.n > 1 {
+				n = c.r.trimLocked(m, c.r.n/2)
+			}
+			c.r.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			m.shedMessages.Add(uint64(n))
+		}
+	}
+}
+
+// trimLocked drops the k oldest messages of r, rebuilding its ring (head
+// 0, so appends go on as before) and returns k. Lock must be held.
+func (r *memRoom) trimLocked(m *Memory, k int) int {
+	first := r.last - uint64(r.n) + 1
+	kept := make([]*corralv1.Message, 0, r.maxLen)
+	for i := 0; i < r.n; i++ {
+		msg := r.at(first+uint64(i), first)
+		if i < k {
+			size := msgBytes(msg)
+			r.bytes -= size
+			m.total.Add(-size)
+			continue
+		}
+		kept = append(kept, msg)
+	}
+	r.buf, r.head, r.n = kept, 0, len(kept)
+	return k
 }
 
 // expireDedupe forgets dedupe keys older than the window. Lock must be held.

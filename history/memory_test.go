@@ -134,3 +134,72 @@ func ExampleNewMemory() {
 	// 2 "world"
 	// first 1 last 2
 }
+
+// TestMemoryMaxBytes: rooms nobody holds, one 60 KB message each, are
+// shed whole past MaxBytes, least recently used first, and come back
+// under a new epoch; a held room is never evicted but its oldest history
+// is trimmed (a position before it then resets); the bytes held stay
+// under the bound after every append.
+func TestMemoryMaxBytes(t *testing.T) {
+	ctx := context.Background()
+	const bound = 1 << 20
+	m := history.NewMemory(history.MemoryOptions{MaxBytes: bound})
+	payload := make([]byte, 60<<10)
+	msg := func(room string) *corralv1.Message { return &corralv1.Message{Room: room, Payload: payload} }
+	first, err := m.Append(ctx, "abandoned-0", msg("abandoned-0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 1040; i++ {
+		room := fmt.Sprintf("abandoned-%d", i)
+		if _, err := m.Append(ctx, room, msg(room), ""); err != nil {
+			t.Fatal(err)
+		}
+		if b := m.Stats().Bytes; b > bound {
+			t.Fatalf("after %d rooms the store holds %d bytes, over the bound %d", i+1, b, bound)
+		}
+	}
+	st := m.Stats()
+	if st.ShedRooms < 1000 || m.Len() > 20 {
+		t.Fatalf("shed %d rooms, %d left in memory", st.ShedRooms, m.Len())
+	}
+	if s, _ := m.State(ctx, "abandoned-1039"); s.Last != 1 {
+		t.Fatalf("the most recent room was shed: %+v", s)
+	}
+	again, err := m.Append(ctx, "abandoned-0", msg("abandoned-0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Epoch == first.Epoch || again.Seq != 1 {
+		t.Fatalf("a shed room came back as %+v, first %+v: want seq 1 under a new epoch", again, first)
+	}
+
+	m.Hold("held")
+	for i := range 100 {
+		if _, err := m.Append(ctx, "held", msg("held"), ""); err != nil {
+			t.Fatal(err)
+		}
+		if b := m.Stats().Bytes; b > bound {
+			t.Fatalf("after %d messages to a held room the store holds %d bytes", i+1, b)
+		}
+	}
+	s, err := m.State(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Last != 100 || s.First <= 1 || m.Stats().ShedMessages == 0 {
+		t.Fatalf("held room %+v, stats %+v: want its oldest history trimmed, seq kept", s, m.Stats())
+	}
+	p, err := m.Read(ctx, history.Query{Room: "held", After: 0, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range p.Messages {
+		if got.GetSeq() != s.First+uint64(i) {
+			t.Fatalf("message %d has seq %d, want %d", i, got.GetSeq(), s.First+uint64(i))
+		}
+	}
+	if uint64(len(p.Messages)) != s.Last-s.First+1 {
+		t.Fatalf("read %d messages of %d..%d", len(p.Messages), s.First, s.Last)
+	}
+}

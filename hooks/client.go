@@ -35,6 +35,11 @@ type Config struct {
 	// MaxInFlight bounds each hook's calls in flight; past it a call fails
 	// at once (KindOverloaded). Default 256.
 	MaxInFlight int
+	// ResponseBudget bounds the bytes of backend responses being read,
+	// every hook's calls together; a call whose response would pass it
+	// fails (KindOverloaded). Default 64 MiB. Each response is also
+	// bounded on its own (4 MiB).
+	ResponseBudget int64
 	// BreakerFailures consecutive failures open a hook's breaker for
 	// BreakerCooldown. Defaults 5 and 5s.
 	BreakerFailures int
@@ -104,6 +109,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 256
 	}
+	if cfg.ResponseBudget <= 0 {
+		cfg.ResponseBudget = 64 << 20
+	}
 	if cfg.BreakerFailures <= 0 {
 		cfg.BreakerFailures = 5
 	}
@@ -138,13 +146,14 @@ func New(cfg Config) (*Client, error) {
 			hc = h2cClient()
 		}
 	}
+	hc = &budgetClient{inner: hc, max: cfg.ResponseBudget}
 	var ics []connect.ClientInterceptor
 	if cfg.Key != "" {
 		ics = append(ics, bearer.Interceptor(cfg.Key))
 	}
 	c := &Client{
 		cfg:     cfg,
-		api:     corralv1connect.NewHooksServiceClient(connect.NewClient(connecthttp.NewTransport(hc, cfg.URL), ics...)),
+		api:     corralv1connect.NewHooksServiceClient(connect.NewClient(connecthttp.NewTransport(hc, cfg.URL, connecthttp.WithCompressors()), ics...)),
 		metrics: newMetrics(cfg.Registerer),
 		guards:  make(map[string]*guard),
 	}
@@ -296,6 +305,12 @@ func (g *guard) do(ctx context.Context, call func(context.Context) error) error 
 		// failure.
 		g.br.release()
 		return fmt.Errorf("hooks: %s: %w", g.hook, ctx.Err())
+	}
+	if errors.Is(err, errResponseBudget) {
+		// Like a full semaphore: the sum of every hook's responses,
+		// not this backend answer alone (budget.go).
+		g.br.release()
+		return g.fail(&unavailable{hook: g.hook, kind: KindOverloaded, err: err})
 	}
 	g.br.done(false)
 	kind := KindBackend

@@ -1,6 +1,7 @@
 package hooks_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -502,4 +503,43 @@ func counted(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 		}
 	}
 	return 0
+}
+
+// TestResponseBudget: responses being read count against one byte
+// budget for every hook: a response larger than it fails with
+// KindOverloaded, as do calls past it while others are read; the budget
+// is given back (a small call after them passes).
+func TestResponseBudget(t *testing.T) {
+	b := &backend{}
+	const budget = 1 << 20
+	c := start(t, b, func(cfg *hooks.Config) { cfg.ResponseBudget = budget })
+	ctx := context.Background()
+	_, err := c.Call(ctx, &corralv1.CallRequest{Payload: bytes.Repeat([]byte("x"), 3<<20)})
+	if hooks.Kind(err) != hooks.KindOverloaded {
+		t.Fatalf("a 3 MiB response under a 1 MiB budget: %v, want overloaded", err)
+	}
+	var wg sync.WaitGroup
+	var ok, over atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Call(ctx, &corralv1.CallRequest{Payload: bytes.Repeat([]byte("x"), 300<<10)})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case hooks.Kind(err) == hooks.KindOverloaded:
+				over.Add(1)
+			default:
+				t.Errorf("call: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() == 0 {
+		t.Fatalf("no call of 300 KiB passed under a 1 MiB budget (%d over)", over.Load())
+	}
+	if res, err := c.Call(ctx, &corralv1.CallRequest{Payload: []byte("x")}); err != nil || string(res.GetPayload()) != "echo:x" {
+		t.Fatalf("a small call after the others: %v, %v: the budget was not given back", res, err)
+	}
 }

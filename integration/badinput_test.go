@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,54 @@ func TestBadInput(t *testing.T) {
 					}
 					checkBystander(t)
 				})
+			}
+		})
+	}
+}
+
+// TestWelcomeFirst: frames sent right behind the hello, before the
+// Welcome came back — a second hello, an unknown kind, a call, a ping, a
+// join — are answered after the Welcome, never before it (client.proto:
+// the Welcome comes first). The edge answered the first three at once.
+func TestWelcomeFirst(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, mode, nil, nil)
+			for round := range 5 {
+				ws := rawDial(t, d, protocol.SubprotocolJSON)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				for _, f := range []string{
+					`{"hello":{"token":"early"}}`, `{"hello":{"token":"early"}}`, `{"teleport":{"room":"x"}}`,
+					`{"call":{"id":1,"method":"m","payload":1}}`, `{"ping":{"id":7}}`, `{"join":{"room":"early"}}`,
+				} {
+					if err := ws.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var kinds []string
+				for len(kinds) < 6 {
+					_, data, err := ws.Read(ctx)
+					if err != nil {
+						t.Fatalf("round %d: after %v: %v", round, kinds, err)
+					}
+					var f corralv1.ServerFrame
+					if err := protocol.DecodeServer(protocol.JSON, data, &f); err != nil {
+						t.Fatal(err)
+					}
+					frames := []*corralv1.ServerFrame{&f}
+					if b := f.GetBatch(); b != nil {
+						frames = b.GetFrames()
+					}
+					for _, f := range frames {
+						kind := fmt.Sprintf("%T", f.GetKind())
+						if len(kinds) == 0 && f.GetWelcome() == nil {
+							t.Fatalf("round %d: the first frame is %s, not the Welcome", round, kind)
+						}
+						kinds = append(kinds, kind)
+					}
+				}
+				ws.CloseNow()
 			}
 		})
 	}

@@ -39,6 +39,9 @@ func classFile(t *testing.T, content string) (path string, tune func(*server.Opt
 		if err != nil {
 			return nil, err
 		}
+		if err := roomclass.CheckEnd(path, data); err != nil {
+			return nil, err
+		}
 		cs, err := f.Classes(roomclass.Default(), roomclass.CheckOptions{SessionTTL: 2 * time.Minute})
 		if err != nil {
 			return nil, err
@@ -300,6 +303,56 @@ func TestRoomClassReloadUnderTraffic(t *testing.T) {
 			}
 			if _, err := conns[1].Publish(ctx, room, "big-kept", big); err != nil {
 				t.Fatalf("after a refused reload the old limit must stay: %v", err)
+			}
+		})
+	}
+}
+
+// TestRoomClassReloadKeepsPolicy: a reload that would weaken policy by
+// accident is refused and the classes in force stay: an empty file, a
+// file cut short, a file with no room classes, a file without the class
+// a room in use belongs to (a publish into the read-only room stays
+// refused after each); once the room is empty, the class may go.
+func TestRoomClassReloadKeepsPolicy(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			full := "version: one\nrooms:\n  - name: news\n    match: \"news:*\"\n    publish: none\n  - name: chat\n    match: \"chat:*\"\n"
+			path, tune := classFile(t, full)
+			d := start(t, mode, nil, tune)
+			ctx := testCtx(t)
+			a := dial(t, d, "alice", protocol.JSON)
+			if _, err := a.Join(ctx, "news:1", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range map[string]string{
+				"empty":         "",
+				"cut short":     full[:60],
+				"no classes":    "version: two\n",
+				"news is gone":  "version: two\nrooms:\n  - name: chat\n    match: \"chat:*\"\n",
+				"news, renamed": "version: two\nrooms:\n  - name: headlines\n    match: \"news:*\"\n    publish: none\n",
+			} {
+				writeFile(t, path, content)
+				if _, err := d.apiNode.Reload(); err == nil {
+					t.Fatalf("%s: reload accepted", name)
+				}
+				if _, err := a.Publish(ctx, "news:1", "n-"+name, payload(1)); refusalCode(err) != corralv1.Code_CODE_FORBIDDEN {
+					t.Fatalf("%s: a publish into the read-only room after a refused reload: %v, want CODE_FORBIDDEN", name, err)
+				}
+			}
+			if err := a.Send(ctx, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "news:1"}}}); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, path, "version: two\nrooms:\n  - name: chat\n    match: \"chat:*\"\n")
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, err := d.apiNode.Reload()
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("reload without news after its room emptied: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		})
 	}

@@ -85,11 +85,14 @@ func (es Errors) orNil() error {
 func Parse(name string, data []byte) (*File, error) {
 	sum := sha256.Sum256(data)
 	f := &File{Name: name, Hash: hex.EncodeToString(sum[:])[:12]}
+	if len(data) == 0 {
+		return nil, Errors{{File: name, Msg: "empty file: a file being written or cut short? (leave --config out to run on flags alone)"}}
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return f, nil // an empty file sets nothing
+			return nil, Errors{{File: name, Msg: "no keys, only comments: a config file sets something (leave --config out to run on flags alone)"}}
 		}
 		return nil, Errors{yamlError(name, 0, "", err)}
 	}
@@ -139,6 +142,22 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, errs
 	}
 	return f, nil
+}
+
+// CheckEnd refuses, for a reload (and check-config), a file that does
+// not end with a newline. A file read while an editor or a deploy
+// rewrites it, or cut short by a full disk, is often still valid YAML (a
+// file truncated to its first 60 bytes parsed, and its room classes were
+// gone), and putting it in force in a running server would silently drop
+// policy such as a read-only class. Editors and YAML writers end a file
+// with a newline. Not at start, where a file without one (a Kubernetes
+// ConfigMap written with "|-") has always been taken and nothing is in
+// force yet to weaken. The error, when not nil, is [Errors].
+func CheckEnd(name string, data []byte) error {
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		return Errors{{File: name, Line: bytes.Count(data, []byte("\n")) + 1, Msg: "the file does not end with a newline: cut short, or read while being written? (write it whole, then reload)"}}
+	}
+	return nil
 }
 
 // scalarText is a flag's text form of a value: a scalar, or a list of

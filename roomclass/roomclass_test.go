@@ -184,3 +184,31 @@ func TestLiveSwap(t *testing.T) {
 		t.Fatal("swap not in force")
 	}
 }
+
+// TestPartialFileRefused: bytes that cannot be a whole file — empty,
+// only comments, or cut before the last newline — are refused with an
+// error naming the file, even where what is left parses: a file cut at
+// 60 bytes used to be put in force with its classes gone.
+func TestPartialFileRefused(t *testing.T) {
+	full := "version: one\nrooms:\n  - name: news\n    match: \"news:*\"\n    publish: none\n"
+	for name, src := range map[string]string{
+		"empty":           "",
+		"comments only":   "# rooms come later\n",
+		"cut mid-line":    full[:60],
+		"cut at a key":    "version: one\nrooms:\n  - name: news\n    match: \"news:*\"",
+		"cut before list": "version: one",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := roomclass.Parse("corral.yaml", []byte(src))
+			if err == nil {
+				err = roomclass.CheckEnd("corral.yaml", []byte(src))
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), "corral.yaml") {
+				t.Fatalf("Parse(%q) = %v, want an error naming the file", src, err)
+			}
+		})
+	}
+	if _, err := roomclass.Parse("corral.yaml", []byte(full)); err != nil {
+		t.Fatalf("the whole file: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +20,11 @@ import (
 // through Options.Reload. A valid file's table replaces the one in force
 // (Options.Core.Classes) at once, for new joins and running rooms alike
 // (package roomclass: every setting is looked up when it is needed); an
-// invalid one is refused, its errors logged, the old table kept.
+// invalid one is refused, its errors logged, the old table kept. So is
+// a valid one that would weaken policy by accident (checkKeepsPolicy): no
+// room classes where some were in force, or none for a class that rooms
+// of this core are using — what an empty or half-written file, or a
+// deploy that lost a section, looks like.
 
 // ErrNoConfig is returned by Reload on a node started without a config
 // file (Options.Reload nil).
@@ -38,7 +44,7 @@ func newReloader(reg prometheus.Registerer) *reloader {
 			Name: "corral_config_info", Help: "The config file in force: 1 for its version key and hash (SHA-256, 12 hex digits).",
 		}, []string{"version", "hash"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_config_reloads_total", Help: "Reloads of the config file (SIGHUP, POST /admin/reload), by result: ok, invalid (refused, old config kept).",
+			Name: "corral_config_reloads_total", Help: "Reloads of the config file (SIGHUP, POST /admin/reload), by result: ok, invalid (refused, old config kept), weakens (refused: the file drops every room class, or a class rooms here are using; old config kept).",
 		}, []string{"result"}),
 		last: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "corral_config_reload_timestamp_seconds", Help: "When the config in force was loaded (Unix seconds).",
@@ -47,6 +53,7 @@ func newReloader(reg prometheus.Registerer) *reloader {
 	reg.MustRegister(r.info, r.reloads, r.last)
 	r.reloads.WithLabelValues("ok")
 	r.reloads.WithLabelValues("invalid")
+	r.reloads.WithLabelValues("weakens")
 	return r
 }
 
@@ -91,6 +98,12 @@ func (n *Node) Reload() (*roomclass.Table, error) {
 		n.opts.Logger.Error("config reload refused; the config in force is kept", "err", err, "version", old.Version, "hash", old.Hash)
 		return old, err
 	}
+	old := n.opts.Core.Classes.Table()
+	if err := checkKeepsPolicy(old, t, n.roomsInUse()); err != nil {
+		r.reloads.WithLabelValues("weakens").Inc()
+		n.opts.Logger.Error("config reload refused; the config in force is kept", "err", err, "version", old.Version, "hash", old.Hash)
+		return old, err
+	}
 	n.opts.Core.Classes.Swap(t)
 	r.reloads.WithLabelValues("ok").Inc()
 	r.inForce(t)
@@ -129,4 +142,50 @@ func checkClassHooks(t *roomclass.Table, haveHooks bool) error {
 		}
 	}
 	return nil
+}
+
+// checkKeepsPolicy refuses a table that drops every room class of the
+// table in force, or drops (by name) a class that one of the rooms in
+// use belongs to: such a room would fall to another class or to the
+// default at once, e.g. a read-only room taking client publishes. To
+// retire a class, empty its rooms first or restart with the new file.
+func checkKeepsPolicy(old, next *roomclass.Table, inUse []string) error {
+	if len(next.Classes()) == 0 && len(old.Classes()) > 0 {
+		return fmt.Errorf("the file has no room classes where %d are in force: refused as a file emptied or cut by accident (restart with it to run on the default class alone)", len(old.Classes()))
+	}
+	kept := map[string]bool{}
+	for _, c := range next.Classes() {
+		kept[c.Name] = true
+	}
+	for _, room := range inUse {
+		c := old.Lookup(room)
+		if c == old.Default() || kept[c.Name] {
+			continue
+		}
+		return fmt.Errorf("room class %q is gone from the file but room %q is using it: refused (empty its rooms first, or restart with the new file)", c.Name, room)
+	}
+	return nil
+}
+
+// roomsInUse lists the rooms with members on this node's core (none on
+// an edge: its cores check their own reloads).
+func (n *Node) roomsInUse() []string {
+	if n.core == nil {
+		return nil
+	}
+	var names []string
+	req := &corralv1.RoomsRequest{}
+	for {
+		resp, err := n.core.Rooms(context.Background(), req)
+		if err != nil {
+			return names
+		}
+		for _, r := range resp.GetRooms() {
+			names = append(names, r.GetName())
+		}
+		if resp.GetNextPageToken() == "" {
+			return names
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
 }

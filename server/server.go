@@ -97,6 +97,10 @@ type Options struct {
 	// append (in memory: or after its last member left, whichever is
 	// later); it then starts over under a new epoch. Default 24h.
 	HistoryTTL time.Duration
+	// HistoryMaxBytes bounds the in-memory history of every room
+	// together (without Redis); default 256 MiB. See
+	// history.MemoryOptions.MaxBytes.
+	HistoryMaxBytes int64
 	// Backlog is the listeners' accept queue (0: the kernel's cap,
 	// net.core.somaxconn). See listenTCP.
 	Backlog int
@@ -341,7 +345,8 @@ func Start(opts Options) (*Node, error) {
 			if opts.EventsMaxLen >= 0 {
 				ev = events.NewMemory(events.MemoryOptions{MaxLen: opts.EventsMaxLen})
 			}
-			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, Events: ev, Limits: classLimits(cc.Classes)})
+			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, MaxBytes: opts.HistoryMaxBytes, Events: ev, Limits: classLimits(cc.Classes)})
+			registerMemoryHistory(reg, h)
 			cc.History = h
 			n.stores = append(n.stores, h)
 		}
@@ -500,7 +505,7 @@ func Start(opts Options) (*Node, error) {
 				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
 		}
 		if l.role == public && n.edge != nil {
-			l.mux.Handle(wsPath, n.edge)
+			l.mux.Handle(wsPath, noBody(n.edge))
 			l.mux.Handle("/", web.Handler()) // the demo page
 		}
 		l.open = n.openEndpoints(l.role, admin, rpcHere, doorOpen)
@@ -690,4 +695,20 @@ func shareLinkFrames(dst, src any) error {
 		}
 	}
 	return connectinprocess.ProtoCopy(dst, src)
+}
+
+// registerMemoryHistory exports what the in-memory history holds and
+// what it shed to stay under its byte bound.
+func registerMemoryHistory(reg prometheus.Registerer, h *history.Memory) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "corral_history_memory_bytes", Help: "Bytes of the in-memory history's retained messages, all rooms (bounded by HistoryMaxBytes, 256 MiB by default).",
+		}, func() float64 { return float64(h.Stats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "corral_history_memory_shed_total", Help: "What the in-memory history shed to stay under its byte bound: whole rooms nobody held (rooms), then the oldest messages of held rooms (messages).", ConstLabels: prometheus.Labels{"what": "rooms"},
+		}, func() float64 { return float64(h.Stats().ShedRooms) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "corral_history_memory_shed_total", Help: "What the in-memory history shed to stay under its byte bound: whole rooms nobody held (rooms), then the oldest messages of held rooms (messages).", ConstLabels: prometheus.Labels{"what": "messages"},
+		}, func() float64 { return float64(h.Stats().ShedMessages) }),
+	)
 }

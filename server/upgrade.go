@@ -66,7 +66,7 @@ type wsListener struct {
 
 func newWSListener(ln net.Listener, ws http.Handler, path string, timeout time.Duration, log *slog.Logger) *wsListener {
 	l := &wsListener{
-		ln: ln, ws: ws, path: path, timeout: timeout, log: log,
+		ln: ln, ws: noBody(ws), path: path, timeout: timeout, log: log,
 		conns: make(chan net.Conn), done: make(chan struct{}),
 	}
 	go l.acceptLoop()
@@ -185,6 +185,24 @@ func (l *wsListener) upgrade(nc net.Conn, br *bufio.Reader) {
 	if !w.hijacked {
 		w.finish()
 	}
+}
+
+// noBody refuses, with 400 and the connection closed, an upgrade request
+// that says it has a body (Content-Length other than 0, or a
+// Transfer-Encoding). A WebSocket handshake is a GET without one (RFC
+// 6455 §4.1), and after the 101 the connection's next bytes are read as
+// WebSocket frames: a body would be taken for the client's first frames,
+// bytes an intermediary that honours Content-Length forwarded as a body,
+// not as frames (request smuggling into the socket).
+func noBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "a WebSocket upgrade request has no body", http.StatusBadRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // headKind is what a connection's first request head is.

@@ -46,7 +46,7 @@ func startWS(t *testing.T, timeout time.Duration) (*wsListener, string) {
 	}
 	l := newWSListener(ln, echoWS, "/ws", timeout, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	mux := http.NewServeMux()
-	mux.Handle("/ws", echoWS)
+	mux.Handle("/ws", noBody(echoWS)) // as server.go mounts the edge
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "page") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: timeout}
 	go srv.Serve(l)
@@ -156,6 +156,10 @@ func TestUpgradeRefusals(t *testing.T) {
 		{"HTTP/1.0", "GET /ws HTTP/1.0\r\nHost: x\r\n\r\n", http.StatusUpgradeRequired},
 		{"bad header line", "GET /ws HTTP/1.1\r\nHost x\r\n\r\n", http.StatusBadRequest},
 		{"bad request line", "GET /ws?a HTTP/9\r\n\r\n", http.StatusBadRequest},
+		// A body would be read as the client's first WebSocket frames.
+		{"body", upgradeHead + "Content-Length: 11\r\n\r\n" + string(maskedText("hello")), http.StatusBadRequest},
+		{"chunked body", upgradeHead + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", http.StatusBadRequest},
+		{"body, head through net/http", upgradeHead + "X-Pad: " + strings.Repeat("p", headBufferSize) + "\r\nContent-Length: 11\r\n\r\n" + string(maskedText("hello")), http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := rawHead(t, addr, tc.head)
@@ -183,6 +187,9 @@ func TestUpgradeRefusals(t *testing.T) {
 		}
 	})
 }
+
+// upgradeHead is a valid upgrade request's head without its end.
+const upgradeHead = "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
 
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)

@@ -197,6 +197,12 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 		return errors.New("usage: corral check-config FILE")
 	}
 	file, err := readConfig(args[0])
+	if err == nil {
+		// What a reload refuses (roomclass.CheckEnd).
+		if data, rerr := os.ReadFile(args[0]); rerr == nil {
+			err = roomclass.CheckEnd(args[0], data)
+		}
+	}
 	var errs roomclass.Errors
 	if err != nil {
 		if !errors.As(err, &errs) {
@@ -238,6 +244,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok: version %q, hash %s, %d room classes (%s) and the default\n",
 		file.Name, file.Version, file.Hash, len(names), strings.Join(names, ", "))
+	if len(names) == 0 {
+		// What server.Node.Reload refuses when classes are in force.
+		fmt.Fprintf(stderr, "%s: note: no room classes: a running server with room classes refuses to reload this file (start with it instead)\n", file.Name)
+	}
 	return nil
 }
 
@@ -257,6 +267,11 @@ func reloader(mode server.Mode, args []string, file *roomclass.File, logger *slo
 	prev := file
 	var mu sync.Mutex
 	return func() (*roomclass.Table, error) {
+		if data, err := os.ReadFile(prev.Name); err == nil {
+			if err := roomclass.CheckEnd(prev.Name, data); err != nil {
+				return nil, err
+			}
+		}
 		opts, f, err := configure(mode, args, io.Discard)
 		if err != nil {
 			return nil, err

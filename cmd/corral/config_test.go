@@ -129,6 +129,18 @@ func TestCheckConfig(t *testing.T) {
 	if !strings.Contains(out.String(), `ok: version "v7"`) {
 		t.Errorf("summary %q", out.String())
 	}
+	// What a reload refuses, check-config refuses or notes.
+	for _, cut := range []string{"", "version: v7\nrooms:\n  - name: chat\n    match: \"chat:"} {
+		p := writeConfig(t, cut)
+		errOut.Reset()
+		if err := checkConfig([]string{p}, io.Discard, &errOut); err == nil || !strings.Contains(errOut.String(), p+":") {
+			t.Errorf("check-config of %q: %v, stderr %q", cut, err, errOut.String())
+		}
+	}
+	errOut.Reset()
+	if err := checkConfig([]string{writeConfig(t, "version: v8\n")}, io.Discard, &errOut); err != nil || !strings.Contains(errOut.String(), "no room classes") {
+		t.Errorf("check-config of a file without classes: %v, stderr %q", err, errOut.String())
+	}
 }
 
 // TestExampleConfig: docs/corral.example.yaml passes check-config and
