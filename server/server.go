@@ -365,12 +365,12 @@ func Start(opts Options) (*Node, error) {
 		reg.MustRegister(apiRefused)
 		ics = append(ics, limitStreams(cmp.Or(opts.APIMaxEventStreams, 16), apiRefused))
 		n.rpc = connect.NewServer(ics...)
-		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
+		corralv1connect.RegisterRoomServiceHandler(n.rpc, roomService{n.core, n})
 		linkv1connect.RegisterLinkServiceHandler(n.rpc, n.core)
 		rpc = n.rpc
 		if opts.Mode == Serve {
 			rpc = connect.NewServer(tracing.ServerInterceptor())
-			corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
+			corralv1connect.RegisterRoomServiceHandler(rpc, roomService{n.core, n})
 			linkv1connect.RegisterLinkServiceHandler(rpc, n.core)
 		}
 	}

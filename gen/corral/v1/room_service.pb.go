@@ -2840,6 +2840,556 @@ func (x *NodeInfo) GetUptimeMs() uint64 {
 	return 0
 }
 
+// ConnectionsRequest looks connections up by whose they are.
+type ConnectionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whose connections to list. Required.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*ConnectionsRequest_UserId
+	//	*ConnectionsRequest_SessionId
+	Target isConnectionsRequest_Target `protobuf_oneof:"target"`
+	// Continue after the previous page: its next_page_token.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// At most this many connections (0 or above 100: 100).
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionsRequest) Reset() {
+	*x = ConnectionsRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionsRequest) ProtoMessage() {}
+
+func (x *ConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*ConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ConnectionsRequest) GetTarget() isConnectionsRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ConnectionsRequest) GetUserId() string {
+	if x != nil {
+		if x, ok := x.Target.(*ConnectionsRequest_UserId); ok {
+			return x.UserId
+		}
+	}
+	return ""
+}
+
+func (x *ConnectionsRequest) GetSessionId() string {
+	if x != nil {
+		if x, ok := x.Target.(*ConnectionsRequest_SessionId); ok {
+			return x.SessionId
+		}
+	}
+	return ""
+}
+
+func (x *ConnectionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ConnectionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type isConnectionsRequest_Target interface {
+	isConnectionsRequest_Target()
+}
+
+type ConnectionsRequest_UserId struct {
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3,oneof"`
+}
+
+type ConnectionsRequest_SessionId struct {
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3,oneof"`
+}
+
+func (*ConnectionsRequest_UserId) isConnectionsRequest_Target() {}
+
+func (*ConnectionsRequest_SessionId) isConnectionsRequest_Target() {}
+
+// ConnectionsResponse is one page of connections, ordered by session id.
+type ConnectionsResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Connections []*ConnectionInfo      `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	// Empty when this is the last page; otherwise pass it as
+	// ConnectionsRequest.page_token for the next one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionsResponse) Reset() {
+	*x = ConnectionsResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionsResponse) ProtoMessage() {}
+
+func (x *ConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*ConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ConnectionsResponse) GetConnections() []*ConnectionInfo {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+func (x *ConnectionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ConnectionInfo is one connection attached to this core.
+type ConnectionInfo struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	UserId    string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The edge the connection is on (NodeInfo.id).
+	EdgeId string `protobuf:"bytes,3,opt,name=edge_id,json=edgeId,proto3" json:"edge_id,omitempty"`
+	// The rooms the connection is in, ordered (at most 1,000 listed).
+	Rooms []string `protobuf:"bytes,4,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Frames waiting in the connection's work queue on this core.
+	Queued        uint32 `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionInfo) Reset() {
+	*x = ConnectionInfo{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionInfo) ProtoMessage() {}
+
+func (x *ConnectionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionInfo.ProtoReflect.Descriptor instead.
+func (*ConnectionInfo) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ConnectionInfo) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetEdgeId() string {
+	if x != nil {
+		return x.EdgeId
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *ConnectionInfo) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+// ConfigRequest asks for the config in force.
+type ConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigRequest) Reset() {
+	*x = ConfigRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigRequest) ProtoMessage() {}
+
+func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigRequest.ProtoReflect.Descriptor instead.
+func (*ConfigRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{42}
+}
+
+// ConfigResponse describes the config in force on this node.
+type ConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file's version key and its hash (SHA-256, 12 hex digits); both
+	// empty when the node runs without a config file.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Hash    string `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	// The room classes in force, in the file's order (first match wins).
+	Classes []*RoomClassInfo `protobuf:"bytes,3,rep,name=classes,proto3" json:"classes,omitempty"`
+	// When the config in force was loaded, milliseconds since the Unix
+	// epoch.
+	LoadedMs int64 `protobuf:"varint,4,opt,name=loaded_ms,json=loadedMs,proto3" json:"loaded_ms,omitempty"`
+	// The last reload's outcome; absent when none was asked for.
+	LastReload *ReloadResponse `protobuf:"bytes,5,opt,name=last_reload,json=lastReload,proto3" json:"last_reload,omitempty"`
+	// False when the node runs without a config file: Reload fails with
+	// failed_precondition.
+	Reloadable    bool `protobuf:"varint,6,opt,name=reloadable,proto3" json:"reloadable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigResponse) Reset() {
+	*x = ConfigResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigResponse) ProtoMessage() {}
+
+func (x *ConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigResponse.ProtoReflect.Descriptor instead.
+func (*ConfigResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ConfigResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ConfigResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *ConfigResponse) GetClasses() []*RoomClassInfo {
+	if x != nil {
+		return x.Classes
+	}
+	return nil
+}
+
+func (x *ConfigResponse) GetLoadedMs() int64 {
+	if x != nil {
+		return x.LoadedMs
+	}
+	return 0
+}
+
+func (x *ConfigResponse) GetLastReload() *ReloadResponse {
+	if x != nil {
+		return x.LastReload
+	}
+	return nil
+}
+
+func (x *ConfigResponse) GetReloadable() bool {
+	if x != nil {
+		return x.Reloadable
+	}
+	return false
+}
+
+// RoomClassInfo is one room class in force.
+type RoomClassInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The room name patterns it applies to.
+	Rooms []string `protobuf:"bytes,2,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Its settings, as "key: value" lines in the config file's key names.
+	Settings      []string `protobuf:"bytes,3,rep,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomClassInfo) Reset() {
+	*x = RoomClassInfo{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomClassInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomClassInfo) ProtoMessage() {}
+
+func (x *RoomClassInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomClassInfo.ProtoReflect.Descriptor instead.
+func (*RoomClassInfo) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RoomClassInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RoomClassInfo) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *RoomClassInfo) GetSettings() []string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// ReloadRequest asks for the config file to be read again.
+type ReloadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadRequest) Reset() {
+	*x = ReloadRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadRequest) ProtoMessage() {}
+
+func (x *ReloadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadRequest.ProtoReflect.Descriptor instead.
+func (*ReloadRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{45}
+}
+
+// ReloadResponse is a reload's outcome.
+type ReloadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the file was valid and is now in force.
+	Reloaded bool `protobuf:"varint,1,opt,name=reloaded,proto3" json:"reloaded,omitempty"`
+	// The version and hash in force after the reload (the old ones when
+	// it was refused).
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Hash    string `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	// Why the file was refused, one error per line with file:line.
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// When the reload ran, milliseconds since the Unix epoch.
+	AtMs          int64 `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadResponse) Reset() {
+	*x = ReloadResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadResponse) ProtoMessage() {}
+
+func (x *ReloadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadResponse.ProtoReflect.Descriptor instead.
+func (*ReloadResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReloadResponse) GetReloaded() bool {
+	if x != nil {
+		return x.Reloaded
+	}
+	return false
+}
+
+func (x *ReloadResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ReloadResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *ReloadResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ReloadResponse) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
 var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
@@ -3033,14 +3583,54 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12 \n" +
 	"\vconnections\x18\x04 \x01(\rR\vconnections\x12\x14\n" +
 	"\x05rooms\x18\x05 \x01(\rR\x05rooms\x12\x1b\n" +
-	"\tuptime_ms\x18\x06 \x01(\x04R\buptimeMs*\xa1\x01\n" +
+	"\tuptime_ms\x18\x06 \x01(\x04R\buptimeMs\"\x8f\x01\n" +
+	"\x12ConnectionsRequest\x12\x19\n" +
+	"\auser_id\x18\x01 \x01(\tH\x00R\x06userId\x12\x1f\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tH\x00R\tsessionId\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limitB\b\n" +
+	"\x06target\"z\n" +
+	"\x13ConnectionsResponse\x12;\n" +
+	"\vconnections\x18\x01 \x03(\v2\x19.corral.v1.ConnectionInfoR\vconnections\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8f\x01\n" +
+	"\x0eConnectionInfo\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
+	"\aedge_id\x18\x03 \x01(\tR\x06edgeId\x12\x14\n" +
+	"\x05rooms\x18\x04 \x03(\tR\x05rooms\x12\x16\n" +
+	"\x06queued\x18\x05 \x01(\rR\x06queued\"\x0f\n" +
+	"\rConfigRequest\"\xeb\x01\n" +
+	"\x0eConfigResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\x122\n" +
+	"\aclasses\x18\x03 \x03(\v2\x18.corral.v1.RoomClassInfoR\aclasses\x12\x1b\n" +
+	"\tloaded_ms\x18\x04 \x01(\x03R\bloadedMs\x12:\n" +
+	"\vlast_reload\x18\x05 \x01(\v2\x19.corral.v1.ReloadResponseR\n" +
+	"lastReload\x12\x1e\n" +
+	"\n" +
+	"reloadable\x18\x06 \x01(\bR\n" +
+	"reloadable\"U\n" +
+	"\rRoomClassInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05rooms\x18\x02 \x03(\tR\x05rooms\x12\x1a\n" +
+	"\bsettings\x18\x03 \x03(\tR\bsettings\"\x0f\n" +
+	"\rReloadRequest\"\x85\x01\n" +
+	"\x0eReloadResponse\x12\x1a\n" +
+	"\breloaded\x18\x01 \x01(\bR\breloaded\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x13\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs*\xa1\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
 	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
-	"\x13EVENT_KIND_PRESENCE\x10\x052\xe9\x06\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xb5\b\n" +
 	"\vRoomService\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
 	"\tBroadcast\x12\x1b.corral.v1.BroadcastRequest\x1a\x1c.corral.v1.BroadcastResponse\x12@\n" +
@@ -3055,7 +3645,10 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\vUnsubscribe\x12\x1d.corral.v1.UnsubscribeRequest\x1a\x1e.corral.v1.UnsubscribeResponse\x12:\n" +
 	"\x05Batch\x12\x17.corral.v1.BatchRequest\x1a\x18.corral.v1.BatchResponse\x12:\n" +
 	"\x05Rooms\x12\x17.corral.v1.RoomsRequest\x1a\x18.corral.v1.RoomsResponse\x127\n" +
-	"\x04Info\x12\x16.corral.v1.InfoRequest\x1a\x17.corral.v1.InfoResponseB\x9a\x01\n" +
+	"\x04Info\x12\x16.corral.v1.InfoRequest\x1a\x17.corral.v1.InfoResponse\x12L\n" +
+	"\vConnections\x12\x1d.corral.v1.ConnectionsRequest\x1a\x1e.corral.v1.ConnectionsResponse\x12=\n" +
+	"\x06Config\x12\x18.corral.v1.ConfigRequest\x1a\x19.corral.v1.ConfigResponse\x12=\n" +
+	"\x06Reload\x12\x18.corral.v1.ReloadRequest\x1a\x19.corral.v1.ReloadResponseB\x9a\x01\n" +
 	"\rcom.corral.v1B\x10RoomServiceProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -3072,7 +3665,7 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(EventKind)(0),              // 0: corral.v1.EventKind
 	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
@@ -3115,65 +3708,82 @@ var file_corral_v1_room_service_proto_goTypes = []any{
 	(*InfoRequest)(nil),         // 38: corral.v1.InfoRequest
 	(*InfoResponse)(nil),        // 39: corral.v1.InfoResponse
 	(*NodeInfo)(nil),            // 40: corral.v1.NodeInfo
-	(*Message)(nil),             // 41: corral.v1.Message
-	(*PresenceMember)(nil),      // 42: corral.v1.PresenceMember
-	(Code)(0),                   // 43: corral.v1.Code
-	(*RoomPosition)(nil),        // 44: corral.v1.RoomPosition
+	(*ConnectionsRequest)(nil),  // 41: corral.v1.ConnectionsRequest
+	(*ConnectionsResponse)(nil), // 42: corral.v1.ConnectionsResponse
+	(*ConnectionInfo)(nil),      // 43: corral.v1.ConnectionInfo
+	(*ConfigRequest)(nil),       // 44: corral.v1.ConfigRequest
+	(*ConfigResponse)(nil),      // 45: corral.v1.ConfigResponse
+	(*RoomClassInfo)(nil),       // 46: corral.v1.RoomClassInfo
+	(*ReloadRequest)(nil),       // 47: corral.v1.ReloadRequest
+	(*ReloadResponse)(nil),      // 48: corral.v1.ReloadResponse
+	(*Message)(nil),             // 49: corral.v1.Message
+	(*PresenceMember)(nil),      // 50: corral.v1.PresenceMember
+	(Code)(0),                   // 51: corral.v1.Code
+	(*RoomPosition)(nil),        // 52: corral.v1.RoomPosition
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	41, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	49, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
 	9,  // 1: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
 	12, // 2: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	42, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	43, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	50, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	51, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
 	0,  // 5: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
 	17, // 6: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	41, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
+	49, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
 	19, // 8: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
 	20, // 9: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
 	21, // 10: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
 	18, // 11: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
 	1,  // 12: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	42, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	43, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	44, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
+	50, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	51, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	52, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
 	28, // 16: corral.v1.SubscribeResponse.results:type_name -> corral.v1.SubscribeResult
 	31, // 17: corral.v1.UnsubscribeResponse.results:type_name -> corral.v1.UnsubscribeResult
 	3,  // 18: corral.v1.BatchRequest.publishes:type_name -> corral.v1.PublishRequest
 	34, // 19: corral.v1.BatchResponse.results:type_name -> corral.v1.BatchResult
 	37, // 20: corral.v1.RoomsResponse.rooms:type_name -> corral.v1.RoomInfo
 	40, // 21: corral.v1.InfoResponse.nodes:type_name -> corral.v1.NodeInfo
-	3,  // 22: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	7,  // 23: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	5,  // 24: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	10, // 25: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	13, // 26: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	15, // 27: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	22, // 28: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	24, // 29: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	26, // 30: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
-	29, // 31: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
-	32, // 32: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
-	35, // 33: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
-	38, // 34: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
-	4,  // 35: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	8,  // 36: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	6,  // 37: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	11, // 38: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	14, // 39: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	16, // 40: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	23, // 41: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	25, // 42: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	27, // 43: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
-	30, // 44: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
-	33, // 45: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
-	36, // 46: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
-	39, // 47: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	43, // 22: corral.v1.ConnectionsResponse.connections:type_name -> corral.v1.ConnectionInfo
+	46, // 23: corral.v1.ConfigResponse.classes:type_name -> corral.v1.RoomClassInfo
+	48, // 24: corral.v1.ConfigResponse.last_reload:type_name -> corral.v1.ReloadResponse
+	3,  // 25: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	7,  // 26: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	5,  // 27: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	10, // 28: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	13, // 29: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	15, // 30: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	22, // 31: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	24, // 32: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	26, // 33: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
+	29, // 34: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
+	32, // 35: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
+	35, // 36: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
+	38, // 37: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
+	41, // 38: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
+	44, // 39: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
+	47, // 40: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
+	4,  // 41: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	8,  // 42: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	6,  // 43: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	11, // 44: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	14, // 45: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	16, // 46: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	23, // 47: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	25, // 48: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	27, // 49: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
+	30, // 50: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
+	33, // 51: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
+	36, // 52: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
+	39, // 53: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
+	42, // 54: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
+	45, // 55: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
+	48, // 56: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
+	41, // [41:57] is the sub-list for method output_type
+	25, // [25:41] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -3194,13 +3804,17 @@ func file_corral_v1_room_service_proto_init() {
 		(*Event_Disconnected)(nil),
 		(*Event_Presence)(nil),
 	}
+	file_corral_v1_room_service_proto_msgTypes[39].OneofWrappers = []any{
+		(*ConnectionsRequest_UserId)(nil),
+		(*ConnectionsRequest_SessionId)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,157 @@
+package integration_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"connectrpc.com/connect/v2"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/roomclass"
+	"github.com/corral-rt/corral/server"
+)
+
+// The internal API's methods the admin console added (docs/CONSOLE.md):
+// Connections, Config and Reload.
+
+// TestConnections: Connections lists a user's or a session's connections
+// on the core, with their rooms and edge, one page at a time; a missing
+// target is invalid_argument.
+func TestConnections(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, mode, nil, nil)
+			ctx := testCtx(t)
+			var sessions []string
+			for i := range 3 {
+				c := dial(t, d, "dana", protocol.JSON)
+				if _, err := c.Join(ctx, fmt.Sprintf("room:%d", i), 0, ""); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Join(ctx, "room:all", 0, ""); err != nil {
+					t.Fatal(err)
+				}
+				sessions = append(sessions, c.Welcome().GetSessionId())
+			}
+			dial(t, d, "eve", protocol.Proto)
+			slices.Sort(sessions)
+
+			var got []*corralv1.ConnectionInfo
+			tok := ""
+			for pages := 0; ; pages++ {
+				if pages > 3 {
+					t.Fatal("paging does not end")
+				}
+				res, err := d.api.Connections(ctx, &corralv1.ConnectionsRequest{Target: &corralv1.ConnectionsRequest_UserId{UserId: "dana"}, PageToken: tok, Limit: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.GetConnections()) > 2 {
+					t.Fatalf("page of %d, limit 2", len(res.GetConnections()))
+				}
+				got = append(got, res.GetConnections()...)
+				if tok = res.GetNextPageToken(); tok == "" {
+					break
+				}
+			}
+			if len(got) != 3 {
+				t.Fatalf("dana's connections: %v", got)
+			}
+			for i, c := range got {
+				if c.GetSessionId() != sessions[i] || c.GetUserId() != "dana" || c.GetEdgeId() == "" {
+					t.Fatalf("connection %d: %v, want session %s", i, c, sessions[i])
+				}
+				if rooms := strings.Join(c.GetRooms(), ","); !strings.HasPrefix(rooms, "room:") || !strings.Contains(rooms, "room:all") || len(c.GetRooms()) != 2 {
+					t.Fatalf("connection %d rooms %q", i, rooms)
+				}
+			}
+			one, err := d.api.Connections(ctx, &corralv1.ConnectionsRequest{Target: &corralv1.ConnectionsRequest_SessionId{SessionId: sessions[1]}})
+			if err != nil || len(one.GetConnections()) != 1 || one.GetConnections()[0].GetSessionId() != sessions[1] {
+				t.Fatalf("by session: %v %v", one, err)
+			}
+			none, err := d.api.Connections(ctx, &corralv1.ConnectionsRequest{Target: &corralv1.ConnectionsRequest_UserId{UserId: "nobody"}})
+			if err != nil || len(none.GetConnections()) != 0 {
+				t.Fatalf("nobody: %v %v", none, err)
+			}
+			for name, req := range map[string]*corralv1.ConnectionsRequest{
+				"no target": {},
+				"long id":   {Target: &corralv1.ConnectionsRequest_UserId{UserId: strings.Repeat("u", 300)}},
+				"bad token": {Target: &corralv1.ConnectionsRequest_UserId{UserId: "dana"}, PageToken: "!"},
+			} {
+				if _, err := d.api.Connections(ctx, req); connect.CodeOf(err) != connect.CodeInvalidArgument {
+					t.Fatalf("%s: %v, want invalid_argument", name, err)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigReload: Config describes the classes in force, Reload puts a
+// valid file in force and refuses an invalid one (a result, not a failed
+// call) keeping the old; Config then reports the last reload. A node
+// without a config file says so.
+func TestConfigReload(t *testing.T) {
+	table := func(version string, size int) *roomclass.Table {
+		c := roomclass.Default()
+		c.Name, c.Match, c.History.Size = "chat", roomclass.Patterns{"chat:*"}, size
+		tb := roomclass.NewTable(roomclass.Default(), []roomclass.Class{c})
+		tb.Version, tb.Hash = version, "hash-"+version
+		return tb
+	}
+	var next atomic.Pointer[roomclass.Table] // nil: the file is invalid
+	for _, mode := range []string{"serve", "split"} {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, mode, nil, func(o *server.Options) {
+				o.Core.Classes = roomclass.NewLive(table("v1", 50))
+				o.Reload = func() (*roomclass.Table, error) {
+					if tb := next.Load(); tb != nil {
+						return tb, nil
+					}
+					return nil, errors.New("corral.yaml:3: history.size: must be at least 1")
+				}
+			})
+			ctx := testCtx(t)
+			cfg, err := d.api.Config(ctx, &corralv1.ConfigRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.GetVersion() != "v1" || cfg.GetHash() != "hash-v1" || !cfg.GetReloadable() || cfg.GetLastReload() != nil || cfg.GetLoadedMs() == 0 {
+				t.Fatalf("config: %v", cfg)
+			}
+			if cls := cfg.GetClasses(); len(cls) != 2 || cls[0].GetName() != "chat" || cls[1].GetName() != "default" ||
+				!slices.Contains(cls[0].GetSettings(), "history.size: 50") || !slices.Equal(cls[0].GetRooms(), []string{"chat:*"}) {
+				t.Fatalf("classes: %v", cls)
+			}
+
+			next.Store(table("v2", 70))
+			res, err := d.api.Reload(ctx, &corralv1.ReloadRequest{})
+			if err != nil || !res.GetReloaded() || res.GetVersion() != "v2" || res.GetError() != "" || res.GetAtMs() == 0 {
+				t.Fatalf("reload: %v %v", res, err)
+			}
+			next.Store(nil)
+			res, err = d.api.Reload(ctx, &corralv1.ReloadRequest{})
+			if err != nil || res.GetReloaded() || res.GetVersion() != "v2" || !strings.Contains(res.GetError(), "history.size") {
+				t.Fatalf("refused reload: %v %v", res, err)
+			}
+			cfg, err = d.api.Config(ctx, &corralv1.ConfigRequest{})
+			if err != nil || cfg.GetVersion() != "v2" || cfg.GetLastReload().GetReloaded() || !slices.Contains(cfg.GetClasses()[0].GetSettings(), "history.size: 70") {
+				t.Fatalf("config after a refused reload: %v %v", cfg, err)
+			}
+		})
+	}
+	t.Run("no config file", func(t *testing.T) {
+		d := start(t, "serve", nil, nil)
+		ctx := testCtx(t)
+		cfg, err := d.api.Config(ctx, &corralv1.ConfigRequest{})
+		if err != nil || cfg.GetReloadable() {
+			t.Fatalf("config: %v %v", cfg, err)
+		}
+		if _, err := d.api.Reload(ctx, &corralv1.ReloadRequest{}); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+			t.Fatalf("reload: %v, want failed_precondition", err)
+		}
+	})
+}
