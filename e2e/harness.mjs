@@ -34,13 +34,15 @@ export async function buildCorral(dir) {
 /**
  * startCorral runs `corral serve --insecure-dev` on a free loopback port
  * (the server picks it: --addr 127.0.0.1:0) and resolves once it listens.
+ * extra are more flags (e.g. --internal-addr 127.0.0.1:0, whose address
+ * is then `internal`).
  */
-export async function startCorral(bin) {
-  const proc = spawn(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0", "--log-format", "json"], {
+export async function startCorral(bin, extra = []) {
+  const proc = spawn(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0", "--log-format", "json", ...extra], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   const logs = [];
-  const addr = await new Promise((resolve, reject) => {
+  const listening = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`corral did not start:\n${logs.join("\n")}`)), 20_000);
     proc.on("exit", (code) => reject(new Error(`corral exited with ${code}:\n${logs.join("\n")}`)));
     createInterface({ input: proc.stderr }).on("line", (line) => {
@@ -49,16 +51,19 @@ export async function startCorral(bin) {
         const rec = JSON.parse(line);
         if (rec.msg === "corral listening") {
           clearTimeout(timer);
-          resolve(rec.addr);
+          resolve(rec);
         }
       } catch {
         // not a log record
       }
     });
   });
+  const { addr, internal } = listening;
   return {
     addr,
     url: `http://${addr}/`,
+    internal,
+    internalUrl: internal ? `http://${internal}/` : undefined,
     logs,
     async stop() {
       if (proc.exitCode !== null) return;

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect/v2/connectinprocess"
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/console"
 	"github.com/corral-rt/corral/controlbus"
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/edge"
@@ -466,6 +467,9 @@ func Start(opts Options) (*Node, error) {
 			l.h2c = true
 			connecthttp.Mount(l.mux, n.rpc, connecthttp.WithCompressors(),
 				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
+			// The admin console: static files calling the API beside it,
+			// each call behind the key (never on the public listener).
+			l.mux.Handle(console.Path, console.Handler())
 		}
 		if l.role == public && n.edge != nil {
 			l.mux.Handle(wsPath, n.edge)
