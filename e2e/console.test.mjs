@@ -1,19 +1,21 @@
 // The admin console at /console on the internal listener of a real
-// `corral serve --internal-addr ... --api-keys ... --config ...`, in
-// headless Chromium: an operator signs in with the API key (a missing or
-// wrong one is refused), finds the busiest room, watches a member's
-// message arrive in its live tail, publishes from the console,
-// disconnects the member (whose demo page gets the chosen close code),
-// and reloads the config file (a new version in force, then a broken
-// file refused). The public port answers 404 for /console. Leaves a
-// screenshot in e2e/artifacts/console.png (and, with
-// CORRAL_E2E_UPDATE_DOCS=1, in docs/console.png for docs/CONSOLE.md).
+// corral, in headless Chromium, twice: `corral serve --internal-addr
+// --api-keys --config` (the console on the internal listener), and a split
+// deployment, `corral core --api-keys --config` and `corral edge` (the
+// console on the core's listener, the members on the edge's port). An
+// operator signs in with the API key (a missing or wrong one is refused),
+// finds the busiest room, watches a member's message arrive in its live
+// tail, publishes from the console, disconnects the member (whose demo
+// page gets the chosen close code), and reloads the config file (a new
+// version in force, then a broken file refused). The public port answers 404 for /console. Leaves a
+// screenshot of each run in e2e/artifacts/console-<mode>.png (and, with
+// CORRAL_E2E_UPDATE_DOCS=1, the split one in docs/console.png).
 
 import assert from "node:assert/strict";
 import { copyFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { buildCorral, launchBrowser, newPerson, removeDir, repoRoot, saveArtifact, startCorral, tempDir } from "./harness.mjs";
+import { buildCorral, launchBrowser, newPerson, removeDir, repoRoot, saveArtifact, startCorral, startSplit, tempDir } from "./harness.mjs";
 
 const WAIT = { timeout: 15_000 };
 const POLL = { ...WAIT, polling: 50 };
@@ -28,7 +30,7 @@ rooms:
 `;
 const configV2 = configV1.replace('"v1"', '"v2"').replace("size: 500", "size: 700");
 
-describe("admin console in Chromium", { timeout: 180_000 }, () => {
+for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mode})`, { timeout: 180_000 }, () => {
   let dir, bin, corral, browser, bob, quiet, ops, cfg;
   const pageErrors = [];
 
@@ -38,7 +40,10 @@ describe("admin console in Chromium", { timeout: 180_000 }, () => {
     cfg = join(dir, "corral.yaml");
     await writeFile(cfg, configV1);
     bin = await buildCorral(dir);
-    corral = await startCorral(bin, ["--internal-addr", "127.0.0.1:0", "--api-keys", KEY, "--config", cfg]);
+    corral =
+      mode === "split"
+        ? await startSplit(bin, KEY, ["--config", cfg])
+        : await startCorral(bin, ["--internal-addr", "127.0.0.1:0", "--api-keys", KEY, "--config", cfg]);
     browser = await launchBrowser();
     // Two members: bob in the busy room, another in a quiet one.
     bob = await openPage(`${corral.url}?name=bob&room=${encodeURIComponent(ROOM)}`);
@@ -57,7 +62,7 @@ describe("admin console in Chromium", { timeout: 180_000 }, () => {
   after(async () => {
     await browser?.close();
     await corral?.stop();
-    if (corral) await saveArtifact("corral-console.log", corral.logs.join("\n") + "\n");
+    if (corral) await saveArtifact(`corral-console-${mode}.log`, corral.logs.join("\n") + "\n");
     await removeDir(dir);
   });
 
@@ -94,7 +99,7 @@ describe("admin console in Chromium", { timeout: 180_000 }, () => {
     await ops.click('#signin-form button[type="submit"]');
     await ops.waitForSelector("#overview:not([hidden])", WAIT);
     await ops.waitForFunction(() => document.getElementById("ov-conns").textContent === "2", null, POLL);
-    assert.equal(await ops.locator("#ov-nodes tr").count(), 2); // the core and its in-process edge
+    assert.equal(await ops.locator("#ov-nodes tr").count(), 2); // the core and its edge
   });
 
   test("finds the busiest room and watches its messages live", async () => {
@@ -124,8 +129,8 @@ describe("admin console in Chromium", { timeout: 180_000 }, () => {
   });
 
   test("screenshot", async () => {
-    const path = await saveArtifact("console.png", await ops.screenshot());
-    if (process.env.CORRAL_E2E_UPDATE_DOCS) await copyFile(path, join(repoRoot, "docs", "console.png"));
+    const path = await saveArtifact(`console-${mode}.png`, await ops.screenshot());
+    if (process.env.CORRAL_E2E_UPDATE_DOCS && mode === "split") await copyFile(path, join(repoRoot, "docs", "console.png"));
     console.log(`# screenshot: ${path}`);
   });
 

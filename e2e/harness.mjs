@@ -38,7 +38,42 @@ export async function buildCorral(dir) {
  * is then `internal`).
  */
 export async function startCorral(bin, extra = []) {
-  const proc = spawn(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0", "--log-format", "json", ...extra], {
+  return startProcess(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0", "--log-format", "json", ...extra]);
+}
+
+/**
+ * startSplit runs a split deployment: `corral core` (its listener is the
+ * internal one: RoomService, the console) with coreFlags, and `corral
+ * edge --insecure-dev` linked to it with the core's key. `url` is the
+ * edge's public port, `internalUrl` the core's listener; stop() stops both.
+ */
+export async function startSplit(bin, key, coreFlags = []) {
+  const core = await startProcess(bin, ["core", "--addr", "127.0.0.1:0", "--api-keys", key, "--log-format", "json", ...coreFlags]);
+  let edge;
+  try {
+    edge = await startProcess(bin, ["edge", "--insecure-dev", "--addr", "127.0.0.1:0", "--core", `http://${core.addr}`, "--api-key", key, "--log-format", "json"]);
+  } catch (e) {
+    await core.stop();
+    throw e;
+  }
+  return {
+    addr: edge.addr,
+    url: edge.url,
+    internal: core.addr,
+    internalUrl: core.url,
+    get logs() {
+      return [...core.logs.map((l) => `core ${l}`), ...edge.logs.map((l) => `edge ${l}`)];
+    },
+    async stop() {
+      await edge.stop();
+      await core.stop();
+    },
+  };
+}
+
+/** startProcess runs corral with args and resolves once it listens. */
+async function startProcess(bin, args) {
+  const proc = spawn(bin, args, {
     stdio: ["ignore", "ignore", "pipe"],
   });
   const logs = [];
