@@ -392,6 +392,9 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 			}
 		}
 	}
+	if req.GetEveryCore() {
+		return c.disconnectEveryCore(ctx, req, res), nil // everycore.go
+	}
 	return res, nil
 }
 

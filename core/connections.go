@@ -66,6 +66,9 @@ func (c *Core) Connections(ctx context.Context, req *corralv1.ConnectionsRequest
 		}
 		res.Connections = append(res.Connections, info)
 	}
+	if req.GetEveryCore() {
+		return c.connectionsEveryCore(ctx, req, res, limit), nil
+	}
 	return res, nil
 }
 

@@ -9,14 +9,19 @@ import (
 	"testing"
 
 	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectinprocess"
+	"github.com/corral-rt/corral/apiclient"
+	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 )
 
 // The internal API's methods the admin console added (docs/CONSOLE.md):
-// Connections, Config and Reload.
+// Connections, Config and Reload, and every_core on Info, Rooms and
+// Connections.
 
 // TestConnections: Connections lists a user's or a session's connections
 // on the core, with their rooms and edge, one page at a time; a missing
@@ -154,4 +159,111 @@ func TestConfigReload(t *testing.T) {
 			t.Fatalf("reload: %v, want failed_precondition", err)
 		}
 	})
+}
+
+// TestEveryCore: with two cores sharing Redis, Info, Rooms and
+// Connections with every_core answer for both: each core listed, a room
+// with members on both counted once with its members summed, a user's
+// connections on both listed, whichever core takes the call; Disconnect
+// with every_core closes a user's connections on both.
+func TestEveryCore(t *testing.T) {
+	a, b, da, db := twoCores(t, nil)
+	ctx := testCtx(t)
+	apiA := apiclient.New("", "", &apiclient.Options{Transport: connectinprocess.New(a.APIServer())})
+	apiB := apiclient.New("", "", &apiclient.Options{Transport: connectinprocess.New(b.APIServer())})
+	onA := dial(t, da, "fay", protocol.JSON)
+	onB := dial(t, db, "fay", protocol.Proto)
+	other := dial(t, db, "gus", protocol.JSON)
+	for _, j := range []struct {
+		c    *client.Conn
+		room string
+	}{{onA, "shared"}, {onB, "shared"}, {other, "shared"}, {onA, "only-a"}, {other, "only-b"}} {
+		if _, err := j.c.Join(ctx, j.room, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, api := range map[string]corralv1connect.RoomServiceClient{"core a": apiA, "core b": apiB} {
+		// The other core's subscriptions come up as it starts: wait for
+		// both to answer.
+		var info *corralv1.InfoResponse
+		waitUntil(t, name+": both cores answer", func() bool {
+			var err error
+			info, err = api.Info(ctx, &corralv1.InfoRequest{EveryCore: true})
+			return err == nil && info.GetCoresAnswered() == 2
+		})
+		var cores, conns uint32
+		for _, n := range info.GetNodes() {
+			if n.GetRole() == "core" {
+				cores++
+				conns += n.GetConnections()
+			}
+		}
+		if cores != 2 || conns != 3 || info.GetCoresMissing() != 0 {
+			t.Fatalf("%s: info %v", name, info)
+		}
+		rooms, err := api.Rooms(ctx, &corralv1.RoomsRequest{EveryCore: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rooms.GetRooms() {
+			got = append(got, fmt.Sprintf("%s=%d", r.GetName(), r.GetMembers()))
+		}
+		if s := strings.Join(got, ","); s != "only-a=1,only-b=1,shared=3" || rooms.GetCoresAnswered() != 2 {
+			t.Fatalf("%s: rooms %s (%v)", name, s, rooms)
+		}
+		// Paged over both cores: one room a page, each once.
+		got = nil
+		tok := ""
+		for range 5 {
+			page, err := api.Rooms(ctx, &corralv1.RoomsRequest{EveryCore: true, Limit: 1, PageToken: tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.GetRooms() {
+				got = append(got, r.GetName())
+			}
+			if tok = page.GetNextPageToken(); tok == "" {
+				break
+			}
+		}
+		if s := strings.Join(got, ","); s != "only-a,only-b,shared" {
+			t.Fatalf("%s: paged rooms %s", name, s)
+		}
+		cs, err := api.Connections(ctx, &corralv1.ConnectionsRequest{Target: &corralv1.ConnectionsRequest_UserId{UserId: "fay"}, EveryCore: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{onA.Welcome().GetSessionId(), onB.Welcome().GetSessionId()}
+		slices.Sort(want)
+		var sessions []string
+		for _, c := range cs.GetConnections() {
+			sessions = append(sessions, c.GetSessionId())
+		}
+		if !slices.Equal(sessions, want) || cs.GetCoresAnswered() != 2 {
+			t.Fatalf("%s: fay's connections %v, want %v", name, cs, want)
+		}
+		// Without every_core, this core's alone.
+		local, err := api.Connections(ctx, &corralv1.ConnectionsRequest{Target: &corralv1.ConnectionsRequest_UserId{UserId: "fay"}})
+		if err != nil || len(local.GetConnections()) != 1 {
+			t.Fatalf("%s: local connections %v %v", name, local, err)
+		}
+	}
+	// Disconnect with every_core closes fay's connections on both cores.
+	want := []string{onA.Welcome().GetSessionId(), onB.Welcome().GetSessionId()}
+	slices.Sort(want)
+	res, err := apiA.Disconnect(ctx, &corralv1.DisconnectRequest{Target: &corralv1.DisconnectRequest_UserId{UserId: "fay"}, Code: corralv1.Code_CODE_GOING_AWAY, EveryCore: true})
+	if err != nil || !slices.Equal(res.GetSessionIds(), want) || res.GetCoresAnswered() != 2 {
+		t.Fatalf("disconnect every core: %v %v, want %v", res, err, want)
+	}
+	for _, c := range []*client.Conn{onA, onB} {
+		waitUntil(t, "fay's connection closed", func() bool {
+			select {
+			case <-c.Done():
+				return true
+			default:
+				return false
+			}
+		})
+	}
 }

@@ -915,7 +915,10 @@ type DisconnectRequest struct {
 	// How long clients should wait before reconnecting. Each connection gets
 	// a value jittered in [delay_ms, 1.5 * delay_ms], so that a disconnected
 	// crowd does not come back at once.
-	DelayMs       uint32 `protobuf:"varint,5,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	DelayMs uint32 `protobuf:"varint,5,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// Also on every other core sharing the store (with Redis), each
+	// answering within 2 seconds with the sessions it closed.
+	EveryCore     bool `protobuf:"varint,6,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -996,6 +999,13 @@ func (x *DisconnectRequest) GetDelayMs() uint32 {
 	return 0
 }
 
+func (x *DisconnectRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 type isDisconnectRequest_Target interface {
 	isDisconnectRequest_Target()
 }
@@ -1014,8 +1024,11 @@ func (*DisconnectRequest_SessionId) isDisconnectRequest_Target() {}
 
 // DisconnectResponse names the sessions whose connections were closed.
 type DisconnectResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionIds    []string               `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SessionIds []string               `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,2,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,3,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1055,6 +1068,20 @@ func (x *DisconnectResponse) GetSessionIds() []string {
 		return x.SessionIds
 	}
 	return nil
+}
+
+func (x *DisconnectResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *DisconnectResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // EventsRequest starts or resumes following the event log.
@@ -2477,7 +2504,10 @@ type RoomsRequest struct {
 	// Continue after the previous page: its next_page_token.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// At most this many rooms (0 or above 1000: 1000).
-	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds: a
+	// room's members are summed over the cores, its last seq the highest.
+	EveryCore     bool `protobuf:"varint,4,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2533,6 +2563,13 @@ func (x *RoomsRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *RoomsRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 // RoomsResponse is one page of rooms, ordered by name. It lists the
 // rooms that have members on this core: each core knows only its own
 // connections, so with several cores ask each one.
@@ -2542,6 +2579,9 @@ type RoomsResponse struct {
 	// Empty when this is the last page; otherwise pass it as
 	// RoomsRequest.page_token for the next one.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,3,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,4,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2588,6 +2628,20 @@ func (x *RoomsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *RoomsResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *RoomsResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // RoomInfo is one active room.
@@ -2663,7 +2717,11 @@ func (x *RoomInfo) GetEpoch() string {
 
 // InfoRequest asks for the nodes this core knows.
 type InfoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Also ask every other core sharing the store (with Redis), within 2
+	// seconds: their nodes follow this core's, each edge listed once with
+	// its counts summed over the cores.
+	EveryCore     bool `protobuf:"varint,1,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2698,13 +2756,24 @@ func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{36}
 }
 
+func (x *InfoRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 // InfoResponse describes this core and the edges linked to it. Other
 // cores are not listed: ask each (the edges list every core they link to
 // in their --core flag).
 type InfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// This core first, then its edges.
-	Nodes         []*NodeInfo `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*NodeInfo `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// With every_core: the cores that answered, this one included, and
+	// those that heard the question but did not answer in time.
+	CoresAnswered uint32 `protobuf:"varint,2,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,3,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2744,6 +2813,20 @@ func (x *InfoResponse) GetNodes() []*NodeInfo {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // NodeInfo is one node of the deployment.
@@ -2853,7 +2936,9 @@ type ConnectionsRequest struct {
 	// Continue after the previous page: its next_page_token.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// At most this many connections (0 or above 100: 100).
-	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds.
+	EveryCore     bool `protobuf:"varint,5,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2927,6 +3012,13 @@ func (x *ConnectionsRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *ConnectionsRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 type isConnectionsRequest_Target interface {
 	isConnectionsRequest_Target()
 }
@@ -2950,6 +3042,9 @@ type ConnectionsResponse struct {
 	// Empty when this is the last page; otherwise pass it as
 	// ConnectionsRequest.page_token for the next one.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,3,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,4,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2996,6 +3091,20 @@ func (x *ConnectionsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ConnectionsResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *ConnectionsResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // ConnectionInfo is one connection attached to this core.
@@ -3448,18 +3557,22 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1f\n" +
 	"\vsession_ids\x18\x02 \x03(\tR\n" +
 	"sessionIds\x12 \n" +
-	"\vconnections\x18\x03 \x01(\rR\vconnections\"\xb1\x01\n" +
+	"\vconnections\x18\x03 \x01(\rR\vconnections\"\xd0\x01\n" +
 	"\x11DisconnectRequest\x12\x19\n" +
 	"\auser_id\x18\x01 \x01(\tH\x00R\x06userId\x12\x1f\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tH\x00R\tsessionId\x12#\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x19\n" +
-	"\bdelay_ms\x18\x05 \x01(\rR\adelayMsB\b\n" +
-	"\x06target\"5\n" +
+	"\bdelay_ms\x18\x05 \x01(\rR\adelayMs\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x06 \x01(\bR\teveryCoreB\b\n" +
+	"\x06target\"\x81\x01\n" +
 	"\x12DisconnectResponse\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
-	"sessionIds\"\x88\x01\n" +
+	"sessionIds\x12%\n" +
+	"\x0ecores_answered\x18\x02 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x03 \x01(\rR\fcoresMissing\"\x88\x01\n" +
 	"\rEventsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x1f\n" +
 	"\vfrom_oldest\x18\x02 \x01(\bR\n" +
@@ -3560,41 +3673,53 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"]\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"|\n" +
 	"\fRoomsRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"b\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x04 \x01(\bR\teveryCore\"\xae\x01\n" +
 	"\rRoomsResponse\x12)\n" +
 	"\x05rooms\x18\x01 \x03(\v2\x13.corral.v1.RoomInfoR\x05rooms\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"i\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12%\n" +
+	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"i\n" +
 	"\bRoomInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\amembers\x18\x02 \x01(\rR\amembers\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x14\n" +
-	"\x05epoch\x18\x04 \x01(\tR\x05epoch\"\r\n" +
-	"\vInfoRequest\"9\n" +
+	"\x05epoch\x18\x04 \x01(\tR\x05epoch\",\n" +
+	"\vInfoRequest\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x01 \x01(\bR\teveryCore\"\x85\x01\n" +
 	"\fInfoResponse\x12)\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x13.corral.v1.NodeInfoR\x05nodes\"\x9d\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x13.corral.v1.NodeInfoR\x05nodes\x12%\n" +
+	"\x0ecores_answered\x18\x02 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x03 \x01(\rR\fcoresMissing\"\x9d\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12 \n" +
 	"\vconnections\x18\x04 \x01(\rR\vconnections\x12\x14\n" +
 	"\x05rooms\x18\x05 \x01(\rR\x05rooms\x12\x1b\n" +
-	"\tuptime_ms\x18\x06 \x01(\x04R\buptimeMs\"\x8f\x01\n" +
+	"\tuptime_ms\x18\x06 \x01(\x04R\buptimeMs\"\xae\x01\n" +
 	"\x12ConnectionsRequest\x12\x19\n" +
 	"\auser_id\x18\x01 \x01(\tH\x00R\x06userId\x12\x1f\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tH\x00R\tsessionId\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limitB\b\n" +
-	"\x06target\"z\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x05 \x01(\bR\teveryCoreB\b\n" +
+	"\x06target\"\xc6\x01\n" +
 	"\x13ConnectionsResponse\x12;\n" +
 	"\vconnections\x18\x01 \x03(\v2\x19.corral.v1.ConnectionInfoR\vconnections\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8f\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12%\n" +
+	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"\x8f\x01\n" +
 	"\x0eConnectionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
