@@ -54,9 +54,10 @@ for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mo
       window.codes = [];
       window.corral.on("state", (s) => s.code && window.codes.push(s.code));
     });
-    const t1 = Date.now();
     ops = await openPage(`${corral.internalUrl}console/`);
-    console.log(`# setup took ${Date.now() - t0} ms; the console loaded in ${Date.now() - t1} ms`);
+    // The page's own navigation timing: from the request to its load event.
+    const loaded = await ops.evaluate(() => performance.getEntriesByType("navigation")[0].loadEventEnd);
+    console.log(`# setup took ${Date.now() - t0} ms; the console loaded in ${Math.round(loaded)} ms`);
   });
 
   after(async () => {

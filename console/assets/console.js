@@ -161,7 +161,7 @@ function overview(name) {
   poll(
     name,
     async () => {
-      const [info, rooms] = await Promise.all([call("Info"), call("Rooms", { limit: ROOMS_PAGE })]);
+      const [info, rooms] = await Promise.all([call("Info", { everyCore: true }), call("Rooms", { limit: ROOMS_PAGE, everyCore: true })]);
       const now = performance.now();
       let rate = 0;
       let deliveries = 0;
@@ -171,7 +171,8 @@ function overview(name) {
         deliveries += x * (r.members || 0);
       }
       const nodes = info.nodes || [];
-      $("ov-conns").textContent = nodes[0]?.connections ?? 0;
+      $("ov-conns").textContent = nodes.filter((n) => n.role === "core").reduce((sum, n) => sum + (n.connections || 0), 0);
+      $("ov-cores").textContent = info.coresMissing ? `${info.coresMissing} core(s) did not answer in time` : "";
       $("ov-rooms").textContent = (rooms.rooms || []).length + (rooms.nextPageToken ? "+" : "");
       $("ov-rate").textContent = rate.toFixed(1);
       $("ov-deliv").textContent = deliveries.toFixed(1);
@@ -207,7 +208,7 @@ async function rooms(name) {
     async () => {
       // A plain word searches names containing it; one with "*" is a pattern.
       const pattern = roomsFilter === "" ? "" : roomsFilter.includes("*") ? roomsFilter : `*${roomsFilter}*`;
-      const res = await call("Rooms", { pattern, limit: ROOMS_PAGE });
+      const res = await call("Rooms", { pattern, limit: ROOMS_PAGE, everyCore: true });
       const now = performance.now();
       const list = (res.rooms || []).map((r) => ({ ...r, rate: rateOf(r, now) }));
       const by = $("rooms-sort").value;
@@ -350,7 +351,7 @@ async function act(fn) {
 }
 
 function disconnect(target, code, reason) {
-  return call("Disconnect", { ...target, code, reason });
+  return call("Disconnect", { ...target, code, reason, everyCore: true });
 }
 
 // ---- connections ----
@@ -366,12 +367,12 @@ $("conn-form").addEventListener("submit", (ev) => {
   if (!id) return;
   found = { [$("conn-by").value]: id };
   act(async () => {
-    const res = await call("Connections", { ...found, limit: 100 });
+    const res = await call("Connections", { ...found, limit: 100, everyCore: true });
     const list = res.connections || [];
     $("conn-list").replaceChildren(
       ...(list.length
         ? list.map((c) => el("tr", { dataset: { session: c.sessionId } }, el("td", { className: "mono" }, c.sessionId), el("td", {}, c.userId), el("td", { className: "mono" }, c.edgeId || ""), el("td", {}, (c.rooms || []).join(", ")), el("td", {}, c.queued || 0)))
-        : [el("tr", {}, el("td", { colSpan: 5, className: "muted" }, "no connection on this core"))]),
+        : [el("tr", {}, el("td", { colSpan: 5, className: "muted" }, "no connection"))]),
     );
     $("conn-disconnect").disabled = list.length === 0;
   });
