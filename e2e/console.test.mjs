@@ -101,6 +101,9 @@ for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mo
     await ops.waitForSelector("#overview:not([hidden])", WAIT);
     await ops.waitForFunction(() => document.getElementById("ov-conns").textContent === "2", null, POLL);
     assert.equal(await ops.locator("#ov-nodes tr").count(), 2); // the core and its edge
+    // This node's readiness, and the wrong key just refused counted by reason.
+    await ops.waitForFunction(() => document.getElementById("ov-ready").textContent === "ready", null, POLL);
+    await ops.waitForSelector('#ov-drops tr[data-metric="corral_api_unauthenticated_total"][data-reason="wrong"]', WAIT);
   });
 
   test("finds the busiest room and watches its messages live", async () => {

@@ -161,7 +161,7 @@ function overview(name) {
   poll(
     name,
     async () => {
-      const [info, rooms] = await Promise.all([call("Info", { everyCore: true }), call("Rooms", { limit: ROOMS_PAGE, everyCore: true })]);
+      const [info, rooms] = await Promise.all([call("Info", { everyCore: true }), call("Rooms", { limit: ROOMS_PAGE, everyCore: true }), nodeHealth()]);
       const now = performance.now();
       let rate = 0;
       let deliveries = 0;
@@ -184,6 +184,31 @@ function overview(name) {
     },
     2000,
   );
+}
+
+// The node's own refusal and drop counters, by reason, from /metrics.
+const DROPS = /^(corral_(?:core|edge|api)_(?:refused|dropped|events_dropped|slow_consumers|unauthenticated)_total)\{reason="([^"]*)"\} (\S+)$/;
+const dropsSeen = new Map(); // "metric reason" -> {value, at}
+
+async function nodeHealth() {
+  const ready = await fetch("/readyz", { credentials: "omit" }).catch(() => null);
+  $("ov-ready").textContent = ready ? (ready.ok ? "ready" : `not ready (${(await ready.text()).trim()})`) : "unreachable";
+  const res = await fetch("/metrics", { headers: { Authorization: `Bearer ${key}` }, credentials: "omit" });
+  if (!res.ok) return;
+  const now = performance.now();
+  const rows = [];
+  for (const line of (await res.text()).split("\n")) {
+    const m = DROPS.exec(line);
+    if (!m) continue;
+    const value = Number(m[3]);
+    const id = `${m[1]} ${m[2]}`;
+    const prev = dropsSeen.get(id);
+    dropsSeen.set(id, { value, at: now });
+    if (value === 0) continue;
+    const rate = prev && now > prev.at ? ((value - prev.value) * 1000) / (now - prev.at) : 0;
+    rows.push(el("tr", { dataset: { metric: m[1], reason: m[2] } }, el("td", { className: "mono" }, m[1]), el("td", {}, m[2]), el("td", {}, value), el("td", {}, rate.toFixed(1))));
+  }
+  $("ov-drops").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colSpan: 4, className: "muted" }, "none"))]));
 }
 
 function duration(ms) {
