@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The internal API's views of every core (every_core on Info, Rooms and
-// Connections, and Disconnect's action): the core that takes the call asks the others through the
+// The internal API's views of every core (every_core on Info, Rooms,
+// Connections and Signals, and Disconnect's action): the core that takes the call asks the others through the
 // control bus (controlbus.Redis.Ask), each answers from its own tables
 // with the same method, and the asker merges. A core that does not answer
 // within askWait is counted missing, never waited for longer.
@@ -36,6 +36,7 @@ const (
 	queryRooms       = 'r'
 	queryConnections = 'c'
 	queryDisconnect  = 'd'
+	querySignals     = 's'
 )
 
 // asker returns the control bus as a ControlAsker, nil when it is none.
@@ -66,6 +67,12 @@ func (c *Core) answerQuery(ctx context.Context, q []byte) []byte {
 		if err = proto.Unmarshal(q[1:], req); err == nil {
 			req.EveryCore = false
 			res, err = c.Connections(ctx, req)
+		}
+	case querySignals:
+		req := &corralv1.SignalsRequest{}
+		if err = proto.Unmarshal(q[1:], req); err == nil {
+			req.EveryCore = false
+			res, err = c.Signals(ctx, req)
 		}
 	case queryDisconnect:
 		// An action, asked as a query so that its result comes back:

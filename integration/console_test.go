@@ -267,3 +267,78 @@ func TestEveryCore(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalsSample: Signals lists a room's latest signal per key, in key
+// order, without cleared keys, bounded by limit (more says the rest);
+// with every_core a key held on the other core is listed too.
+func TestSignalsSample(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, mode, nil, nil)
+			ctx := testCtx(t)
+			c := dial(t, d, "hal", protocol.JSON)
+			if _, err := c.Join(ctx, "board", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			signal := func(key, payload string, clear bool) {
+				f := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "board", Key: key, Payload: []byte(payload), Clear: clear}}}
+				if err := c.Send(ctx, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			signal("cursor:hal", `{"x":1}`, false)
+			signal("typing:hal", `true`, false)
+			signal("cursor:hal", `{"x":2}`, false)
+			signal("gone", `1`, false)
+			signal("gone", ``, true)
+			var res *corralv1.SignalsResponse
+			waitUntil(t, "the latest cursor sampled", func() bool {
+				var err error
+				res, err = d.api.Signals(ctx, &corralv1.SignalsRequest{Room: "board"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(res.GetSignals()) == 2 && string(res.GetSignals()[0].GetPayload()) == `{"x":2}`
+			})
+			if s := res.GetSignals(); s[0].GetKey() != "cursor:hal" || s[1].GetKey() != "typing:hal" || res.GetMore() {
+				t.Fatalf("signals %v", res)
+			}
+			one, err := d.api.Signals(ctx, &corralv1.SignalsRequest{Room: "board", Limit: 1})
+			if err != nil || len(one.GetSignals()) != 1 || !one.GetMore() {
+				t.Fatalf("limit 1: %v %v", one, err)
+			}
+			if _, err := d.api.Signals(ctx, &corralv1.SignalsRequest{Room: ""}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+				t.Fatalf("no room: %v", err)
+			}
+		})
+	}
+	t.Run("every core", func(t *testing.T) {
+		a, _, da, db := twoCores(t, nil)
+		ctx := testCtx(t)
+		api := apiclient.New("", "", &apiclient.Options{Transport: connectinprocess.New(a.APIServer())})
+		for _, x := range []struct {
+			d    *deployment
+			user string
+		}{{da, "ida"}, {db, "jon"}} {
+			c := dial(t, x.d, x.user, protocol.JSON)
+			if _, err := c.Join(ctx, "board", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			f := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "board", Key: "cursor:" + x.user, Payload: []byte(`1`)}}}
+			if err := c.Send(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(t, "both cores' cursors", func() bool {
+			res, err := api.Signals(ctx, &corralv1.SignalsRequest{Room: "board", EveryCore: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, s := range res.GetSignals() {
+				keys = append(keys, s.GetKey())
+			}
+			return slices.Equal(keys, []string{"cursor:ida", "cursor:jon"}) && res.GetCoresAnswered() == 2
+		})
+	})
+}

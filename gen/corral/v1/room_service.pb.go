@@ -3499,6 +3499,142 @@ func (x *ReloadResponse) GetAtMs() int64 {
 	return 0
 }
 
+// SignalsRequest samples a room's signals.
+type SignalsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// At most this many keys, in key order (0 or above 200: 200).
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds; a key
+	// held on several cores is listed once.
+	EveryCore     bool `protobuf:"varint,3,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalsRequest) Reset() {
+	*x = SignalsRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalsRequest) ProtoMessage() {}
+
+func (x *SignalsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalsRequest.ProtoReflect.Descriptor instead.
+func (*SignalsRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SignalsRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *SignalsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SignalsRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
+// SignalsResponse is the latest value of each of a room's signal keys.
+type SignalsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ordered by key.
+	Signals []*SignalEvent `protobuf:"bytes,1,rep,name=signals,proto3" json:"signals,omitempty"`
+	// True when the room holds more keys than listed.
+	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,3,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,4,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalsResponse) Reset() {
+	*x = SignalsResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalsResponse) ProtoMessage() {}
+
+func (x *SignalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalsResponse.ProtoReflect.Descriptor instead.
+func (*SignalsResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SignalsResponse) GetSignals() []*SignalEvent {
+	if x != nil {
+		return x.Signals
+	}
+	return nil
+}
+
+func (x *SignalsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *SignalsResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *SignalsResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
+}
+
 var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
@@ -3748,14 +3884,24 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x13\n" +
-	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs*\xa1\x01\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\"Y\n" +
+	"\x0eSignalsRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x03 \x01(\bR\teveryCore\"\xa3\x01\n" +
+	"\x0fSignalsResponse\x120\n" +
+	"\asignals\x18\x01 \x03(\v2\x16.corral.v1.SignalEventR\asignals\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12%\n" +
+	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing*\xa1\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
 	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
-	"\x13EVENT_KIND_PRESENCE\x10\x052\xb5\b\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xf7\b\n" +
 	"\vRoomService\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
 	"\tBroadcast\x12\x1b.corral.v1.BroadcastRequest\x1a\x1c.corral.v1.BroadcastResponse\x12@\n" +
@@ -3773,7 +3919,8 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\x04Info\x12\x16.corral.v1.InfoRequest\x1a\x17.corral.v1.InfoResponse\x12L\n" +
 	"\vConnections\x12\x1d.corral.v1.ConnectionsRequest\x1a\x1e.corral.v1.ConnectionsResponse\x12=\n" +
 	"\x06Config\x12\x18.corral.v1.ConfigRequest\x1a\x19.corral.v1.ConfigResponse\x12=\n" +
-	"\x06Reload\x12\x18.corral.v1.ReloadRequest\x1a\x19.corral.v1.ReloadResponseB\x9a\x01\n" +
+	"\x06Reload\x12\x18.corral.v1.ReloadRequest\x1a\x19.corral.v1.ReloadResponse\x12@\n" +
+	"\aSignals\x12\x19.corral.v1.SignalsRequest\x1a\x1a.corral.v1.SignalsResponseB\x9a\x01\n" +
 	"\rcom.corral.v1B\x10RoomServiceProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -3790,7 +3937,7 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(EventKind)(0),              // 0: corral.v1.EventKind
 	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
@@ -3841,28 +3988,31 @@ var file_corral_v1_room_service_proto_goTypes = []any{
 	(*RoomClassInfo)(nil),       // 46: corral.v1.RoomClassInfo
 	(*ReloadRequest)(nil),       // 47: corral.v1.ReloadRequest
 	(*ReloadResponse)(nil),      // 48: corral.v1.ReloadResponse
-	(*Message)(nil),             // 49: corral.v1.Message
-	(*PresenceMember)(nil),      // 50: corral.v1.PresenceMember
-	(Code)(0),                   // 51: corral.v1.Code
-	(*RoomPosition)(nil),        // 52: corral.v1.RoomPosition
+	(*SignalsRequest)(nil),      // 49: corral.v1.SignalsRequest
+	(*SignalsResponse)(nil),     // 50: corral.v1.SignalsResponse
+	(*Message)(nil),             // 51: corral.v1.Message
+	(*PresenceMember)(nil),      // 52: corral.v1.PresenceMember
+	(Code)(0),                   // 53: corral.v1.Code
+	(*RoomPosition)(nil),        // 54: corral.v1.RoomPosition
+	(*SignalEvent)(nil),         // 55: corral.v1.SignalEvent
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	49, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	51, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
 	9,  // 1: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
 	12, // 2: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	50, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	51, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	52, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	53, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
 	0,  // 5: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
 	17, // 6: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	49, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
+	51, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
 	19, // 8: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
 	20, // 9: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
 	21, // 10: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
 	18, // 11: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
 	1,  // 12: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	50, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	51, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	52, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
+	52, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	53, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	54, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
 	28, // 16: corral.v1.SubscribeResponse.results:type_name -> corral.v1.SubscribeResult
 	31, // 17: corral.v1.UnsubscribeResponse.results:type_name -> corral.v1.UnsubscribeResult
 	3,  // 18: corral.v1.BatchRequest.publishes:type_name -> corral.v1.PublishRequest
@@ -3872,43 +4022,46 @@ var file_corral_v1_room_service_proto_depIdxs = []int32{
 	43, // 22: corral.v1.ConnectionsResponse.connections:type_name -> corral.v1.ConnectionInfo
 	46, // 23: corral.v1.ConfigResponse.classes:type_name -> corral.v1.RoomClassInfo
 	48, // 24: corral.v1.ConfigResponse.last_reload:type_name -> corral.v1.ReloadResponse
-	3,  // 25: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	7,  // 26: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	5,  // 27: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	10, // 28: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	13, // 29: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	15, // 30: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	22, // 31: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	24, // 32: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	26, // 33: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
-	29, // 34: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
-	32, // 35: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
-	35, // 36: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
-	38, // 37: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
-	41, // 38: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
-	44, // 39: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
-	47, // 40: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
-	4,  // 41: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	8,  // 42: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	6,  // 43: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	11, // 44: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	14, // 45: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	16, // 46: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	23, // 47: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	25, // 48: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	27, // 49: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
-	30, // 50: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
-	33, // 51: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
-	36, // 52: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
-	39, // 53: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
-	42, // 54: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
-	45, // 55: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
-	48, // 56: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
-	41, // [41:57] is the sub-list for method output_type
-	25, // [25:41] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	55, // 25: corral.v1.SignalsResponse.signals:type_name -> corral.v1.SignalEvent
+	3,  // 26: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	7,  // 27: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	5,  // 28: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	10, // 29: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	13, // 30: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	15, // 31: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	22, // 32: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	24, // 33: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	26, // 34: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
+	29, // 35: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
+	32, // 36: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
+	35, // 37: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
+	38, // 38: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
+	41, // 39: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
+	44, // 40: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
+	47, // 41: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
+	49, // 42: corral.v1.RoomService.Signals:input_type -> corral.v1.SignalsRequest
+	4,  // 43: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	8,  // 44: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	6,  // 45: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	11, // 46: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	14, // 47: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	16, // 48: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	23, // 49: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	25, // 50: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	27, // 51: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
+	30, // 52: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
+	33, // 53: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
+	36, // 54: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
+	39, // 55: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
+	42, // 56: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
+	45, // 57: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
+	48, // 58: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
+	50, // 59: corral.v1.RoomService.Signals:output_type -> corral.v1.SignalsResponse
+	43, // [43:60] is the sub-list for method output_type
+	26, // [26:43] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -3939,7 +4092,7 @@ func file_corral_v1_room_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

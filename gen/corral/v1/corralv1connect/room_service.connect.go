@@ -56,6 +56,8 @@ const (
 	RoomServiceConfigProcedure = "/corral.v1.RoomService/Config"
 	// RoomServiceReloadProcedure is the procedure name of the RoomService's Reload RPC.
 	RoomServiceReloadProcedure = "/corral.v1.RoomService/Reload"
+	// RoomServiceSignalsProcedure is the procedure name of the RoomService's Signals RPC.
+	RoomServiceSignalsProcedure = "/corral.v1.RoomService/Signals"
 )
 
 var (
@@ -171,6 +173,13 @@ var (
 			Procedure:  RoomServiceReloadProcedure,
 		}
 	})
+	roomServiceSignalsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Signals"),
+			Procedure:  RoomServiceSignalsProcedure,
+		}
+	})
 )
 
 // RoomServiceClient is a client for the corral.v1.RoomService service.
@@ -229,6 +238,9 @@ type RoomServiceClient interface {
 	// /admin/reload do: a valid file's room classes are put in force at
 	// once; an invalid one is refused and the classes in force are kept.
 	Reload(context.Context, *v1.ReloadRequest) (*v1.ReloadResponse, error)
+	// Signals samples a room's signals on this core: the latest value of
+	// each key set and not yet cleared, as members would see it now.
+	Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error)
 }
 
 // NewRoomServiceClient constructs a client for the corral.v1.RoomService service. Multiple service
@@ -313,6 +325,9 @@ type RoomServiceHandler interface {
 	// /admin/reload do: a valid file's room classes are put in force at
 	// once; an invalid one is refused and the classes in force are kept.
 	Reload(context.Context, *v1.ReloadRequest) (*v1.ReloadResponse, error)
+	// Signals samples a room's signals on this core: the latest value of
+	// each key set and not yet cleared, as members would see it now.
+	Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error)
 }
 
 // RegisterRoomServiceHandler registers svc as the corral.v1.RoomService implementation on server.
@@ -335,6 +350,7 @@ func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) 
 		connect.Method{Spec: roomServiceConnectionsSpec(), Handler: adapter.connections},
 		connect.Method{Spec: roomServiceConfigSpec(), Handler: adapter.config},
 		connect.Method{Spec: roomServiceReloadSpec(), Handler: adapter.reload},
+		connect.Method{Spec: roomServiceSignalsSpec(), Handler: adapter.signals},
 	)
 }
 
@@ -418,6 +434,10 @@ func (UnimplementedRoomServiceHandler) Config(context.Context, *v1.ConfigRequest
 
 func (UnimplementedRoomServiceHandler) Reload(context.Context, *v1.ReloadRequest) (*v1.ReloadResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Reload is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Signals is not implemented")
 }
 
 type roomServiceClient struct {
@@ -547,6 +567,14 @@ func (c *roomServiceClient) Config(ctx context.Context, req *v1.ConfigRequest) (
 func (c *roomServiceClient) Reload(ctx context.Context, req *v1.ReloadRequest) (*v1.ReloadResponse, error) {
 	var res v1.ReloadResponse
 	if err := c.client.CallUnary(ctx, roomServiceReloadSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Signals(ctx context.Context, req *v1.SignalsRequest) (*v1.SignalsResponse, error) {
+	var res v1.SignalsResponse
+	if err := c.client.CallUnary(ctx, roomServiceSignalsSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -736,6 +764,18 @@ func (h roomServiceHandler) reload(ctx context.Context, _ connect.Spec, stream c
 		return err
 	}
 	res, err := h.svc.Reload(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) signals(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SignalsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Signals(ctx, &req)
 	if err != nil {
 		return err
 	}
