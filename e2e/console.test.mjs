@@ -123,6 +123,9 @@ for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mo
     // The history pane shows what was said before; the tail what comes.
     await ops.waitForFunction(() => document.getElementById("history").textContent.includes("warm-up 10"), null, POLL);
     assert.ok((await ops.textContent("#room-settings")).includes("history.size: 500"));
+    // Signals are sampled: bob's cursor shows with its latest value.
+    await bob.evaluate(() => window.corral.signal("chat:busy", "cursor:bob", { x: 0.25, y: 0.5 }));
+    await ops.waitForFunction(() => document.querySelector('#signals li[data-key="cursor:bob"]')?.textContent.includes('"x":0.25'), null, POLL);
     await bob.evaluate(() => window.corral.publish("chat:busy", { text: "hello from bob" }));
     await ops.waitForFunction(() => document.getElementById("tail").textContent.includes("hello from bob"), null, POLL);
     await ops.fill("#publish-payload", '{"text":"hello from ops"}');

@@ -289,10 +289,10 @@ async function room(name, roomName) {
         after = Math.max(after, Number(m.seq));
         addLine($("tail"), m, true);
       }
-      // Members change less often than messages: every other poll.
+      // Members and signals: every other poll.
       if (Date.now() - lastMembers > 1500) {
         lastMembers = Date.now();
-        await members(roomName);
+        await Promise.all([members(roomName), signals(roomName)]);
       }
     },
     1000,
@@ -332,6 +332,20 @@ async function olderHistory() {
   }
 }
 $("history-older").addEventListener("click", olderHistory);
+
+async function signals(roomName) {
+  const res = await call("Signals", { room: roomName, limit: 50, everyCore: true });
+  const list = (res.signals || []).map((s) => el("li", { dataset: { key: s.key } }, `${s.key} = ${signalText(s)}`));
+  if (res.more) list.push(el("li", { className: "muted" }, "… more keys"));
+  $("signals").replaceChildren(...list);
+}
+
+// A signal's payload: inline JSON in the API's JSON (a Struct or value).
+function signalText(s) {
+  const p = s.payload;
+  if (p === undefined) return "";
+  return typeof p === "string" ? payloadText({ payload: p }) : JSON.stringify(p);
+}
 
 async function members(roomName) {
   const res = await call("Members", { room: roomName });
