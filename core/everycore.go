@@ -11,7 +11,7 @@ import (
 )
 
 // The internal API's views of every core (every_core on Info, Rooms,
-// Connections and Signals, and Disconnect's action): the core that takes the call asks the others through the
+// Members, Connections and Signals, and Disconnect's action): the core that takes the call asks the others through the
 // control bus (controlbus.Redis.Ask), each answers from its own tables
 // with the same method, and the asker merges. A core that does not answer
 // within askWait is counted missing, never waited for longer.
@@ -37,6 +37,7 @@ const (
 	queryConnections = 'c'
 	queryDisconnect  = 'd'
 	querySignals     = 's'
+	queryMembers     = 'm'
 )
 
 // asker returns the control bus as a ControlAsker, nil when it is none.
@@ -67,6 +68,12 @@ func (c *Core) answerQuery(ctx context.Context, q []byte) []byte {
 		if err = proto.Unmarshal(q[1:], req); err == nil {
 			req.EveryCore = false
 			res, err = c.Connections(ctx, req)
+		}
+	case queryMembers:
+		req := &corralv1.MembersRequest{}
+		if err = proto.Unmarshal(q[1:], req); err == nil {
+			req.EveryCore = false
+			res, err = c.Members(ctx, req)
 		}
 	case querySignals:
 		req := &corralv1.SignalsRequest{}
@@ -249,4 +256,50 @@ func (c *Core) disconnectEveryCore(ctx context.Context, req *corralv1.Disconnect
 	})
 	slices.Sort(ids)
 	return &corralv1.DisconnectResponse{SessionIds: slices.Compact(ids), CoresAnswered: answered + 1, CoresMissing: missing}
+}
+
+// membersEveryCore is Members over every core: each user once, with its
+// sessions and connections on every core; the presence, shared by every
+// core, is this core's read.
+func (c *Core) membersEveryCore(ctx context.Context, req *corralv1.MembersRequest) (*corralv1.MembersResponse, error) {
+	q := proto.CloneOf(req)
+	q.EveryCore = false
+	own, err := c.Members(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	byUser := make(map[string]*corralv1.Member, len(own.GetMembers()))
+	for _, m := range own.GetMembers() {
+		byUser[m.GetUserId()] = m
+	}
+	answered, missing := c.askOthers(ctx, queryMembers, q, func(b []byte) error {
+		res := &corralv1.MembersResponse{}
+		if err := proto.Unmarshal(b, res); err != nil {
+			return err
+		}
+		for _, m := range res.GetMembers() {
+			if len(byUser) > c.apiCfg.MaxMembers {
+				break // refused below; stop growing
+			}
+			if have := byUser[m.GetUserId()]; have != nil {
+				have.SessionIds = append(have.SessionIds, m.GetSessionIds()...)
+				have.Connections += m.GetConnections()
+				continue
+			}
+			byUser[m.GetUserId()] = m
+		}
+		return nil
+	})
+	if len(byUser) > c.apiCfg.MaxMembers {
+		return nil, tooManyMembers(c.apiCfg.MaxMembers)
+	}
+	res := &corralv1.MembersResponse{Presence: own.GetPresence(), CoresAnswered: answered + 1, CoresMissing: missing}
+	for _, m := range byUser {
+		slices.Sort(m.SessionIds)
+		m.SessionIds = slices.Compact(m.SessionIds)
+		res.Members = append(res.Members, m)
+		res.Connections += m.GetConnections()
+	}
+	slices.SortFunc(res.Members, func(a, b *corralv1.Member) int { return cmp.Compare(a.GetUserId(), b.GetUserId()) })
+	return res, nil
 }

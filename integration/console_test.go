@@ -161,7 +161,7 @@ func TestConfigReload(t *testing.T) {
 	})
 }
 
-// TestEveryCore: with two cores sharing Redis, Info, Rooms and
+// TestEveryCore: with two cores sharing Redis, Info, Rooms, Members and
 // Connections with every_core answer for both: each core listed, a room
 // with members on both counted once with its members summed, a user's
 // connections on both listed, whichever core takes the call; Disconnect
@@ -249,9 +249,18 @@ func TestEveryCore(t *testing.T) {
 			t.Fatalf("%s: local connections %v %v", name, local, err)
 		}
 	}
-	// Disconnect with every_core closes fay's connections on both cores.
+	// A room's members on both cores: fay once, with both connections.
 	want := []string{onA.Welcome().GetSessionId(), onB.Welcome().GetSessionId()}
 	slices.Sort(want)
+	members, err := apiB.Members(ctx, &corralv1.MembersRequest{Room: "shared", EveryCore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := members.GetMembers(); len(m) != 2 || m[0].GetUserId() != "fay" || m[0].GetConnections() != 2 || !slices.Equal(m[0].GetSessionIds(), want) ||
+		m[1].GetUserId() != "gus" || members.GetConnections() != 3 || members.GetCoresAnswered() != 2 {
+		t.Fatalf("members of shared on every core: %v", members)
+	}
+	// Disconnect with every_core closes fay's connections on both cores.
 	res, err := apiA.Disconnect(ctx, &corralv1.DisconnectRequest{Target: &corralv1.DisconnectRequest_UserId{UserId: "fay"}, Code: corralv1.Code_CODE_GOING_AWAY, EveryCore: true})
 	if err != nil || !slices.Equal(res.GetSessionIds(), want) || res.GetCoresAnswered() != 2 {
 		t.Fatalf("disconnect every core: %v %v, want %v", res, err, want)

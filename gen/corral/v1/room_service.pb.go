@@ -724,8 +724,11 @@ func (x *BroadcastResult) GetErrorMessage() string {
 
 // MembersRequest asks who is in a room.
 type MembersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds: each
+	// user listed once, with its sessions and connections on every core.
+	EveryCore     bool `protobuf:"varint,2,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -767,6 +770,13 @@ func (x *MembersRequest) GetRoom() string {
 	return ""
 }
 
+func (x *MembersRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 // MembersResponse lists a room's members connected to this core. In a
 // deployment of several cores, each knows only its own connections.
 type MembersResponse struct {
@@ -777,7 +787,10 @@ type MembersResponse struct {
 	Connections uint32 `protobuf:"varint,2,opt,name=connections,proto3" json:"connections,omitempty"`
 	// The room's presence on every core: users who joined with presence,
 	// ordered by user id, with their state and connection count.
-	Presence      []*PresenceMember `protobuf:"bytes,3,rep,name=presence,proto3" json:"presence,omitempty"`
+	Presence []*PresenceMember `protobuf:"bytes,3,rep,name=presence,proto3" json:"presence,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,4,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,5,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -831,6 +844,20 @@ func (x *MembersResponse) GetPresence() []*PresenceMember {
 		return x.Presence
 	}
 	return nil
+}
+
+func (x *MembersResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *MembersResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // Member is one user in a room.
@@ -3682,13 +3709,17 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"$\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"C\n" +
 	"\x0eMembersRequest\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\"\x97\x01\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x02 \x01(\bR\teveryCore\"\xe3\x01\n" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.corral.v1.MemberR\amembers\x12 \n" +
 	"\vconnections\x18\x02 \x01(\rR\vconnections\x125\n" +
-	"\bpresence\x18\x03 \x03(\v2\x19.corral.v1.PresenceMemberR\bpresence\"d\n" +
+	"\bpresence\x18\x03 \x03(\v2\x19.corral.v1.PresenceMemberR\bpresence\x12%\n" +
+	"\x0ecores_answered\x18\x04 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x05 \x01(\rR\fcoresMissing\"d\n" +
 	"\x06Member\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1f\n" +
 	"\vsession_ids\x18\x02 \x03(\tR\n" +
