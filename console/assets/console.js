@@ -348,8 +348,8 @@ function signalText(s) {
 }
 
 async function members(roomName) {
-  const res = await call("Members", { room: roomName });
-  $("room-conns").textContent = `${res.connections || 0} connections on this core`;
+  const res = await call("Members", { room: roomName, everyCore: true });
+  $("room-conns").textContent = `${res.connections || 0} connections` + (res.coresMissing ? ` (${res.coresMissing} core(s) did not answer)` : "");
   $("members").replaceChildren(
     ...(res.members || []).map((m) =>
       el(
