@@ -5,9 +5,11 @@
 // console on the core's listener, the members on the edge's port). An
 // operator signs in with the API key (a missing or wrong one is refused),
 // finds the busiest room, watches a member's message arrive in its live
-// tail, publishes from the console, disconnects the member (whose demo
-// page gets the chosen close code), and reloads the config file (a new
-// version in force, then a broken file refused). The public port answers 404 for /console. Leaves a
+// tail and its cursor among the signals, publishes from the console,
+// unsubscribes the member (it leaves with 4409), disconnects it (whose demo
+// page gets the chosen close code), looks a user's connections up, and
+// reloads the config file (a new version in force, then a broken file
+// refused). The public port answers 404 for /console. Leaves a
 // screenshot of each run in e2e/artifacts/console-<mode>.png (and, with
 // CORRAL_E2E_UPDATE_DOCS=1, the split one in docs/console.png).
 
@@ -139,6 +141,19 @@ for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mo
     const path = await saveArtifact(`console-${mode}.png`, await ops.screenshot());
     if (process.env.CORRAL_E2E_UPDATE_DOCS && mode === "split") await copyFile(path, join(repoRoot, "docs", "console.png"));
     console.log(`# screenshot: ${path}`);
+  });
+
+  test("unsubscribes a member from the room, which it leaves with 4409", async () => {
+    await bob.evaluate(() => {
+      window.lefts = [];
+      window.corral.on("left", (l) => window.lefts.push(l.code));
+    });
+    await ops.click('#members tr[data-user="bob"] button.unsubscribe');
+    await bob.waitForFunction(() => window.lefts.includes(4409), null, POLL);
+    await ops.waitForFunction(() => !document.querySelector('#members tr[data-user="bob"]'), null, POLL);
+    // bob comes back, for the next test.
+    await bob.evaluate(() => window.corral.join("chat:busy"));
+    await ops.waitForSelector('#members tr[data-user="bob"]', WAIT);
   });
 
   test("disconnects a member, whose client gets the chosen code", async () => {
