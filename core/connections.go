@@ -79,7 +79,7 @@ func (s *session) describe() (*corralv1.ConnectionInfo, bool) {
 		s.mu.Unlock()
 		return nil, false
 	}
-	info := &corralv1.ConnectionInfo{SessionId: s.id, UserId: s.user}
+	info := &corralv1.ConnectionInfo{SessionId: s.id, UserId: s.user, Protocol: s.protocol, AttachedMs: s.attached.UnixMilli()}
 	if s.ep.link != nil {
 		info.EdgeId = s.ep.link.edge
 	}

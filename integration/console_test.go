@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connectinprocess"
@@ -32,6 +33,7 @@ func TestConnections(t *testing.T) {
 			d := start(t, mode, nil, nil)
 			ctx := testCtx(t)
 			var sessions []string
+			before := time.Now()
 			for i := range 3 {
 				c := dial(t, d, "dana", protocol.JSON)
 				if _, err := c.Join(ctx, fmt.Sprintf("room:%d", i), 0, ""); err != nil {
@@ -67,7 +69,8 @@ func TestConnections(t *testing.T) {
 				t.Fatalf("dana's connections: %v", got)
 			}
 			for i, c := range got {
-				if c.GetSessionId() != sessions[i] || c.GetUserId() != "dana" || c.GetEdgeId() == "" {
+				if c.GetSessionId() != sessions[i] || c.GetUserId() != "dana" || c.GetEdgeId() == "" ||
+					c.GetProtocol() != protocol.SubprotocolJSON || c.GetAttachedMs() < before.UnixMilli() || c.GetAttachedMs() > time.Now().UnixMilli() {
 					t.Fatalf("connection %d: %v, want session %s", i, c, sessions[i])
 				}
 				if rooms := strings.Join(c.GetRooms(), ","); !strings.HasPrefix(rooms, "room:") || !strings.Contains(rooms, "room:all") || len(c.GetRooms()) != 2 {

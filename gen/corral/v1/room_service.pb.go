@@ -3144,7 +3144,12 @@ type ConnectionInfo struct {
 	// The rooms the connection is in, ordered (at most 1,000 listed).
 	Rooms []string `protobuf:"bytes,4,rep,name=rooms,proto3" json:"rooms,omitempty"`
 	// Frames waiting in the connection's work queue on this core.
-	Queued        uint32 `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	Queued uint32 `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	// The subprotocol the client speaks ("corral.v1.json", "corral.v1.proto").
+	Protocol string `protobuf:"bytes,6,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// When the connection attached to this core (its Hello, a resume, or
+	// its edge's reattach), milliseconds since the Unix epoch.
+	AttachedMs    int64 `protobuf:"varint,7,opt,name=attached_ms,json=attachedMs,proto3" json:"attached_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3210,6 +3215,20 @@ func (x *ConnectionInfo) GetRooms() []string {
 func (x *ConnectionInfo) GetQueued() uint32 {
 	if x != nil {
 		return x.Queued
+	}
+	return 0
+}
+
+func (x *ConnectionInfo) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetAttachedMs() int64 {
+	if x != nil {
+		return x.AttachedMs
 	}
 	return 0
 }
@@ -3886,14 +3905,17 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\vconnections\x18\x01 \x03(\v2\x19.corral.v1.ConnectionInfoR\vconnections\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12%\n" +
 	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
-	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"\x8f\x01\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"\xcc\x01\n" +
 	"\x0eConnectionInfo\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
 	"\aedge_id\x18\x03 \x01(\tR\x06edgeId\x12\x14\n" +
 	"\x05rooms\x18\x04 \x03(\tR\x05rooms\x12\x16\n" +
-	"\x06queued\x18\x05 \x01(\rR\x06queued\"\x0f\n" +
+	"\x06queued\x18\x05 \x01(\rR\x06queued\x12\x1a\n" +
+	"\bprotocol\x18\x06 \x01(\tR\bprotocol\x12\x1f\n" +
+	"\vattached_ms\x18\a \x01(\x03R\n" +
+	"attachedMs\"\x0f\n" +
 	"\rConfigRequest\"\xeb\x01\n" +
 	"\x0eConfigResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
