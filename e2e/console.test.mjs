@@ -168,7 +168,8 @@ for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mo
     await ops.fill("#conn-id", "carol");
     await ops.click('#conn-form button[type="submit"]');
     await ops.waitForSelector("#conn-list tr[data-session]", WAIT);
-    assert.ok((await ops.textContent("#conn-list")).includes("chat:quiet"));
+    const row = await ops.textContent("#conn-list");
+    assert.ok(row.includes("chat:quiet") && row.includes("corral.v1.json"), row);
     await ops.selectOption("#conn-code", "CODE_GOING_AWAY");
     await ops.click("#conn-disconnect");
     await ops.waitForFunction(() => document.getElementById("status").textContent.startsWith("closed 1"), null, POLL);

@@ -410,8 +410,8 @@ $("conn-form").addEventListener("submit", (ev) => {
     const list = res.connections || [];
     $("conn-list").replaceChildren(
       ...(list.length
-        ? list.map((c) => el("tr", { dataset: { session: c.sessionId } }, el("td", { className: "mono" }, c.sessionId), el("td", {}, c.userId), el("td", { className: "mono" }, c.edgeId || ""), el("td", {}, (c.rooms || []).join(", ")), el("td", {}, c.queued || 0)))
-        : [el("tr", {}, el("td", { colSpan: 5, className: "muted" }, "no connection"))]),
+        ? list.map((c) => el("tr", { dataset: { session: c.sessionId } }, el("td", { className: "mono" }, c.sessionId), el("td", {}, c.userId), el("td", { className: "mono" }, c.edgeId || ""), el("td", {}, c.protocol || ""), el("td", {}, c.attachedMs ? new Date(Number(c.attachedMs)).toISOString().slice(11, 19) : ""), el("td", {}, (c.rooms || []).join(", ")), el("td", {}, c.queued || 0)))
+        : [el("tr", {}, el("td", { colSpan: 7, className: "muted" }, "no connection"))]),
     );
     $("conn-disconnect").disabled = list.length === 0;
   });
