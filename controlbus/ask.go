@@ -25,6 +25,10 @@ import (
 // query is not answered (the asker counts that core missing).
 const maxAnswering = 16
 
+// maxAnswers bounds the answers one Ask gathers (the cores it hears
+// from); past it the others are counted as not answering.
+const maxAnswers = 64
+
 // ErrNotListening is returned by Ask while the bus's own subscriptions
 // are down (Redis restarting): no answer could reach it.
 var ErrNotListening = errors.New("controlbus: not subscribed yet")
@@ -54,7 +58,7 @@ func (r *Redis) Ask(ctx context.Context, query []byte) (answers [][]byte, asked 
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	replies := make(chan []byte, 64)
+	replies := make(chan []byte, maxAnswers)
 	r.mu.Lock()
 	r.pending[id] = replies
 	r.mu.Unlock()
@@ -68,7 +72,7 @@ func (r *Redis) Ask(ctx context.Context, query []byte) (answers [][]byte, asked 
 	if err != nil {
 		return nil, 0, fmt.Errorf("controlbus: ask: %w", err)
 	}
-	asked = int(n) - 1 // this core's own subscription heard it
+	asked = max(int(n)-1, 0) // this core's own subscription heard it
 	for len(answers) < asked && len(answers) < cap(replies) {
 		select {
 		case a := <-replies:
@@ -127,7 +131,7 @@ func (r *Redis) onReply(msg string) {
 	}
 	select {
 	case replies <- []byte(answer):
-	default: // more answers than cores asked: a stale duplicate
+	default: // past maxAnswers: dropped, that core counted missing
 	}
 }
 
