@@ -40,6 +40,10 @@ const (
 	queryMembers     = 'm'
 )
 
+// NodeQueryKind is the first byte of a question for the process around
+// each core rather than for the core (Config.NodeQuery, AskNodes).
+const NodeQueryKind = 'N'
+
 // asker returns the control bus as a ControlAsker, nil when it is none.
 func (c *Core) asker() ControlAsker {
 	a, _ := c.cfg.Control.(ControlAsker)
@@ -69,6 +73,11 @@ func (c *Core) answerQuery(ctx context.Context, q []byte) []byte {
 			req.EveryCore = false
 			res, err = c.Connections(ctx, req)
 		}
+	case NodeQueryKind:
+		if c.cfg.NodeQuery == nil {
+			return nil
+		}
+		return c.cfg.NodeQuery(ctx, q)
 	case queryMembers:
 		req := &corralv1.MembersRequest{}
 		if err = proto.Unmarshal(q[1:], req); err == nil {
@@ -302,4 +311,24 @@ func (c *Core) membersEveryCore(ctx context.Context, req *corralv1.MembersReques
 	}
 	slices.SortFunc(res.Members, func(a, b *corralv1.Member) int { return cmp.Compare(a.GetUserId(), b.GetUserId()) })
 	return res, nil
+}
+
+// AskNodes asks the process around every other core sharing the store
+// (their Config.NodeQuery) the question q, which begins with
+// NodeQueryKind, and returns their answers and how many heard it. It
+// waits askWait at most. Without a control bus that carries questions,
+// there is no other core: nothing, 0.
+func (c *Core) AskNodes(ctx context.Context, q []byte) (answers [][]byte, asked int) {
+	a := c.asker()
+	if a == nil || len(q) == 0 || q[0] != NodeQueryKind {
+		return nil, 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, askWait)
+	defer cancel()
+	answers, asked, err := a.Ask(ctx, q)
+	if err != nil {
+		c.cfg.Logger.Warn("asking the other cores failed; answering for this core only", "err", err)
+		return nil, 0
+	}
+	return answers, asked
 }

@@ -151,6 +151,38 @@ func TestConfigReload(t *testing.T) {
 			}
 		})
 	}
+	t.Run("every core", func(t *testing.T) {
+		// Two cores on one Redis, each with its own file: a reload with
+		// every_core through core a reloads both.
+		var files [2]atomic.Pointer[roomclass.Table]
+		files[0].Store(table("v2", 70))
+		files[1].Store(table("v2", 70))
+		var started atomic.Int32
+		a, b, _, _ := twoCores(t, func(o *server.Options) {
+			i := started.Add(1) - 1
+			o.Core.Classes = roomclass.NewLive(table("v1", 50))
+			o.Reload = func() (*roomclass.Table, error) { return files[i].Load(), nil }
+		})
+		ctx := testCtx(t)
+		apiA := apiclient.New("", "", &apiclient.Options{Transport: connectinprocess.New(a.APIServer())})
+		apiB := apiclient.New("", "", &apiclient.Options{Transport: connectinprocess.New(b.APIServer())})
+		var res *corralv1.ReloadResponse
+		waitUntil(t, "the other core answers", func() bool {
+			var err error
+			res, err = apiA.Reload(ctx, &corralv1.ReloadRequest{EveryCore: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(res.GetOthers()) == 1
+		})
+		if !res.GetReloaded() || res.GetVersion() != "v2" || !res.GetOthers()[0].GetReloaded() || res.GetOthers()[0].GetVersion() != "v2" || res.GetCoresMissing() != 0 {
+			t.Fatalf("reload every core: %v", res)
+		}
+		cfg, err := apiB.Config(ctx, &corralv1.ConfigRequest{})
+		if err != nil || cfg.GetVersion() != "v2" || !cfg.GetLastReload().GetReloaded() {
+			t.Fatalf("core b after a's reload: %v %v", cfg, err)
+		}
+	})
 	t.Run("no config file", func(t *testing.T) {
 		d := start(t, "serve", nil, nil)
 		ctx := testCtx(t)

@@ -12,6 +12,7 @@ import (
 	"github.com/corral-rt/corral/core"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"
+	"google.golang.org/protobuf/proto"
 )
 
 // roomService is the internal API a node serves: the core's RoomService,
@@ -44,15 +45,54 @@ func (s roomService) Config(ctx context.Context, _ *corralv1.ConfigRequest) (*co
 // Reload re-reads the config file, as POST /admin/reload does. A refused
 // file is a result (reloaded false, the errors), not a failed call; a
 // node without a config file answers failed_precondition.
-func (s roomService) Reload(ctx context.Context, _ *corralv1.ReloadRequest) (*corralv1.ReloadResponse, error) {
-	t, err := s.n.Reload()
-	if errors.Is(err, ErrNoConfig) {
+func (s roomService) Reload(ctx context.Context, req *corralv1.ReloadRequest) (*corralv1.ReloadResponse, error) {
+	res, err := s.n.reloadResult()
+	if err != nil {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, err.Error()).WithCause(err)
 	}
-	_, last := s.n.reload.lastResult()
-	if last == nil { // cannot be: Reload recorded it
-		last = &corralv1.ReloadResponse{Reloaded: err == nil, Version: t.Version, Hash: t.Hash}
+	if !req.GetEveryCore() {
+		return res, nil
 	}
+	res = proto.CloneOf(res)
+	answers, asked := s.Core.AskNodes(ctx, []byte{core.NodeQueryKind, nodeReload})
+	for _, b := range answers {
+		other := &corralv1.ReloadResponse{}
+		if proto.Unmarshal(b, other) == nil {
+			res.Others = append(res.Others, other)
+		}
+	}
+	if asked > len(res.Others) {
+		res.CoresMissing = uint32(asked - len(res.Others))
+	}
+	return res, nil
+}
+
+// nodeReload is the question another core's node asks this one (after
+// core.NodeQueryKind): reload your config file.
+const nodeReload = 'R'
+
+// answerNode answers another core's node (core.Config.NodeQuery): a
+// reload, whose outcome it returns; nil for anything else, or when this
+// node has no config file.
+func (n *Node) answerNode(_ context.Context, q []byte) []byte {
+	if len(q) != 2 || q[1] != nodeReload {
+		return nil
+	}
+	res, err := n.reloadResult()
+	if err != nil {
+		return nil
+	}
+	b, _ := proto.Marshal(res)
+	return b
+}
+
+// reloadResult reloads the config file and returns the outcome it
+// recorded; ErrNoConfig without a file.
+func (n *Node) reloadResult() (*corralv1.ReloadResponse, error) {
+	if _, err := n.Reload(); errors.Is(err, ErrNoConfig) {
+		return nil, err
+	}
+	_, last := n.reload.lastResult()
 	return last, nil
 }
 

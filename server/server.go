@@ -253,6 +253,7 @@ func Start(opts Options) (*Node, error) {
 	if opts.Mode == Serve || opts.Mode == CoreOnly {
 		cc := opts.Core
 		cc.Hooks = n.hooks
+		cc.NodeQuery = n.answerNode // another core's node asks for a reload (configapi.go)
 		cc.Logger = opts.Logger.With("part", "core")
 		cc.Registerer = reg
 		if opts.RedisURL != "" {

@@ -3428,7 +3428,11 @@ func (x *RoomClassInfo) GetSettings() []string {
 
 // ReloadRequest asks for the config file to be read again.
 type ReloadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Also ask the node of every other core sharing the store (with
+	// Redis) to reload its own file, within 2 seconds: their outcomes are
+	// in ReloadResponse.others.
+	EveryCore     bool `protobuf:"varint,1,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3463,6 +3467,13 @@ func (*ReloadRequest) Descriptor() ([]byte, []int) {
 	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{45}
 }
 
+func (x *ReloadRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 // ReloadResponse is a reload's outcome.
 type ReloadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3475,7 +3486,11 @@ type ReloadResponse struct {
 	// Why the file was refused, one error per line with file:line.
 	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	// When the reload ran, milliseconds since the Unix epoch.
-	AtMs          int64 `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	AtMs int64 `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	// With every_core: the other cores' nodes' outcomes, and how many
+	// heard the request but did not answer in time.
+	Others        []*ReloadResponse `protobuf:"bytes,6,rep,name=others,proto3" json:"others,omitempty"`
+	CoresMissing  uint32            `protobuf:"varint,7,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3541,6 +3556,20 @@ func (x *ReloadResponse) GetError() string {
 func (x *ReloadResponse) GetAtMs() int64 {
 	if x != nil {
 		return x.AtMs
+	}
+	return 0
+}
+
+func (x *ReloadResponse) GetOthers() []*ReloadResponse {
+	if x != nil {
+		return x.Others
+	}
+	return nil
+}
+
+func (x *ReloadResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
 	}
 	return 0
 }
@@ -3930,14 +3959,18 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\rRoomClassInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05rooms\x18\x02 \x03(\tR\x05rooms\x12\x1a\n" +
-	"\bsettings\x18\x03 \x03(\tR\bsettings\"\x0f\n" +
-	"\rReloadRequest\"\x85\x01\n" +
+	"\bsettings\x18\x03 \x03(\tR\bsettings\".\n" +
+	"\rReloadRequest\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x01 \x01(\bR\teveryCore\"\xdd\x01\n" +
 	"\x0eReloadResponse\x12\x1a\n" +
 	"\breloaded\x18\x01 \x01(\bR\breloaded\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x13\n" +
-	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\"Y\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\x121\n" +
+	"\x06others\x18\x06 \x03(\v2\x19.corral.v1.ReloadResponseR\x06others\x12#\n" +
+	"\rcores_missing\x18\a \x01(\rR\fcoresMissing\"Y\n" +
 	"\x0eSignalsRequest\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
@@ -4075,46 +4108,47 @@ var file_corral_v1_room_service_proto_depIdxs = []int32{
 	43, // 22: corral.v1.ConnectionsResponse.connections:type_name -> corral.v1.ConnectionInfo
 	46, // 23: corral.v1.ConfigResponse.classes:type_name -> corral.v1.RoomClassInfo
 	48, // 24: corral.v1.ConfigResponse.last_reload:type_name -> corral.v1.ReloadResponse
-	55, // 25: corral.v1.SignalsResponse.signals:type_name -> corral.v1.SignalEvent
-	3,  // 26: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	7,  // 27: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	5,  // 28: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	10, // 29: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	13, // 30: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	15, // 31: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	22, // 32: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	24, // 33: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	26, // 34: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
-	29, // 35: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
-	32, // 36: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
-	35, // 37: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
-	38, // 38: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
-	41, // 39: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
-	44, // 40: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
-	47, // 41: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
-	49, // 42: corral.v1.RoomService.Signals:input_type -> corral.v1.SignalsRequest
-	4,  // 43: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	8,  // 44: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	6,  // 45: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	11, // 46: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	14, // 47: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	16, // 48: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	23, // 49: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	25, // 50: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	27, // 51: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
-	30, // 52: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
-	33, // 53: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
-	36, // 54: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
-	39, // 55: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
-	42, // 56: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
-	45, // 57: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
-	48, // 58: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
-	50, // 59: corral.v1.RoomService.Signals:output_type -> corral.v1.SignalsResponse
-	43, // [43:60] is the sub-list for method output_type
-	26, // [26:43] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	48, // 25: corral.v1.ReloadResponse.others:type_name -> corral.v1.ReloadResponse
+	55, // 26: corral.v1.SignalsResponse.signals:type_name -> corral.v1.SignalEvent
+	3,  // 27: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	7,  // 28: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	5,  // 29: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	10, // 30: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	13, // 31: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	15, // 32: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	22, // 33: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	24, // 34: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	26, // 35: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
+	29, // 36: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
+	32, // 37: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
+	35, // 38: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
+	38, // 39: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
+	41, // 40: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
+	44, // 41: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
+	47, // 42: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
+	49, // 43: corral.v1.RoomService.Signals:input_type -> corral.v1.SignalsRequest
+	4,  // 44: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	8,  // 45: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	6,  // 46: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	11, // 47: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	14, // 48: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	16, // 49: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	23, // 50: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	25, // 51: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	27, // 52: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
+	30, // 53: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
+	33, // 54: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
+	36, // 55: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
+	39, // 56: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
+	42, // 57: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
+	45, // 58: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
+	48, // 59: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
+	50, // 60: corral.v1.RoomService.Signals:output_type -> corral.v1.SignalsResponse
+	44, // [44:61] is the sub-list for method output_type
+	27, // [27:44] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
