@@ -182,6 +182,8 @@ for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mo
     await ops.click("#cfg-reload");
     await ops.waitForFunction(() => document.getElementById("cfg-version").textContent === "v2", null, POLL);
     assert.match(await ops.textContent("#cfg-last"), /^ok at /);
+    // One core here: no other node to reload.
+    assert.equal(await ops.textContent("#status"), "this node: reloaded; other cores' nodes: 0 of 0 reloaded");
     assert.ok((await ops.textContent('#cfg-classes [data-class="chat"]')).includes("history.size: 700"));
     // A broken file is refused and the version in force stays.
     await writeFile(cfg, "version: v3\nrooms: [{name: chat, match: 'chat:*', history: {size: -1}}]\n");

@@ -108,13 +108,22 @@ function stop() {
 }
 
 // poll runs fn now and then every ms after each answer (never two at once).
+// A success clears the status line only when a poll's failure is on it,
+// never an action's outcome.
+let pollFailed = false;
 function poll(name, fn, ms) {
   const tick = async () => {
     try {
       await fn();
-      if (view === name) status("");
+      if (view === name && pollFailed) {
+        pollFailed = false;
+        status("");
+      }
     } catch (e) {
-      if (view === name) failed(e);
+      if (view === name) {
+        pollFailed = true;
+        failed(e);
+      }
     }
     if (view === name && key) timer = setTimeout(tick, ms);
   };
@@ -448,8 +457,11 @@ async function showConfig() {
 
 $("cfg-reload").addEventListener("click", () =>
   act(async () => {
-    await call("Reload");
+    const res = await call("Reload", { everyCore: true });
     await showConfig();
+    const others = res.others || [];
+    const ok = others.filter((o) => o.reloaded).length;
+    status(`this node: ${res.reloaded ? "reloaded" : "refused"}; other cores' nodes: ${ok} of ${others.length} reloaded` + (res.coresMissing ? `, ${res.coresMissing} did not answer` : ""));
   }),
 );
 
