@@ -45,8 +45,21 @@ type Redis struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// askChannel carries queries; replyPrefix + origin a core's answers.
+	askChannel, replyPrefix string
+	// answering holds a slot per query being answered (maxAnswering).
+	answering chan struct{}
+	// answers are the answering goroutines, which Close waits for.
+	answers sync.WaitGroup
+
 	mu     sync.Mutex // guards the following fields
 	listen func([]byte)
+	answer func(context.Context, []byte) []byte
+	// pending are the Asks waiting for answers, by query id.
+	pending map[string]chan []byte
+	// askSubscribed and replySubscribed: the query and answer
+	// subscriptions are up (ask.go).
+	askSubscribed, replySubscribed bool
 	// subscribed: this bus's own subscription is up, so a publish counts
 	// it among the receivers.
 	subscribed bool
@@ -69,8 +82,25 @@ func NewRedis(client rueidis.Client, o RedisOptions) *Redis {
 		origin:  hex.EncodeToString(b[:]),
 		cancel:  cancel,
 		done:    make(chan struct{}),
+
+		askChannel:  o.Prefix + ":control:ask",
+		replyPrefix: o.Prefix + ":control:reply:",
+		answering:   make(chan struct{}, maxAnswering),
+		pending:     make(map[string]chan []byte),
 	}
-	go r.run(ctx)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); r.run(ctx) }()
+	go func() {
+		defer wg.Done()
+		r.follow(ctx, r.askChannel, func(up bool) { r.mu.Lock(); r.askSubscribed = up; r.mu.Unlock() },
+			func(m string) { r.onAsk(ctx, m) })
+	}()
+	go func() {
+		defer wg.Done()
+		r.follow(ctx, r.replyPrefix+r.origin, func(up bool) { r.mu.Lock(); r.replySubscribed = up; r.mu.Unlock() }, r.onReply)
+	}()
+	go func() { wg.Wait(); close(r.done) }()
 	return r
 }
 
@@ -104,7 +134,6 @@ func (r *Redis) Listen(fn func(cmd []byte)) {
 // run follows the channel until ctx ends, subscribing again after a
 // failure.
 func (r *Redis) run(ctx context.Context) {
-	defer close(r.done)
 	b := retry.Backoff{Base: 50 * time.Millisecond, Cap: 5 * time.Second, ResetAfter: 10 * time.Second}
 	rctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
 		r.mu.Lock()
@@ -152,5 +181,6 @@ func Decode(self, msg string) ([]byte, error) {
 func (r *Redis) Close() error {
 	r.cancel()
 	<-r.done
+	r.answers.Wait()
 	return nil
 }

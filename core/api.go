@@ -271,6 +271,9 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 	if err := c.validRoom(req.GetRoom()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
+	if req.GetEveryCore() {
+		return c.membersEveryCore(ctx, req) // everycore.go
+	}
 	snap, err := c.pres.store.List(ctx, req.GetRoom())
 	if err != nil {
 		return nil, connectErr(connect.CodeUnavailable, err)
@@ -391,6 +394,9 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 				return nil, c.rpcError(err)
 			}
 		}
+	}
+	if req.GetEveryCore() {
+		return c.disconnectEveryCore(ctx, req, res), nil // everycore.go
 	}
 	return res, nil
 }

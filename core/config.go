@@ -74,6 +74,10 @@ type Config struct {
 	// sharing the stores (package controlbus). Nil: this core is the
 	// only one.
 	Control ControlBus
+	// NodeQuery answers the other cores' questions for the process
+	// around the core (their first byte is NodeQueryKind; see
+	// Core.AskNodes): a reload of its config file. Nil: not answered.
+	NodeQuery func(ctx context.Context, query []byte) []byte
 	// Registerer receives the core's metrics. Nil: not registered.
 	Registerer prometheus.Registerer
 	// API tunes the internal API (Broadcast, Batch, Events, Members).

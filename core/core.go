@@ -99,6 +99,9 @@ func New(cfg Config) *Core {
 	c.apiCfg = cfg.API.withDefaults()
 	if cfg.Control != nil {
 		cfg.Control.Listen(c.onControl)
+		if a, ok := cfg.Control.(ControlAsker); ok {
+			a.Answer(c.answerQuery) // everycore.go
+		}
 	}
 	c.events = newEventLog(c.hist, c.apiCfg.EventQueue, cfg.Logger, cfg.Registerer)
 	c.events.keep = func(room string) bool { return c.class(room).EventsStream }

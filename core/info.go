@@ -80,6 +80,9 @@ func (c *Core) Rooms(ctx context.Context, req *corralv1.RoomsRequest) (*corralv1
 		}
 		res.Rooms = append(res.Rooms, info)
 	}
+	if req.GetEveryCore() {
+		return c.roomsEveryCore(ctx, req, res, limit), nil
+	}
 	return res, nil
 }
 
@@ -156,6 +159,9 @@ func (c *Core) Info(ctx context.Context, req *corralv1.InfoRequest) (*corralv1.I
 		UptimeMs:    uint64(now.Sub(c.started).Milliseconds()),
 	}}}
 	res.Nodes = append(res.Nodes, edges...)
+	if req.GetEveryCore() {
+		return c.infoEveryCore(ctx, res), nil
+	}
 	return res, nil
 }
 

@@ -36,7 +36,7 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a 
 	hello := a.GetHello()
 	ep := endpoint{link: l, conn: conn}
 	if r := hello.GetResume(); r != nil {
-		return c.resume(ctx, ep, w, id, a.GetInfo(), r)
+		return c.resume(ctx, ep, w, id, a.GetInfo(), a.GetProtocol(), r)
 	}
 	done := c.metrics.storeOp("session_create")
 	st, err := c.sess.Create(ctx, id.GetUserId())
@@ -46,7 +46,8 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a 
 		l.close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
-	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, work: w, rooms: make(map[string]*room), info: a.GetInfo()}
+	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, work: w, rooms: make(map[string]*room), info: a.GetInfo(),
+		protocol: a.GetProtocol(), attached: time.Now()}
 	s.ident.Store(id)
 	c.attached.attach(s)
 	l.enqueue(sessionFrame(conn, c.welcome(st, id, false)))
@@ -68,7 +69,7 @@ func (c *Core) welcome(st *sessions.Session, id *corralv1.Identity, resumed bool
 // resume continues an earlier session on a new connection: it verifies the
 // token and the user, takes the session over from any older connection, and
 // rejoins every room from where the client left it.
-func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv1.Identity, info []byte, r *corralv1.Resume) *session {
+func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv1.Identity, info []byte, protocol string, r *corralv1.Resume) *session {
 	done := c.metrics.storeOp("session_resume")
 	at := sessions.Attempt{Instance: r.GetInstance(), N: r.GetAttempt()}
 	if len(at.Instance) > maxInstance {
@@ -100,7 +101,8 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		ep.link.close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
-	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room), info: info}
+	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room), info: info,
+		protocol: protocol, attached: time.Now()}
 	s.ident.Store(id)
 	old, droppedAt, dropped := c.attached.attach(s)
 	if dropped {

@@ -30,6 +30,11 @@ type session struct {
 	// ConnectResponse.info, on the Attach): set at the attach, never
 	// changed. See memberInfo.
 	info []byte
+	// protocol is the subprotocol the client speaks and attached when
+	// this connection attached, for RoomService.Connections: set at the
+	// attach, never changed.
+	protocol string
+	attached time.Time
 
 	mu    sync.Mutex // guards the following fields
 	ep    endpoint

@@ -34,9 +34,11 @@ export async function buildCorral(dir) {
 /**
  * startCorral runs `corral serve --insecure-dev` on a free loopback port
  * (the server picks it: --addr 127.0.0.1:0) and resolves once it listens.
+ * extra are more flags (e.g. --internal-addr 127.0.0.1:0, whose address
+ * is then `internal`).
  */
-export async function startCorral(bin) {
-  return startCorralWith(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0"]);
+export async function startCorral(bin, extra = []) {
+  return startProcess(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0", "--log-format", "json", ...extra]);
 }
 
 /**
@@ -44,11 +46,46 @@ export async function startCorral(bin) {
  * logs are added) and resolves once it listens, with its address.
  */
 export async function startCorralWith(bin, args) {
-  const proc = spawn(bin, [...args, "--log-format", "json"], {
+  return startProcess(bin, [...args, "--log-format", "json"]);
+}
+
+/**
+ * startSplit runs a split deployment: `corral core` (its listener is the
+ * internal one: RoomService, the console) with coreFlags, and `corral
+ * edge --insecure-dev` linked to it with the core's key. `url` is the
+ * edge's public port, `internalUrl` the core's listener; stop() stops both.
+ */
+export async function startSplit(bin, key, coreFlags = []) {
+  const core = await startProcess(bin, ["core", "--addr", "127.0.0.1:0", "--api-keys", key, "--log-format", "json", ...coreFlags]);
+  let edge;
+  try {
+    edge = await startProcess(bin, ["edge", "--insecure-dev", "--addr", "127.0.0.1:0", "--core", `http://${core.addr}`, "--api-key", key, "--log-format", "json"]);
+  } catch (e) {
+    await core.stop();
+    throw e;
+  }
+  return {
+    addr: edge.addr,
+    url: edge.url,
+    internal: core.addr,
+    internalUrl: core.url,
+    get logs() {
+      return [...core.logs.map((l) => `core ${l}`), ...edge.logs.map((l) => `edge ${l}`)];
+    },
+    async stop() {
+      await edge.stop();
+      await core.stop();
+    },
+  };
+}
+
+/** startProcess runs corral with args and resolves once it listens. */
+async function startProcess(bin, args) {
+  const proc = spawn(bin, args, {
     stdio: ["ignore", "ignore", "pipe"],
   });
   const logs = [];
-  const addr = await new Promise((resolve, reject) => {
+  const listening = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`corral did not start:\n${logs.join("\n")}`)), 20_000);
     proc.on("exit", (code) => reject(new Error(`corral exited with ${code}:\n${logs.join("\n")}`)));
     createInterface({ input: proc.stderr }).on("line", (line) => {
@@ -57,16 +94,19 @@ export async function startCorralWith(bin, args) {
         const rec = JSON.parse(line);
         if (rec.msg === "corral listening") {
           clearTimeout(timer);
-          resolve(rec.addr);
+          resolve(rec);
         }
       } catch {
         // not a log record
       }
     });
   });
+  const { addr, internal } = listening;
   return {
     addr,
     url: `http://${addr}/`,
+    internal,
+    internalUrl: internal ? `http://${internal}/` : undefined,
     logs,
     async stop() {
       if (proc.exitCode !== null) return;

@@ -36,6 +36,12 @@ type reloader struct {
 	info    *prometheus.GaugeVec
 	reloads *prometheus.CounterVec
 	last    prometheus.Gauge
+
+	infoMu sync.Mutex // guards the following fields
+	loaded time.Time  // when the table in force was put in force
+	// result is the last reload's outcome (RoomService.Config); nil
+	// before the first.
+	result *corralv1.ReloadResponse
 }
 
 func newReloader(reg prometheus.Registerer) *reloader {
@@ -62,6 +68,32 @@ func (r *reloader) inForce(t *roomclass.Table) {
 	r.info.Reset()
 	r.info.WithLabelValues(t.Version, t.Hash).Set(1)
 	r.last.SetToCurrentTime()
+	r.infoMu.Lock()
+	r.loaded = time.Now()
+	r.infoMu.Unlock()
+}
+
+// record keeps a reload's outcome for RoomService.Config.
+func (r *reloader) record(t *roomclass.Table, err error) *corralv1.ReloadResponse {
+	res := &corralv1.ReloadResponse{Reloaded: err == nil, AtMs: time.Now().UnixMilli()}
+	if t != nil {
+		res.Version, res.Hash = t.Version, t.Hash
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	r.infoMu.Lock()
+	r.result = res
+	r.infoMu.Unlock()
+	return res
+}
+
+// lastResult returns when the table in force was loaded and the last
+// reload's outcome (nil: none yet).
+func (r *reloader) lastResult() (time.Time, *corralv1.ReloadResponse) {
+	r.infoMu.Lock()
+	defer r.infoMu.Unlock()
+	return r.loaded, r.result
 }
 
 // classLimits is the history store's view of the room classes.
@@ -85,6 +117,14 @@ func (n *Node) Reload() (*roomclass.Table, error) {
 	r := n.reload
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	t, err := n.reloadLocked()
+	r.record(t, err)
+	return t, err
+}
+
+// reloadLocked is Reload's work. r.mu must be held.
+func (n *Node) reloadLocked() (*roomclass.Table, error) {
+	r := n.reload
 	t, err := n.opts.Reload()
 	if err != nil {
 		r.reloads.WithLabelValues("invalid").Inc()

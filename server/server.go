@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/grpcreflect/v2"
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/console"
 	"github.com/corral-rt/corral/controlbus"
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/edge"
@@ -266,6 +267,7 @@ func Start(opts Options) (*Node, error) {
 	if opts.Mode == Serve || opts.Mode == CoreOnly {
 		cc := opts.Core
 		cc.Hooks = n.hooks
+		cc.NodeQuery = n.answerNode // another core's node asks for a reload (configapi.go)
 		cc.Logger = opts.Logger.With("part", "core")
 		cc.Registerer = reg
 		if opts.RedisURL != "" {
@@ -397,7 +399,7 @@ func Start(opts Options) (*Node, error) {
 		reg.MustRegister(apiRefused)
 		ics = append(ics, limitStreams(cmp.Or(opts.APIMaxEventStreams, 16), apiRefused))
 		n.rpc = connect.NewServer(ics...)
-		corralv1connect.RegisterRoomServiceHandler(n.rpc, n.core)
+		corralv1connect.RegisterRoomServiceHandler(n.rpc, roomService{n.core, n})
 		linkv1connect.RegisterLinkServiceHandler(n.rpc, n.core)
 		// gRPC server reflection, so that grpcurl and `buf curl` find the
 		// API with no schema but the key: behind the same interceptors,
@@ -407,7 +409,7 @@ func Start(opts Options) (*Node, error) {
 		rpc = n.rpc
 		if opts.Mode == Serve {
 			rpc = connect.NewServer(tracing.ServerInterceptor())
-			corralv1connect.RegisterRoomServiceHandler(rpc, n.core)
+			corralv1connect.RegisterRoomServiceHandler(rpc, roomService{n.core, n})
 			linkv1connect.RegisterLinkServiceHandler(rpc, n.core)
 		}
 	}
@@ -503,6 +505,9 @@ func Start(opts Options) (*Node, error) {
 			l.h2c = true
 			connecthttp.Mount(l.mux, n.rpc, connecthttp.WithCompressors(),
 				connecthttp.WithReadMaxBytes(cmp.Or(opts.APIMaxRequestBytes, 4<<20)))
+			// The admin console: static files calling the API beside it,
+			// each call behind the key (never on the public listener).
+			l.mux.Handle(console.Path, console.Handler())
 		}
 		if l.role == public && n.edge != nil {
 			l.mux.Handle(wsPath, noBody(n.edge))

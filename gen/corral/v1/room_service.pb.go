@@ -724,8 +724,11 @@ func (x *BroadcastResult) GetErrorMessage() string {
 
 // MembersRequest asks who is in a room.
 type MembersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds: each
+	// user listed once, with its sessions and connections on every core.
+	EveryCore     bool `protobuf:"varint,2,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -767,6 +770,13 @@ func (x *MembersRequest) GetRoom() string {
 	return ""
 }
 
+func (x *MembersRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 // MembersResponse lists a room's members connected to this core. In a
 // deployment of several cores, each knows only its own connections.
 type MembersResponse struct {
@@ -777,7 +787,10 @@ type MembersResponse struct {
 	Connections uint32 `protobuf:"varint,2,opt,name=connections,proto3" json:"connections,omitempty"`
 	// The room's presence on every core: users who joined with presence,
 	// ordered by user id, with their state and connection count.
-	Presence      []*PresenceMember `protobuf:"bytes,3,rep,name=presence,proto3" json:"presence,omitempty"`
+	Presence []*PresenceMember `protobuf:"bytes,3,rep,name=presence,proto3" json:"presence,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,4,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,5,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -831,6 +844,20 @@ func (x *MembersResponse) GetPresence() []*PresenceMember {
 		return x.Presence
 	}
 	return nil
+}
+
+func (x *MembersResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *MembersResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // Member is one user in a room.
@@ -915,7 +942,10 @@ type DisconnectRequest struct {
 	// How long clients should wait before reconnecting. Each connection gets
 	// a value jittered in [delay_ms, 1.5 * delay_ms], so that a disconnected
 	// crowd does not come back at once.
-	DelayMs       uint32 `protobuf:"varint,5,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	DelayMs uint32 `protobuf:"varint,5,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// Also on every other core sharing the store (with Redis), each
+	// answering within 2 seconds with the sessions it closed.
+	EveryCore     bool `protobuf:"varint,6,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -996,6 +1026,13 @@ func (x *DisconnectRequest) GetDelayMs() uint32 {
 	return 0
 }
 
+func (x *DisconnectRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 type isDisconnectRequest_Target interface {
 	isDisconnectRequest_Target()
 }
@@ -1014,8 +1051,11 @@ func (*DisconnectRequest_SessionId) isDisconnectRequest_Target() {}
 
 // DisconnectResponse names the sessions whose connections were closed.
 type DisconnectResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionIds    []string               `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SessionIds []string               `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,2,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,3,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1055,6 +1095,20 @@ func (x *DisconnectResponse) GetSessionIds() []string {
 		return x.SessionIds
 	}
 	return nil
+}
+
+func (x *DisconnectResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *DisconnectResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // EventsRequest starts or resumes following the event log.
@@ -2477,7 +2531,10 @@ type RoomsRequest struct {
 	// Continue after the previous page: its next_page_token.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// At most this many rooms (0 or above 1000: 1000).
-	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds: a
+	// room's members are summed over the cores, its last seq the highest.
+	EveryCore     bool `protobuf:"varint,4,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2533,6 +2590,13 @@ func (x *RoomsRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *RoomsRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 // RoomsResponse is one page of rooms, ordered by name. It lists the
 // rooms that have members on this core: each core knows only its own
 // connections, so with several cores ask each one.
@@ -2542,6 +2606,9 @@ type RoomsResponse struct {
 	// Empty when this is the last page; otherwise pass it as
 	// RoomsRequest.page_token for the next one.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,3,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,4,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2588,6 +2655,20 @@ func (x *RoomsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *RoomsResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *RoomsResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // RoomInfo is one active room.
@@ -2663,7 +2744,11 @@ func (x *RoomInfo) GetEpoch() string {
 
 // InfoRequest asks for the nodes this core knows.
 type InfoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Also ask every other core sharing the store (with Redis), within 2
+	// seconds: their nodes follow this core's, each edge listed once with
+	// its counts summed over the cores.
+	EveryCore     bool `protobuf:"varint,1,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2698,13 +2783,24 @@ func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{36}
 }
 
+func (x *InfoRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
 // InfoResponse describes this core and the edges linked to it. Other
 // cores are not listed: ask each (the edges list every core they link to
 // in their --core flag).
 type InfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// This core first, then its edges.
-	Nodes         []*NodeInfo `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*NodeInfo `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// With every_core: the cores that answered, this one included, and
+	// those that heard the question but did not answer in time.
+	CoresAnswered uint32 `protobuf:"varint,2,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,3,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2744,6 +2840,20 @@ func (x *InfoResponse) GetNodes() []*NodeInfo {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
 }
 
 // NodeInfo is one node of the deployment.
@@ -2841,6 +2951,766 @@ func (x *NodeInfo) GetUptimeMs() uint64 {
 	return 0
 }
 
+// ConnectionsRequest looks connections up by whose they are.
+type ConnectionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whose connections to list. Required.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*ConnectionsRequest_UserId
+	//	*ConnectionsRequest_SessionId
+	Target isConnectionsRequest_Target `protobuf_oneof:"target"`
+	// Continue after the previous page: its next_page_token.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// At most this many connections (0 or above 100: 100).
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds.
+	EveryCore     bool `protobuf:"varint,5,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionsRequest) Reset() {
+	*x = ConnectionsRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionsRequest) ProtoMessage() {}
+
+func (x *ConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*ConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ConnectionsRequest) GetTarget() isConnectionsRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ConnectionsRequest) GetUserId() string {
+	if x != nil {
+		if x, ok := x.Target.(*ConnectionsRequest_UserId); ok {
+			return x.UserId
+		}
+	}
+	return ""
+}
+
+func (x *ConnectionsRequest) GetSessionId() string {
+	if x != nil {
+		if x, ok := x.Target.(*ConnectionsRequest_SessionId); ok {
+			return x.SessionId
+		}
+	}
+	return ""
+}
+
+func (x *ConnectionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ConnectionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ConnectionsRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
+type isConnectionsRequest_Target interface {
+	isConnectionsRequest_Target()
+}
+
+type ConnectionsRequest_UserId struct {
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3,oneof"`
+}
+
+type ConnectionsRequest_SessionId struct {
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3,oneof"`
+}
+
+func (*ConnectionsRequest_UserId) isConnectionsRequest_Target() {}
+
+func (*ConnectionsRequest_SessionId) isConnectionsRequest_Target() {}
+
+// ConnectionsResponse is one page of connections, ordered by session id.
+type ConnectionsResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Connections []*ConnectionInfo      `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	// Empty when this is the last page; otherwise pass it as
+	// ConnectionsRequest.page_token for the next one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,3,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,4,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionsResponse) Reset() {
+	*x = ConnectionsResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionsResponse) ProtoMessage() {}
+
+func (x *ConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*ConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ConnectionsResponse) GetConnections() []*ConnectionInfo {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+func (x *ConnectionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ConnectionsResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *ConnectionsResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
+}
+
+// ConnectionInfo is one connection attached to this core.
+type ConnectionInfo struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	UserId    string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The edge the connection is on (NodeInfo.id).
+	EdgeId string `protobuf:"bytes,3,opt,name=edge_id,json=edgeId,proto3" json:"edge_id,omitempty"`
+	// The rooms the connection is in, ordered (at most 1,000 listed).
+	Rooms []string `protobuf:"bytes,4,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Frames waiting in the connection's work queue on this core.
+	Queued uint32 `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	// The subprotocol the client speaks ("corral.v1.json", "corral.v1.proto").
+	Protocol string `protobuf:"bytes,6,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// When the connection attached to this core (its Hello, a resume, or
+	// its edge's reattach), milliseconds since the Unix epoch.
+	AttachedMs    int64 `protobuf:"varint,7,opt,name=attached_ms,json=attachedMs,proto3" json:"attached_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionInfo) Reset() {
+	*x = ConnectionInfo{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionInfo) ProtoMessage() {}
+
+func (x *ConnectionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionInfo.ProtoReflect.Descriptor instead.
+func (*ConnectionInfo) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ConnectionInfo) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetEdgeId() string {
+	if x != nil {
+		return x.EdgeId
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *ConnectionInfo) GetQueued() uint32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *ConnectionInfo) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ConnectionInfo) GetAttachedMs() int64 {
+	if x != nil {
+		return x.AttachedMs
+	}
+	return 0
+}
+
+// ConfigRequest asks for the config in force.
+type ConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigRequest) Reset() {
+	*x = ConfigRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigRequest) ProtoMessage() {}
+
+func (x *ConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigRequest.ProtoReflect.Descriptor instead.
+func (*ConfigRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{42}
+}
+
+// ConfigResponse describes the config in force on this node.
+type ConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file's version key and its hash (SHA-256, 12 hex digits); both
+	// empty when the node runs without a config file.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Hash    string `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	// The room classes in force, in the file's order (first match wins).
+	Classes []*RoomClassInfo `protobuf:"bytes,3,rep,name=classes,proto3" json:"classes,omitempty"`
+	// When the config in force was loaded, milliseconds since the Unix
+	// epoch.
+	LoadedMs int64 `protobuf:"varint,4,opt,name=loaded_ms,json=loadedMs,proto3" json:"loaded_ms,omitempty"`
+	// The last reload's outcome; absent when none was asked for.
+	LastReload *ReloadResponse `protobuf:"bytes,5,opt,name=last_reload,json=lastReload,proto3" json:"last_reload,omitempty"`
+	// False when the node runs without a config file: Reload fails with
+	// failed_precondition.
+	Reloadable    bool `protobuf:"varint,6,opt,name=reloadable,proto3" json:"reloadable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigResponse) Reset() {
+	*x = ConfigResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigResponse) ProtoMessage() {}
+
+func (x *ConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigResponse.ProtoReflect.Descriptor instead.
+func (*ConfigResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ConfigResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ConfigResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *ConfigResponse) GetClasses() []*RoomClassInfo {
+	if x != nil {
+		return x.Classes
+	}
+	return nil
+}
+
+func (x *ConfigResponse) GetLoadedMs() int64 {
+	if x != nil {
+		return x.LoadedMs
+	}
+	return 0
+}
+
+func (x *ConfigResponse) GetLastReload() *ReloadResponse {
+	if x != nil {
+		return x.LastReload
+	}
+	return nil
+}
+
+func (x *ConfigResponse) GetReloadable() bool {
+	if x != nil {
+		return x.Reloadable
+	}
+	return false
+}
+
+// RoomClassInfo is one room class in force.
+type RoomClassInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The room name patterns it applies to.
+	Rooms []string `protobuf:"bytes,2,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	// Its settings, as "key: value" lines in the config file's key names.
+	Settings      []string `protobuf:"bytes,3,rep,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomClassInfo) Reset() {
+	*x = RoomClassInfo{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomClassInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomClassInfo) ProtoMessage() {}
+
+func (x *RoomClassInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomClassInfo.ProtoReflect.Descriptor instead.
+func (*RoomClassInfo) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RoomClassInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RoomClassInfo) GetRooms() []string {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *RoomClassInfo) GetSettings() []string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// ReloadRequest asks for the config file to be read again.
+type ReloadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Also ask the node of every other core sharing the store (with
+	// Redis) to reload its own file, within 2 seconds: their outcomes are
+	// in ReloadResponse.others.
+	EveryCore     bool `protobuf:"varint,1,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadRequest) Reset() {
+	*x = ReloadRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadRequest) ProtoMessage() {}
+
+func (x *ReloadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadRequest.ProtoReflect.Descriptor instead.
+func (*ReloadRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ReloadRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
+// ReloadResponse is a reload's outcome.
+type ReloadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the file was valid and is now in force.
+	Reloaded bool `protobuf:"varint,1,opt,name=reloaded,proto3" json:"reloaded,omitempty"`
+	// The version and hash in force after the reload (the old ones when
+	// it was refused).
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Hash    string `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	// Why the file was refused, one error per line with file:line.
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// When the reload ran, milliseconds since the Unix epoch.
+	AtMs int64 `protobuf:"varint,5,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	// With every_core: the other cores' nodes' outcomes, and how many
+	// heard the request but did not answer in time.
+	Others        []*ReloadResponse `protobuf:"bytes,6,rep,name=others,proto3" json:"others,omitempty"`
+	CoresMissing  uint32            `protobuf:"varint,7,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadResponse) Reset() {
+	*x = ReloadResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadResponse) ProtoMessage() {}
+
+func (x *ReloadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadResponse.ProtoReflect.Descriptor instead.
+func (*ReloadResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReloadResponse) GetReloaded() bool {
+	if x != nil {
+		return x.Reloaded
+	}
+	return false
+}
+
+func (x *ReloadResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ReloadResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *ReloadResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ReloadResponse) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *ReloadResponse) GetOthers() []*ReloadResponse {
+	if x != nil {
+		return x.Others
+	}
+	return nil
+}
+
+func (x *ReloadResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
+}
+
+// SignalsRequest samples a room's signals.
+type SignalsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// At most this many keys, in key order (0 or above 200: 200).
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Also ask every other core sharing the store, within 2 seconds; a key
+	// held on several cores is listed once.
+	EveryCore     bool `protobuf:"varint,3,opt,name=every_core,json=everyCore,proto3" json:"every_core,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalsRequest) Reset() {
+	*x = SignalsRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalsRequest) ProtoMessage() {}
+
+func (x *SignalsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalsRequest.ProtoReflect.Descriptor instead.
+func (*SignalsRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SignalsRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *SignalsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SignalsRequest) GetEveryCore() bool {
+	if x != nil {
+		return x.EveryCore
+	}
+	return false
+}
+
+// SignalsResponse is the latest value of each of a room's signal keys.
+type SignalsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ordered by key.
+	Signals []*SignalEvent `protobuf:"bytes,1,rep,name=signals,proto3" json:"signals,omitempty"`
+	// True when the room holds more keys than listed.
+	More bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// With every_core: as InfoResponse's.
+	CoresAnswered uint32 `protobuf:"varint,3,opt,name=cores_answered,json=coresAnswered,proto3" json:"cores_answered,omitempty"`
+	CoresMissing  uint32 `protobuf:"varint,4,opt,name=cores_missing,json=coresMissing,proto3" json:"cores_missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalsResponse) Reset() {
+	*x = SignalsResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalsResponse) ProtoMessage() {}
+
+func (x *SignalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalsResponse.ProtoReflect.Descriptor instead.
+func (*SignalsResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SignalsResponse) GetSignals() []*SignalEvent {
+	if x != nil {
+		return x.Signals
+	}
+	return nil
+}
+
+func (x *SignalsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *SignalsResponse) GetCoresAnswered() uint32 {
+	if x != nil {
+		return x.CoresAnswered
+	}
+	return 0
+}
+
+func (x *SignalsResponse) GetCoresMissing() uint32 {
+	if x != nil {
+		return x.CoresMissing
+	}
+	return 0
+}
+
 var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
@@ -2888,29 +3758,37 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"$\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"C\n" +
 	"\x0eMembersRequest\x12\x12\n" +
-	"\x04room\x18\x01 \x01(\tR\x04room\"\x97\x01\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x02 \x01(\bR\teveryCore\"\xe3\x01\n" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.corral.v1.MemberR\amembers\x12 \n" +
 	"\vconnections\x18\x02 \x01(\rR\vconnections\x125\n" +
-	"\bpresence\x18\x03 \x03(\v2\x19.corral.v1.PresenceMemberR\bpresence\"d\n" +
+	"\bpresence\x18\x03 \x03(\v2\x19.corral.v1.PresenceMemberR\bpresence\x12%\n" +
+	"\x0ecores_answered\x18\x04 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x05 \x01(\rR\fcoresMissing\"d\n" +
 	"\x06Member\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1f\n" +
 	"\vsession_ids\x18\x02 \x03(\tR\n" +
 	"sessionIds\x12 \n" +
-	"\vconnections\x18\x03 \x01(\rR\vconnections\"\xb1\x01\n" +
+	"\vconnections\x18\x03 \x01(\rR\vconnections\"\xd0\x01\n" +
 	"\x11DisconnectRequest\x12\x19\n" +
 	"\auser_id\x18\x01 \x01(\tH\x00R\x06userId\x12\x1f\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tH\x00R\tsessionId\x12#\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x19\n" +
-	"\bdelay_ms\x18\x05 \x01(\rR\adelayMsB\b\n" +
-	"\x06target\"5\n" +
+	"\bdelay_ms\x18\x05 \x01(\rR\adelayMs\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x06 \x01(\bR\teveryCoreB\b\n" +
+	"\x06target\"\x81\x01\n" +
 	"\x12DisconnectResponse\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
-	"sessionIds\"\x88\x01\n" +
+	"sessionIds\x12%\n" +
+	"\x0ecores_answered\x18\x02 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x03 \x01(\rR\fcoresMissing\"\x88\x01\n" +
 	"\rEventsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x1f\n" +
 	"\vfrom_oldest\x18\x02 \x01(\bR\n" +
@@ -3011,37 +3889,106 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"]\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"|\n" +
 	"\fRoomsRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"b\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x04 \x01(\bR\teveryCore\"\xae\x01\n" +
 	"\rRoomsResponse\x12)\n" +
 	"\x05rooms\x18\x01 \x03(\v2\x13.corral.v1.RoomInfoR\x05rooms\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"i\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12%\n" +
+	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"i\n" +
 	"\bRoomInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\amembers\x18\x02 \x01(\rR\amembers\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x14\n" +
-	"\x05epoch\x18\x04 \x01(\tR\x05epoch\"\r\n" +
-	"\vInfoRequest\"9\n" +
+	"\x05epoch\x18\x04 \x01(\tR\x05epoch\",\n" +
+	"\vInfoRequest\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x01 \x01(\bR\teveryCore\"\x85\x01\n" +
 	"\fInfoResponse\x12)\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x13.corral.v1.NodeInfoR\x05nodes\"\x9d\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x13.corral.v1.NodeInfoR\x05nodes\x12%\n" +
+	"\x0ecores_answered\x18\x02 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x03 \x01(\rR\fcoresMissing\"\x9d\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12 \n" +
 	"\vconnections\x18\x04 \x01(\rR\vconnections\x12\x14\n" +
 	"\x05rooms\x18\x05 \x01(\rR\x05rooms\x12\x1b\n" +
-	"\tuptime_ms\x18\x06 \x01(\x04R\buptimeMs*\xa1\x01\n" +
+	"\tuptime_ms\x18\x06 \x01(\x04R\buptimeMs\"\xae\x01\n" +
+	"\x12ConnectionsRequest\x12\x19\n" +
+	"\auser_id\x18\x01 \x01(\tH\x00R\x06userId\x12\x1f\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tH\x00R\tsessionId\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x05 \x01(\bR\teveryCoreB\b\n" +
+	"\x06target\"\xc6\x01\n" +
+	"\x13ConnectionsResponse\x12;\n" +
+	"\vconnections\x18\x01 \x03(\v2\x19.corral.v1.ConnectionInfoR\vconnections\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12%\n" +
+	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"\xcc\x01\n" +
+	"\x0eConnectionInfo\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
+	"\aedge_id\x18\x03 \x01(\tR\x06edgeId\x12\x14\n" +
+	"\x05rooms\x18\x04 \x03(\tR\x05rooms\x12\x16\n" +
+	"\x06queued\x18\x05 \x01(\rR\x06queued\x12\x1a\n" +
+	"\bprotocol\x18\x06 \x01(\tR\bprotocol\x12\x1f\n" +
+	"\vattached_ms\x18\a \x01(\x03R\n" +
+	"attachedMs\"\x0f\n" +
+	"\rConfigRequest\"\xeb\x01\n" +
+	"\x0eConfigResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\x122\n" +
+	"\aclasses\x18\x03 \x03(\v2\x18.corral.v1.RoomClassInfoR\aclasses\x12\x1b\n" +
+	"\tloaded_ms\x18\x04 \x01(\x03R\bloadedMs\x12:\n" +
+	"\vlast_reload\x18\x05 \x01(\v2\x19.corral.v1.ReloadResponseR\n" +
+	"lastReload\x12\x1e\n" +
+	"\n" +
+	"reloadable\x18\x06 \x01(\bR\n" +
+	"reloadable\"U\n" +
+	"\rRoomClassInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05rooms\x18\x02 \x03(\tR\x05rooms\x12\x1a\n" +
+	"\bsettings\x18\x03 \x03(\tR\bsettings\".\n" +
+	"\rReloadRequest\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x01 \x01(\bR\teveryCore\"\xdd\x01\n" +
+	"\x0eReloadResponse\x12\x1a\n" +
+	"\breloaded\x18\x01 \x01(\bR\breloaded\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x13\n" +
+	"\x05at_ms\x18\x05 \x01(\x03R\x04atMs\x121\n" +
+	"\x06others\x18\x06 \x03(\v2\x19.corral.v1.ReloadResponseR\x06others\x12#\n" +
+	"\rcores_missing\x18\a \x01(\rR\fcoresMissing\"Y\n" +
+	"\x0eSignalsRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"every_core\x18\x03 \x01(\bR\teveryCore\"\xa3\x01\n" +
+	"\x0fSignalsResponse\x120\n" +
+	"\asignals\x18\x01 \x03(\v2\x16.corral.v1.SignalEventR\asignals\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12%\n" +
+	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing*\xa1\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
 	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
-	"\x13EVENT_KIND_PRESENCE\x10\x052\xe9\x06\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xf7\b\n" +
 	"\vRoomService\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
 	"\tBroadcast\x12\x1b.corral.v1.BroadcastRequest\x1a\x1c.corral.v1.BroadcastResponse\x12@\n" +
@@ -3056,7 +4003,11 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\vUnsubscribe\x12\x1d.corral.v1.UnsubscribeRequest\x1a\x1e.corral.v1.UnsubscribeResponse\x12:\n" +
 	"\x05Batch\x12\x17.corral.v1.BatchRequest\x1a\x18.corral.v1.BatchResponse\x12:\n" +
 	"\x05Rooms\x12\x17.corral.v1.RoomsRequest\x1a\x18.corral.v1.RoomsResponse\x127\n" +
-	"\x04Info\x12\x16.corral.v1.InfoRequest\x1a\x17.corral.v1.InfoResponseB\x9a\x01\n" +
+	"\x04Info\x12\x16.corral.v1.InfoRequest\x1a\x17.corral.v1.InfoResponse\x12L\n" +
+	"\vConnections\x12\x1d.corral.v1.ConnectionsRequest\x1a\x1e.corral.v1.ConnectionsResponse\x12=\n" +
+	"\x06Config\x12\x18.corral.v1.ConfigRequest\x1a\x19.corral.v1.ConfigResponse\x12=\n" +
+	"\x06Reload\x12\x18.corral.v1.ReloadRequest\x1a\x19.corral.v1.ReloadResponse\x12@\n" +
+	"\aSignals\x12\x19.corral.v1.SignalsRequest\x1a\x1a.corral.v1.SignalsResponseB\x9a\x01\n" +
 	"\rcom.corral.v1B\x10RoomServiceProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -3073,7 +4024,7 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(EventKind)(0),              // 0: corral.v1.EventKind
 	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
@@ -3116,65 +4067,89 @@ var file_corral_v1_room_service_proto_goTypes = []any{
 	(*InfoRequest)(nil),         // 38: corral.v1.InfoRequest
 	(*InfoResponse)(nil),        // 39: corral.v1.InfoResponse
 	(*NodeInfo)(nil),            // 40: corral.v1.NodeInfo
-	(*Message)(nil),             // 41: corral.v1.Message
-	(*PresenceMember)(nil),      // 42: corral.v1.PresenceMember
-	(Code)(0),                   // 43: corral.v1.Code
-	(*RoomPosition)(nil),        // 44: corral.v1.RoomPosition
+	(*ConnectionsRequest)(nil),  // 41: corral.v1.ConnectionsRequest
+	(*ConnectionsResponse)(nil), // 42: corral.v1.ConnectionsResponse
+	(*ConnectionInfo)(nil),      // 43: corral.v1.ConnectionInfo
+	(*ConfigRequest)(nil),       // 44: corral.v1.ConfigRequest
+	(*ConfigResponse)(nil),      // 45: corral.v1.ConfigResponse
+	(*RoomClassInfo)(nil),       // 46: corral.v1.RoomClassInfo
+	(*ReloadRequest)(nil),       // 47: corral.v1.ReloadRequest
+	(*ReloadResponse)(nil),      // 48: corral.v1.ReloadResponse
+	(*SignalsRequest)(nil),      // 49: corral.v1.SignalsRequest
+	(*SignalsResponse)(nil),     // 50: corral.v1.SignalsResponse
+	(*Message)(nil),             // 51: corral.v1.Message
+	(*PresenceMember)(nil),      // 52: corral.v1.PresenceMember
+	(Code)(0),                   // 53: corral.v1.Code
+	(*RoomPosition)(nil),        // 54: corral.v1.RoomPosition
+	(*SignalEvent)(nil),         // 55: corral.v1.SignalEvent
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	41, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	51, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
 	9,  // 1: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
 	12, // 2: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	42, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	43, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	52, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	53, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
 	0,  // 5: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
 	17, // 6: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	41, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
+	51, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
 	19, // 8: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
 	20, // 9: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
 	21, // 10: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
 	18, // 11: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
 	1,  // 12: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	42, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	43, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	44, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
+	52, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	53, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	54, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
 	28, // 16: corral.v1.SubscribeResponse.results:type_name -> corral.v1.SubscribeResult
 	31, // 17: corral.v1.UnsubscribeResponse.results:type_name -> corral.v1.UnsubscribeResult
 	3,  // 18: corral.v1.BatchRequest.publishes:type_name -> corral.v1.PublishRequest
 	34, // 19: corral.v1.BatchResponse.results:type_name -> corral.v1.BatchResult
 	37, // 20: corral.v1.RoomsResponse.rooms:type_name -> corral.v1.RoomInfo
 	40, // 21: corral.v1.InfoResponse.nodes:type_name -> corral.v1.NodeInfo
-	3,  // 22: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	7,  // 23: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	5,  // 24: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	10, // 25: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	13, // 26: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	15, // 27: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	22, // 28: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	24, // 29: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	26, // 30: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
-	29, // 31: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
-	32, // 32: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
-	35, // 33: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
-	38, // 34: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
-	4,  // 35: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	8,  // 36: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	6,  // 37: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	11, // 38: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	14, // 39: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	16, // 40: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	23, // 41: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	25, // 42: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	27, // 43: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
-	30, // 44: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
-	33, // 45: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
-	36, // 46: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
-	39, // 47: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	43, // 22: corral.v1.ConnectionsResponse.connections:type_name -> corral.v1.ConnectionInfo
+	46, // 23: corral.v1.ConfigResponse.classes:type_name -> corral.v1.RoomClassInfo
+	48, // 24: corral.v1.ConfigResponse.last_reload:type_name -> corral.v1.ReloadResponse
+	48, // 25: corral.v1.ReloadResponse.others:type_name -> corral.v1.ReloadResponse
+	55, // 26: corral.v1.SignalsResponse.signals:type_name -> corral.v1.SignalEvent
+	3,  // 27: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	7,  // 28: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	5,  // 29: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	10, // 30: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	13, // 31: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	15, // 32: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	22, // 33: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	24, // 34: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	26, // 35: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
+	29, // 36: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
+	32, // 37: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
+	35, // 38: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
+	38, // 39: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
+	41, // 40: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
+	44, // 41: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
+	47, // 42: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
+	49, // 43: corral.v1.RoomService.Signals:input_type -> corral.v1.SignalsRequest
+	4,  // 44: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	8,  // 45: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	6,  // 46: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	11, // 47: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	14, // 48: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	16, // 49: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	23, // 50: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	25, // 51: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	27, // 52: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
+	30, // 53: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
+	33, // 54: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
+	36, // 55: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
+	39, // 56: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
+	42, // 57: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
+	45, // 58: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
+	48, // 59: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
+	50, // 60: corral.v1.RoomService.Signals:output_type -> corral.v1.SignalsResponse
+	44, // [44:61] is the sub-list for method output_type
+	27, // [27:44] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -3195,13 +4170,17 @@ func file_corral_v1_room_service_proto_init() {
 		(*Event_Disconnected)(nil),
 		(*Event_Presence)(nil),
 	}
+	file_corral_v1_room_service_proto_msgTypes[39].OneofWrappers = []any{
+		(*ConnectionsRequest_UserId)(nil),
+		(*ConnectionsRequest_SessionId)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

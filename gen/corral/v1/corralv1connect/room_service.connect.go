@@ -50,6 +50,14 @@ const (
 	RoomServiceRoomsProcedure = "/corral.v1.RoomService/Rooms"
 	// RoomServiceInfoProcedure is the procedure name of the RoomService's Info RPC.
 	RoomServiceInfoProcedure = "/corral.v1.RoomService/Info"
+	// RoomServiceConnectionsProcedure is the procedure name of the RoomService's Connections RPC.
+	RoomServiceConnectionsProcedure = "/corral.v1.RoomService/Connections"
+	// RoomServiceConfigProcedure is the procedure name of the RoomService's Config RPC.
+	RoomServiceConfigProcedure = "/corral.v1.RoomService/Config"
+	// RoomServiceReloadProcedure is the procedure name of the RoomService's Reload RPC.
+	RoomServiceReloadProcedure = "/corral.v1.RoomService/Reload"
+	// RoomServiceSignalsProcedure is the procedure name of the RoomService's Signals RPC.
+	RoomServiceSignalsProcedure = "/corral.v1.RoomService/Signals"
 )
 
 var (
@@ -144,6 +152,34 @@ var (
 			Procedure:  RoomServiceInfoProcedure,
 		}
 	})
+	roomServiceConnectionsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Connections"),
+			Procedure:  RoomServiceConnectionsProcedure,
+		}
+	})
+	roomServiceConfigSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Config"),
+			Procedure:  RoomServiceConfigProcedure,
+		}
+	})
+	roomServiceReloadSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Reload"),
+			Procedure:  RoomServiceReloadProcedure,
+		}
+	})
+	roomServiceSignalsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Signals"),
+			Procedure:  RoomServiceSignalsProcedure,
+		}
+	})
 )
 
 // RoomServiceClient is a client for the corral.v1.RoomService service.
@@ -191,6 +227,20 @@ type RoomServiceClient interface {
 	Rooms(context.Context, *v1.RoomsRequest) (*v1.RoomsResponse, error)
 	// Info describes this core and the edges linked to it.
 	Info(context.Context, *v1.InfoRequest) (*v1.InfoResponse, error)
+	// Connections lists the connections attached to this core of a user or
+	// of a session: their rooms, edge and send queue. Each core knows only
+	// its own connections: with several cores ask each one.
+	Connections(context.Context, *v1.ConnectionsRequest) (*v1.ConnectionsResponse, error)
+	// Config describes the config file in force on this node (its room
+	// classes, version and hash) and the result of its last reload.
+	Config(context.Context, *v1.ConfigRequest) (*v1.ConfigResponse, error)
+	// Reload re-reads this node's config file, as SIGHUP and POST
+	// /admin/reload do: a valid file's room classes are put in force at
+	// once; an invalid one is refused and the classes in force are kept.
+	Reload(context.Context, *v1.ReloadRequest) (*v1.ReloadResponse, error)
+	// Signals samples a room's signals on this core: the latest value of
+	// each key set and not yet cleared, as members would see it now.
+	Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error)
 }
 
 // NewRoomServiceClient constructs a client for the corral.v1.RoomService service. Multiple service
@@ -264,6 +314,20 @@ type RoomServiceHandler interface {
 	Rooms(context.Context, *v1.RoomsRequest) (*v1.RoomsResponse, error)
 	// Info describes this core and the edges linked to it.
 	Info(context.Context, *v1.InfoRequest) (*v1.InfoResponse, error)
+	// Connections lists the connections attached to this core of a user or
+	// of a session: their rooms, edge and send queue. Each core knows only
+	// its own connections: with several cores ask each one.
+	Connections(context.Context, *v1.ConnectionsRequest) (*v1.ConnectionsResponse, error)
+	// Config describes the config file in force on this node (its room
+	// classes, version and hash) and the result of its last reload.
+	Config(context.Context, *v1.ConfigRequest) (*v1.ConfigResponse, error)
+	// Reload re-reads this node's config file, as SIGHUP and POST
+	// /admin/reload do: a valid file's room classes are put in force at
+	// once; an invalid one is refused and the classes in force are kept.
+	Reload(context.Context, *v1.ReloadRequest) (*v1.ReloadResponse, error)
+	// Signals samples a room's signals on this core: the latest value of
+	// each key set and not yet cleared, as members would see it now.
+	Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error)
 }
 
 // RegisterRoomServiceHandler registers svc as the corral.v1.RoomService implementation on server.
@@ -283,6 +347,10 @@ func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) 
 		connect.Method{Spec: roomServiceBatchSpec(), Handler: adapter.batch},
 		connect.Method{Spec: roomServiceRoomsSpec(), Handler: adapter.rooms},
 		connect.Method{Spec: roomServiceInfoSpec(), Handler: adapter.info},
+		connect.Method{Spec: roomServiceConnectionsSpec(), Handler: adapter.connections},
+		connect.Method{Spec: roomServiceConfigSpec(), Handler: adapter.config},
+		connect.Method{Spec: roomServiceReloadSpec(), Handler: adapter.reload},
+		connect.Method{Spec: roomServiceSignalsSpec(), Handler: adapter.signals},
 	)
 }
 
@@ -354,6 +422,22 @@ func (UnimplementedRoomServiceHandler) Rooms(context.Context, *v1.RoomsRequest) 
 
 func (UnimplementedRoomServiceHandler) Info(context.Context, *v1.InfoRequest) (*v1.InfoResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Info is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Connections(context.Context, *v1.ConnectionsRequest) (*v1.ConnectionsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Connections is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Config(context.Context, *v1.ConfigRequest) (*v1.ConfigResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Config is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Reload(context.Context, *v1.ReloadRequest) (*v1.ReloadResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Reload is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Signals is not implemented")
 }
 
 type roomServiceClient struct {
@@ -459,6 +543,38 @@ func (c *roomServiceClient) Rooms(ctx context.Context, req *v1.RoomsRequest) (*v
 func (c *roomServiceClient) Info(ctx context.Context, req *v1.InfoRequest) (*v1.InfoResponse, error) {
 	var res v1.InfoResponse
 	if err := c.client.CallUnary(ctx, roomServiceInfoSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Connections(ctx context.Context, req *v1.ConnectionsRequest) (*v1.ConnectionsResponse, error) {
+	var res v1.ConnectionsResponse
+	if err := c.client.CallUnary(ctx, roomServiceConnectionsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Config(ctx context.Context, req *v1.ConfigRequest) (*v1.ConfigResponse, error) {
+	var res v1.ConfigResponse
+	if err := c.client.CallUnary(ctx, roomServiceConfigSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Reload(ctx context.Context, req *v1.ReloadRequest) (*v1.ReloadResponse, error) {
+	var res v1.ReloadResponse
+	if err := c.client.CallUnary(ctx, roomServiceReloadSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Signals(ctx context.Context, req *v1.SignalsRequest) (*v1.SignalsResponse, error) {
+	var res v1.SignalsResponse
+	if err := c.client.CallUnary(ctx, roomServiceSignalsSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -612,6 +728,54 @@ func (h roomServiceHandler) info(ctx context.Context, _ connect.Spec, stream con
 		return err
 	}
 	res, err := h.svc.Info(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) connections(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ConnectionsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Connections(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) config(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ConfigRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Config(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) reload(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ReloadRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Reload(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) signals(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SignalsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Signals(ctx, &req)
 	if err != nil {
 		return err
 	}
