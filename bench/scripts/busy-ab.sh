@@ -7,13 +7,12 @@
 # Each run: a fresh `corral serve` with the flags, then corral-bench versus
 # (standard client) 1 room x 200 members, 20 senders x 20 Hz, 20 s. Prints
 # one line per run: server CPU-s, p99, missing, frames per write. Binaries:
-# CORRAL, BENCH (default: on PATH); CORRAL_A and CORRAL_B (default: CORRAL)
+# CORRAL, BENCH (default: built from this checkout into a temp dir); CORRAL_A and CORRAL_B (default: CORRAL)
 # compare two builds (then pass "" as both flag sets). Ports 28600-28601 on 127.0.0.1. Hold
 # the machine's load lock: flock /tmp/corral-load.lock bench/scripts/busy-ab.sh ...
 set -u
 OUT=$1; R=$2; A=$3; B=$4
-CORRAL=${CORRAL:-corral}
-BENCH=${BENCH:-corral-bench}
+. "$(dirname "$0")/bins.sh"
 mkdir -p "$OUT"
 CORRAL_A=${CORRAL_A:-$CORRAL}
 CORRAL_B=${CORRAL_B:-$CORRAL}

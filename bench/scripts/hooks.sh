@@ -10,8 +10,8 @@
 # JSON records go to $OUT. Ports 284xx.
 set -u
 MODE=${1:?usage: hooks.sh storm|window|chat}
-B=${BIN:-/tmp/bh}            # where corral and corral-bench are built
-OUT=${OUT:-$B/hooks-out}
+. "$(dirname "$0")/bins.sh"    # CORRAL, BENCH: given, or built into a temp dir
+OUT=${OUT:-$(mktemp -d -t corral-hooks.XXXXXX)}
 ROUNDS=${ROUNDS:-3}
 LAT=${LAT:-5ms}
 CLIENTS=${CLIENTS:-10000} ROOMS=${ROOMS:-100}
@@ -25,10 +25,10 @@ mkdir -p $OUT
 run() {
   local name=$1 sflags=$2 bflags=$3
   flock $LOCK bash -c "set -f
-    $B/corral serve --insecure-dev --addr $WS --internal-addr $API --publish-rate -1 --admit-rate -1 \
+    $CORRAL serve --insecure-dev --addr $WS --internal-addr $API --publish-rate -1 --admit-rate -1 \
       --log-level error $sflags & S=\$!
     for i in \$(seq 50); do curl -sf http://$WS/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-    $B/corral-bench $bflags --url ws://$WS/ws --api http://$API --pid \$S --quiet --json $OUT/$name.json > $OUT/$name.txt 2>&1
+    $BENCH $bflags --url ws://$WS/ws --api http://$API --pid \$S --quiet --json $OUT/$name.json > $OUT/$name.txt 2>&1
     kill \$S; wait \$S 2>/dev/null"
   python3 - "$OUT/$name.json" "$name" <<'PY'
 import json, sys

@@ -1,7 +1,7 @@
 #!/bin/bash
 # usage: outbox-w4.sh — issue 40: W4 through the Postgres outbox, beside the
 # dual-write baseline with a crash injected (docs/OUTBOX.md, BENCHMARKS.md).
-# Builds corral and corral-bench into $B, starts a private PostgreSQL (initdb
+# Builds corral and corral-bench into $BIN (default: a temp dir), starts a private PostgreSQL (initdb
 # + pg_ctl in a temp dir on $PGPORT, as the postgres user when run as root),
 # then per mode a fresh `corral serve --outbox` and one
 # `corral-bench outbox-burst` run, each holding the load lock. Prints each
@@ -10,7 +10,7 @@ set -eu
 # A member gets 180 x 6,000 = 1.08 million deliveries/s to read at W4's
 # figures: on a small machine they arrive late, so the run waits $DRAIN for
 # them (and for the outbox to empty) before it judges.
-B=${BIN:-/tmp/bo}
+B=${BIN:-$(mktemp -d -t outbox-w4.XXXXXX)}
 OUT=${OUT:-$B/outbox-out}
 ROUNDS=${ROUNDS:-1}
 SOCKETS=${SOCKETS:-6000} RATE=${RATE:-180} DURATION=${DURATION:-10s} POOL=${POOL:-10} DRAIN=${DRAIN:-60s}

@@ -1,16 +1,18 @@
 #!/bin/bash
-# usage: BIN=dir scaleout-connect.sh: three edges, one core, three generators of 15,000 sockets; ports 29xxx
+# usage: scaleout-connect.sh [OUT]: three edges, one core, three generators of 15,000 sockets; ports 29xxx.
+# Binaries: CORRAL, BENCH (default: built into a temp dir, bins.sh); records in OUT (default a temp dir).
 set -u
-B=${BIN:-/tmp/sb}  # where corral and corral-bench are built
-$B/corral core --addr 127.0.0.1:29190 --insecure-dev --log-level error & C=$!
+. "$(dirname "$0")/bins.sh"
+B=${1:-$(mktemp -d -t corral-scaleout.XXXXXX)}; mkdir -p "$B"
+"$CORRAL" core --addr 127.0.0.1:29190 --insecure-dev --log-level error & C=$!
 sleep 1
 EP=()
 for i in 1 2 3; do
-  $B/corral edge --addr 127.0.0.1:2918$i --core http://127.0.0.1:29190 --insecure-dev --log-level error --admit-rate -1 & EP+=($!)
+  "$CORRAL" edge --addr 127.0.0.1:2918$i --core http://127.0.0.1:29190 --insecure-dev --log-level error --admit-rate -1 & EP+=($!)
 done
 sleep 1
 for i in 1 2 3; do
-  $B/corral-bench connect --url ws://127.0.0.1:2918$i/ws --api http://127.0.0.1:29190 --pid ${EP[$((i-1))]} \
+  "$BENCH" connect --url ws://127.0.0.1:2918$i/ws --api http://127.0.0.1:29190 --pid ${EP[$((i-1))]} \
      --sockets 15000 --rooms 100 --rate 800 --hold 30s --slo 250ms --quiet --json $B/conn-$i.json > $B/conn-$i.txt 2>&1 &
 done
 peak=0
@@ -27,3 +29,4 @@ done > $B/conn-peak.txt
 echo "peak concurrent connections over 3 edges: $peak"
 wait $(jobs -p | tail -3) 2>/dev/null
 kill ${EP[@]} $C; wait
+echo "records in $B"

@@ -11,12 +11,12 @@
 # positioned join, each client on W1's own timer (--storm-mode herd; env
 # STORM_MODE=bounded for the old storm). Prints one line per run, then per
 # build the median server CPU-s (herd: from the reset until all are back;
-# bounded: to the end of publishing) and p99 (reset to recovered). BENCH: corral-bench (default: on PATH). Ports 28610-28611 and
+# bounded: to the end of publishing) and p99 (reset to recovered). BENCH: corral-bench (default: built into a temp dir). Ports 28610-28611 and
 # 28619 on 127.0.0.1. Hold the machine's load lock:
 #   flock /tmp/corral-load.lock env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh ...
 set -u
 OUT=$1; R=$2; ROW=$3
-BENCH=${BENCH:-corral-bench}
+. "$(dirname "$0")/bins.sh"
 mkdir -p "$OUT"
 run() { # binary label round
 	local extra=() RP=""

@@ -12,9 +12,10 @@
 # /proc/<pid>/stat (corral-bench --pid), and the row's p99. It prints the
 # medians and the corral/centrifugo ratios (below 1: corral ahead).
 #
-# Binaries: CORRAL, CENTRIFUGO (v6.9.1, not part of this repository:
-# GOBIN=/work/tools/bin go install github.com/centrifugal/centrifugo/v6@v6.9.1),
-# BENCH (corral-bench), REDIS_SERVER. Ports: PORT_BASE (default 28510) to
+# Binaries: CORRAL and BENCH (corral-bench; default: built from this
+# checkout into a temp dir), CENTRIFUGO (v6.9.1, not part of this
+# repository: go install github.com/centrifugal/centrifugo/v6@v6.9.1 puts
+# it in $(go env GOPATH)/bin; default: on PATH), REDIS_SERVER. Ports: PORT_BASE (default 28510) to
 # PORT_BASE+29 on 127.0.0.1. ROWS (env) runs a subset of the rows; STORM_MODE
 # (env) is the storm rows' --storm-mode: herd (the default, W1's real herd:
 # every socket reset, each client back on its own timer) or bounded (the old
@@ -35,12 +36,10 @@ while getopts "r:d:s:o:h" opt; do
 	*) sed -n '2,20p' "$0"; exit 2 ;;
 	esac
 done
-OUT=${OUT:-$(mktemp -d /tmp/versus.XXXXXX)}
+OUT=${OUT:-$(mktemp -d -t versus.XXXXXX)}
 mkdir -p "$OUT"
-CORRAL=${CORRAL:-corral}
+. "$(dirname "$0")/bins.sh"
 CENTRIFUGO=${CENTRIFUGO:-centrifugo}
-BENCH=${BENCH:-corral-bench}
-REDIS_SERVER=${REDIS_SERVER:-redis-server}
 PORT_BASE=${PORT_BASE:-28510}
 STORM_MODE=${STORM_MODE:-herd}
 WS_PORT=$PORT_BASE
@@ -73,7 +72,7 @@ cleanup() {
 	done
 	PIDS=()
 }
-trap cleanup EXIT
+trap 'cleanup; bins_cleanup' EXIT
 
 wait_port() {
 	for _ in $(seq 100); do
