@@ -120,10 +120,14 @@ func (c *Connect) Run(ctx context.Context, o Options) (*Result, error) {
 	r.setPhase("connecting")
 	retry.Sleep(ctx, time.Until(start))
 	t0 := time.Now()
+	// Members are pinged from their dial on: a fleet that dials for
+	// longer than two heartbeats would lose its first members to the
+	// server's silence timeout (4003) while the last still dial.
+	kctx, stopKeep := context.WithCancel(ctx)
+	defer stopKeep()
+	go f.keepAlive(kctx)
 	joined := f.connect(ctx, c.Sockets, steady(c.Rate, dialing), c.Inflight)
 	took := time.Since(t0)
-	kctx, stopKeep := context.WithCancel(ctx)
-	go f.keepAlive(kctx)
 
 	r.setPhase(fmt.Sprintf("holding %d idle", joined))
 	retry.Sleep(ctx, c.Hold)

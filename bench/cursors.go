@@ -178,13 +178,17 @@ func (c *Cursors) Run(ctx context.Context, o Options) (*Result, error) {
 	defer r.stopTicker()
 
 	r.setPhase("connecting")
+	// Members are pinged from their dial on: a fleet that dials for
+	// longer than two heartbeats would lose its first members to the
+	// server's silence timeout (4003) while the last still dial.
+	kctx, stopKeep := context.WithCancel(ctx)
+	defer stopKeep()
+	go f.keepAlive(kctx)
 	joined := f.connect(ctx, c.Members, steady(c.ConnectRate, setup), 256)
 	if joined == 0 {
 		f.closeAll(10 * time.Second)
 		return nil, fmt.Errorf("bench: no client could connect to %s: %v", o.Target.WS, r.errors())
 	}
-	kctx, stopKeep := context.WithCancel(ctx)
-	go f.keepAlive(kctx)
 	members := f.all()
 	nsend := min(c.Senders, len(members))
 	perSender := int(c.Hz*c.Duration.Seconds()) + 2

@@ -143,12 +143,16 @@ func (c *OutboxBurst) Run(ctx context.Context, o Options) (*Result, error) {
 	r.startTicker(ctx)
 	defer r.stopTicker()
 	r.setPhase("connecting")
+	// Members are pinged from their dial on: a fleet that dials for
+	// longer than two heartbeats would lose its first members to the
+	// server's silence timeout (4003) while the last still dial.
+	kctx, stopKeep := context.WithCancel(ctx)
+	defer stopKeep()
+	go f.keepAlive(kctx)
 	if f.connect(ctx, c.Sockets, steady(c.ConnectRate, setup), 1024) == 0 {
 		f.closeAll(10 * time.Second)
 		return nil, fmt.Errorf("bench: no client could connect to %s: %v", o.Target.WS, r.errors())
 	}
-	kctx, stopKeep := context.WithCancel(ctx)
-	go f.keepAlive(kctx)
 
 	// The outbox's lag, sampled on a connection of its own (not the app's
 	// pool).
