@@ -78,6 +78,25 @@ func (m *liveMember) run(ctx context.Context, t *testing.T, url string, c *clien
 	}
 }
 
+// crashAt starts p with the crash point and waits until it has killed
+// itself there; p.env is cleared for the next start.
+func crashAt(t *testing.T, p *process, point string) {
+	t.Helper()
+	p.env = []string{outbox.CrashEnv + "=" + point}
+	p.start()
+	p.env = nil
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s=%s: corral did not crash within 30s", outbox.CrashEnv, point)
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("%s=%s: corral ended with %v, not by its crash point's SIGKILL", outbox.CrashEnv, point, p.cmd.ProcessState)
+	}
+}
+
 func (m *liveMember) setFault(s string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -150,20 +169,8 @@ func TestOutboxCrashPointsRedis(t *testing.T) {
 
 	for _, point := range []string{"before-publish:300", "after-publish:300", "before-publish:1", "after-publish:1"} {
 		time.Sleep(200 * time.Millisecond) // rows committed while corral is down
-		p.env = []string{outbox.CrashEnv + "=" + point}
-		p.start()
-		exited := make(chan error, 1)
-		go func() { exited <- p.cmd.Wait() }()
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s=%s: corral did not crash within 30s", outbox.CrashEnv, point)
-		}
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("%s=%s: corral ended with %v, not by its crash point's SIGKILL", outbox.CrashEnv, point, p.cmd.ProcessState)
-		}
+		crashAt(t, p, point)
 	}
-	p.env = nil
 	p.start()
 	readytest.Wait(t, "http://"+addr+"/readyz")
 	time.Sleep(300 * time.Millisecond) // live rows after the last restart
@@ -223,5 +230,61 @@ func TestOutboxCrashPointsRedis(t *testing.T) {
 	}
 	if err := chk.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOutboxCrashPointsMemory: what the memory engine promises at each
+// crash point. Its history (and dedupe keys) die with the process, so the
+// restarted corral's history is a new epoch; the promise is that nothing
+// is lost and nothing rolled back appears: a fresh outbox, one room, one
+// writer, so the Nth row the crashing corral handled is the Nth committed
+// row; after the restart the history holds, once and in commit order,
+// every committed row from one at or before that Nth row (the rows of the
+// dead process's batch it had published and not deleted come again, in
+// the new epoch) to the last.
+func TestOutboxCrashPointsMemory(t *testing.T) {
+	bin := buildCorral(t)
+	for _, point := range []string{"before-publish:100", "after-publish:100"} {
+		t.Run(point, func(t *testing.T) {
+			pg, app := startOutboxApp(t)
+			addr, internal := freeAddr(t), freeAddr(t)
+			p := &process{t: t, bin: bin, args: []string{
+				"serve", "--insecure-dev", "--addr", addr, "--internal-addr", internal, "--log-level", "warn",
+				"--outbox", pg.URL,
+			}}
+			const room = "outbox:m"
+			ctx, stop := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() { app.write(ctx, t, room) })
+			crashAt(t, p, point)
+			time.Sleep(200 * time.Millisecond) // rows committed while corral is down
+			p.start()
+			t.Cleanup(p.kill9)
+			readytest.Wait(t, "http://"+addr+"/readyz")
+			time.Sleep(300 * time.Millisecond)
+			stop()
+			wg.Wait()
+			waitOutboxEmpty(t, app.pool)
+
+			got, _ := readRoom(t, "http://"+internal, room)
+			want := app.committed(room)
+			if len(want) < 100 {
+				t.Fatalf("the app committed only %d rows", len(want))
+			}
+			if len(got) == 0 {
+				t.Fatal("nothing delivered after the restart")
+			}
+			start := slices.Index(want, got[0])
+			if start < 0 {
+				t.Fatalf("history begins with %q, which the app never committed", got[0])
+			}
+			if !slices.Equal(got, want[start:]) {
+				t.Fatalf("history after the crash is not the committed rows %d.. in order: differs at %d", start, firstDiff(got, want[start:]))
+			}
+			if start > 99 {
+				t.Fatalf("history begins at committed row %d: rows 99..%d (the crash point's row onwards) were lost", start, start-1)
+			}
+			t.Logf("history: committed rows %d..%d", start, len(want)-1)
+		})
 	}
 }
