@@ -44,6 +44,7 @@ type process struct {
 	t    *testing.T
 	args []string
 	bin  string
+	env  []string // added to the test's environment, for the next start
 	cmd  *exec.Cmd
 }
 
@@ -51,6 +52,9 @@ func (p *process) start() {
 	p.t.Helper()
 	p.cmd = exec.Command(p.bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = os.Stderr, os.Stderr
+	if p.env != nil {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}

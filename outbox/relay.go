@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -50,9 +51,10 @@ const leaderLock = 1668247155
 
 // Relay delivers the outbox of one database through a Publisher.
 type Relay struct {
-	cfg Config
-	pub Publisher
-	m   metrics
+	cfg   Config
+	pub   Publisher
+	m     metrics
+	crash crashPoint // the CrashEnv test hook; off by default
 }
 
 // New returns a relay; Run starts it.
@@ -73,7 +75,14 @@ func New(cfg Config, pub Publisher) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Relay{cfg: cfg, pub: pub, m: newMetrics()}
+	crash, err := parseCrash(os.Getenv(CrashEnv))
+	if err != nil {
+		return nil, err
+	}
+	if crash.step != crashNone {
+		cfg.Logger.Warn("outbox: test crash point set: this process will kill itself", "env", CrashEnv)
+	}
+	r := &Relay{cfg: cfg, pub: pub, m: newMetrics(), crash: crash}
 	if cfg.Registerer != nil {
 		if err := r.m.register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("outbox: metrics: %w", err)
@@ -204,6 +213,7 @@ func (r *Relay) pass(ctx context.Context, conn *pgx.Conn) (int, error) {
 	done := make([]int64, 0, len(batch))
 	var stop error
 	for _, x := range batch {
+		r.crash.before()
 		wait, failed, err := r.publish(ctx, x)
 		if err != nil {
 			stop = err
@@ -222,6 +232,7 @@ func (r *Relay) pass(ctx context.Context, conn *pgx.Conn) (int, error) {
 			break
 		}
 		done = append(done, x.id)
+		r.crash.after()
 	}
 	if len(done) > 0 {
 		// The mark. A crash before it re-publishes these rows; their

@@ -21,14 +21,15 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
 )
 
 // TestDashboardMetricsExported starts corral in split mode (a core and an
-// edge over h2c, in this process), drives every kind of event the
-// dashboard shows (connections, a publish read back, a resume, refusals, a
-// slow consumer), scrapes both /metrics and checks each metric name the
+// edge over h2c, in this process; the core with an outbox on a private
+// Postgres), drives every kind of event the dashboard shows (connections,
+// a publish read back, a resume, refusals, a slow consumer), scrapes both /metrics and checks each metric name the
 // dashboard queries is among the exported series.
 func TestDashboardMetricsExported(t *testing.T) {
 	names := dashboardMetrics(t, "corral.json")
@@ -44,6 +45,8 @@ func TestDashboardMetricsExported(t *testing.T) {
 		HistoryMaxLen: 16, Logger: logger,
 		// On Redis, so that the Redis store metrics are exported too.
 		RedisURL: "redis://" + redistest.Start(t), RedisPrefix: redistest.Prefix(t),
+		// With an outbox, so that the relay's metrics are exported too.
+		OutboxURL: pgtest.Start(t).URL,
 	})
 	if err != nil {
 		t.Fatal(err)
