@@ -176,13 +176,16 @@ func TestLinkCountsQueuedBytes(t *testing.T) {
 		fs := roomMessages("r", uint64(i), 1)
 		fs[0].GetLive().GetFrame().GetMessage().Payload = big
 		l.dispatch(fs)
+		// The link's sum changes only under the connection's lock
+		// (addQueuedLocked): read both under it, or the writer's take
+		// in between makes them differ.
 		c.mu.Lock()
-		q, closing := c.queued, c.closing
+		q, closing, got := c.queued, c.closing, l.queued.Load()
 		c.mu.Unlock()
 		if closing {
 			t.Fatal("closed before its queue grew")
 		}
-		if got := l.queued.Load(); got != int64(q) {
+		if got != int64(q) {
 			t.Fatalf("link counts %d queued bytes, the connection holds %d", got, q)
 		}
 		// Past what loopback's socket buffers take: the writer waits

@@ -226,3 +226,21 @@ func queueBytesFor(burst int, readLimit int64) int {
 	const frameFields, ticks = 1 << 10, 1 << 20
 	return max(burst, 1)*int(readLimit+frameFields) + ticks
 }
+
+// replayPage is the messages of one history page (history.MaxPage; the
+// edge does not import history).
+const replayPage = 1000
+
+// replayBytes is the byte bound of the replays queued for one connection,
+// apart from QueueBytes: one history page of the largest messages, each
+// with its frame's fields (~65 MiB with the 64 KiB read limit). A client
+// that reads gets a replay of a page of the largest messages; one that
+// joins rooms with large histories and never reads is closed at the next
+// replay past it (CODE_SLOW_CONSUMER, replay_full) instead of holding a
+// replay per join. The core still sends a replay at once, not as the
+// socket drains (issue 35 item 2): this bounds what one connection
+// holds, not what all of them hold together.
+func (c *Config) replayBytes() int {
+	const frameFields = 1 << 10
+	return replayPage * int(c.ReadLimit+frameFields)
+}

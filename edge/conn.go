@@ -93,8 +93,12 @@ type conn struct {
 	mu       sync.Mutex // guards the following fields
 	queue    [][]byte   // encoded frames; shared, never modified
 	spare    [][]byte   // the writer's previous queue, reused
-	queued   int        // bytes in queue, but for replays (see addQueuedLocked)
-	replayed int        // replay entries in queue (outside the bounds)
+	queued   int        // bytes in queue, replays included (see addQueuedLocked)
+	replayed int        // replay entries in queue (outside the frame bound)
+	// replayBytes is the part of queued that replays hold: bounded apart
+	// from live traffic (replayBytesFor), so a replay neither pushes live
+	// frames past their bound nor grows without one.
+	replayBytes int
 	// sigAt finds the signal batch of a room still waiting in queue, so a
 	// newer one merges into it: a slow reader gets the latest values, not
 	// a backlog.
@@ -555,10 +559,12 @@ func (c *conn) sendError(code corralv1.Code, msg string) {
 	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{Code: code, Message: safetext.Reason(msg)}}})
 }
 
-// enqueueReplay queues a batch of missed messages for this connection
-// alone. Replays are bounded by the room's history, which the client asked
-// for by joining or resuming; they do not count against the bounds of live
-// traffic, or a client far behind could never catch up.
+// enqueueReplay queues a batch of missed messages (or a snapshot) for this
+// connection alone. Replays have their own byte bound (replayBytesFor),
+// not live traffic's, or a client far behind could never catch up; but
+// they have one: a client that joins and leaves a room with a large
+// history and never reads is a slow consumer (replay_full), not a heap
+// that grows by a replay each join.
 func (c *conn) enqueueReplay(b []byte) { c.push(encoded{b: b}, pushReplay, "", nil) }
 
 // enqueue queues an encoded frame (which it never modifies). It never
@@ -578,7 +584,7 @@ type pushKind uint8
 
 const (
 	pushLive    pushKind = iota // bounded live traffic
-	pushReplay                  // missed messages, outside the bounds
+	pushReplay                  // missed messages, under the replay bound
 	pushSignals                 // a room's signal batch, merged while queued
 )
 
@@ -608,18 +614,27 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 			}
 		}
 	}
-	if kind != pushReplay && (len(c.queue)-c.replayed >= c.e.cfg.QueueFrames || c.queued+len(b) > c.e.cfg.QueueBytes) {
+	over := ""
+	switch {
+	case kind == pushReplay:
+		if c.replayBytes+len(b) > c.e.cfg.replayBytes() {
+			over = "replay_full"
+		}
+	case len(c.queue)-c.replayed >= c.e.cfg.QueueFrames || c.queued-c.replayBytes+len(b) > c.e.cfg.QueueBytes:
+		over = "queue_full"
+	}
+	if over != "" {
 		c.mu.Unlock()
-		c.e.metrics.slow.WithLabelValues("queue_full").Inc()
+		c.e.metrics.slow.WithLabelValues(over).Inc()
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}
 	c.queue = append(c.queue, b)
 	if kind == pushReplay {
 		c.replayed++
-	} else {
-		c.addQueuedLocked(len(b))
+		c.replayBytes += len(b)
 	}
+	c.addQueuedLocked(len(b))
 	if kind == pushSignals {
 		if c.sigAt == nil {
 			c.sigAt = make(map[string]queuedSignals)
@@ -675,7 +690,7 @@ func (c *conn) takeLocked() [][]byte {
 	c.queue = c.spare[:0]
 	c.spare = nil
 	c.addQueuedLocked(-c.queued)
-	c.replayed = 0
+	c.replayed, c.replayBytes = 0, 0
 	clear(c.sigAt) // queued batches are no longer mergeable
 	return q
 }
@@ -729,7 +744,7 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 		clear(c.queue)
 		c.queue = c.queue[:0]
 		c.addQueuedLocked(-c.queued)
-		c.replayed = 0
+		c.replayed, c.replayBytes = 0, 0
 		clear(c.sigAt)
 	}
 	if hint != nil {

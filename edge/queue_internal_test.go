@@ -3,6 +3,8 @@ package edge
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/protocol"
 )
@@ -95,5 +97,53 @@ func TestReplayOutsideBounds(t *testing.T) {
 	defer c.mu.Unlock()
 	if !c.closing || c.closeCode != corralv1.Code_CODE_SLOW_CONSUMER {
 		t.Fatalf("closing %v code %v, want a slow-consumer close", c.closing, c.closeCode)
+	}
+}
+
+// TestReplayBounded: replays count in the connection's queued bytes (the
+// gauge and the link's report) but not against live traffic's bound, and
+// have their own: a client that joins and leaves rooms with large
+// histories and never reads is closed as a slow consumer (replay_full) at
+// the replay past it, and what it held is released. Before, replays
+// counted nowhere and such a client held a replay per join.
+func TestReplayBounded(t *testing.T) {
+	c := queueConn(t)
+	c.e.cfg.QueueBytes = 1 << 10
+	page := make([]byte, 64<<10)
+	limit := c.e.cfg.replayBytes()
+	n := 0
+	for ; (n+1)*len(page) <= limit; n++ {
+		c.enqueueReplay(page)
+	}
+	c.mu.Lock()
+	queued, closing := c.queued, c.closing
+	c.mu.Unlock()
+	if closing {
+		t.Fatalf("closed within the replay bound (%d of %d bytes)", queued, limit)
+	}
+	if queued != n*len(page) {
+		t.Fatalf("queued %d bytes, want the %d of the replays", queued, n*len(page))
+	}
+	// Live traffic keeps its own bound beside a full replay.
+	if !c.enqueue(encoded{b: make([]byte, 512)}) {
+		t.Fatal("a live frame within its bound refused behind a replay")
+	}
+	before := testutil.ToFloat64(c.e.metrics.slow.WithLabelValues("replay_full"))
+	c.enqueueReplay(page)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closing || c.closeCode != corralv1.Code_CODE_SLOW_CONSUMER {
+		t.Fatalf("closing %v code %v past the replay bound, want a slow-consumer close", c.closing, c.closeCode)
+	}
+	if got := testutil.ToFloat64(c.e.metrics.slow.WithLabelValues("replay_full")) - before; got != 1 {
+		t.Fatalf("replay_full counted %v times, want 1", got)
+	}
+	if c.queued != 0 || c.replayBytes != 0 {
+		t.Fatalf("after the close %d bytes (%d of replays) still counted, want 0", c.queued, c.replayBytes)
+	}
+	for _, b := range c.queue {
+		if len(b) == len(page) {
+			t.Fatal("a replay is still held after the close")
+		}
 	}
 }
