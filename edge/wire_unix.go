@@ -44,7 +44,7 @@ var rawWrites = sync.Pool{New: func() any {
 	rw := &rawWrite{}
 	rw.do = func(fd uintptr) bool {
 		for {
-			rw.n, rw.err = syscall.Write(int(fd), rw.p)
+			rw.n, rw.err = writeFd(int(fd), rw.p)
 			if rw.err != syscall.EINTR {
 				return true // never wait for room: the caller queues instead
 			}
