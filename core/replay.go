@@ -110,10 +110,14 @@ const (
 )
 
 // The reasons of corral_core_dropped_total for joins' replays dropped
-// (each such join gets Reset): past maxMissedReads, or a failed read.
+// (each such join gets Reset): past maxMissedReads, a failed read, or
+// too much live traffic held meanwhile.
 const (
 	droppedReplayBusy   = "replay_busy"
 	droppedReplayFailed = "replay_failed"
+	// droppedCatchupFull counts joins whose held live messages passed
+	// maxCatchupBuffer or maxCatchupBytes (room.fanoutLocked).
+	droppedCatchupFull = "catchup_full"
 )
 
 // errReplayBusy is readJoined's error past maxMissedReads. It wraps

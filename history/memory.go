@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // MemoryOptions configures [NewMemory]. Zero fields mean defaults.
@@ -607,7 +608,7 @@ func (m *Memory) Read(_ context.Context, q Query) (Page, error) {
 		for s := from; s <= to; s++ {
 			p.Messages = append(p.Messages, r.at(s, first))
 		}
-		return p, nil
+		return cutPage(p, q.MaxBytes), nil
 	}
 	to := last
 	if q.Before != 0 {
@@ -625,7 +626,17 @@ func (m *Memory) Read(_ context.Context, q Query) (Page, error) {
 	for s := to; s >= from; s-- {
 		p.Messages = append(p.Messages, r.at(s, first))
 	}
-	return p, nil
+	return cutPage(p, q.MaxBytes), nil
+}
+
+// cutPage cuts p to maxBytes of messages ([Query].MaxBytes). The messages
+// are shared with the store: only the page's own slice is cut.
+func cutPage(p Page, maxBytes int) Page {
+	ms := p.Messages
+	if n := cutBytes(len(ms), maxBytes, func(i int) int { return proto.Size(ms[i]) }); n < len(ms) {
+		p.Messages, p.More = ms[:n:n], true
+	}
+	return p
 }
 
 // ReadMany implements [Store.ReadMany].

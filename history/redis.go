@@ -468,13 +468,13 @@ func (r *Redis) ReadMany(ctx context.Context, qs []Query) ([]Page, error) {
 		if q.Reverse {
 			dir, pos = "r", q.Before
 		}
-		execs[i] = r.readExec(q.Room, q.Peek, dir, pos, pageLimit(q.Limit)+1)
+		execs[i] = r.readExec(q.Room, q.Peek, dir, pos, pageLimit(q.Limit)+1, q.MaxBytes)
 	}
 	resps := evalMulti(ctx, r.client, readLua, readSHA, execs)
 	pages := make([]Page, len(qs))
 	for i, resp := range resps {
 		var err error
-		pages[i], err = parsePage(resp, pageLimit(qs[i].Limit))
+		pages[i], err = parsePage(resp, pageLimit(qs[i].Limit), qs[i].MaxBytes)
 		if err != nil {
 			return nil, fmt.Errorf("history: read %q: %w", qs[i].Room, err)
 		}
@@ -491,8 +491,8 @@ func (r *Redis) State(ctx context.Context, room string) (State, error) {
 		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
 	}
 	defer r.release()
-	resps := evalMulti(ctx, r.client, readLua, readSHA, []rueidis.LuaExec{r.readExec(room, false, "", 0, 0)})
-	p, err := parsePage(resps[0], 0)
+	resps := evalMulti(ctx, r.client, readLua, readSHA, []rueidis.LuaExec{r.readExec(room, false, "", 0, 0, 0)})
+	p, err := parsePage(resps[0], 0, 0)
 	if err != nil {
 		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
 	}
@@ -500,7 +500,8 @@ func (r *Redis) State(ctx context.Context, room string) (State, error) {
 }
 
 // readExec is read.lua on room's keys; with peek it creates no epoch.
-func (r *Redis) readExec(room string, peek bool, dir string, pos uint64, count int) rueidis.LuaExec {
+// With maxBytes > 0 the script stops reading past it (see parsePage).
+func (r *Redis) readExec(room string, peek bool, dir string, pos uint64, count, maxBytes int) rueidis.LuaExec {
 	epoch := ""
 	if !peek {
 		epoch = candidateEpoch()
@@ -508,12 +509,14 @@ func (r *Redis) readExec(room string, peek bool, dir string, pos uint64, count i
 	_, ttl := r.limitsOf(room)
 	return rueidis.LuaExec{
 		Keys: r.roomKeys(room, 0),
-		Args: []string{epoch, ttl, dir, strconv.FormatUint(pos, 10), strconv.Itoa(count)},
+		Args: []string{epoch, ttl, dir, strconv.FormatUint(pos, 10), strconv.Itoa(count), strconv.Itoa(max(maxBytes, 0))},
 	}
 }
 
-// parsePage decodes a read.lua reply. Past limit messages, More is set.
-func parsePage(resp rueidis.RedisResult, limit int) (Page, error) {
+// parsePage decodes a read.lua reply. Past limit messages, or past
+// maxBytes of them ([Query].MaxBytes: the script sent the one that goes
+// past), More is set.
+func parsePage(resp rueidis.RedisResult, limit, maxBytes int) (Page, error) {
 	arr, err := resp.ToArray()
 	if err != nil {
 		return Page{}, err
@@ -535,14 +538,19 @@ func parsePage(resp rueidis.RedisResult, limit int) (Page, error) {
 	if len(arr) > limit {
 		arr, p.More = arr[:limit], true
 	}
-	if len(arr) > 0 {
-		p.Messages = make([]*corralv1.Message, len(arr))
-	}
+	raw := make([]string, len(arr))
 	for i := range arr {
-		s, err := arr[i].ToString()
-		if err != nil {
+		if raw[i], err = arr[i].ToString(); err != nil {
 			return Page{}, err
 		}
+	}
+	if n := cutBytes(len(raw), maxBytes, func(i int) int { return len(raw[i]) }); n < len(raw) {
+		raw, p.More = raw[:n], true
+	}
+	if len(raw) > 0 {
+		p.Messages = make([]*corralv1.Message, len(raw))
+	}
+	for i, s := range raw {
 		m := new(corralv1.Message)
 		if err := proto.Unmarshal([]byte(s), m); err != nil {
 			return Page{}, fmt.Errorf("decode message: %w", err)

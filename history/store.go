@@ -72,17 +72,25 @@ const MaxPage = 1000
 // Trimmed messages are not returned: a forward page may start above
 // After+1; compare with [State].First to detect the gap.
 //
+// MaxBytes > 0 bounds a page in bytes as well: its messages' encoded sizes
+// (proto.Size, the bytes the store keeps and a reader decodes) add up to at
+// most MaxBytes, except that a page that has messages to give holds at
+// least one, so that a reader always advances; More is then set. A replay
+// of large messages is read in pages a connection can hold, not in pages
+// of MaxPage of the largest messages (~65 MiB).
+//
 // Peek reads without writing: a room that has no history (no epoch) reads
 // as an empty page with an empty Epoch, and no epoch is created for it.
 // Reads for a caller that names rooms freely (the internal API) peek, so
 // that made-up room names do not grow the store.
 type Query struct {
-	Room    string
-	After   uint64
-	Before  uint64
-	Reverse bool
-	Limit   int
-	Peek    bool
+	Room     string
+	After    uint64
+	Before   uint64
+	Reverse  bool
+	Limit    int
+	MaxBytes int
+	Peek     bool
 }
 
 // State describes a room's history.
@@ -144,6 +152,23 @@ var ErrOutOfOrder = errors.New("history: out of order")
 var ErrBusy = errors.New("history: busy")
 
 var errClosed = errors.New("history: closed")
+
+// cutBytes is how many of a page's messages, of sizes size(0..n-1), fit
+// maxBytes (see [Query].MaxBytes): all of them when maxBytes <= 0, and at
+// least one.
+func cutBytes(n, maxBytes int, size func(int) int) int {
+	if maxBytes <= 0 {
+		return n
+	}
+	total := 0
+	for i := range n {
+		total += size(i)
+		if total > maxBytes && i > 0 {
+			return i
+		}
+	}
+	return n
+}
 
 func pageLimit(n int) int {
 	if n <= 0 || n > MaxPage {

@@ -10,6 +10,7 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"google.golang.org/protobuf/proto"
 )
 
 // newStoreFunc returns an empty store retaining at least maxLen messages
@@ -25,6 +26,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"Read":             testRead,
 		"ReadEmpty":        testReadEmpty,
 		"ReadMany":         testReadMany,
+		"ReadBytes":        testReadBytes,
 		"Epoch":            testEpoch,
 		"BadRoom":          testBadRoom,
 		"SenderInfo":       testSenderInfo,
@@ -475,5 +477,98 @@ func testSenderOrder(t *testing.T, newStore newStoreFunc) {
 	}
 	if _, err := so.AppendOrdered(ctx, room, newMsg(room, 0, 99), "", history.Sender{Stream: "a", Seq: 4}, history.State{}); err == nil {
 		t.Fatal("a sender's place without a dedupe key was taken")
+	}
+}
+
+// testReadBytes checks pages bounded in bytes (Query.MaxBytes), forward
+// and back: read page by page, the history comes whole, in order and once;
+// a page's messages add up to at most MaxBytes unless it holds one (a
+// message larger than the bound comes alone, so readers advance); More is
+// false only on the last page.
+func testReadBytes(t *testing.T, newStore newStoreFunc) {
+	ctx := context.Background()
+	s := newStore(t, 0)
+	const room, n, maxBytes = "bytes", 150, 4000
+	for i := range n {
+		m := newMsg(room, 0, i)
+		size := (i * 997) % 3000
+		if i%17 == 5 {
+			size = 2 * maxBytes // larger than a page
+		}
+		m.Payload = make([]byte, size)
+		if _, err := s.Append(ctx, room, m, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, reverse := range []bool{false, true} {
+		for _, limit := range []int{0, 3} {
+			var got []uint64
+			var pos uint64
+			for pages := 0; ; pages++ {
+				if pages > n {
+					t.Fatalf("reverse=%v limit=%d: no end after %d pages", reverse, limit, pages)
+				}
+				q := history.Query{Room: room, After: pos, Limit: limit, MaxBytes: maxBytes, Reverse: reverse}
+				if reverse {
+					q.After, q.Before = 0, pos
+				}
+				p, err := s.Read(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Messages) == 0 {
+					t.Fatalf("reverse=%v limit=%d: empty page after %v", reverse, limit, got)
+				}
+				size := 0
+				for _, m := range p.Messages {
+					size += proto.Size(m)
+				}
+				if size > maxBytes && len(p.Messages) > 1 {
+					t.Fatalf("reverse=%v limit=%d: page of %d messages holds %d bytes, bound %d", reverse, limit, len(p.Messages), size, maxBytes)
+				}
+				if limit > 0 && len(p.Messages) > limit {
+					t.Fatalf("reverse=%v limit=%d: page of %d messages", reverse, limit, len(p.Messages))
+				}
+				got = append(got, seqs(p.Messages)...)
+				pos = got[len(got)-1]
+				if !p.More {
+					break
+				}
+			}
+			want := seqRange(1, n)
+			if reverse {
+				want = seqRange(n, 1)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("reverse=%v limit=%d: read %v, want %v", reverse, limit, got, want)
+			}
+		}
+	}
+	// A bound the page fits in whole changes nothing (past the Redis
+	// script's chunks of 64).
+	for _, reverse := range []bool{false, true} {
+		p, err := s.Read(ctx, history.Query{Room: room, MaxBytes: 1 << 30, Reverse: reverse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := seqRange(1, n)
+		if reverse {
+			want = seqRange(n, 1)
+		}
+		if got := seqs(p.Messages); !slices.Equal(got, want) || p.More {
+			t.Fatalf("reverse=%v: read %v (more %v), want %v", reverse, got, p.More, want)
+		}
+	}
+	// ReadMany applies each query's own bound.
+	pages, err := s.ReadMany(ctx, []history.Query{
+		{Room: room, MaxBytes: 1},
+		{Room: room},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages[0].Messages) != 1 || !pages[0].More || len(pages[1].Messages) != n {
+		t.Fatalf("ReadMany: pages of %d (more %v) and %d messages, want 1 (more) and %d",
+			len(pages[0].Messages), pages[0].More, len(pages[1].Messages), n)
 	}
 }
