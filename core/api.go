@@ -35,7 +35,7 @@ func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corr
 	if err := c.validPublish(req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
-	if reason, retry := c.overloaded(); reason != "" {
+	if reason, retry, over := c.overloaded(); over {
 		return nil, c.refuseOverloaded(reason, retry)
 	}
 	res, err := c.apiPublish(ctx, req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
@@ -112,7 +112,7 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 		seen[room] = struct{}{}
 	}
 
-	if reason, retry := c.overloaded(); reason != "" {
+	if reason, retry, over := c.overloaded(); over {
 		return nil, c.refuseOverloaded(reason, retry)
 	}
 
@@ -133,7 +133,7 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 				out := &corralv1.BroadcastResult{Room: rooms[i]}
 				ce := stopped.Load()
 				if ce == nil {
-					if reason, retry := c.overloaded(); reason != "" {
+					if reason, retry, over := c.overloaded(); over {
 						stopped.CompareAndSwap(nil, c.refuseOverloaded(reason, retry))
 						ce = stopped.Load()
 					}
@@ -178,10 +178,10 @@ const (
 // (APIConfig.OverloadQueueBytes). The reason names the larger of the two,
 // or the link queue when one holds half of Config.LinkQueue frames (it
 // fails, and its clients resume, at the whole).
-func (c *Core) overloaded() (reason string, retry time.Duration) {
+func (c *Core) overloaded() (reason refuseReason, retry time.Duration, over bool) {
 	limit := c.apiCfg.OverloadQueueBytes
 	if limit < 0 {
-		return "", 0
+		return 0, 0, false
 	}
 	var coreBytes, edgeBytes uint64
 	fullLink := false
@@ -194,23 +194,23 @@ func (c *Core) overloaded() (reason string, retry time.Duration) {
 	total := coreBytes + edgeBytes
 	switch {
 	case fullLink:
-		reason, total = "api_overload_link", max(total, 2*uint64(limit))
+		reason, total = refusedOverloadLink, max(total, 2*uint64(limit))
 	case total <= uint64(limit):
-		return "", 0
+		return 0, 0, false
 	case coreBytes >= edgeBytes:
-		reason = "api_overload_link"
+		reason = refusedOverloadLink
 	default:
-		reason = "api_overload_edge"
+		reason = refusedOverloadEdge
 	}
 	retry = min(time.Duration(float64(overloadRetryMin)*float64(total)/float64(max(limit, 1))), overloadRetryMax)
-	return reason, retry + rand.N(retry/2+1)
+	return reason, retry + rand.N(retry/2+1), true
 }
 
 // refuseOverloaded is the resource_exhausted answer of an overloaded
 // core: counted by reason, with a corral.v1.Error detail whose code is
 // CODE_OVERLOADED (retry) and whose retry_after_ms is the hint.
-func (c *Core) refuseOverloaded(reason string, retry time.Duration) *connect.Error {
-	c.metrics.refused.WithLabelValues(reason).Inc()
+func (c *Core) refuseOverloaded(reason refuseReason, retry time.Duration) *connect.Error {
+	c.metrics.refuse(reason)
 	const msg = "core: overloaded: members' queues are backed up; retry after the hinted delay"
 	err := connect.NewError(connect.CodeResourceExhausted, msg)
 	detail, derr := connectproto.NewErrorDetail(&corralv1.Error{

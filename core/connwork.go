@@ -92,7 +92,7 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 	w.mu.Lock()
 	if w.gone != nil || w.full {
 		w.mu.Unlock()
-		m.dropped.WithLabelValues("conn_closing").Inc()
+		m.drop(droppedConnClosing, 1)
 		return
 	}
 	key, ok, barrier := replaceable(f)
@@ -123,8 +123,8 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 		w.full = true
 		w.dropLocked()
 		w.mu.Unlock()
-		m.refused.WithLabelValues(refusedBacklog).Inc()
-		m.dropped.WithLabelValues(refusedBacklog).Add(float64(n))
+		m.refuse(refusedBacklog)
+		m.drop(droppedBacklog, n)
 		w.cancel()
 		w.l.close(w.conn, corralv1.Code_CODE_BACKLOG_FULL,
 			fmt.Sprintf("more than %d frames or %d bytes waiting on this connection", cfg.ConnQueueFrames, cfg.ConnQueueBytes),
@@ -209,7 +209,7 @@ func (w *connWork) detach(d *linkv1.Detach) {
 	w.mu.Unlock()
 	w.cancel()
 	if n > 0 {
-		w.l.core.metrics.dropped.WithLabelValues("detached").Add(float64(n))
+		w.l.core.metrics.drop(droppedDetached, n)
 	}
 	if start {
 		go w.run()
@@ -270,13 +270,13 @@ func (w *connWork) run() {
 				// A publish's corral.publish continues the edge's trace.
 				c.handleClient(tracing.Continue(w.ctx, f.GetTraceparent()), s, k.Frame)
 			} else {
-				c.metrics.dropped.WithLabelValues("unattached").Inc()
+				c.metrics.drop(droppedUnattached, 1)
 			}
 		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {
 				c.refresh(w.ctx, s, k.Refresh)
 			} else {
-				c.metrics.dropped.WithLabelValues("unattached").Inc()
+				c.metrics.drop(droppedUnattached, 1)
 			}
 		}
 	}

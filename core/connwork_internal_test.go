@@ -128,7 +128,7 @@ func TestConnWorkFlood(t *testing.T) {
 					t.Fatalf("frame %d: %d frames queued, bound %d", i, n, bound)
 				}
 			}
-			refused := value(t, c.metrics.refused.WithLabelValues(refusedBacklog))
+			refused := value(t, c.metrics.refused.WithLabelValues(refusedBacklog.String()))
 			closed := false
 			for _, f := range l.queue.Take(flood, 1<<20) {
 				if f.GetClose().GetHint().GetCode() == corralv1.Code_CODE_BACKLOG_FULL {

@@ -158,7 +158,7 @@ func decodeControl(cmd []byte) (proto.Message, error) {
 func (c *Core) onControl(cmd []byte) {
 	m, err := decodeControl(cmd)
 	if err != nil {
-		c.metrics.dropped.WithLabelValues("bad_control").Inc()
+		c.metrics.drop(droppedBadControl, 1)
 		c.cfg.Logger.Warn("control bus: bad command", "err", err)
 		return
 	}
@@ -167,13 +167,13 @@ func (c *Core) onControl(cmd []byte) {
 	switch req := m.(type) {
 	case *corralv1.SubscribeRequest:
 		if _, perr := sincePositions(req); c.validControl(req.GetUserId(), req.GetRooms()) != nil || perr != nil {
-			c.metrics.dropped.WithLabelValues("bad_control").Inc()
+			c.metrics.drop(droppedBadControl, 1)
 			return
 		}
 		c.subscribeHere(c.ctx, req, false)
 	case *corralv1.UnsubscribeRequest:
 		if c.validControl(req.GetUserId(), req.GetRooms()) != nil || len(req.GetReason()) > maxReason {
-			c.metrics.dropped.WithLabelValues("bad_control").Inc()
+			c.metrics.drop(droppedBadControl, 1)
 			return
 		}
 		c.unsubscribeHere(c.ctx, req, false)
@@ -204,7 +204,7 @@ func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func
 		if queued {
 			done = append(done, ran)
 		} else {
-			c.metrics.dropped.WithLabelValues("control_busy").Inc()
+			c.metrics.drop(droppedControlBusy, 1)
 		}
 	}
 	if !wait {

@@ -29,7 +29,7 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 		c.clientSignal(ctx, s, k.Signal)
 	case *corralv1.ClientFrame_Ack:
 		if err := c.sess.Ack(ctx, s.id, k.Ack.GetRoom(), k.Ack.GetSeq()); err != nil {
-			c.metrics.dropped.WithLabelValues("ack_store").Inc()
+			c.metrics.drop(droppedAckStore, 1)
 		}
 	case *corralv1.ClientFrame_Ping:
 		s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
@@ -51,7 +51,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 		// Without from_position, since_seq 0 is "no position": the join
 		// would be live and the epoch silently ignored, and a client that
 		// meant "from the start of this epoch" would miss what it asked for.
-		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		c.metrics.refuse(refusedInvalid)
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "join: an epoch without since_seq or from_position is no position: set from_position to continue from the start of the epoch, or leave the epoch out to join live", j.GetRoom(), "")
 		return
 	}
@@ -85,7 +85,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	cl := c.class(name)
 	switch {
 	case r == nil:
-		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
+		c.metrics.refuse(refusedNotJoined)
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
 		return
 	case c.refuseReadOnly(s, cl, name, p.GetId(), false):
@@ -93,19 +93,19 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	case c.refusePublish(ctx, s, name, p.GetId()):
 		return
 	case len(p.GetPayload()) > cl.MaxPayload:
-		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
+		c.metrics.refuse(refusedTooLarge)
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the room's limit", name, p.GetId())
 		return
 	case c.refuseRate(s, cl, name, p.GetId()):
 		return
 	case len(p.GetId()) > 128:
-		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		c.metrics.refuse(refusedInvalid)
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
 		return
 	case p.GetSeq() != 0 && p.GetId() == "":
 		// Without an id a retry of a stored publish could not be told
 		// from a sequence that starts again, and would be stored twice.
-		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		c.metrics.refuse(refusedInvalid)
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "a publish with seq needs an id", name, "")
 		return
 	}
@@ -134,7 +134,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	}
 	res, err := r.publish(ctx, msg, dedupe, sender)
 	if errors.Is(err, history.ErrOutOfOrder) {
-		c.metrics.refused.WithLabelValues(refusedOrder).Inc()
+		c.metrics.refuse(refusedOrder)
 		s.sendErr(corralv1.Code_CODE_OUT_OF_ORDER, "the publish before this one is not stored: send it first, then this one", name, p.GetId())
 		return
 	}
@@ -155,7 +155,7 @@ func (c *Core) refuseRate(s *session, cl *roomclass.Class, name, ref string) boo
 	if ok {
 		return false
 	}
-	c.metrics.refused.WithLabelValues(refusedRate).Inc()
+	c.metrics.refuse(refusedRate)
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
 		Code: corralv1.Code_CODE_RATE_LIMITED, Message: "publishing too fast for this room's class: retry after the delay",
 		Room: name, Ref: ref, RetryAfterMs: uint32(max(delay.Milliseconds(), 1)),
@@ -172,7 +172,7 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 	cl := c.class(name)
 	switch {
 	case r == nil:
-		c.metrics.refused.WithLabelValues(refusedNotJoined).Inc()
+		c.metrics.refuse(refusedNotJoined)
 		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
 		return
 	case c.refuseReadOnly(s, cl, name, "", true):
@@ -180,12 +180,12 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 	case c.refusePublish(ctx, s, name, ""):
 		return
 	case len(sg.GetPayload()) > cl.MaxPayload || len(sg.GetKey()) > maxSignalKey:
-		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
+		c.metrics.refuse(refusedTooLarge)
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the room's limit", name, "")
 		return
 	}
 	if err := safetext.CheckName("signal key", sg.GetKey(), maxSignalKey); err != nil {
-		c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+		c.metrics.refuse(refusedInvalid)
 		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
 		return
 	}

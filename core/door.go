@@ -66,7 +66,7 @@ type doorState struct {
 func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
 	g, gerr := c.door.grants.Get(ctx, s.user)
 	if gerr != nil {
-		c.metrics.refused.WithLabelValues(refusedGrantsErr).Inc()
+		c.metrics.refuse(refusedGrantsErr)
 		c.cfg.Logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
 	}
 	s.mu.Lock()
@@ -81,7 +81,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 	cands := reqs[:0:0]
 	for _, q := range reqs {
 		if err := c.validRoom(q.name); err != nil {
-			c.metrics.refused.WithLabelValues(refusedInvalid).Inc()
+			c.metrics.refuse(refusedInvalid)
 			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_INVALID_ARGUMENT, err.Error())
 			continue
 		}
@@ -96,7 +96,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 			continue
 		}
 		if !ok {
-			c.metrics.refused.WithLabelValues(refusedJoin).Inc()
+			c.metrics.refuse(refusedJoin)
 			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room")
 			continue
 		}
@@ -108,7 +108,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 	for _, q := range cands {
 		if !in[q.name] {
 			if limit > 0 && n >= limit {
-				c.metrics.refused.WithLabelValues(refusedRooms).Inc()
+				c.metrics.refuse(refusedRooms)
 				c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED,
 					fmt.Sprintf("at most %d rooms per connection: leave one first", limit))
 				continue
@@ -130,7 +130,7 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	}
 	s.mu.Unlock()
 	c.releaseRoom(q.room)
-	c.metrics.refused.WithLabelValues(refusedFull).Inc()
+	c.metrics.refuse(refusedFull)
 	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
@@ -183,10 +183,10 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 			h.Unchecked(hooks.HookJoin, 1)
 			out = append(out, q)
 		case err != nil:
-			c.metrics.refused.WithLabelValues(refusedHookDown).Inc()
+			c.metrics.refuse(refusedHookDown)
 			c.refuseRetry(ctx, s, q, "the application could not check this join: retry later", hooks.RetryAfter(err))
 		case res[k-1].GetRefusal() != nil:
-			c.metrics.refused.WithLabelValues(refusedHookJoin).Inc()
+			c.metrics.refuse(refusedHookJoin)
 			code, reason := hooks.ClientRefusal(res[k-1].GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
 			c.refuseRoom(ctx, s, q, code, reason)
 		default:
@@ -260,12 +260,12 @@ func (c *Core) hookPublish(ctx context.Context, s *session, cl *roomclass.Class,
 		return p.GetPayload(), true
 	case err != nil:
 		c.cfg.Logger.Warn("publish hook unavailable", "session", s.id, "room", p.GetRoom(), "err", err)
-		c.metrics.refused.WithLabelValues(refusedHookDown).Inc()
+		c.metrics.refuse(refusedHookDown)
 		s.sendRetry(corralv1.Code_CODE_UNAVAILABLE, "the application could not check this publish: retry later",
 			p.GetRoom(), p.GetId(), hooks.RetryAfter(err))
 		return nil, false
 	case res.GetRefusal() != nil:
-		c.metrics.refused.WithLabelValues(refusedHookPublish).Inc()
+		c.metrics.refuse(refusedHookPublish)
 		code, reason := hooks.ClientRefusal(res.GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
 		s.sendErr(code, reason, p.GetRoom(), p.GetId())
 		return nil, false
@@ -273,7 +273,7 @@ func (c *Core) hookPublish(ctx context.Context, s *session, cl *roomclass.Class,
 		// Bounded like a client's payload: the backend's bug is not a
 		// way around the limit.
 		c.cfg.Logger.Warn("publish hook: replacement payload over the limit", "room", p.GetRoom(), "bytes", len(res.GetPayload()))
-		c.metrics.refused.WithLabelValues(refusedTooLarge).Inc()
+		c.metrics.refuse(refusedTooLarge)
 		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "the application's replacement payload exceeds the server's limit", p.GetRoom(), p.GetId())
 		return nil, false
 	case res.GetReplace():
@@ -289,7 +289,7 @@ func (c *Core) refuseReadOnly(s *session, cl *roomclass.Class, name, ref string,
 	if (signal && cl.Signal != roomclass.None) || (!signal && cl.Publish != roomclass.None) {
 		return false
 	}
-	c.metrics.refused.WithLabelValues(refusedReadOnly).Inc()
+	c.metrics.refuse(refusedReadOnly)
 	what := "publishing"
 	if signal {
 		what = "signals"
@@ -307,42 +307,12 @@ func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) 
 		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)
 		return true
 	case !ok:
-		c.metrics.refused.WithLabelValues(refusedPublish).Inc()
+		c.metrics.refuse(refusedPublish)
 		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant publishing to this room", name, ref)
 		return true
 	}
 	return false
 }
-
-// Reasons of corral_core_refused_total.
-const (
-	refusedJoin      = "forbidden_join"
-	refusedPublish   = "forbidden_publish"
-	refusedReadOnly  = "read_only"
-	refusedRate      = "class_publish_rate"
-	refusedFull      = "room_full"
-	refusedRooms     = "rooms_per_conn"
-	refusedTooLarge  = "payload_too_large"
-	refusedRevoked   = "join_revoked"
-	refusedGrantsErr = "grants_unavailable"
-	refusedInvalid   = "invalid_argument"
-	// The application's backend refused (hook_*) or could not answer
-	// (hook_unavailable).
-	refusedHookJoin    = "hook_join"
-	refusedHookPublish = "hook_publish"
-	refusedHookDown    = "hook_unavailable"
-	refusedNotJoined   = "not_joined"
-	// refusedOrder: a publish whose predecessor in its session's sequence
-	// for the room is not stored (Publish.seq, CODE_OUT_OF_ORDER).
-	refusedOrder = "out_of_order"
-	// refusedBacklog: a connection's work queue overflowed (connwork.go).
-	refusedBacklog = "conn_backlog"
-	// A refreshed token does not grant a room the session is in.
-	refusedRefreshGrant = "refresh_no_grant"
-	// A refresh for another user than the session's (the edge checks
-	// this first; counted here when an edge did not).
-	refusedRefreshUser = "refresh_other_user"
-)
 
 // granted applies the token's and the run-time grants.
 func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, kind grants.Kind, room string) (bool, error) {
@@ -352,7 +322,7 @@ func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, 
 	}
 	g, err := c.door.grants.Get(ctx, user)
 	if err != nil {
-		c.metrics.refused.WithLabelValues(refusedGrantsErr).Inc()
+		c.metrics.refuse(refusedGrantsErr)
 		return false, err
 	}
 	return grants.Allows(g, kind, token, room), nil
@@ -379,7 +349,7 @@ func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
 // the run-time ones) no longer allow: each gets Left with CODE_FORBIDDEN
 // and reason, counted under metric. It returns how many memberships
 // ended. A grants store that cannot answer removes no one.
-func (c *Core) enforceSession(ctx context.Context, s *session, metric, reason string) int {
+func (c *Core) enforceSession(ctx context.Context, s *session, metric refuseReason, reason string) int {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.rooms))
 	for name := range s.rooms {
@@ -396,7 +366,7 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric, reason st
 		if r == nil {
 			continue
 		}
-		c.metrics.refused.WithLabelValues(metric).Inc()
+		c.metrics.refuse(metric)
 		r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: reason})
 		c.events.emitLeft(s, name)
 		c.presenceLeave(s, name, true)

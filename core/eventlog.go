@@ -49,6 +49,7 @@ type eventLog struct {
 
 	appended prometheus.Counter
 	dropped  *prometheus.CounterVec
+	dropBy   [numEventDropReasons]prometheus.Counter // dropped by reason, resolved once (reasons.go)
 
 	queue  *linkq.Queue[*corralv1.Event]
 	closed atomic.Bool // run is closing: emit drops
@@ -85,6 +86,7 @@ func newEventLog(hist any, limit int, logger *slog.Logger, reg prometheus.Regist
 	}
 	e.appended = prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_events_appended_total", Help: "Member events appended to the event log."})
 	e.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_events_dropped_total", Help: "Member events not appended to the event log, by reason (queue_full, closed)."}, []string{"reason"})
+	copy(e.dropBy[:], reasonCounters(e.dropped, eventDropReasonNames[:]))
 	if reg != nil {
 		reg.MustRegister(e.appended, e.dropped)
 	}
@@ -103,10 +105,10 @@ func (e *eventLog) emit(room string, ev *corralv1.Event) {
 		return
 	}
 	if e.closed.Load() {
-		e.dropped.WithLabelValues("closed").Inc()
+		e.dropBy[eventsClosed].Inc()
 		return
 	}
-	e.dropped.WithLabelValues("queue_full").Inc()
+	e.dropBy[eventsQueueFull].Inc()
 }
 
 // emitJoined records that s joined room (resumed: rejoined by a resume).
@@ -199,7 +201,7 @@ func (e *eventLog) flush(batch []*corralv1.Event) {
 		n := min(len(batch), eventBatch)
 		if err := e.log.Append(ctx, batch[:n]); err != nil {
 			e.logger.Warn("event log append at close failed", "events", len(batch), "err", err)
-			e.dropped.WithLabelValues("closed").Add(float64(len(batch)))
+			e.dropBy[eventsClosed].Add(float64(len(batch)))
 			return
 		}
 		e.appended.Add(float64(n))

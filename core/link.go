@@ -235,7 +235,7 @@ func (l *link) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 		w.push(f, 0)
 	case *linkv1.EdgeFrame_Detach:
 		if w == nil {
-			l.core.metrics.dropped.WithLabelValues("unattached").Inc()
+			l.core.metrics.drop(droppedUnattached, 1)
 			return
 		}
 		delete(l.conns, conn)
@@ -244,12 +244,12 @@ func (l *link) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 		if w == nil {
 			// Frames after a close we initiated, or a confused edge; the
 			// connection is not attached, so there is no one to answer.
-			l.core.metrics.dropped.WithLabelValues("unattached").Inc()
+			l.core.metrics.drop(droppedUnattached, 1)
 			return
 		}
 		w.push(f, proto.Size(f))
 	default:
-		l.core.metrics.dropped.WithLabelValues("unknown_edge_frame").Inc()
+		l.core.metrics.drop(droppedUnknownFrame, 1)
 	}
 }
 

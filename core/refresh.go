@@ -17,7 +17,7 @@ import (
 // join after the refresh is checked against the new grants.
 func (c *Core) refresh(ctx context.Context, s *session, id *corralv1.Identity) {
 	if id.GetUserId() != s.user {
-		c.metrics.refused.WithLabelValues(refusedRefreshUser).Inc()
+		c.metrics.refuse(refusedRefreshUser)
 		s.sendErr(corralv1.Code_CODE_UNAUTHENTICATED, "refresh: the token is for another user", "", "")
 		return
 	}

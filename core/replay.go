@@ -109,17 +109,6 @@ const (
 	maxMissedReads = 1 << 14
 )
 
-// The reasons of corral_core_dropped_total for joins' replays dropped
-// (each such join gets Reset): past maxMissedReads, a failed read, or
-// too much live traffic held meanwhile.
-const (
-	droppedReplayBusy   = "replay_busy"
-	droppedReplayFailed = "replay_failed"
-	// droppedCatchupFull counts joins whose held live messages passed
-	// maxCatchupBuffer or maxCatchupBytes (room.fanoutLocked).
-	droppedCatchupFull = "catchup_full"
-)
-
 // errReplayBusy is readJoined's error past maxMissedReads. It wraps
 // history.ErrBusy: the store errors' kind is busy.
 var errReplayBusy = fmt.Errorf("core: too many replay reads queued: %w", history.ErrBusy)
@@ -242,9 +231,9 @@ func (c *Core) replayFailed(ctx context.Context, err error, n int) {
 	case ctx.Err() != nil, c.ctx.Err() != nil:
 		// The connection went away, or the core closes: no one to tell.
 	case errors.Is(err, errReplayBusy):
-		c.metrics.dropped.WithLabelValues(droppedReplayBusy).Add(float64(n))
+		c.metrics.drop(droppedReplayBusy, n)
 	default:
-		c.metrics.dropped.WithLabelValues(droppedReplayFailed).Add(float64(n))
+		c.metrics.drop(droppedReplayFailed, n)
 		c.cfg.Logger.Warn("history read for join failed", "err", err)
 	}
 }

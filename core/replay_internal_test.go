@@ -335,8 +335,8 @@ func publishThenJoin(t *testing.T, ctx context.Context, c *Core, n, want int, jo
 
 // replayDrops is corral_core_dropped_total's replay reasons.
 func replayDrops(c *Core) (busy, failed float64) {
-	return counterValue(c.metrics.dropped.WithLabelValues(droppedReplayBusy)),
-		counterValue(c.metrics.dropped.WithLabelValues(droppedReplayFailed))
+	return counterValue(c.metrics.dropped.WithLabelValues(droppedReplayBusy.String())),
+		counterValue(c.metrics.dropped.WithLabelValues(droppedReplayFailed.String()))
 }
 
 // failingHistory is the memory history whose ReadMany fails.

@@ -84,7 +84,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	case errors.Is(err, sessions.ErrStale):
 		// The client gave up on this attempt and holds the session on a
 		// newer connection: leave that one alone.
-		c.metrics.refused.WithLabelValues("stale_resume").Inc()
+		c.metrics.refuse(refusedStaleResume)
 		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
 		return nil
 	case errors.Is(err, sessions.ErrNotFound):

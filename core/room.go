@@ -295,7 +295,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 		}
 		cu.overflow = true
 		cu.buf, cu.bytes = nil, 0
-		r.core.metrics.dropped.WithLabelValues(droppedCatchupFull).Inc()
+		r.core.metrics.drop(droppedCatchupFull, 1)
 	}
 	if len(r.links) == 0 || r.holdLiveLocked(msg) {
 		return

@@ -48,7 +48,7 @@ func TestCatchupBytesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.releaseRoom(r)
-	full := c.metrics.dropped.WithLabelValues(droppedCatchupFull)
+	full := c.metrics.dropped.WithLabelValues(droppedCatchupFull.String())
 	before := counterValue(full)
 	payload := make([]byte, 1<<20) // shared: the test holds 1 MiB, not 64
 	cu := &catchup{}

@@ -37,9 +37,6 @@ const maxSignalKeys = 64
 // One signal larger than it still goes, alone.
 const maxSignalTickBytes = 256 << 10
 
-// refusedSignalKeys is the refusal reason of a signal past maxSignalKeys.
-const refusedSignalKeys = "signal_keys"
-
 // signalState is a room's signals. Guarded by the room's lock.
 type signalState struct {
 	latest    map[string]*corralv1.SignalEvent
@@ -55,7 +52,7 @@ type signalState struct {
 // key past maxSignalKeys of s is refused with an error frame to s.
 func (r *room) signal(s *session, ev *corralv1.SignalEvent) {
 	if !r.setSignal(s, ev) {
-		r.core.metrics.refused.WithLabelValues(refusedSignalKeys).Inc()
+		r.core.metrics.refuse(refusedSignalKeys)
 		s.sendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", maxSignalKeys), r.name, "")
 	}
 }

@@ -298,7 +298,7 @@ func (c *conn) hello() (ok, clean bool) {
 	}
 	ok, spent := c.e.userAdd(id.GetUserId())
 	if !ok {
-		c.e.metrics.refused.WithLabelValues(refusedConnsPerUser).Inc()
+		c.e.metrics.refuse(refusedConnsPerUser)
 		c.closeWith(corralv1.Code_CODE_LIMIT_EXCEEDED,
 			fmt.Sprintf("more than %d connections of this user", c.e.cfg.MaxConnsPerUser), 0, false)
 		return false, false
@@ -502,7 +502,7 @@ func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
 func (c *conn) readFailed(err error, beforeHello bool) bool {
 	switch {
 	case errors.Is(err, errTooLarge):
-		c.e.metrics.refused.WithLabelValues(refusedFrameTooLarge).Inc()
+		c.e.metrics.refuse(refusedFrameTooLarge)
 		c.closeWith(corralv1.Code_CODE_TOO_LARGE, fmt.Sprintf("frame larger than %d bytes", c.e.cfg.ReadLimit), 0, false)
 	case errors.Is(err, protocol.ErrBadFrame):
 		c.closeWith(corralv1.Code_CODE_BAD_FRAME, err.Error(), 0, false)
@@ -614,18 +614,18 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 			}
 		}
 	}
-	over := ""
+	over, full := slowQueueFull, false
 	switch {
 	case kind == pushReplay:
 		if c.replayBytes+len(b) > c.e.cfg.replayBytes() {
-			over = "replay_full"
+			over, full = slowReplayFull, true
 		}
 	case len(c.queue)-c.replayed >= c.e.cfg.QueueFrames || c.queued-c.replayBytes+len(b) > c.e.cfg.QueueBytes:
-		over = "queue_full"
+		over, full = slowQueueFull, true
 	}
-	if over != "" {
+	if full {
 		c.mu.Unlock()
-		c.e.metrics.slow.WithLabelValues(over).Inc()
+		c.e.metrics.cutSlow(over)
 		c.closeWith(corralv1.Code_CODE_SLOW_CONSUMER, "send queue overflow", 0, false)
 		return false
 	}

@@ -287,7 +287,7 @@ func (e *Edge) sweep() {
 			// A write past its deadline: the client is not reading. Its
 			// socket is full, so no close frame can reach it; cut it. It
 			// resumes and loses nothing.
-			e.metrics.slow.WithLabelValues("write_timeout").Inc()
+			e.metrics.cutSlow(slowWriteTimeout)
 			c.cutOff()
 		}
 		for _, c := range stale {

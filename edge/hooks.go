@@ -203,7 +203,7 @@ func (c *conn) call(k *corralv1.Call) {
 	}
 	if c.calls.Add(1) > int32(c.e.cfg.MaxCallsInFlight) {
 		c.calls.Add(-1)
-		c.e.metrics.refused.WithLabelValues(refusedCallsInFlight).Inc()
+		c.e.metrics.refuse(refusedCallsInFlight)
 		fail(corralv1.Code_CODE_RATE_LIMITED, fmt.Sprintf("at most %d calls in flight per connection", c.e.cfg.MaxCallsInFlight), 100*time.Millisecond)
 		return
 	}

@@ -24,24 +24,6 @@ import (
 // connections still in their handshake (upgraded, no authenticated hello
 // yet). Every refusal is counted in corral_edge_refused_total by reason.
 
-// Reasons of corral_edge_refused_total.
-const (
-	refusedRateMessages  = "rate_messages"
-	refusedRateSignals   = "rate_signals"
-	refusedRateControl   = "rate_control"
-	refusedRatePresence  = "rate_presence"
-	refusedRateQueries   = "rate_queries"
-	refusedRateAcks      = "rate_acks"
-	refusedRateMisc      = "rate_misc"
-	refusedRateClose     = "rate_sustained"
-	refusedFrameTooLarge = "frame_too_large"
-	refusedConnsPerUser  = "conns_per_user"
-	refusedPending       = "pending_handshakes"
-	refusedRefresh       = "refresh_token" // refresh.go
-	refusedRateCalls     = "rate_calls"
-	refusedCallsInFlight = "calls_in_flight" // hooks.go
-)
-
 // The buckets of a connection.
 const (
 	bucketMessages = iota // publish
@@ -59,7 +41,7 @@ const (
 // and the reason counted when it is refused.
 type rule struct {
 	bucket int
-	reason string
+	reason refuseReason
 }
 
 // rules is the one table of the per-connection rate limits, keyed by the
@@ -160,14 +142,14 @@ func (c *conn) check(f *corralv1.ClientFrame) bool {
 	if ok {
 		return true
 	}
-	c.e.metrics.refused.WithLabelValues(r.reason).Inc()
+	c.e.metrics.refuse(r.reason)
 	if now-l.windowStart > int64(strikeWindow) {
 		l.windowStart, l.strikes = now, 0
 	}
 	l.strikes++
 	if strikes := c.e.cfg.RateStrikes; strikes > 0 && l.strikes > strikes {
 		l.closed = true
-		c.e.metrics.refused.WithLabelValues(refusedRateClose).Inc()
+		c.e.metrics.refuse(refusedRateClose)
 		c.closeWith(corralv1.Code_CODE_RATE_LIMITED,
 			fmt.Sprintf("more than %d frames over the rate limit within %v", strikes, strikeWindow),
 			uint32(c.e.cfg.RateCloseDelay.Milliseconds()), false)
@@ -276,6 +258,6 @@ func (b *bucket) full(now int64) bool { return b.tokensAt(now) >= b.burst }
 // refusePending answers an upgrade past Config.MaxPending: 503 with a
 // jittered Retry-After, like admission control.
 func (e *Edge) refusePending(w http.ResponseWriter) {
-	e.metrics.refused.WithLabelValues(refusedPending).Inc()
+	e.metrics.refuse(refusedPending)
 	refuseWith(w, time.Second, "too many connections are in their handshake; retry after the delay")
 }

@@ -19,6 +19,10 @@ type metrics struct {
 	reattached     prometheus.Counter
 	refused        *prometheus.CounterVec
 	pending        prometheus.Gauge
+	// refusedBy and slowBy are refused's and slow's counters, one per
+	// reason, resolved once (reasons.go).
+	refusedBy [numRefuseReasons]prometheus.Counter
+	slowBy    [numSlowReasons]prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -45,6 +49,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		pending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_pending_handshakes", Help: "Connections upgraded whose hello is not yet authenticated."}),
 		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
 	}
+	copy(m.refusedBy[:], reasonCounters(m.refused, refuseReasonNames[:]))
+	copy(m.slowBy[:], reasonCounters(m.slow, slowReasonNames[:]))
 	if reg != nil {
 		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.flushPass, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.draining, m.reattached, m.refused, m.pending)
 	}

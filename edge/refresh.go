@@ -63,7 +63,7 @@ func (c *conn) stopExpiry() {
 func (c *conn) refresh(f *corralv1.ClientFrame) bool {
 	id, code, msg := c.verifyRefresh(f.GetRefresh().GetToken())
 	if id == nil {
-		c.e.metrics.refused.WithLabelValues(refusedRefresh).Inc()
+		c.e.metrics.refuse(refusedRefresh)
 		switch code {
 		case codeAnswered: // the Refresh hook's failure policy (hooks.go)
 			return true

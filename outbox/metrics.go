@@ -1,6 +1,10 @@
 package outbox
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are a relay's Prometheus metrics (docs/OUTBOX.md "Metrics").
 type metrics struct {
@@ -9,14 +13,32 @@ type metrics struct {
 	leader     prometheus.Gauge
 	published  *prometheus.CounterVec
 	waits      *prometheus.CounterVec
+	waitBy     [numWaitReasons]prometheus.Counter // waits by reason, resolved once
 	delivery   prometheus.Histogram
 }
 
 // Results of a row's publish (corral_outbox_rows_total{result}).
 var results = []string{"published", "duplicate", "failed"}
 
-// Reasons the relay waited before publishing (corral_outbox_waits_total{reason}).
-var waitReasons = []string{"overloaded", "unavailable"}
+// waitReason is why the relay ended a pass early to wait: a label value
+// of corral_outbox_waits_total{reason}, created at 0 with its counter
+// resolved once. docs/SECURITY.md's "Drop and refusal reasons" table has
+// a row for each (TestReasonsHaveMetricsAndDocs).
+type waitReason uint8
+
+const (
+	waitOverloaded  waitReason = iota // the core refused with a retry hint
+	waitUnavailable                   // the publish failed otherwise
+	numWaitReasons
+)
+
+// waitReasonNames are the label values users see (deploy/grafana).
+var waitReasonNames = [numWaitReasons]string{
+	waitOverloaded:  "overloaded",
+	waitUnavailable: "unavailable",
+}
+
+func (r waitReason) String() string { return waitReasonNames[r] }
 
 func newMetrics() metrics {
 	m := metrics{
@@ -49,8 +71,11 @@ func newMetrics() metrics {
 	for _, r := range results {
 		m.published.WithLabelValues(r)
 	}
-	for _, r := range waitReasons {
-		m.waits.WithLabelValues(r)
+	for r, name := range waitReasonNames {
+		if name == "" {
+			panic(fmt.Sprintf("outbox: wait reason %d has no label", r))
+		}
+		m.waitBy[r] = m.waits.WithLabelValues(name)
 	}
 	return m
 }

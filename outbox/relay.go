@@ -271,10 +271,10 @@ func (r *Relay) publish(ctx context.Context, x row) (wait time.Duration, failed 
 		r.cfg.Logger.Warn("outbox: row can never be published; moved to corral_outbox_failed", "id", x.id, "err", err)
 		return 0, err.Error(), nil
 	case code == connect.CodeResourceExhausted:
-		r.m.waits.WithLabelValues("overloaded").Inc()
+		r.m.waitBy[waitOverloaded].Inc()
 		return retryAfter(err, 100*time.Millisecond), "", nil
 	default:
-		r.m.waits.WithLabelValues("unavailable").Inc()
+		r.m.waitBy[waitUnavailable].Inc()
 		r.cfg.Logger.Warn("outbox: publish failed; retrying", "id", x.id, "err", err)
 		return 500 * time.Millisecond, "", nil
 	}

@@ -37,7 +37,7 @@ var errAdminPublic = errors.New("server: admin and debug endpoints are served on
 // adminDoor checks the API key of every admin and debug request.
 type adminDoor struct {
 	check   func(header string) error // nil: open (insecure)
-	refused *prometheus.CounterVec    // may be nil
+	refused []prometheus.Counter      // by keyRefusal; nil: not counted
 }
 
 // guard admits a request only with an accepted API key (unless the door is
@@ -49,11 +49,7 @@ func (d adminDoor) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := d.check(r.Header.Get("Authorization")); err != nil {
 			if d.refused != nil {
-				reason := "wrong"
-				if errors.Is(err, errNoAPIKey) {
-					reason = "missing"
-				}
-				d.refused.WithLabelValues(reason).Inc()
+				d.refused[keyRefusalOf(err)].Inc()
 			}
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, err.Error(), http.StatusUnauthorized)

@@ -37,9 +37,10 @@ func RequireAPIKey(keys []string, refused *prometheus.CounterVec) (connect.Serve
 	if err != nil {
 		return nil, err
 	}
-	refuse := func(reason string, err error) error {
-		if refused != nil {
-			refused.WithLabelValues(reason).Inc()
+	counters := reasonCounters(refused, keyRefusalNames[:])
+	refuse := func(reason keyRefusal, err error) error {
+		if counters != nil {
+			counters[reason].Inc()
 		}
 		return connect.NewError(connect.CodeUnauthenticated, err.Error()).WithCause(err)
 	}
@@ -51,11 +52,7 @@ func RequireAPIKey(keys []string, refused *prometheus.CounterVec) (connect.Serve
 				h = info.RequestHeader().Get("Authorization")
 			}
 			if err := check(h); err != nil {
-				reason := "wrong"
-				if errors.Is(err, errNoAPIKey) {
-					reason = "missing"
-				}
-				return refuse(reason, err)
+				return refuse(keyRefusalOf(err), err)
 			}
 			return next(ctx, spec, stream)
 		}

@@ -41,6 +41,7 @@ var errTooManyStreams = errors.New("server: too many open Events streams for thi
 // CodeResourceExhausted. refused, if not nil, counts them by reason
 // "streams_per_key".
 func limitStreams(max int, refused *prometheus.CounterVec) connect.ServerInterceptor {
+	counters := reasonCounters(refused, apiRefusalNames[:])
 	var mu sync.Mutex
 	open := make(map[[sha256.Size]byte]int) // guarded by mu
 	return func(next connect.ServerFunc) connect.ServerFunc {
@@ -56,8 +57,8 @@ func limitStreams(max int, refused *prometheus.CounterVec) connect.ServerInterce
 			mu.Lock()
 			if open[key] >= max {
 				mu.Unlock()
-				if refused != nil {
-					refused.WithLabelValues("streams_per_key").Inc()
+				if counters != nil {
+					counters[apiStreamsPerKey].Inc()
 				}
 				return connect.NewError(connect.CodeResourceExhausted, errTooManyStreams.Error()).WithCause(errTooManyStreams)
 			}

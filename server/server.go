@@ -236,15 +236,13 @@ func Start(opts Options) (*Node, error) {
 	var refused *prometheus.CounterVec
 	door := adminDoor{}
 	if len(opts.APIKeys) > 0 {
-		refused = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_api_unauthenticated_total", Help: "Internal API calls and admin requests refused for a missing or wrong API key, by reason.",
-		}, []string{"reason"})
+		refused = newKeyRefused()
 		reg.MustRegister(refused)
 		check, err := newKeyCheck(opts.APIKeys)
 		if err != nil {
 			return nil, err
 		}
-		door = adminDoor{check: check, refused: refused}
+		door = adminDoor{check: check, refused: reasonCounters(refused, keyRefusalNames[:])}
 	}
 
 	if opts.Hooks.URL != "" {
@@ -393,9 +391,7 @@ func Start(opts Options) (*Node, error) {
 			}
 			ics = append(ics, ic)
 		}
-		apiRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_api_refused_total", Help: "Internal API calls refused by a bound of the server, by reason.",
-		}, []string{"reason"})
+		apiRefused := newAPIRefused()
 		reg.MustRegister(apiRefused)
 		ics = append(ics, limitStreams(cmp.Or(opts.APIMaxEventStreams, 16), apiRefused))
 		n.rpc = connect.NewServer(ics...)

@@ -1,0 +1,162 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Why the core refuses a client operation or an internal API call, or
+// drops frames or member events: the label values of
+// corral_core_refused_total{reason}, corral_core_dropped_total{reason} and
+// corral_core_events_dropped_total{reason}. Each reason is a typed value
+// whose name is fixed here, so a call site cannot invent a label; the
+// metrics create every value at 0 (dashboards see a reason before its
+// first count) and resolve its counter once, so counting one allocates
+// nothing. docs/SECURITY.md's "Drop and refusal reasons" table has a row
+// for each (TestReasonsHaveMetricsAndDocs). Safe for concurrent use: the
+// tables are read-only after init.
+
+// refuseReason is a reason of corral_core_refused_total.
+type refuseReason uint8
+
+const (
+	refusedJoin refuseReason = iota
+	refusedPublish
+	refusedReadOnly
+	refusedRate
+	refusedFull
+	refusedRooms
+	refusedTooLarge
+	refusedRevoked
+	refusedGrantsErr
+	refusedInvalid
+	// The application's backend refused (hook_*) or could not answer
+	// (hook_unavailable).
+	refusedHookJoin
+	refusedHookPublish
+	refusedHookDown
+	refusedNotJoined
+	// refusedOrder: a publish whose predecessor in its session's sequence
+	// for the room is not stored (Publish.seq, CODE_OUT_OF_ORDER).
+	refusedOrder
+	// refusedBacklog: a connection's work queue overflowed (connwork.go).
+	refusedBacklog
+	// A refreshed token does not grant a room the session is in.
+	refusedRefreshGrant
+	// A refresh for another user than the session's (the edge checks
+	// this first; counted here when an edge did not).
+	refusedRefreshUser
+	refusedStaleResume // resume.go
+	refusedSignalKeys  // a signal past maxSignalKeys (signals.go)
+	// Internal API publishes pushed back (api.go overloaded): the link
+	// queues toward the edges held the most, or the edges' send queues.
+	refusedOverloadLink
+	refusedOverloadEdge
+	numRefuseReasons
+)
+
+// refuseReasonNames are the label values users see; renaming one breaks
+// their dashboards (deploy/grafana).
+var refuseReasonNames = [numRefuseReasons]string{
+	refusedJoin:         "forbidden_join",
+	refusedPublish:      "forbidden_publish",
+	refusedReadOnly:     "read_only",
+	refusedRate:         "class_publish_rate",
+	refusedFull:         "room_full",
+	refusedRooms:        "rooms_per_conn",
+	refusedTooLarge:     "payload_too_large",
+	refusedRevoked:      "join_revoked",
+	refusedGrantsErr:    "grants_unavailable",
+	refusedInvalid:      "invalid_argument",
+	refusedHookJoin:     "hook_join",
+	refusedHookPublish:  "hook_publish",
+	refusedHookDown:     "hook_unavailable",
+	refusedNotJoined:    "not_joined",
+	refusedOrder:        "out_of_order",
+	refusedBacklog:      "conn_backlog",
+	refusedRefreshGrant: "refresh_no_grant",
+	refusedRefreshUser:  "refresh_other_user",
+	refusedStaleResume:  "stale_resume",
+	refusedSignalKeys:   "signal_keys",
+	refusedOverloadLink: "api_overload_link",
+	refusedOverloadEdge: "api_overload_edge",
+}
+
+func (r refuseReason) String() string { return refuseReasonNames[r] }
+
+// dropReason is a reason of corral_core_dropped_total.
+type dropReason uint8
+
+const (
+	droppedBadControl   dropReason = iota // a control-bus command this core could not decode (control.go)
+	droppedControlBusy                    // a control task for a connection closing or with a full queue
+	droppedUnattached                     // an edge frame for a connection not attached here
+	droppedUnknownFrame                   // an edge frame kind this core does not know
+	droppedConnClosing                    // a frame for a connection whose work queue is closing
+	droppedBacklog                        // a connection's queued frames, dropped with it (connwork.go)
+	droppedDetached                       // queued frames of a session detached meanwhile
+	droppedAckStore                       // an ack the session store failed to record
+	// Joins' replays dropped (each such join gets Reset): past
+	// maxMissedReads, or a failed read (replay.go), or too much live
+	// traffic held for the join meanwhile: past maxCatchupBuffer or
+	// maxCatchupBytes (room.fanoutLocked).
+	droppedReplayBusy
+	droppedReplayFailed
+	droppedCatchupFull
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{
+	droppedBadControl:   "bad_control",
+	droppedControlBusy:  "control_busy",
+	droppedUnattached:   "unattached",
+	droppedUnknownFrame: "unknown_edge_frame",
+	droppedConnClosing:  "conn_closing",
+	droppedBacklog:      "conn_backlog",
+	droppedDetached:     "detached",
+	droppedAckStore:     "ack_store",
+	droppedReplayBusy:   "replay_busy",
+	droppedReplayFailed: "replay_failed",
+	droppedCatchupFull:  "catchup_full",
+}
+
+func (r dropReason) String() string { return dropReasonNames[r] }
+
+// eventDropReason is a reason of corral_core_events_dropped_total.
+type eventDropReason uint8
+
+const (
+	eventsQueueFull eventDropReason = iota // the event log's queue was full
+	eventsClosed                           // the event log was closing
+	numEventDropReasons
+)
+
+var eventDropReasonNames = [numEventDropReasons]string{
+	eventsQueueFull: "queue_full",
+	eventsClosed:    "closed",
+}
+
+func (r eventDropReason) String() string { return eventDropReasonNames[r] }
+
+// reasonCounters resolves one counter per name of vec, in order. It panics
+// on an empty or repeated name: a reason added to an enum without its
+// label (derp's dropReason does the same) must not reach a metric.
+func reasonCounters(vec *prometheus.CounterVec, names []string) []prometheus.Counter {
+	seen := make(map[string]bool, len(names))
+	cs := make([]prometheus.Counter, len(names))
+	for i, n := range names {
+		if n == "" || seen[n] {
+			panic(fmt.Sprintf("core: reason %d has an empty or repeated label %q", i, n))
+		}
+		seen[n] = true
+		cs[i] = vec.WithLabelValues(n)
+	}
+	return cs
+}
+
+// refuse counts one refusal.
+func (m *metrics) refuse(r refuseReason) { m.refusedBy[r].Inc() }
+
+// drop counts n frames dropped.
+func (m *metrics) drop(r dropReason, n int) { m.droppedBy[r].Add(float64(n)) }

@@ -1,0 +1,99 @@
+package edge
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Why the edge refuses a frame or a connection, or cuts a slow consumer:
+// the label values of corral_edge_refused_total{reason} and
+// corral_edge_slow_consumers_total{reason}. Each reason is a typed value
+// whose name is fixed here, so a call site cannot invent a label; the
+// metrics create every value at 0 (dashboards see a reason before its
+// first count) and resolve its counter once, so counting one allocates
+// nothing. docs/SECURITY.md's "Drop and refusal reasons" table has a row
+// for each (TestReasonsHaveMetricsAndDocs). Safe for concurrent use: the
+// tables are read-only after init.
+
+// refuseReason is a reason of corral_edge_refused_total.
+type refuseReason uint8
+
+const (
+	refusedRateMessages refuseReason = iota
+	refusedRateSignals
+	refusedRateControl
+	refusedRatePresence
+	refusedRateQueries
+	refusedRateAcks
+	refusedRateMisc
+	refusedRateClose
+	refusedFrameTooLarge
+	refusedConnsPerUser
+	refusedPending
+	refusedRefresh // refresh.go
+	refusedRateCalls
+	refusedCallsInFlight // hooks.go
+	numRefuseReasons
+)
+
+// refuseReasonNames are the label values users see; renaming one breaks
+// their dashboards (deploy/grafana).
+var refuseReasonNames = [numRefuseReasons]string{
+	refusedRateMessages:  "rate_messages",
+	refusedRateSignals:   "rate_signals",
+	refusedRateControl:   "rate_control",
+	refusedRatePresence:  "rate_presence",
+	refusedRateQueries:   "rate_queries",
+	refusedRateAcks:      "rate_acks",
+	refusedRateMisc:      "rate_misc",
+	refusedRateClose:     "rate_sustained",
+	refusedFrameTooLarge: "frame_too_large",
+	refusedConnsPerUser:  "conns_per_user",
+	refusedPending:       "pending_handshakes",
+	refusedRefresh:       "refresh_token",
+	refusedRateCalls:     "rate_calls",
+	refusedCallsInFlight: "calls_in_flight",
+}
+
+func (r refuseReason) String() string { return refuseReasonNames[r] }
+
+// slowReason is a reason of corral_edge_slow_consumers_total.
+type slowReason uint8
+
+const (
+	slowQueueFull    slowReason = iota // live traffic past the queue's bounds
+	slowReplayFull                     // replays past Config.replayBytes
+	slowWriteTimeout                   // a write stuck past Config.WriteTimeout
+	numSlowReasons
+)
+
+var slowReasonNames = [numSlowReasons]string{
+	slowQueueFull:    "queue_full",
+	slowReplayFull:   "replay_full",
+	slowWriteTimeout: "write_timeout",
+}
+
+func (r slowReason) String() string { return slowReasonNames[r] }
+
+// reasonCounters resolves one counter per name of vec, in order. It panics
+// on an empty or repeated name: a reason added to an enum without its
+// label (derp's dropReason does the same) must not reach a metric.
+func reasonCounters(vec *prometheus.CounterVec, names []string) []prometheus.Counter {
+	seen := make(map[string]bool, len(names))
+	cs := make([]prometheus.Counter, len(names))
+	for i, n := range names {
+		if n == "" || seen[n] {
+			panic(fmt.Sprintf("edge: reason %d has an empty or repeated label %q", i, n))
+		}
+		seen[n] = true
+		cs[i] = vec.WithLabelValues(n)
+	}
+	return cs
+}
+
+// refuse counts one refusal.
+func (m *metrics) refuse(r refuseReason) { m.refusedBy[r].Inc() }
+
+// cutSlow counts one slow-consumer disconnect.
+func (m *metrics) cutSlow(r slowReason) { m.slowBy[r].Inc() }
