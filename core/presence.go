@@ -564,29 +564,34 @@ func (r *room) flushPresence() {
 		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
-			f := presenceFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: out}})
-			enqueueEach(v.links, f)
+			for _, part := range splitPresence(out, maxPresenceFrameBytes) {
+				enqueueEach(v.links, presenceFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
+			}
 		}
 	}
 	if len(v.pending) == 0 {
 		return
 	}
-	var snap *corralv1.ServerFrame
+	var snap []*corralv1.ServerFrame
 	if countsOnly {
-		snap = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
+		snap = []*corralv1.ServerFrame{{Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
 			Room: r.name, Snapshot: true, CountsOnly: true, Members: uint32(counts[0]), Connections: uint32(counts[1]),
-		}}}
+		}}}}
 	} else {
 		p := r.snapshotPresenceLocked()
 		p.Snapshot = true
-		snap = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: p}}
+		for _, part := range splitPresence(p, maxPresenceFrameBytes) {
+			snap = append(snap, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}})
+		}
 	}
 	for s, ep := range v.pending {
 		delete(v.pending, s)
 		if cur, ok := r.members[s]; !ok || cur != ep {
 			continue
 		}
-		ep.link.enqueue(connFrame(ep.conn, snap))
+		for _, f := range snap {
+			ep.link.enqueue(connFrame(ep.conn, f))
+		}
 		ep.link.enqueue(presenceMembershipFrame(ep.conn, r.name))
 		v.subs[s] = ep
 		v.links[ep.link]++

@@ -604,7 +604,10 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		if q, ok := c.sigAt[room]; ok {
 			merged := mergeSignals(q.batch, batch)
 			enc, err := protocol.AppendServer(c.enc, nil, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: merged}})
-			if err == nil {
+			// Past maxMergedSignalBytes the batch is queued on its own,
+			// after the one it would have merged into: later values still
+			// come later.
+			if err == nil && len(enc) <= maxMergedSignalBytes {
 				c.addQueuedLocked(len(enc) - len(c.queue[q.idx]))
 				c.queue[q.idx] = enc
 				c.sigAt[room] = queuedSignals{idx: q.idx, batch: merged}
@@ -700,6 +703,13 @@ type queuedSignals struct {
 	idx   int
 	batch *corralv1.Batch
 }
+
+// maxMergedSignalBytes bounds a signal batch the edge rebuilds by merging
+// a room's batches queued for a slow connection, as the core bounds the
+// batch of one tick (core maxSignalTickBytes): unbounded, the merge of
+// many ticks of distinct keys made one frame larger than the socket's
+// queue takes.
+const maxMergedSignalBytes = 256 << 10
 
 // mergeSignals returns older's signals updated by newer's, latest value
 // per key, in first-seen order.

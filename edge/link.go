@@ -216,6 +216,18 @@ func (l *link) down() {
 	if len(l.orphans) > 0 && l.orphanedAt.IsZero() {
 		l.orphanedAt = time.Now()
 	}
+	// What the stream never carried is answered, not dropped: a client
+	// waits on its publish's (join's, call's) answer, and silence costs it
+	// a resend timeout. Its connection still knows it (l.conns is read
+	// before it is emptied).
+	for _, f := range l.queue.Take(linkQueueFrames, int(^uint(0)>>1)) {
+		if cf := f.GetFrame(); cf != nil && expectsAnswer(cf) {
+			if c := l.conns[f.GetConn()]; c != nil {
+				c.refuse(cf, corralv1.Code_CODE_UNAVAILABLE, "lost the link to the core; retry", 0)
+				l.e.metrics.refused.WithLabelValues("link_lost").Inc()
+			}
+		}
+	}
 	l.conns = make(map[uint64]*conn)
 	l.rooms = make(map[string]map[*conn]struct{})
 	l.presence = make(map[string]map[*conn]struct{})
@@ -225,6 +237,18 @@ func (l *link) down() {
 	for _, c := range lost {
 		c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "lost the link to the core", uint32(rand.IntN(1000)), true)
 	}
+}
+
+// expectsAnswer reports whether the client waits on an answer to f (its
+// Published, Joined, Left, CallResult or presence), so that a frame the
+// core never got is refused rather than left unanswered.
+func expectsAnswer(f *corralv1.ClientFrame) bool {
+	switch f.GetKind().(type) {
+	case *corralv1.ClientFrame_Publish, *corralv1.ClientFrame_Join, *corralv1.ClientFrame_Leave,
+		*corralv1.ClientFrame_Call, *corralv1.ClientFrame_PresenceQuery:
+		return true
+	}
+	return false
 }
 
 // giveUpOrphans closes orphans that waited too long for the link.

@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		admissions:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_admissions_total", Help: "Connection attempts by kind (handshake, resume) and outcome (accepted, deferred with 503)."}, []string{"kind", "outcome"}),
 		reattached:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_sessions_reattached_total", Help: "Sessions the edge resumed by itself after its link to the core came back (their clients saw no disconnect)."}),
 		draining:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_drain_remaining", Help: "Connections still open during a drain (0 when not draining)."}),
-		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_refused_total", Help: "Frames and connections the edge refused for a limit, by reason (rate_messages, rate_signals, rate_control, rate_sustained, frame_too_large, conns_per_user, pending_handshakes)."}, []string{"reason"}),
+		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_refused_total", Help: "Frames and connections the edge refused for a limit, by reason (rate_messages, rate_signals, rate_control, rate_sustained, frame_too_large, conns_per_user, pending_handshakes; link_lost: a frame queued for a core whose stream ended, answered 4103 UNAVAILABLE)."}, []string{"reason"}),
 		pending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_pending_handshakes", Help: "Connections upgraded whose hello is not yet authenticated."}),
 		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
 	}

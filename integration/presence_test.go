@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/corral-rt/corral/internal/readytest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -416,11 +417,27 @@ func TestPresenceCountsOnly(t *testing.T) {
 
 // TestPresenceJoinStorm: 1,000 clients join one room with presence; each
 // member gets a bounded number of presence frames (a snapshot and about
-// one diff per tick), not one per joiner, and ends with all 1,000.
+// one diff per tick), not one per joiner, and ends with all 1,000. With
+// 1 KB of state each (a 1 MB snapshot, which closed 200 members 4001 when
+// it went as one frame) every member stays too: the snapshot and large
+// diffs come split, a few frames more.
 func TestPresenceJoinStorm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 connections")
 	}
+	tests := map[string]struct {
+		state []byte
+		split int64 // frames a member may get past one per tick: splits of 256 KiB
+	}{
+		"no state":   {},
+		"1 KB state": {state: []byte(`"` + strings.Repeat("s", 1022) + `"`), split: 12},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) { presenceJoinStorm(t, tc.state, tc.split) })
+	}
+}
+
+func presenceJoinStorm(t *testing.T, state []byte, split int64) {
 	const n = 1000
 	const tick = 250 * time.Millisecond
 	d := start(t, "serve", nil, func(o *server.Options) {
@@ -431,6 +448,7 @@ func TestPresenceJoinStorm(t *testing.T) {
 	})
 	var frames [n]atomic.Int64
 	var bytes atomic.Int64
+	var largest atomic.Int64 // the largest presence frame, encoded
 	var done sync.WaitGroup
 	var full atomic.Int64 // members that saw all n
 	var lastSeen [n]atomic.Int64
@@ -462,6 +480,11 @@ func TestPresenceJoinStorm(t *testing.T) {
 						frames[i].Add(1)
 						if b, err := protocol.AppendServer(protocol.Proto, nil, f); err == nil {
 							bytes.Add(int64(len(b)))
+							for n := int64(len(b)); ; {
+								if m := largest.Load(); n <= m || largest.CompareAndSwap(m, n) {
+									break
+								}
+							}
 						}
 						r.Apply(p)
 						lastSeen[i].Store(int64(r.Members))
@@ -472,7 +495,7 @@ func TestPresenceJoinStorm(t *testing.T) {
 					}
 				}
 			}()
-			if _, err := c.JoinPresence(ctx, "arena", nil); err != nil {
+			if _, err := c.JoinPresence(ctx, "arena", state); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -516,9 +539,14 @@ func TestPresenceJoinStorm(t *testing.T) {
 	}
 	// A snapshot, then at most one diff per tick while joins go on, plus a
 	// few for ticks straddling the end.
-	bound := int64(settled/tick) + 4
+	bound := int64(settled/tick) + 4 + split
 	t.Logf("%d joins in %v (settled %v): presence frames per member max %d mean %.1f (bound %d), %.0f bytes per member",
 		n, joined, settled, maxFrames, float64(total)/n, bound, float64(bytes.Load())/n)
+	// One frame over 256 KiB (and a member's state) is what a socket's
+	// queue may not take (docs/PRESENCE.md).
+	if l := largest.Load(); l > 256<<10+int64(len(state))+64 {
+		t.Fatalf("a presence frame of %d bytes, want at most 256 KiB", l)
+	}
 	if maxFrames > bound || maxFrames >= n/10 {
 		t.Fatalf("a member got %d presence frames for %d joins (bound %d)", maxFrames, n, bound)
 	}
