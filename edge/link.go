@@ -224,7 +224,7 @@ func (l *link) down() {
 		if cf := f.GetFrame(); cf != nil && expectsAnswer(cf) {
 			if c := l.conns[f.GetConn()]; c != nil {
 				c.refuse(cf, corralv1.Code_CODE_UNAVAILABLE, "lost the link to the core; retry", 0)
-				l.e.metrics.refused.WithLabelValues("link_lost").Inc()
+				l.e.metrics.refuse(refusedLinkLost)
 			}
 		}
 	}

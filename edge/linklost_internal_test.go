@@ -70,7 +70,7 @@ func TestLinkLostAnswersQueued(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("after the link dropped the client got %q, want %q", got, want)
 	}
-	if n := testutil.ToFloat64(e.metrics.refused.WithLabelValues("link_lost")); n != 3 {
+	if n := testutil.ToFloat64(e.metrics.refusedBy[refusedLinkLost]); n != 3 {
 		t.Fatalf("refused{link_lost} = %v, want 3", n)
 	}
 }

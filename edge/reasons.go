@@ -34,6 +34,7 @@ const (
 	refusedRefresh // refresh.go
 	refusedRateCalls
 	refusedCallsInFlight // hooks.go
+	refusedLinkLost      // link.go: queued for a core whose stream ended, answered 4103
 	numRefuseReasons
 )
 
@@ -54,6 +55,7 @@ var refuseReasonNames = [numRefuseReasons]string{
 	refusedRefresh:       "refresh_token",
 	refusedRateCalls:     "rate_calls",
 	refusedCallsInFlight: "calls_in_flight",
+	refusedLinkLost:      "link_lost",
 }
 
 func (r refuseReason) String() string { return refuseReasonNames[r] }
