@@ -16,7 +16,13 @@ set -euo pipefail
 chromium="${CHROMIUM:-/usr/bin/chromium}"
 # Debian keeps initdb and pg_ctl off PATH, in /usr/lib/postgresql/<ver>/bin
 # (internal/pgtest looks on PATH, then there).
-initdb="$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)"
+# INITDB names it outright (the script's own test does).
+initdb="${INITDB:-$(command -v initdb 2>/dev/null || true)}"
+if [ -z "$initdb" ]; then
+  for f in /usr/lib/postgresql/*/bin/initdb; do
+    [ -x "$f" ] && initdb="$f" # the glob sorts by version: the newest wins
+  done
+fi
 required=(
   make=make
   redis-server=redis-server         # tests start private redis-servers

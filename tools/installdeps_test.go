@@ -47,10 +47,10 @@ func TestInstallDeps(t *testing.T) {
 	if err != nil {
 		t.Skip("no bash")
 	}
-	all := []string{"make", "redis-server", "node", "npm", "chromium"}
+	all := []string{"make", "redis-server", "initdb", "node", "npm", "chromium"}
 	for _, tc := range []struct {
 		name    string
-		present []string // stubs on PATH ("chromium": the CHROMIUM file)
+		present []string // stubs on PATH ("chromium", "initdb": the CHROMIUM, INITDB files)
 		args    []string
 		uid     string
 		sudo    string // "": none; "asks": sudo -n fails; "ok": passwordless
@@ -66,21 +66,21 @@ func TestInstallDeps(t *testing.T) {
 		{
 			name: "not root, no sudo: stops with the one command", present: []string{"make", "node", "npm"},
 			uid: "1000", node: "20", code: 1,
-			stdout: "sudo apt-get update && sudo apt-get install -y redis-server chromium\n",
-			stderr: []string{"missing: redis-server chromium"},
+			stdout: "sudo apt-get update && sudo apt-get install -y redis-server postgresql chromium\n",
+			stderr: []string{"missing: redis-server postgresql chromium"},
 		},
 		{
 			name: "sudo that asks for a password: stops with the one command", present: []string{"make", "node", "npm", "chromium"},
 			uid: "1000", sudo: "asks", node: "20", code: 1,
-			stdout: "sudo apt-get update && sudo apt-get install -y redis-server\n",
+			stdout: "sudo apt-get update && sudo apt-get install -y redis-server postgresql\n",
 		},
 		{
-			name: "passwordless sudo: installs", present: []string{"make", "npm"},
+			name: "passwordless sudo: installs", present: []string{"make", "initdb", "npm"},
 			uid: "1000", sudo: "ok", node: "20",
 			apt: "sudo update -qq\nsudo install -y -qq redis-server nodejs chromium\n",
 		},
 		{
-			name: "root: installs with apt-get", present: []string{"node", "npm"},
+			name: "root: installs with apt-get", present: []string{"initdb", "node", "npm"},
 			uid: "0", node: "20",
 			apt: "update -qq\ninstall -y -qq make redis-server chromium\n",
 		},
@@ -105,7 +105,7 @@ func TestInstallDeps(t *testing.T) {
 			stderr: []string{"Node.js 20 or newer is needed", "found v18.0.0"},
 		},
 		{
-			name: "no apt-get: says what is missing", present: []string{"make", "node", "npm", "chromium"},
+			name: "no apt-get: says what is missing", present: []string{"make", "initdb", "node", "npm", "chromium"},
 			uid: "0", node: "20", noApt: true, code: 1,
 			stderr: []string{"missing: redis-server", "no apt-get"},
 		},
@@ -131,10 +131,10 @@ func TestInstallDeps(t *testing.T) {
 			if tc.sudo != "" {
 				link = append(link, "sudo")
 			}
-			chromium := filepath.Join(dir, "chromium")
+			chromium, initdb := filepath.Join(dir, "chromium"), filepath.Join(dir, "initdb")
 			for _, p := range append(link, tc.present...) {
-				if p == "chromium" {
-					writeExec(t, chromium, "")
+				if p == "chromium" || p == "initdb" {
+					writeExec(t, filepath.Join(dir, p), "")
 					continue
 				}
 				if err := os.Symlink(filepath.Join(stubDir, p), filepath.Join(bin, p)); err != nil {
@@ -153,7 +153,7 @@ func TestInstallDeps(t *testing.T) {
 			aptLog, npmLog := filepath.Join(dir, "apt.log"), filepath.Join(dir, "npm.log")
 			cmd := exec.CommandContext(t.Context(), bash, append([]string{script}, tc.args...)...)
 			cmd.Env = []string{
-				"PATH=" + bin, "BIN=" + bin, "STUBS=" + stubDir, "CHROMIUM=" + chromium,
+				"PATH=" + bin, "BIN=" + bin, "STUBS=" + stubDir, "CHROMIUM=" + chromium, "INITDB=" + initdb,
 				"APT_LOG=" + aptLog, "FAKE_UID=" + tc.uid, "FAKE_NODE=" + tc.node,
 				"TMPDIR=" + dir, "NPM_LOG=" + npmLog, "NODE_PREFIX=" + dir,
 			}
