@@ -220,12 +220,20 @@ func (w *connWork) detach(d *linkv1.Detach) {
 // connection is gone.
 func (w *connWork) run() {
 	c := w.l.core
+	// A free slot is taken without asking for ctx.Done: a cancelCtx makes
+	// its done channel on the first call and keeps it for the
+	// connection's life, a channel per idle connection for nothing.
 	select {
 	case w.l.workers <- struct{}{}:
 		defer func() { <-w.l.workers }()
-	case <-w.ctx.Done():
-		// Detached (or the link ended) while waiting for a worker slot:
-		// the detach alone is left, and it needs no slot.
+	default:
+		select {
+		case w.l.workers <- struct{}{}:
+			defer func() { <-w.l.workers }()
+		case <-w.ctx.Done():
+			// Detached (or the link ended) while waiting for a worker
+			// slot: the detach alone is left, and it needs no slot.
+		}
 	}
 	for {
 		w.mu.Lock()

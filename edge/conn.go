@@ -140,7 +140,7 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 		id:      e.nextID.Add(1),
 		done:    make(chan struct{}),
 		welcome: make(chan struct{}),
-		limits:  newLimiter(&e.cfg),
+		limits:  newLimiter(e.rules),
 		// Edge.serveWS sets the real one.
 		handshakeDone: func() {},
 	}
@@ -171,7 +171,7 @@ func (c *conn) serve() {
 func (c *conn) finish(clean bool) {
 	c.stopExpiry()
 	if c.userCounted {
-		c.e.userDone(c.user, c.limits.buckets[bucketMessages])
+		c.e.userDone(c.user, c.limits.bucket(bucketMessages))
 	}
 	close(c.done)
 	c.link.detach(c, clean)
@@ -305,7 +305,7 @@ func (c *conn) hello() (ok, clean bool) {
 	}
 	c.user, c.userCounted = id.GetUserId(), true
 	if spent.rate > 0 {
-		c.limits.buckets[bucketMessages] = spent
+		c.limits.setBucket(bucketMessages, spent)
 	}
 	c.handshakeDone()
 	hello.Token = ""

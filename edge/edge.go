@@ -37,6 +37,10 @@ type Edge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // link and sweeper goroutines, calls (hooks.go)
 
+	// rules are the rate limits' buckets, full: every connection's
+	// limiter reads its rates and bursts here (limits.go). Read-only.
+	rules *[numBuckets]bucket
+
 	mu     sync.Mutex // guards the following fields
 	conns  map[*conn]struct{}
 	closed bool
@@ -68,6 +72,7 @@ func New(cfg Config) (*Edge, error) {
 		conns:   make(map[*conn]struct{}),
 		users:   make(map[string]int),
 		spent:   make(map[string]bucket),
+		rules:   bucketRules(&cfg),
 		poller:  newPoller(),
 		// One sender per core: a pass writes its sockets on one core.
 		senders: newSenders(runtime.GOMAXPROCS(0), m.flushPass),

@@ -104,9 +104,13 @@ func (b *bucket) take(now int64) (ok bool, wait time.Duration) {
 	return false, time.Duration((1 - b.tokens) / b.rate * 1e9)
 }
 
-// limiter is one connection's buckets and strike count.
+// limiter is one connection's buckets and strike count. Rates and bursts
+// are the edge's (rules, one array for every connection); a connection
+// holds only each bucket's tokens and last refill: 160 bytes instead of
+// 288, for every idle connection.
 type limiter struct {
-	buckets     [numBuckets]bucket
+	rules       *[numBuckets]bucket
+	state       [numBuckets]bucketState
 	strikes     int
 	windowStart int64
 	// closed: the connection is being closed for sustained abuse; frames
@@ -114,17 +118,55 @@ type limiter struct {
 	closed bool
 }
 
-func newLimiter(cfg *Config) *limiter {
-	l := &limiter{}
-	l.buckets[bucketMessages] = newBucket(cfg.MessageRate, cfg.MessageBurst)
-	l.buckets[bucketSignals] = newBucket(cfg.SignalRate, cfg.SignalBurst)
-	l.buckets[bucketControl] = newBucket(cfg.ControlRate, cfg.ControlBurst)
-	l.buckets[bucketPresence] = newBucket(cfg.PresenceRate, cfg.PresenceBurst)
-	l.buckets[bucketQueries] = newBucket(cfg.QueryRate, cfg.QueryBurst)
-	l.buckets[bucketAcks] = newBucket(cfg.AckRate, cfg.AckBurst)
-	l.buckets[bucketMisc] = newBucket(cfg.MiscRate, cfg.MiscBurst)
-	l.buckets[bucketCalls] = newBucket(cfg.CallRate, cfg.CallBurst)
+// bucketState is what of a bucket changes: its tokens and last refill.
+type bucketState struct {
+	tokens float64
+	last   int64
+}
+
+// bucketRules is the edge's bucket of each kind, full, from cfg.
+func bucketRules(cfg *Config) *[numBuckets]bucket {
+	var r [numBuckets]bucket
+	r[bucketMessages] = newBucket(cfg.MessageRate, cfg.MessageBurst)
+	r[bucketSignals] = newBucket(cfg.SignalRate, cfg.SignalBurst)
+	r[bucketControl] = newBucket(cfg.ControlRate, cfg.ControlBurst)
+	r[bucketPresence] = newBucket(cfg.PresenceRate, cfg.PresenceBurst)
+	r[bucketQueries] = newBucket(cfg.QueryRate, cfg.QueryBurst)
+	r[bucketAcks] = newBucket(cfg.AckRate, cfg.AckBurst)
+	r[bucketMisc] = newBucket(cfg.MiscRate, cfg.MiscBurst)
+	r[bucketCalls] = newBucket(cfg.CallRate, cfg.CallBurst)
+	return &r
+}
+
+// newLimiter returns a connection's limiter with every bucket full.
+func newLimiter(rules *[numBuckets]bucket) *limiter {
+	l := &limiter{rules: rules}
+	for i := range l.state {
+		l.state[i].tokens = rules[i].tokens
+	}
 	return l
+}
+
+// bucket returns bucket i as this connection has it.
+func (l *limiter) bucket(i int) bucket {
+	b := l.rules[i]
+	b.tokens, b.last = l.state[i].tokens, l.state[i].last
+	return b
+}
+
+// setBucket makes b's tokens and last refill bucket i's (its rate and
+// burst are the edge's).
+func (l *limiter) setBucket(i int, b bucket) {
+	l.state[i] = bucketState{tokens: b.tokens, last: b.last}
+}
+
+// take takes one token of bucket i at now, or reports how long until one
+// is free.
+func (l *limiter) take(i int, now int64) (ok bool, wait time.Duration) {
+	b := l.bucket(i)
+	ok, wait = b.take(now)
+	l.setBucket(i, b)
+	return ok, wait
 }
 
 // check decides whether the reader handles f (nil: a frame of a kind this
@@ -138,7 +180,7 @@ func (c *conn) check(f *corralv1.ClientFrame) bool {
 	}
 	r := ruleOf(f)
 	now := c.lastRead.Load() // the frame was just read: no second clock read
-	ok, wait := l.buckets[r.bucket].take(now)
+	ok, wait := l.take(r.bucket, now)
 	if ok {
 		return true
 	}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/mono"
@@ -55,9 +56,9 @@ func TestBucketDefaults(t *testing.T) {
 // accident (it fails here until it gets a row).
 func TestEveryFrameKindHasARule(t *testing.T) {
 	cfg := (&Config{}).withDefaults()
-	l := newLimiter(&cfg)
-	for i := range l.buckets {
-		if l.buckets[i].rate <= 0 {
+	l := newLimiter(bucketRules(&cfg))
+	for i := range l.rules {
+		if l.rules[i].rate <= 0 {
 			t.Errorf("bucket %d has no default rate", i)
 		}
 	}
@@ -91,17 +92,17 @@ func TestPublishBudgetSurvivesReconnects(t *testing.T) {
 		if !ok {
 			t.Fatal("refused")
 		}
-		l := newLimiter(&e.cfg)
+		l := newLimiter(bucketRules(&e.cfg))
 		if spent.rate > 0 {
-			l.buckets[bucketMessages] = spent
+			l.setBucket(bucketMessages, spent)
 		}
 		for {
-			if ok, _ := l.buckets[bucketMessages].take(mono.Now()); !ok {
+			if ok, _ := l.take(bucketMessages, mono.Now()); !ok {
 				break
 			}
 			sent++
 		}
-		e.userDone("loop", l.buckets[bucketMessages])
+		e.userDone("loop", l.bucket(bucketMessages))
 	}
 	elapsed := time.Duration(mono.Now() - start)
 	if allowed := 100 + int(50*elapsed.Seconds()) + 1; sent > allowed {
@@ -116,5 +117,14 @@ func TestPublishBudgetSurvivesReconnects(t *testing.T) {
 	}
 	if len(e.spent) != 1 { // loop's
 		t.Fatalf("spent holds %d users, want 1", len(e.spent))
+	}
+}
+
+// TestLimiterSmall: a connection's limiter holds only each bucket's
+// tokens and last refill, not its rate and burst (the edge's rules): it
+// is allocated for every connection, idle or not (issue 34 item 4).
+func TestLimiterSmall(t *testing.T) {
+	if n := unsafe.Sizeof(limiter{}); n > 160 {
+		t.Fatalf("limiter is %d bytes, want at most 160 (8 buckets' tokens and refill times, the strikes)", n)
 	}
 }
