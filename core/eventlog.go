@@ -13,6 +13,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/internal/linkq"
+	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/corral-rt/corral/internal/retry"
 	"github.com/corral-rt/corral/roompattern"
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,7 +87,7 @@ func newEventLog(hist any, limit int, logger *slog.Logger, reg prometheus.Regist
 	}
 	e.appended = prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_events_appended_total", Help: "Member events appended to the event log."})
 	e.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_events_dropped_total", Help: "Member events not appended to the event log, by reason (queue_full, closed)."}, []string{"reason"})
-	copy(e.dropBy[:], reasonCounters(e.dropped, eventDropReasonNames[:]))
+	copy(e.dropBy[:], reasons.Counters("core", e.dropped, eventDropReasonNames[:]))
 	if reg != nil {
 		reg.MustRegister(e.appended, e.dropped)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -80,8 +81,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 		signalsDeferred:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_deferred_total", Help: "Signal values left for the next tick because the room's flush reached its byte bound (256 KiB a tick)."}),
 	}
-	copy(m.refusedBy[:], reasonCounters(m.refused, refuseReasonNames[:]))
-	copy(m.droppedBy[:], reasonCounters(m.dropped, dropReasonNames[:]))
+	copy(m.refusedBy[:], reasons.Counters("core", m.refused, refuseReasonNames[:]))
+	copy(m.droppedBy[:], reasons.Counters("core", m.dropped, dropReasonNames[:]))
 	if reg != nil {
 		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.signalsDeferred, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes)
 	}

@@ -1,11 +1,5 @@
 package core
 
-import (
-	"fmt"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
-
 // Why the core refuses a client operation or an internal API call, or
 // drops frames or member events: the label values of
 // corral_core_refused_total{reason}, corral_core_dropped_total{reason} and
@@ -138,22 +132,6 @@ var eventDropReasonNames = [numEventDropReasons]string{
 }
 
 func (r eventDropReason) String() string { return eventDropReasonNames[r] }
-
-// reasonCounters resolves one counter per name of vec, in order. It panics
-// on an empty or repeated name: a reason added to an enum without its
-// label (derp's dropReason does the same) must not reach a metric.
-func reasonCounters(vec *prometheus.CounterVec, names []string) []prometheus.Counter {
-	seen := make(map[string]bool, len(names))
-	cs := make([]prometheus.Counter, len(names))
-	for i, n := range names {
-		if n == "" || seen[n] {
-			panic(fmt.Sprintf("core: reason %d has an empty or repeated label %q", i, n))
-		}
-		seen[n] = true
-		cs[i] = vec.WithLabelValues(n)
-	}
-	return cs
-}
 
 // refuse counts one refusal.
 func (m *metrics) refuse(r refuseReason) { m.refusedBy[r].Inc() }

@@ -1,6 +1,9 @@
 package edge
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/corral-rt/corral/internal/reasons"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the edge's Prometheus collectors.
 type metrics struct {
@@ -49,8 +52,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		pending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_pending_handshakes", Help: "Connections upgraded whose hello is not yet authenticated."}),
 		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
 	}
-	copy(m.refusedBy[:], reasonCounters(m.refused, refuseReasonNames[:]))
-	copy(m.slowBy[:], reasonCounters(m.slow, slowReasonNames[:]))
+	copy(m.refusedBy[:], reasons.Counters("edge", m.refused, refuseReasonNames[:]))
+	copy(m.slowBy[:], reasons.Counters("edge", m.slow, slowReasonNames[:]))
 	if reg != nil {
 		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.flushPass, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.draining, m.reattached, m.refused, m.pending)
 	}

@@ -1,11 +1,5 @@
 package edge
 
-import (
-	"fmt"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
-
 // Why the edge refuses a frame or a connection, or cuts a slow consumer:
 // the label values of corral_edge_refused_total{reason} and
 // corral_edge_slow_consumers_total{reason}. Each reason is a typed value
@@ -77,22 +71,6 @@ var slowReasonNames = [numSlowReasons]string{
 }
 
 func (r slowReason) String() string { return slowReasonNames[r] }
-
-// reasonCounters resolves one counter per name of vec, in order. It panics
-// on an empty or repeated name: a reason added to an enum without its
-// label (derp's dropReason does the same) must not reach a metric.
-func reasonCounters(vec *prometheus.CounterVec, names []string) []prometheus.Counter {
-	seen := make(map[string]bool, len(names))
-	cs := make([]prometheus.Counter, len(names))
-	for i, n := range names {
-		if n == "" || seen[n] {
-			panic(fmt.Sprintf("edge: reason %d has an empty or repeated label %q", i, n))
-		}
-		seen[n] = true
-		cs[i] = vec.WithLabelValues(n)
-	}
-	return cs
-}
 
 // refuse counts one refusal.
 func (m *metrics) refuse(r refuseReason) { m.refusedBy[r].Inc() }

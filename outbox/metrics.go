@@ -1,8 +1,7 @@
 package outbox
 
 import (
-	"fmt"
-
+	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -71,12 +70,7 @@ func newMetrics() metrics {
 	for _, r := range results {
 		m.published.WithLabelValues(r)
 	}
-	for r, name := range waitReasonNames {
-		if name == "" {
-			panic(fmt.Sprintf("outbox: wait reason %d has no label", r))
-		}
-		m.waitBy[r] = m.waits.WithLabelValues(name)
-	}
+	copy(m.waitBy[:], reasons.Counters("outbox", m.waits, waitReasonNames[:]))
 	return m
 }
 

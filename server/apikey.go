@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect/v2"
+	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -37,7 +38,7 @@ func RequireAPIKey(keys []string, refused *prometheus.CounterVec) (connect.Serve
 	if err != nil {
 		return nil, err
 	}
-	counters := reasonCounters(refused, keyRefusalNames[:])
+	counters := reasons.Counters("server", refused, keyRefusalNames[:])
 	refuse := func(reason keyRefusal, err error) error {
 		if counters != nil {
 			counters[reason].Inc()

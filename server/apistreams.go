@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"connectrpc.com/connect/v2"
+	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -41,7 +42,7 @@ var errTooManyStreams = errors.New("server: too many open Events streams for thi
 // CodeResourceExhausted. refused, if not nil, counts them by reason
 // "streams_per_key".
 func limitStreams(max int, refused *prometheus.CounterVec) connect.ServerInterceptor {
-	counters := reasonCounters(refused, apiRefusalNames[:])
+	counters := reasons.Counters("server", refused, apiRefusalNames[:])
 	var mu sync.Mutex
 	open := make(map[[sha256.Size]byte]int) // guarded by mu
 	return func(next connect.ServerFunc) connect.ServerFunc {

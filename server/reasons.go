@@ -2,8 +2,8 @@ package server
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -52,7 +52,7 @@ func newKeyRefused() *prometheus.CounterVec {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "corral_api_unauthenticated_total", Help: "Internal API calls and admin requests refused for a missing or wrong API key, by reason.",
 	}, []string{"reason"})
-	reasonCounters(v, keyRefusalNames[:])
+	reasons.Counters("server", v, keyRefusalNames[:])
 	return v
 }
 
@@ -61,27 +61,8 @@ func newAPIRefused() *prometheus.CounterVec {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "corral_api_refused_total", Help: "Internal API calls refused by a bound of the server, by reason.",
 	}, []string{"reason"})
-	reasonCounters(v, apiRefusalNames[:])
+	reasons.Counters("server", v, apiRefusalNames[:])
 	return v
-}
-
-// reasonCounters resolves one counter per name of vec, in order (none
-// when vec is nil). It panics on an empty or repeated name: a reason
-// added to an enum without its label must not reach a metric.
-func reasonCounters(vec *prometheus.CounterVec, names []string) []prometheus.Counter {
-	if vec == nil {
-		return nil
-	}
-	seen := make(map[string]bool, len(names))
-	cs := make([]prometheus.Counter, len(names))
-	for i, n := range names {
-		if n == "" || seen[n] {
-			panic(fmt.Sprintf("server: reason %d has an empty or repeated label %q", i, n))
-		}
-		seen[n] = true
-		cs[i] = vec.WithLabelValues(n)
-	}
-	return cs
 }
 
 // keyRefusalOf is the reason of an API key check's error.

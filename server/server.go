@@ -28,6 +28,7 @@ import (
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/hooks"
+	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/corral-rt/corral/internal/redisguard"
 	"github.com/corral-rt/corral/internal/redisurl"
 	"github.com/corral-rt/corral/outbox"
@@ -242,7 +243,7 @@ func Start(opts Options) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		door = adminDoor{check: check, refused: reasonCounters(refused, keyRefusalNames[:])}
+		door = adminDoor{check: check, refused: reasons.Counters("server", refused, keyRefusalNames[:])}
 	}
 
 	if opts.Hooks.URL != "" {
