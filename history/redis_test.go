@@ -112,7 +112,7 @@ func TestRedisExpiry(t *testing.T) {
 }
 
 func TestRedisDedupeWindow(t *testing.T) {
-	s, _, _ := newRedis(t, history.RedisOptions{DedupeWindow: 100 * time.Millisecond})
+	s, _, _ := newRedis(t, history.RedisOptions{DedupeWindow: 500 * time.Millisecond})
 	ctx := context.Background()
 	if res, err := s.Append(ctx, "r", newMsg("r", 0, 0), "k"); err != nil || res.Seq != 1 {
 		t.Fatalf("first: %+v %v", res, err)
