@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/faultproxy"
 	"github.com/corral-rt/corral/internal/redisguard"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -204,12 +205,7 @@ func errs(t *testing.T, reg *prometheus.Registry, store, kind string) float64 {
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !ok(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 15*time.Second, ok, "%s", what)
 }
 
 type syncBuf struct {
