@@ -51,16 +51,24 @@ func NoError(tb testing.TB, timeout time.Duration, f func() error) {
 // run on any goroutine, and callers that have their own way to report can
 // use it.
 func Within(timeout time.Duration, cond func() bool) bool {
+	return WithinEvery(timeout, Tick, cond)
+}
+
+// WithinEvery is Within checking every tick instead of every Tick: for a
+// condition whose check costs the server under test something (a refused
+// dial, a request counted by a limit), polled no faster than a client
+// would retry.
+func WithinEvery(timeout, tick time.Duration, cond func() bool) bool {
 	if cond() {
 		return true
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(Tick)
-	defer tick.Stop()
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
 	for {
 		select {
-		case <-tick.C:
+		case <-ticker.C:
 			if cond() {
 				return true
 			}
