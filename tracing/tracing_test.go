@@ -2,7 +2,6 @@ package tracing_test
 
 import (
 	"context"
-	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/server"
 	"github.com/corral-rt/corral/tracing"
 	"go.opentelemetry.io/otel/attribute"
