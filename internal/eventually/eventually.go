@@ -9,8 +9,9 @@
 // be read. Inside a testing/synctest bubble its ticker runs on the bubble's
 // fake clock, so it polls without wall-clock waiting there too.
 //
-// The functions may be called from several goroutines at once; they call
-// tb.Fatalf, so only from the goroutine running the test.
+// True and NoError fail the test with tb.Fatalf, so they belong on the
+// goroutine running the test; Within and WithinEvery only report, and may
+// run on any goroutine.
 package eventually
 
 import (
