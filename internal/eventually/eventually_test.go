@@ -66,3 +66,16 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	r.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+func TestWithinEveryChecksAtItsTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n int
+		start := time.Now()
+		if !eventually.WithinEvery(time.Second, 50*time.Millisecond, func() bool { n++; return n == 3 }) {
+			t.Fatal("WithinEvery = false for a condition that holds at the third check")
+		}
+		if got := time.Since(start); got != 100*time.Millisecond {
+			t.Fatalf("returned after %v, want 100ms (checks at 0, 50 and 100 ms)", got)
+		}
+	})
+}
