@@ -21,7 +21,7 @@ func newClock() *clock {
 	c.ms.Store(1_700_000_000_000)
 	return c
 }
-func (c *clock) Now() time.Time            { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 type newStore func(t *testing.T, l state.Limits, now func() time.Time) state.Store
