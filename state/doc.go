@@ -36,9 +36,12 @@
 //	<prefix>:{<room>}:state:ch     pub/sub channel carrying each change as
 //	                               it is written (for live delivery)
 //
-// All four keys expire together after RedisOptions.TTL without a write;
-// a state lost that way (or by a flush) comes back empty under a new
-// epoch, and a reader with the old epoch gets ErrTooOld.
+// All four keys expire together after RedisOptions.TTL without a write
+// (Memory forgets a room after MemoryOptions.TTL the same way); a state
+// lost that way (or by a flush, or a restart of Memory) comes back empty
+// under a new epoch, and a reader with the old epoch gets ErrTooOld. A
+// room with no state reads as the empty epoch at position 0, whose
+// reader continues into the epoch the room's first write opens.
 //
 // All methods of both stores may be called concurrently.
 package state

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -21,19 +22,29 @@ type MemoryOptions struct {
 	// Now is the clock TTLs are measured on; default time.Now. Tests
 	// inject one to expire keys deterministically.
 	Now func() time.Time
+	// TTL is how long a room's state lives after its last write, as
+	// [RedisOptions.TTL]; default 24h. A room past it is forgotten and
+	// comes back empty under a new epoch.
+	TTL time.Duration
 }
 
-// Memory is a [Store] in process memory. A room's state lives as long as
-// the store (there is no lifetime without writes: the core holds the
-// rooms it uses, and a restart starts every room over under a new epoch).
+// Memory is a [Store] in process memory. A room's state lives TTL after
+// its last write; a restart starts every room over under a new epoch.
 type Memory struct {
 	limits func(room string) Limits
 	now    func() time.Time
+	ttl    time.Duration
 	closed atomic.Bool
-	salt   [16]byte // random: a room's epoch is a hash of it and its name
+	salt   [16]byte // random: a room's epoch is a hash of it, a generation and its name
 
-	mu    sync.Mutex // guards rooms (the map, not the rooms)
+	mu sync.Mutex // guards the following fields (the map, not the rooms)
+	// rooms by name
 	rooms map[string]*memRoom
+	// gen counts rooms forgotten: an epoch names the generation it was
+	// made in, so a room forgotten and written again gets a new one.
+	gen uint64
+	// nextSweep is when the rooms past their lifetime are looked for next.
+	nextSweep time.Time
 }
 
 type memRoom struct {
@@ -44,6 +55,10 @@ type memRoom struct {
 	changes []Change // the newest, oldest first; at most MaxChanges
 	// next is the earliest deadline of a key, zero for none.
 	next time.Time
+	// written is the time of the last write; dead: forgotten (a caller
+	// that found it before must look the room up again).
+	written time.Time
+	dead    bool
 }
 
 // NewMemory returns an empty in-process store.
@@ -51,7 +66,10 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	m := &Memory{limits: opts.Limits, now: opts.Now, rooms: map[string]*memRoom{}}
+	if opts.TTL <= 0 {
+		opts.TTL = 24 * time.Hour
+	}
+	m := &Memory{limits: opts.Limits, now: opts.Now, ttl: opts.TTL, rooms: map[string]*memRoom{}}
 	_, _ = rand.Read(m.salt[:]) // never fails
 	return m
 }
@@ -70,31 +88,91 @@ func (m *Memory) lock(room string, create bool) (*memRoom, Limits, error) {
 	if m.closed.Load() {
 		return nil, Limits{}, errClosed
 	}
-	m.mu.Lock()
-	r := m.rooms[room]
-	if r == nil && create {
-		r = &memRoom{epoch: m.epochOf(room), keys: map[string]*Entry{}}
-		m.rooms[room] = r
-	}
-	m.mu.Unlock()
-	if r == nil {
-		return nil, Limits{}, nil
-	}
+	m.sweep()
 	l := m.limitsOf(room)
-	r.mu.Lock()
-	r.expireLocked(m.now(), l)
-	return r, l, nil
+	for {
+		m.mu.Lock()
+		r := m.rooms[room]
+		if r == nil && create {
+			r = &memRoom{epoch: m.epochLocked(room), keys: map[string]*Entry{}}
+			m.rooms[room] = r
+		}
+		m.mu.Unlock()
+		if r == nil {
+			return nil, Limits{}, nil
+		}
+		r.mu.Lock()
+		if r.dead {
+			r.mu.Unlock()
+			continue
+		}
+		now := m.now()
+		if !r.written.IsZero() && now.Sub(r.written) >= m.ttl {
+			m.forget(room, r)
+			r.mu.Unlock()
+			continue
+		}
+		r.expireLocked(now, l)
+		if create {
+			r.written = now
+		}
+		return r, l, nil
+	}
 }
 
-// epochOf is room's epoch: the same before and after its first write (a
-// room is never forgotten while the store lives), another in another
-// store (a restart).
-func (m *Memory) epochOf(room string) string {
+// forget removes r, which is locked, and moves the generation on.
+func (m *Memory) forget(room string, r *memRoom) {
+	r.dead = true
+	m.mu.Lock()
+	if m.rooms[room] == r {
+		delete(m.rooms, room)
+	}
+	m.gen++
+	m.mu.Unlock()
+}
+
+// sweep forgets the rooms past their lifetime, at most every quarter
+// TTL (and every minute), so that rooms nobody writes cost nothing after
+// it; no goroutine is needed.
+func (m *Memory) sweep() {
+	now := m.now()
+	m.mu.Lock()
+	if now.Before(m.nextSweep) {
+		m.mu.Unlock()
+		return
+	}
+	m.nextSweep = now.Add(min(m.ttl/4, time.Minute))
+	old := make([]string, 0, len(m.rooms))
+	for name := range m.rooms {
+		old = append(old, name)
+	}
+	m.mu.Unlock()
+	for _, name := range old {
+		m.mu.Lock()
+		r := m.rooms[name]
+		m.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		r.mu.Lock()
+		if !r.dead && now.Sub(r.written) >= m.ttl {
+			m.forget(name, r)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// epochLocked is room's epoch: the same before and after its first write,
+// another after a room was forgotten (the generation moved on) and in
+// another store (a restart). m.mu must be held.
+func (m *Memory) epochLocked(room string) string {
 	h := sha256.New()
 	h.Write(m.salt[:])
+	h.Write(binary.BigEndian.AppendUint64(nil, m.gen))
 	h.Write([]byte(room))
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
+
 
 // addLocked appends c at the room's next position. Lock must be held.
 func (r *memRoom) addLocked(c Change, l Limits) Change {
@@ -175,9 +253,15 @@ func (m *Memory) Delete(_ context.Context, room, key string, cas bool, version u
 	if err := checkKey(room, key); err != nil {
 		return Result{}, fmt.Errorf("state: delete %q in %q: %w", key, room, err)
 	}
-	r, l, err := m.lock(room, true)
+	r, l, err := m.lock(room, false)
 	if err != nil {
 		return Result{}, err
+	}
+	if r == nil {
+		if cas && version != 0 {
+			return Result{}, fmt.Errorf("state: delete %q in %q: version 0, not %d: %w", key, room, version, ErrConflict)
+		}
+		return Result{}, nil
 	}
 	defer r.mu.Unlock()
 	old := r.keys[key]
@@ -192,6 +276,7 @@ func (m *Memory) Delete(_ context.Context, room, key string, cas bool, version u
 		return Result{Position: r.pos, Epoch: r.epoch}, nil
 	}
 	delete(r.keys, key)
+	r.written = m.now()
 	c := r.addLocked(Change{Key: key, Version: old.Version, Deleted: true}, l)
 	return Result{Position: c.Position, Epoch: r.epoch, Existed: true}, nil
 }
@@ -203,7 +288,7 @@ func (m *Memory) Snapshot(_ context.Context, room string) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	if r == nil {
-		return Snapshot{Epoch: m.epochOf(room)}, nil
+		return Snapshot{}, nil // never written (or forgotten): empty, no epoch
 	}
 	defer r.mu.Unlock()
 	s := Snapshot{Epoch: r.epoch, Position: r.pos, NextExpiry: r.next, Entries: make([]Entry, 0, len(r.keys))}
@@ -221,7 +306,7 @@ func (m *Memory) Since(_ context.Context, room, epoch string, position uint64) (
 		return nil, err
 	}
 	if r == nil {
-		r = &memRoom{epoch: m.epochOf(room)} // never written: empty
+		r = &memRoom{} // never written (or forgotten): empty, no epoch
 	} else {
 		defer r.mu.Unlock()
 	}
@@ -252,4 +337,11 @@ func (m *Memory) Expire(_ context.Context, room string) (time.Time, error) {
 func (m *Memory) Close() error {
 	m.closed.Store(true)
 	return nil
+}
+
+// Len reports how many rooms the store holds.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rooms)
 }
