@@ -173,7 +173,6 @@ func (m *Memory) epochLocked(room string) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-
 // addLocked appends c at the room's next position. Lock must be held.
 func (r *memRoom) addLocked(c Change, l Limits) Change {
 	r.pos++
