@@ -23,6 +23,7 @@ var assembledLua string
 var (
 	growScript      = rueidis.NewLuaScript(growLua)
 	assembledScript = rueidis.NewLuaScript(assembledLua)
+	growSHA         = sha1Hex(growLua)
 )
 
 // Growing messages (docs/MESSAGES.md): a message written in chunks, such
@@ -272,8 +273,13 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 		known.Epoch, strconv.FormatUint(known.Last, 10), replicated,
 		string(c.GetData()), flag(c.GetReplace()), flag(c.GetFinal()), strconv.Itoa(limits.max())}
 	var res []rueidis.RedisMessage
+	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
-		res, err = growScript.Exec(ctx, r.client, keys, args).ToArray()
+		if r.replicas > 0 {
+			res, acked, err = r.evalWait(ctx, growSHA, growLua, keys, args)
+		} else {
+			res, err = growScript.Exec(ctx, r.client, keys, args).ToArray()
+		}
 		return err
 	})
 	if err == nil && len(res) < 3 {
@@ -311,6 +317,12 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 	}
 	msg.Seq = seq
 	c.Version, c.MessageSeq = version, mseq
+	if acked >= 0 && acked < r.replicas {
+		if r.onWaitTimeout != nil {
+			r.onWaitTimeout(room)
+		}
+		return out, fmt.Errorf("history: grow %q in %q: seq %d: %d of %d replicas: %w", msg.GetId(), room, seq, acked, r.replicas, ErrNotReplicated)
+	}
 	if c.GetFinal() && r.events != nil && r.evKey == "" {
 		// Redis Cluster: the event log is in another slot.
 		a, _, err := r.Assembled(ctx, room, msg.GetId())
