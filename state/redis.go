@@ -54,8 +54,6 @@ type RedisOptions struct {
 	// Now is the clock deadlines are set and compared on; default
 	// time.Now. Every process sharing the Redis should agree on it.
 	Now func() time.Time
-	// Sharded publishes changes with SPUBLISH (Redis Cluster).
-	Sharded bool
 }
 
 // Redis is a [Store] in Redis: per room a hash of the keys, a sorted set
@@ -84,8 +82,8 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 	}
 	r := &Redis{client: client, prefix: opts.Prefix, ttl: strconv.FormatInt(opts.TTL.Milliseconds(), 10),
 		limits: opts.Limits, now: opts.Now, sharded: "0"}
-	if opts.Sharded {
-		r.sharded = "1"
+	if client.Mode() == rueidis.ClientModeCluster {
+		r.sharded = "1" // publish with SPUBLISH, as package history does
 	}
 	return r
 }

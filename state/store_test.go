@@ -44,7 +44,7 @@ func TestRedisCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t)
 	client := cluster.Client(t)
 	testStore(t, func(t *testing.T, l state.Limits, now func() time.Time) state.Store {
-		return state.NewRedis(client, state.RedisOptions{Prefix: redistest.Prefix(t), Now: now, Sharded: true,
+		return state.NewRedis(client, state.RedisOptions{Prefix: redistest.Prefix(t), Now: now,
 			Limits: func(string) state.Limits { return l }})
 	})
 }
