@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/corral-rt/corral/internal/tryagain"
 )
 
 //go:embed prelude.lua
@@ -112,8 +114,14 @@ func (r *Redis) run(ctx context.Context, script *rueidis.Lua, room string, l Lim
 	_, _ = rand.Read(e[:]) // never fails
 	args := append([]string{strconv.FormatInt(r.now().UnixMilli(), 10), strconv.Itoa(l.MaxChanges), r.ttl,
 		r.Channel(room), r.sharded, hex.EncodeToString(e[:])}, extra...)
-	res := script.Exec(ctx, r.client, keys, args)
-	return res, res.Error()
+	// A slot in migration refuses a script on keys split between two
+	// nodes (TRYAGAIN): it did not run, so it is run again.
+	var res rueidis.RedisResult
+	err := tryagain.Do(ctx, func() error {
+		res = script.Exec(ctx, r.client, keys, args)
+		return res.Error()
+	})
+	return res, err
 }
 
 func ms(t int64) time.Time {
