@@ -38,7 +38,11 @@ var (
 type Grower interface {
 	// Grow appends one chunk to the growing message msg.Id in room and
 	// returns its place. msg carries the room, id, sender and time, and
-	// Chunk with Data, Replace and Final; the store takes the room's next
+	// Chunk with Data, Replace and Final, and Version: 0, or the version
+	// the chunk makes, which makes a retry idempotent (a chunk whose
+	// version the message has is not stored again: the result has
+	// Duplicate set and the seq of the message's last chunk; one more
+	// than one version ahead wraps [ErrOutOfOrder]). The store takes the room's next
 	// seq for it (sets msg.Seq) and sets Chunk.MessageSeq (the seq of the
 	// message's first chunk) and Chunk.Version (1 for the first chunk, one
 	// more for each), stores and publishes it, and updates the assembled
@@ -142,6 +146,15 @@ func (m *Memory) Grow(_ context.Context, room string, msg *corralv1.Message, lim
 func (m *Memory) growLocked(r *memRoom, room string, msg *corralv1.Message, limits GrowLimits) (AppendResult, error) {
 	c := msg.GetChunk()
 	g := r.growing[msg.GetId()]
+	var have uint64
+	if g != nil {
+		have = g.version
+	}
+	if want := c.GetVersion(); want > 0 && want <= have {
+		return AppendResult{Seq: g.last, Epoch: r.epoch, Duplicate: true}, nil
+	} else if want > have+1 {
+		return AppendResult{}, fmt.Errorf("history: grow %q in %q: version %d after %d: %w", msg.GetId(), room, want, have, ErrOutOfOrder)
+	}
 	size := len(c.GetData())
 	if g != nil {
 		if g.final {
@@ -271,7 +284,8 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 	maxLen, ttl := r.limitsOf(room)
 	args := []string{head, tail, r.channel(room), maxLen, ttl, candidateEpoch(), r.evMaxLen, r.spublish(),
 		known.Epoch, strconv.FormatUint(known.Last, 10), replicated,
-		string(c.GetData()), flag(c.GetReplace()), flag(c.GetFinal()), strconv.Itoa(limits.max())}
+		string(c.GetData()), flag(c.GetReplace()), flag(c.GetFinal()), strconv.Itoa(limits.max()),
+		strconv.FormatUint(c.GetVersion(), 10)}
 	var res []rueidis.RedisMessage
 	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
@@ -295,6 +309,13 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 	case 2:
 		size, _ := res[3].AsInt64()
 		return fail(fmt.Errorf("%d bytes, at most %d: %w", size, limits.max(), ErrTooLarge))
+	case 3:
+		last, _ := res[0].AsUint64()
+		epoch, _ := res[1].ToString()
+		return AppendResult{Seq: last, Epoch: epoch, Duplicate: true}, nil
+	case 4:
+		have, _ := res[3].AsInt64()
+		return fail(fmt.Errorf("version %d after %d: %w", c.GetVersion(), have, ErrOutOfOrder))
 	}
 	if len(res) != 6 {
 		return fail(fmt.Errorf("unexpected reply of %d elements", len(res)))

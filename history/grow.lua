@@ -16,7 +16,8 @@
 -- ARGV[10] the newest seq it knows there, ARGV[11] '1' to open a new
 -- epoch for a history that came by replication
 -- ARGV[12] the chunk's data, ARGV[13] '1' replace, ARGV[14] '1' final,
--- ARGV[15] the longest body
+-- ARGV[15] the longest body, ARGV[16] the version the chunk makes ('0':
+-- unchecked)
 --
 -- The message's hash: e (epoch), m (seq of its first chunk), v (version),
 -- s (seq of its last chunk), f ('1' final), b (body), h and t (the first
@@ -78,10 +79,20 @@ end
 local newEpoch = lost > 0
 local g = nil
 if not newEpoch then
-  local h = redis.call('HMGET', msgKey, 'e', 'm', 'v', 'f', 'b')
+  local h = redis.call('HMGET', msgKey, 'e', 'm', 'v', 'f', 'b', 's')
   if h[1] == epoch then
-    g = {m = tonumber(h[2]), v = tonumber(h[3]), f = h[4] == '1', b = h[5]}
+    g = {m = tonumber(h[2]), v = tonumber(h[3]), f = h[4] == '1', b = h[5], s = tonumber(h[6])}
   end
+end
+local want, have = tonumber(ARGV[16]), 0
+if g then
+  have = g.v
+end
+if want > 0 and want <= have then
+  return {g.s, epoch, 3, have}
+end
+if want > have + 1 then
+  return {0, epoch or '', 4, have}
 end
 local data, replace, final = ARGV[12], ARGV[13] == '1', ARGV[14] == '1'
 local body = data

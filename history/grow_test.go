@@ -186,3 +186,54 @@ func TestGrowEvents(t *testing.T) {
 		})
 	}
 }
+
+// testGrowRetry: chunks carrying the version they make are applied once
+// when retried, and refused when one is missing.
+func testGrowRetry(t *testing.T, newStore newStoreFunc) {
+	ctx := context.Background()
+	s := newStore(t, 0)
+	g := s.(history.Grower)
+	grow := func(data string, version uint64, final bool) (history.AppendResult, error) {
+		m := chunk("r", "m", data, false, final)
+		m.Chunk.Version = version
+		return g.Grow(ctx, "r", m, history.GrowLimits{})
+	}
+	if _, err := grow("a", 2, false); !errors.Is(err, history.ErrOutOfOrder) {
+		t.Fatalf("version 2 first: %v", err)
+	}
+	first, err := grow("a", 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := grow("b", 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint64{1, 2} {
+		res, err := grow("again", v, false)
+		if err != nil || !res.Duplicate || res.Seq != second.Seq || res.Epoch != first.Epoch {
+			t.Fatalf("retry of version %d: %+v, %v", v, res, err)
+		}
+	}
+	if _, err := grow("d", 4, false); !errors.Is(err, history.ErrOutOfOrder) {
+		t.Fatalf("version 4 after 2: %v", err)
+	}
+	last, err := grow("c", 3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retried final chunk is a duplicate, not a refusal.
+	if res, err := grow("c", 3, true); err != nil || !res.Duplicate || res.Seq != last.Seq {
+		t.Fatalf("retry of the final chunk: %+v, %v", res, err)
+	}
+	if _, err := grow("e", 0, false); !errors.Is(err, history.ErrFinal) {
+		t.Fatalf("an unchecked chunk after the final one: %v", err)
+	}
+	a, _, err := g.Assembled(ctx, "r", "m")
+	if err != nil || string(a.GetChunk().GetData()) != "abc" || a.GetChunk().GetVersion() != 3 {
+		t.Fatalf("assembled %v, %v", a, err)
+	}
+	if st, _ := s.State(ctx, "r"); st.Last != 3 {
+		t.Fatalf("%d seqs taken for 3 chunks", st.Last)
+	}
+}

@@ -33,6 +33,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"SenderOrder":      testSenderOrder,
 		"Grow":             testGrow,
 		"GrowMidStream":    testGrowMidStream,
+		"GrowRetry":        testGrowRetry,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, newStore) })

@@ -695,6 +695,7 @@ func appendJSONAppend(b []byte, m *v1.Append) []byte {
 	b = appendBytesField(b, s, "data", m.GetData())
 	b = appendBoolField(b, s, `"replace":`, m.GetReplace())
 	b = appendBoolField(b, s, `"final":`, m.GetFinal())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
 	return append(b, '}')
 }
 
@@ -718,6 +719,8 @@ func (d *decoder) readAppend(m *v1.Append) error {
 			m.Replace, err = d.bool("replace")
 		case "final":
 			m.Final, err = d.bool("final")
+		case "version":
+			m.Version, err = d.uint("version", 64)
 		default:
 			d.skip()
 		}

@@ -79,7 +79,7 @@ func clientFrames() map[string]*corralv1.ClientFrame {
 			Id: 9, Method: "profile.get", Payload: []byte(`{"a":[1,2]}`),
 		}}},
 		"append text": {Kind: &corralv1.ClientFrame_Append{Append: &corralv1.Append{
-			Room: "a", Id: "reply-1", Data: []byte("Hello, wor"),
+			Room: "a", Id: "reply-1", Data: []byte("Hello, wor"), Version: 2,
 		}}},
 		"append replace final": {Kind: &corralv1.ClientFrame_Append{Append: &corralv1.Append{
 			Room: "a", Id: "reply-1", Data: []byte(`{"text":"Hello, world"}`), Replace: true, Final: true,

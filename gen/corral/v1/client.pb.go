@@ -1188,7 +1188,13 @@ type Append struct {
 	// True: data replaces the body instead of being added to it.
 	Replace bool `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"`
 	// True: this is the message's last chunk; later appends are refused.
-	Final         bool `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	Final bool `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	// The version this chunk makes the message (1 for the first chunk), so
+	// that a retried append is applied once: a chunk whose version the
+	// message already has is answered as a duplicate and not stored again,
+	// and one more than one version ahead is refused with
+	// CODE_OUT_OF_ORDER (send the missing chunks first). 0: unchecked.
+	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1256,6 +1262,13 @@ func (x *Append) GetFinal() bool {
 		return x.Final
 	}
 	return false
+}
+
+func (x *Append) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // SetState sets one key of a room's keyed state (docs/STATE.md). The
@@ -3570,13 +3583,14 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x04Call\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1e\n" +
-	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\"v\n" +
+	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\"\x90\x01\n" +
 	"\x06Append\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
 	"\x04data\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\x04data\x12\x18\n" +
 	"\areplace\x18\x04 \x01(\bR\areplace\x12\x14\n" +
-	"\x05final\x18\x05 \x01(\bR\x05final\"\xa1\x01\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\"\xa1\x01\n" +
 	"\bSetState\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +

@@ -3722,7 +3722,10 @@ type AppendRequest struct {
 	Replace bool   `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"`
 	Final   bool   `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
 	// Shown to clients as Message.sender on the chunk; empty by default.
-	Sender        string `protobuf:"bytes,6,opt,name=sender,proto3" json:"sender,omitempty"`
+	Sender string `protobuf:"bytes,6,opt,name=sender,proto3" json:"sender,omitempty"`
+	// As Append.version: the version this chunk makes (0: unchecked), so
+	// that a stream retried from its start appends each chunk once.
+	Version       uint64 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3799,6 +3802,13 @@ func (x *AppendRequest) GetSender() string {
 	return ""
 }
 
+func (x *AppendRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // AppendResponse reports the last chunk the stream appended.
 type AppendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3808,7 +3818,7 @@ type AppendResponse struct {
 	// The message's version after it, and whether it is final.
 	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	Final   bool   `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
-	// How many chunks the stream appended.
+	// How many chunks the stream appended (duplicates not counted).
 	Chunks        uint32 `protobuf:"varint,5,opt,name=chunks,proto3" json:"chunks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4636,14 +4646,15 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\asignals\x18\x01 \x03(\v2\x16.corral.v1.SignalEventR\asignals\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12%\n" +
 	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
-	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"\x8f\x01\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"\xa9\x01\n" +
 	"\rAppendRequest\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
 	"\areplace\x18\x04 \x01(\bR\areplace\x12\x14\n" +
 	"\x05final\x18\x05 \x01(\bR\x05final\x12\x16\n" +
-	"\x06sender\x18\x06 \x01(\tR\x06sender\"\x80\x01\n" +
+	"\x06sender\x18\x06 \x01(\tR\x06sender\x12\x18\n" +
+	"\aversion\x18\a \x01(\x04R\aversion\"\x80\x01\n" +
 	"\x0eAppendResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\tR\x05epoch\x12\x18\n" +

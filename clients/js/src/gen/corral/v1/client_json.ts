@@ -27,7 +27,7 @@ export const messageFields = {
   PresenceQuery: { room: "string", after: "string", limit: "number" },
   Refresh: { token: "string" },
   Call: { id: "number", method: "string", payload: "payload" },
-  Append: { room: "string", id: "string", data: "payload", replace: "bool", final: "bool" },
+  Append: { room: "string", id: "string", data: "payload", replace: "bool", final: "bool", version: "number" },
   SetState: { room: "string", key: "string", value: "payload", cas: "bool", version: "number", ttlMs: "number", ref: "string" },
   DeleteState: { room: "string", key: "string", cas: "bool", version: "number", ref: "string" },
   Welcome: { sessionId: "string", resumeToken: "string", userId: "string", resumed: "bool", heartbeatMs: "number", sessionTtlMs: "number", expiresUnix: "number" },

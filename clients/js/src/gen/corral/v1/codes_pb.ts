@@ -123,7 +123,9 @@ export enum Code {
    * As an error frame for a publish with Publish.seq: the publish before it
    * in the session's sequence for the room is not stored (it was refused,
    * or is still on its way). Nothing was stored. Send the earliest
-   * unresolved publish again, then this one, with the same ids.
+   * unresolved publish again, then this one, with the same ids. For an
+   * Append with version: a version more than one past the message's;
+   * send the missing chunks first.
    *
    * @generated from enum value: CODE_OUT_OF_ORDER = 4106;
    */
