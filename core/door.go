@@ -103,7 +103,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 		cands = append(cands, q)
 	}
 	cands = c.hookJoin(ctx, s, cands)
-	limit := c.cfg.MaxRoomsPerConn
+	limit := int(c.cfg.MaxRoomsPerConn)
 	out := reqs[:0:0]
 	for _, q := range cands {
 		if !in[q.name] {

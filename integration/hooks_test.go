@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/hooks"
@@ -144,7 +145,7 @@ func serveBackend(t *testing.T, b *appBackend) string {
 // and "game:*", publishes of "chat:*").
 func withHooks(url string, tune func(*hooks.Config)) func(*server.Options) {
 	return func(o *server.Options) {
-		o.Hooks = hooks.Config{URL: url, Timeout: 5 * time.Second, Policy: hooks.Policy{
+		o.Hooks = hooks.Config{Hooks: config.Hooks{URL: url, Timeout: 5 * time.Second}, Policy: hooks.Policy{
 			Connect: true, Refresh: true, Call: true,
 			Join: []string{"secret*", "game:*"}, Publish: []string{"chat:*"},
 		}}
@@ -470,8 +471,8 @@ func TestHooksSeveralCores(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	var urls []string
 	for range 2 {
-		o := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(),
-			RedisURL: redisURL, RedisPrefix: prefix, APIInsecure: true}
+		o := server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: redisURL, RedisPrefix: prefix}, Logger: quietLogger(),
+			APIInsecure: true}
 		withHooks(url, nil)(&o)
 		n, err := server.Start(o)
 		if err != nil {
@@ -480,7 +481,7 @@ func TestHooksSeveralCores(t *testing.T) {
 		t.Cleanup(func() { n.Close(context.Background()) })
 		urls = append(urls, "http://"+n.Addr())
 	}
-	eo := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: strings.Join(urls, ","),
+	eo := server.Options{Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: strings.Join(urls, ",")},
 		Auth: auth.Dev{}, Logger: quietLogger()}
 	withoutRateLimits(withHooks(url, nil))(&eo)
 	edgeNode, err := server.Start(eo)
@@ -557,7 +558,7 @@ func TestHooksByClass(t *testing.T) {
 
 	// No backend: the server refuses to start.
 	_, noBackend := classFile(t, file)
-	o := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger()}
+	o := server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0"}, Auth: auth.Dev{}, Logger: quietLogger()}
 	noBackend(&o)
 	if n, err := server.Start(o); err == nil {
 		n.Close(ctx)

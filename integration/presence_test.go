@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"slices"
 	"strings"
@@ -246,8 +247,7 @@ func twoCores(t *testing.T, tune func(*server.Options)) (a, b *server.Node, da, 
 	prefix := redistest.Prefix(t)
 	tune = withoutRateLimits(tune)
 	startNode := func() (*server.Node, *deployment) {
-		o := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
-			RedisURL: addr, RedisPrefix: prefix}
+		o := server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: addr, RedisPrefix: prefix}, Auth: auth.Dev{}, Logger: quietLogger()}
 		if tune != nil {
 			tune(&o)
 		}
