@@ -49,7 +49,7 @@ type Node struct {
 
 	RedisURL            string        `key:"redis" cmd:"serve,core" flag:"true" group:"store" secret:"true" help:"Redis URL for durable history and resumable sessions shared by every core using it: redis://[:password@]host:port[/db], rediss://... (TLS), redis+sentinel://[:password@]sentinel:26379,sentinel2:26379/mastername[?db=N&sentinel_password=P], or a Redis 7 Cluster as redis://node:6379?addr=node2:6379&addr=node3:6379; empty: in memory, one process"`
 	RedisFile           string        `key:"redis-file" cmd:"serve,core" flag:"true" group:"store" help:"file holding the redis URL (with a password), instead of the flag"`
-	RedisPrefix         string        `key:"redis-prefix" cmd:"serve,core" group:"store" default:"corral" help:"prefix of every Redis key"`
+	RedisPrefix         string        `key:"redis-prefix" cmd:"serve,core" flag:"true" group:"store" default:"corral" help:"prefix of every Redis key"`
 	RedisTimeout        time.Duration `key:"redis-timeout" cmd:"serve,core" group:"store" default:"3s" help:"bound of every Redis command a store makes: past it a publish, join or resume fails with retry-later (4103) instead of waiting for a stalled or partitioned Redis"`
 	RedisReplicas       int           `key:"redis-replicas" cmd:"serve,core" group:"store" unit:"replicas" help:"acknowledge a publish only once this many Redis replicas have it (WAIT), so that a failover loses no acknowledged message; 0: asynchronous replication. Not on Redis Cluster"`
 	RedisReplicaTimeout time.Duration `key:"redis-replica-timeout" cmd:"serve,core" group:"store" default:"1s" help:"with redis-replicas: how long a publish waits for the replicas before it is refused with a retry code (it may have been stored: retry with the same id)"`
@@ -135,7 +135,7 @@ type Edge struct {
 	CallBurst       int   `key:"call-burst" cmd:"serve,edge" group:"limits" default:"20" unit:"calls" help:"burst of the per-connection call bucket"`
 	RateStrikes     Limit `key:"rate-strikes" cmd:"serve,edge" group:"limits" default:"100" unit:"refusals" help:"refusals by the rate limits within 10s that close a connection with 4101 (unlimited: never)"`
 	MaxConnsPerUser Limit `key:"max-conns-per-user" cmd:"serve,edge" flag:"true" group:"limits" default:"1000" unit:"connections" help:"connections of one user on this edge (past it: close 4408)"`
-	MaxPending      Limit `key:"max-pending" cmd:"serve,edge" flag:"true" group:"limits" default:"10000" unit:"connections" help:"connections upgraded but not yet authenticated (past it: 503 with Retry-After)"`
+	MaxPending      Limit `key:"max-pending" cmd:"serve,edge" group:"limits" default:"10000" unit:"connections" help:"connections upgraded but not yet authenticated (past it: 503 with Retry-After)"`
 
 	OriginPatterns []string `key:"origins" cmd:"serve,edge" flag:"true" group:"auth" help:"comma-separated browser origin host patterns allowed besides the server's own host, e.g. app.example.com,*.example.com"`
 

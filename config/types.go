@@ -9,7 +9,8 @@ import (
 
 // Limit is a count or size bound: a positive number, or [Unlimited]. Its
 // text form (a flag, an environment variable, a file key) is the number
-// or "unlimited"; 0 is refused rather than read as a default or as
+// or "unlimited" (a negative number, the old spelling, is read as
+// unlimited too); 0 is refused rather than read as a default or as
 // "unlimited", so that no value means two things.
 type Limit int
 
@@ -37,7 +38,11 @@ func (l *Limit) UnmarshalText(b []byte) error {
 		return nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
+	if err == nil && n < 0 {
+		*l = Unlimited
+		return nil
+	}
+	if err != nil || n == 0 {
 		return fmt.Errorf("want a positive number or unlimited, got %q", s)
 	}
 	*l = Limit(n)
@@ -45,7 +50,8 @@ func (l *Limit) UnmarshalText(b []byte) error {
 }
 
 // Rate is a token bucket's rate in events per second: a positive number,
-// or [UnlimitedRate]. Its text form is the number or "unlimited"; 0 is
+// or [UnlimitedRate]. Its text form is the number or "unlimited" (a
+// negative number, the old spelling, is read as unlimited too); 0 is
 // refused (a class that must not publish says publish: none).
 type Rate float64
 
@@ -73,6 +79,10 @@ func (r *Rate) UnmarshalText(b []byte) error {
 		return nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
+	if err == nil && f < 0 {
+		*r = UnlimitedRate
+		return nil
+	}
 	if err != nil || !(f > 0) {
 		return fmt.Errorf("want a positive rate per second or unlimited, got %q", s)
 	}

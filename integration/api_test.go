@@ -841,7 +841,7 @@ func TestEventsFilters(t *testing.T) {
 		t.Errorf("foreign position: %v", err)
 	}
 
-	// Without an event log (--events -1), Events says so.
+	// Without an event log (events -1), Events says so.
 	off := start(t, "serve", nil, func(o *server.Options) { o.EventsMaxLen = -1 })
 	if err := follow(t, off.api, &corralv1.EventsRequest{}).firstError(t); codeOf(err) != connect.CodeUnimplemented {
 		t.Errorf("no event log: %v", err)

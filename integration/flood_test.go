@@ -194,7 +194,7 @@ func TestFloodEachFrameKind(t *testing.T) {
 
 // TestFloodBacklogDetach: with the edge's limits lifted and the store
 // stalled (Redis paused for writes), a connection flooding publishes fills
-// its core work queue: past --conn-backlog-frames the core refuses
+// its core work queue: past conn-backlog-frames the core refuses
 // (conn_backlog) and closes it with 4105 BACKLOG_FULL, and its session is
 // released while the store is still stalled (its detach does not wait for
 // the backlog or the store call in flight). Once the store is back, the

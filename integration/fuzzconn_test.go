@@ -57,7 +57,7 @@ func FuzzConnection(f *testing.F) {
 }
 
 // maxFuzzFrames bounds the frames of one input; maxFuzzFrame the bytes of
-// one (the server's --max-frame default is 64 KiB, so larger frames are
+// one (the server's max-frame default is 64 KiB, so larger frames are
 // also tried).
 const (
 	maxFuzzFrames = 64

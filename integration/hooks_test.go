@@ -201,7 +201,7 @@ func TestHooks(t *testing.T) {
 			}
 
 			// Join: refused and allowed by the backend; a room outside
-			// --hooks-join does not ask it.
+			// the Policy's Join patterns do not ask it.
 			_, err = c.Join(ctx, "secret-club", 0, "")
 			wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
 			if _, err := c.Join(ctx, "game:1", 0, ""); err != nil {
@@ -212,7 +212,7 @@ func TestHooks(t *testing.T) {
 				t.Fatal(err)
 			}
 			if b.joinCalls.Load() != calls {
-				t.Fatal("a join outside --hooks-join called the backend")
+				t.Fatal("a join outside the Join patterns called the backend")
 			}
 
 			// Publish: refused, replaced, passed.
@@ -521,7 +521,7 @@ func TestHooksSeveralCores(t *testing.T) {
 }
 
 // TestHooksByClass: a room class's hooks (hooks: {join, publish}) send its
-// rooms to the backend with no --hooks-join/--hooks-publish pattern, and
+// rooms to the backend with no Policy Join/Publish pattern, and
 // a class that asks for a hook without a backend stops the server from
 // starting instead of admitting its rooms unchecked.
 func TestHooksByClass(t *testing.T) {

@@ -554,7 +554,7 @@ func presenceJoinStorm(t *testing.T, state []byte, split int64) {
 
 // TestPresenceCrashKill9: a corral process on Redis is killed with SIGKILL;
 // a second process sweeps it: each member the dead process alone held
-// leaves once, within --presence-dead-after plus a heartbeat and a tick.
+// leaves once, within presence-dead-after plus a heartbeat and a tick.
 func TestPresenceCrashKill9(t *testing.T) {
 	bin := buildCorral(t)
 	redisAddr := "redis://" + redistest.Start(t)
@@ -565,8 +565,7 @@ func TestPresenceCrashKill9(t *testing.T) {
 		p := &process{t: t, bin: bin, args: []string{
 			"serve", "--insecure-dev", "--addr", addr, "--log-level", "error",
 			"--redis", redisAddr, "--redis-prefix", prefix,
-			"--presence-dead-after", deadAfter.String(), "--presence-tick", "100ms",
-		}}
+		}, env: []string{"CORRAL_PRESENCE_DEAD_AFTER=" + deadAfter.String(), "CORRAL_PRESENCE_TICK=100ms"}}
 		p.start()
 		t.Cleanup(p.kill9)
 		readytest.Wait(t, "http://"+addr+"/readyz")

@@ -25,7 +25,7 @@ import (
 // mode on Redis the core restarts (the edge keeps the clients and
 // refuses publishes meanwhile) and then the edge is dropped and started
 // again on its address (both Sessions reconnect and resume); in serve mode
-// on Sentinel with --redis-replicas 1 the master fails over.
+// on Sentinel with redis-replicas 1 the master fails over.
 func TestSenderOrderThroughFaults(t *testing.T) {
 	t.Run("core-restart-and-edge-drop", func(t *testing.T) {
 		redisURL := "redis://" + redistest.Start(t)

@@ -127,7 +127,7 @@ func (n *Node) warnInsecure(ls []*listener, addrs []string) {
 func (n *Node) openEndpoints(r role, admin []string, rpc bool, doorOpen bool) []string {
 	var open []string
 	if r == public && n.edge != nil {
-		// With --hooks-connect the backend authenticates hellos, whatever
+		// With hooks-connect the backend authenticates hellos, whatever
 		// the authenticator (it then only checks refreshes).
 		if _, dev := n.opts.Auth.(auth.Dev); dev && !n.opts.Hooks.Policy.Connect {
 			what := "/ws (connections are not authenticated: the token is the user id"

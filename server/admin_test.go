@@ -61,7 +61,7 @@ func do(t *testing.T, method, url, key string) (int, string) {
 // TestAdminNeverOnPublicPort: /admin/* and /debug/* on the public
 // WebSocket port answer 404 in every configuration, insecure ones
 // included, and the node keeps serving (it used to drain for anyone with
-// --api-insecure).
+// api-insecure).
 func TestAdminNeverOnPublicPort(t *testing.T) {
 	for name, o := range map[string]server.Options{
 		"serve insecure":             {Mode: server.Serve, APIInsecure: true},

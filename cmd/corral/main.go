@@ -269,7 +269,7 @@ func authenticator(s *config.Settings, logger *slog.Logger) (auth.Authenticator,
 	if a.JWTSecret == "" && a.JWTPublicKeys == "" {
 		if s.Policy.Connect && !a.InsecureDev {
 			// The backend authenticates hellos; a token that does not go to
-			// it (a refresh without --hooks-refresh) is refused.
+			// it (a refresh without hooks-refresh) is refused.
 			return auth.None{}, nil
 		}
 		if !a.InsecureDev {
