@@ -19,6 +19,10 @@ import (
 // file turns them into room classes, checks files (check-config), lists
 // the keys (config keys) and reloads.
 
+// docs/corral.schema.json and the key table of docs/CONFIG.md, generated
+// from package config (make check fails when they are stale):
+//go:generate go test -count=1 -run TestConfigDocsCurrent -update .
+
 // modes are every command's mode.
 var modes = []server.Mode{server.Serve, server.EdgeOnly, server.CoreOnly}
 
