@@ -65,7 +65,17 @@ func argName(k *Key) string {
 		}
 		return "TEXT"
 	}
-	return strings.ToUpper(strings.ReplaceAll(k.Unit, " ", "-"))
+	switch k.Type {
+	case reflect.TypeFor[Limit]():
+		return "N|unlimited"
+	case reflect.TypeFor[Rate]():
+		return "RATE|unlimited"
+	case reflect.TypeFor[Window]():
+		return "DURATION|off"
+	case reflect.TypeFor[time.Duration]():
+		return "DURATION"
+	}
+	return "N"
 }
 
 // PrintKeys writes `corral config keys`: every key of cmd (every key when

@@ -92,8 +92,11 @@ func mustKeys() []*Key {
 			if c := f.Tag.Get("cmd"); c != "" {
 				k.Commands = strings.Split(c, ",")
 			}
-			if k.Unit == "" {
+			switch {
+			case k.Unit == "":
 				k.Unit = typeUnit(f.Type)
+			case f.Type == reflect.TypeFor[Limit]() || f.Type == reflect.TypeFor[Rate]():
+				k.Unit += " or unlimited"
 			}
 			if k.Help == "" || !slices.Contains(Groups, k.Group) {
 				panic(fmt.Sprintf("config: key %s: help and a group (%v) are required", name, Groups))
