@@ -152,5 +152,5 @@ func needKeys(what string, opts Options) error {
 	if len(opts.APIKeys) > 0 || opts.APIInsecure {
 		return nil
 	}
-	return fmt.Errorf("server: %s needs API keys (--api-keys), or --api-insecure for local development", what)
+	return fmt.Errorf("server: %s needs API keys (--api-keys), or api-insecure (--insecure-dev) for local development", what)
 }

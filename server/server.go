@@ -258,7 +258,7 @@ func Start(opts Options) (*Node, error) {
 			if opts.RedisReplicas > 0 && n.redis.Mode() == rueidis.ClientModeCluster {
 				n.redis.Close()
 				n.guard.Close()
-				return nil, errors.New("server: --redis-replicas is not supported on Redis Cluster")
+				return nil, errors.New("server: redis-replicas is not supported on Redis Cluster")
 			}
 			n.guard.Watch(n.redis)
 			var ev *events.Redis
@@ -358,7 +358,7 @@ func Start(opts Options) (*Node, error) {
 			if err != nil {
 				n.closeParts(context.Background())
 				if len(opts.APIKeys) == 0 {
-					err = fmt.Errorf("%w: the internal API needs API keys (--api-keys), or --api-insecure for local development", err)
+					err = fmt.Errorf("%w: the internal API needs API keys (--api-keys), or api-insecure (--insecure-dev) for local development", err)
 				}
 				return nil, err
 			}
