@@ -27,9 +27,9 @@ EXPOSE 8080
 
 # SIGTERM drains: /readyz turns 503, new upgrades get 503, every client is
 # told (close 4000, GOING_AWAY) to resume after a delay spread over
-# --drain-window, then the process exits. Give the runtime at least
-# --drain-window plus a few seconds before it kills (docker stop -t,
-# terminationGracePeriodSeconds) and keep --shutdown-timeout above it.
+# drain-window, then the process exits. Give the runtime at least
+# drain-window plus a few seconds before it kills (docker stop -t,
+# terminationGracePeriodSeconds) and keep shutdown-timeout above it.
 STOPSIGNAL SIGTERM
 
 ENTRYPOINT ["/corral"]

@@ -55,7 +55,7 @@ type Options struct {
 // New returns a client for the internal API at baseURL, for example
 // "http://127.0.0.1:8091" (corral serve --internal-addr) or the core's
 // address (corral core), presenting key as a bearer token on every call.
-// An empty key sends none, for a server run with --api-insecure.
+// An empty key sends none, for a server run with api-insecure.
 func New(baseURL, key string, opts *Options) corralv1connect.RoomServiceClient {
 	var o Options
 	if opts != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/server"
 )
@@ -22,12 +23,12 @@ const apiKey = "example-key-0123456789abcdef"
 // corral serve --insecure-dev --internal-addr 127.0.0.1:0` would.
 func runCorral() *server.Node {
 	node, err := server.Start(server.Options{
-		Mode:         server.Serve,
-		Addr:         "127.0.0.1:0",
-		InternalAddr: "127.0.0.1:0",
-		APIKeys:      []string{apiKey},
-		Auth:         auth.Dev{},
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mode: server.Serve,
+		Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"},
+
+		APIKeys: []string{apiKey},
+		Auth:    auth.Dev{},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -10,9 +10,9 @@ var errNone = refusal("tokens are checked by the hooks backend, " +
 	"and this one was not sent to it")
 
 // None refuses every token. It is the authenticator of an edge whose hooks
-// backend authenticates connections (--hooks-connect without a JWT key):
+// backend authenticates connections (hooks-connect without a JWT key):
 // hellos go to the backend, and a token that reaches None instead (a
-// refresh without --hooks-refresh) is refused rather than trusted.
+// refresh without hooks-refresh) is refused rather than trusted.
 type None struct{}
 
 // Authenticate implements [Authenticator]: it always fails.

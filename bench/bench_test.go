@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
@@ -30,7 +31,7 @@ func startCorral(t *testing.T, apiKeys ...string) bench.Target {
 func startCorralHooks(t *testing.T, hc hooks.Config, apiKeys ...string) bench.Target {
 	t.Helper()
 	n, err := server.Start(server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"},
 		Auth: auth.Dev{}, APIKeys: apiKeys, APIInsecure: len(apiKeys) == 0,
 		Hooks:  hc,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -117,7 +118,7 @@ func TestScenarios(t *testing.T) {
 				case *bench.ChatBurst:
 					addr = sc.Hooks.Listen
 				}
-				target = startCorralHooks(t, hooks.Config{URL: "http://" + addr, Policy: tt.hooks})
+				target = startCorralHooks(t, hooks.Config{Hooks: config.Hooks{URL: "http://" + addr}, Policy: tt.hooks})
 			} else {
 				target = startCorral(t)
 			}
@@ -266,8 +267,8 @@ func TestStormDrain(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	node := func() *server.Node {
 		n, err := server.Start(server.Options{
-			Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
-			Auth: auth.Dev{}, APIInsecure: true, RedisURL: redisURL, RedisPrefix: prefix,
+			Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: redisURL, RedisPrefix: prefix},
+			Auth: auth.Dev{}, APIInsecure: true,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		if err != nil {

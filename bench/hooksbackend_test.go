@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/hooks"
 )
@@ -21,7 +22,7 @@ func TestHooksBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := hooks.New(hooks.Config{URL: "http://" + addr, Policy: hooks.Policy{Join: []string{"*"}, Publish: []string{"*"}}, JoinWindow: -1})
+	c, err := hooks.New(hooks.Config{Hooks: config.Hooks{URL: "http://" + addr, JoinWindow: -1}, Policy: hooks.Policy{Join: []string{"*"}, Publish: []string{"*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

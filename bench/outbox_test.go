@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/server"
 )
@@ -20,8 +21,8 @@ import (
 func TestOutboxBurst(t *testing.T) {
 	pg := pgtest.Start(t)
 	n, err := server.Start(server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
-		Auth: auth.Dev{}, APIInsecure: true, OutboxURL: pg.URL,
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", OutboxURL: pg.URL},
+		Auth: auth.Dev{}, APIInsecure: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -256,7 +256,7 @@ func (c *OutboxBurst) Run(ctx context.Context, o Options) (*Result, error) {
 	<-lagDone
 
 	// What the room holds, against what the application committed: the
-	// server must keep the whole burst (--history at least the posts).
+	// server must keep the whole burst (history at least the posts).
 	st := &OutboxStats{Mode: c.Mode, Pending: len(pending), PoolWait: poolWait.summary(), LagRows: int(lagRows.Load()), LagSeconds: float64FromBits(lagSec.Load())}
 	seen := map[int]int{}
 	var after uint64

@@ -123,7 +123,7 @@ clients built without corral's SDK do; the figures count such a rejoin as
 
 With --cause drain there is no proxy: the clients connect to --url directly,
 and instead of the RST the generator drains that server (POST /admin/drain
-on its internal listener, --admin, with --drain-window, the internal API key as bearer). Each client follows
+on its internal listener, --admin, with drain-window, the internal API key as bearer). Each client follows
 its hint to --fallback (another edge of the same deployment, sharing Redis),
 or, without one, back to --url once something listens there again (a
 restarted process). Reports the time from the drain until all are back and

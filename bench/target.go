@@ -25,7 +25,7 @@ type Target struct {
 	// are read from /proc. 0: use Metrics.
 	PID int `json:"pid,omitempty"`
 	// APIKey is sent to the internal API as "Authorization: Bearer <key>"
-	// (corral --api-keys). Empty: none (a server with --api-insecure).
+	// (corral --api-keys). Empty: none (a server with api-insecure).
 	APIKey string `json:"-"`
 	// Token is sent in every hello. Empty: each client uses its own name,
 	// which a server in --insecure-dev mode takes as the user id.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/server"
 )
@@ -19,7 +20,7 @@ import (
 func runCorral() (string, func()) {
 	node, err := server.Start(server.Options{
 		Mode:   server.Serve,
-		Addr:   "127.0.0.1:0",
+		Node:   config.Node{Addr: "127.0.0.1:0"},
 		Auth:   auth.Dev{},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

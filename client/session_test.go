@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/server"
@@ -29,7 +30,7 @@ func startCorral(t *testing.T, tune func(*server.Options)) *server.Node {
 	t.Helper()
 	opts := server.Options{
 		Mode:   server.Serve,
-		Addr:   "127.0.0.1:0",
+		Node:   config.Node{Addr: "127.0.0.1:0"},
 		Auth:   auth.Dev{},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

@@ -179,7 +179,7 @@ const (
 // or the link queue when one holds half of Config.LinkQueue frames (it
 // fails, and its clients resume, at the whole).
 func (c *Core) overloaded() (reason refuseReason, retry time.Duration, over bool) {
-	limit := c.apiCfg.OverloadQueueBytes
+	limit := int(c.apiCfg.OverloadQueueBytes)
 	if limit < 0 {
 		return 0, 0, false
 	}

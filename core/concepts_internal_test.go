@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/roomclass"
 	"testing"
 	"time"
@@ -258,7 +259,7 @@ func TestDoorRefusals(t *testing.T) {
 			code:  corralv1.Code_CODE_FORBIDDEN,
 		},
 		"too many rooms": {
-			cfg:   Config{MaxRoomsPerConn: 1},
+			cfg:   Config{Core: config.Core{MaxRoomsPerConn: 1}},
 			join:  []string{"open:a"},
 			frame: &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "open:b"}}},
 			code:  corralv1.Code_CODE_LIMIT_EXCEEDED,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/hooks"
@@ -17,13 +18,16 @@ import (
 // Config configures a Core. The zero value is usable: in-memory history and
 // sessions with the defaults below.
 type Config struct {
+	// Core is the settings of package config (keys session-ttl,
+	// signal-tick, max-payload, max-rooms-per-conn, conn-backlog-*):
+	// SessionTTL, SignalTick, MaxPayload, MaxRoomsPerConn,
+	// ConnQueueFrames and ConnQueueBytes. Zero fields take the defaults
+	// below; config.Unlimited lifts a Limit.
+	config.Core
 	// History stores room logs and assigns seqs. Nil: in-memory.
 	History history.Store
 	// Sessions stores resumable sessions. Nil: in-memory with SessionTTL.
 	Sessions sessions.Store
-	// SessionTTL is how long a dropped session stays resumable; told to
-	// clients in Welcome. Default 2 minutes.
-	SessionTTL time.Duration
 	// UnsubscribeDelay is how often the rooms this core no longer holds
 	// leave its Redis pub/sub subscription, in one batch; a room emptied
 	// and re-joined meanwhile keeps its subscription. Default 10s.
@@ -34,13 +38,6 @@ type Config struct {
 	LinkQueue int
 	// MaxRoomName bounds room names in bytes. Default 200.
 	MaxRoomName int
-	// SignalTick is how often a room sends the signals that changed.
-	// Default 33ms (about 30 Hz).
-	SignalTick time.Duration
-	// MaxPayload is the default class's payload bound in bytes (every
-	// publish, a client's or the internal API's, is bounded by its room's
-	// class). Default 64 KiB.
-	MaxPayload int
 	// Classes are the room classes (package roomclass): every per-room
 	// setting (read-only, signal tick, payload and member limits,
 	// presence, events, publish rate) is looked up there, at the time it
@@ -57,17 +54,6 @@ type Config struct {
 	// Join (batched) and Publish; the edge calls the others.
 	// Nil: no hooks.
 	Hooks *hooks.Client
-	// MaxRoomsPerConn bounds the rooms one connection is in; past it a
-	// join gets CODE_LIMIT_EXCEEDED. Default 128; negative: unlimited.
-	MaxRoomsPerConn int
-	// ConnQueueFrames and ConnQueueBytes bound the client frames of one
-	// connection waiting for the core (proto size). Past either the frame
-	// is refused, the queue dropped, and the connection closed with
-	// CODE_BACKLOG_FULL (counted as conn_backlog). The edge's rate limits
-	// keep an honest client far below. Defaults 1024 and 8 MiB; negative:
-	// unlimited.
-	ConnQueueFrames int
-	ConnQueueBytes  int
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 	// Control carries Subscribe and Unsubscribe to the other cores
@@ -139,17 +125,16 @@ func (c *Config) withDefaults() Config {
 
 // PresenceConfig tunes presence. Zero fields mean defaults.
 type PresenceConfig struct {
+	// Presence is the settings of package config (presence-grace,
+	// presence-tick, presence-max-diff): Grace, how long a dropped
+	// connection stays counted, waiting for its session to resume
+	// (default 15s); Tick, how often a room sends its presence changes
+	// (default 500ms); MaxDiffMembers, above which rooms send counts
+	// only (default 1000).
+	config.Presence
 	// NewStore makes the store with the core's callbacks. Nil: in memory,
 	// for one process.
 	NewStore func(presence.Options) (presence.Store, error)
-	// Grace is how long a dropped connection stays counted, waiting for
-	// its session to resume. Default 15s.
-	Grace time.Duration
-	// Tick is how often a room sends its presence changes. Default 500ms.
-	Tick time.Duration
-	// MaxDiffMembers: rooms with more members send counts only. Default
-	// 1000.
-	MaxDiffMembers int
 	// MaxState bounds a user's presence state in bytes. Default 1024.
 	MaxState int
 	// PageLimit bounds the members of one PresencePage. Default 100.
@@ -177,8 +162,17 @@ func (p PresenceConfig) withDefaults() PresenceConfig {
 
 // APIConfig tunes the internal API. Zero fields mean defaults.
 type APIConfig struct {
-	// MaxBroadcastRooms bounds the rooms of one Broadcast. Default 10000.
-	MaxBroadcastRooms int
+	// API is the settings of package config (api-max-*, api-overload-queue):
+	// MaxBroadcastRooms (default 10000), MaxMembers (a room with more is
+	// refused with resource_exhausted; default 10000), MaxBatch (default
+	// 1000), and OverloadQueueBytes, the push-back bound of Publish and
+	// Broadcast: while the bytes waiting toward the edges (this core's
+	// link queues, plus the send queues of the edges' connections, as each
+	// edge reports them) exceed it, or a link queue holds half of
+	// Config.LinkQueue frames, both answer resource_exhausted with a retry
+	// hint instead of adding to the backlog (default 64 MiB;
+	// config.Unlimited: never refuse).
+	config.API
 	// BroadcastConcurrency bounds the rooms one Broadcast publishes to at
 	// once. Default 64.
 	BroadcastConcurrency int
@@ -188,20 +182,6 @@ type APIConfig struct {
 	// EventsHeartbeat is how often an idle Events stream sends an empty
 	// response. Default 15s.
 	EventsHeartbeat time.Duration
-	// MaxMembers bounds the members (and presence entries) one Members
-	// call lists; a room with more is refused with resource_exhausted.
-	// Default 10000.
-	MaxMembers int
-	// MaxBatch bounds the publishes of one Batch; past it the call is
-	// refused with invalid_argument. Default 1000.
-	MaxBatch int
-	// OverloadQueueBytes is the push-back bound of Publish and Broadcast:
-	// while the bytes waiting toward the edges (this core's link queues,
-	// plus the send queues of the edges' connections, as each edge reports
-	// them) exceed it, or a link queue holds half of Config.LinkQueue
-	// frames, both answer resource_exhausted with a retry hint instead of
-	// adding to the backlog. Default 64 MiB; negative: never refuse.
-	OverloadQueueBytes int
 }
 
 // ControlBus sends the internal API's commands that act on every core to

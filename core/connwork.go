@@ -117,8 +117,8 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 		delete(w.latest, latestKey{1, barrier})
 		delete(w.latest, latestKey{2, barrier})
 	}
-	if (cfg.ConnQueueFrames > 0 && len(w.queue) >= cfg.ConnQueueFrames) ||
-		(cfg.ConnQueueBytes > 0 && w.bytes+size > cfg.ConnQueueBytes) {
+	if (cfg.ConnQueueFrames > 0 && len(w.queue) >= int(cfg.ConnQueueFrames)) ||
+		(cfg.ConnQueueBytes > 0 && w.bytes+size > int(cfg.ConnQueueBytes)) {
 		n := len(w.queue)
 		w.full = true
 		w.dropLocked()
@@ -157,7 +157,7 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 func (w *connWork) pushTask(task func(ctx context.Context, s *session)) bool {
 	cfg := &w.l.core.cfg
 	w.mu.Lock()
-	if w.gone != nil || w.full || (cfg.ConnQueueFrames > 0 && len(w.queue) >= cfg.ConnQueueFrames) {
+	if w.gone != nil || w.full || (cfg.ConnQueueFrames > 0 && len(w.queue) >= int(cfg.ConnQueueFrames)) {
 		w.mu.Unlock()
 		return false
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"io"
 	"log/slog"
 	"testing"
@@ -99,7 +100,7 @@ func TestConnWorkFlood(t *testing.T) {
 	const bound, flood = 16, 200
 	for kind, frame := range floodKinds {
 		t.Run(kind, func(t *testing.T) {
-			c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ConnQueueFrames: bound})
+			c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Core: config.Core{ConnQueueFrames: bound}})
 			defer c.Close()
 			ctx := context.Background()
 			l := testLink(c)

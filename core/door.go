@@ -103,7 +103,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 		cands = append(cands, q)
 	}
 	cands = c.hookJoin(ctx, s, cands)
-	limit := c.cfg.MaxRoomsPerConn
+	limit := int(c.cfg.MaxRoomsPerConn)
 	out := reqs[:0:0]
 	for _, q := range cands {
 		if !in[q.name] {
@@ -135,7 +135,7 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 }
 
 // joinHooked says whether the Join hook decides room: its class turns
-// the hook on (hooks: {join: true}) or the --hooks-join patterns name it.
+// the hook on (hooks: {join: true}) or hooks.Policy's Join patterns name it.
 // hookPublish decides the same for publishes. The server refuses classes
 // with hooks when no backend is configured (server/reload.go
 // checkClassHooks), so a class's hook is never skipped silently.

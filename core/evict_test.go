@@ -36,10 +36,10 @@ func newEvictCore(t *testing.T, ttl time.Duration) *evictCore {
 	t.Helper()
 	e := &evictCore{hist: history.NewMemory(history.MemoryOptions{TTL: ttl})}
 	cfg := core.Config{
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		History:    e.hist,
-		SignalTick: time.Millisecond,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		History: e.hist,
 	}
+	cfg.SignalTick = time.Millisecond
 	cfg.Presence.NewStore = func(o presence.Options) (presence.Store, error) {
 		e.pres = presence.NewMemory(o)
 		return e.pres, nil

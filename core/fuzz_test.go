@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"github.com/corral-rt/corral/config"
 	"io"
 	"log/slog"
 	"testing"
@@ -34,7 +35,7 @@ func FuzzLinkRequest(f *testing.F) {
 		if proto.Unmarshal(data, &req) != nil {
 			return
 		}
-		c := core.New(core.Config{Logger: logger, SignalTick: time.Millisecond})
+		c := core.New(core.Config{Logger: logger, Core: config.Core{SignalTick: time.Millisecond}})
 		defer c.Close()
 		srv := connect.NewServer()
 		linkv1connect.RegisterLinkServiceHandler(srv, c)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/corral-rt/corral/config"
 	"io"
 	"log/slog"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // leave, no second connection); a clean leave uncounts at once.
 func TestPresenceGraceWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Presence: PresenceConfig{Grace: 15 * time.Second}})
+		c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Presence: PresenceConfig{Presence: config.Presence{Grace: 15 * time.Second}}})
 		defer c.Close()
 		ctx := context.Background()
 		r := newRoom(c, "r")

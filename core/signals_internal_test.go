@@ -10,10 +10,15 @@ import (
 func TestSignalTick(t *testing.T) {
 	def := roomclass.Default()
 	def.SignalTick = 33 * time.Millisecond
-	classes := roomclass.FromFlags(def, nil, []roomclass.Tick{
-		{Pattern: "canvas:*", Tick: 16 * time.Millisecond},
-		{Pattern: "typing:lobby", Tick: 100 * time.Millisecond},
-	})
+	class := func(name, pattern string, tick time.Duration) roomclass.Class {
+		c := def
+		c.Name, c.Match, c.SignalTick = name, roomclass.Patterns{pattern}, tick
+		return c
+	}
+	classes := []roomclass.Class{
+		class("canvas", "canvas:*", 16*time.Millisecond),
+		class("typing", "typing:lobby", 100*time.Millisecond),
+	}
 	c := &Core{cfg: Config{Classes: roomclass.NewLive(roomclass.NewTable(def, classes))}}
 	tests := map[string]time.Duration{
 		"canvas:board-1": 16 * time.Millisecond,

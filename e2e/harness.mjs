@@ -43,10 +43,12 @@ export async function startCorral(bin, extra = []) {
 
 /**
  * startCorralWith runs `corral` with args (a command and its flags; JSON
- * logs are added) and resolves once it listens, with its address.
+ * logs are added) and env (settings that are not flags, as CORRAL_*
+ * variables: `corral config keys`) and resolves once it listens, with its
+ * address.
  */
-export async function startCorralWith(bin, args) {
-  return startProcess(bin, [...args, "--log-format", "json"]);
+export async function startCorralWith(bin, args, env = {}) {
+  return startProcess(bin, [...args, "--log-format", "json"], env);
 }
 
 /**
@@ -80,9 +82,10 @@ export async function startSplit(bin, key, coreFlags = []) {
 }
 
 /** startProcess runs corral with args and resolves once it listens. */
-async function startProcess(bin, args) {
+async function startProcess(bin, args, env = {}) {
   const proc = spawn(bin, args, {
     stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, ...env },
   });
   const logs = [];
   const listening = await new Promise((resolve, reject) => {

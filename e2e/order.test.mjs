@@ -7,7 +7,7 @@
 // order: no loss, no duplicate. The failures: in a split deployment
 // (`corral core` on Redis, `corral edge`, each its own process) the core
 // restarts and then the edge is stopped and started again on its
-// address; in `corral serve` on Redis Sentinel with --redis-replicas 1 the
+// address; in `corral serve` on Redis Sentinel with redis-replicas 1 the
 // master is killed and a replica promoted.
 
 import assert from "node:assert/strict";
@@ -118,7 +118,7 @@ describe("per-sender order in Chromium", { timeout: 300_000 }, () => {
 
   test("through a core restart and an edge drop (split, Redis)", async () => {
     const redis = await startRedis();
-    const coreArgs = (addr) => ["core", "--addr", addr, "--redis", redis.url, "--redis-prefix", "e2e-order", "--api-insecure"];
+    const coreArgs = (addr) => ["core", "--addr", addr, "--redis", redis.url, "--redis-prefix", "e2e-order", "--insecure-dev"];
     let core = await startCorralWith(bin, coreArgs("127.0.0.1:0"));
     const edgeArgs = (addr) => ["edge", "--addr", addr, "--core", `http://${core.addr}`, "--insecure-dev"];
     let edge = await startCorralWith(bin, edgeArgs("127.0.0.1:0"));
@@ -139,11 +139,11 @@ describe("per-sender order in Chromium", { timeout: 300_000 }, () => {
     }
   });
 
-  test("through a Redis Sentinel failover (serve, --redis-replicas 1)", async () => {
+  test("through a Redis Sentinel failover (serve, redis-replicas 1)", async () => {
     const sn = await startSentinel(2, dir);
     const node = await startCorralWith(bin, [
-      "serve", "--addr", "127.0.0.1:0", "--insecure-dev", "--redis", sn.url, "--redis-prefix", "e2e-order", "--redis-replicas", "1",
-    ]);
+      "serve", "--addr", "127.0.0.1:0", "--insecure-dev", "--redis", sn.url, "--redis-prefix", "e2e-order",
+    ], { CORRAL_REDIS_REPLICAS: "1" });
     try {
       const page = await newPerson(browser, `http://${node.addr}/?name=writer`);
       await publishThrough(page, node.addr, async () => {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,23 @@ import (
 
 // Config configures an Edge. Core (or Cores) and Auth are required.
 type Config struct {
+	// Edge is the settings of package config (docs/CONFIG.md, Keys):
+	// ReadLimit (max-frame, default 64 KiB), HelloTimeout (10s),
+	// DrainWindow (10s; a drain tells each client to come back after a
+	// delay uniform in [0, DrainWindow]), ReplayBytes (see replayBytes),
+	// CoalesceWindow (ignored: no frame waits for a timer; sender.go),
+	// each token bucket's rate and burst, OriginPatterns (the browser
+	// origins, host patterns as websocket.AcceptOptions's, allowed besides
+	// the request's own host), HookHeaders and HookCookies
+	// (what the Connect hook is shown), RateStrikes (refusals by the
+	// buckets within 10s that close a connection with
+	// CODE_RATE_LIMITED), MaxConnsPerUser (past it a connection is
+	// closed after its hello with CODE_LIMIT_EXCEEDED) and MaxPending
+	// (upgraded connections whose hello is not yet authenticated; past
+	// it an upgrade is answered 503 with Retry-After). Zero fields take
+	// the defaults below; config.Unlimited and config.UnlimitedRate lift
+	// a bound.
+	config.Edge
 	// Core is the core the edge links to (in-process or over h2c).
 	Core linkv1connect.LinkServiceClient
 	// Cores, when set, replaces Core: several cores sharing one Redis. The
@@ -27,15 +45,8 @@ type Config struct {
 	// Links is how many Link streams the edge keeps to each core;
 	// connections are spread over all of them. Default 2.
 	Links int
-	// OriginPatterns are the browser origins (host patterns, see
-	// websocket.AcceptOptions) allowed besides the request's own host.
-	OriginPatterns []string
 	// AnyOrigin accepts every origin. For local development only.
 	AnyOrigin bool
-	// ReadLimit bounds one client frame in bytes. Default 64 KiB.
-	ReadLimit int64
-	// HelloTimeout bounds the wait for the first frame. Default 10s.
-	HelloTimeout time.Duration
 	// Heartbeat is the interval clients are told to keep; a connection
 	// silent for twice as long is closed with CODE_HEARTBEAT_TIMEOUT.
 	// Default 25s.
@@ -43,11 +54,6 @@ type Config struct {
 	// WriteTimeout bounds one write to a socket; past it the connection is
 	// a slow consumer. Default 5s.
 	WriteTimeout time.Duration
-	// CoalesceWindow is ignored: no frame waits for a timer. A socket's
-	// writer sends what is queued at once, and frames queued while a
-	// write is under way (or the socket is full) go together in the next
-	// (sender.go). Kept so that configurations that set it still load.
-	CoalesceWindow time.Duration
 	// QueueFrames and QueueBytes bound one connection's send queue; past
 	// either the connection is a slow consumer. Default 4096 frames, and
 	// bytes derived from the limits (queueBytesFor): one sender's whole
@@ -55,51 +61,6 @@ type Config struct {
 	// and presence, about 7.4 MiB by default.
 	QueueFrames int
 	QueueBytes  int
-	// HandshakeRate and HandshakeBurst are the token bucket for new
-	// connections (per second; 0: unlimited). Defaults 10000 and 10000.
-	HandshakeRate  float64
-	HandshakeBurst int
-	// ResumeRate and ResumeBurst are the bucket for resuming connections
-	// (URL ?resume=1). Defaults 10000 and 10000.
-	ResumeRate  float64
-	ResumeBurst int
-	// MessageRate and MessageBurst are each connection's token bucket for
-	// publishes (per second). Past it a publish gets an Error frame with
-	// CODE_RATE_LIMITED and retry_after_ms. Defaults 50 and 100; a
-	// negative rate: unlimited.
-	MessageRate  float64
-	MessageBurst int
-	// SignalRate and SignalBurst are the bucket for signals. Defaults 100
-	// and 200 (a cursor at 60 Hz fits).
-	SignalRate  float64
-	SignalBurst int
-	// ControlRate and ControlBurst are the bucket for joins and leaves.
-	// Defaults 20 and 200 (a client joining its 128 rooms at once fits).
-	ControlRate  float64
-	ControlBurst int
-	// PresenceRate and PresenceBurst are the bucket for presence updates
-	// (set_presence). Defaults 10 and 20. The core also keeps at most one
-	// update per room queued for a connection (latest wins).
-	PresenceRate  float64
-	PresenceBurst int
-	// QueryRate and QueryBurst are the bucket for presence queries
-	// (presence_query). Defaults 10 and 50 (pages of a big room at once).
-	QueryRate  float64
-	QueryBurst int
-	// AckRate and AckBurst are the bucket for acks. Defaults 50 and 200
-	// (an ack per room after a resume into its 128 rooms fits).
-	AckRate  float64
-	AckBurst int
-	// MiscRate and MiscBurst are the bucket for every other frame: pings
-	// (answered by the edge), a hello after the first (an error), and
-	// frames of kinds this edge does not know (an error). Defaults 5 and
-	// 20 (a heartbeat ping every 25 s fits many times).
-	MiscRate  float64
-	MiscBurst int
-	// CallRate and CallBurst are the bucket for calls (the Call hook).
-	// Defaults 10 and 20.
-	CallRate  float64
-	CallBurst int
 	// MaxCallsInFlight bounds a connection's calls waiting for the
 	// backend; past it a call is answered CODE_RATE_LIMITED. Default 8.
 	MaxCallsInFlight int
@@ -107,28 +68,9 @@ type Config struct {
 	// whether the edge calls Connect (instead of Auth), Refresh and Call
 	// (docs/HOOKS.md). Nil: no hooks.
 	Hooks *hooks.Client
-	// HookHeaders and HookCookies are the request headers and cookies the
-	// Connect hook is shown; no others are.
-	HookHeaders, HookCookies []string
-	// RateStrikes is how many refusals by the buckets within 10 seconds
-	// close a connection with CODE_RATE_LIMITED (sustained abuse), told to
-	// come back after RateCloseDelay. Defaults 100 and 10s; negative: never
-	// close.
-	RateStrikes    int
+	// RateCloseDelay is how long a connection closed for RateStrikes is
+	// told to stay away. Default 10s.
 	RateCloseDelay time.Duration
-	// MaxConnsPerUser bounds one user's connections on this edge; past it
-	// a connection is closed after its hello with CODE_LIMIT_EXCEEDED.
-	// Default 1000; negative: unlimited.
-	MaxConnsPerUser int
-	// MaxPending bounds the connections upgraded whose hello has not been
-	// authenticated yet (slow or silent clients, each held at most
-	// HelloTimeout); past it an upgrade is answered 503 with Retry-After.
-	// Default 10000; negative: unlimited.
-	MaxPending int
-	// DrainWindow spreads the reconnect hints of a drain: each client is
-	// told to come back after a delay uniform in [0, DrainWindow]. Default
-	// 10s.
-	DrainWindow time.Duration
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the edge's metrics. Nil: not registered.
@@ -202,7 +144,7 @@ func (c *Config) withDefaults() Config {
 // bucketDefaults fills a token bucket's rate and burst: a zero rate takes
 // the default, a zero burst twice the rate (at least the default burst
 // when the rate is the default).
-func bucketDefaults(rate float64, burst int, defRate float64, defBurst int) (float64, int) {
+func bucketDefaults(rate config.Rate, burst int, defRate config.Rate, defBurst int) (config.Rate, int) {
 	if rate == 0 {
 		rate = defRate
 		if burst <= 0 {
@@ -240,7 +182,12 @@ const replayPage = 1000
 // replay per join. The core still sends a replay at once, not as the
 // socket drains (issue 35 item 2): this bounds what one connection
 // holds, not what all of them hold together.
+//
+// Config.ReplayBytes (key replay-max-bytes), when set, replaces it.
 func (c *Config) replayBytes() int {
+	if c.ReplayBytes > 0 {
+		return c.ReplayBytes
+	}
 	const frameFields = 1 << 10
 	return replayPage * int(c.ReadLimit+frameFields)
 }

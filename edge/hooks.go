@@ -140,7 +140,7 @@ const (
 
 // refreshHook asks the backend about a refresh. It returns the new
 // identity, or nil with the code and text of the Error to send, or
-// codeAnswered or codeClosed. When the backend cannot answer, --hooks-policy-refresh
+// codeAnswered or codeClosed. When the backend cannot answer, hooks-policy-refresh
 // applies: closed closes the connection with CODE_UNAVAILABLE and a delay
 // (the client reconnects later, with its token, and resumes);
 // allow-known answers an Error CODE_UNAVAILABLE with retryAfterMs (the

@@ -133,14 +133,14 @@ type bucketState struct {
 // bucketRules is the edge's bucket of each kind, full, from cfg.
 func bucketRules(cfg *Config) *[numBuckets]bucket {
 	var r [numBuckets]bucket
-	r[bucketMessages] = newBucket(cfg.MessageRate, cfg.MessageBurst)
-	r[bucketSignals] = newBucket(cfg.SignalRate, cfg.SignalBurst)
-	r[bucketControl] = newBucket(cfg.ControlRate, cfg.ControlBurst)
-	r[bucketPresence] = newBucket(cfg.PresenceRate, cfg.PresenceBurst)
-	r[bucketQueries] = newBucket(cfg.QueryRate, cfg.QueryBurst)
-	r[bucketAcks] = newBucket(cfg.AckRate, cfg.AckBurst)
-	r[bucketMisc] = newBucket(cfg.MiscRate, cfg.MiscBurst)
-	r[bucketCalls] = newBucket(cfg.CallRate, cfg.CallBurst)
+	r[bucketMessages] = newBucket(float64(cfg.MessageRate), cfg.MessageBurst)
+	r[bucketSignals] = newBucket(float64(cfg.SignalRate), cfg.SignalBurst)
+	r[bucketControl] = newBucket(float64(cfg.ControlRate), cfg.ControlBurst)
+	r[bucketPresence] = newBucket(float64(cfg.PresenceRate), cfg.PresenceBurst)
+	r[bucketQueries] = newBucket(float64(cfg.QueryRate), cfg.QueryBurst)
+	r[bucketAcks] = newBucket(float64(cfg.AckRate), cfg.AckBurst)
+	r[bucketMisc] = newBucket(float64(cfg.MiscRate), cfg.MiscBurst)
+	r[bucketCalls] = newBucket(float64(cfg.CallRate), cfg.CallBurst)
 	return &r
 }
 
@@ -195,7 +195,7 @@ func (c *conn) check(f *corralv1.ClientFrame) bool {
 		l.windowStart, l.strikes = now, 0
 	}
 	l.strikes++
-	if strikes := c.e.cfg.RateStrikes; strikes > 0 && l.strikes > strikes {
+	if strikes := int(c.e.cfg.RateStrikes); strikes > 0 && l.strikes > strikes {
 		l.closed = true
 		c.e.metrics.refuse(refusedRateClose)
 		c.closeWith(corralv1.Code_CODE_RATE_LIMITED,
@@ -213,7 +213,7 @@ func (c *conn) check(f *corralv1.ClientFrame) bool {
 func (e *Edge) pendingAdd() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cfg.MaxPending > 0 && e.pending >= e.cfg.MaxPending {
+	if e.cfg.MaxPending > 0 && e.pending >= int(e.cfg.MaxPending) {
 		return false
 	}
 	e.pending++
@@ -247,7 +247,7 @@ func (e *Edge) userAdd(user string) (bool, bucket) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := e.users[user]
-	if e.cfg.MaxConnsPerUser > 0 && n >= e.cfg.MaxConnsPerUser {
+	if e.cfg.MaxConnsPerUser > 0 && n >= int(e.cfg.MaxConnsPerUser) {
 		return false, bucket{}
 	}
 	e.users[user] = n + 1

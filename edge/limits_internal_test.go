@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"github.com/corral-rt/corral/config"
 	"reflect"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestBucketDefaults(t *testing.T) {
 	if cfg.MessageRate != 50 || cfg.MessageBurst != 100 || cfg.SignalRate != 100 || cfg.SignalBurst != 200 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	cfg = (&Config{MessageRate: 10, SignalRate: -1}).withDefaults()
+	cfg = (&Config{Edge: config.Edge{MessageRate: 10, SignalRate: -1}}).withDefaults()
 	if cfg.MessageBurst != 20 || cfg.SignalRate != -1 {
 		t.Fatalf("a rate without a burst: %+v", cfg)
 	}
@@ -84,7 +85,7 @@ func TestEveryFrameKindHasARule(t *testing.T) {
 // for the time spent, not 20 bursts. A user away long enough for the
 // bucket to fill again starts fresh, and nothing is kept for it.
 func TestPublishBudgetSurvivesReconnects(t *testing.T) {
-	e := &Edge{cfg: Config{MessageRate: 50, MessageBurst: 100}, users: map[string]int{}, spent: map[string]bucket{}}
+	e := &Edge{cfg: Config{Edge: config.Edge{MessageRate: 50, MessageBurst: 100}}, users: map[string]int{}, spent: map[string]bucket{}}
 	start := mono.Now()
 	sent := 0
 	for range 20 {

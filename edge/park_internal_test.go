@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"io"
 	"log/slog"
 	"net"
@@ -42,11 +43,11 @@ func startEdge(t *testing.T, park bool, tune func(*Config)) *testEdge {
 	rpc := connect.NewServer()
 	linkv1connect.RegisterLinkServiceHandler(rpc, co)
 	cfg := Config{
-		Core:        linkv1connect.NewLinkServiceClient(connect.NewClient(connectinprocess.New(rpc))),
-		Auth:        auth.Dev{},
-		AnyOrigin:   true,
-		Logger:      quiet,
-		MessageRate: -1, SignalRate: -1, ControlRate: -1,
+		Core:      linkv1connect.NewLinkServiceClient(connect.NewClient(connectinprocess.New(rpc))),
+		Auth:      auth.Dev{},
+		AnyOrigin: true,
+		Logger:    quiet,
+		Edge:      config.Edge{MessageRate: config.UnlimitedRate, SignalRate: config.UnlimitedRate, ControlRate: config.UnlimitedRate},
 	}
 	if tune != nil {
 		tune(&cfg)

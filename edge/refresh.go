@@ -21,7 +21,7 @@ import (
 // Refreshed. A refused refresh is an Error frame CODE_UNAUTHENTICATED
 // without a room, and changes nothing: the connection still ends at the old
 // expiry. A refresh the Refresh hook could not answer follows
-// --hooks-policy-refresh (hooks.go refreshHook).
+// hooks-policy-refresh (hooks.go refreshHook).
 
 // expireAt arms the connection's expiry timer for the token expiry unix
 // (seconds; 0: never), replacing the previous one. It runs on the

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/bearer"
@@ -20,51 +21,46 @@ import (
 
 // Config configures a [Client]. URL is required.
 type Config struct {
-	// URL is the backend's base URL: "http://host:port" (HTTP/2 without
-	// TLS, h2c) or "https://...".
-	URL string
-	// Key, when set, is sent on every call as "Authorization: Bearer Key".
-	Key string
+	// Hooks is the settings of package config (the hooks-* keys):
+	//   - URL, the backend's base URL: "http://host:port" (HTTP/2 without
+	//     TLS, h2c) or "https://...";
+	//   - Key, when set, sent on every call as "Authorization: Bearer
+	//     Key" (KeyFile is read by the command, not here);
+	//   - Timeout bounds one backend call. Default 2s;
+	//   - MaxInFlight bounds each hook's calls in flight; past it a call
+	//     fails at once (KindOverloaded). Default 256;
+	//   - ResponseBudget bounds the bytes of backend responses being
+	//     read, every hook's calls together; a call whose response would
+	//     pass it fails (KindOverloaded). Default 64 MiB. Each response
+	//     is also bounded on its own (4 MiB);
+	//   - JoinWindow is how long a join waits for others to share its
+	//     backend call. Default 2ms; negative: no wait (concurrent joins
+	//     still share a call that has not gone out);
+	//   - JoinMaxBatch bounds the pairs of one Join call. Default 1000;
+	//   - JoinHerdWindow is the longest a join waits in a herd: when
+	//     pairs arrive fast enough that JoinHerdBatch of them come within
+	//     it, a new batch waits JoinHerdBatch/rate (at least JoinWindow)
+	//     instead of JoinWindow, and goes at once when it holds
+	//     JoinHerdBatch pairs. Default 250ms; config.Off: every batch
+	//     waits JoinWindow;
+	//   - JoinCacheTTL keeps each (user, room) admission that long (a
+	//     refusal is never kept: it is asked again), for the Join calls
+	//     whose JoinOptions give no TTL. 0: no cache.
+	config.Hooks
 	// HTTPClient sends the calls. Nil: h2c for http:// URLs, the default
 	// client for https://.
 	HTTPClient connecthttp.HTTPClient
 	// Policy says which events go to the backend.
 	Policy Policy
-	// Timeout bounds one backend call. Default 2s.
-	Timeout time.Duration
-	// MaxInFlight bounds each hook's calls in flight; past it a call fails
-	// at once (KindOverloaded). Default 256.
-	MaxInFlight int
-	// ResponseBudget bounds the bytes of backend responses being read,
-	// every hook's calls together; a call whose response would pass it
-	// fails (KindOverloaded). Default 64 MiB. Each response is also
-	// bounded on its own (4 MiB).
-	ResponseBudget int64
 	// BreakerFailures consecutive failures open a hook's breaker for
 	// BreakerCooldown. Defaults 5 and 5s.
 	BreakerFailures int
 	BreakerCooldown time.Duration
-	// JoinWindow is how long a join waits for others to share its backend
-	// call. Default 2ms; negative: no wait (concurrent joins still share
-	// a call that has not gone out).
-	JoinWindow time.Duration
-	// JoinMaxBatch bounds the pairs of one Join call. Default 1000.
-	JoinMaxBatch int
-	// JoinHerdWindow is the longest a join waits in a herd: when pairs
-	// arrive fast enough that JoinHerdBatch of them come within it, a new
-	// batch waits JoinHerdBatch/rate (at least JoinWindow) instead of
-	// JoinWindow, and goes at once when it holds JoinHerdBatch pairs.
-	// Default 250ms; negative: off (every batch waits JoinWindow).
-	JoinHerdWindow time.Duration
 	// JoinHerdBatch is the batch a herd's joins wait to fill. Default 200.
 	JoinHerdBatch int
 	// JoinMaxCalls bounds the Join calls in flight; a batch ready meanwhile
 	// waits and keeps taking pairs. Default 4.
 	JoinMaxCalls int
-	// JoinCacheTTL keeps each (user, room) admission that long (a
-	// refusal is never kept: it is asked again), for the Join calls whose
-	// JoinOptions give no TTL. 0: no cache.
-	JoinCacheTTL time.Duration
 	// JoinCacheSize bounds the cached decisions. Default 100,000.
 	JoinCacheSize int
 	// Logger receives structured logs. Nil: slog.Default().
@@ -125,7 +121,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.JoinMaxBatch = 1000
 	}
 	if cfg.JoinHerdWindow == 0 {
-		cfg.JoinHerdWindow = 250 * time.Millisecond
+		cfg.JoinHerdWindow = config.Window(250 * time.Millisecond)
 	}
 	if cfg.JoinHerdBatch <= 0 {
 		cfg.JoinHerdBatch = 200

@@ -3,6 +3,7 @@ package hooks_test
 import (
 	"fmt"
 
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/hooks"
 )
 
@@ -22,7 +23,7 @@ func ExamplePolicy_For() {
 // New makes the client corral uses; it connects on the first call.
 func ExampleNew() {
 	c, err := hooks.New(hooks.Config{
-		URL:    "http://127.0.0.1:9000", // h2c
+		Hooks:  config.Hooks{URL: "http://127.0.0.1:9000"}, // h2c
 		Policy: hooks.Policy{Connect: true, Join: []string{"team:*"}},
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/hooks"
 )
@@ -28,7 +29,7 @@ func (c handlerClient) Do(r *http.Request) (*http.Response, error) {
 // inside a synctest bubble.
 func startInMemory(t *testing.T, b *backend, tune func(*hooks.Config)) *hooks.Client {
 	t.Helper()
-	return newClient(t, hooks.Config{URL: "http://backend.test", HTTPClient: handlerClient{backendMux(b)}, Timeout: 5 * time.Second}, tune)
+	return newClient(t, hooks.Config{Hooks: config.Hooks{URL: "http://backend.test", Timeout: 5 * time.Second}, HTTPClient: handlerClient{backendMux(b)}}, tune)
 }
 
 // joinAtRate starts n one-pair joins, every gap, and returns the longest

@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/hooks"
@@ -108,7 +109,7 @@ func start(t *testing.T, b *backend, tune func(*hooks.Config)) *hooks.Client {
 	srv.Config.Protocols = p
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return newClient(t, hooks.Config{URL: srv.URL, Timeout: 5 * time.Second}, tune)
+	return newClient(t, hooks.Config{Hooks: config.Hooks{URL: srv.URL, Timeout: 5 * time.Second}}, tune)
 }
 
 // backendMux serves b's HooksService.

@@ -169,7 +169,7 @@ func (j *joiner) windowLocked() (time.Duration, int) {
 		return cfg.JoinWindow, cfg.JoinMaxBatch
 	}
 	fill := time.Duration(float64(cfg.JoinHerdBatch) / j.rate * float64(time.Second))
-	if fill > cfg.JoinHerdWindow {
+	if fill > time.Duration(cfg.JoinHerdWindow) {
 		return cfg.JoinWindow, cfg.JoinMaxBatch // not a herd
 	}
 	return max(fill, cfg.JoinWindow), min(cfg.JoinHerdBatch, cfg.JoinMaxBatch)

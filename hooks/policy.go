@@ -25,7 +25,7 @@ type Policy struct {
 	// RefreshFailure is what a refresh gets when the backend cannot
 	// answer (Closed or AllowKnown). Under AllowKnown the connection is
 	// kept until its token's expiry plus RefreshGrace (0: none;
-	// --hooks-refresh-grace defaults to 1m).
+	// hooks-refresh-grace defaults to 1m).
 	RefreshFailure Failure
 	RefreshGrace   time.Duration
 	// Connect and Call have no failure policy: a connection the backend

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -385,9 +386,9 @@ func TestAPIAuth(t *testing.T) {
 
 	t.Run("config", func(t *testing.T) {
 		for name, opts := range map[string]server.Options{
-			"core without keys":     {Mode: server.CoreOnly, Addr: "127.0.0.1:0"},
-			"internal without keys": {Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: auth.Dev{}},
-			"short key":             {Mode: server.CoreOnly, Addr: "127.0.0.1:0", APIKeys: []string{"short"}},
+			"core without keys":     {Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}},
+			"internal without keys": {Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"}, Auth: auth.Dev{}},
+			"short key":             {Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}, APIKeys: []string{"short"}},
 		} {
 			opts.Logger = quietLogger()
 			if n, err := server.Start(opts); err == nil {
@@ -840,7 +841,7 @@ func TestEventsFilters(t *testing.T) {
 		t.Errorf("foreign position: %v", err)
 	}
 
-	// Without an event log (--events -1), Events says so.
+	// Without an event log (events -1), Events says so.
 	off := start(t, "serve", nil, func(o *server.Options) { o.EventsMaxLen = -1 })
 	if err := follow(t, off.api, &corralv1.EventsRequest{}).firstError(t); codeOf(err) != connect.CodeUnimplemented {
 		t.Errorf("no event log: %v", err)

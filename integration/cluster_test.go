@@ -49,8 +49,7 @@ func runClusterTraffic(t *testing.T, migrate bool) {
 		p := &process{t: t, bin: bin, args: []string{
 			"serve", "--insecure-dev", "--addr", addr, "--log-level", "warn",
 			"--redis", cluster.URL(), "--redis-prefix", prefix,
-			"--publish-rate", "-1", // limits have their own tests
-		}}
+		}, env: []string{"CORRAL_PUBLISH_RATE=unlimited"}} // limits have their own tests
 		p.start()
 		t.Cleanup(p.kill9)
 		readytest.Wait(t, "http://"+addr+"/readyz")

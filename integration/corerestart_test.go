@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"testing"
 	"time"
@@ -25,14 +26,14 @@ import (
 func TestCoreRestartKeepsBrowsers(t *testing.T) {
 	redisURL := "redis://" + redistest.Start(t)
 	prefix := redistest.Prefix(t)
-	coreOpts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(), RedisURL: redisURL, RedisPrefix: prefix, APIInsecure: true}
+	coreOpts := server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: redisURL, RedisPrefix: prefix}, Logger: quietLogger(), APIInsecure: true}
 	core1, err := server.Start(coreOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	coreAddr := core1.Addr()
 	edgeNode, err := server.Start(server.Options{
-		Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: "http://" + coreAddr, Auth: auth.Dev{}, Logger: quietLogger(),
+		Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: "http://" + coreAddr}, Auth: auth.Dev{}, Logger: quietLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ func TestEdgeFailsOverToAnotherCore(t *testing.T) {
 	var cores []*server.Node
 	var urls string
 	for i := range 2 {
-		n, err := server.Start(server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(),
-			RedisURL: redisURL, RedisPrefix: prefix, APIInsecure: true})
+		n, err := server.Start(server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: redisURL, RedisPrefix: prefix}, Logger: quietLogger(),
+			APIInsecure: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +41,7 @@ func TestEdgeFailsOverToAnotherCore(t *testing.T) {
 		urls += "http://" + n.Addr()
 	}
 	edgeNode, err := server.Start(server.Options{
-		Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: urls, Auth: auth.Dev{}, Logger: quietLogger(),
+		Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: urls}, Auth: auth.Dev{}, Logger: quietLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -44,67 +45,69 @@ type floodKind struct {
 var floodKinds = map[string]floodKind{
 	"unknown": {
 		nil, []byte(`{"fromTheFuture":{}}`),
-		func(o *server.Options, r float64, b int) { o.Edge.MiscRate, o.Edge.MiscBurst = r, b }, "rate_misc",
+		func(o *server.Options, r float64, b int) { o.Edge.MiscRate, o.Edge.MiscBurst = config.Rate(r), b }, "rate_misc",
 	},
 	"hello": {
 		func(int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: "flood"}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.MiscRate, o.Edge.MiscBurst = r, b }, "rate_misc",
+		func(o *server.Options, r float64, b int) { o.Edge.MiscRate, o.Edge.MiscBurst = config.Rate(r), b }, "rate_misc",
 	},
 	"join": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: fmt.Sprint("j", i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.ControlRate, o.Edge.ControlBurst = r, b }, "rate_control",
+		func(o *server.Options, r float64, b int) { o.Edge.ControlRate, o.Edge.ControlBurst = config.Rate(r), b }, "rate_control",
 	},
 	"leave": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: fmt.Sprint("j", i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.ControlRate, o.Edge.ControlBurst = r, b }, "rate_control",
+		func(o *server.Options, r float64, b int) { o.Edge.ControlRate, o.Edge.ControlBurst = config.Rate(r), b }, "rate_control",
 	},
 	"publish": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "r", Id: fmt.Sprint("f", i), Payload: payload(i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.MessageRate, o.Edge.MessageBurst = r, b }, "rate_messages",
+		func(o *server.Options, r float64, b int) { o.Edge.MessageRate, o.Edge.MessageBurst = config.Rate(r), b }, "rate_messages",
 	},
 	"signal": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "r", Key: "k", Payload: payload(i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.SignalRate, o.Edge.SignalBurst = r, b }, "rate_signals",
+		func(o *server.Options, r float64, b int) { o.Edge.SignalRate, o.Edge.SignalBurst = config.Rate(r), b }, "rate_signals",
 	},
 	"ack": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Room: "r", Seq: uint64(i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.AckRate, o.Edge.AckBurst = r, b }, "rate_acks",
+		func(o *server.Options, r float64, b int) { o.Edge.AckRate, o.Edge.AckBurst = config.Rate(r), b }, "rate_acks",
 	},
 	"ping": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: uint64(i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.MiscRate, o.Edge.MiscBurst = r, b }, "rate_misc",
+		func(o *server.Options, r float64, b int) { o.Edge.MiscRate, o.Edge.MiscBurst = config.Rate(r), b }, "rate_misc",
 	},
 	"setPresence": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{Room: "r", State: payload(i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.PresenceRate, o.Edge.PresenceBurst = r, b }, "rate_presence",
+		func(o *server.Options, r float64, b int) {
+			o.Edge.PresenceRate, o.Edge.PresenceBurst = config.Rate(r), b
+		}, "rate_presence",
 	},
 	"call": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Call{Call: &corralv1.Call{Id: uint64(i), Method: "m", Payload: payload(i)}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.CallRate, o.Edge.CallBurst = r, b }, "rate_calls",
+		func(o *server.Options, r float64, b int) { o.Edge.CallRate, o.Edge.CallBurst = config.Rate(r), b }, "rate_calls",
 	},
 	"presenceQuery": {
 		func(i int) *corralv1.ClientFrame {
 			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: "r"}}}
 		}, nil,
-		func(o *server.Options, r float64, b int) { o.Edge.QueryRate, o.Edge.QueryBurst = r, b }, "rate_queries",
+		func(o *server.Options, r float64, b int) { o.Edge.QueryRate, o.Edge.QueryBurst = config.Rate(r), b }, "rate_queries",
 	},
 }
 
@@ -188,7 +191,7 @@ func TestFloodEachFrameKind(t *testing.T) {
 
 // TestFloodBacklogDetach: with the edge's limits lifted and the store
 // stalled (Redis paused for writes), a connection flooding publishes fills
-// its core work queue: past --conn-backlog-frames the core refuses
+// its core work queue: past conn-backlog-frames the core refuses
 // (conn_backlog) and closes it with 4105 BACKLOG_FULL, and its session is
 // released while the store is still stalled (its detach does not wait for
 // the backlog or the store call in flight). Once the store is back, the

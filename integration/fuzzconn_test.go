@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/protocol"
@@ -56,7 +57,7 @@ func FuzzConnection(f *testing.F) {
 }
 
 // maxFuzzFrames bounds the frames of one input; maxFuzzFrame the bytes of
-// one (the server's --max-frame default is 64 KiB, so larger frames are
+// one (the server's max-frame default is 64 KiB, so larger frames are
 // also tried).
 const (
 	maxFuzzFrames = 64
@@ -79,7 +80,7 @@ type fuzzServer struct {
 
 func startFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
-	n, err := server.Start(server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
+	n, err := server.Start(server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"},
 		Auth: auth.Dev{}, Logger: quietLogger(), APIKeys: []string{testAPIKey}})
 	if err != nil {
 		f.Fatal(err)

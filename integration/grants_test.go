@@ -55,8 +55,11 @@ func TestReadOnlyRoom(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			d := start(t, mode, grantsAuth(t), func(o *server.Options) {
-				// What --read-only-rooms 'news:*' stands for.
-				o.Core.Classes = roomclass.NewLive(roomclass.NewTable(roomclass.Default(), roomclass.FromFlags(roomclass.Default(), []string{"news:*"}, nil)))
+				// A class with publish: none and signal: none.
+				news := roomclass.Default()
+				news.Name, news.Match = "news", roomclass.Patterns{"news:*"}
+				news.Publish, news.Signal = roomclass.None, roomclass.None
+				o.Core.Classes = roomclass.NewLive(roomclass.NewTable(roomclass.Default(), []roomclass.Class{news}))
 			})
 			ctx := testCtx(t)
 			c := dialAs(t, d.wsURL, "reader", []string{"*"}, []string{"*"})

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
@@ -60,7 +61,7 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 	var apiURL string
 	switch mode {
 	case "serve", "redis":
-		opts := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: a, Logger: quietLogger(),
+		opts := server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"}, Auth: a, Logger: quietLogger(),
 			APIKeys: []string{testAPIKey}}
 		if mode == "redis" {
 			opts.RedisURL = "redis://" + redistest.Start(t)
@@ -76,7 +77,7 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 		stop(n)
 		edgeNode, apiNode, apiURL = n, n, "http://"+n.InternalAddr()
 	case "split":
-		copts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(), APIKeys: []string{testAPIKey}}
+		copts := server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}, Logger: quietLogger(), APIKeys: []string{testAPIKey}}
 		if tune != nil {
 			tune(&copts)
 		}
@@ -85,7 +86,7 @@ func start(t *testing.T, mode string, a auth.Authenticator, tune func(*server.Op
 			t.Fatal(err)
 		}
 		apiNode, apiURL = coreNode, "http://"+coreNode.Addr()
-		eopts := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: apiURL, Auth: a, Logger: quietLogger(),
+		eopts := server.Options{Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: apiURL}, Auth: a, Logger: quietLogger(),
 			CoreAPIKey: testAPIKey}
 		if tune != nil {
 			tune(&eopts)

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"net/http"
 	"strings"
@@ -254,8 +255,7 @@ func TestDrainSpreadsHints(t *testing.T) {
 	shared := func(o *server.Options) { o.RedisURL, o.RedisPrefix = addr, prefix }
 	// a is started here, not by start(), to drain it by hand.
 	aNode, err := server.Start(server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
-		RedisURL: addr, RedisPrefix: prefix,
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: addr, RedisPrefix: prefix}, Auth: auth.Dev{}, Logger: quietLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +336,7 @@ func TestDrainSpreadsHints(t *testing.T) {
 // marks the node drained so the process exits.
 func TestAdminDrain(t *testing.T) {
 	n, err := server.Start(server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"}, Auth: auth.Dev{}, Logger: quietLogger(),
 		APIKeys: []string{testAPIKey},
 	})
 	if err != nil {
@@ -385,8 +385,7 @@ func TestDrainMovesSessionsToFallback(t *testing.T) {
 	addr := "redis://" + redistest.Start(t)
 	prefix := redistest.Prefix(t)
 	aNode, err := server.Start(server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
-		RedisURL: addr, RedisPrefix: prefix,
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: addr, RedisPrefix: prefix}, Auth: auth.Dev{}, Logger: quietLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/hooks"
@@ -144,7 +145,7 @@ func serveBackend(t *testing.T, b *appBackend) string {
 // and "game:*", publishes of "chat:*").
 func withHooks(url string, tune func(*hooks.Config)) func(*server.Options) {
 	return func(o *server.Options) {
-		o.Hooks = hooks.Config{URL: url, Timeout: 5 * time.Second, Policy: hooks.Policy{
+		o.Hooks = hooks.Config{Hooks: config.Hooks{URL: url, Timeout: 5 * time.Second}, Policy: hooks.Policy{
 			Connect: true, Refresh: true, Call: true,
 			Join: []string{"secret*", "game:*"}, Publish: []string{"chat:*"},
 		}}
@@ -200,7 +201,7 @@ func TestHooks(t *testing.T) {
 			}
 
 			// Join: refused and allowed by the backend; a room outside
-			// --hooks-join does not ask it.
+			// the Policy's Join patterns do not ask it.
 			_, err = c.Join(ctx, "secret-club", 0, "")
 			wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
 			if _, err := c.Join(ctx, "game:1", 0, ""); err != nil {
@@ -211,7 +212,7 @@ func TestHooks(t *testing.T) {
 				t.Fatal(err)
 			}
 			if b.joinCalls.Load() != calls {
-				t.Fatal("a join outside --hooks-join called the backend")
+				t.Fatal("a join outside the Join patterns called the backend")
 			}
 
 			// Publish: refused, replaced, passed.
@@ -470,8 +471,8 @@ func TestHooksSeveralCores(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	var urls []string
 	for range 2 {
-		o := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(),
-			RedisURL: redisURL, RedisPrefix: prefix, APIInsecure: true}
+		o := server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: redisURL, RedisPrefix: prefix}, Logger: quietLogger(),
+			APIInsecure: true}
 		withHooks(url, nil)(&o)
 		n, err := server.Start(o)
 		if err != nil {
@@ -480,7 +481,7 @@ func TestHooksSeveralCores(t *testing.T) {
 		t.Cleanup(func() { n.Close(context.Background()) })
 		urls = append(urls, "http://"+n.Addr())
 	}
-	eo := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: strings.Join(urls, ","),
+	eo := server.Options{Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: strings.Join(urls, ",")},
 		Auth: auth.Dev{}, Logger: quietLogger()}
 	withoutRateLimits(withHooks(url, nil))(&eo)
 	edgeNode, err := server.Start(eo)
@@ -520,7 +521,7 @@ func TestHooksSeveralCores(t *testing.T) {
 }
 
 // TestHooksByClass: a room class's hooks (hooks: {join, publish}) send its
-// rooms to the backend with no --hooks-join/--hooks-publish pattern, and
+// rooms to the backend with no Policy Join/Publish pattern, and
 // a class that asks for a hook without a backend stops the server from
 // starting instead of admitting its rooms unchecked.
 func TestHooksByClass(t *testing.T) {
@@ -557,7 +558,7 @@ func TestHooksByClass(t *testing.T) {
 
 	// No backend: the server refuses to start.
 	_, noBackend := classFile(t, file)
-	o := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger()}
+	o := server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0"}, Auth: auth.Dev{}, Logger: quietLogger()}
 	noBackend(&o)
 	if n, err := server.Start(o); err == nil {
 		n.Close(ctx)

@@ -42,7 +42,7 @@ func TestHooksJoinPolicyByClass(t *testing.T) {
 	d := start(t, "serve", nil, func(o *server.Options) { hooked(o); classes(o) })
 	ctx := testCtx(t)
 	c := dial(t, d, "erin", protocol.Proto)
-	rooms := []string{"known:a", "game:a"} // game:* is hooked by --hooks-join, default class
+	rooms := []string{"known:a", "game:a"} // game:* is hooked by the Policy's Join patterns, default class
 	for _, room := range rooms {
 		if _, err := c.Join(ctx, room, 0, ""); err != nil {
 			t.Fatal(err)

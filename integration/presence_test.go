@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"slices"
 	"strings"
@@ -247,8 +248,7 @@ func twoCores(t *testing.T, tune func(*server.Options)) (a, b *server.Node, da, 
 	prefix := redistest.Prefix(t)
 	tune = withoutRateLimits(tune)
 	startNode := func() (*server.Node, *deployment) {
-		o := server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, Logger: quietLogger(),
-			RedisURL: addr, RedisPrefix: prefix}
+		o := server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: addr, RedisPrefix: prefix}, Auth: auth.Dev{}, Logger: quietLogger()}
 		if tune != nil {
 			tune(&o)
 		}
@@ -553,7 +553,7 @@ func presenceJoinStorm(t *testing.T, state []byte, split int64) {
 
 // TestPresenceCrashKill9: a corral process on Redis is killed with SIGKILL;
 // a second process sweeps it: each member the dead process alone held
-// leaves once, within --presence-dead-after plus a heartbeat and a tick.
+// leaves once, within presence-dead-after plus a heartbeat and a tick.
 func TestPresenceCrashKill9(t *testing.T) {
 	bin := buildCorral(t)
 	redisAddr := "redis://" + redistest.Start(t)
@@ -564,8 +564,7 @@ func TestPresenceCrashKill9(t *testing.T) {
 		p := &process{t: t, bin: bin, args: []string{
 			"serve", "--insecure-dev", "--addr", addr, "--log-level", "error",
 			"--redis", redisAddr, "--redis-prefix", prefix,
-			"--presence-dead-after", deadAfter.String(), "--presence-tick", "100ms",
-		}}
+		}, env: []string{"CORRAL_PRESENCE_DEAD_AFTER=" + deadAfter.String(), "CORRAL_PRESENCE_TICK=100ms"}}
 		p.start()
 		t.Cleanup(p.kill9)
 		readytest.Wait(t, "http://"+addr+"/readyz")

@@ -34,7 +34,7 @@ import (
 func TestRedisFaults(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// timeout is the store timeout (--redis-timeout); 0: 2s.
+		// timeout is the store timeout (redis-timeout); 0: 2s.
 		timeout time.Duration
 		// toxics are added for the fault and removed after it.
 		toxics []toxic

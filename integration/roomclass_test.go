@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -36,11 +37,11 @@ func classFile(t *testing.T, content string) (path string, tune func(*server.Opt
 		if err != nil {
 			return nil, err
 		}
-		f, err := roomclass.Parse(path, data)
+		f, err := config.Parse(path, data)
 		if err != nil {
 			return nil, err
 		}
-		if err := roomclass.CheckEnd(path, data); err != nil {
+		if err := config.CheckEnd(path, data); err != nil {
 			return nil, err
 		}
 		cs, err := f.Classes(roomclass.Default(), roomclass.CheckOptions{SessionTTL: 2 * time.Minute})

@@ -61,9 +61,10 @@ func TestScaleOutCoreFailover(t *testing.T) {
 		p := &process{t: t, bin: bin, args: []string{
 			"edge", "--insecure-dev", "--addr", addr, "--log-level", "warn",
 			"--core", coreURLs,
+		}, env: []string{
 			// Publishers go faster than the default 50/s: limits have
 			// their own tests.
-			"--publish-rate", "-1",
+			"CORRAL_PUBLISH_RATE=unlimited",
 		}}
 		p.start()
 		t.Cleanup(p.kill9)

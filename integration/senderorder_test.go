@@ -11,6 +11,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/internal/eventually"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
@@ -25,16 +26,16 @@ import (
 // mode on Redis the core restarts (the edge keeps the clients and
 // refuses publishes meanwhile) and then the edge is dropped and started
 // again on its address (both Sessions reconnect and resume); in serve mode
-// on Sentinel with --redis-replicas 1 the master fails over.
+// on Sentinel with redis-replicas 1 the master fails over.
 func TestSenderOrderThroughFaults(t *testing.T) {
 	t.Run("core-restart-and-edge-drop", func(t *testing.T) {
 		redisURL := "redis://" + redistest.Start(t)
 		prefix := redistest.Prefix(t)
-		coreOpts := server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(), RedisURL: redisURL, RedisPrefix: prefix, APIInsecure: true}
+		coreOpts := server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: redisURL, RedisPrefix: prefix}, Logger: quietLogger(), APIInsecure: true}
 		withoutRateLimits(nil)(&coreOpts)
 		core := startNode(t, coreOpts)
 		coreOpts.Addr = core.Addr()
-		edgeOpts := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: "http://" + core.Addr(), Auth: auth.Dev{}, Logger: quietLogger()}
+		edgeOpts := server.Options{Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: "http://" + core.Addr()}, Auth: auth.Dev{}, Logger: quietLogger()}
 		withoutRateLimits(nil)(&edgeOpts)
 		edge := startNode(t, edgeOpts)
 		edgeOpts.Addr = edge.Addr()

@@ -21,14 +21,14 @@ import (
 // replica may lack acknowledged messages): with the replica in sync every
 // acknowledged message still reached every member; with it made to lag
 // (paused while the master acknowledges) acknowledged messages are lost,
-// each delivered or covered by the reset. With --redis-replicas 1 there
+// each delivered or covered by the reset. With redis-replicas 1 there
 // is no reset and nothing acknowledged is lost. In every case no seq
 // names two messages in one epoch.
 func TestSentinelFailover(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		replicas int  // replica servers
-		wait     int  // --redis-replicas
+		wait     int  // redis-replicas
 		lag      bool // the replica misses the last acknowledged writes
 	}{
 		{"async-in-sync-replica", 1, 0, false},

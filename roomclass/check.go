@@ -22,7 +22,8 @@ type CheckOptions struct {
 }
 
 // Check reports every problem of classes (in match order) and def: the
-// same checks as [File.Classes], for classes built otherwise (from flags).
+// same checks as [DecodeClasses], for classes built otherwise (the
+// default class alone, from the settings).
 // The error, when not nil, is [Errors] located in "flags".
 func Check(def Class, classes []Class, opts CheckOptions) error {
 	errs := check("flags", def, classes, make([]classLines, len(classes)), opts)

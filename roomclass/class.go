@@ -30,9 +30,9 @@ type Class struct {
 	WriteDelay   time.Duration `yaml:"write-delay" doc:"live messages of a room wait up to this long and go to each socket together, in one write (duration, at most 1s; 0: each message at once). A publisher may get its published ack before its own message comes back"`
 	MaxMembers   int           `yaml:"max-members" doc:"connections one room holds at once on one core; past it a join is refused with 4408 (0: unlimited)"`
 	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes, a client's or the internal API's (past it: error 4413; the API answers invalid_argument)"`
-	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide --publish-rate)"`
+	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide publish-rate key)"`
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
-	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs --hooks-url), besides the rooms --hooks-join/--hooks-publish name"`
+	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs hooks-url)"`
 }
 
 // History is a class's retained messages.
@@ -53,9 +53,9 @@ type Presence struct {
 // hooks when no hooks backend is configured), what their joins and
 // publishes get when the backend cannot answer, and how long an admission
 // is cached. The policies and the TTL apply to the class's rooms the hook
-// decides, whether the class or the --hooks-join/--hooks-publish patterns
-// turned it on; the default class takes them from --hooks-policy-join,
-// --hooks-policy-publish and --hooks-join-cache-ttl.
+// decides (a class turns it on with Join or Publish; hooks.Policy's
+// patterns, for a program that sets them); the default class takes them from hooks-policy-join,
+// hooks-policy-publish and hooks-join-cache-ttl.
 type Hooks struct {
 	Join          bool          `yaml:"join" doc:"call the join hook for these rooms"`
 	Publish       bool          `yaml:"publish" doc:"call the publish hook for these rooms (not on a read-only class)"`

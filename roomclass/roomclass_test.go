@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/roomclass"
 )
 
 func classes(t *testing.T, src string, opts roomclass.CheckOptions) ([]roomclass.Class, error) {
 	t.Helper()
-	f, err := roomclass.Parse("corral.yaml", []byte(src))
+	f, err := config.Parse("corral.yaml", []byte(src))
 	if err != nil {
 		return nil, err
 	}
@@ -31,14 +32,14 @@ rooms:
     publish: none
     signal: none
 `
-	f, err := roomclass.Parse("corral.yaml", []byte(src))
+	f, err := config.Parse("corral.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.Version != "2026-12-04" || len(f.Hash) != 12 {
 		t.Errorf("version %q hash %q", f.Version, f.Hash)
 	}
-	want := []roomclass.Key{{Name: "history-ttl", Value: "48h", Line: 2}, {Name: "origins", Value: "a.example.com,b.example.com", Line: 3}}
+	want := []config.FileKey{{Name: "history-ttl", Value: "48h", Line: 2}, {Name: "origins", Value: "a.example.com,b.example.com", Line: 3}}
 	if len(f.Keys) != 2 || f.Keys[0] != want[0] || f.Keys[1] != want[1] {
 		t.Errorf("keys %+v, want %+v", f.Keys, want)
 	}
@@ -69,7 +70,7 @@ rooms:
 // --hooks-* flags'), and those it leaves out keep them.
 func TestHooksKeys(t *testing.T) {
 	src := "rooms:\n  - name: a\n    match: \"a:*\"\n    hooks: {join: true, join-cache-ttl: 30s, publish-policy: open}\n"
-	f, err := roomclass.Parse("corral.yaml", []byte(src))
+	f, err := config.Parse("corral.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,16 +200,16 @@ func TestPartialFileRefused(t *testing.T) {
 		"cut before list": "version: one",
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := roomclass.Parse("corral.yaml", []byte(src))
+			_, err := config.Parse("corral.yaml", []byte(src))
 			if err == nil {
-				err = roomclass.CheckEnd("corral.yaml", []byte(src))
+				err = config.CheckEnd("corral.yaml", []byte(src))
 			}
 			if err == nil || !strings.HasPrefix(err.Error(), "corral.yaml") {
 				t.Fatalf("Parse(%q) = %v, want an error naming the file", src, err)
 			}
 		})
 	}
-	if _, err := roomclass.Parse("corral.yaml", []byte(full)); err != nil {
+	if _, err := config.Parse("corral.yaml", []byte(full)); err != nil {
 		t.Fatalf("the whole file: %v", err)
 	}
 }

@@ -127,7 +127,7 @@ func (n *Node) warnInsecure(ls []*listener, addrs []string) {
 func (n *Node) openEndpoints(r role, admin []string, rpc bool, doorOpen bool) []string {
 	var open []string
 	if r == public && n.edge != nil {
-		// With --hooks-connect the backend authenticates hellos, whatever
+		// With hooks-connect the backend authenticates hellos, whatever
 		// the authenticator (it then only checks refreshes).
 		if _, dev := n.opts.Auth.(auth.Dev); dev && !n.opts.Hooks.Policy.Connect {
 			what := "/ws (connections are not authenticated: the token is the user id"
@@ -152,5 +152,5 @@ func needKeys(what string, opts Options) error {
 	if len(opts.APIKeys) > 0 || opts.APIInsecure {
 		return nil
 	}
-	return fmt.Errorf("server: %s needs API keys (--api-keys), or --api-insecure for local development", what)
+	return fmt.Errorf("server: %s needs API keys (--api-keys), or api-insecure (--insecure-dev) for local development", what)
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
@@ -60,13 +61,13 @@ func do(t *testing.T, method, url, key string) (int, string) {
 // TestAdminNeverOnPublicPort: /admin/* and /debug/* on the public
 // WebSocket port answer 404 in every configuration, insecure ones
 // included, and the node keeps serving (it used to drain for anyone with
-// --api-insecure).
+// api-insecure).
 func TestAdminNeverOnPublicPort(t *testing.T) {
 	for name, o := range map[string]server.Options{
 		"serve insecure":             {Mode: server.Serve, APIInsecure: true},
 		"serve with keys":            {Mode: server.Serve, APIKeys: []string{testKey}},
-		"serve insecure internal":    {Mode: server.Serve, APIInsecure: true, InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"},
-		"serve with keys + internal": {Mode: server.Serve, APIKeys: []string{testKey}, InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"},
+		"serve insecure internal":    {Mode: server.Serve, APIInsecure: true, Node: config.Node{InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"}},
+		"serve with keys + internal": {Mode: server.Serve, APIKeys: []string{testKey}, Node: config.Node{InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o.Addr, o.Auth = "127.0.0.1:0", auth.Dev{}
@@ -97,10 +98,10 @@ func TestAdminNeverOnPublicPort(t *testing.T) {
 // POST /admin/drain on its internal listener with a key; without a key it
 // is 401, and on its public port 404.
 func TestEdgeDrainOnInternalListener(t *testing.T) {
-	core := start(t, server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", APIKeys: []string{testKey}})
+	core := start(t, server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}, APIKeys: []string{testKey}})
 	edge := start(t, server.Options{
-		Mode: server.EdgeOnly, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
-		CoreURL: "http://" + core.Addr(), CoreAPIKey: testKey, APIKeys: []string{testKey},
+		Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", CoreURL: "http://" + core.Addr()},
+		CoreAPIKey: testKey, APIKeys: []string{testKey},
 		Auth: auth.Dev{},
 	})
 	if edge.InternalAddr() == "" || edge.InternalAddr() == edge.Addr() {
@@ -149,9 +150,9 @@ func TestEdgeDrainOnInternalListener(t *testing.T) {
 // debug listener wants one.
 func TestInternalListenersNeedKeys(t *testing.T) {
 	for name, o := range map[string]server.Options{
-		"edge internal": {Mode: server.EdgeOnly, InternalAddr: "127.0.0.1:0", CoreURL: "http://127.0.0.1:1"},
-		"serve debug":   {Mode: server.Serve, DebugAddr: "127.0.0.1:0"},
-		"core debug":    {Mode: server.CoreOnly, DebugAddr: "127.0.0.1:0"},
+		"edge internal": {Mode: server.EdgeOnly, Node: config.Node{InternalAddr: "127.0.0.1:0", CoreURL: "http://127.0.0.1:1"}},
+		"serve debug":   {Mode: server.Serve, Node: config.Node{DebugAddr: "127.0.0.1:0"}},
+		"core debug":    {Mode: server.CoreOnly, Node: config.Node{DebugAddr: "127.0.0.1:0"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o.Addr, o.Logger = "127.0.0.1:0", quiet()
@@ -168,7 +169,7 @@ func TestInternalListenersNeedKeys(t *testing.T) {
 			}
 		})
 	}
-	n := start(t, server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0", Auth: auth.Dev{}, APIKeys: []string{testKey}})
+	n := start(t, server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"}, Auth: auth.Dev{}, APIKeys: []string{testKey}})
 	url := "http://" + n.DebugAddr() + "/debug/pprof/cmdline"
 	if code, _ := do(t, http.MethodGet, url, ""); code != http.StatusUnauthorized {
 		t.Fatalf("pprof without a key: %d, want 401", code)
@@ -184,7 +185,7 @@ func TestInternalListenersNeedKeys(t *testing.T) {
 func TestInsecureWarning(t *testing.T) {
 	var logs testlog.Buffer
 	n := start(t, server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0",
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"},
 		Auth: auth.Dev{}, APIInsecure: true, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	var warns []string
@@ -213,7 +214,7 @@ func TestInsecureWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0",
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"},
 		Auth: jwt, APIKeys: []string{testKey}, Logger: slog.New(slog.NewTextHandler(&quietLogs, nil)),
 	})
 	if strings.Contains(quietLogs.String(), "INSECURE") {
@@ -225,14 +226,14 @@ func TestInsecureWarning(t *testing.T) {
 // there is one, and then not on the public port; without one it stays on
 // the public port.
 func TestMetricsListener(t *testing.T) {
-	n := start(t, server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", Auth: auth.Dev{}, APIKeys: []string{testKey}})
+	n := start(t, server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"}, Auth: auth.Dev{}, APIKeys: []string{testKey}})
 	if code, body := do(t, http.MethodGet, "http://"+n.InternalAddr()+"/metrics", ""); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Fatalf("/metrics on the internal listener: %d", code)
 	}
 	if code, body := do(t, http.MethodGet, "http://"+n.Addr()+"/metrics", ""); code != http.StatusNotFound || strings.Contains(body, "go_goroutines") {
 		t.Fatalf("/metrics on the public port with an internal listener: %d, want 404", code)
 	}
-	e := start(t, server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}})
+	e := start(t, server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0"}, Auth: auth.Dev{}})
 	if code, _ := do(t, http.MethodGet, "http://"+e.Addr()+"/metrics", ""); code != http.StatusOK {
 		t.Fatalf("/metrics on the public port without an internal listener: %d, want 200", code)
 	}

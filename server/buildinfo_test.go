@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/buildinfo"
 	"github.com/corral-rt/corral/server"
 )
@@ -14,7 +15,7 @@ import (
 // TestBuildInfoMetric: /metrics names the running build in
 // corral_build_info.
 func TestBuildInfoMetric(t *testing.T) {
-	n := start(t, server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}})
+	n := start(t, server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0"}, Auth: auth.Dev{}})
 	code, body := do(t, http.MethodGet, "http://"+n.Addr()+"/metrics", "")
 	b := buildinfo.Get()
 	want := fmt.Sprintf("corral_build_info{commit=%q,goversion=%q,version=%q} 1", b.Commit, b.GoVersion, b.Version)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -15,11 +16,11 @@ import (
 // never on a public port; an edge's internal listener, which has no
 // RoomService, does not serve it either.
 func TestConsoleOnlyOnInternalListener(t *testing.T) {
-	serve := start(t, server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", APIKeys: []string{testKey}, Auth: auth.Dev{}})
-	core := start(t, server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", APIKeys: []string{testKey}})
+	serve := start(t, server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"}, APIKeys: []string{testKey}, Auth: auth.Dev{}})
+	core := start(t, server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}, APIKeys: []string{testKey}})
 	edge := start(t, server.Options{
-		Mode: server.EdgeOnly, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
-		CoreURL: "http://" + core.Addr(), CoreAPIKey: testKey, APIKeys: []string{testKey}, Auth: auth.Dev{},
+		Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", CoreURL: "http://" + core.Addr()},
+		CoreAPIKey: testKey, APIKeys: []string{testKey}, Auth: auth.Dev{},
 	})
 	for _, base := range []string{"http://" + serve.InternalAddr(), "http://" + core.Addr()} {
 		for _, p := range []string{"/console/", "/console/console.js", "/console/console.css"} {

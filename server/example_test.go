@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -16,7 +17,7 @@ import (
 func ExampleStart() {
 	n, err := server.Start(server.Options{
 		Mode:   server.Serve,
-		Addr:   "127.0.0.1:0",
+		Node:   config.Node{Addr: "127.0.0.1:0"},
 		Auth:   auth.Dev{}, // --insecure-dev: the token is the user id
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

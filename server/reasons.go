@@ -36,7 +36,7 @@ func (r keyRefusal) String() string { return keyRefusalNames[r] }
 type apiRefusal uint8
 
 const (
-	apiStreamsPerKey apiRefusal = iota // an event stream past --api-max-event-streams for its key
+	apiStreamsPerKey apiRefusal = iota // an event stream past api-max-event-streams for its key
 	numAPIRefusals
 )
 

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/grpcreflect/v2"
 	"github.com/corral-rt/corral/apiclient"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -21,7 +22,7 @@ import (
 // and names nothing.
 func TestReflectionListsAPI(t *testing.T) {
 	n, err := server.Start(server.Options{
-		Mode: server.CoreOnly, Addr: "127.0.0.1:0", APIKeys: []string{testKey},
+		Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}, APIKeys: []string{testKey},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -105,7 +106,7 @@ func TestDebugCmdlineRedacted(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			n, err := server.Start(server.Options{
-				Mode: server.Serve, Addr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0",
+				Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", DebugAddr: "127.0.0.1:0"},
 				DebugCmdline: cmdline, Auth: auth.Dev{}, APIKeys: []string{debugKey},
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})

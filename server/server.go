@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/grpcreflect/v2"
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/console"
 	"github.com/corral-rt/corral/controlbus"
 	"github.com/corral-rt/corral/core"
@@ -58,74 +59,63 @@ const (
 // Options configure a Node.
 type Options struct {
 	Mode Mode
-	// Addr is where the node listens: the WebSocket endpoint for Serve and
-	// EdgeOnly, RoomService for CoreOnly. Port 0 picks a free port.
-	Addr string
-	// InternalAddr is the internal listener of Serve and EdgeOnly: it
-	// serves RoomService (Serve), the admin endpoints (POST /admin/drain)
-	// and /metrics, which then leave the public port. A core's Addr is
-	// internal already. Empty: none; the admin endpoints are not served
-	// (drain with SIGTERM) and /metrics is on Addr. Keep it private; it
-	// needs APIKeys unless APIInsecure (see mountAdmin for the rule).
-	InternalAddr string
-	// DebugAddr serves Go's profiles (/debug/pprof/) on this address,
-	// behind the API key like every admin endpoint. Empty: not served.
-	// Keep it private: profiles expose internals.
-	DebugAddr string
+	// Node is the settings of package config (docs/CONFIG.md, Keys):
+	//   - Addr is where the node listens: the WebSocket endpoint for
+	//     Serve and EdgeOnly, RoomService for CoreOnly. Port 0 picks a
+	//     free port.
+	//   - InternalAddr is the internal listener of Serve and EdgeOnly: it
+	//     serves RoomService (Serve), the admin endpoints (POST
+	//     /admin/drain) and /metrics, which then leave the public port. A
+	//     core's Addr is internal already. Empty: none; the admin
+	//     endpoints are not served (drain with SIGTERM) and /metrics is on
+	//     Addr. Keep it private; it needs APIKeys unless APIInsecure (see
+	//     mountAdmin for the rule).
+	//   - DebugAddr serves Go's profiles (/debug/pprof/) behind the API
+	//     key like every admin endpoint. Empty: not served.
+	//   - CoreURL is the core's base URL for EdgeOnly, or several cores'
+	//     URLs separated by commas (see edge.Config.Cores).
+	//   - RedisURL makes history and sessions durable in Redis, shared by
+	//     every core that uses the same Redis. Empty: in memory.
+	//     RedisPrefix prefixes every key (default "corral"); RedisTimeout
+	//     bounds every command a store makes (a blocking read gets its
+	//     block time on top; default 3s; see internal/redisguard).
+	//     RedisReplicas, when > 0, acknowledges a publish only once that
+	//     many replicas have it (WAIT), within RedisReplicaTimeout
+	//     (default 1s; see history.ErrNotReplicated). RedisFile is read
+	//     by the command, not here.
+	//   - HistoryMaxLen (default 1000 in memory, 10000 in Redis),
+	//     HistoryTTL (default 24h) and HistoryMaxBytes (the in-memory
+	//     history of every room together; default 256 MiB; see
+	//     history.MemoryOptions.MaxBytes).
+	//   - Backlog is the listeners' accept queue (0: the kernel's cap,
+	//     net.core.somaxconn; see listenTCP).
+	//   - EventsMaxLen is how many events the event log keeps for
+	//     RoomService.Events. Default 10000 in memory, 100000 in Redis;
+	//     negative: no event log. On Redis Cluster a message's event is
+	//     written after its append, not atomically with it.
+	//   - APIMaxRequestBytes bounds one request message of the internal
+	//     API over HTTP; past it the call fails with resource_exhausted.
+	//     Default 4 MiB. APIMaxEventStreams bounds the RoomService.Events
+	//     streams open at once per API key (default 16).
+	//   - PresenceDeadAfter: with Redis, a core that stops heartbeating
+	//     (PresenceHeartbeat) this long has its members removed by
+	//     another core. Default 20s.
+	//   - OutboxURL (postgres://...), for a core: the application's
+	//     database whose corral_outbox this node delivers
+	//     (docs/OUTBOX.md). Empty: none.
+	//   - ReadHeaderTimeout bounds reading a request's headers (the
+	//     WebSocket upgrade included; slowloris). Default 5s.
+	//   - ShutdownTimeout is the command's, not the Node's.
+	config.Node
 	// DebugCmdline is the command line /debug/pprof/cmdline shows, with
 	// secrets redacted (RedactArgs). Nil: the program name alone, never
 	// os.Args, whose flags may hold secrets.
 	DebugCmdline []string
-	// CoreURL is the core's base URL for EdgeOnly, e.g. http://127.0.0.1:8090,
-	// or several cores' URLs separated by commas (cores sharing one Redis):
-	// the edge spreads its links over them and moves a failed core's
-	// sessions to the others (see edge.Config.Cores).
-	CoreURL string
-	// RedisURL (redis://host:port/db) makes history and sessions durable in
-	// Redis, shared by every core that uses the same Redis. Empty: in memory.
-	RedisURL string
-	// RedisPrefix prefixes every Redis key. Default "corral".
-	RedisPrefix string
-	// RedisTimeout bounds every Redis command a store makes (a blocking
-	// read gets its block time on top): past it the call fails and the
-	// client gets "retry later" (4103, or unavailable on the internal
-	// API) instead of waiting for a stalled or partitioned Redis. Default
-	// 3s. See internal/redisguard.
-	RedisTimeout time.Duration
-	// HistoryMaxLen is how many messages each room's history keeps (Redis
-	// trims approximately). Default 1000 in memory, 10000 in Redis.
-	HistoryMaxLen int
-	// HistoryTTL is how long a room's history lives after its last
-	// append (in memory: or after its last member left, whichever is
-	// later); it then starts over under a new epoch. Default 24h.
-	HistoryTTL time.Duration
-	// HistoryMaxBytes bounds the in-memory history of every room
-	// together (without Redis); default 256 MiB. See
-	// history.MemoryOptions.MaxBytes.
-	HistoryMaxBytes int64
-	// Backlog is the listeners' accept queue (0: the kernel's cap,
-	// net.core.somaxconn). See listenTCP.
-	Backlog int
-	// EventsMaxLen is how many events the event log keeps for
-	// RoomService.Events (Redis trims approximately). Default 10000 in
-	// memory, 100000 in Redis; negative: no event log. On Redis Cluster
-	// a message's event is written after its append, not atomically with
-	// it (see history.RedisOptions.Events).
-	EventsMaxLen int
 	// APIKeys are the bearer keys every internal listener accepts:
 	// RoomService over HTTP (Link included), /admin/* and /debug/*.
 	// Required when there is one (CoreOnly, InternalAddr, DebugAddr)
 	// unless APIInsecure is set.
 	APIKeys []string
-	// APIMaxRequestBytes bounds one request message of the internal API
-	// over HTTP (a Broadcast's rooms, a Link batch); past it the call
-	// fails with resource_exhausted. Default 4 MiB (connect's own
-	// default, made explicit): a Broadcast of 10,000 200-byte rooms and a
-	// 64 KiB payload fits, as does a Link batch (1 MiB plus one frame).
-	APIMaxRequestBytes int
-	// APIMaxEventStreams bounds the RoomService.Events streams open at
-	// once per API key; past it: resource_exhausted. Default 16.
-	APIMaxEventStreams int
 	// APIInsecure serves the internal listeners without keys: local
 	// development only; Start logs a warning naming every open endpoint.
 	// Keys, if given, are still checked.
@@ -134,23 +124,6 @@ type Options struct {
 	CoreAPIKey string
 	// Auth verifies connection tokens (edges). Required for Serve and EdgeOnly.
 	Auth auth.Authenticator
-	// PresenceHeartbeat and PresenceDeadAfter tune presence on Redis (see
-	// presence.RedisOptions): a core that stops heartbeating for
-	// PresenceDeadAfter has its members removed by another core. Defaults
-	// 3s and 20s.
-	PresenceHeartbeat, PresenceDeadAfter time.Duration
-	// RedisReplicas, when > 0, acknowledges a publish only once that many
-	// replicas have it (WAIT), within RedisReplicaTimeout (default 1s);
-	// past it the publish fails with a retry code although it may have
-	// been stored (see history.ErrNotReplicated). One Redis or Sentinel
-	// only, not Redis Cluster.
-	RedisReplicas       int
-	RedisReplicaTimeout time.Duration
-	// OutboxURL (postgres://user:password@host:port/db), for a core: the
-	// application's database whose corral_outbox this node delivers
-	// (docs/OUTBOX.md); the table is created at start when missing.
-	// Several cores may share one; one at a time delivers. Empty: none.
-	OutboxURL string
 	// Core and Edge tune the parts; their Logger and Registerer are set by
 	// the Node. Core.Classes, when set, also gives each room's history
 	// its size and lifetime (history.Limits).
@@ -161,15 +134,14 @@ type Options struct {
 	// Publish) and edge (Connect, Refresh, Call); Logger and Registerer
 	// are set by Start.
 	Hooks hooks.Config
-	// ReadHeaderTimeout bounds reading a request's headers (the WebSocket
-	// upgrade included): a client sending them slowly (slowloris) is cut
-	// after it. Default 5s.
-	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a kept-alive HTTP connection with no request in
 	// flight after this long. Default 60s.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
+	// PresenceHeartbeat is how often a core on Redis heartbeats
+	// (presence.RedisOptions). Default 3s.
+	PresenceHeartbeat time.Duration
 	// Logger receives structured logs. Nil: slog.Default().
 	Logger *slog.Logger
 	// Reload re-reads the config file into a room class table, for
@@ -286,7 +258,7 @@ func Start(opts Options) (*Node, error) {
 			if opts.RedisReplicas > 0 && n.redis.Mode() == rueidis.ClientModeCluster {
 				n.redis.Close()
 				n.guard.Close()
-				return nil, errors.New("server: --redis-replicas is not supported on Redis Cluster")
+				return nil, errors.New("server: redis-replicas is not supported on Redis Cluster")
 			}
 			n.guard.Watch(n.redis)
 			var ev *events.Redis
@@ -386,7 +358,7 @@ func Start(opts Options) (*Node, error) {
 			if err != nil {
 				n.closeParts(context.Background())
 				if len(opts.APIKeys) == 0 {
-					err = fmt.Errorf("%w: the internal API needs API keys (--api-keys), or --api-insecure for local development", err)
+					err = fmt.Errorf("%w: the internal API needs API keys (--api-keys), or api-insecure (--insecure-dev) for local development", err)
 				}
 				return nil, err
 			}

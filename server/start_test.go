@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -17,7 +18,7 @@ import (
 // apiclient example failed CI that way).
 func TestServeReadyWhenStarted(t *testing.T) {
 	for i := range 5 {
-		n := start(t, server.Options{Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}})
+		n := start(t, server.Options{Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0"}, Auth: auth.Dev{}})
 		if code, body := do(t, http.MethodGet, "http://"+n.Addr()+"/readyz", ""); code != http.StatusOK {
 			t.Fatalf("start %d: /readyz right after Start: %d %q, want 200", i, code, body)
 		}

@@ -2,6 +2,7 @@ package tracing_test
 
 import (
 	"context"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
@@ -41,13 +42,13 @@ func TestPublishSpanTree(t *testing.T) {
 	t.Cleanup(func() { tracing.Enable(nil) })
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	core, err := server.Start(server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quiet, APIKeys: []string{apiKey}})
+	core, err := server.Start(server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}, Logger: quiet, APIKeys: []string{apiKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { core.Close(context.Background()) })
 	coreURL := "http://" + core.Addr()
-	edge, err := server.Start(server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: coreURL,
+	edge, err := server.Start(server.Options{Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: coreURL},
 		CoreAPIKey: apiKey, Auth: auth.Dev{}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ DURATION=${DURATION:-10s}
 
 run() { # run BINDIR NAME WORKLOAD ROUND
 	local dir=$1 name=$2 w=$3 r=$4
-	"$dir/corral" serve --insecure-dev --publish-rate -1 --addr $ADDR \
+	CORRAL_PUBLISH_RATE=-1 "$dir/corral" serve --insecure-dev --addr $ADDR \
 		--internal-addr $API --log-level warn &
 	local pid=$!
 	sleep 1

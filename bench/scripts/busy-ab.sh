@@ -20,7 +20,7 @@ run() {
 	local tag=$1 bin=$CORRAL_A; shift
 	[ "${tag:0:1}" = B ] && bin=$CORRAL_B
 	# shellcheck disable=SC2068
-	"$bin" serve --insecure-dev --api-insecure --publish-rate -1 --log-level warn \
+	CORRAL_PUBLISH_RATE=-1 "$bin" serve --insecure-dev --log-level warn \
 		--addr 127.0.0.1:28600 --internal-addr 127.0.0.1:28601 $@ >"$OUT/$tag.log" 2>&1 &
 	local pid=$!
 	sleep 1

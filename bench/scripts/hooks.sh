@@ -2,7 +2,7 @@
 # usage: BIN=dir hooks.sh storm|window|chat — issue 20: corral's hooks under load.
 #   storm:  storm (CLIENTS sessions, ROOMS rooms) without hooks, with the Join
 #           hook at backend latency 0 and LAT, ROUNDS rounds interleaved
-#   window: storm with the Join hook at --hooks-join-window WINDOWS
+#   window: storm with the Join hook at hooks-join-window WINDOWS
 #   chat:   chat-burst (SOCKETS, SENDERS, RATE) without hooks, with the
 #           Publish hook at latency 0 and LAT, ROUNDS rounds interleaved
 # A fresh `corral serve` per run, the backend served by corral-bench
@@ -20,12 +20,16 @@ SOCKETS=${SOCKETS:-900} SENDERS=${SENDERS:-900} RATE=${RATE:-200} DURATION=${DUR
 LOCK=${LOCK:-/tmp/corral-load.lock}
 WS=127.0.0.1:28420 API=127.0.0.1:28421 HK=127.0.0.1:28430
 mkdir -p $OUT
+# Which rooms go to the hooks is the room classes' (hooks.join, .publish).
+printf 'rooms:\n  - name: all\n    match: "*"\n    hooks: {join: true}\n' > $OUT/join-all.yaml
+printf 'rooms:\n  - name: all\n    match: "*"\n    hooks: {publish: true}\n' > $OUT/publish-all.yaml
 
-# run NAME "corral flags" "bench flags": one server, one workload.
+# run NAME "corral flags" "bench flags" ["CORRAL_KEY=value ..."]: one
+# server, one workload.
 run() {
-  local name=$1 sflags=$2 bflags=$3
+  local name=$1 sflags=$2 bflags=$3 senv=${4:-}
   flock $LOCK bash -c "set -f
-    $CORRAL serve --insecure-dev --addr $WS --internal-addr $API --publish-rate -1 --admit-rate -1 \
+    $senv CORRAL_PUBLISH_RATE=-1 $CORRAL serve --insecure-dev --addr $WS --internal-addr $API --admit-rate -1 \
       --log-level error $sflags & S=\$!
     for i in \$(seq 50); do curl -sf http://$WS/readyz >/dev/null 2>&1 && break; sleep 0.1; done
     $BENCH $bflags --url ws://$WS/ws --api http://$API --pid \$S --quiet --json $OUT/$name.json > $OUT/$name.txt 2>&1
@@ -57,20 +61,20 @@ case $MODE in
 storm)
   for i in $(seq $ROUNDS); do
     run storm-none-$i "" "$STORM"
-    run storm-join-0-$i "--hooks-url http://$HK --hooks-join *" "$STORM --hooks-listen $HK"
-    run storm-join-$LAT-$i "--hooks-url http://$HK --hooks-join *" "$STORM --hooks-listen $HK --hooks-latency $LAT"
+    run storm-join-0-$i "--hooks-url http://$HK --config $OUT/join-all.yaml" "$STORM --hooks-listen $HK"
+    run storm-join-$LAT-$i "--hooks-url http://$HK --config $OUT/join-all.yaml" "$STORM --hooks-listen $HK --hooks-latency $LAT"
   done ;;
 window)
   for i in $(seq $ROUNDS); do
     for w in $WINDOWS; do
-      run storm-window-$w-$i "--hooks-url http://$HK --hooks-join * --hooks-join-window $w" "$STORM --hooks-listen $HK --hooks-latency ${WLAT:-0s}"
+      run storm-window-$w-$i "--hooks-url http://$HK --config $OUT/join-all.yaml" "$STORM --hooks-listen $HK --hooks-latency ${WLAT:-0s}" "CORRAL_HOOKS_JOIN_WINDOW=$w"
     done
   done ;;
 chat)
   for i in $(seq $ROUNDS); do
     run chat-none-$i "" "$CHAT"
-    run chat-publish-0-$i "--hooks-url http://$HK --hooks-publish *" "$CHAT --hooks-listen $HK"
-    run chat-publish-$LAT-$i "--hooks-url http://$HK --hooks-publish *" "$CHAT --hooks-listen $HK --hooks-latency $LAT"
+    run chat-publish-0-$i "--hooks-url http://$HK --config $OUT/publish-all.yaml" "$CHAT --hooks-listen $HK"
+    run chat-publish-$LAT-$i "--hooks-url http://$HK --config $OUT/publish-all.yaml" "$CHAT --hooks-listen $HK --hooks-latency $LAT"
   done ;;
 *) echo "usage: hooks.sh storm|window|chat" >&2; exit 2 ;;
 esac

@@ -35,8 +35,8 @@ DB="postgres://corral@127.0.0.1:$PGPORT/postgres?sslmode=disable"
 run() {
   local name=$1 mode=$2
   flock "$LOCK" bash -c "
-    $B/corral serve --insecure-dev --addr $WS --internal-addr $API --publish-rate -1 --admit-rate -1 \
-      --log-level error --history 100000 --outbox '$DB' & S=\$!
+    CORRAL_PUBLISH_RATE=-1 CORRAL_HISTORY=100000 $B/corral serve --insecure-dev --addr $WS --internal-addr $API --admit-rate -1 \
+      --log-level error --outbox '$DB' & S=\$!
     for i in \$(seq 50); do curl -sf http://$WS/readyz >/dev/null 2>&1 && break; sleep 0.1; done
     $B/corral-bench outbox-burst --mode $mode --db '$DB' --sockets $SOCKETS --rate $RATE --duration $DURATION \
       --pool $POOL --drain $DRAIN --url ws://$WS/ws --api http://$API --pid \$S --quiet --json $OUT/$name.json > $OUT/$name.txt 2>&1

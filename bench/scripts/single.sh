@@ -50,7 +50,7 @@ if [ -n "$REDIS" ]; then
 	extra=(--redis "redis://127.0.0.1:$RPORT")
 fi
 # shellcheck disable=SC2086
-"$CORRAL" serve --insecure-dev --api-insecure --log-level warn \
+"$CORRAL" serve --insecure-dev --log-level warn \
 	--addr "$WS" --internal-addr "$API" "${extra[@]}" $SFLAGS &
 SP=$!
 PIDS+=($SP)

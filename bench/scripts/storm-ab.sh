@@ -26,7 +26,7 @@ run() { # binary label round
 		sleep 0.4
 		extra=(--redis redis://127.0.0.1:28619)
 	fi
-	"$1" serve --insecure-dev --api-insecure --publish-rate -1 --log-level warn \
+	CORRAL_PUBLISH_RATE=-1 "$1" serve --insecure-dev --log-level warn \
 		--addr 127.0.0.1:28610 --internal-addr 127.0.0.1:28611 "${extra[@]}" >"$OUT/$2-$3.log" 2>&1 &
 	local SP=$!
 	sleep 0.8

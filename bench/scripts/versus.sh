@@ -101,7 +101,7 @@ start_server() {
 	corral)
 		local extra=()
 		[ -n "$redis" ] && extra=(--redis "redis://127.0.0.1:$REDIS_PORT")
-		"$CORRAL" serve --insecure-dev --api-insecure --publish-rate -1 --log-level warn \
+		CORRAL_PUBLISH_RATE=-1 "$CORRAL" serve --insecure-dev --log-level warn \
 			--addr "127.0.0.1:$WS_PORT" --internal-addr "127.0.0.1:$API_PORT" "${extra[@]}" >>"$OUT/corral.log" 2>&1 &
 		SERVER_PID=$!
 		TARGET="--url ws://127.0.0.1:$WS_PORT/ws --api http://127.0.0.1:$API_PORT"

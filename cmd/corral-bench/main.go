@@ -25,6 +25,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/edge"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -115,11 +116,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if c.spawn {
 		node, err := server.Start(server.Options{
-			Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
+			Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"},
 			Auth: auth.Dev{}, APIInsecure: true,
 			// Load, not abuse: the per-connection rates and the per-user
 			// bound are lifted (the other limits stay).
-			Edge:   edge.Config{MessageRate: -1, SignalRate: -1, ControlRate: -1, PresenceRate: -1, QueryRate: -1, AckRate: -1, MiscRate: -1, MaxConnsPerUser: -1},
+			Edge:   edge.Config{Edge: config.Edge{MessageRate: -1, SignalRate: -1, ControlRate: -1, PresenceRate: -1, QueryRate: -1, AckRate: -1, MiscRate: -1, MaxConnsPerUser: -1}},
 			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 )
@@ -24,54 +24,55 @@ func writeConfig(t *testing.T, content string) string {
 	return p
 }
 
-// TestConfigEveryFlagHasAKey: a file that sets every flag of a command to
-// its default is accepted, for every command: no flag lacks a key.
-func TestConfigEveryFlagHasAKey(t *testing.T) {
+// TestConfigEveryKeyInAFile: a file that sets every key of a command to
+// its default is accepted, for every command.
+func TestConfigEveryKeyInAFile(t *testing.T) {
 	for _, mode := range modes {
-		fs, _ := flagSet(mode)
+		cmd := commandName(mode)
+		def := config.Defaults(cmd)
 		var b strings.Builder
 		n := 0
-		fs.VisitAll(func(fl *flag.Flag) {
-			if fl.Name == "config" {
-				return
+		for _, k := range config.Keys() {
+			if k.Name == "config" || !k.Has(cmd) {
+				continue
 			}
-			fmt.Fprintf(&b, "%s: %q\n", fl.Name, fl.DefValue)
+			fmt.Fprintf(&b, "%s: %q\n", k.Name, k.Get(&def.Settings))
 			n++
-		})
+		}
 		p := writeConfig(t, b.String())
-		args := []string{"x", "--config", p, "--insecure-dev"}
-		if _, f, err := configure(mode, args, io.Discard); err != nil {
-			t.Errorf("mode %v: a file with all %d flags: %v", mode, n, err)
-		} else if f.file == nil || len(f.file.Keys) != n {
-			t.Errorf("mode %v: file keys not read", mode)
+		args := []string{cmd, "--config", p, "--insecure-dev"}
+		if _, l, err := configure(mode, args, io.Discard); err != nil {
+			t.Errorf("%s: a file with all %d keys: %v", cmd, n, err)
+		} else if l.File == nil || len(l.File.Keys) != n {
+			t.Errorf("%s: file keys not read", cmd)
 		}
 	}
 }
 
 // TestConfigPrecedence: flag > env > file > default, each pair.
 func TestConfigPrecedence(t *testing.T) {
-	p := writeConfig(t, "history-ttl: 3h\nsignal-tick: 20ms\npresence-grace: 7s\n")
+	p := writeConfig(t, "history-ttl: 3h\nsignal-tick: 20ms\npresence-grace: 7s\nmax-rooms-per-conn: 5\n")
 	t.Setenv("CORRAL_SIGNAL_TICK", "25ms")
-	t.Setenv("CORRAL_PRESENCE_GRACE", "9s")
-	opts := mustConfigure(t, server.Serve, "serve", "--insecure-dev", "--config", p, "--presence-grace", "11s")
+	t.Setenv("CORRAL_MAX_ROOMS_PER_CONN", "6")
+	opts := mustConfigure(t, server.Serve, "serve", "--insecure-dev", "--config", p, "--max-rooms-per-conn", "7")
 	def := opts.Core.Classes.Table().Default()
 	for name, tc := range map[string]struct{ got, want time.Duration }{
-		"file > default (history-ttl)": {opts.HistoryTTL, 3 * time.Hour},
-		"env > file (signal-tick)":     {opts.Core.SignalTick, 25 * time.Millisecond},
-		"flag > env (presence-grace)":  {opts.Core.Presence.Grace, 11 * time.Second},
-		"default (session-ttl)":        {opts.Core.SessionTTL, 2 * time.Minute},
-		"default class takes the file": {def.History.TTL, 3 * time.Hour},
-		"default class takes the env":  {def.SignalTick, 25 * time.Millisecond},
-		"default class takes the flag": {def.Presence.Grace, 11 * time.Second},
+		"file > default (history-ttl)":     {opts.HistoryTTL, 3 * time.Hour},
+		"env > file (signal-tick)":         {opts.Core.SignalTick, 25 * time.Millisecond},
+		"flag > env (max-rooms-per-conn)":  {time.Duration(opts.Core.MaxRoomsPerConn), 7},
+		"default (session-ttl)":            {opts.Core.SessionTTL, 2 * time.Minute},
+		"default class takes the file":     {def.History.TTL, 3 * time.Hour},
+		"default class takes the env":      {def.SignalTick, 25 * time.Millisecond},
+		"default class takes the file too": {def.Presence.Grace, 7 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %v, want %v", name, tc.got, tc.want)
 		}
 	}
-	// flag > file, without env.
-	opts = mustConfigure(t, server.Serve, "serve", "--insecure-dev", "--config", p, "--history-ttl", "5h")
-	if opts.HistoryTTL != 5*time.Hour {
-		t.Errorf("flag > file: history-ttl %v, want 5h", opts.HistoryTTL)
+	// env > file, without a flag.
+	opts = mustConfigure(t, server.Serve, "serve", "--insecure-dev", "--config", p)
+	if opts.Core.MaxRoomsPerConn != 6 {
+		t.Errorf("env > file: max-rooms-per-conn %v, want 6", opts.Core.MaxRoomsPerConn)
 	}
 	// CORRAL_CONFIG names the file.
 	t.Setenv("CORRAL_CONFIG", p)
@@ -89,7 +90,8 @@ func TestConfigErrors(t *testing.T) {
 		"another command's":   {"core: http://x\nbogus: 1\n", `:2: bogus: unknown key`},
 		"class typo":          {"rooms:\n  - name: a\n    match: a\n    max-member: 3\n", `:4: rooms[0].max-member: unknown key (did you mean "max-members"?)`},
 		"config in config":    {"config: other.yaml\n", `:1: config: a config file cannot name another one`},
-		"sugar and classes":   {"read-only-rooms: news\nrooms:\n  - name: a\n    match: a\n", "declare those rooms as classes"},
+		"a room-pattern key":  {"read-only-rooms: news\n", ":1: read-only-rooms: gone: room settings live in room classes"},
+		"zero limit":          {"max-pending: 0\n", ":1: max-pending: parse error: want a positive number or unlimited"},
 		"history ttl too low": {"session-ttl: 10m\nhistory-ttl: 5m\n", "history-ttl: 5m0s is shorter than the session TTL"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -166,19 +168,39 @@ func TestExampleConfig(t *testing.T) {
 	}
 }
 
-// TestReadOnlyFlagIsSugar: --read-only-rooms and --signal-tick-rooms make
-// classes.
-func TestReadOnlyFlagIsSugar(t *testing.T) {
-	opts := mustConfigure(t, server.Serve, "serve", "--insecure-dev", "--read-only-rooms", "news:*", "--signal-tick-rooms", "news:*=50ms,canvas:*=16ms")
-	tb := opts.Core.Classes.Table()
-	if c := tb.Lookup("news:a"); c.Publish != roomclass.None || c.Signal != roomclass.None || c.SignalTick != 50*time.Millisecond {
-		t.Errorf("news:a %+v", c)
+// TestRoomPatternFlagsGone: the room-pattern flags (and their variables)
+// are refused with the class key to write instead.
+func TestRoomPatternFlagsGone(t *testing.T) {
+	for flag, want := range map[string]string{
+		"read-only-rooms":   "publish: none and signal: none",
+		"signal-tick-rooms": "signal-tick: DURATION",
+		"hooks-join":        "hooks: {join: true}",
+		"hooks-publish":     "hooks: {publish: true}",
+	} {
+		_, _, err := configure(server.Serve, []string{"serve", "--insecure-dev", "--" + flag, "news:*"}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--"+flag+" is gone") {
+			t.Errorf("--%s: %v, want an error naming %q", flag, err, want)
+		}
+		t.Run(flag, func(t *testing.T) {
+			t.Setenv(config.EnvName(flag), "news:*")
+			_, _, err := configure(server.CoreOnly, []string{"core", "--insecure-dev"}, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want an error naming %q", config.EnvName(flag), err, want)
+			}
+		})
 	}
-	if c := tb.Lookup("canvas:a"); c.Publish != roomclass.Clients || c.SignalTick != 16*time.Millisecond {
-		t.Errorf("canvas:a %+v", c)
+}
+
+// TestKeyNotAFlag: a key that is not a flag of the command is refused on
+// the command line with where to set it instead.
+func TestKeyNotAFlag(t *testing.T) {
+	_, _, err := configure(server.Serve, []string{"serve", "--insecure-dev", "--publish-rate=5"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "CORRAL_PUBLISH_RATE") || !strings.Contains(err.Error(), "config file") {
+		t.Fatalf("--publish-rate: %v, want where to set it", err)
 	}
-	if c := tb.Lookup("lobby"); c.Name != "default" {
-		t.Errorf("lobby %+v", c)
+	_, _, err = configure(server.CoreOnly, []string{"core", "--insecure-dev", "--core", "http://x"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "corral edge") {
+		t.Fatalf("core --core: %v, want the command that has it", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
@@ -125,33 +126,37 @@ func TestSecretFiles(t *testing.T) {
 // no secret flag's value, in any form.
 func TestDebugCmdlineRedacted(t *testing.T) {
 	opts := mustConfigure(t, server.Serve, "serve", "--jwt-secret", secret,
-		"--api-keys=key-one-key-one-key,key-two-key-two-key", "--redis", "redis://:hunter2hunter2@127.0.0.1:1/0", "--history", "7")
+		"--api-keys=key-one-key-one-key,key-two-key-two-key", "--redis", "redis://:hunter2hunter2@127.0.0.1:1/0", "--max-rooms-per-conn", "7")
 	line := strings.Join(opts.DebugCmdline, " ")
 	for _, s := range []string{secret, "key-one", "key-two", "hunter2"} {
 		if strings.Contains(line, s) {
 			t.Fatalf("DebugCmdline %q shows %q", line, s)
 		}
 	}
-	if !strings.Contains(line, "127.0.0.1:1") || !strings.Contains(line, "--history 7") {
+	if !strings.Contains(line, "127.0.0.1:1") || !strings.Contains(line, "--max-rooms-per-conn 7") {
 		t.Fatalf("DebugCmdline %q lost what is not secret", line)
 	}
 }
 
-// TestHooksFlags: the --hooks-* flags become the hooks' configuration
-// (the key from its file form), and hook flags without --hooks-url, or a
-// bad policy, are refused.
-func TestHooksFlags(t *testing.T) {
+// TestHooksKeys: the hooks-* keys become the hooks' configuration (the
+// key from its file form), and hook keys without hooks-url, or a bad
+// policy, are refused.
+func TestHooksKeys(t *testing.T) {
+	for k, v := range map[string]string{
+		"CONNECT": "true", "CALL": "true", "POLICY_JOIN": "allow-known", "POLICY_PUBLISH": "open",
+		"POLICY_REFRESH": "allow-known", "REFRESH_GRACE": "30s", "JOIN_CACHE_TTL": "10s", "COOKIES": "sid",
+		"JOIN_HERD_WINDOW": "off", "RESPONSE_BUDGET": "1048576",
+	} {
+		t.Setenv("CORRAL_HOOKS_"+k, v)
+	}
 	opts := mustConfigure(t, server.Serve, "serve", "--jwt-secret", secret,
-		"--hooks-url", "http://127.0.0.1:9000", "--hooks-key-file", secretFile(t, "hook-key\n"),
-		"--hooks-connect", "--hooks-call", "--hooks-join", "game:*,team:*", "--hooks-publish", "chat:*",
-		"--hooks-policy-join", "allow-known", "--hooks-policy-publish", "open", "--hooks-policy-refresh", "allow-known",
-		"--hooks-refresh-grace", "30s", "--hooks-join-cache-ttl", "10s", "--hooks-cookies", "sid")
+		"--hooks-url", "http://127.0.0.1:9000", "--hooks-key-file", secretFile(t, "hook-key\n"))
 	h := opts.Hooks
 	if h.URL != "http://127.0.0.1:9000" || h.Key != "hook-key" || !h.Policy.Connect || !h.Policy.Call || h.Policy.Refresh {
 		t.Fatalf("hooks config %+v", h)
 	}
-	if !h.Policy.For("team:x").Join || h.Policy.For("chat:1").Join || !h.Policy.For("chat:1").Publish {
-		t.Fatalf("policy %+v", h.Policy)
+	if h.JoinHerdWindow != config.Off || h.ResponseBudget != 1<<20 {
+		t.Fatalf("herd window %v, response budget %d", h.JoinHerdWindow, h.ResponseBudget)
 	}
 	if h.Policy.JoinFailure.String() != "allow-known" || len(opts.Edge.HookCookies) != 1 {
 		t.Fatalf("policy %v, cookies %v", h.Policy.JoinFailure, opts.Edge.HookCookies)
@@ -164,87 +169,77 @@ func TestHooksFlags(t *testing.T) {
 	if def.JoinPolicy != roomclass.AllowKnown || def.PublishPolicy != roomclass.Open || def.JoinCacheTTL != 10*time.Second {
 		t.Fatalf("default class hooks %+v", def)
 	}
-	for name, args := range map[string][]string{
-		"no url":             {"--hooks-connect"},
-		"bad policy":         {"--hooks-url", "http://x", "--hooks-policy-join", "open"},
-		"bad publish policy": {"--hooks-url", "http://x", "--hooks-policy-publish", "allow-known"},
-		"bad refresh policy": {"--hooks-url", "http://x", "--hooks-policy-refresh", "open"},
-		"negative grace":     {"--hooks-url", "http://x", "--hooks-refresh-grace", "-1s"},
+	for name, env := range map[string][2]string{
+		"no url":             {"CORRAL_HOOKS_URL", ""},
+		"bad policy":         {"CORRAL_HOOKS_POLICY_JOIN", "open"},
+		"bad publish policy": {"CORRAL_HOOKS_POLICY_PUBLISH", "allow-known"},
+		"bad refresh policy": {"CORRAL_HOOKS_POLICY_REFRESH", "open"},
+		"negative grace":     {"CORRAL_HOOKS_REFRESH_GRACE", "-1s"},
+		"herd window 0":      {"CORRAL_HOOKS_JOIN_HERD_WINDOW", "0"},
 	} {
-		if _, _, err := configure(server.Serve, append([]string{"serve", "--jwt-secret", secret}, args...), io.Discard); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("CORRAL_HOOKS_URL", "http://x")
+			t.Setenv(env[0], env[1])
+			if _, _, err := configure(server.Serve, []string{"serve", "--jwt-secret", secret}, io.Discard); err == nil {
+				t.Errorf("%s: accepted", name)
+			}
+		})
 	}
 }
 
-// TestHooksConnectAuthenticates: --hooks-url with --hooks-connect is enough
+// TestHooksConnectAuthenticates: hooks-url with hooks-connect is enough
 // to start an edge without a JWT key or --insecure-dev (the backend
 // authenticates hellos); a token that reaches the edge's own check (a
-// refresh without --hooks-refresh) is refused. Without --hooks-connect the
+// refresh without hooks-refresh) is refused. Without hooks-connect the
 // start is still refused.
 func TestHooksConnectAuthenticates(t *testing.T) {
-	opts := mustConfigure(t, server.Serve, "serve", "--hooks-url", "http://127.0.0.1:9000", "--hooks-connect")
+	t.Setenv("CORRAL_HOOKS_CONNECT", "true")
+	opts := mustConfigure(t, server.Serve, "serve", "--hooks-url", "http://127.0.0.1:9000")
 	if _, err := opts.Auth.Authenticate(context.Background(), "alice"); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("the edge's authenticator took a token: %v", err)
 	}
-	_, _, err := configure(server.Serve, []string{"serve", "--hooks-url", "http://127.0.0.1:9000", "--hooks-join", "team:*"}, io.Discard)
+	t.Setenv("CORRAL_HOOKS_CONNECT", "false")
+	_, _, err := configure(server.Serve, []string{"serve", "--hooks-url", "http://127.0.0.1:9000"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "no way to verify") {
-		t.Fatalf("hooks without --hooks-connect and no JWT key: %v, want a refusal", err)
+		t.Fatalf("hooks without hooks-connect and no JWT key: %v, want a refusal", err)
 	}
 }
 
-// TestCoalesceWindow: --coalesce-window (or CORRAL_COALESCE_WINDOW) sets
-// edge.Config.CoalesceWindow; 0 turns coalescing off (a negative window in
-// edge.Config), a negative flag is refused.
-func TestCoalesceWindow(t *testing.T) {
+// TestCoalesceWindowStillLoads: coalesce-window is ignored by the edge
+// but still loads from the environment and files; no value is turned
+// into another.
+func TestCoalesceWindowStillLoads(t *testing.T) {
+	if got := mustConfigure(t, server.Serve, "serve", "--insecure-dev").Edge.CoalesceWindow; got != 0 {
+		t.Fatalf("default CoalesceWindow %v, want 0", got)
+	}
+	t.Setenv("CORRAL_COALESCE_WINDOW", "3ms")
+	if got := mustConfigure(t, server.EdgeOnly, "edge", "--insecure-dev").Edge.CoalesceWindow; got != 3*time.Millisecond {
+		t.Fatalf("CoalesceWindow %v, want 3ms", got)
+	}
+}
+
+// TestAPIOverloadQueue: api-overload-queue reaches core.APIConfig: its
+// default explicitly, a size, or unlimited; 0 is refused.
+func TestAPIOverloadQueue(t *testing.T) {
 	for name, tc := range map[string]struct {
-		args []string
 		env  string
-		want time.Duration
+		want config.Limit
 	}{
-		"default": {[]string{"serve", "--insecure-dev"}, "", 10 * time.Millisecond},
-		"flag":    {[]string{"serve", "--insecure-dev", "--coalesce-window", "12ms"}, "", 12 * time.Millisecond},
-		"env":     {[]string{"serve", "--insecure-dev"}, "3ms", 3 * time.Millisecond},
-		"off":     {[]string{"serve", "--insecure-dev", "--coalesce-window", "0"}, "", -1},
-		"edge":    {[]string{"edge", "--insecure-dev", "--coalesce-window", "2ms"}, "", 2 * time.Millisecond},
+		"default":   {"", 64 << 20},
+		"bytes":     {"1048576", 1 << 20},
+		"unlimited": {"unlimited", config.Unlimited},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if tc.env != "" {
-				t.Setenv("CORRAL_COALESCE_WINDOW", tc.env)
+				t.Setenv("CORRAL_API_OVERLOAD_QUEUE", tc.env)
 			}
-			mode := server.Serve
-			if tc.args[0] == "edge" {
-				mode = server.EdgeOnly
-			}
-			if got := mustConfigure(t, mode, tc.args...).Edge.CoalesceWindow; got != tc.want {
-				t.Fatalf("CoalesceWindow %v, want %v", got, tc.want)
-			}
-		})
-	}
-	_, _, err := configure(server.Serve, []string{"serve", "--insecure-dev", "--coalesce-window", "-1ms"}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "coalesce-window") {
-		t.Fatalf("negative window: %v, want a refusal naming the flag", err)
-	}
-}
-
-// TestAPIOverloadQueue: --api-overload-queue reaches core.APIConfig.
-func TestAPIOverloadQueue(t *testing.T) {
-	for name, tc := range map[string]struct {
-		args []string
-		want int
-	}{
-		"default (core's)": {[]string{"serve", "--insecure-dev"}, 0},
-		"bytes":            {[]string{"serve", "--insecure-dev", "--api-overload-queue", "1048576"}, 1 << 20},
-		"off":              {[]string{"core", "--insecure-dev", "--api-overload-queue", "-1"}, -1},
-	} {
-		t.Run(name, func(t *testing.T) {
-			mode := server.Serve
-			if tc.args[0] == "core" {
-				mode = server.CoreOnly
-			}
-			if got := mustConfigure(t, mode, tc.args...).Core.API.OverloadQueueBytes; got != tc.want {
+			if got := mustConfigure(t, server.CoreOnly, "core", "--insecure-dev").Core.API.OverloadQueueBytes; got != tc.want {
 				t.Fatalf("OverloadQueueBytes %d, want %d", got, tc.want)
 			}
 		})
+	}
+	t.Setenv("CORRAL_API_OVERLOAD_QUEUE", "0")
+	if _, _, err := configure(server.CoreOnly, []string{"core", "--insecure-dev"}, io.Discard); err == nil || !strings.Contains(err.Error(), "unlimited") {
+		t.Fatalf("0: %v, want a refusal saying unlimited", err)
 	}
 }

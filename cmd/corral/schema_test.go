@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/corral-rt/corral/config"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/corral.schema.json and the key table of docs/CONFIG.md")
@@ -18,10 +20,10 @@ const (
 )
 
 // TestConfigDocsCurrent: the JSON Schema and the key table of CONFIG.md
-// are what the flags and roomclass.Class generate.
+// are what package config's Settings and roomclass.Class generate.
 func TestConfigDocsCurrent(t *testing.T) {
 	const fix = "regenerate: go test ./cmd/corral -run TestConfigDocsCurrent -update"
-	schema, err := configSchema()
+	schema, err := config.Schema()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func TestConfigDocsCurrent(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("%s: no %q ... %q markers", configDoc, keysBegin, keysEnd)
 	}
-	newDoc := string(doc[:i+len(keysBegin)]) + "\n" + keyTable() + "\n" + string(doc[j:])
+	newDoc := string(doc[:i+len(keysBegin)]) + "\n" + config.KeyTable() + "\n" + string(doc[j:])
 	if *update {
 		if err := os.WriteFile(schemaPath, schema, 0o644); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -41,19 +42,19 @@ func TestDashboardMetricsExported(t *testing.T) {
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	core, err := server.Start(server.Options{
-		Mode: server.CoreOnly, Addr: "127.0.0.1:0", APIInsecure: true,
-		HistoryMaxLen: 16, Logger: logger,
+		Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0", HistoryMaxLen: 16, RedisURL: "redis://" + redistest.Start(t), RedisPrefix: redistest.Prefix(t), OutboxURL: pgtest.Start(t).URL}, APIInsecure: true,
+		Logger: logger,
 		// On Redis, so that the Redis store metrics are exported too.
-		RedisURL: "redis://" + redistest.Start(t), RedisPrefix: redistest.Prefix(t),
+
 		// With an outbox, so that the relay's metrics are exported too.
-		OutboxURL: pgtest.Start(t).URL,
+
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { core.Close(context.Background()) })
 	opts := server.Options{
-		Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: "http://" + core.Addr(),
+		Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: "http://" + core.Addr()},
 		Auth: auth.Dev{}, Logger: logger,
 	}
 	// A small send queue and no publish limit, so that a client that stops

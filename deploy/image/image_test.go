@@ -72,8 +72,11 @@ func TestImageServesAndDrains(t *testing.T) {
 
 	addr := freeLoopbackAddr(t)
 	var logs testlog.Buffer
-	run := exec.Command(buildah, "run", "--isolation", "chroot", "--network", "host", ctr,
-		"/corral", "serve", "--insecure-dev", "--addr", addr, "--drain-window", "2s", "--shutdown-timeout", "20s")
+	// drain-window and shutdown-timeout are keys, not flags: the
+	// environment sets them.
+	run := exec.Command(buildah, "run", "--isolation", "chroot", "--network", "host",
+		"--env", "CORRAL_DRAIN_WINDOW=2s", "--env", "CORRAL_SHUTDOWN_TIMEOUT=20s", ctr,
+		"/corral", "serve", "--insecure-dev", "--addr", addr)
 	run.Stdout, run.Stderr = &logs, &logs
 	// Killing buildah leaves its children holding the output pipes: do not
 	// wait for them forever.

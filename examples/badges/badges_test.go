@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -30,7 +31,7 @@ func TestBadgesAcrossRestarts(t *testing.T) {
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store, func(t *testing.T) {
 			opts := server.Options{
-				Mode: server.Serve, Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
+				Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"},
 				Auth: auth.Dev{}, APIKeys: []string{key},
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			}

@@ -8,7 +8,10 @@
 //
 //	go run ./examples/hooks-go -addr 127.0.0.1:9000
 //	go run ./cmd/corral serve \
-//	  --hooks-url http://127.0.0.1:9000 --hooks-connect --hooks-join 'team:*' --hooks-call
+//	  --hooks-url http://127.0.0.1:9000 --config examples/hooks-go/corral.yaml
+//
+// (corral.yaml turns on the Connect and Call hooks and sends the joins
+// of the team:* rooms to the Join hook.)
 //
 // A hello with token "alice" connects as alice, who may join team:blue and
 // is refused team:red (error 4403, "members only"); an unknown token is

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/hooks"
 )
@@ -18,7 +19,7 @@ func TestExample(t *testing.T) {
 	srv.Config.Protocols = p
 	srv.Start()
 	defer srv.Close()
-	c, err := hooks.New(hooks.Config{URL: srv.URL})
+	c, err := hooks.New(hooks.Config{Hooks: config.Hooks{URL: srv.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/internal/eventually"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/server"
 )
@@ -28,7 +29,7 @@ func TestPostReachesTheRoom(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n, err := server.Start(server.Options{
-		Mode: server.Serve, Addr: "127.0.0.1:0", Auth: auth.Dev{}, OutboxURL: pg.URL,
+		Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", OutboxURL: pg.URL}, Auth: auth.Dev{},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -313,7 +313,7 @@ func (g *Guard) observeMasters(ids []string) {
 	defer g.mu.Unlock()
 	if gone := g.sawMasters(ids); gone > 0 {
 		g.failovers.Add(float64(gone))
-		g.log.Warn("redis master changed (a failover, or a restart): writes it had not replicated are lost; rooms move to a new epoch at their next append (members reset) unless --redis-replicas is set",
+		g.log.Warn("redis master changed (a failover, or a restart): writes it had not replicated are lost; rooms move to a new epoch at their next append (members reset) unless redis-replicas is set",
 			"masters_gone", gone)
 	}
 }

@@ -6,7 +6,7 @@
 //   npm ci && npm run generate && npm run build
 //   node dist/server.js 127.0.0.1:9000
 //   go run ./cmd/corral serve --insecure-dev \
-//     --hooks-url http://127.0.0.1:9000 --hooks-connect --hooks-join 'team:*' --hooks-call
+//     --hooks-url http://127.0.0.1:9000 --config examples/hooks-go/corral.yaml
 //
 // A hello with token "alice" connects as alice, who may join team:blue
 // and is refused team:red (error 4403, "members only"); an unknown token

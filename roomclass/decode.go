@@ -1,42 +1,14 @@
 package roomclass
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
-
-// File is a parsed config file: the flag settings it holds and its room
-// classes, not yet decoded (they are decoded on top of the default class,
-// which the flags make: see [File.Classes]).
-type File struct {
-	// Name is the file's name, the prefix of every error.
-	Name string
-	// Version is the file's "version" key (free text, e.g. a date or a
-	// commit); Hash is the SHA-256 of its bytes, 12 hex digits.
-	Version, Hash string
-	// Keys are the other top-level keys, in file order: each sets the
-	// flag of the same name.
-	Keys  []Key
-	rooms *yaml.Node // the "rooms" sequence, or nil
-}
-
-// Key is one top-level setting of a flag.
-type Key struct {
-	Name string
-	// Value is the flag's text form: a scalar as written, a list of
-	// scalars joined with commas (for list flags such as origins).
-	Value string
-	Line  int
-}
 
 // Error is one problem of a config file, located.
 type Error struct {
@@ -80,128 +52,30 @@ func (es Errors) orNil() error {
 	return es
 }
 
-// Parse reads a config file's bytes. name prefixes the errors. The error,
-// when not nil, is [Errors].
-func Parse(name string, data []byte) (*File, error) {
-	sum := sha256.Sum256(data)
-	f := &File{Name: name, Hash: hex.EncodeToString(sum[:])[:12]}
-	if len(data) == 0 {
-		return nil, Errors{{File: name, Msg: "empty file: a file being written or cut short? (leave --config out to run on flags alone)"}}
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, Errors{{File: name, Msg: "no keys, only comments: a config file sets something (leave --config out to run on flags alone)"}}
-		}
-		return nil, Errors{yamlError(name, 0, "", err)}
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, Errors{{File: name, Line: extra.Line, Msg: "more than one YAML document: keep one"}}
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	if root.Kind != yaml.MappingNode {
-		return nil, Errors{{File: name, Line: root.Line, Msg: "want a mapping of keys (flag names, rooms, version)"}}
-	}
-	var errs Errors
-	seen := map[string]int{}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		if line, dup := seen[k.Value]; dup {
-			errs = append(errs, Error{name, k.Line, k.Value, fmt.Sprintf("set twice (first on line %d)", line)})
-			continue
-		}
-		seen[k.Value] = k.Line
-		switch k.Value {
-		case "version":
-			if v.Kind != yaml.ScalarNode {
-				errs = append(errs, Error{name, v.Line, "version", "want text"})
-				continue
-			}
-			f.Version = v.Value
-		case "rooms":
-			if v.Kind != yaml.SequenceNode {
-				errs = append(errs, Error{name, v.Line, "rooms", "want a list of classes ({name, match, ...})"})
-				continue
-			}
-			f.rooms = v
-		default:
-			val, err := scalarText(v)
-			if err != nil {
-				errs = append(errs, Error{name, v.Line, k.Value, err.Error()})
-				continue
-			}
-			f.Keys = append(f.Keys, Key{Name: k.Value, Value: val, Line: k.Line})
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return f, nil
-}
-
-// CheckEnd refuses, for a reload (and check-config), a file that does
-// not end with a newline. A file read while an editor or a deploy
-// rewrites it, or cut short by a full disk, is often still valid YAML (a
-// file truncated to its first 60 bytes parsed, and its room classes were
-// gone), and putting it in force in a running server would silently drop
-// policy such as a read-only class. Editors and YAML writers end a file
-// with a newline. Not at start, where a file without one (a Kubernetes
-// ConfigMap written with "|-") has always been taken and nothing is in
-// force yet to weaken. The error, when not nil, is [Errors].
-func CheckEnd(name string, data []byte) error {
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		return Errors{{File: name, Line: bytes.Count(data, []byte("\n")) + 1, Msg: "the file does not end with a newline: cut short, or read while being written? (write it whole, then reload)"}}
-	}
-	return nil
-}
-
-// scalarText is a flag's text form of a value: a scalar, or a list of
-// scalars joined with commas.
-func scalarText(v *yaml.Node) (string, error) {
-	switch v.Kind {
-	case yaml.ScalarNode:
-		return v.Value, nil
-	case yaml.SequenceNode:
-		items := make([]string, len(v.Content))
-		for i, it := range v.Content {
-			if it.Kind != yaml.ScalarNode {
-				return "", errors.New("want a value or a list of values")
-			}
-			items[i] = it.Value
-		}
-		return strings.Join(items, ","), nil
-	}
-	return "", errors.New("want a value or a list of values, not a mapping")
-}
-
-// Classes decodes the file's room classes, each on top of def (a key a
-// class leaves out keeps def's value), and checks them (see [Check]).
-// The error, when not nil, is [Errors].
-func (f *File) Classes(def Class, opts CheckOptions) ([]Class, error) {
-	if f.rooms == nil {
+// DecodeClasses decodes a config file's room classes (rooms, the "rooms"
+// sequence of the file named file; package config reads the file), each
+// on top of def (a key a class leaves out keeps def's value), and checks
+// them (see [Check]). The error, when not nil, is [Errors].
+func DecodeClasses(file string, rooms *yaml.Node, def Class, opts CheckOptions) ([]Class, error) {
+	if rooms == nil {
 		return nil, nil
 	}
 	var errs Errors
 	var out []Class
 	var lines []classLines
-	for i, n := range f.rooms.Content {
+	for i, n := range rooms.Content {
 		path := fmt.Sprintf("rooms[%d]", i)
 		c := def
 		c.Name, c.Match = "", nil
 		if n.Kind != yaml.MappingNode {
-			errs = append(errs, Error{f.Name, n.Line, path, "want a class: a mapping with name, match and settings"})
+			errs = append(errs, Error{file, n.Line, path, "want a class: a mapping with name, match and settings"})
 			continue
 		}
-		decodeInto(f.Name, n, reflect.ValueOf(&c).Elem(), path, &errs)
+		decodeInto(file, n, reflect.ValueOf(&c).Elem(), path, &errs)
 		out = append(out, c)
 		lines = append(lines, lineIndex(n))
 	}
-	errs = append(errs, check(f.Name, def, out, lines, opts)...)
+	errs = append(errs, check(file, def, out, lines, opts)...)
 	sortErrors(errs)
 	if len(errs) > 0 {
 		return nil, errs
@@ -214,7 +88,7 @@ func (f *File) Classes(def Class, opts CheckOptions) ([]Class, error) {
 func decodeInto(file string, n *yaml.Node, v reflect.Value, path string, errs *Errors) {
 	if v.Kind() != reflect.Struct || v.Addr().Type().Implements(unmarshalerType) {
 		if err := n.Decode(v.Addr().Interface()); err != nil {
-			*errs = append(*errs, yamlError(file, n.Line, path, err))
+			*errs = append(*errs, YAMLError(file, n.Line, path, err))
 		}
 		return
 	}
@@ -273,9 +147,9 @@ func keysOf(t reflect.Type) []string {
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?(?:unmarshal errors:\s*)?line (\d+): `)
 
-// yamlError turns an error of package yaml into an Error, keeping the
+// YAMLError turns an error of package yaml into an Error, keeping the
 // line yaml names when it names one.
-func yamlError(file string, line int, path string, err error) Error {
+func YAMLError(file string, line int, path string, err error) Error {
 	msg := err.Error()
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {

@@ -1,4 +1,4 @@
-package roomclass_test
+package config_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/roomclass"
 )
 
@@ -21,7 +22,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		file, err := roomclass.Parse("f.yaml", data)
+		file, err := config.Parse("f.yaml", data)
 		if err != nil {
 			var errs roomclass.Errors
 			if !errors.As(err, &errs) || len(errs) == 0 {

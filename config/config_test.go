@@ -1,0 +1,85 @@
+package config_test
+
+import (
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/corral-rt/corral/config"
+)
+
+// TestTypedValues: a Limit, a Rate and a Window each read their number or
+// word and refuse 0, so that no value stands for another.
+func TestTypedValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v    interface{ UnmarshalText([]byte) error }
+		in   string
+		want string // the text form back; "" for a refusal
+	}{
+		"limit":              {new(config.Limit), "128", "128"},
+		"limit unlimited":    {new(config.Limit), "unlimited", "unlimited"},
+		"limit old negative": {new(config.Limit), "-1", "unlimited"},
+		"limit zero":         {new(config.Limit), "0", ""},
+		"limit word":         {new(config.Limit), "lots", ""},
+		"rate":               {new(config.Rate), "2.5", "2.5"},
+		"rate unlimited":     {new(config.Rate), "unlimited", "unlimited"},
+		"rate zero":          {new(config.Rate), "0", ""},
+		"window":             {new(config.Window), "250ms", "250ms"},
+		"window off":         {new(config.Window), "off", "off"},
+		"window zero":        {new(config.Window), "0", ""},
+		"window negative":    {new(config.Window), "-1s", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := tc.v.UnmarshalText([]byte(tc.in))
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("%q accepted", tc.in)
+				}
+				return
+			}
+			if got := fmt.Sprint(tc.v); err != nil || got != tc.want {
+				t.Fatalf("%q: %v, %q; want %q", tc.in, err, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPrecedence: flag > environment > file > default.
+func TestPrecedence(t *testing.T) {
+	f, err := config.Parse("f.yaml", []byte("session-ttl: 5m\nsignal-tick: 20ms\nmax-rooms-per-conn: 5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CORRAL_SIGNAL_TICK": "25ms", "CORRAL_MAX_ROOMS_PER_CONN": "6"}
+	l, err := config.Load("serve", []string{"--max-rooms-per-conn", "7"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ApplyFile(f); err != nil {
+		t.Fatal(err)
+	}
+	if l.Core.MaxRoomsPerConn != 7 || l.Core.SignalTick.String() != "25ms" || l.Core.SessionTTL.String() != "5m0s" || l.Presence.Grace.String() != "15s" {
+		t.Fatalf("settings %+v %+v", l.Core, l.Presence)
+	}
+}
+
+// Load reads a command's settings; a key that is not a flag is refused on
+// the command line with where to set it.
+func ExampleLoad() {
+	env := func(name string) (string, bool) {
+		if name == "CORRAL_PUBLISH_RATE" {
+			return "unlimited", true
+		}
+		return "", false
+	}
+	l, err := config.Load("serve", []string{"--addr", "127.0.0.1:9000"}, env, io.Discard)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(l.Node.Addr, l.Edge.MessageRate, l.Edge.MaxConnsPerUser)
+	_, err = config.Load("serve", []string{"--publish-rate", "5"}, env, io.Discard)
+	fmt.Println(err)
+	// Output:
+	// 127.0.0.1:9000 unlimited 1000
+	// --publish-rate is not a flag of corral serve: set publish-rate in the config file (--config) or CORRAL_PUBLISH_RATE (corral config keys lists every key)
+}
