@@ -15,8 +15,8 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
-	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/config"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/server"
 )
