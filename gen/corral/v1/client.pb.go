@@ -1102,7 +1102,7 @@ func (x *Refresh) GetToken() string {
 }
 
 // Call asks the application's backend something through corral (its Call
-// hook, when the server runs with --hooks-call). The server answers
+// hook, when the server runs with the hooks-call key). The server answers
 // CallResult with the same id; calls may be answered out of order.
 type Call struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2783,11 +2783,15 @@ func (x *Batch) GetFrames() []*ServerFrame {
 // joined with presence. The first one after Joined is a snapshot; the
 // following ones are diffs against what the connection was told before,
 // batched per room per presence tick. A user with several connections is
-// one member.
+// one member. No frame is larger than 256 KiB: a larger snapshot goes as
+// several frames in order, the first with snapshot set (replacing the
+// list), the rest as diffs whose joins add the remaining members
+// (docs/PRESENCE.md).
 type Presence struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
-	// True: joins lists every member and replaces the client's list.
+	// True: joins replaces the client's list (with the frames after it that
+	// complete a split snapshot, the whole list).
 	Snapshot bool `protobuf:"varint,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	// Members who appeared (snapshot: all members).
 	Joins []*PresenceMember `protobuf:"bytes,3,rep,name=joins,proto3" json:"joins,omitempty"`

@@ -79,10 +79,10 @@ type ConnectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Hello.token: a token or opaque data the client got from the backend.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	// The request's headers the operator allow-listed (--hooks-headers),
+	// The request's headers the operator allow-listed (the hooks-headers key),
 	// lower-case names; several values of one header joined by ", ".
 	Headers map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The request's cookies the operator allow-listed (--hooks-cookies).
+	// The request's cookies the operator allow-listed (the hooks-cookies key).
 	Cookies map[string]string `protobuf:"bytes,3,rep,name=cookies,proto3" json:"cookies,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The client's address as the edge sees it.
 	RemoteAddr string `protobuf:"bytes,4,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`

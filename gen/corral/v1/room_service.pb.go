@@ -2320,7 +2320,7 @@ func (x *UnsubscribeResult) GetLeft() uint32 {
 // BatchRequest publishes many messages in one call.
 type BatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At least one and at most the server's limit (--api-max-batch, 1000
+	// At least one and at most the server's limit (the api-max-batch key, 1000
 	// by default). Each is checked and published on its own: an invalid
 	// item fails alone.
 	Publishes []*PublishRequest `protobuf:"bytes,1,rep,name=publishes,proto3" json:"publishes,omitempty"`

@@ -562,7 +562,7 @@ export const RefreshSchema: GenMessage<Refresh> = /*@__PURE__*/
 
 /**
  * Call asks the application's backend something through corral (its Call
- * hook, when the server runs with --hooks-call). The server answers
+ * hook, when the server runs with the hooks-call key). The server answers
  * CallResult with the same id; calls may be answered out of order.
  *
  * @generated from message corral.v1.Call
@@ -1446,7 +1446,10 @@ export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
  * joined with presence. The first one after Joined is a snapshot; the
  * following ones are diffs against what the connection was told before,
  * batched per room per presence tick. A user with several connections is
- * one member.
+ * one member. No frame is larger than 256 KiB: a larger snapshot goes as
+ * several frames in order, the first with snapshot set (replacing the
+ * list), the rest as diffs whose joins add the remaining members
+ * (docs/PRESENCE.md).
  *
  * @generated from message corral.v1.Presence
  */
@@ -1457,7 +1460,8 @@ export type Presence = Message$1<"corral.v1.Presence"> & {
   room: string;
 
   /**
-   * True: joins lists every member and replaces the client's list.
+   * True: joins replaces the client's list (with the frames after it that
+   * complete a split snapshot, the whole list).
    *
    * @generated from field: bool snapshot = 2;
    */

@@ -52,7 +52,7 @@ export type ConnectRequest = Message<"corral.v1.ConnectRequest"> & {
   token: string;
 
   /**
-   * The request's headers the operator allow-listed (--hooks-headers),
+   * The request's headers the operator allow-listed (the hooks-headers key),
    * lower-case names; several values of one header joined by ", ".
    *
    * @generated from field: map<string, string> headers = 2;
@@ -60,7 +60,7 @@ export type ConnectRequest = Message<"corral.v1.ConnectRequest"> & {
   headers: { [key: string]: string };
 
   /**
-   * The request's cookies the operator allow-listed (--hooks-cookies).
+   * The request's cookies the operator allow-listed (the hooks-cookies key).
    *
    * @generated from field: map<string, string> cookies = 3;
    */
@@ -483,8 +483,8 @@ export const CallResponseSchema: GenMessage<CallResponse> = /*@__PURE__*/
  * HooksService is implemented by the application's backend and called by
  * corral, so that the backend decides who connects, who joins which room,
  * which publishes are accepted, and answers the clients' calls. corral
- * calls only the hooks the operator enabled (--hooks-connect,
- * --hooks-join ROOM_PATTERNS, ...; docs/HOOKS.md); everything else stays
+ * calls only the hooks the operator enabled (the hooks-connect and
+ * hooks-call keys, the room classes' hooks; docs/HOOKS.md); everything else stays
  * with the connection token (JWT) and the run-time grants.
  *
  * A refusal is an answer (a response with `refusal` set), not an RPC
