@@ -1,0 +1,124 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/checker"
+	"github.com/corral-rt/corral/client"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+)
+
+// The HTTP fallbacks (docs/TRANSPORTS.md) carry the same session as a
+// WebSocket: these tests drive the Go client over each.
+
+// fallbacks are the HTTP carriers and encodings under test.
+var fallbacks = []struct {
+	name      string
+	transport client.Transport
+	enc       protocol.Encoding
+}{
+	{"sse", client.SSE, protocol.JSON},
+	{"stream_json", client.HTTPStream, protocol.JSON},
+	{"stream_proto", client.HTTPStream, protocol.Proto},
+}
+
+// dialOver connects a client over transport, failing the test on error.
+func dialOver(t *testing.T, d *deployment, user string, tr client.Transport, enc protocol.Encoding, resume *corralv1.Resume) *client.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, d.wsURL, client.Options{Token: user, Encoding: enc, Transport: tr, Resume: resume})
+	if err != nil {
+		t.Fatalf("dial %v as %s: %v", tr, user, err)
+	}
+	t.Cleanup(c.CloseNow)
+	return c
+}
+
+// TestFallbackResume: over each fallback a member joins, receives the
+// room's messages in order, loses its stream mid-flow, and resumes on a
+// new stream with nothing lost or received twice, while a WebSocket
+// publisher goes on.
+func TestFallbackResume(t *testing.T) {
+	for _, mode := range modes {
+		for _, fb := range fallbacks {
+			t.Run(mode+"/"+fb.name, func(t *testing.T) {
+				d := start(t, mode, nil, nil)
+				ctx := testCtx(t)
+				const room = "lecture"
+				pub := dial(t, d, "teacher", protocol.JSON)
+				if _, err := pub.Join(ctx, room, 0, ""); err != nil {
+					t.Fatal(err)
+				}
+				student := dialOver(t, d, "student", fb.transport, fb.enc, nil)
+				joined, err := student.Join(ctx, room, 0, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				chk := checker.New()
+				n := 0
+				publish := func(count int) uint64 {
+					var last uint64
+					for range count {
+						n++
+						id := fmt.Sprintf("m%d", n)
+						p, err := pub.Publish(ctx, room, id, payload(n))
+						if err != nil {
+							t.Fatal(err)
+						}
+						chk.Acked(room, p.GetSeq(), id)
+						last = p.GetSeq()
+					}
+					return last
+				}
+				// The student publishes too: its POSTs are frames of the
+				// same session.
+				if _, err := student.Publish(ctx, room, "s1", payload(0)); err != nil {
+					t.Fatal(err)
+				}
+				publish(20)
+				var lastSeen uint64
+				for lastSeen < 21 {
+					m := nextFrame(t, student, func(f *corralv1.ServerFrame) bool { return f.GetMessage() != nil }).GetMessage()
+					if m.GetId() != "s1" {
+						chk.Received("student", room, m.GetSeq(), m.GetId())
+					}
+					lastSeen = m.GetSeq()
+				}
+				w := student.Welcome()
+				student.CloseNow() // the stream cut: no close
+
+				publish(50)
+				back := dialOver(t, d, "student", fb.transport, fb.enc, &corralv1.Resume{
+					SessionId:   w.GetSessionId(),
+					ResumeToken: w.GetResumeToken(),
+					Rooms:       []*corralv1.RoomPosition{{Room: room, Seq: lastSeen, Epoch: joined.GetEpoch()}},
+				})
+				if !back.Welcome().GetResumed() || back.Welcome().GetSessionId() != w.GetSessionId() {
+					t.Fatalf("welcome %v: want the same session, resumed", back.Welcome())
+				}
+				rj := nextFrame(t, back, func(f *corralv1.ServerFrame) bool { return f.GetJoined() != nil || f.GetReset_() != nil })
+				if rj.GetJoined() == nil || !rj.GetJoined().GetResumed() || rj.GetJoined().GetSeq() != lastSeen {
+					t.Fatalf("after resume got %v, want Joined{resumed, seq %d}", rj, lastSeen)
+				}
+				last := publish(30)
+				for lastSeen < last {
+					m := nextFrame(t, back, func(f *corralv1.ServerFrame) bool { return f.GetMessage() != nil }).GetMessage()
+					chk.Received("student", room, m.GetSeq(), m.GetId())
+					lastSeen = m.GetSeq()
+				}
+				chk.Member("student", room, 1, last)
+				if err := chk.Check(); err != nil {
+					t.Fatal(err)
+				}
+				if got := chk.Count("student", room); got != int(last)-1 {
+					t.Fatalf("student received %d messages, want exactly %d", got, last-1)
+				}
+			})
+		}
+	}
+}
