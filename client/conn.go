@@ -91,7 +91,7 @@ type Conn struct {
 	// raw is the TCP connection and fr reads frames from it, when the
 	// connection reads without coder/websocket (see wire.go); nil
 	// otherwise. closeSent: this side sent its close frame.
-	raw       *upgradeConn
+	raw *upgradeConn
 	// http is the HTTP fallback carrying the connection (http.go); nil
 	// for a WebSocket (ws).
 	http      *httpCarrier
