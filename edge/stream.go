@@ -343,10 +343,18 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
 		c.handshakeDone()
 	})
-	// The reader token until the hello in the body is read: a POST
-	// before the Welcome is refused (409).
-	s.post.Lock()
-	defer s.post.Unlock()
+	// An HTTP stream holds the reader token until the hello in its body
+	// is read: a POST before the Welcome is refused (409).
+	if hello != nil {
+		s.post.Lock()
+	}
+	unlock := func() {
+		if hello != nil {
+			s.post.Unlock()
+			hello = nil
+		}
+	}
+	defer unlock()
 	c.mu.Lock()
 	c.startWriterLocked()
 	c.mu.Unlock()
@@ -371,9 +379,8 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 	c.writers.Done()
 	c.mu.Unlock()
 	if err != nil {
-		s.post.Unlock()
+		unlock()
 		c.cutOff()
-		s.post.Lock() // for the deferred Unlock
 		return
 	}
 	c.signal() // what was queued meanwhile
@@ -382,12 +389,11 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 	}
 	if hello != nil {
 		e.deliver(c, enc, hello, r.Header.Get("Authorization"))
+		unlock()
 	}
 	if s.out != nil {
-		s.post.Unlock()
 		s.out.wait(r.Context().Done())
 		c.cutOff()
-		s.post.Lock() // for the deferred Unlock
 	}
 }
 
