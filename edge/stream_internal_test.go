@@ -1,0 +1,273 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connectinprocess"
+	"github.com/corral-rt/corral/auth"
+	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/core"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/protocol"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// startStreamEdge starts a core and an edge serving /ws and the HTTP
+// fallbacks on one server that speaks HTTP/1.1 and h2c.
+func startStreamEdge(t *testing.T, tune func(*Config)) (*Edge, string) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	co := core.New(core.Config{Logger: quiet})
+	rpc := connect.NewServer()
+	linkv1connect.RegisterLinkServiceHandler(rpc, co)
+	cfg := Config{
+		Core:   linkv1connect.NewLinkServiceClient(connect.NewClient(connectinprocess.New(rpc))),
+		Auth:   auth.Dev{},
+		Logger: quiet,
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", e)
+	mux.Handle("/rt/", e.StreamHandler())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.Close(ctx)
+		srv.Close()
+		co.Close()
+	})
+	waitFor(t, "the links to come up", e.Ready)
+	return e, srv.URL
+}
+
+// TestStreamOverHTTP2: with no socket to hijack (HTTP/2), a stream is
+// written through the ResponseWriter (httpOut): join, publish and receive
+// over each fallback.
+func TestStreamOverHTTP2(t *testing.T) {
+	_, base := startStreamEdge(t, nil)
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: p}}
+	for _, tc := range []struct {
+		name string
+		tr   client.Transport
+		enc  protocol.Encoding
+	}{
+		{"sse", client.SSE, protocol.JSON},
+		{"stream_proto", client.HTTPStream, protocol.Proto},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := client.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", client.Options{Token: "u-" + tc.name, Transport: tc.tr, Encoding: tc.enc, HTTPClient: hc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseNow()
+			if _, err := c.Join(ctx, "r", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"a", "b", "c"} {
+				if _, err := c.Publish(ctx, "r", tc.name+id, []byte(`{}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range []string{"a", "b", "c"} {
+				select {
+				case f := <-c.Frames():
+					for f.GetMessage() == nil {
+						f = <-c.Frames()
+					}
+					if f.GetMessage().GetId() != tc.name+id {
+						t.Fatalf("got %v, want message %s", f, tc.name+id)
+					}
+				case <-ctx.Done():
+					t.Fatal("no message")
+				}
+			}
+		})
+	}
+}
+
+// sseEvent reads one event (comments are returned as event ":").
+func sseEvent(t *testing.T, br *bufio.Reader) (event, data string) {
+	t.Helper()
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended: %v", err)
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if event != "" || data != "" {
+				return event, data
+			}
+		case strings.HasPrefix(line, ":"):
+			event = ":"
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+// TestSSEOpenHeartbeatClose: the raw stream: its head, the corral-open
+// event, a heartbeat comment while nothing else is written, and, with no
+// hello in time, the close frame then corral-close 4405 and the end.
+func TestSSEOpenHeartbeatClose(t *testing.T) {
+	_, base := startStreamEdge(t, func(c *Config) {
+		c.StreamHeartbeat = 50 * time.Millisecond
+		c.Heartbeat = 400 * time.Millisecond // the sweeper's tick: 200 ms
+		c.HelloTimeout = 500 * time.Millisecond // before the heartbeat timeout (800 ms)
+	})
+	resp, err := http.Get(base + SSEPath + "?stream=0123456789abcdefXYZ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for k, want := range map[string]string{
+		"Content-Type": "text/event-stream", "Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no",
+	} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	br := bufio.NewReader(resp.Body)
+	if ev, data := sseEvent(t, br); ev != "corral-open" || !strings.Contains(data, `"secret":"`) {
+		t.Fatalf("first event %q %q, want corral-open with the secret", ev, data)
+	}
+	if ev, _ := sseEvent(t, br); ev != ":" {
+		t.Fatalf("got event %q, want a heartbeat comment", ev)
+	}
+	for {
+		ev, data := sseEvent(t, br)
+		if ev == ":" {
+			continue
+		}
+		if ev != "" || !strings.Contains(data, `"code":4405`) {
+			t.Fatalf("got %q %q, want the error frame 4405", ev, data)
+		}
+		break
+	}
+	if ev, data := sseEvent(t, br); ev != "corral-close" || !strings.Contains(data, `"code":4405`) {
+		t.Fatalf("got %q %q, want corral-close 4405", ev, data)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after corral-close: %v, want the end of the body", err)
+	}
+}
+
+// TestStreamRefusals: every refusal of a fallback request has its status
+// (docs/TRANSPORTS.md) and, where it is a refusal, its typed reason.
+func TestStreamRefusals(t *testing.T) {
+	e, base := startStreamEdge(t, func(c *Config) {
+		c.OriginPatterns = []string{"app.example"}
+		c.MaxPostBytes = 1 << 10
+	})
+	// An open stream to POST to.
+	resp, err := http.Get(base + SSEPath + "?stream=open-stream-0000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, open := sseEvent(t, bufio.NewReader(resp.Body))
+	secret := open[strings.Index(open, `"secret":"`)+10:]
+	secret = secret[:strings.IndexByte(secret, '"')]
+
+	post := func(id, sec, ct string, body []byte) *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, base+SendPath+"?stream="+id, bytes.NewReader(body))
+		r.Header.Set("X-Corral-Stream", id)
+		r.Header.Set("X-Corral-Secret", sec)
+		r.Header.Set("Content-Type", ct)
+		return r
+	}
+	get := func(path string, h ...string) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		for i := 0; i < len(h); i += 2 {
+			r.Header.Set(h[i], h[i+1])
+		}
+		return r
+	}
+	opts, _ := http.NewRequest(http.MethodOptions, base+SendPath, nil)
+	opts.Header.Set("Origin", "https://app.example")
+	for _, tc := range []struct {
+		name   string
+		req    *http.Request
+		status int
+		reason refuseReason
+	}{
+		{"bad id", get(SSEPath + "?stream=short"), http.StatusBadRequest, refusedStreamID},
+		{"id in use", get(SSEPath + "?stream=open-stream-0000000001"), http.StatusConflict, refusedStreamID},
+		{"EventSource reconnect", get(SSEPath+"?stream=another-stream-000001", "Last-Event-ID", "7"), http.StatusNoContent, numRefuseReasons},
+		{"origin", get(SSEPath+"?stream=another-stream-000002", "Origin", "https://evil.example"), http.StatusForbidden, refusedOrigin},
+		{"unknown stream", post("nowhere-stream-000001", "x", "application/json", nil), http.StatusNotFound, refusedStreamUnknown},
+		{"wrong secret", post("open-stream-0000000001", "nope", "application/json", nil), http.StatusForbidden, refusedStreamSecret},
+		{"content type", post("open-stream-0000000001", secret, "text/plain", nil), http.StatusUnsupportedMediaType, refusedPostType},
+		{"too large", post("open-stream-0000000001", secret, "application/json", make([]byte, 2<<10)), http.StatusRequestEntityTooLarge, refusedPostTooLarge},
+		{"preflight", opts, http.StatusNoContent, numRefuseReasons},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before float64
+			if tc.reason != numRefuseReasons {
+				before = testutil.ToFloat64(e.metrics.refusedBy[tc.reason])
+			}
+			resp, err := http.DefaultClient.Do(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.reason != numRefuseReasons {
+				if got := testutil.ToFloat64(e.metrics.refusedBy[tc.reason]); got != before+1 {
+					t.Errorf("%s counted %v, want %v", tc.reason, got, before+1)
+				}
+			}
+			if tc.name == "preflight" {
+				if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "https://app.example" {
+					t.Errorf("Allow-Origin %q", got)
+				}
+				if got := resp.Header.Get("Access-Control-Allow-Headers"); !strings.Contains(got, "X-Corral-Secret") {
+					t.Errorf("Allow-Headers %q", got)
+				}
+			}
+		})
+	}
+	// The stream is untouched by all of it: a hello still works.
+	hello, _ := protocol.AppendClient(protocol.JSON, nil, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{}}})
+	r := post("open-stream-0000000001", secret, "application/json", hello)
+	r.Header.Set("Authorization", "Bearer alice")
+	resp2, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusNoContent {
+		t.Fatalf("hello: status %d", resp2.StatusCode)
+	}
+}
