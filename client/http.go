@@ -339,6 +339,9 @@ func (h *httpCarrier) event() (string, []byte, error) {
 			if data == nil {
 				data = []byte{}
 			}
+			if int64(len(data)) > h.limit {
+				return "", nil, errors.New("client: an event over the read limit")
+			}
 			has = true
 		}
 	}

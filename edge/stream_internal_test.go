@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +30,7 @@ import (
 
 // startStreamEdge starts a core and an edge serving /ws and the HTTP
 // fallbacks on one server that speaks HTTP/1.1 and h2c.
-func startStreamEdge(t *testing.T, tune func(*Config)) (*Edge, string) {
+func startStreamEdge(t testing.TB, tune func(*Config)) (*Edge, string) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	co := core.New(core.Config{Logger: quiet})
@@ -58,7 +63,11 @@ func startStreamEdge(t *testing.T, tune func(*Config)) (*Edge, string) {
 		srv.Close()
 		co.Close()
 	})
-	waitFor(t, "the links to come up", e.Ready)
+	for deadline := time.Now().Add(10 * time.Second); !e.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the links to come up")
+		}
+	}
 	return e, srv.URL
 }
 
@@ -141,7 +150,7 @@ func sseEvent(t *testing.T, br *bufio.Reader) (event, data string) {
 func TestSSEOpenHeartbeatClose(t *testing.T) {
 	_, base := startStreamEdge(t, func(c *Config) {
 		c.StreamHeartbeat = 50 * time.Millisecond
-		c.Heartbeat = 400 * time.Millisecond // the sweeper's tick: 200 ms
+		c.Heartbeat = 400 * time.Millisecond    // the sweeper's tick: 200 ms
 		c.HelloTimeout = 500 * time.Millisecond // before the heartbeat timeout (800 ms)
 	})
 	resp, err := http.Get(base + SSEPath + "?stream=0123456789abcdefXYZ")
@@ -270,4 +279,123 @@ func TestStreamRefusals(t *testing.T) {
 	if resp2.StatusCode != http.StatusNoContent {
 		t.Fatalf("hello: status %d", resp2.StatusCode)
 	}
+}
+
+// openSSE opens a stream with id over the network and returns its
+// response (to close) and secret.
+func openSSE(t testing.TB, base, id string) (io.Closer, string) {
+	t.Helper()
+	resp, err := http.Get(base + SSEPath + "?stream=" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("open %s: %s", id, resp.Status)
+	}
+	br := bufio.NewReader(resp.Body)
+	var open string
+	for open == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			open = line
+		}
+	}
+	secret := open[strings.Index(open, `"secret":"`)+10:]
+	return resp.Body, secret[:strings.IndexByte(secret, '"')]
+}
+
+// FuzzStreamRequest sends the fallbacks' request decoders arbitrary input:
+// a GET /rt/sse with any stream id and Last-Event-ID, and a POST /rt/send
+// with any stream id header, Content-Type and body to a live stream (its
+// frames read as a client's). Nothing may crash the edge, and every
+// answer is one of the documented statuses (docs/TRANSPORTS.md).
+func FuzzStreamRequest(f *testing.F) {
+	e, base := startStreamEdge(f, nil)
+	hello, _ := protocol.AppendClient(protocol.JSON, nil, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: "fuzz"}}})
+	join, _ := protocol.AppendClient(protocol.JSON, nil, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "r"}}})
+	phello, _ := protocol.AppendClient(protocol.Proto, nil, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: "fuzz"}}})
+	f.Add("", "application/json", "", append(append(append(hello, '\n'), join...), '\n'))
+	f.Add("", "application/x-protobuf", "3", append([]byte{0, 0, 0, byte(len(phello))}, phello...))
+	f.Add("", "application/x-protobuf", "", []byte{0, 0, 0, 9, 1})
+	f.Add("bad id!", "application/json; charset=utf-8", "x", []byte("{\n}\n\n"))
+	f.Add("0123456789abcdef", "text/plain", "", []byte(nil))
+	var n atomic.Int64
+	f.Fuzz(func(t *testing.T, id, ctype, lastEventID string, body []byte) {
+		sid := fmt.Sprintf("fuzz-stream-%012d", n.Add(1))
+		closer, secret := openSSE(t, base, sid)
+		defer closer.Close()
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // an opened stream's handler returns at once
+		get := httptest.NewRequestWithContext(ctx, http.MethodGet, SSEPath+"?stream="+url.QueryEscape(id), nil)
+		get.Header.Set("Last-Event-ID", lastEventID)
+		rec := httptest.NewRecorder()
+		e.serveRT(rec, get)
+		switch rec.Code {
+		case http.StatusOK, http.StatusNoContent, http.StatusBadRequest, http.StatusConflict, http.StatusServiceUnavailable:
+		default:
+			t.Fatalf("GET: status %d", rec.Code)
+		}
+
+		target := sid
+		if id != "" {
+			target = id
+		}
+		post := httptest.NewRequest(http.MethodPost, SendPath+"?stream="+url.QueryEscape(target), bytes.NewReader(body))
+		post.Header.Set("X-Corral-Stream", target)
+		post.Header.Set("X-Corral-Secret", secret)
+		post.Header.Set("Content-Type", ctype)
+		rec = httptest.NewRecorder()
+		e.serveRT(rec, post)
+		switch rec.Code {
+		case http.StatusNoContent, http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound,
+			http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		default:
+			t.Fatalf("POST: status %d", rec.Code)
+		}
+	})
+}
+
+// FuzzSplitFrames: a POST body splits into frames without a panic, and
+// the frames of a body that splits are its records, whole.
+func FuzzSplitFrames(f *testing.F) {
+	f.Add([]byte("{}\n{}"), false)
+	f.Add([]byte{0, 0, 0, 1, 8, 0, 0, 0, 0}, true)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, true)
+	f.Fuzz(func(t *testing.T, body []byte, proto bool) {
+		enc := protocol.JSON
+		if proto {
+			enc = protocol.Proto
+		}
+		frames, err := splitFrames(enc, body)
+		if !proto || err != nil {
+			return
+		}
+		var back []byte
+		for _, fr := range frames {
+			back = binary.BigEndian.AppendUint32(back, uint32(len(fr)))
+			back = append(back, fr...)
+		}
+		if !bytes.Equal(back, body) {
+			t.Fatalf("records %x do not make the body %x", back, body)
+		}
+	})
+}
+
+// FuzzStreamID: validStreamID accepts exactly 16 to 64 characters of
+// [A-Za-z0-9_-].
+func FuzzStreamID(f *testing.F) {
+	f.Add("0123456789abcdef")
+	f.Add("short")
+	f.Add("0123456789abcdef/")
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := validStreamID(id), re.MatchString(id); got != want {
+			t.Fatalf("validStreamID(%q) = %v, want %v", id, got, want)
+		}
+	})
 }
