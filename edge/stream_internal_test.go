@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -398,4 +399,84 @@ func FuzzStreamID(f *testing.F) {
 			t.Fatalf("validStreamID(%q) = %v, want %v", id, got, want)
 		}
 	})
+}
+
+// TestSSESlowConsumer: an SSE client that stops reading is a slow
+// consumer like a WebSocket one: its queue's bounds hold, the edge cuts
+// it (queue_full, or write_timeout once its socket is full), and its
+// stream is gone; the room goes on.
+func TestSSESlowConsumer(t *testing.T) {
+	e, base := startStreamEdge(t, func(c *Config) {
+		c.QueueFrames, c.QueueBytes = 64, 256<<10
+		c.WriteTimeout = time.Second
+		c.MessageRate = -1
+	})
+	u, _ := url.Parse(base)
+	raw, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.(*net.TCPConn).SetReadBuffer(4 << 10)
+	const id = "slow-stream-00000000001"
+	if _, err := raw.Write([]byte("GET " + SSEPath + "?stream=" + id + " HTTP/1.1\r\nHost: corral\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReaderSize(raw, 4<<10)
+	var open string
+	for !strings.HasPrefix(open, "data: ") {
+		if open, err = br.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := open[strings.Index(open, `"secret":"`)+10:]
+	secret = secret[:strings.IndexByte(secret, '"')]
+	// Hello and join by POST; from now on nothing is read.
+	var body []byte
+	for _, f := range []*corralv1.ClientFrame{
+		{Kind: &corralv1.ClientFrame_Hello{Hello: &corralv1.Hello{Token: "slow"}}},
+		{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "r"}}},
+	} {
+		b, _ := protocol.AppendClient(protocol.JSON, nil, f)
+		body = append(append(body, b...), '\n')
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+SendPath+"?stream="+id, bytes.NewReader(body))
+	req.Header.Set("X-Corral-Stream", id)
+	req.Header.Set("X-Corral-Secret", secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("hello: %s", resp.Status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub, err := client.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", client.Options{Token: "pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.CloseNow()
+	if _, err := pub.Join(ctx, "r", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	cut := func() float64 {
+		return testutil.ToFloat64(e.metrics.slowBy[slowQueueFull]) + testutil.ToFloat64(e.metrics.slowBy[slowWriteTimeout])
+	}
+	big := []byte(`"` + strings.Repeat("a", 32<<10) + `"`)
+	for i := 0; cut() == 0; i++ {
+		if i == 2000 {
+			t.Fatal("2000 messages of 32 KiB and the edge did not cut the reader that stopped")
+		}
+		if _, err := pub.Publish(ctx, "r", fmt.Sprintf("m%d", i), big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the slow stream to end", func() bool { return e.streamConn(id) == nil })
+	// The room goes on for its other member.
+	if _, err := pub.Publish(ctx, "r", "after", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
 }
