@@ -107,11 +107,13 @@ type Presence struct {
 
 // Edge is the WebSocket edge's settings (edge.Config embeds it).
 type Edge struct {
-	ReadLimit      int64         `key:"max-frame" cmd:"serve,edge" group:"limits" default:"65536" unit:"bytes" help:"largest client frame (past it: close 4413)"`
-	ReplayBytes    int           `key:"replay-max-bytes" cmd:"serve,edge" group:"limits" unit:"bytes" help:"replays queued for one connection, apart from its send queue; past it the connection is closed as a slow consumer (0: a history page of the largest frames, 1000 x (max-frame + 1 KiB))"`
-	HelloTimeout   time.Duration `key:"hello-timeout" cmd:"serve,edge" group:"limits" default:"10s" help:"how long a new connection may take to send and authenticate its hello (past it: close 4405)"`
-	DrainWindow    time.Duration `key:"drain-window" cmd:"serve,edge" group:"listeners" default:"10s" help:"a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window"`
-	CoalesceWindow time.Duration `key:"coalesce-window" cmd:"serve,edge" group:"limits" help:"ignored, kept so that existing configurations still load: no frame waits for a timer"`
+	ReadLimit       int64         `key:"max-frame" cmd:"serve,edge" group:"limits" default:"65536" unit:"bytes" help:"largest client frame (past it: close 4413)"`
+	ReplayBytes     int           `key:"replay-max-bytes" cmd:"serve,edge" group:"limits" unit:"bytes" help:"replays queued for one connection, apart from its send queue; past it the connection is closed as a slow consumer (0: a history page of the largest frames, 1000 x (max-frame + 1 KiB))"`
+	HelloTimeout    time.Duration `key:"hello-timeout" cmd:"serve,edge" group:"limits" default:"10s" help:"how long a new connection may take to send and authenticate its hello (past it: close 4405)"`
+	DrainWindow     time.Duration `key:"drain-window" cmd:"serve,edge" group:"listeners" default:"10s" help:"a drain (SIGTERM, POST /admin/drain) tells each client to come back after a delay spread over this window"`
+	StreamHeartbeat time.Duration `key:"stream-heartbeat" cmd:"serve,edge" group:"limits" default:"15s" help:"an HTTP stream (SSE, HTTP streaming: docs/TRANSPORTS.md) silent this long gets a heartbeat, under the idle timeouts of proxies (often 30 s)"`
+	MaxPostBytes    int64         `key:"max-post-bytes" cmd:"serve,edge" group:"limits" unit:"bytes" help:"largest POST body to an HTTP stream, each frame in it also under max-frame (past it: 413; 0: 4 x max-frame)"`
+	CoalesceWindow  time.Duration `key:"coalesce-window" cmd:"serve,edge" group:"limits" help:"ignored, kept so that existing configurations still load: no frame waits for a timer"`
 
 	HandshakeRate   Rate  `key:"admit-rate" cmd:"serve,edge" flag:"true" group:"limits" default:"10000" unit:"per second" help:"new connections admitted per second (token bucket; past it: 503 with a jittered Retry-After)"`
 	HandshakeBurst  int   `key:"admit-burst" cmd:"serve,edge" group:"limits" default:"10000" unit:"connections" help:"burst of the new-connection bucket"`

@@ -88,6 +88,12 @@ func (c *Config) withDefaults() Config {
 	if out.ReadLimit <= 0 {
 		out.ReadLimit = 64 << 10
 	}
+	if out.StreamHeartbeat <= 0 {
+		out.StreamHeartbeat = 15 * time.Second
+	}
+	if out.MaxPostBytes <= 0 {
+		out.MaxPostBytes = 4 * out.ReadLimit
+	}
 	if out.HelloTimeout <= 0 {
 		out.HelloTimeout = 10 * time.Second
 	}
