@@ -24,6 +24,7 @@ import (
 	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
+	"github.com/corral-rt/corral/internal/eventually"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -64,11 +65,7 @@ func startStreamEdge(t testing.TB, tune func(*Config)) (*Edge, string) {
 		srv.Close()
 		co.Close()
 	})
-	for deadline := time.Now().Add(10 * time.Second); !e.Ready(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the links to come up")
-		}
-	}
+	eventually.True(t, 10*time.Second, e.Ready, "the links to come up")
 	return e, srv.URL
 }
 
