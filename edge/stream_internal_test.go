@@ -24,8 +24,8 @@ import (
 	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
-	"github.com/corral-rt/corral/internal/eventually"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
