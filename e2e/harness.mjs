@@ -5,6 +5,7 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
+import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -373,4 +374,82 @@ export async function saveArtifact(name, data) {
 
 export async function removeDir(dir) {
   if (dir) await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * startHttpProxy forwards HTTP requests to target ("host:port") one by
+ * one, streaming both ways (an event stream or a streamed response passes
+ * as it comes), and refuses every WebSocket upgrade, as a proxy or an
+ * antivirus that strips Upgrade would: `upgrade` is "403" (answer 403
+ * Forbidden, the default), "drop" (close the connection unanswered) or
+ * "hold" (leave it open, unanswered: a stalled upgrade). cut() ends every
+ * request in flight, as a network failure would; hold() makes new
+ * requests wait, unanswered, until release(). upgrades counts the refused
+ * upgrades.
+ */
+export async function startHttpProxy(target, { upgrade = "403" } = {}) {
+  const [host, port] = splitHostPort(target);
+  const sockets = new Set();
+  const upstream = new Set();
+  let held = null;
+  let upgrades = 0;
+  const forward = (req, res) => {
+    const up = http.request(
+      { host, port, method: req.method, path: req.url, headers: req.headers, agent: false },
+      (ures) => {
+        res.writeHead(ures.statusCode, ures.statusMessage, ures.headers);
+        res.flushHeaders();
+        ures.pipe(res);
+        ures.on("error", () => res.destroy());
+      },
+    );
+    upstream.add(up);
+    up.on("close", () => upstream.delete(up));
+    up.on("error", () => res.destroy());
+    res.on("close", () => up.destroy());
+    req.pipe(up);
+  };
+  const server = http.createServer((req, res) => {
+    if (held) held.push([req, res]);
+    else forward(req, res);
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  server.on("upgrade", (req, socket) => {
+    upgrades++;
+    if (upgrade === "hold") return;
+    if (upgrade === "drop") return socket.destroy();
+    socket.end("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nConnection: close\r\n\r\nno websockets past here\n");
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port: own } = server.address();
+  return {
+    addr: `127.0.0.1:${own}`,
+    url: `http://127.0.0.1:${own}/`,
+    get upgrades() {
+      return upgrades;
+    },
+    /** cut ends every request in flight and reports how many there were. */
+    cut() {
+      const n = upstream.size;
+      for (const up of [...upstream]) up.destroy();
+      for (const s of [...sockets]) s.destroy();
+      return n;
+    },
+    hold() {
+      held ??= [];
+    },
+    release() {
+      const waiting = held ?? [];
+      held = null;
+      for (const [req, res] of waiting) if (!res.destroyed) forward(req, res);
+    },
+    async stop() {
+      this.cut();
+      for (const [, res] of held ?? []) res.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }

@@ -1,0 +1,212 @@
+// The demo page and the browser SDK in headless Chromium when WebSockets
+// cannot get through (issue 38): every page reaches a real `corral serve
+// --insecure-dev` through an HTTP proxy that answers each WebSocket
+// upgrade 403, as some corporate proxies and antivirus do. The SDK falls
+// back by itself, to SSE (alice, the default order) or to HTTP streaming
+// (bob: ?transport=websocket,stream); both see who is here, each other's
+// cursors (signals) and one chat in one order; a cut stream resumes the
+// session with nothing lost or twice; a reload goes straight to the
+// transport that worked. Then the order check of order.test.mjs runs over
+// each fallback while the proxy cuts every stream, three times.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { publishThrough } from "./ordercheck.mjs";
+import {
+  buildCorral,
+  launchBrowser,
+  newPerson,
+  removeDir,
+  saveArtifact,
+  startCorral,
+  startHttpProxy,
+  tempDir,
+} from "./harness.mjs";
+
+const WAIT = { timeout: 15_000 };
+const POLL = { ...WAIT, polling: 50 };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+describe("with WebSockets blocked, in Chromium", { timeout: 300_000 }, () => {
+  let dir, bin, corral, proxyA, proxyB, browser, alice, bob;
+  const pageErrors = [];
+
+  before(async () => {
+    dir = await tempDir("corral-e2e-fallback-");
+    bin = await buildCorral(dir);
+    corral = await startCorral(bin);
+    // One proxy each, so that bob's streams can be cut alone.
+    proxyA = await startHttpProxy(corral.addr);
+    proxyB = await startHttpProxy(corral.addr);
+    browser = await launchBrowser();
+    alice = await openPage(`${proxyA.url}?name=alice`);
+    bob = await openPage(`${proxyB.url}?name=bob&transport=websocket,stream`);
+  });
+
+  after(async () => {
+    await browser?.close();
+    await proxyA?.stop();
+    await proxyB?.stop();
+    await corral?.stop();
+    if (corral) await saveArtifact("fallback.log", corral.logs.join("\n") + "\n");
+    await removeDir(dir);
+  });
+
+  async function openPage(url) {
+    const page = await newPerson(browser, url);
+    page.on("pageerror", (e) => pageErrors.push(`${url}: ${e.message}`));
+    return page;
+  }
+
+  test("each page falls back by itself and sees who is here", async () => {
+    await alice.waitForSelector('#status[data-state="open"][data-transport="sse"]', WAIT);
+    await bob.waitForSelector('#status[data-state="open"][data-transport="stream"]', WAIT);
+    assert.equal(await alice.evaluate(() => window.corral.transport), "sse");
+    assert.equal(await bob.evaluate(() => window.corral.transport), "stream");
+    assert.ok(proxyA.upgrades >= 1 && proxyB.upgrades >= 1, "each tried a WebSocket first");
+    for (const page of [alice, bob]) {
+      await page.waitForSelector('#people li[data-user="alice"]', WAIT);
+      await page.waitForSelector('#people li[data-user="bob"]', WAIT);
+      await page.getByText("did not get through").first().waitFor(WAIT);
+    }
+  });
+
+  test("each page sees the other's cursor live", async () => {
+    await moveOnBoard(bob, 0.3, 0.4);
+    await waitCursor(alice, "bob", 0.3, 0.4);
+    await moveOnBoard(bob, 0.7, 0.6);
+    await waitCursor(alice, "bob", 0.7, 0.6);
+    await moveOnBoard(alice, 0.2, 0.8);
+    await waitCursor(bob, "alice", 0.2, 0.8);
+  });
+
+  test("both pages see the same chat in the same order", async () => {
+    const lines = [
+      ["alice", "over SSE here"],
+      ["bob", "and I stream"],
+      ["alice", "one"],
+      ["bob", "two"],
+      ["alice", "three"],
+      ["bob", "four"],
+    ];
+    await Promise.all(
+      ["alice", "bob"].map(async (who) => {
+        const page = who === "alice" ? alice : bob;
+        for (const [from, text] of lines) if (from === who) await say(page, text);
+      }),
+    );
+    const a = await waitChat(alice, lines.length);
+    const b = await waitChat(bob, lines.length);
+    assert.deepEqual(b, a);
+    assertGapless(a);
+    assert.deepEqual(
+      a.map((m) => `${m.sender}: ${m.text}`).sort(),
+      lines.map(([s, t]) => `${s}: ${t}`).sort(),
+    );
+  });
+
+  test("a cut stream resumes the session without losing chat sent meanwhile", async () => {
+    const session = await bob.evaluate(() => window.corral.sessionId);
+    const before = (await chat(alice)).length;
+    proxyB.hold();
+    assert.ok(proxyB.cut() >= 1, "bob had a stream to cut");
+    await bob.waitForSelector('#status[data-state="reconnecting"]', WAIT);
+    const missed = ["bob, are you there?", "sent while your stream was down", "nothing should be lost"];
+    for (const text of missed) await say(alice, text);
+    await waitChat(alice, before + missed.length);
+    await say(bob, "back, my stream dropped"); // queued while offline
+    proxyB.release();
+    await bob.waitForSelector('#status[data-state="open"]', WAIT);
+    const a = await waitChat(alice, before + missed.length + 1);
+    const b = await waitChat(bob, before + missed.length + 1);
+    assert.deepEqual(b, a);
+    assertGapless(b);
+    assert.deepEqual(b.slice(before, before + missed.length).map((m) => m.text), missed);
+    assert.equal(b.at(-1).text, "back, my stream dropped");
+    assert.equal(await bob.locator("#outbox li").count(), 0, "nothing left unsent");
+    assert.equal(await bob.evaluate(() => window.corral.sessionId), session, "the same session");
+    assert.equal(await bob.evaluate(() => window.corral.welcome?.resumed), true);
+    assert.equal(await bob.evaluate(() => window.corral.transport), "stream");
+    await alice.waitForSelector('#people li[data-user="bob"]', WAIT);
+    await moveOnBoard(bob, 0.55, 0.35);
+    await waitCursor(alice, "bob", 0.55, 0.35);
+  });
+
+  test("a reload goes straight to the transport that worked, and resumes", async () => {
+    const session = await alice.evaluate(() => window.corral.sessionId);
+    const upgrades = proxyA.upgrades;
+    const want = await chat(bob);
+    await alice.reload();
+    await alice.waitForSelector('#status[data-state="open"][data-transport="sse"]', WAIT);
+    assert.equal(proxyA.upgrades, upgrades, "no WebSocket attempt: the choice was remembered");
+    assert.equal(await alice.evaluate(() => window.corral.sessionId), session);
+    assert.equal(await alice.evaluate(() => window.corral.welcome?.resumed), true);
+    await say(bob, "welcome back");
+    const a = await waitChat(alice, want.length + 1);
+    assert.deepEqual(a.slice(0, want.length), want);
+    assert.equal(a.at(-1).text, "welcome back");
+  });
+
+  for (const transport of ["sse", "stream"]) {
+    test(`per-sender order over ${transport} while the proxy cuts every stream`, async () => {
+      const proxy = await startHttpProxy(corral.addr);
+      try {
+        const page = await openPage(`${proxy.url}?name=writer-${transport}`);
+        await publishThrough(
+          page,
+          proxy.addr,
+          async () => {
+            for (let i = 0; i < 3; i++) {
+              await sleep(600);
+              proxy.cut();
+            }
+          },
+          { transports: ["websocket", transport], transportTimeoutMs: 3000 },
+        );
+        await page.context().close();
+      } finally {
+        await proxy.stop();
+      }
+    });
+  }
+
+  test("no page errors", () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
+
+async function say(page, text) {
+  await page.fill("#text", text);
+  await page.press("#text", "Enter");
+}
+
+async function moveOnBoard(page, x, y) {
+  const box = await page.locator("#board").boundingBox();
+  await page.mouse.move(box.x + x * box.width, box.y + y * box.height, { steps: 4 });
+}
+
+async function waitCursor(page, user, x, y) {
+  await page.waitForFunction(
+    ([user, x, y]) => {
+      const el = document.querySelector(`.cursor[data-user="${user}"]`);
+      return el && Math.abs(Number(el.dataset.x) - x) < 0.02 && Math.abs(Number(el.dataset.y) - y) < 0.02;
+    },
+    [user, x, y],
+    POLL,
+  );
+}
+
+async function chat(page) {
+  return page.$$eval("#messages li[data-seq]", (lis) =>
+    lis.map((li) => ({ seq: Number(li.dataset.seq), sender: li.dataset.sender, text: li.querySelector(".text").textContent })),
+  );
+}
+
+async function waitChat(page, n) {
+  await page.waitForFunction((n) => document.querySelectorAll("#messages li[data-seq]").length >= n, n, POLL);
+  return chat(page);
+}
+
+function assertGapless(msgs) {
+  msgs.forEach((m, i) => assert.equal(m.seq, msgs[0].seq + i, `seq ${m.seq} at ${i}: ${JSON.stringify(msgs)}`));
+}
