@@ -756,6 +756,7 @@ var StreamConn = class {
     const records = new RecordReader();
     const text = new TextDecoder();
     const reader = res.body.getReader();
+    let why = "stream: the response ended";
     try {
       for (; ; ) {
         const { done, value } = await reader.read();
@@ -768,15 +769,20 @@ var StreamConn = class {
           if (this.readyState === 3) return;
         }
       }
-    } catch {
+    } catch (err) {
+      why = err.message.startsWith("stream:") ? err.message : "stream: the response failed";
+      this.closing = null;
+      void reader.cancel().catch(() => void 0);
     }
     if (records.pending()) this.closing = null;
     const c = this.closing;
-    this.end(c?.code ?? CLOSE_ABNORMAL, c?.reason ?? "stream: the response ended");
+    this.end(c?.code ?? CLOSE_ABNORMAL, c?.reason ?? why);
   }
 };
+var MAX_RECORD = 16 << 20;
 var RecordReader = class {
-  constructor() {
+  constructor(max = MAX_RECORD) {
+    this.max = max;
     this.buf = new Uint8Array(0);
   }
   /** push adds bytes and returns the records they complete. */
@@ -788,6 +794,7 @@ var RecordReader = class {
     let at = 0;
     while (b.length - at >= 4) {
       const n = (b[at] << 24 | b[at + 1] << 16 | b[at + 2] << 8 | b[at + 3]) >>> 0;
+      if (n > this.max) throw new Error(`stream: a record of ${n} bytes (at most ${this.max})`);
       if (b.length - at - 4 < n) break;
       out.push(b.subarray(at + 4, at + 4 + n));
       at += 4 + n;

@@ -95,6 +95,7 @@ export class StreamConn implements Conn {
     const records = new RecordReader();
     const text = new TextDecoder();
     const reader = res.body.getReader();
+    let why = "stream: the response ended";
     try {
       for (;;) {
         const { done, value } = await reader.read();
@@ -107,21 +108,34 @@ export class StreamConn implements Conn {
           if (this.readyState === 3) return;
         }
       }
-    } catch {
-      // the network ended it: below
+    } catch (err) {
+      // The network ended it, or the bytes are not records: the carrier
+      // failed.
+      why = (err as Error).message.startsWith("stream:") ? (err as Error).message : "stream: the response failed";
+      this.closing = null;
+      void reader.cancel().catch(() => undefined);
     }
     if (records.pending()) this.closing = null; // cut inside a record
     const c = this.closing;
-    this.end(c?.code ?? CLOSE_ABNORMAL, c?.reason ?? "stream: the response ended");
+    this.end(c?.code ?? CLOSE_ABNORMAL, c?.reason ?? why);
   }
 }
 
+/** The largest record a RecordReader takes by default: far above any
+ * frame the edge writes (a batch of its queue), far below what would hurt
+ * a page. */
+export const MAX_RECORD = 16 << 20;
+
 /**
  * RecordReader splits a byte stream into records: a 4-byte big-endian
- * length, then that many bytes.
+ * length, then that many bytes. A length above max throws: the stream is
+ * not corral's (or is corrupt), and waiting for its bytes would only hold
+ * memory.
  */
 export class RecordReader {
   private buf = new Uint8Array(0);
+
+  constructor(private readonly max = MAX_RECORD) {}
 
   /** push adds bytes and returns the records they complete. */
   push(chunk: Uint8Array): Uint8Array[] {
@@ -132,6 +146,7 @@ export class RecordReader {
     let at = 0;
     while (b.length - at >= 4) {
       const n = ((b[at]! << 24) | (b[at + 1]! << 16) | (b[at + 2]! << 8) | b[at + 3]!) >>> 0;
+      if (n > this.max) throw new Error(`stream: a record of ${n} bytes (at most ${this.max})`);
       if (b.length - at - 4 < n) break;
       out.push(b.subarray(at + 4, at + 4 + n));
       at += 4 + n;

@@ -383,6 +383,38 @@ describe("parts", () => {
     }
   });
 
+  test("RecordReader takes any bytes in any chunks without throwing, up to its limit", () => {
+    let x = 0x9e3779b9;
+    const rand = () => ((x = (x * 1103515245 + 12345) >>> 0) >>> 8) / 2 ** 24;
+    for (let run = 0; run < 300; run++) {
+      const r = new RecordReader(1000);
+      let total = 0;
+      try {
+        for (let i = 0; i < 20; i++) {
+          const chunk = new Uint8Array(Math.floor(rand() * 40));
+          for (let j = 0; j < chunk.length; j++) chunk[j] = rand() < 0.7 ? 0 : Math.floor(rand() * 256);
+          for (const rec of r.push(chunk)) total += rec.length;
+        }
+      } catch (e) {
+        assert.match((e as Error).message, /^stream: a record of \d+ bytes \(at most 1000\)$/);
+      }
+      assert.ok(total <= 20 * 40);
+    }
+  });
+
+  test("a record past the limit ends the stream as the carrier failing", async () => {
+    const { c, net } = newClient({ transports: ["stream"] });
+    const states: { state: string; code?: number; reason?: string }[] = [];
+    c.on("state", (s) => states.push({ state: s.state, code: s.code, reason: s.reason }));
+    c.connect();
+    await settle();
+    const body = new StreamBody();
+    net.to("/rt/stream")[0]!.respond(new Response(body.body, { status: 200, headers: { "X-Corral-Secret": "x" } }));
+    body.raw(new Uint8Array([0xff, 0xff, 0xff, 0xff, 1, 2, 3]));
+    await settle();
+    assert.deepEqual(states.at(-1), { state: "reconnecting", code: 1006, reason: "stream: a record of 4294967295 bytes (at most 16777216)" });
+  });
+
   test("stream ids are 22 characters of base64url, fresh each time", () => {
     const a = newStreamId(Math.random);
     assert.match(a, /^[A-Za-z0-9_-]{22}$/);
