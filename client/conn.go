@@ -47,7 +47,11 @@ type Options struct {
 	OnFrame func(*corralv1.ServerFrame)
 	// ReadLimit bounds one server message. Default 16 MiB.
 	ReadLimit int64
-	// HTTPClient makes the upgrade request, e.g. to dial from a chosen
+	// Transport picks the carrier: WebSocket (the default), or an HTTP
+	// fallback, SSE or HTTPStream, at the same URL (ws://host/ws: the
+	// fallbacks' paths are beside it, docs/TRANSPORTS.md).
+	Transport Transport
+	// HTTPClient makes the upgrade request (or a fallback's requests), e.g. to dial from a chosen
 	// source address or with chosen socket options. Nil:
 	// http.DefaultClient.
 	HTTPClient *http.Client
@@ -87,7 +91,10 @@ type Conn struct {
 	// raw is the TCP connection and fr reads frames from it, when the
 	// connection reads without coder/websocket (see wire.go); nil
 	// otherwise. closeSent: this side sent its close frame.
-	raw       *upgradeConn
+	raw *upgradeConn
+	// http is the HTTP fallback carrying the connection (http.go); nil
+	// for a WebSocket (ws).
+	http      *httpCarrier
 	fr        *wsframe.Reader
 	closeSent atomic.Bool
 	done      chan struct{}
@@ -128,24 +135,34 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 			url += "?resume=1"
 		}
 	}
-	hc := opts.HTTPClient
-	var dialed *upgradeConn
-	if rc := rawClient(url, opts.HTTPClient, &dialed); rc != nil {
-		hc = rc
-	}
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		Subprotocols: []string{sub},
-		HTTPHeader:   opts.Header,
-		HTTPClient:   hc,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("client: dial %s: %w", url, err)
-	}
 	limit := opts.ReadLimit
 	if limit <= 0 {
 		limit = 16 << 20
 	}
-	ws.SetReadLimit(limit)
+	var ws *websocket.Conn
+	var hcarrier *httpCarrier
+	var dialed *upgradeConn
+	if opts.Transport != WebSocket {
+		var err error
+		if hcarrier, err = dialHTTP(ctx, url, opts, limit); err != nil {
+			return nil, err
+		}
+	} else {
+		hc := opts.HTTPClient
+		if rc := rawClient(url, opts.HTTPClient, &dialed); rc != nil {
+			hc = rc
+		}
+		var err error
+		ws, _, err = websocket.Dial(ctx, url, &websocket.DialOptions{
+			Subprotocols: []string{sub},
+			HTTPHeader:   opts.Header,
+			HTTPClient:   hc,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("client: dial %s: %w", url, err)
+		}
+		ws.SetReadLimit(limit)
+	}
 	buf := opts.FrameBuffer
 	if buf <= 0 {
 		buf = 4096
@@ -155,6 +172,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	}
 	c := &Conn{
 		ws:       ws,
+		http:     hcarrier,
 		enc:      opts.Encoding,
 		typ:      websocket.MessageText,
 		frames:   make(chan *corralv1.ServerFrame, buf),
@@ -183,7 +201,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		Token: token, Client: "corral-go", Resume: opts.Resume,
 	}}}
 	if err := c.Send(ctx, hello); err != nil {
-		ws.CloseNow()
+		c.cut()
 		return nil, err
 	}
 	// The welcome (or the refusal) is the first thing the server says; it
@@ -192,7 +210,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 	for c.welcome == nil {
 		f, err := c.readOne(ctx)
 		if err != nil {
-			ws.CloseNow()
+			c.cut()
 			return nil, err
 		}
 		frames := []*corralv1.ServerFrame{f}
@@ -213,14 +231,14 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 				rest = frames[i+1:]
 				break
 			}
-			ws.CloseNow()
+			c.cut()
 			return nil, fmt.Errorf("client: expected welcome, got %v", f)
 		}
 	}
 	if stopCut != nil {
 		if !stopCut() {
 			// ctx ended as the welcome came: its deadline cuts reads.
-			ws.CloseNow()
+			c.cut()
 			return nil, ctx.Err()
 		}
 		c.raw.SetReadDeadline(time.Time{})
@@ -263,6 +281,12 @@ func (c *Conn) Send(ctx context.Context, f *corralv1.ClientFrame) error {
 func (c *Conn) SendRaw(ctx context.Context, b []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	if c.http != nil {
+		if err := c.http.post(ctx, b); err != nil {
+			return fmt.Errorf("client: write: %w", err)
+		}
+		return nil
+	}
 	if err := c.ws.Write(ctx, c.typ, b); err != nil {
 		return fmt.Errorf("client: write: %w", err)
 	}
@@ -375,6 +399,13 @@ func (e *ServerError) Error() string {
 
 // Close closes the connection normally.
 func (c *Conn) Close() error {
+	if c.http != nil {
+		// No close handshake on HTTP: the response ends, and the server
+		// sees the stream gone.
+		c.http.closeNow()
+		<-c.done
+		return nil
+	}
 	if c.raw == nil {
 		err := c.ws.Close(websocket.StatusNormalClosure, "")
 		<-c.done
@@ -408,14 +439,28 @@ func (c *Conn) writeControl(op byte, payload []byte) error {
 
 // CloseNow drops the connection without a close handshake (like a crash).
 func (c *Conn) CloseNow() {
-	c.ws.CloseNow()
+	c.cut()
 	<-c.done
+}
+
+// cut drops the carrier, without waiting for the reader.
+func (c *Conn) cut() {
+	if c.http != nil {
+		c.http.closeNow()
+		return
+	}
+	c.ws.CloseNow()
 }
 
 func (c *Conn) readOne(ctx context.Context) (*corralv1.ServerFrame, error) {
 	var data []byte
 	var err error
-	if c.fr != nil {
+	if c.http != nil {
+		if data, err = c.http.next(); err != nil {
+			c.http.closeNow()
+			err = c.httpCloseError(err)
+		}
+	} else if c.fr != nil {
 		data, err = c.readRaw()
 	} else if _, data, err = c.ws.Read(ctx); err != nil {
 		err = c.closeError(err)
@@ -485,6 +530,28 @@ func (c *Conn) closeError(err error) *CloseError {
 	return &CloseError{Code: code, Reason: closeReason(err), Hint: c.hint, Refusal: refusal, Err: err}
 }
 
+// httpCloseError is why an HTTP stream ended: the SSE stream's
+// corral-close, or for a record stream the code of the reconnect hint or
+// refusal that came last; else the network (-1: resume).
+func (c *Conn) httpCloseError(err error) *CloseError {
+	if errors.Is(err, errStreamEnded) {
+		c.mu.Lock()
+		var code corralv1.Code
+		var reason string
+		switch {
+		case c.hint != nil:
+			code, reason = c.hint.GetCode(), c.hint.GetReason()
+		case c.refusal != nil:
+			code, reason = c.refusal.GetCode(), c.refusal.GetMessage()
+		}
+		c.mu.Unlock()
+		if code != 0 {
+			err = websocket.CloseError{Code: websocket.StatusCode(code), Reason: reason}
+		}
+	}
+	return c.closeError(err)
+}
+
 func closeReason(err error) string {
 	var ce websocket.CloseError
 	if errors.As(err, &ce) {
@@ -503,7 +570,7 @@ func (c *Conn) readLoop() {
 			ce, ok := err.(*CloseError)
 			if !ok {
 				ce = &CloseError{Code: -1, Err: err}
-				c.ws.CloseNow()
+				c.cut()
 			}
 			c.mu.Lock()
 			c.err = ce

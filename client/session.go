@@ -601,7 +601,7 @@ func abandon(c *Conn) {
 	select {
 	case <-c.Done():
 	default:
-		c.ws.CloseNow()
+		c.cut()
 	}
 }
 

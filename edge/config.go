@@ -43,6 +43,14 @@ type Config struct {
 	// WriteTimeout bounds one write to a socket; past it the connection is
 	// a slow consumer. Default 5s.
 	WriteTimeout time.Duration
+	// StreamHeartbeat is how long an HTTP carrier (SSE, HTTP streaming:
+	// docs/TRANSPORTS.md) may go without a write before the edge writes
+	// a heartbeat, under the idle timeouts of proxies (often 30 s).
+	// Default 15s.
+	StreamHeartbeat time.Duration
+	// MaxPostBytes bounds the body of one POST to a stream (its frames,
+	// each also under ReadLimit). Default 4 × ReadLimit.
+	MaxPostBytes int64
 	// CoalesceWindow is ignored: no frame waits for a timer. A socket's
 	// writer sends what is queued at once, and frames queued while a
 	// write is under way (or the socket is full) go together in the next
@@ -145,6 +153,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.ReadLimit <= 0 {
 		out.ReadLimit = 64 << 10
+	}
+	if out.StreamHeartbeat <= 0 {
+		out.StreamHeartbeat = 15 * time.Second
+	}
+	if out.MaxPostBytes <= 0 {
+		out.MaxPostBytes = 4 * out.ReadLimit
 	}
 	if out.HelloTimeout <= 0 {
 		out.HelloTimeout = 10 * time.Second

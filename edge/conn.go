@@ -61,6 +61,9 @@ type conn struct {
 	// off); calls: Call frames in flight (hooks.go).
 	hook  *hookRequest
 	calls atomic.Int32
+	// stream: the connection's HTTP carrier (SSE or HTTP streaming,
+	// stream.go); nil for a WebSocket (ws).
+	stream *stream
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
@@ -199,6 +202,9 @@ func (c *conn) finish(clean bool) {
 	clear(c.takeLocked())
 	c.mu.Unlock()
 	c.handshakeDone()
+	if c.stream != nil {
+		c.e.dropStream(c)
+	}
 	c.e.untrack(c)
 	c.e.connWG.Done()
 }
@@ -206,7 +212,11 @@ func (c *conn) finish(clean bool) {
 // cutOff closes the socket without a close frame, from outside the
 // reader; a parked reader is started to end the connection.
 func (c *conn) cutOff() {
-	c.ws.CloseNow()
+	if c.stream != nil {
+		c.stream.cut(c)
+	} else {
+		c.ws.CloseNow()
+	}
 	c.e.poller.closed(c)
 }
 
@@ -224,6 +234,9 @@ func putWriteBuf(bp *[]byte) {
 // message frames q as one WebSocket message in *bp: the header, then the
 // one frame or a batch of them. *bp keeps the buffer (see putWriteBuf).
 func (c *conn) message(bp *[]byte, q [][]byte) []byte {
+	if c.stream != nil {
+		return c.stream.message(c, bp, q) // carrier.go
+	}
 	buf := (*bp)[:wsframe.MaxHeader]
 	if len(q) == 1 {
 		buf = append(buf, q[0]...)
@@ -243,7 +256,6 @@ func (c *conn) sender() *sender {
 // hello reads and authenticates the hello and attaches the connection. It
 // reports whether it did, and if not whether the client closed cleanly.
 func (c *conn) hello() (ok, clean bool) {
-	ctx := c.e.ctx
 	// Not a read deadline: a read whose context ends cuts the socket
 	// without a close frame. The timer closes with corral's own code, and
 	// the pending read then ends.
@@ -267,41 +279,53 @@ func (c *conn) hello() (ok, clean bool) {
 	if err != nil {
 		return false, c.readFailed(err, true)
 	}
-	hello := f.GetHello()
+	return c.attachHello(f.GetHello()), false
+}
+
+// attachHello authenticates the client's hello (nil: the first frame was
+// not one) and attaches the connection to the core. It reports whether
+// it did; if not, a close is queued.
+func (c *conn) attachHello(hello *corralv1.Hello) (ok bool) {
+	defer func() {
+		if !ok {
+			c.handshakeDone() // refused: a close is queued
+		}
+	}()
+	ctx := c.e.ctx
 	if hello == nil {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "the first frame must be hello", 0, false)
-		return false, false
+		return false
 	}
 	actx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
 	id, initial, info, err := c.authenticate(actx, hello)
 	cancel()
 	if err != nil {
 		if c.helloRefused(err) {
-			return false, false
+			return false
 		}
 		if !errors.Is(err, auth.ErrUnauthenticated) {
 			// The authenticator failed, not the token: the client
 			// retries, the log keeps why.
 			c.e.cfg.Logger.Warn("authenticator failed", "remote", c.remote, "err", err)
 			c.closeWith(corralv1.Code_CODE_UNAVAILABLE, "authentication unavailable: retry later", 1000, false)
-			return false, false
+			return false
 		}
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, err.Error(), 0, false)
-		return false, false
+		return false
 	}
 	if err := safetext.CheckName("user id", id.GetUserId(), maxUserID); err != nil {
 		// Whatever the authenticator, a user id obeys the rule for names:
 		// it is shown to other users and written in logs.
 		c.e.cfg.Logger.Warn("authenticator returned an invalid user id", "remote", c.remote, "err", err)
 		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, "the token's user id is not a valid name", 0, false)
-		return false, false
+		return false
 	}
 	ok, spent := c.e.userAdd(id.GetUserId())
 	if !ok {
 		c.e.metrics.refuse(refusedConnsPerUser)
 		c.closeWith(corralv1.Code_CODE_LIMIT_EXCEEDED,
 			fmt.Sprintf("more than %d connections of this user", c.e.cfg.MaxConnsPerUser), 0, false)
-		return false, false
+		return false
 	}
 	c.user, c.userCounted = id.GetUserId(), true
 	if spent.rate > 0 {
@@ -313,16 +337,30 @@ func (c *conn) hello() (ok, clean bool) {
 		Hello:      hello,
 		Identity:   id,
 		RemoteAddr: c.remote,
-		Protocol:   c.enc.String(),
+		Protocol:   c.protocolName(),
 		Info:       info,
 	}) {
-		return false, false
+		return false
 	}
 	if !c.joinInitial(initial) {
-		return false, false
+		return false
 	}
 	c.expireAt(id.GetExpiresUnix())
-	return true, false
+	return true
+}
+
+// protocolName names the connection's carrier and encoding to the core
+// (linkv1.Attach.protocol): the subprotocol for a WebSocket, "sse+json",
+// "stream+json" or "stream+proto" for an HTTP carrier.
+func (c *conn) protocolName() string {
+	if c.stream == nil {
+		return c.enc.String()
+	}
+	enc := "json"
+	if c.enc == protocol.Proto {
+		enc = "proto"
+	}
+	return c.stream.kind.String() + "+" + enc
 }
 
 // maxUserID bounds a user id in bytes, as grants.MaxUserID does.
@@ -352,41 +390,42 @@ func (c *conn) readFrames() {
 			c.finish(c.readFailed(err, false))
 			return
 		}
-		if !c.welcomed.Load() && answeredHere(f) && !c.awaitWelcome() {
+		if !c.handleFrame(f) {
 			c.finish(false)
 			return
 		}
-		if !c.check(f) {
-			continue
-		}
-		switch k := f.GetKind().(type) {
-		case *corralv1.ClientFrame_Ping:
-			if !c.welcomed.Load() {
-				if !c.link.forward(c, f) {
-					c.finish(false)
-					return
-				}
-				continue
-			}
-			c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
-				Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
-			}}})
-		case *corralv1.ClientFrame_Hello:
-			c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
-		case *corralv1.ClientFrame_Call:
-			c.call(k.Call)
-		case *corralv1.ClientFrame_Refresh:
-			if !c.refresh(f) {
-				c.finish(false)
-				return
-			}
-		default:
-			if !c.link.forward(c, f) {
-				c.finish(false)
-				return
-			}
-		}
 	}
+}
+
+// handleFrame handles one client frame read after the hello, whatever
+// carried it (a WebSocket message, a POST to a stream: stream.go). It
+// reports false when the connection must end. The caller is the
+// connection's reader.
+func (c *conn) handleFrame(f *corralv1.ClientFrame) bool {
+	if !c.welcomed.Load() && answeredHere(f) && !c.awaitWelcome() {
+		return false
+	}
+	if !c.check(f) {
+		return true
+	}
+	switch k := f.GetKind().(type) {
+	case *corralv1.ClientFrame_Ping:
+		if !c.welcomed.Load() {
+			return c.link.forward(c, f)
+		}
+		c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
+			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
+		}}})
+	case *corralv1.ClientFrame_Hello:
+		c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
+	case *corralv1.ClientFrame_Call:
+		c.call(k.Call)
+	case *corralv1.ClientFrame_Refresh:
+		return c.refresh(f)
+	default:
+		return c.link.forward(c, f)
+	}
+	return true
 }
 
 // The welcome comes first (client.proto): until the client's Welcome is
@@ -933,6 +972,11 @@ func (c *conn) sendBlocking() {
 // writer after the close.
 func (c *conn) closeSocket(code corralv1.Code, reason string) {
 	defer c.writers.Done()
+	if c.stream != nil {
+		c.stream.close(c, code, reason) // carrier.go
+		c.e.poller.closed(c)
+		return
+	}
 	c.ws.Close(websocket.StatusCode(code), reason)
 	c.e.poller.closed(c)
 }

@@ -21,4 +21,10 @@
 // local member's queue gets the same bytes. A connection whose queue
 // overflows is closed with CODE_SLOW_CONSUMER and resumes; it never holds
 // back the rest of its room.
+//
+// A client without a WebSocket gets the same connection on an HTTP
+// carrier (docs/TRANSPORTS.md): an SSE or streaming response that the same
+// writer writes, with only the framing changed (carrier.go), and POSTs
+// whose frames go through the same reader path, one POST at a time
+// (stream.go).
 package edge

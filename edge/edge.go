@@ -48,6 +48,9 @@ type Edge struct {
 	// users the connections of each user (limits.go).
 	pending int
 	users   map[string]int
+	// streams are the open HTTP carriers by stream id (stream.go); nil:
+	// an id reserved by a stream being opened.
+	streams map[string]*conn
 	// spent holds the message buckets of users' ended connections, so
 	// that a reconnect goes on with the tokens its user had (limits.go).
 	spent  map[string]bucket
@@ -278,8 +281,11 @@ func (e *Edge) sweep() {
 		deadline := now - int64(2*e.cfg.Heartbeat)
 		writeDeadline := now - int64(e.cfg.WriteTimeout)
 		e.mu.Lock()
-		var stale, stuck []*conn
+		var stale, stuck, streams []*conn
 		for c := range e.conns {
+			if c.stream != nil {
+				streams = append(streams, c)
+			}
 			if c.lastRead.Load() < deadline {
 				stale = append(stale, c)
 			}
@@ -295,6 +301,7 @@ func (e *Edge) sweep() {
 			e.metrics.cutSlow(slowWriteTimeout)
 			c.cutOff()
 		}
+		e.beatStreams(streams, now)
 		for _, c := range stale {
 			c.closeWith(corralv1.Code_CODE_HEARTBEAT_TIMEOUT, "no frame within two heartbeats", 0, false)
 		}

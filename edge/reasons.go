@@ -29,6 +29,13 @@ const (
 	refusedRateCalls
 	refusedCallsInFlight // hooks.go
 	refusedLinkLost      // link.go: queued for a core whose stream ended, answered 4103
+	refusedStreamID      // stream.go: a malformed or taken stream id
+	refusedStreamUnknown // stream.go: a POST for a stream not open here
+	refusedStreamSecret  // stream.go: a POST with the wrong secret
+	refusedPostTooLarge  // stream.go: a body past Config.MaxPostBytes
+	refusedPostBusy      // stream.go: a POST while another of its stream is read
+	refusedPostType      // stream.go: a body of another Content-Type
+	refusedOrigin        // stream.go: a cross-origin request from an origin not allowed
 	numRefuseReasons
 )
 
@@ -50,6 +57,13 @@ var refuseReasonNames = [numRefuseReasons]string{
 	refusedRateCalls:     "rate_calls",
 	refusedCallsInFlight: "calls_in_flight",
 	refusedLinkLost:      "link_lost",
+	refusedStreamID:      "stream_id",
+	refusedStreamUnknown: "stream_unknown",
+	refusedStreamSecret:  "stream_secret",
+	refusedPostTooLarge:  "post_too_large",
+	refusedPostBusy:      "post_busy",
+	refusedPostType:      "post_type",
+	refusedOrigin:        "origin",
 }
 
 func (r refuseReason) String() string { return refuseReasonNames[r] }

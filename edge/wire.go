@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -16,7 +17,7 @@ import (
 // before it writes again. Whoever writes next, the writer or a control
 // frame, writes tail first, so frames never interleave on the wire.
 type wire struct {
-	nc  net.Conn
+	nc  io.Writer       // the socket, or an HTTP/2 response (httpOut)
 	raw syscall.RawConn // nil: no write without blocking (the writer blocks)
 
 	mu   sync.Mutex // held across every write to nc

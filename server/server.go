@@ -508,7 +508,8 @@ func Start(opts Options) (*Node, error) {
 		}
 		if l.role == public && n.edge != nil {
 			l.mux.Handle(wsPath, noBody(n.edge))
-			l.mux.Handle("/", web.Handler()) // the demo page
+			l.mux.Handle("/rt/", n.edge.StreamHandler()) // docs/TRANSPORTS.md
+			l.mux.Handle("/", web.Handler())             // the demo page
 		}
 		l.open = n.openEndpoints(l.role, admin, rpcHere, doorOpen)
 	}
