@@ -152,17 +152,23 @@ describe("with WebSockets blocked, in Chromium", { timeout: 300_000 }, () => {
       const proxy = await startHttpProxy(corral.addr);
       try {
         const page = await openPage(`${proxy.url}?name=writer-${transport}`);
-        await publishThrough(
+        const opened = await publishThrough(
           page,
           proxy.addr,
           async () => {
             for (let i = 0; i < 3; i++) {
               await sleep(600);
-              proxy.cut();
+              assert.ok(proxy.cut() >= 2, "the writer's and the reader's streams were cut");
             }
           },
           { transports: ["websocket", transport], transportTimeoutMs: 3000 },
         );
+        // Each opened once, then once after each cut (at least), all on
+        // the fallback.
+        for (const who of ["writer", "reader"]) {
+          assert.ok(opened[who].length >= 4, `${who} opened ${opened[who].length} connections`);
+          assert.deepEqual([...new Set(opened[who])], [transport], `${who}'s transports`);
+        }
         await page.context().close();
       } finally {
         await proxy.stop();

@@ -8,7 +8,9 @@ import assert from "node:assert/strict";
  * while fail() runs, then checks what they saw: every publish
  * acknowledged, each at a seq above the one before it (the order made),
  * and the reader given exactly those messages in that order, once each.
- * opts are more Client options (transports: [...]).
+ * opts are more Client options (transports: [...]). Resolves with the
+ * transports the writer and the reader opened connections on, and how
+ * many connections each opened.
  */
 export async function publishThrough(page, addr, fail, opts = {}) {
   const total = 150;
@@ -19,13 +21,16 @@ export async function publishThrough(page, addr, fail, opts = {}) {
       const reader = new Client({ ...opts, token: "reader" });
       const writer = new Client({ ...opts, token: "writer" });
       const got = [];
+      const opened = { writer: [], reader: [] };
       reader.on("message", (m) => got.push({ seq: m.seq, id: m.id }));
+      reader.on("state", (s) => s.state === "open" && opened.reader.push(s.transport));
+      writer.on("state", (s) => s.state === "open" && opened.writer.push(s.transport));
       reader.connect();
       writer.connect();
       await reader.join("fifo");
       await writer.join("fifo");
       const results = [];
-      window.orderRun = { got, results, done: null };
+      window.orderRun = { got, results, opened, done: null };
       window.orderRun.done = (async () => {
         const pending = [];
         for (let i = 0; i < total; i++) {
@@ -65,4 +70,5 @@ export async function publishThrough(page, addr, fail, opts = {}) {
     got.map((m) => m.seq),
     results.map((r) => r.seq),
   );
+  return page.evaluate(() => window.orderRun.opened);
 }
