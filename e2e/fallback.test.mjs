@@ -7,7 +7,9 @@
 // cursors (signals) and one chat in one order; a cut stream resumes the
 // session with nothing lost or twice; a reload goes straight to the
 // transport that worked. Then the order check of order.test.mjs runs over
-// each fallback while the proxy cuts every stream, three times.
+// each fallback while the proxy cuts every stream, three times. The same
+// again behind a private nginx in its plainest setup (buffering on, no
+// Upgrade forwarded), with the cuts made between nginx and corral.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -20,6 +22,7 @@ import {
   saveArtifact,
   startCorral,
   startHttpProxy,
+  startNginx,
   tempDir,
 } from "./harness.mjs";
 
@@ -173,6 +176,92 @@ describe("with WebSockets blocked, in Chromium", { timeout: 300_000 }, () => {
       } finally {
         await proxy.stop();
       }
+    });
+  }
+
+  test("no page errors", () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
+
+describe("behind nginx, which drops Upgrade, in Chromium", { timeout: 300_000 }, () => {
+  let dir, bin, corral, cutter, nginx, browser;
+  const pageErrors = [];
+
+  before(async () => {
+    dir = await tempDir("corral-e2e-nginx-");
+    bin = await buildCorral(dir);
+    corral = await startCorral(bin);
+    // nginx → a proxy that can cut nginx's upstream requests → corral.
+    cutter = await startHttpProxy(corral.addr);
+    nginx = await startNginx(cutter.addr, dir);
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await nginx?.stop();
+    await cutter?.stop();
+    await corral?.stop();
+    if (corral) await saveArtifact("fallback-nginx.log", corral.logs.join("\n") + "\n");
+    await removeDir(dir);
+  });
+
+  async function openPage(url) {
+    const page = await newPerson(browser, url);
+    page.on("pageerror", (e) => pageErrors.push(`${url}: ${e.message}`));
+    return page;
+  }
+
+  test("the demo falls back to SSE and to streaming: presence, cursors, one chat order", async () => {
+    const alice = await openPage(`${nginx.url}?name=alice`);
+    const bob = await openPage(`${nginx.url}?name=bob&transport=websocket,stream`);
+    await alice.waitForSelector('#status[data-state="open"][data-transport="sse"]', WAIT);
+    await bob.waitForSelector('#status[data-state="open"][data-transport="stream"]', WAIT);
+    for (const page of [alice, bob]) {
+      await page.waitForSelector('#people li[data-user="alice"]', WAIT);
+      await page.waitForSelector('#people li[data-user="bob"]', WAIT);
+    }
+    await moveOnBoard(bob, 0.3, 0.4);
+    await waitCursor(alice, "bob", 0.3, 0.4);
+    await moveOnBoard(alice, 0.6, 0.2);
+    await waitCursor(bob, "alice", 0.6, 0.2);
+    const lines = ["one", "two", "three", "four", "five", "six"];
+    await Promise.all([
+      (async () => {
+        for (const t of lines.filter((_, i) => i % 2 === 0)) await say(alice, t);
+      })(),
+      (async () => {
+        for (const t of lines.filter((_, i) => i % 2 === 1)) await say(bob, t);
+      })(),
+    ]);
+    const a = await waitChat(alice, lines.length);
+    const b = await waitChat(bob, lines.length);
+    assert.deepEqual(b, a);
+    assertGapless(a);
+    await alice.context().close();
+    await bob.context().close();
+  });
+
+  for (const transport of ["sse", "stream"]) {
+    test(`per-sender order over ${transport} while nginx's upstream requests are cut`, async () => {
+      const page = await openPage(`${nginx.url}?name=writer-${transport}`);
+      const opened = await publishThrough(
+        page,
+        nginx.addr,
+        async () => {
+          for (let i = 0; i < 3; i++) {
+            await sleep(600);
+            assert.ok(cutter.cut() >= 2, "the writer's and the reader's streams were cut");
+          }
+        },
+        { transports: ["websocket", transport], transportTimeoutMs: 3000 },
+      );
+      for (const who of ["writer", "reader"]) {
+        assert.ok(opened[who].length >= 4, `${who} opened ${opened[who].length} connections`);
+        assert.deepEqual([...new Set(opened[who])], [transport], `${who}'s transports`);
+      }
+      await page.context().close();
     });
   }
 

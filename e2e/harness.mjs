@@ -453,3 +453,75 @@ export async function startHttpProxy(target, { upgrade = "403" } = {}) {
     },
   };
 }
+
+/**
+ * startNginx runs a private nginx (its own prefix directory, a free
+ * loopback port, stopped by stop()) as a reverse proxy to target
+ * ("host:port") in the plainest setup: HTTP/1.1 upstream, buffering on
+ * (nginx's default), and no `Upgrade`/`Connection` forwarding, so that
+ * it strips every WebSocket upgrade as many deployed proxies do. The
+ * HTTP transports must get through it as they are (docs/TRANSPORTS.md).
+ */
+export async function startNginx(target, dir) {
+  const bin = process.env.NGINX || (existsSync("/usr/sbin/nginx") ? "/usr/sbin/nginx" : "nginx");
+  if (process.env.NGINX ? !existsSync(bin) : bin === "nginx" && !(await onPath("nginx"))) {
+    throw new Error("no nginx: install Debian's (sudo apt-get install -y nginx-light), or set NGINX to its path");
+  }
+  const port = await freePort();
+  await mkdir(join(dir, "logs"), { recursive: true });
+  const root = process.getuid?.() === 0 ? "user root;\n" : "";
+  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((k) => `${k}_temp_path ${join(dir, k)};`).join("\n  ");
+  const conf = join(dir, "nginx.conf");
+  await writeFile(
+    conf,
+    `${root}worker_processes 1;
+daemon off;
+pid ${join(dir, "nginx.pid")};
+error_log ${join(dir, "logs", "error.log")} warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  ${temp}
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://${target};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_read_timeout 60s;
+    }
+  }
+}
+`,
+  );
+  const proc = spawn(bin, ["-p", dir, "-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  proc.stderr.on("data", (d) => (stderr += d));
+  try {
+    await waitPort(port, proc);
+  } catch (e) {
+    proc.kill("SIGKILL");
+    throw new Error(`nginx did not start: ${stderr}`, { cause: e });
+  }
+  return {
+    addr: `127.0.0.1:${port}`,
+    url: `http://127.0.0.1:${port}/`,
+    async stop() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.on("exit", r));
+      proc.kill("SIGQUIT");
+      const t = setTimeout(() => proc.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
+
+async function onPath(name) {
+  try {
+    await promisify(execFile)("sh", ["-c", `command -v ${name}`]);
+    return true;
+  } catch {
+    return false;
+  }
+}
