@@ -150,6 +150,32 @@ describe("with WebSockets blocked, in Chromium", { timeout: 300_000 }, () => {
     assert.equal(a.at(-1).text, "welcome back");
   });
 
+  test("a stalled upgrade (held unanswered) gives way to SSE after transportTimeoutMs", async () => {
+    const proxy = await startHttpProxy(corral.addr, { upgrade: "hold" });
+    try {
+      const page = await openPage(`${proxy.url}?name=carol`);
+      await page.waitForSelector('#status[data-state="open"][data-transport="sse"]', { timeout: 30_000 });
+      assert.equal(proxy.upgrades, 1, "one WebSocket attempt, held");
+      const failed = await page.evaluate(() => new Promise((resolve) => {
+        // The demo's client already fell back; a fresh one reports why.
+        import("/corral.js").then(({ Client }) => {
+          const c = new Client({ url: `ws://${location.host}/ws`, token: "carol2", storage: null, transportStorage: null, transportTimeoutMs: 1000 });
+          c.on("transport", (t) => {
+            c.close();
+            resolve(t.failed);
+          });
+          c.connect();
+        });
+      }));
+      assert.equal(failed.length, 1);
+      assert.equal(failed[0].transport, "websocket");
+      assert.match(failed[0].reason, /no welcome within 1000 ms over websocket/);
+      await page.context().close();
+    } finally {
+      await proxy.stop();
+    }
+  });
+
   for (const transport of ["sse", "stream"]) {
     test(`per-sender order over ${transport} while the proxy cuts every stream`, async () => {
       const proxy = await startHttpProxy(corral.addr);
