@@ -6,7 +6,9 @@
 // (bob: ?transport=websocket,stream); both see who is here, each other's
 // cursors (signals) and one chat in one order; a cut stream resumes the
 // session with nothing lost or twice; a reload goes straight to the
-// transport that worked. Then the order check of order.test.mjs runs over
+// transport that worked; a session on a WebSocket resumes over SSE when
+// the network starts refusing upgrades; a held upgrade gives way after
+// transportTimeoutMs. Then the order check of order.test.mjs runs over
 // each fallback while the proxy cuts every stream, three times. The same
 // again behind a private nginx in its plainest setup (buffering on, no
 // Upgrade forwarded), with the cuts made between nginx and corral.
@@ -148,6 +150,40 @@ describe("with WebSockets blocked, in Chromium", { timeout: 300_000 }, () => {
     const a = await waitChat(alice, want.length + 1);
     assert.deepEqual(a.slice(0, want.length), want);
     assert.equal(a.at(-1).text, "welcome back");
+  });
+
+  test("a session on a WebSocket resumes over SSE when the network starts refusing upgrades", async () => {
+    const proxy = await startHttpProxy(corral.addr, { upgrade: "pass" });
+    try {
+      const dave = await openPage(`${proxy.url}?name=dave`);
+      await dave.waitForSelector('#status[data-state="open"][data-transport="websocket"]', WAIT);
+      const session = await dave.evaluate(() => window.corral.sessionId);
+      await dave.waitForSelector('#people li[data-user="alice"]', WAIT);
+      // dave joined at the room's end: his chat is what came after.
+      const before = (await chat(alice)).length;
+      const mine = (await chat(dave)).length;
+      proxy.hold();
+      proxy.upgrade = "403";
+      assert.ok(proxy.cut() >= 1, "dave had a WebSocket to cut");
+      await dave.waitForSelector('#status[data-state="reconnecting"]', WAIT);
+      const missed = ["dave, you moved networks", "these came meanwhile"];
+      for (const text of missed) await say(alice, text);
+      await waitChat(alice, before + missed.length);
+      proxy.release();
+      await dave.waitForSelector('#status[data-state="open"][data-transport="sse"]', WAIT);
+      assert.equal(await dave.evaluate(() => window.corral.sessionId), session, "the same session");
+      assert.equal(await dave.evaluate(() => window.corral.welcome?.resumed), true, "resumed, not started afresh");
+      await say(dave, "on SSE now");
+      const a = await waitChat(alice, before + missed.length + 1);
+      const d = await waitChat(dave, mine + missed.length + 1);
+      assert.equal(d.length, mine + missed.length + 1);
+      assert.deepEqual(d, a.slice(a.length - d.length), "nothing lost, nothing twice");
+      assert.deepEqual(d.slice(mine).map((m) => m.text), [...missed, "on SSE now"]);
+      assertGapless(d);
+      await dave.context().close();
+    } finally {
+      await proxy.stop();
+    }
   });
 
   test("a stalled upgrade (held unanswered) gives way to SSE after transportTimeoutMs", async () => {

@@ -381,16 +381,18 @@ export async function removeDir(dir) {
  * one, streaming both ways (an event stream or a streamed response passes
  * as it comes), and refuses every WebSocket upgrade, as a proxy or an
  * antivirus that strips Upgrade would: `upgrade` is "403" (answer 403
- * Forbidden, the default), "drop" (close the connection unanswered) or
- * "hold" (leave it open, unanswered: a stalled upgrade). cut() ends every
- * request in flight, as a network failure would; hold() makes new
- * requests wait, unanswered, until release(). upgrades counts the refused
- * upgrades.
+ * Forbidden, the default), "drop" (close the connection unanswered),
+ * "hold" (leave it open, unanswered: a stalled upgrade) or "pass" (let
+ * it through, as a TCP tunnel); it can be changed on the returned object
+ * (the network moves behind another proxy). cut() ends every request and
+ * tunnel in flight, as a network failure would; hold() makes new requests
+ * wait, unanswered, until release(). upgrades counts the upgrades asked.
  */
 export async function startHttpProxy(target, { upgrade = "403" } = {}) {
   const [host, port] = splitHostPort(target);
   const sockets = new Set();
   const upstream = new Set();
+  const tunnels = new Set();
   let held = null;
   let upgrades = 0;
   const forward = (req, res) => {
@@ -417,8 +419,29 @@ export async function startHttpProxy(target, { upgrade = "403" } = {}) {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
-  server.on("upgrade", (req, socket) => {
+  server.on("upgrade", (req, socket, head) => {
     upgrades++;
+    if (upgrade === "pass") {
+      const up = net.connect(port, host, () => {
+        const lines = [`${req.method} ${req.url} HTTP/1.1`];
+        for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+        up.write(lines.join("\r\n") + "\r\n\r\n");
+        if (head.length > 0) up.write(head);
+        up.pipe(socket);
+        socket.pipe(up);
+      });
+      tunnels.add(up);
+      const end = () => {
+        up.destroy();
+        socket.destroy();
+        tunnels.delete(up);
+      };
+      up.on("error", end);
+      up.on("close", end);
+      socket.on("error", end);
+      socket.on("close", end);
+      return;
+    }
     if (upgrade === "hold") return;
     if (upgrade === "drop") return socket.destroy();
     socket.end("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nConnection: close\r\n\r\nno websockets past here\n");
@@ -431,10 +454,17 @@ export async function startHttpProxy(target, { upgrade = "403" } = {}) {
     get upgrades() {
       return upgrades;
     },
-    /** cut ends every request in flight and reports how many there were. */
+    get upgrade() {
+      return upgrade;
+    },
+    set upgrade(mode) {
+      upgrade = mode;
+    },
+    /** cut ends every request and tunnel in flight and reports how many
+     * there were. */
     cut() {
-      const n = upstream.size;
-      for (const up of [...upstream]) up.destroy();
+      const n = upstream.size + tunnels.size;
+      for (const up of [...upstream, ...tunnels]) up.destroy();
       for (const s of [...sockets]) s.destroy();
       return n;
     },
