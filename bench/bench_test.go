@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
@@ -62,6 +63,18 @@ func TestScenarios(t *testing.T) {
 			Sockets: 20, Rooms: 2, Ramp: []float64{20, 40}, Step: time.Second, Size: 300,
 			Publishers: 4, ConnectRate: 200, Timeout: 5 * time.Second, SLO: time.Second,
 		}, tune: func(o *bench.Options) { o.Encoding = 1; o.Sources = 2 }},
+		"broadcast/sse": {scenario: &bench.Broadcast{
+			Sockets: 20, Rooms: 2, Rate: 40, Duration: 2 * time.Second, Size: 100,
+			Publishers: 4, ConnectRate: 200, Timeout: 5 * time.Second, SLO: time.Second,
+		}, tune: func(o *bench.Options) { o.Transport = client.SSE }},
+		"broadcast/stream/proto": {scenario: &bench.Broadcast{
+			Sockets: 20, Rooms: 2, Rate: 40, Duration: 2 * time.Second, Size: 100,
+			Publishers: 4, ConnectRate: 200, Timeout: 5 * time.Second, SLO: time.Second,
+		}, tune: func(o *bench.Options) { o.Transport = client.HTTPStream; o.Encoding = 1 }},
+		"storm/sse": {scenario: &bench.Storm{
+			Clients: 50, Rooms: 5, Rate: 10, Steady: time.Second, After: time.Second,
+			RecoverTimeout: 30 * time.Second, ConnectRate: 200, Publishers: 4, Size: 100, Timeout: 5 * time.Second,
+		}, tune: func(o *bench.Options) { o.Transport = client.SSE }},
 		"connect": {scenario: &bench.Connect{
 			Sockets: 20, Rooms: 2, Rate: 100, Inflight: 8, Hold: 500 * time.Millisecond, Probes: 2, SLO: time.Second,
 		}},

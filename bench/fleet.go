@@ -105,7 +105,7 @@ func (f *fleet) dial(ctx context.Context, i int, scheduled time.Time) bool {
 	start := time.Now()
 	f.r.sentOne(scheduled)
 	c, err := client.Dial(ctx, f.r.o.Target.WS, client.Options{
-		Token: token, Encoding: f.r.o.Encoding,
+		Token: token, Encoding: f.r.o.Encoding, Transport: f.r.o.Transport,
 		OnFrame:    func(fr *corralv1.ServerFrame) { f.handle(m, fr) },
 		HTTPClient: f.r.o.Client.httpClient(nil),
 	})

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -32,6 +33,9 @@ type Options struct {
 	Target Target
 	// Encoding is the subprotocol of the WebSocket clients. Default JSON.
 	Encoding protocol.Encoding
+	// Transport is the clients' carrier: WebSocket (the default), or an
+	// HTTP fallback (client.SSE, client.HTTPStream; docs/TRANSPORTS.md).
+	Transport client.Transport
 	// Client is how the WebSocket clients read. Default ClientFast.
 	Client ClientKind
 	// Sources is how many loopback source addresses (127.0.0.1 to

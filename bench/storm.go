@@ -489,7 +489,7 @@ func (s *Storm) dial(ctx context.Context, r *run, f *fleet, st *stormState, wsUR
 	t0 := time.Now()
 	r.sentOne(scheduled)
 	opts := client.SessionOptions{
-		Options:     client.Options{Token: token, Encoding: r.o.Encoding, FrameBuffer: frameBuffer, HTTPClient: r.o.Client.httpClient(s.httpClient)},
+		Options:     client.Options{Token: token, Encoding: r.o.Encoding, Transport: r.o.Transport, FrameBuffer: frameBuffer, HTTPClient: r.o.Client.httpClient(s.httpClient)},
 		EventBuffer: frameBuffer,
 	}
 	if s.Cause == "drain" && s.Fallback != "" {

@@ -46,7 +46,7 @@ func (s *Storm) dialRejoin(ctx context.Context, r *run, f *fleet, st *stormState
 	defer cancel()
 	t0 := time.Now()
 	r.sentOne(scheduled)
-	rj := &rejoiner{url: wsURL, opts: client.Options{Token: token, Encoding: r.o.Encoding, FrameBuffer: frameBuffer, HTTPClient: r.o.Client.httpClient(s.httpClient)}}
+	rj := &rejoiner{url: wsURL, opts: client.Options{Token: token, Encoding: r.o.Encoding, Transport: r.o.Transport, FrameBuffer: frameBuffer, HTTPClient: r.o.Client.httpClient(s.httpClient)}}
 	conn, err := client.Dial(dctx, wsURL, rj.opts)
 	if err != nil {
 		r.fail("connect:"+dialErrorKind(err), 0)

@@ -101,6 +101,17 @@ func httpBase(raw string) (base, query string, err error) {
 	return u.String(), query, nil
 }
 
+// fallbackClient is the HTTP client of the fallbacks when Options has
+// none: http.DefaultTransport's settings, but keeping more idle
+// connections per host, since every connection POSTs while its stream
+// holds one (the default keeps 2: a process with many connections would
+// dial a socket per POST).
+var fallbackClient = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: t}
+}()
+
 func newStreamID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -116,7 +127,7 @@ func dialHTTP(ctx context.Context, rawURL string, opts Options, limit int64) (*h
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = fallbackClient
 	}
 	h := &httpCarrier{
 		kind: opts.Transport, hc: hc, base: base, query: query, header: opts.Header,
@@ -338,6 +349,9 @@ func (h *httpCarrier) event() (string, []byte, error) {
 			data = append(data, value...)
 			if data == nil {
 				data = []byte{}
+			}
+			if int64(len(data)) > h.limit {
+				return "", nil, errors.New("client: an event over the read limit")
 			}
 			has = true
 		}

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	conns          prometheus.Gauge
 	accepted       prometheus.Counter
+	streams        *prometheus.CounterVec // HTTP carriers opened, by carrier
 	closes         *prometheus.CounterVec
 	slow           *prometheus.CounterVec
 	framesPerFlush prometheus.Histogram
@@ -31,7 +32,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		conns:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_connections", Help: "Open WebSocket connections."}),
-		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_connections_accepted_total", Help: "WebSocket upgrades accepted."}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_connections_accepted_total", Help: "WebSocket upgrades and HTTP fallback streams accepted."}),
 		closes:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_server_closes_total", Help: "Connections the server closed, by code."}, []string{"code"}),
 		slow:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_slow_consumers_total", Help: "Slow-consumer disconnects, by reason."}, []string{"reason"}),
 		framesPerFlush: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -45,6 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		linkUp:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_links_up", Help: "Link streams to the core that are up."}),
 		linkFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failures_total", Help: "Link streams to the core that failed."}),
 		linkFailovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_link_failovers_total", Help: "Link streams moved to another core after a failure (several cores configured)."}),
+		streams:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_streams_opened_total", Help: "HTTP fallback streams opened (docs/TRANSPORTS.md), by carrier (sse, stream); each is also a connection accepted."}, []string{"carrier"}),
 		admissions:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_admissions_total", Help: "Connection attempts by kind (handshake, resume) and outcome (accepted, deferred with 503)."}, []string{"kind", "outcome"}),
 		reattached:    prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_sessions_reattached_total", Help: "Sessions the edge resumed by itself after its link to the core came back (their clients saw no disconnect)."}),
 		draining:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_drain_remaining", Help: "Connections still open during a drain (0 when not draining)."}),
@@ -55,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	copy(m.refusedBy[:], reasons.Counters("edge", m.refused, refuseReasonNames[:]))
 	copy(m.slowBy[:], reasons.Counters("edge", m.slow, slowReasonNames[:]))
 	if reg != nil {
-		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.flushPass, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.draining, m.reattached, m.refused, m.pending)
+		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.flushPass, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.streams, m.draining, m.reattached, m.refused, m.pending)
 	}
 	return m
 }

@@ -359,6 +359,7 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 	c.startWriterLocked()
 	c.mu.Unlock()
 	e.metrics.accepted.Inc()
+	e.metrics.streams.WithLabelValues(kind.String()).Inc()
 	e.publishStream(c)
 	served = true
 	if s.nc != nil {

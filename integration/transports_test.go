@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -262,6 +263,31 @@ func TestFallbackSessionThroughCuts(t *testing.T) {
 			}
 			if n := chk.Count("reader", room); n != total {
 				t.Fatalf("reader got %d messages, want exactly %d", n, total)
+			}
+		})
+	}
+}
+
+// TestFallbackCloseCodes: over each fallback a close is the frame that
+// explains it, then the end (docs/CODES.md): a refused token stops with
+// 4401 and its Error; a drain resumes with 4000 and the hint's delay.
+func TestFallbackCloseCodes(t *testing.T) {
+	for _, fb := range fallbacks {
+		t.Run(fb.name, func(t *testing.T) {
+			d := start(t, "serve", nil, nil)
+			ctx := testCtx(t)
+			_, err := client.Dial(ctx, d.wsURL, client.Options{Token: "a.b.c", Transport: fb.transport, Encoding: fb.enc})
+			var ce *client.CloseError
+			if !errors.As(err, &ce) || ce.Code != 4401 || ce.Refusal.GetCode() != corralv1.Code_CODE_UNAUTHENTICATED {
+				t.Fatalf("dial with a refused token: %v, want a close 4401 with its Error", err)
+			}
+			c := dialOver(t, d, "drained", fb.transport, fb.enc, nil)
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			go d.apiNode.Drain(dctx, 200*time.Millisecond)
+			ce = waitClosed(t, c)
+			if ce.Code != 4000 || ce.Hint.GetCode() != corralv1.Code_CODE_GOING_AWAY {
+				t.Fatalf("after a drain: %v (hint %v), want 4000 with its hint", ce, ce.Hint)
 			}
 		})
 	}

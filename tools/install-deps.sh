@@ -23,8 +23,12 @@ if [ -z "$initdb" ]; then
     [ -x "$f" ] && initdb="$f" # the glob sorts by version: the newest wins
   done
 fi
+# Debian keeps nginx in /usr/sbin, off a user's PATH (internal/nginxtest
+# looks there too); NGINX names it outright.
+nginx="${NGINX:-$(command -v nginx 2>/dev/null || echo /usr/sbin/nginx)}"
 required=(
   make=make
+  "$nginx=nginx-light"              # integration: the HTTP fallbacks behind a private nginx
   redis-server=redis-server         # tests start private redis-servers
   "${initdb:-initdb}=postgresql"    # outbox tests start private PostgreSQL servers
   node=nodejs                       # clients/js and e2e: Node.js 20 or newer

@@ -36,6 +36,9 @@ SUDO_BY=1 exec "$@"`,
 	"npm": `echo "${SUDO_BY:+sudo }$*" >> "$NPM_LOG"
 case "$*" in *node-linux-*) rm -f "$BIN/node"; printf '#!/bin/sh\ncase "$1" in -p) echo 20 ;; --version) echo v20.20.2 ;; esac\n' > "$BIN/node"; chmod +x "$BIN/node" ;; esac`,
 	"make": ``, "redis-server": ``, "podman": ``,
+	// Always present (NGINX names it): the cases below are about the
+	// other requirements.
+	"nginx": ``,
 }
 
 func TestInstallDeps(t *testing.T) {
@@ -154,6 +157,7 @@ func TestInstallDeps(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), bash, append([]string{script}, tc.args...)...)
 			cmd.Env = []string{
 				"PATH=" + bin, "BIN=" + bin, "STUBS=" + stubDir, "CHROMIUM=" + chromium, "INITDB=" + initdb,
+				"NGINX=" + filepath.Join(stubDir, "nginx"),
 				"APT_LOG=" + aptLog, "FAKE_UID=" + tc.uid, "FAKE_NODE=" + tc.node,
 				"TMPDIR=" + dir, "NPM_LOG=" + npmLog, "NODE_PREFIX=" + dir,
 			}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
+	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/edge"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -169,6 +170,7 @@ type common struct {
 	allowRemote, spawn               bool
 	quiet                            bool
 	cpuProfile                       string
+	transport                        string
 }
 
 func defineCommon(fs *flag.FlagSet) *common {
@@ -180,6 +182,7 @@ func defineCommon(fs *flag.FlagSet) *common {
 	fs.IntVar(&c.pid, "pid", 0, "the corral server's process `id` on this machine: its CPU and memory are read from /proc")
 	fs.StringVar(&c.token, "token", "", "connection token every client sends (default: each client's own name, a user id for corral --insecure-dev)")
 	fs.StringVar(&c.encoding, "encoding", "json", "client subprotocol: json or proto")
+	fs.StringVar(&c.transport, "transport", "ws", "clients' carrier: ws, sse (Server-Sent Events and POSTs) or stream (HTTP streaming and POSTs); docs/TRANSPORTS.md")
 	fs.StringVar(&c.clientKind, "client", "fast", "how clients read: fast (their own frame reader) or standard (coder/websocket's Conn.Read, one goroutine per socket, like most users' clients)")
 	fs.IntVar(&c.sources, "sources", 0, "spread clients over source addresses 127.0.0.1 to 127.0.0.`N` (0: one per 2,000 connections when the target is 127.0.0.1)")
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "how long to wait for deliveries in flight after the last publish")
@@ -208,6 +211,11 @@ func (c *common) options(stderr io.Writer) (bench.Options, error) {
 	default:
 		return o, fmt.Errorf("--encoding is json or proto, not %q", c.encoding)
 	}
+	tr, err := client.ParseTransport(c.transport)
+	if err != nil {
+		return o, fmt.Errorf("--transport: %w", err)
+	}
+	o.Transport = tr
 	kind, ok := bench.ParseClientKind(c.clientKind)
 	if !ok {
 		return o, fmt.Errorf("--client is fast or standard, not %q", c.clientKind)
