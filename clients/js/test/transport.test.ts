@@ -149,6 +149,35 @@ describe("fallback", () => {
     assert.equal(FakeSocket.all.length, 1, "expired: the WebSocket first again");
   });
 
+  test("rememberTransportMs 0 keeps the choice for this page only; a stored choice not allowed is ignored", async () => {
+    const transportStorage = new MemoryStorage();
+    const { c, net } = newClient({ transportStorage, rememberTransportMs: 0 });
+    c.connect();
+    await settle();
+    FakeSocket.last.drop(1006);
+    await sseOpen(net);
+    assert.equal(transportStorage.map.size, 0);
+    transportStorage.setItem(`corral:${URL_}:transport`, JSON.stringify({ transport: "sse", until: 2_000_000 }));
+    const b = newClient({ transportStorage, transports: ["websocket", "stream"] });
+    b.c.connect();
+    await settle();
+    assert.equal(b.c.transport, "websocket");
+  });
+
+  test("an event stream that opens but stalls (a buffering proxy) gives way to streaming", async () => {
+    const { c, net } = newClient({ transports: ["sse", "stream"], transportTimeoutMs: 2000 });
+    c.connect();
+    await settle();
+    FakeEventSource.last.open();
+    await settle();
+    net.to("/rt/send")[0]!.respond(noContent()); // the hello went, the welcome never comes
+    mock.timers.tick(2000);
+    await settle();
+    assert.equal(FakeEventSource.last.closed, true);
+    assert.equal(net.to("/rt/stream").length, 1);
+    assert.equal(c.transport, "stream");
+  });
+
   test("transports forces one, or leaves one out", async () => {
     const { c } = newClient({ transports: ["sse"] });
     c.connect();
