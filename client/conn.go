@@ -400,8 +400,13 @@ func (e *ServerError) Error() string {
 // Close closes the connection normally.
 func (c *Conn) Close() error {
 	if c.http != nil {
-		// No close handshake on HTTP: the response ends, and the server
-		// sees the stream gone.
+		// No close handshake on HTTP: say leaving, then end the
+		// response.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.writeMu.Lock()
+		c.http.leave(ctx)
+		c.writeMu.Unlock()
+		cancel()
 		c.http.closeNow()
 		<-c.done
 		return nil

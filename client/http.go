@@ -358,6 +358,27 @@ func (h *httpCarrier) event() (string, []byte, error) {
 	}
 }
 
+// leave tells the server the client is leaving (DELETE /rt/send), so
+// that the session's presence goes at once, as after a WebSocket's
+// normal close. Best effort, bounded by ctx.
+func (h *httpCarrier) leave(ctx context.Context) {
+	if !h.opened {
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, h.url("/rt/send", false), nil)
+	if err != nil {
+		return
+	}
+	for k, v := range h.header {
+		req.Header[k] = v
+	}
+	req.Header.Set("X-Corral-Stream", h.id)
+	req.Header.Set("X-Corral-Secret", h.secret)
+	if resp, err := h.hc.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
 // closeNow ends the stream's response.
 func (h *httpCarrier) closeNow() {
 	h.cancel()

@@ -173,17 +173,18 @@ func (s *stream) watch(c *conn) {
 func (s *stream) end(c *conn) {
 	s.post.Lock()
 	defer s.post.Unlock()
-	s.finishLocked(c)
+	s.finishLocked(c, false)
 }
 
-// finishLocked finishes the connection once. post must be held.
-func (s *stream) finishLocked(c *conn) {
+// finishLocked finishes the connection once; clean: the client said it
+// is leaving (DELETE), as a WebSocket closed normally. post must be held.
+func (s *stream) finishLocked(c *conn, clean bool) {
 	s.endOnce.Do(func() {
 		s.ended = true
 		if s.helloTimer != nil {
 			s.helloTimer.Stop()
 		}
-		c.finish(false)
+		c.finish(clean)
 	})
 }
 

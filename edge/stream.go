@@ -61,7 +61,7 @@ func (e *Edge) serveRT(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodOptions {
 		h := w.Header()
-		h.Set("Access-Control-Allow-Methods", "GET, POST")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
 		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Corral-Stream, X-Corral-Secret, Last-Event-ID")
 		h.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
@@ -72,7 +72,7 @@ func (e *Edge) serveRT(w http.ResponseWriter, r *http.Request) {
 		e.serveOpen(w, r, carrierSSE)
 	case r.URL.Path == StreamPath && r.Method == http.MethodPost:
 		e.serveOpen(w, r, carrierStream)
-	case r.URL.Path == SendPath && r.Method == http.MethodPost:
+	case r.URL.Path == SendPath && (r.Method == http.MethodPost || r.Method == http.MethodDelete):
 		e.serveSend(w, r)
 	case r.URL.Path == SSEPath || r.URL.Path == StreamPath || r.URL.Path == SendPath:
 		httpError(w, http.StatusMethodNotAllowed, "method not allowed")
@@ -398,7 +398,8 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 	}
 }
 
-// serveSend reads a POST's frames into its stream's connection.
+// serveSend reads a POST's frames into its stream's connection, or ends
+// the stream for a DELETE.
 func (e *Edge) serveSend(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("stream")
 	if !validStreamID(id) || r.Header.Get(headerStream) != id {
@@ -416,6 +417,19 @@ func (e *Edge) serveSend(w http.ResponseWriter, r *http.Request) {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get(headerSecret)), []byte(s.secret)) != 1 {
 		e.metrics.refuse(refusedStreamSecret)
 		httpError(w, http.StatusForbidden, "stream: wrong X-Corral-Secret")
+		return
+	}
+	if r.Method == http.MethodDelete {
+		// The client is leaving: the stream ends as a WebSocket closed
+		// normally (the session's presence goes at once).
+		if !s.post.TryLock() {
+			e.metrics.refuse(refusedPostBusy)
+			httpError(w, http.StatusConflict, "stream: one POST at a time per stream")
+			return
+		}
+		s.finishLocked(c, true)
+		s.post.Unlock()
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	enc, ok := encodingOfType(r.Header.Get("Content-Type"))
@@ -466,7 +480,7 @@ func (e *Edge) deliver(c *conn, enc protocol.Encoding, body []byte, authz string
 	for _, raw := range frames {
 		if int64(len(raw)) > e.cfg.ReadLimit {
 			c.readFailed(errTooLarge, false)
-			s.finishLocked(c)
+			s.finishLocked(c, false)
 			return http.StatusRequestEntityTooLarge
 		}
 		c.lastRead.Store(mono.Now())
@@ -474,7 +488,7 @@ func (e *Edge) deliver(c *conn, enc protocol.Encoding, body []byte, authz string
 		derr := protocol.DecodeClient(enc, raw, f)
 		if errors.Is(derr, protocol.ErrUnknownFrame) && s.helloed {
 			if !c.welcomed.Load() && !c.awaitWelcome() {
-				s.finishLocked(c)
+				s.finishLocked(c, false)
 				return http.StatusNoContent
 			}
 			if c.check(nil) {
@@ -484,13 +498,13 @@ func (e *Edge) deliver(c *conn, enc protocol.Encoding, body []byte, authz string
 		}
 		if derr != nil {
 			c.readFailed(fmt.Errorf("%w: %w", protocol.ErrBadFrame, derr), !s.helloed)
-			s.finishLocked(c)
+			s.finishLocked(c, false)
 			return http.StatusBadRequest
 		}
 		if !s.helloed {
 			s.helloed = true
 			if !s.helloTimer.Stop() {
-				s.finishLocked(c) // timed out: the close is queued
+				s.finishLocked(c, false) // timed out: the close is queued
 				return http.StatusNoContent
 			}
 			hello := f.GetHello()
@@ -498,19 +512,19 @@ func (e *Edge) deliver(c *conn, enc protocol.Encoding, body []byte, authz string
 				hello.Token = bearer(authz)
 			}
 			if !c.attachHello(hello) {
-				s.finishLocked(c)
+				s.finishLocked(c, false)
 				return http.StatusNoContent
 			}
 			continue
 		}
 		if !c.handleFrame(f) {
-			s.finishLocked(c)
+			s.finishLocked(c, false)
 			return http.StatusNoContent
 		}
 	}
 	if err != nil {
 		c.readFailed(err, !s.helloed)
-		s.finishLocked(c)
+		s.finishLocked(c, false)
 		return http.StatusBadRequest
 	}
 	return http.StatusNoContent

@@ -180,6 +180,17 @@ func TestFallbackSignalsAndPresence(t *testing.T) {
 			nextFrame(t, fbc, func(f *corralv1.ServerFrame) bool {
 				return f.GetSignal().GetKey() == "pen" && string(f.GetSignal().GetPayload()) == `{"c":"red"}`
 			})
+			// A Close is a clean leave (DELETE /rt/send): the member
+			// leaves at once, not after the 15 s grace of a drop.
+			fbc.Close()
+			nextFrame(t, ws, func(f *corralv1.ServerFrame) bool {
+				for _, u := range f.GetPresence().GetLeaves() {
+					if u == "fb-user" {
+						return true
+					}
+				}
+				return false
+			})
 		})
 	}
 }
