@@ -8,7 +8,8 @@
 // session with nothing lost or twice; a reload goes straight to the
 // transport that worked; a session on a WebSocket resumes over SSE when
 // the network starts refusing upgrades; a held upgrade gives way after
-// transportTimeoutMs. Then the order check of order.test.mjs runs over
+// transportTimeoutMs; presence (join with presence) over SSE and
+// streaming, close() leaving at once. Then the order check of order.test.mjs runs over
 // each fallback while the proxy cuts every stream, three times. The same
 // again behind a private nginx in its plainest setup (buffering on, no
 // Upgrade forwarded), with the cuts made between nginx and corral.
@@ -206,6 +207,54 @@ describe("with WebSockets blocked, in Chromium", { timeout: 300_000 }, () => {
       assert.equal(failed.length, 1);
       assert.equal(failed[0].transport, "websocket");
       assert.match(failed[0].reason, /no welcome within 1000 ms over websocket/);
+      await page.context().close();
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  test("presence over each fallback: a snapshot, a join, and close() leaving at once (not after the drop grace)", async () => {
+    const proxy = await startHttpProxy(corral.addr);
+    try {
+      const page = await openPage(`${proxy.url}?name=erin`);
+      const got = await page.evaluate(async () => {
+        const { Client } = await import("/corral.js");
+        const url = `ws://${location.host}/ws`;
+        const opts = { url, storage: null, transportStorage: null };
+        const watcher = new Client({ ...opts, token: "watcher", transports: ["websocket", "sse"] });
+        const visitor = new Client({ ...opts, token: "visitor", transports: ["websocket", "stream"] });
+        const members = new Set();
+        const seen = [];
+        watcher.on("presence", (p) => {
+          if (p.snapshot) members.clear();
+          for (const m of p.joins) members.add(m.userId);
+          for (const u of p.leaves) members.delete(u);
+          seen.push([...members].sort().join(","));
+        });
+        const until = (want) =>
+          new Promise((resolve, reject) => {
+            const t = setTimeout(() => reject(new Error(`presence never became ${want}: ${seen.join(" | ")}`)), 10_000);
+            const check = () => ([...members].sort().join(",") === want ? (clearTimeout(t), resolve()) : setTimeout(check, 20));
+            check();
+          });
+        watcher.connect();
+        visitor.connect();
+        await watcher.join("porch", { presence: true, state: { mood: "watching" } });
+        await until("watcher");
+        await visitor.join("porch", { presence: true, state: { mood: "visiting" } });
+        await until("visitor,watcher");
+        const transports = [watcher.transport, visitor.transport];
+        const t0 = performance.now();
+        visitor.close();
+        await until("watcher");
+        const leftMs = performance.now() - t0;
+        watcher.close();
+        return { transports, leftMs, seen };
+      });
+      assert.deepEqual(got.transports, ["sse", "stream"]);
+      // The drop grace is 15 s (--presence-grace): well under it means
+      // the edge heard the DELETE.
+      assert.ok(got.leftMs < 5000, `the visitor left after ${got.leftMs} ms: ${got.seen.join(" | ")}`);
       await page.context().close();
     } finally {
       await proxy.stop();

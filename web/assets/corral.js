@@ -517,6 +517,8 @@ var PostQueue = class {
     this.maxBytes = maxBytes;
     this.queue = [];
     this.busy = false;
+    /** The POST on its way, if any. */
+    this.inflight = null;
     this.secret = "";
     this.done = false;
     this.abort = new AbortController();
@@ -538,6 +540,30 @@ var PostQueue = class {
     this.queue = [];
     this.abort.abort();
   }
+  /**
+   * leave drops what is queued and ends the stream as a normal close
+   * (DELETE /rt/send: presence leaves at once, not after a drop's grace),
+   * after the POST on its way; then calls after, which may drop the
+   * stream's response (before, the edge would see a drop first). The
+   * DELETE is a keepalive request: it outlives the page.
+   */
+  leave(after) {
+    if (this.done) return;
+    this.done = true;
+    this.queue = [];
+    if (!this.secret) {
+      this.abort.abort();
+      after();
+      return;
+    }
+    const del = () => this.fetch(this.url, {
+      method: "DELETE",
+      headers: { "X-Corral-Stream": this.streamId, "X-Corral-Secret": this.secret },
+      keepalive: true,
+      cache: "no-store"
+    }).then((res) => res.arrayBuffer()).catch(() => void 0).finally(after);
+    void (this.inflight ?? Promise.resolve()).then(del);
+  }
   async flush() {
     if (this.busy || this.done || !this.secret || this.queue.length === 0) return;
     this.busy = true;
@@ -550,7 +576,9 @@ var PostQueue = class {
           n++;
         }
         const frames = this.queue.slice(0, n);
-        const status = await this.post(frames.join("\n"));
+        this.inflight = this.post(frames.join("\n"));
+        const status = await this.inflight;
+        this.inflight = null;
         if (this.done) return;
         if (status === 204 || status >= 200 && status < 300) {
           this.queue.splice(0, n);
@@ -673,9 +701,16 @@ var SSEConn = class {
     if (this.readyState > 1) return;
     this.posts.send(data);
   }
-  close() {
+  /** close ends the stream; with 1000 (the Client's close()) as a
+   * normal close, which the edge is told of (DELETE /rt/send) before the
+   * event stream is dropped. */
+  close(code) {
     if (this.readyState === 3) return;
     this.readyState = 3;
+    if (code === 1e3) {
+      this.posts.leave(() => this.es.close());
+      return;
+    }
     this.es.close();
     this.posts.close();
   }
@@ -717,9 +752,16 @@ var StreamConn = class {
     this.started = true;
     void this.run(data);
   }
-  close() {
+  /** close ends the stream; with 1000 (the Client's close()) as a
+   * normal close, which the edge is told of (DELETE /rt/send) before the
+   * response is dropped. */
+  close(code) {
     if (this.readyState === 3) return;
     this.readyState = 3;
+    if (code === 1e3) {
+      this.posts.leave(() => this.abort.abort());
+      return;
+    }
     this.abort.abort();
     this.posts.close();
   }

@@ -26,6 +26,8 @@ const CODE_TOO_LARGE = 4413;
 export class PostQueue {
   private queue: string[] = [];
   private busy = false;
+  /** The POST on its way, if any. */
+  private inflight: Promise<number> | null = null;
   private secret = "";
   private done = false;
   private readonly abort = new AbortController();
@@ -58,6 +60,35 @@ export class PostQueue {
     this.abort.abort();
   }
 
+  /**
+   * leave drops what is queued and ends the stream as a normal close
+   * (DELETE /rt/send: presence leaves at once, not after a drop's grace),
+   * after the POST on its way; then calls after, which may drop the
+   * stream's response (before, the edge would see a drop first). The
+   * DELETE is a keepalive request: it outlives the page.
+   */
+  leave(after: () => void): void {
+    if (this.done) return;
+    this.done = true;
+    this.queue = [];
+    if (!this.secret) {
+      this.abort.abort();
+      after();
+      return;
+    }
+    const del = () =>
+      this.fetch(this.url, {
+        method: "DELETE",
+        headers: { "X-Corral-Stream": this.streamId, "X-Corral-Secret": this.secret },
+        keepalive: true,
+        cache: "no-store",
+      })
+        .then((res) => res.arrayBuffer())
+        .catch(() => undefined)
+        .finally(after);
+    void (this.inflight ?? Promise.resolve()).then(del);
+  }
+
   private async flush(): Promise<void> {
     if (this.busy || this.done || !this.secret || this.queue.length === 0) return;
     this.busy = true;
@@ -71,7 +102,9 @@ export class PostQueue {
           n++;
         }
         const frames = this.queue.slice(0, n);
-        const status = await this.post(frames.join("\n"));
+        this.inflight = this.post(frames.join("\n"));
+        const status = await this.inflight;
+        this.inflight = null;
         if (this.done) return;
         if (status === 204 || (status >= 200 && status < 300)) {
           this.queue.splice(0, n);

@@ -67,9 +67,16 @@ export class SSEConn implements Conn {
     this.posts.send(data);
   }
 
-  close(): void {
+  /** close ends the stream; with 1000 (the Client's close()) as a
+   * normal close, which the edge is told of (DELETE /rt/send) before the
+   * event stream is dropped. */
+  close(code?: number): void {
     if (this.readyState === 3) return;
     this.readyState = 3;
+    if (code === 1000) {
+      this.posts.leave(() => this.es.close());
+      return;
+    }
     this.es.close();
     this.posts.close();
   }

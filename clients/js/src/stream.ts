@@ -53,9 +53,16 @@ export class StreamConn implements Conn {
     void this.run(data);
   }
 
-  close(): void {
+  /** close ends the stream; with 1000 (the Client's close()) as a
+   * normal close, which the edge is told of (DELETE /rt/send) before the
+   * response is dropped. */
+  close(code?: number): void {
     if (this.readyState === 3) return;
     this.readyState = 3;
+    if (code === 1000) {
+      this.posts.leave(() => this.abort.abort());
+      return;
+    }
     this.abort.abort();
     this.posts.close();
   }

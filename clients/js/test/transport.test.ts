@@ -310,6 +310,57 @@ describe("POST /rt/send", () => {
     await j;
   });
 
+  test("close() leaves: DELETE /rt/send after the POST on its way, then the event stream is dropped", async () => {
+    const { c, net } = newClient({ transports: ["sse"] });
+    c.connect();
+    const { es } = await sseOpen(net);
+    c.ping();
+    await settle();
+    const ping = net.to("/rt/send").at(-1)!;
+    c.close();
+    await settle();
+    assert.equal(net.requests.filter((r) => r.init.method === "DELETE").length, 0, "waits for the POST");
+    assert.equal(es.closed, false);
+    ping.respond(noContent());
+    await settle();
+    const del = net.requests.filter((r) => r.init.method === "DELETE");
+    assert.equal(del.length, 1);
+    assert.equal(del[0]!.url, `http://corral.test/rt/send?stream=${es.stream}`);
+    assert.equal(del[0]!.header("X-Corral-Secret"), "sekrit");
+    assert.equal(del[0]!.init.keepalive, true);
+    assert.equal(es.closed, false, "dropped after the edge heard");
+    del[0]!.respond(noContent());
+    await settle();
+    assert.equal(es.closed, true);
+    assert.equal(c.state, "closed");
+  });
+
+  test("close() over HTTP streaming leaves too; a lost stream does not", async () => {
+    const { c, net } = newClient({ transports: ["stream"] });
+    c.connect();
+    await settle();
+    const open = net.to("/rt/stream")[0]!;
+    let body = new StreamBody();
+    open.respond(new Response(body.body, { status: 200, headers: { "X-Corral-Secret": "x" } }));
+    body.record(welcome());
+    await settle();
+    body.error(); // lost: no DELETE
+    await settle();
+    assert.equal(net.requests.filter((r) => r.init.method === "DELETE").length, 0);
+    mock.timers.tick(60_000);
+    await settle();
+    body = new StreamBody();
+    net.to("/rt/stream")[1]!.respond(new Response(body.body, { status: 200, headers: { "X-Corral-Secret": "y" } }));
+    body.record(welcome({ resumed: true }));
+    await settle();
+    assert.equal(c.state, "open");
+    c.close();
+    await settle();
+    const del = net.requests.filter((r) => r.init.method === "DELETE");
+    assert.equal(del.length, 1);
+    assert.equal(del[0]!.header("X-Corral-Secret"), "y");
+  });
+
   test("a POST the edge no longer knows (404) resumes on a new stream", async () => {
     const { c, net } = newClient({ transports: ["sse"] });
     c.connect();
