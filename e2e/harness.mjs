@@ -5,6 +5,7 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
+import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -376,4 +377,184 @@ export async function saveArtifact(name, data) {
 
 export async function removeDir(dir) {
   if (dir) await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * startHttpProxy forwards HTTP requests to target ("host:port") one by
+ * one, streaming both ways (an event stream or a streamed response passes
+ * as it comes), and refuses every WebSocket upgrade, as a proxy or an
+ * antivirus that strips Upgrade would: `upgrade` is "403" (answer 403
+ * Forbidden, the default), "drop" (close the connection unanswered),
+ * "hold" (leave it open, unanswered: a stalled upgrade) or "pass" (let
+ * it through, as a TCP tunnel); it can be changed on the returned object
+ * (the network moves behind another proxy). cut() ends every request and
+ * tunnel in flight, as a network failure would; hold() makes new requests
+ * wait, unanswered, until release(). upgrades counts the upgrades asked.
+ */
+export async function startHttpProxy(target, { upgrade = "403" } = {}) {
+  const [host, port] = splitHostPort(target);
+  const sockets = new Set();
+  const upstream = new Set();
+  const tunnels = new Set();
+  let held = null;
+  let upgrades = 0;
+  const forward = (req, res) => {
+    const up = http.request(
+      { host, port, method: req.method, path: req.url, headers: req.headers, agent: false },
+      (ures) => {
+        res.writeHead(ures.statusCode, ures.statusMessage, ures.headers);
+        res.flushHeaders();
+        ures.pipe(res);
+        ures.on("error", () => res.destroy());
+      },
+    );
+    upstream.add(up);
+    up.on("close", () => upstream.delete(up));
+    up.on("error", () => res.destroy());
+    res.on("close", () => up.destroy());
+    req.pipe(up);
+  };
+  const server = http.createServer((req, res) => {
+    if (held) held.push([req, res]);
+    else forward(req, res);
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  server.on("upgrade", (req, socket, head) => {
+    upgrades++;
+    if (upgrade === "pass") {
+      const up = net.connect(port, host, () => {
+        const lines = [`${req.method} ${req.url} HTTP/1.1`];
+        for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+        up.write(lines.join("\r\n") + "\r\n\r\n");
+        if (head.length > 0) up.write(head);
+        up.pipe(socket);
+        socket.pipe(up);
+      });
+      tunnels.add(up);
+      const end = () => {
+        up.destroy();
+        socket.destroy();
+        tunnels.delete(up);
+      };
+      up.on("error", end);
+      up.on("close", end);
+      socket.on("error", end);
+      socket.on("close", end);
+      return;
+    }
+    if (upgrade === "hold") return;
+    if (upgrade === "drop") return socket.destroy();
+    socket.end("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nConnection: close\r\n\r\nno websockets past here\n");
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port: own } = server.address();
+  return {
+    addr: `127.0.0.1:${own}`,
+    url: `http://127.0.0.1:${own}/`,
+    get upgrades() {
+      return upgrades;
+    },
+    get upgrade() {
+      return upgrade;
+    },
+    set upgrade(mode) {
+      upgrade = mode;
+    },
+    /** cut ends every request and tunnel in flight and reports how many
+     * there were. */
+    cut() {
+      const n = upstream.size + tunnels.size;
+      for (const up of [...upstream, ...tunnels]) up.destroy();
+      for (const s of [...sockets]) s.destroy();
+      return n;
+    },
+    hold() {
+      held ??= [];
+    },
+    release() {
+      const waiting = held ?? [];
+      held = null;
+      for (const [req, res] of waiting) if (!res.destroyed) forward(req, res);
+    },
+    async stop() {
+      this.cut();
+      for (const [, res] of held ?? []) res.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/**
+ * startNginx runs a private nginx (its own prefix directory, a free
+ * loopback port, stopped by stop()) as a reverse proxy to target
+ * ("host:port") in the plainest setup: HTTP/1.1 upstream, buffering on
+ * (nginx's default), and no `Upgrade`/`Connection` forwarding, so that
+ * it strips every WebSocket upgrade as many deployed proxies do. The
+ * HTTP transports must get through it as they are (docs/TRANSPORTS.md).
+ */
+export async function startNginx(target, dir) {
+  const bin = process.env.NGINX || (existsSync("/usr/sbin/nginx") ? "/usr/sbin/nginx" : "nginx");
+  if (process.env.NGINX ? !existsSync(bin) : bin === "nginx" && !(await onPath("nginx"))) {
+    throw new Error("no nginx: install Debian's (sudo apt-get install -y nginx-light), or set NGINX to its path");
+  }
+  const port = await freePort();
+  await mkdir(join(dir, "logs"), { recursive: true });
+  const root = process.getuid?.() === 0 ? "user root;\n" : "";
+  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((k) => `${k}_temp_path ${join(dir, k)};`).join("\n  ");
+  const conf = join(dir, "nginx.conf");
+  await writeFile(
+    conf,
+    `${root}worker_processes 1;
+daemon off;
+pid ${join(dir, "nginx.pid")};
+error_log ${join(dir, "logs", "error.log")} warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  ${temp}
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://${target};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_read_timeout 60s;
+    }
+  }
+}
+`,
+  );
+  const proc = spawn(bin, ["-p", dir, "-c", conf], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  proc.stderr.on("data", (d) => (stderr += d));
+  try {
+    await waitPort(port, proc);
+  } catch (e) {
+    proc.kill("SIGKILL");
+    throw new Error(`nginx did not start: ${stderr}`, { cause: e });
+  }
+  return {
+    addr: `127.0.0.1:${port}`,
+    url: `http://127.0.0.1:${port}/`,
+    async stop() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.on("exit", r));
+      proc.kill("SIGQUIT");
+      const t = setTimeout(() => proc.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
+
+async function onPath(name) {
+  try {
+    await promisify(execFile)("sh", ["-c", `command -v ${name}`]);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -10,8 +10,8 @@
 // address; in `corral serve` on Redis Sentinel with redis-replicas 1 the
 // master is killed and a replica promoted.
 
-import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { publishThrough } from "./ordercheck.mjs";
 import {
   buildCorral,
   launchBrowser,
@@ -39,65 +39,6 @@ async function restart(bin, node, args, logs) {
       await sleep(100);
     }
   }
-}
-
-// publishThrough runs the page's writer and reader against addr while
-// fail() runs, then checks what they saw.
-async function publishThrough(page, addr, fail) {
-  const total = 150;
-  await page.evaluate(
-    async ({ url, total }) => {
-      const { Client } = await import("/corral.js");
-      const opts = { url, publishRetries: 1000, publishTimeoutMs: 3000, storage: null };
-      const reader = new Client({ ...opts, token: "reader" });
-      const writer = new Client({ ...opts, token: "writer" });
-      const got = [];
-      reader.on("message", (m) => got.push({ seq: m.seq, id: m.id }));
-      reader.connect();
-      writer.connect();
-      await reader.join("fifo");
-      await writer.join("fifo");
-      const results = [];
-      window.orderRun = { got, results, done: null };
-      window.orderRun.done = (async () => {
-        const pending = [];
-        for (let i = 0; i < total; i++) {
-          const id = `m${i}`;
-          pending.push(
-            writer.publish("fifo", { i }, { id }).then(
-              (p) => (results[i] = { id, seq: p.seq }),
-              (e) => (results[i] = { id, err: `${e.code} ${e.message}` }),
-            ),
-          );
-          await new Promise((r) => setTimeout(r, 20));
-        }
-        await Promise.all(pending);
-      })();
-    },
-    { url: `ws://${addr}/ws`, total },
-  );
-  await fail();
-  await page.evaluate(() => window.orderRun.done);
-  const results = await page.evaluate(() => window.orderRun.results);
-  const failed = results.filter((r) => r.err);
-  assert.deepEqual(failed, [], "publishes refused for good");
-  for (let i = 1; i < results.length; i++) {
-    assert.ok(
-      results[i].seq > results[i - 1].seq,
-      `${results[i].id} stored at seq ${results[i].seq}, not after ${results[i - 1].id} at ${results[i - 1].seq}: sender order broken`,
-    );
-  }
-  await page.waitForFunction((n) => window.orderRun.got.length >= n, total, { timeout: 30_000, polling: 100 });
-  const got = await page.evaluate(() => window.orderRun.got);
-  assert.deepEqual(
-    got.map((m) => m.id),
-    results.map((r) => r.id),
-    "the reader's messages are the publishes, once each, in the order made",
-  );
-  assert.deepEqual(
-    got.map((m) => m.seq),
-    results.map((r) => r.seq),
-  );
 }
 
 describe("per-sender order in Chromium", { timeout: 300_000 }, () => {

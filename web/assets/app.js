@@ -20,7 +20,10 @@ const input = $("text");
 
 const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
 // With `corral serve --insecure-dev` the token is the user id.
-const client = new Client({ url, token: me, clientName: "corral-demo" });
+// ?transport=sse (or stream, websocket; several comma-separated, in order)
+// forces the transports to try; by default the SDK falls back by itself.
+const transports = params.get("transport")?.split(",").filter(Boolean);
+const client = new Client({ url, token: me, clientName: "corral-demo", ...(transports ? { transports } : {}) });
 window.corral = client;
 window.demo = { room, me };
 
@@ -64,9 +67,16 @@ client.on("state", (s) => {
   }
 });
 
+// Which transport carries the connection: a WebSocket, or a fallback when
+// a proxy refused or stalled it.
+client.on("transport", (t) => {
+  $("status").dataset.transport = t.transport;
+  if (t.failed.length > 0) note(`Connected over ${t.transport}: ${t.failed.map((f) => f.transport).join(", ")} did not get through.`);
+});
+
 let everOpen = false;
 client.on("welcome", (w) => {
-  $("conn-info").textContent = `corral.v1.json · ${url} · session ${w.sessionId.slice(0, 8)}`;
+  $("conn-info").textContent = `${client.transport} · corral.v1.json · ${url} · session ${w.sessionId.slice(0, 8)}`;
   if (everOpen || w.resumed) {
     note(w.resumed ? "Reconnected: session resumed, nothing missed." : "Reconnected with a new session.");
   }

@@ -414,6 +414,19 @@ var Emitter = class {
   }
 };
 
+// src/transport.ts
+var TRANSPORTS = ["websocket", "sse", "stream"];
+function isTransportName(s) {
+  return typeof s === "string" && TRANSPORTS.includes(s);
+}
+function httpBase(wsUrl) {
+  const u = new URL(wsUrl);
+  if (u.protocol === "ws:") u.protocol = "http:";
+  else if (u.protocol === "wss:") u.protocol = "https:";
+  const path = u.pathname.replace(/\/[^/]*$/, "");
+  return `${u.protocol}//${u.host}${path}`;
+}
+
 // src/storage.ts
 function loadState(storage, key) {
   const empty = { session: null, rooms: {} };
@@ -441,6 +454,458 @@ function saveState(storage, key, state) {
   } catch {
   }
 }
+function loadTransport(storage, key, nowMs) {
+  if (!storage) return null;
+  try {
+    const raw = storage.getItem(key);
+    if (!raw) return null;
+    const v = JSON.parse(raw);
+    if (!isTransportName(v.transport) || typeof v.until !== "number" || v.until <= nowMs) return null;
+    return v.transport;
+  } catch {
+    return null;
+  }
+}
+function saveTransport(storage, key, transport, until) {
+  if (!storage) return;
+  try {
+    storage.setItem(key, JSON.stringify({ transport, until }));
+  } catch {
+  }
+}
+
+// src/fallback.ts
+var Picker = class {
+  constructor(order, storage, key, ttlMs, wallClock = Date.now) {
+    this.order = order;
+    this.storage = storage;
+    this.key = key;
+    this.ttlMs = ttlMs;
+    this.wallClock = wallClock;
+    this.round = [];
+    this.at = 0;
+    this.worked = null;
+    const saved = ttlMs > 0 ? loadTransport(storage, key, wallClock()) : null;
+    if (saved && order.includes(saved)) this.worked = saved;
+  }
+  /** current is the transport of the current (or next) attempt. */
+  current() {
+    if (this.at >= this.round.length) this.newRound();
+    return this.round[this.at];
+  }
+  /** hasNext says whether the current round has a transport after this one. */
+  hasNext() {
+    return this.at + 1 < this.round.length;
+  }
+  /** next moves to the round's next transport; false at the round's end
+   * (the next current() starts a new round). */
+  next() {
+    this.at++;
+    return this.at < this.round.length;
+  }
+  /** endRound makes the next current() start a new round. */
+  endRound() {
+    this.at = this.round.length;
+  }
+  /** worked records that name reached a Welcome: it leads the next round
+   * and is remembered. */
+  succeeded(name) {
+    this.worked = name;
+    if (this.ttlMs > 0) saveTransport(this.storage, this.key, name, this.wallClock() + this.ttlMs);
+  }
+  newRound() {
+    const first = this.worked;
+    this.round = first ? [first, ...this.order.filter((t) => t !== first)] : [...this.order];
+    this.at = 0;
+  }
+};
+
+// src/poster.ts
+var CLOSE_ABNORMAL = 1006;
+var CLOSE_GOING_AWAY = 1001;
+var CODE_BAD_FRAME = 4400;
+var CODE_FORBIDDEN = 4403;
+var CODE_TOO_LARGE = 4413;
+var PostQueue = class {
+  constructor(url, streamId, fetch, onfail, maxBytes = 32 << 10) {
+    this.url = url;
+    this.streamId = streamId;
+    this.fetch = fetch;
+    this.onfail = onfail;
+    this.maxBytes = maxBytes;
+    this.queue = [];
+    this.busy = false;
+    /** The POST on its way, if any. */
+    this.inflight = null;
+    this.secret = "";
+    this.done = false;
+    this.abort = new AbortController();
+  }
+  /** ready gives the stream's secret: the queued frames go from now on. */
+  ready(secret) {
+    this.secret = secret;
+    void this.flush();
+  }
+  /** send queues one JSON client frame (it holds no raw line break). */
+  send(frame) {
+    if (this.done) return;
+    this.queue.push(frame);
+    void this.flush();
+  }
+  /** close drops what is queued and abandons the POST on its way. */
+  close() {
+    this.done = true;
+    this.queue = [];
+    this.abort.abort();
+  }
+  /**
+   * leave drops what is queued and ends the stream as a normal close
+   * (DELETE /rt/send: presence leaves at once, not after a drop's grace),
+   * after the POST on its way; then calls after, which may drop the
+   * stream's response (before, the edge would see a drop first). The
+   * DELETE is a keepalive request: it outlives the page.
+   */
+  leave(after) {
+    if (this.done) return;
+    this.done = true;
+    this.queue = [];
+    if (!this.secret) {
+      this.abort.abort();
+      after();
+      return;
+    }
+    const del = () => this.fetch(this.url, {
+      method: "DELETE",
+      headers: { "X-Corral-Stream": this.streamId, "X-Corral-Secret": this.secret },
+      keepalive: true,
+      cache: "no-store"
+    }).then((res) => res.arrayBuffer()).catch(() => void 0).finally(after);
+    void (this.inflight ?? Promise.resolve()).then(del);
+  }
+  async flush() {
+    if (this.busy || this.done || !this.secret || this.queue.length === 0) return;
+    this.busy = true;
+    try {
+      while (!this.done && this.queue.length > 0) {
+        let n = 1;
+        let size = this.queue[0].length;
+        while (n < this.queue.length && size + 1 + this.queue[n].length <= this.maxBytes) {
+          size += 1 + this.queue[n].length;
+          n++;
+        }
+        const frames = this.queue.slice(0, n);
+        this.inflight = this.post(frames.join("\n"));
+        const status = await this.inflight;
+        this.inflight = null;
+        if (this.done) return;
+        if (status === 204 || status >= 200 && status < 300) {
+          this.queue.splice(0, n);
+          continue;
+        }
+        if (status === 413 && n > 1) {
+          this.maxBytes = Math.max(1, Math.floor(size / 2));
+          continue;
+        }
+        this.fail(...failure(status));
+        return;
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+  /** post sends one body and returns its status, 0 when the request failed. */
+  async post(body) {
+    try {
+      const res = await this.fetch(this.url, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "X-Corral-Stream": this.streamId,
+          "X-Corral-Secret": this.secret
+        },
+        body,
+        signal: this.abort.signal,
+        cache: "no-store"
+      });
+      await res.arrayBuffer().catch(() => void 0);
+      return res.status;
+    } catch {
+      return 0;
+    }
+  }
+  fail(code, reason) {
+    if (this.done) return;
+    this.close();
+    this.onfail(code, reason);
+  }
+};
+function failure(status) {
+  switch (status) {
+    case 0:
+      return [CLOSE_ABNORMAL, "send: the request failed"];
+    case 404:
+      return [CLOSE_ABNORMAL, "send: the stream is gone"];
+    case 503:
+      return [CLOSE_GOING_AWAY, "send: the server is draining"];
+    case 400:
+    case 415:
+      return [CODE_BAD_FRAME, `send: refused (${status})`];
+    case 403:
+      return [CODE_FORBIDDEN, "send: refused (403)"];
+    case 413:
+      return [CODE_TOO_LARGE, "send: a frame is too large"];
+    default:
+      return [CLOSE_ABNORMAL, `send: status ${status}`];
+  }
+}
+function newStreamId(random) {
+  const bytes = new Uint8Array(16);
+  const c = globalThis.crypto;
+  if (c?.getRandomValues) c.getRandomValues(bytes);
+  else for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(random() * 256);
+  const abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  let out = "";
+  for (let i = 0; i < bytes.length; i += 3) {
+    const n = bytes[i] << 16 | (bytes[i + 1] ?? 0) << 8 | (bytes[i + 2] ?? 0);
+    const chars = Math.min(4, Math.ceil((bytes.length - i) * 8 / 6));
+    for (let j = 0; j < chars; j++) out += abc[n >> 18 - 6 * j & 63];
+  }
+  return out;
+}
+
+// src/sse.ts
+var SSEConn = class {
+  constructor(base, ES, fetch, random) {
+    this.readyState = 0;
+    this.onopen = null;
+    this.onmessage = null;
+    this.onclose = null;
+    this.onerror = null;
+    const id = newStreamId(random);
+    this.posts = new PostQueue(`${base}/rt/send?stream=${id}`, id, fetch, (code, reason) => this.end(code, reason));
+    this.es = new ES(`${base}/rt/sse?stream=${id}`);
+    this.es.addEventListener("corral-open", (ev) => {
+      if (this.readyState !== 0) return;
+      let secret = "";
+      try {
+        secret = String(JSON.parse(ev.data).secret ?? "");
+      } catch {
+      }
+      if (!secret) {
+        this.end(CLOSE_ABNORMAL, "sse: an open event without a secret");
+        return;
+      }
+      this.readyState = 1;
+      this.posts.ready(secret);
+      this.onopen?.({});
+    });
+    this.es.onmessage = (ev) => {
+      if (this.readyState === 1) this.onmessage?.({ data: ev.data });
+    };
+    this.es.addEventListener("corral-close", (ev) => {
+      let code = CLOSE_ABNORMAL;
+      let reason = "";
+      try {
+        const v = JSON.parse(ev.data);
+        if (typeof v.code === "number") code = v.code;
+        reason = String(v.reason ?? "");
+      } catch {
+      }
+      this.end(code, reason);
+    });
+    this.es.onerror = () => this.end(CLOSE_ABNORMAL, "sse: the event stream failed");
+  }
+  send(data) {
+    if (this.readyState > 1) return;
+    this.posts.send(data);
+  }
+  /** close ends the stream; with 1000 (the Client's close()) as a
+   * normal close, which the edge is told of (DELETE /rt/send) before the
+   * event stream is dropped. */
+  close(code) {
+    if (this.readyState === 3) return;
+    this.readyState = 3;
+    if (code === 1e3) {
+      this.posts.leave(() => this.es.close());
+      return;
+    }
+    this.es.close();
+    this.posts.close();
+  }
+  end(code, reason) {
+    if (this.readyState === 3) return;
+    this.close();
+    this.onclose?.({ code, reason });
+  }
+};
+
+// src/stream.ts
+var StreamConn = class {
+  constructor(base, fetch, random) {
+    this.base = base;
+    this.fetch = fetch;
+    this.readyState = 0;
+    this.onopen = null;
+    this.onmessage = null;
+    this.onclose = null;
+    this.onerror = null;
+    this.abort = new AbortController();
+    this.started = false;
+    /** The code and reason of the last frame that explains a close. */
+    this.closing = null;
+    this.id = newStreamId(random);
+    this.posts = new PostQueue(`${base}/rt/send?stream=${this.id}`, this.id, fetch, (code, reason) => this.end(code, reason));
+    queueMicrotask(() => {
+      if (this.readyState !== 0) return;
+      this.readyState = 1;
+      this.onopen?.({});
+    });
+  }
+  send(data) {
+    if (this.readyState !== 1) return;
+    if (this.started) {
+      this.posts.send(data);
+      return;
+    }
+    this.started = true;
+    void this.run(data);
+  }
+  /** close ends the stream; with 1000 (the Client's close()) as a
+   * normal close, which the edge is told of (DELETE /rt/send) before the
+   * response is dropped. */
+  close(code) {
+    if (this.readyState === 3) return;
+    this.readyState = 3;
+    if (code === 1e3) {
+      this.posts.leave(() => this.abort.abort());
+      return;
+    }
+    this.abort.abort();
+    this.posts.close();
+  }
+  end(code, reason) {
+    if (this.readyState === 3) return;
+    this.close();
+    this.onclose?.({ code, reason });
+  }
+  /** run opens the stream with hello and reads it to its end. */
+  async run(hello) {
+    let res;
+    try {
+      res = await this.fetch(`${this.base}/rt/stream?stream=${this.id}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-Corral-Stream": this.id },
+        body: hello,
+        signal: this.abort.signal,
+        cache: "no-store"
+      });
+    } catch {
+      this.end(CLOSE_ABNORMAL, "stream: the request failed");
+      return;
+    }
+    if (res.status !== 200 || !res.body) {
+      this.end(...await refusal(res));
+      return;
+    }
+    const secret = res.headers.get("X-Corral-Secret") ?? "";
+    if (!secret) {
+      this.end(CLOSE_ABNORMAL, "stream: no X-Corral-Secret in the answer");
+      return;
+    }
+    this.posts.ready(secret);
+    const records = new RecordReader();
+    const text = new TextDecoder();
+    const reader = res.body.getReader();
+    let why = "stream: the response ended";
+    try {
+      for (; ; ) {
+        const { done, value } = await reader.read();
+        if (done || this.readyState === 3) break;
+        for (const rec of records.push(value)) {
+          if (rec.length === 0) continue;
+          const data = text.decode(rec);
+          this.closing = explains(data);
+          this.onmessage?.({ data });
+          if (this.readyState === 3) return;
+        }
+      }
+    } catch (err) {
+      why = err.message.startsWith("stream:") ? err.message : "stream: the response failed";
+      this.closing = null;
+      void reader.cancel().catch(() => void 0);
+    }
+    if (records.pending()) this.closing = null;
+    const c = this.closing;
+    this.end(c?.code ?? CLOSE_ABNORMAL, c?.reason ?? why);
+  }
+};
+var MAX_RECORD = 16 << 20;
+var RecordReader = class {
+  constructor(max = MAX_RECORD) {
+    this.max = max;
+    this.buf = new Uint8Array(0);
+  }
+  /** push adds bytes and returns the records they complete. */
+  push(chunk) {
+    const b = new Uint8Array(this.buf.length + chunk.length);
+    b.set(this.buf);
+    b.set(chunk, this.buf.length);
+    const out = [];
+    let at = 0;
+    while (b.length - at >= 4) {
+      const n = (b[at] << 24 | b[at + 1] << 16 | b[at + 2] << 8 | b[at + 3]) >>> 0;
+      if (n > this.max) throw new Error(`stream: a record of ${n} bytes (at most ${this.max})`);
+      if (b.length - at - 4 < n) break;
+      out.push(b.subarray(at + 4, at + 4 + n));
+      at += 4 + n;
+    }
+    this.buf = b.slice(at);
+    return out;
+  }
+  /** pending says whether part of a record is waiting for more bytes. */
+  pending() {
+    return this.buf.length > 0;
+  }
+};
+function explains(data) {
+  let v;
+  try {
+    v = JSON.parse(data);
+  } catch {
+    return null;
+  }
+  for (; ; ) {
+    if (!isObject2(v)) return null;
+    const batch = v["batch"];
+    if (isObject2(batch) && Array.isArray(batch["frames"])) {
+      v = batch["frames"].at(-1);
+      continue;
+    }
+    const hint = v["reconnect"];
+    if (isObject2(hint) && typeof hint["code"] === "number") return { code: hint["code"], reason: String(hint["reason"] ?? "") };
+    const err = v["error"];
+    if (isObject2(err) && typeof err["code"] === "number" && !err["room"] && !err["ref"]) {
+      return { code: err["code"], reason: String(err["message"] ?? "") };
+    }
+    return null;
+  }
+}
+function isObject2(v) {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+async function refusal(res) {
+  let body = "";
+  try {
+    body = await res.text();
+  } catch {
+  }
+  try {
+    const v = JSON.parse(body);
+    if (typeof v.code === "number" && v.code >= 4e3) return [v.code, String(v.message ?? `refused (${res.status})`)];
+  } catch {
+  }
+  return [CLOSE_ABNORMAL, `stream: status ${res.status}`];
+}
 
 // src/client.ts
 var SUBPROTOCOL = "corral.v1.json";
@@ -463,6 +928,12 @@ var Client = class extends Emitter {
   constructor(options) {
     super();
     this.options = options;
+    /** The transport of the current attempt or connection ("" when none),
+     * and of the last one that opened. */
+    this.tp = "";
+    this.lastOpened = "";
+    /** This round's failures, for the "transport" event. */
+    this.failed = [];
     this.st = "idle";
     this.ws = null;
     this.gen = 0;
@@ -514,13 +985,37 @@ var Client = class extends Emitter {
       publishRetries: options.publishRetries ?? 5,
       publishTimeoutMs: options.publishTimeoutMs ?? 5e3
     };
-    const WS = options.WebSocket ?? globalThis.WebSocket;
-    if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
-    this.WS = WS;
+    const g = globalThis;
+    this.WS = options.WebSocket ?? g.WebSocket;
+    this.ES = options.EventSource ?? g.EventSource;
+    this.fetchFn = options.fetch ?? (g.fetch ? (input, init) => g.fetch(input, init) : void 0);
+    const has = {
+      websocket: !!this.WS,
+      sse: !!this.ES && !!this.fetchFn,
+      stream: !!this.fetchFn && typeof ReadableStream !== "undefined"
+    };
+    const wanted = options.transports ?? [...TRANSPORTS];
+    const order = [...new Set(wanted)].filter((t) => TRANSPORTS.includes(t) && has[t]);
+    if (order.length === 0) {
+      throw new Error(
+        `corral: none of the transports ${JSON.stringify(wanted)} can run here; pass options.WebSocket (or EventSource and fetch)`
+      );
+    }
+    this.httpUrl = (options.httpUrl ?? httpBase(options.url)).replace(/\/+$/, "");
+    this.transportTimeoutMs = options.transportTimeoutMs ?? 5e3;
     this.random = options.random ?? Math.random;
     this.backoff = new Backoff(options.backoff, this.random);
     this.storage = options.storage !== void 0 ? options.storage : globalThis.sessionStorage ?? null;
     this.storageKey = options.storageKey ?? `corral:${options.url}`;
+    let tstore = options.transportStorage;
+    if (tstore === void 0) {
+      try {
+        tstore = g.localStorage ?? this.storage;
+      } catch {
+        tstore = this.storage;
+      }
+    }
+    this.picker = new Picker(order, tstore, `${this.storageKey}:transport`, options.rememberTransportMs ?? 864e5);
     this.idPrefix = Math.floor(this.random() * 36 ** 8).toString(36).padStart(8, "0");
     const saved = loadState(this.storage, this.storageKey);
     this.session = saved.session;
@@ -535,6 +1030,13 @@ var Client = class extends Emitter {
   /** welcome is the current connection's Welcome, or null when not open. */
   get welcome() {
     return this.welcomeFrame;
+  }
+  /**
+   * transport is the transport of the open connection, or of the attempt
+   * under way ("" when there is neither): "websocket", "sse" or "stream".
+   */
+  get transport() {
+    return this.tp;
   }
   /** sessionId is the session this client resumes, or "" before the first Welcome. */
   get sessionId() {
@@ -707,15 +1209,18 @@ var Client = class extends Emitter {
       return;
     }
     if (gen !== this.gen) return;
+    const name = this.picker.current();
     let ws;
     try {
-      ws = new this.WS(this.options.url, SUBPROTOCOL);
+      ws = this.dial(name);
     } catch (err) {
       this.stop(new CorralError(4400 /* BAD_FRAME */, `connect: ${err.message}`));
       return;
     }
     this.ws = ws;
-    this.connectTimer = setTimeout(() => this.lost(gen, 1006, "no welcome within the connect timeout"), this.opts.connectTimeoutMs);
+    this.tp = name;
+    const timeout = this.picker.hasNext() ? Math.min(this.transportTimeoutMs, this.opts.connectTimeoutMs) : this.opts.connectTimeoutMs;
+    this.connectTimer = setTimeout(() => this.lost(gen, 1006, `no welcome within ${timeout} ms over ${name}`), timeout);
     ws.onopen = () => {
       if (gen !== this.gen) return;
       const resume = this.session && {
@@ -749,24 +1254,48 @@ var Client = class extends Emitter {
     ws.onerror = () => {
     };
   }
+  /** dial opens a connection over the named transport. */
+  dial(name) {
+    switch (name) {
+      case "websocket":
+        return new this.WS(this.options.url, SUBPROTOCOL);
+      case "sse":
+        return new SSEConn(this.httpUrl, this.ES, this.fetchFn, this.random);
+      case "stream":
+        return new StreamConn(this.httpUrl, this.fetchFn, this.random);
+    }
+  }
   /** lost handles the end of socket gen: reconnect, or stop. */
   lost(gen, closeCode, closeReason) {
     if (gen !== this.gen || this.st === "closed") return;
     const hint = this.hint;
-    const refusal = this.refusal?.code === closeCode ? this.refusal : null;
+    const refusal2 = this.refusal?.code === closeCode ? this.refusal : null;
     const wasOpen = this.st === "open";
     const ws = this.ws;
+    const welcomed = this.welcomeFrame !== null;
     this.detach();
     ws?.close();
     const code = hint?.code || closeCode;
-    const reason = hint?.reason || refusal?.message || closeReason;
+    const reason = hint?.reason || refusal2?.message || closeReason;
     if (wasOpen && now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
+    if (ws && !welcomed && !hint && !refusal2 && closeCode < 4e3) {
+      if (this.tp) this.failed.push({ transport: this.tp, code: closeCode, reason: closeReason });
+      if (this.picker.next()) {
+        this.tp = this.picker.current();
+        void this.open();
+        return;
+      }
+    } else {
+      this.picker.endRound();
+    }
+    this.failed = [];
+    this.tp = "";
     if (code === 4102 /* SESSION_EXPIRED */ || code === 4402 /* RESUME_REFUSED */ && this.session) {
       this.session = null;
       this.dirty = true;
       this.persist();
     } else if (adviceOf(code) === "stop" || code === 4004 /* SESSION_TAKEN_OVER */) {
-      this.stop(new CorralError(code, reason || `closed with ${code}`), refusal !== null);
+      this.stop(new CorralError(code, reason || `closed with ${code}`), refusal2 !== null);
       return;
     }
     const delayMs = this.backoff.next(hint?.delayMs);
@@ -861,6 +1390,9 @@ var Client = class extends Emitter {
     this.leaving.clear();
     for (const p of [...this.outbox.values()]) this.settle(p, err);
     for (const s of this.signals.values()) clearTimeout(s.timer);
+    this.tp = "";
+    this.picker.endRound();
+    this.failed = [];
     this.setState("closed", { code: err.code, reason: err.message });
     if (err.code !== 1e3 && !emitted) this.emit("error", err);
   }
@@ -942,7 +1474,17 @@ var Client = class extends Emitter {
     const gen = this.gen;
     this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
     this.scheduleRefresh(w.expiresUnix);
-    this.setState("open");
+    const transport = this.tp || this.picker.current();
+    this.picker.succeeded(transport);
+    this.picker.endRound();
+    const failed = this.failed;
+    this.failed = [];
+    const previous = this.lastOpened;
+    this.lastOpened = transport;
+    this.setState("open", { transport });
+    if (gen !== this.gen) return;
+    if (transport !== previous) this.emit("transport", { transport, previous, failed });
+    if (gen !== this.gen) return;
     this.emit("welcome", w);
     if (gen !== this.gen) return;
     if (!w.resumed) {
@@ -1313,6 +1855,7 @@ export {
   CorralError,
   DeltaError,
   SUBPROTOCOL,
+  TRANSPORTS,
   adviceOf,
   applyDelta,
   decodeServer,

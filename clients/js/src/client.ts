@@ -6,7 +6,18 @@ import { CodecError, decodeServer, encodeClient } from "./codec.js";
 import { now } from "./clock.js";
 import { Code, adviceOf, type Advice } from "./codes.js";
 import { Emitter } from "./emitter.js";
+import { Picker } from "./fallback.js";
+import { SSEConn } from "./sse.js";
 import { loadState, saveState, type SessionState, type StorageLike } from "./storage.js";
+import { StreamConn } from "./stream.js";
+import {
+  TRANSPORTS,
+  httpBase,
+  type Conn,
+  type EventSourceConstructor,
+  type FetchLike,
+  type TransportName,
+} from "./transport.js";
 import type {
   ClientFrameJSON,
   ErrorFrame,
@@ -48,6 +59,19 @@ export interface StateChange {
   reason?: string;
   /** For "reconnecting": how long until the next attempt. */
   delayMs?: number;
+  /** For "open": the transport the connection runs on. */
+  transport?: TransportName;
+}
+
+/** TransportChange is the "transport" event. */
+export interface TransportChange {
+  /** The transport of the connection that just opened. */
+  transport: TransportName;
+  /** The one the previous connection ran on ("" for the first). */
+  previous: TransportName | "";
+  /** The transports that failed before this one in this round of
+   * attempts, and why (a refused or stalled WebSocket, say). */
+  failed: { transport: TransportName; code: number; reason: string }[];
 }
 
 /** The events a Client emits; listen with client.on(type, fn). */
@@ -82,6 +106,9 @@ export interface ClientEvents {
   refreshed: Refreshed;
   /** An error frame not tied to a pending call, or why the client stopped. */
   error: CorralError;
+  /** A connection opened on another transport than the previous one (or
+   * the first connection opened): a fallback, or back to the preferred. */
+  transport: TransportChange;
 }
 
 /** CorralError is a refusal from the server, or why a call failed. */
@@ -161,6 +188,33 @@ export interface ClientOptions {
   publishTimeoutMs?: number;
   /** The WebSocket implementation. Default globalThis.WebSocket. */
   WebSocket?: WebSocketConstructor;
+  /**
+   * The transports to use, in the order to try them (docs/SDKS.md,
+   * "Transports"). Default ["websocket", "sse", "stream"]: when a
+   * WebSocket is refused, dropped before its Welcome, or stalls, the
+   * client falls back to SSE, then to HTTP streaming, at once. One name
+   * forces that transport; leaving one out disables it. Those without an
+   * implementation here (no EventSource, no fetch) are left out.
+   */
+  transports?: TransportName[];
+  /** How long one transport may take to reach Welcome before the next is
+   * tried (the last of a round has connectTimeoutMs). Default 5 s. */
+  transportTimeoutMs?: number;
+  /** How long the transport that last worked is remembered, to be tried
+   * first (across reloads, in transportStorage). 0: not across reloads.
+   * Default 1 day. */
+  rememberTransportMs?: number;
+  /** Where that is remembered. Default localStorage when there is one,
+   * else storage. */
+  transportStorage?: StorageLike | null;
+  /** The HTTP transports' base URL, under which /rt/sse, /rt/stream and
+   * /rt/send are served. Default: url with ws(s) made http(s) and its
+   * last path segment dropped ("wss://h/ws" → "https://h"). */
+  httpUrl?: string;
+  /** The fetch implementation (HTTP transports). Default globalThis.fetch. */
+  fetch?: FetchLike;
+  /** The EventSource implementation (SSE). Default globalThis.EventSource. */
+  EventSource?: EventSourceConstructor;
   /** Randomness for jitter and publish ids. Default Math.random. */
   random?: () => number;
 }
@@ -232,14 +286,25 @@ export class Client extends Emitter<ClientEvents> {
   private readonly opts: Required<
     Pick<ClientOptions, "signalIntervalMs" | "ackDelayMs" | "connectTimeoutMs" | "stableMs" | "publishRetries" | "publishTimeoutMs">
   >;
-  private readonly WS: WebSocketConstructor;
+  private readonly WS: WebSocketConstructor | undefined;
+  private readonly ES: EventSourceConstructor | undefined;
+  private readonly fetchFn: FetchLike | undefined;
+  private readonly httpUrl: string;
+  private readonly picker: Picker;
+  private readonly transportTimeoutMs: number;
+  /** The transport of the current attempt or connection ("" when none),
+   * and of the last one that opened. */
+  private tp: TransportName | "" = "";
+  private lastOpened: TransportName | "" = "";
+  /** This round's failures, for the "transport" event. */
+  private failed: TransportChange["failed"] = [];
   private readonly random: () => number;
   private readonly storage: StorageLike | null;
   private readonly storageKey: string;
   private readonly backoff: Backoff;
 
   private st: ConnectionState = "idle";
-  private ws: WebSocketLike | null = null;
+  private ws: Conn | null = null;
   private gen = 0; // the current socket's generation; older sockets' events are ignored
   private session: SessionState["session"] = null;
   private welcomeFrame: Welcome | null = null;
@@ -298,9 +363,29 @@ export class Client extends Emitter<ClientEvents> {
       publishRetries: options.publishRetries ?? 5,
       publishTimeoutMs: options.publishTimeoutMs ?? 5000,
     };
-    const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    if (!WS) throw new Error("corral: no WebSocket implementation; pass options.WebSocket");
-    this.WS = WS;
+    const g = globalThis as {
+      WebSocket?: WebSocketConstructor;
+      EventSource?: EventSourceConstructor;
+      fetch?: FetchLike;
+      localStorage?: StorageLike;
+    };
+    this.WS = options.WebSocket ?? g.WebSocket;
+    this.ES = options.EventSource ?? g.EventSource;
+    this.fetchFn = options.fetch ?? (g.fetch ? (input, init) => g.fetch!(input, init) : undefined);
+    const has: Record<TransportName, boolean> = {
+      websocket: !!this.WS,
+      sse: !!this.ES && !!this.fetchFn,
+      stream: !!this.fetchFn && typeof ReadableStream !== "undefined",
+    };
+    const wanted = options.transports ?? [...TRANSPORTS];
+    const order = [...new Set(wanted)].filter((t) => TRANSPORTS.includes(t) && has[t]);
+    if (order.length === 0) {
+      throw new Error(
+        `corral: none of the transports ${JSON.stringify(wanted)} can run here; pass options.WebSocket (or EventSource and fetch)`,
+      );
+    }
+    this.httpUrl = (options.httpUrl ?? httpBase(options.url)).replace(/\/+$/, "");
+    this.transportTimeoutMs = options.transportTimeoutMs ?? 5000;
     this.random = options.random ?? Math.random;
     this.backoff = new Backoff(options.backoff, this.random);
     this.storage =
@@ -308,6 +393,15 @@ export class Client extends Emitter<ClientEvents> {
         ? options.storage
         : ((globalThis as { sessionStorage?: StorageLike }).sessionStorage ?? null);
     this.storageKey = options.storageKey ?? `corral:${options.url}`;
+    let tstore = options.transportStorage;
+    if (tstore === undefined) {
+      try {
+        tstore = g.localStorage ?? this.storage;
+      } catch {
+        tstore = this.storage; // localStorage throws where storage is blocked
+      }
+    }
+    this.picker = new Picker(order, tstore, `${this.storageKey}:transport`, options.rememberTransportMs ?? 86_400_000);
     // Publish ids must be unique per session, and a session outlives this
     // object (a reload resumes it): a random prefix per Client.
     this.idPrefix = Math.floor(this.random() * 36 ** 8)
@@ -328,6 +422,14 @@ export class Client extends Emitter<ClientEvents> {
   /** welcome is the current connection's Welcome, or null when not open. */
   get welcome(): Welcome | null {
     return this.welcomeFrame;
+  }
+
+  /**
+   * transport is the transport of the open connection, or of the attempt
+   * under way ("" when there is neither): "websocket", "sse" or "stream".
+   */
+  get transport(): TransportName | "" {
+    return this.tp;
   }
 
   /** sessionId is the session this client resumes, or "" before the first Welcome. */
@@ -517,15 +619,22 @@ export class Client extends Emitter<ClientEvents> {
       return;
     }
     if (gen !== this.gen) return;
-    let ws: WebSocketLike;
+    const name = this.picker.current();
+    let ws: Conn;
     try {
-      ws = new this.WS(this.options.url, SUBPROTOCOL);
+      ws = this.dial(name);
     } catch (err) {
       this.stop(new CorralError(Code.BAD_FRAME, `connect: ${(err as Error).message}`));
       return;
     }
     this.ws = ws;
-    this.connectTimer = setTimeout(() => this.lost(gen, 1006, "no welcome within the connect timeout"), this.opts.connectTimeoutMs);
+    this.tp = name;
+    // The bounded time of one attempt: a stalled transport (an upgrade a
+    // proxy holds, an event stream a proxy buffers) gives way to the next.
+    const timeout = this.picker.hasNext()
+      ? Math.min(this.transportTimeoutMs, this.opts.connectTimeoutMs)
+      : this.opts.connectTimeoutMs;
+    this.connectTimer = setTimeout(() => this.lost(gen, 1006, `no welcome within ${timeout} ms over ${name}`), timeout);
     ws.onopen = () => {
       if (gen !== this.gen) return;
       // instance and attempt order this client's resume attempts: one
@@ -562,6 +671,18 @@ export class Client extends Emitter<ClientEvents> {
     ws.onerror = () => {}; // a close event follows
   }
 
+  /** dial opens a connection over the named transport. */
+  private dial(name: TransportName): Conn {
+    switch (name) {
+      case "websocket":
+        return new this.WS!(this.options.url, SUBPROTOCOL);
+      case "sse":
+        return new SSEConn(this.httpUrl, this.ES!, this.fetchFn!, this.random);
+      case "stream":
+        return new StreamConn(this.httpUrl, this.fetchFn!, this.random);
+    }
+  }
+
   /** lost handles the end of socket gen: reconnect, or stop. */
   private lost(gen: number, closeCode: number, closeReason: string): void {
     if (gen !== this.gen || this.st === "closed") return;
@@ -569,11 +690,28 @@ export class Client extends Emitter<ClientEvents> {
     const refusal = this.refusal?.code === closeCode ? this.refusal : null;
     const wasOpen = this.st === "open";
     const ws = this.ws;
+    const welcomed = this.welcomeFrame !== null;
     this.detach();
     ws?.close();
     const code = hint?.code || closeCode;
     const reason = hint?.reason || refusal?.message || closeReason;
     if (wasOpen && now() - this.openedAt >= this.opts.stableMs) this.backoff.reset();
+
+    if (ws && !welcomed && !hint && !refusal && closeCode < 4000) {
+      // The transport failed before its first Welcome (refused, cut, or
+      // stalled) and no server said why: the next one, at once.
+      if (this.tp) this.failed.push({ transport: this.tp, code: closeCode, reason: closeReason });
+      if (this.picker.next()) {
+        this.tp = this.picker.current();
+        void this.open();
+        return;
+      }
+    } else {
+      this.picker.endRound();
+    }
+    // The next round starts afresh (with the transport that last worked).
+    this.failed = [];
+    this.tp = "";
 
     if (code === Code.SESSION_EXPIRED || (code === Code.RESUME_REFUSED && this.session)) {
       // The session is gone (or not ours): start a new one and rejoin the
@@ -684,6 +822,9 @@ export class Client extends Emitter<ClientEvents> {
     this.leaving.clear();
     for (const p of [...this.outbox.values()]) this.settle(p, err);
     for (const s of this.signals.values()) clearTimeout(s.timer);
+    this.tp = "";
+    this.picker.endRound();
+    this.failed = [];
     this.setState("closed", { code: err.code, reason: err.message });
     if (err.code !== 1000 && !emitted) this.emit("error", err);
   }
@@ -773,7 +914,17 @@ export class Client extends Emitter<ClientEvents> {
     const gen = this.gen;
     this.heartbeatTimer = setInterval(() => this.heartbeat(gen), Math.max(250, this.heartbeatMs / 4));
     this.scheduleRefresh(w.expiresUnix);
-    this.setState("open");
+    const transport = this.tp || this.picker.current();
+    this.picker.succeeded(transport);
+    this.picker.endRound();
+    const failed = this.failed;
+    this.failed = [];
+    const previous = this.lastOpened;
+    this.lastOpened = transport;
+    this.setState("open", { transport });
+    if (gen !== this.gen) return;
+    if (transport !== previous) this.emit("transport", { transport, previous, failed });
+    if (gen !== this.gen) return;
     this.emit("welcome", w);
     if (gen !== this.gen) return;
     // A resumed session rejoins the rooms named in the hello by itself.

@@ -26,6 +26,7 @@ export {
   type ConnectionState,
   type PublishResult,
   type StateChange,
+  type TransportChange,
   type WebSocketConstructor,
   type WebSocketLike,
 } from "./client.js";
@@ -34,6 +35,14 @@ export { Code, adviceOf, type Advice } from "./codes.js";
 export { CodecError, decodeServer, encodeClient } from "./codec.js";
 export { DeltaError, applyDelta } from "./delta.js";
 export type { StorageLike } from "./storage.js";
+export {
+  TRANSPORTS,
+  type Conn,
+  type EventSourceConstructor,
+  type EventSourceLike,
+  type FetchLike,
+  type TransportName,
+} from "./transport.js";
 export type {
   ClientFrameJSON,
   ErrorFrame,

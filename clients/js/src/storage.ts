@@ -1,5 +1,8 @@
 // Where a Client keeps what it needs to resume after a reload: the session
-// and, per room, the last seq it processed and the epoch of that seq.
+// and, per room, the last seq it processed and the epoch of that seq; and
+// the transport that last worked.
+
+import { isTransportName, type TransportName } from "./transport.js";
 
 /** The part of the Web Storage API a Client uses (sessionStorage fits). */
 export interface StorageLike {
@@ -42,5 +45,31 @@ export function saveState(storage: StorageLike | null, key: string, state: Sessi
     else storage.setItem(key, JSON.stringify(state));
   } catch {
     // Full or disabled storage: resume then works within this page only.
+  }
+}
+
+// The transport that last worked, with when to forget it (wall-clock ms):
+// a fallback is about the network, which changes (another Wi-Fi, a proxy
+// fixed), so the preferred transport is tried again after a while.
+
+export function loadTransport(storage: StorageLike | null, key: string, nowMs: number): TransportName | null {
+  if (!storage) return null;
+  try {
+    const raw = storage.getItem(key);
+    if (!raw) return null;
+    const v = JSON.parse(raw) as { transport?: unknown; until?: unknown };
+    if (!isTransportName(v.transport) || typeof v.until !== "number" || v.until <= nowMs) return null;
+    return v.transport;
+  } catch {
+    return null;
+  }
+}
+
+export function saveTransport(storage: StorageLike | null, key: string, transport: TransportName, until: number): void {
+  if (!storage) return;
+  try {
+    storage.setItem(key, JSON.stringify({ transport, until }));
+  } catch {
+    // Full or disabled storage: the choice lasts for this page only.
   }
 }

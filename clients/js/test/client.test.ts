@@ -19,7 +19,9 @@ afterEach(() => {
 
 function newClient(opts: Partial<ClientOptions> = {}): { c: Client; states: ConnectionState[]; storage: MemoryStorage } {
   const storage = (opts.storage as MemoryStorage | undefined) ?? new MemoryStorage();
-  const c = new Client({ url: URL_, token: "alice", WebSocket: FakeSocket, storage, random: () => 0.5, ...opts });
+  // One transport: these tests are about the state machine on a
+  // connection; transport.test.ts has the fallbacks.
+  const c = new Client({ url: URL_, token: "alice", WebSocket: FakeSocket, storage, random: () => 0.5, transports: ["websocket"], ...opts });
   const states: ConnectionState[] = [];
   c.on("state", (s) => states.push(s.state));
   return { c, states, storage };
