@@ -25,6 +25,7 @@ import {
   removeDir,
   saveArtifact,
   startCorral,
+  startCorralWith,
   startHttpProxy,
   startNginx,
   tempDir,
@@ -46,7 +47,7 @@ describe("with WebSockets blocked, in Chromium", { timeout: 300_000 }, () => {
     bin = await buildCorral(dir);
     // A drop's presence grace far longer than any wait here: a member who
     // leaves within a wait left by a normal close.
-    corral = await startCorral(bin, ["--presence-grace", "10m"]);
+    corral = await startCorralWith(bin, ["serve", "--insecure-dev", "--addr", "127.0.0.1:0"], { CORRAL_PRESENCE_GRACE: "10m" });
     // One proxy each, so that bob's streams can be cut alone.
     proxyA = await startHttpProxy(corral.addr);
     proxyB = await startHttpProxy(corral.addr);
