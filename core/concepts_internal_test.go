@@ -314,73 +314,8 @@ func TestDoorRefusals(t *testing.T) {
 	}
 }
 
-func TestEventLogOrderAndFilter(t *testing.T) {
-	log := events.NewMemory(events.MemoryOptions{})
-	hist := struct{ eventSource }{logSource{log}}
-	e := newEventLog(hist, 2, newTestCore(t, Config{}).cfg.Logger, nil)
-	s := &session{id: "s1", user: "u"}
-	e.emitJoined(s, "game:1", false)
-	e.emitLeft(s, "chat:1")
-	e.emitLeft(s, "game:2") // over the bound of 2: dropped, counted
-	if n := counterValue(e.dropped.WithLabelValues("queue_full")); n != 1 {
-		t.Fatalf("queue_full drops = %v, want 1", n)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { e.run(ctx); close(done) }()
-	head, _ := log.Head(context.Background())
-	evs, err := log.Read(context.Background(), head, 10, 10*time.Second)
-	for err == nil && len(evs) < 2 {
-		var more []*corralv1.Event
-		more, err = log.Read(context.Background(), evs[len(evs)-1].GetPosition(), 10, 10*time.Second)
-		evs = append(evs, more...)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 2 || evs[0].GetRoom() != "game:1" || evs[1].GetRoom() != "chat:1" {
-		t.Fatalf("log holds %v, want game:1 joined then chat:1 left", evs)
-	}
-	cancel()
-	<-done
-	e.emitLeft(s, "game:3") // after close: dropped as closed
-	if n := counterValue(e.dropped.WithLabelValues("closed")); n != 1 {
-		t.Fatalf("closed drops = %v, want 1", n)
-	}
-
-	for name, tc := range map[string]struct {
-		req  *corralv1.EventsRequest
-		want []string // rooms kept
-	}{
-		"all":        {req: &corralv1.EventsRequest{}, want: []string{"game:1", "chat:1"}},
-		"by room":    {req: &corralv1.EventsRequest{Rooms: []string{"game:*"}}, want: []string{"game:1"}},
-		"by kind":    {req: &corralv1.EventsRequest{Kinds: []corralv1.EventKind{corralv1.EventKind_EVENT_KIND_LEFT}}, want: []string{"chat:1"}},
-		"both, none": {req: &corralv1.EventsRequest{Rooms: []string{"game:*"}, Kinds: []corralv1.EventKind{corralv1.EventKind_EVENT_KIND_LEFT}}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f, err := newEventFilter(tc.req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, ev := range f.keep(evs) {
-				got = append(got, ev.GetRoom())
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("kept %v, want %v", got, tc.want)
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Fatalf("kept %v, want %v", got, tc.want)
-				}
-			}
-		})
-	}
-	if _, err := newEventFilter(&corralv1.EventsRequest{Rooms: []string{""}}); err == nil {
-		t.Fatal("an empty room pattern was accepted")
-	}
-}
-
+// logSource is a history store's side that commits message events to a
+// log (core/eventlog).
 type logSource struct{ log events.Log }
 
 func (l logSource) Events() events.Log { return l.log }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/core/eventlog"
 	"sync"
 	"time"
 
@@ -35,9 +36,9 @@ type Core struct {
 	wg     sync.WaitGroup
 
 	// The concepts with their own state (and locks).
-	apiCfg APIConfig     // the internal API's settings (api.go)
-	events *eventLog     // eventlog.go
-	pres   presenceState // presence.go
+	apiCfg APIConfig               // the internal API's settings (api.go)
+	events *eventlog.Log[*session] // member events for the log (core/eventlog)
+	pres   presenceState           // presence.go
 	// presErr is why the presence store could not be made; Start fails
 	// with it (New falls back to memory).
 	presErr error
@@ -103,10 +104,13 @@ func New(cfg Config) *Core {
 			a.Answer(c.answerQuery) // everycore.go
 		}
 	}
-	c.events = newEventLog(c.hist, c.apiCfg.EventQueue, cfg.Logger, cfg.Registerer)
-	c.events.keep = func(room string) bool { return c.class(room).EventsStream }
-	if c.events.log != nil {
-		c.wg.Go(func() { c.events.run(c.ctx) })
+	c.events = eventlog.New[*session](eventlog.Options{
+		Store: c.hist, Limit: c.apiCfg.EventQueue,
+		Keep:   func(room string) bool { return c.class(room).EventsStream },
+		Logger: cfg.Logger, Registerer: cfg.Registerer,
+	})
+	if c.events.Store() != nil {
+		c.wg.Go(func() { c.events.Run(c.ctx) })
 	}
 	if err := c.initPresence(); err != nil {
 		c.presErr = err

@@ -8,7 +8,7 @@
 // [Core.Publish], [Core.Broadcast], [Core.History], [Core.Members],
 // [Core.Disconnect], and [Core.Events], which follows the event log of the
 // history store (package events) and to which the core adds member events
-// (eventlog.go).
+// (package core/eventlog).
 //
 // # Authorization
 //
