@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/corral-rt/corral/core/eventlog"
+	"github.com/corral-rt/corral/core/everycore"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -273,7 +274,11 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
 	if req.GetEveryCore() {
-		return c.membersEveryCore(ctx, req) // everycore.go
+		res, err := c.every.Members(ctx, req)
+		if errors.Is(err, everycore.ErrTooManyMembers) {
+			return nil, tooManyMembers(c.apiCfg.MaxMembers)
+		}
+		return res, err
 	}
 	snap, err := c.pres.store.List(ctx, req.GetRoom())
 	if err != nil {
@@ -397,7 +402,7 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 		}
 	}
 	if req.GetEveryCore() {
-		return c.disconnectEveryCore(ctx, req, res), nil // everycore.go
+		return c.every.Disconnect(ctx, req, res), nil
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/corral-rt/corral/core/eventlog"
+	"github.com/corral-rt/corral/core/everycore"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ type Core struct {
 	// The concepts with their own state (and locks).
 	apiCfg APIConfig               // the internal API's settings (api.go)
 	events *eventlog.Log[*session] // member events for the log (core/eventlog)
+	every  *everycore.Cores        // every_core: the other cores' answers (core/everycore)
 	pres   presenceState           // presence.go
 	// presErr is why the presence store could not be made; Start fails
 	// with it (New falls back to memory).
@@ -59,6 +61,24 @@ type Core struct {
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
+
+// ControlAsker is a control bus that also carries queries between cores
+// (controlbus.Redis implements it). Without one a core answers for
+// itself.
+type ControlAsker = everycore.Asker
+
+// NodeQueryKind is the first byte of a question for the process around
+// each core rather than for the core (Config.NodeQuery, AskNodes).
+const NodeQueryKind = everycore.NodeQueryKind
+
+// AskNodes asks the process around every other core sharing the store
+// (their Config.NodeQuery) the question q, which begins with
+// NodeQueryKind, and returns their answers and how many heard it. It
+// waits two seconds at most. Without a control bus that carries
+// questions, there is no other core: nothing, 0.
+func (c *Core) AskNodes(ctx context.Context, q []byte) (answers [][]byte, asked int) {
+	return c.every.AskNodes(ctx, q)
+}
 
 // New returns a running Core. Close stops it.
 func New(cfg Config) *Core {
@@ -98,10 +118,15 @@ func New(cfg Config) *Core {
 		c.ownStore = true
 	}
 	c.apiCfg = cfg.API.withDefaults()
+	asker, _ := cfg.Control.(ControlAsker)
+	c.every = everycore.New(everycore.Options{
+		Asker: asker, Local: c, NodeQuery: cfg.NodeQuery,
+		MaxMembers: c.apiCfg.MaxMembers, PageToken: encodePageToken, Logger: cfg.Logger,
+	})
 	if cfg.Control != nil {
 		cfg.Control.Listen(c.onControl)
-		if a, ok := cfg.Control.(ControlAsker); ok {
-			a.Answer(c.answerQuery) // everycore.go
+		if asker != nil {
+			asker.Answer(c.every.Answer)
 		}
 	}
 	c.events = eventlog.New[*session](eventlog.Options{
