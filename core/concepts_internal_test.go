@@ -4,6 +4,7 @@ import (
 	"context"
 	"github.com/corral-rt/corral/roomclass"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/corral-rt/corral/events"
@@ -66,10 +67,11 @@ func frames(t *testing.T, l *link, want int) []*corralv1.ServerFrame {
 		if len(out) >= want {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-l.queue.Ready():
+		case <-time.After(time.Until(deadline)):
 			t.Fatalf("got %d frames, want %d: %v", len(out), want, out)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	return out
 }
@@ -91,44 +93,47 @@ func oneClass(pattern string, mod func(*roomclass.Class)) *roomclass.Live {
 }
 
 func TestRoomOrderAndGapFill(t *testing.T) {
-	ctx := context.Background()
-	c := newTestCore(t, Config{})
-	r, err := c.acquireRoom(ctx, "r", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.releaseRoom(r)
-	l := fakeLink(c)
-	r.mu.Lock()
-	r.links[l] = 1
-	r.mu.Unlock()
-
-	// Three messages appended elsewhere; this room hears of 3, then 1,
-	// never of 2: 3 waits, 1 goes out, and the fill brings 2 and 3.
-	var msgs []*corralv1.Message
-	for i := range 3 {
-		m := &corralv1.Message{Room: "r", Payload: []byte{byte('a' + i)}}
-		res, err := c.hist.Append(ctx, "r", m, "")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newTestCore(t, Config{})
+		r, err := c.acquireRoom(ctx, "r", true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.Seq = res.Seq
-		msgs = append(msgs, m)
-	}
-	r.deliver(msgs[2])
-	r.deliver(msgs[0])
-	r.deliver(msgs[0]) // a duplicate is dropped
-	got := frames(t, l, 3)
-	time.Sleep(2 * gapWait) // nothing more may come
-	got = append(got, frames(t, l, 0)...)
-	if len(got) != 3 {
-		t.Fatalf("got %d frames, want 3: %v", len(got), got)
-	}
-	for i, f := range got {
-		if seq := f.GetMessage().GetSeq(); seq != uint64(i+1) {
-			t.Fatalf("frame %d has seq %d, want %d (frames %v)", i, seq, i+1, got)
+		defer c.releaseRoom(r)
+		l := fakeLink(c)
+		r.mu.Lock()
+		r.links[l] = 1
+		r.mu.Unlock()
+
+		// Three messages appended elsewhere; this room hears of 3, then 1,
+		// never of 2: 3 waits, 1 goes out, and the fill brings 2 and 3.
+		var msgs []*corralv1.Message
+		for i := range 3 {
+			m := &corralv1.Message{Room: "r", Payload: []byte{byte('a' + i)}}
+			res, err := c.hist.Append(ctx, "r", m, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Seq = res.Seq
+			msgs = append(msgs, m)
 		}
-	}
+		r.deliver(msgs[2])
+		r.deliver(msgs[0])
+		r.deliver(msgs[0]) // a duplicate is dropped
+		got := frames(t, l, 3)
+		time.Sleep(2 * gapWait) // fake time: past any gap timer
+		synctest.Wait()         // nothing more may come
+		got = append(got, frames(t, l, 0)...)
+		if len(got) != 3 {
+			t.Fatalf("got %d frames, want 3: %v", len(got), got)
+		}
+		for i, f := range got {
+			if seq := f.GetMessage().GetSeq(); seq != uint64(i+1) {
+				t.Fatalf("frame %d has seq %d, want %d (frames %v)", i, seq, i+1, got)
+			}
+		}
+	})
 }
 
 // TestGapFillEndsAfterStalePending: a message pub/sub brought before the
@@ -136,49 +141,51 @@ func TestRoomOrderAndGapFill(t *testing.T) {
 // not a gap: the fill forgets it and stops reading history, where it
 // once read forever.
 func TestGapFillEndsAfterStalePending(t *testing.T) {
-	ctx := context.Background()
-	c := newTestCore(t, Config{})
-	r, err := c.acquireRoom(ctx, "r", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.releaseRoom(r)
-	for range 3 {
-		if _, err := c.hist.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("x")}, ""); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newTestCore(t, Config{})
+		r, err := c.acquireRoom(ctx, "r", true)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	reads := func() uint64 {
-		var m dto.Metric
-		if err := c.metrics.storeSeconds.WithLabelValues("read").(prometheus.Histogram).Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetHistogram().GetSampleCount()
-	}
-	r.mu.Lock()
-	r.pending[2] = &corralv1.Message{Room: "r", Seq: 2}
-	r.last = 3
-	r.scheduleFillLocked()
-	r.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r.mu.Lock()
-		filling, left := r.filling, len(r.pending)
-		r.mu.Unlock()
-		if !filling {
-			if left != 0 {
-				t.Fatalf("%d pending messages left after the fill", left)
+		defer c.releaseRoom(r)
+		for range 3 {
+			if _, err := c.hist.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("x")}, ""); err != nil {
+				t.Fatal(err)
 			}
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fill still runs after 5 s, %d history reads", reads())
+		reads := func() uint64 {
+			var m dto.Metric
+			if err := c.metrics.storeSeconds.WithLabelValues("read").(prometheus.Histogram).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			return m.GetHistogram().GetSampleCount()
 		}
-		time.Sleep(gapWait)
-	}
-	if n := reads(); n > 1 {
-		t.Fatalf("the fill read history %d times for a stale pending message, want at most 1", n)
-	}
+		r.mu.Lock()
+		r.pending[2] = &corralv1.Message{Room: "r", Seq: 2}
+		r.last = 3
+		r.scheduleFillLocked()
+		r.mu.Unlock()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r.mu.Lock()
+			filling, left := r.filling, len(r.pending)
+			r.mu.Unlock()
+			if !filling {
+				if left != 0 {
+					t.Fatalf("%d pending messages left after the fill", left)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the fill still runs after 5 s, %d history reads", reads())
+			}
+			time.Sleep(gapWait)
+		}
+		if n := reads(); n > 1 {
+			t.Fatalf("the fill read history %d times for a stale pending message, want at most 1", n)
+		}
+	})
 }
 
 func TestResumeReplay(t *testing.T) {
