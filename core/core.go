@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/everycore"
+	"github.com/corral-rt/corral/core/replay"
 	"sync"
 	"time"
 
@@ -45,8 +46,8 @@ type Core struct {
 	// with it (New falls back to memory).
 	presErr error
 
-	door   doorState   // door.go
-	missed missedReads // replay.go: joins' history reads, batched, bounded
+	door   doorState     // door.go
+	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 
 	// id names this core in Info; started is when it began.
 	id      string
@@ -108,7 +109,7 @@ func New(cfg Config) *Core {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
 	}
-	c.missed = c.newMissedReads(maxMissedBatch, maxMissedReads)
+	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = newSessionTable(c.metrics.sessions)
@@ -191,7 +192,7 @@ func (c *Core) Close() error {
 	if c.sub != nil {
 		c.sub.Close()
 	}
-	c.missed.b.Close() // its batches end with c.ctx; none reads a closed store
+	c.missed.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
 	perr := c.closePresence()
 	if c.ownStore {

@@ -91,7 +91,7 @@ const (
 	droppedDetached                       // queued frames of a session detached meanwhile
 	droppedAckStore                       // an ack the session store failed to record
 	// Joins' replays dropped (each such join gets Reset): past
-	// maxMissedReads, or a failed read (replay.go), or too much live
+	// replay.MaxQueued (core/replay), or a failed read (replay.go), or too much live
 	// traffic held for the join meanwhile: past maxCatchupBuffer or
 	// maxCatchupBytes (room.fanoutLocked).
 	droppedReplayBusy
