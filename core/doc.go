@@ -10,6 +10,15 @@
 // history store (package events) and to which the core adds member events
 // (package core/eventlog).
 //
+// # Packages
+//
+// Package core assembles the packages under core/, each one concept with
+// its own doc comment and concurrency contract: core/eventlog (member
+// events for the log), core/everycore (every_core: questions to the
+// other cores, merges), core/replay (the joins' batched history reads).
+// The rest of the core's concepts are still files of this package
+// (docs/ARCHITECTURE.md "Inside the core").
+//
 // # Authorization
 //
 // Every way into a room (a Join, each room of a resume) and every Publish
