@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/core/eventlog"
+	"github.com/corral-rt/corral/core/everycore"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -272,7 +274,11 @@ func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corr
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
 	if req.GetEveryCore() {
-		return c.membersEveryCore(ctx, req) // everycore.go
+		res, err := c.every.Members(ctx, req)
+		if errors.Is(err, everycore.ErrTooManyMembers) {
+			return nil, tooManyMembers(c.apiCfg.MaxMembers)
+		}
+		return res, err
 	}
 	snap, err := c.pres.store.List(ctx, req.GetRoom())
 	if err != nil {
@@ -371,7 +377,7 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 		if !ok {
 			continue
 		}
-		c.events.recordKick(s, kick{code: code, reason: req.GetReason(), at: now})
+		c.events.RecordKick(s, code, req.GetReason(), now)
 		if protocol.AdviceOf(code) == protocol.AdviceStop {
 			// The session ends: no grace window, the user leaves now.
 			c.presenceDetach(s, true)
@@ -396,7 +402,7 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 		}
 	}
 	if req.GetEveryCore() {
-		return c.disconnectEveryCore(ctx, req, res), nil // everycore.go
+		return c.every.Disconnect(ctx, req, res), nil
 	}
 	return res, nil
 }
@@ -434,11 +440,11 @@ func (c *Core) grantsError(err error) *connect.Error {
 // Events streams the event log from a position, then live. See
 // EventsRequest in proto/corral/v1/room_service.proto for the contract.
 func (c *Core) Events(ctx context.Context, req *corralv1.EventsRequest, stream corralv1connect.RoomServiceEventsServerStream) error {
-	log := c.events.log
+	log := c.events.Store()
 	if log == nil {
 		return connect.NewError(connect.CodeUnimplemented, "core: this server keeps no event log")
 	}
-	f, err := newEventFilter(req)
+	f, err := eventlog.NewFilter(req)
 	if err != nil {
 		return connectErr(connect.CodeInvalidArgument, err)
 	}
@@ -474,7 +480,7 @@ func (c *Core) Events(ctx context.Context, req *corralv1.EventsRequest, stream c
 		var out []*corralv1.Event
 		if len(evs) > 0 {
 			pos = evs[len(evs)-1].GetPosition()
-			out = f.keep(evs)
+			out = f.Keep(evs)
 		}
 		if len(out) > 0 || time.Since(lastSend) >= heartbeat {
 			if err := stream.Send(&corralv1.EventsResponse{Events: out, Position: pos}); err != nil {

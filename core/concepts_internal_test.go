@@ -5,6 +5,7 @@ import (
 	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/roomclass"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/corral-rt/corral/events"
@@ -67,10 +68,11 @@ func frames(t *testing.T, l *link, want int) []*corralv1.ServerFrame {
 		if len(out) >= want {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-l.queue.Ready():
+		case <-time.After(time.Until(deadline)):
 			t.Fatalf("got %d frames, want %d: %v", len(out), want, out)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	return out
 }
@@ -92,44 +94,47 @@ func oneClass(pattern string, mod func(*roomclass.Class)) *roomclass.Live {
 }
 
 func TestRoomOrderAndGapFill(t *testing.T) {
-	ctx := context.Background()
-	c := newTestCore(t, Config{})
-	r, err := c.acquireRoom(ctx, "r", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.releaseRoom(r)
-	l := fakeLink(c)
-	r.mu.Lock()
-	r.links[l] = 1
-	r.mu.Unlock()
-
-	// Three messages appended elsewhere; this room hears of 3, then 1,
-	// never of 2: 3 waits, 1 goes out, and the fill brings 2 and 3.
-	var msgs []*corralv1.Message
-	for i := range 3 {
-		m := &corralv1.Message{Room: "r", Payload: []byte{byte('a' + i)}}
-		res, err := c.hist.Append(ctx, "r", m, "")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newTestCore(t, Config{})
+		r, err := c.acquireRoom(ctx, "r", true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.Seq = res.Seq
-		msgs = append(msgs, m)
-	}
-	r.deliver(msgs[2])
-	r.deliver(msgs[0])
-	r.deliver(msgs[0]) // a duplicate is dropped
-	got := frames(t, l, 3)
-	time.Sleep(2 * gapWait) // nothing more may come
-	got = append(got, frames(t, l, 0)...)
-	if len(got) != 3 {
-		t.Fatalf("got %d frames, want 3: %v", len(got), got)
-	}
-	for i, f := range got {
-		if seq := f.GetMessage().GetSeq(); seq != uint64(i+1) {
-			t.Fatalf("frame %d has seq %d, want %d (frames %v)", i, seq, i+1, got)
+		defer c.releaseRoom(r)
+		l := fakeLink(c)
+		r.mu.Lock()
+		r.links[l] = 1
+		r.mu.Unlock()
+
+		// Three messages appended elsewhere; this room hears of 3, then 1,
+		// never of 2: 3 waits, 1 goes out, and the fill brings 2 and 3.
+		var msgs []*corralv1.Message
+		for i := range 3 {
+			m := &corralv1.Message{Room: "r", Payload: []byte{byte('a' + i)}}
+			res, err := c.hist.Append(ctx, "r", m, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Seq = res.Seq
+			msgs = append(msgs, m)
 		}
-	}
+		r.deliver(msgs[2])
+		r.deliver(msgs[0])
+		r.deliver(msgs[0]) // a duplicate is dropped
+		got := frames(t, l, 3)
+		time.Sleep(2 * gapWait) // fake time: past any gap timer
+		synctest.Wait()         // nothing more may come
+		got = append(got, frames(t, l, 0)...)
+		if len(got) != 3 {
+			t.Fatalf("got %d frames, want 3: %v", len(got), got)
+		}
+		for i, f := range got {
+			if seq := f.GetMessage().GetSeq(); seq != uint64(i+1) {
+				t.Fatalf("frame %d has seq %d, want %d (frames %v)", i, seq, i+1, got)
+			}
+		}
+	})
 }
 
 // TestGapFillEndsAfterStalePending: a message pub/sub brought before the
@@ -137,49 +142,51 @@ func TestRoomOrderAndGapFill(t *testing.T) {
 // not a gap: the fill forgets it and stops reading history, where it
 // once read forever.
 func TestGapFillEndsAfterStalePending(t *testing.T) {
-	ctx := context.Background()
-	c := newTestCore(t, Config{})
-	r, err := c.acquireRoom(ctx, "r", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.releaseRoom(r)
-	for range 3 {
-		if _, err := c.hist.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("x")}, ""); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newTestCore(t, Config{})
+		r, err := c.acquireRoom(ctx, "r", true)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	reads := func() uint64 {
-		var m dto.Metric
-		if err := c.metrics.storeSeconds.WithLabelValues("read").(prometheus.Histogram).Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetHistogram().GetSampleCount()
-	}
-	r.mu.Lock()
-	r.pending[2] = &corralv1.Message{Room: "r", Seq: 2}
-	r.last = 3
-	r.scheduleFillLocked()
-	r.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r.mu.Lock()
-		filling, left := r.filling, len(r.pending)
-		r.mu.Unlock()
-		if !filling {
-			if left != 0 {
-				t.Fatalf("%d pending messages left after the fill", left)
+		defer c.releaseRoom(r)
+		for range 3 {
+			if _, err := c.hist.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("x")}, ""); err != nil {
+				t.Fatal(err)
 			}
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fill still runs after 5 s, %d history reads", reads())
+		reads := func() uint64 {
+			var m dto.Metric
+			if err := c.metrics.storeSeconds.WithLabelValues("read").(prometheus.Histogram).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			return m.GetHistogram().GetSampleCount()
 		}
-		time.Sleep(gapWait)
-	}
-	if n := reads(); n > 1 {
-		t.Fatalf("the fill read history %d times for a stale pending message, want at most 1", n)
-	}
+		r.mu.Lock()
+		r.pending[2] = &corralv1.Message{Room: "r", Seq: 2}
+		r.last = 3
+		r.scheduleFillLocked()
+		r.mu.Unlock()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r.mu.Lock()
+			filling, left := r.filling, len(r.pending)
+			r.mu.Unlock()
+			if !filling {
+				if left != 0 {
+					t.Fatalf("%d pending messages left after the fill", left)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the fill still runs after 5 s, %d history reads", reads())
+			}
+			time.Sleep(gapWait)
+		}
+		if n := reads(); n > 1 {
+			t.Fatalf("the fill read history %d times for a stale pending message, want at most 1", n)
+		}
+	})
 }
 
 func TestResumeReplay(t *testing.T) {
@@ -315,73 +322,8 @@ func TestDoorRefusals(t *testing.T) {
 	}
 }
 
-func TestEventLogOrderAndFilter(t *testing.T) {
-	log := events.NewMemory(events.MemoryOptions{})
-	hist := struct{ eventSource }{logSource{log}}
-	e := newEventLog(hist, 2, newTestCore(t, Config{}).cfg.Logger, nil)
-	s := &session{id: "s1", user: "u"}
-	e.emitJoined(s, "game:1", false)
-	e.emitLeft(s, "chat:1")
-	e.emitLeft(s, "game:2") // over the bound of 2: dropped, counted
-	if n := counterValue(e.dropped.WithLabelValues("queue_full")); n != 1 {
-		t.Fatalf("queue_full drops = %v, want 1", n)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { e.run(ctx); close(done) }()
-	head, _ := log.Head(context.Background())
-	evs, err := log.Read(context.Background(), head, 10, 10*time.Second)
-	for err == nil && len(evs) < 2 {
-		var more []*corralv1.Event
-		more, err = log.Read(context.Background(), evs[len(evs)-1].GetPosition(), 10, 10*time.Second)
-		evs = append(evs, more...)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 2 || evs[0].GetRoom() != "game:1" || evs[1].GetRoom() != "chat:1" {
-		t.Fatalf("log holds %v, want game:1 joined then chat:1 left", evs)
-	}
-	cancel()
-	<-done
-	e.emitLeft(s, "game:3") // after close: dropped as closed
-	if n := counterValue(e.dropped.WithLabelValues("closed")); n != 1 {
-		t.Fatalf("closed drops = %v, want 1", n)
-	}
-
-	for name, tc := range map[string]struct {
-		req  *corralv1.EventsRequest
-		want []string // rooms kept
-	}{
-		"all":        {req: &corralv1.EventsRequest{}, want: []string{"game:1", "chat:1"}},
-		"by room":    {req: &corralv1.EventsRequest{Rooms: []string{"game:*"}}, want: []string{"game:1"}},
-		"by kind":    {req: &corralv1.EventsRequest{Kinds: []corralv1.EventKind{corralv1.EventKind_EVENT_KIND_LEFT}}, want: []string{"chat:1"}},
-		"both, none": {req: &corralv1.EventsRequest{Rooms: []string{"game:*"}, Kinds: []corralv1.EventKind{corralv1.EventKind_EVENT_KIND_LEFT}}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f, err := newEventFilter(tc.req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, ev := range f.keep(evs) {
-				got = append(got, ev.GetRoom())
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("kept %v, want %v", got, tc.want)
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Fatalf("kept %v, want %v", got, tc.want)
-				}
-			}
-		})
-	}
-	if _, err := newEventFilter(&corralv1.EventsRequest{Rooms: []string{""}}); err == nil {
-		t.Fatal("an empty room pattern was accepted")
-	}
-}
-
+// logSource is a history store's side that commits message events to a
+// log (core/eventlog).
 type logSource struct{ log events.Log }
 
 func (l logSource) Events() events.Log { return l.log }

@@ -67,7 +67,7 @@ func (c *Core) Connections(ctx context.Context, req *corralv1.ConnectionsRequest
 		res.Connections = append(res.Connections, info)
 	}
 	if req.GetEveryCore() {
-		return c.connectionsEveryCore(ctx, req, res, limit), nil
+		return c.every.Connections(ctx, req, res, limit), nil
 	}
 	return res, nil
 }

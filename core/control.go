@@ -313,7 +313,7 @@ func (c *Core) unsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeReq
 				continue
 			}
 			r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_UNSUBSCRIBED, Reason: safetext.Reason(reason)})
-			c.events.emitLeft(s, name)
+			c.events.EmitLeft(s, name)
 			c.presenceLeave(s, name, true)
 			c.releaseMember(r)
 			if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/core/eventlog"
+	"github.com/corral-rt/corral/core/everycore"
+	"github.com/corral-rt/corral/core/replay"
 	"sync"
 	"time"
 
@@ -35,15 +38,16 @@ type Core struct {
 	wg     sync.WaitGroup
 
 	// The concepts with their own state (and locks).
-	apiCfg APIConfig     // the internal API's settings (api.go)
-	events *eventLog     // eventlog.go
-	pres   presenceState // presence.go
+	apiCfg APIConfig               // the internal API's settings (api.go)
+	events *eventlog.Log[*session] // member events for the log (core/eventlog)
+	every  *everycore.Cores        // every_core: the other cores' answers (core/everycore)
+	pres   presenceState           // presence.go
 	// presErr is why the presence store could not be made; Start fails
 	// with it (New falls back to memory).
 	presErr error
 
-	door   doorState   // door.go
-	missed missedReads // replay.go: joins' history reads, batched, bounded
+	door   doorState     // door.go
+	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 
 	// id names this core in Info; started is when it began.
 	id      string
@@ -58,6 +62,24 @@ type Core struct {
 }
 
 var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
+
+// ControlAsker is a control bus that also carries queries between cores
+// (controlbus.Redis implements it). Without one a core answers for
+// itself.
+type ControlAsker = everycore.Asker
+
+// NodeQueryKind is the first byte of a question for the process around
+// each core rather than for the core (Config.NodeQuery, AskNodes).
+const NodeQueryKind = everycore.NodeQueryKind
+
+// AskNodes asks the process around every other core sharing the store
+// (their Config.NodeQuery) the question q, which begins with
+// NodeQueryKind, and returns their answers and how many heard it. It
+// waits two seconds at most. Without a control bus that carries
+// questions, there is no other core: nothing, 0.
+func (c *Core) AskNodes(ctx context.Context, q []byte) (answers [][]byte, asked int) {
+	return c.every.AskNodes(ctx, q)
+}
 
 // New returns a running Core. Close stops it.
 func New(cfg Config) *Core {
@@ -87,7 +109,7 @@ func New(cfg Config) *Core {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
 	}
-	c.missed = c.newMissedReads(maxMissedBatch, maxMissedReads)
+	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = newSessionTable(c.metrics.sessions)
@@ -97,16 +119,24 @@ func New(cfg Config) *Core {
 		c.ownStore = true
 	}
 	c.apiCfg = cfg.API.withDefaults()
+	asker, _ := cfg.Control.(ControlAsker)
+	c.every = everycore.New(everycore.Options{
+		Asker: asker, Local: c, NodeQuery: cfg.NodeQuery,
+		MaxMembers: c.apiCfg.MaxMembers, PageToken: encodePageToken, Logger: cfg.Logger,
+	})
 	if cfg.Control != nil {
 		cfg.Control.Listen(c.onControl)
-		if a, ok := cfg.Control.(ControlAsker); ok {
-			a.Answer(c.answerQuery) // everycore.go
+		if asker != nil {
+			asker.Answer(c.every.Answer)
 		}
 	}
-	c.events = newEventLog(c.hist, c.apiCfg.EventQueue, cfg.Logger, cfg.Registerer)
-	c.events.keep = func(room string) bool { return c.class(room).EventsStream }
-	if c.events.log != nil {
-		c.wg.Go(func() { c.events.run(c.ctx) })
+	c.events = eventlog.New[*session](eventlog.Options{
+		Store: c.hist, Limit: c.apiCfg.EventQueue,
+		Keep:   func(room string) bool { return c.class(room).EventsStream },
+		Logger: cfg.Logger, Registerer: cfg.Registerer,
+	})
+	if c.events.Store() != nil {
+		c.wg.Go(func() { c.events.Run(c.ctx) })
 	}
 	if err := c.initPresence(); err != nil {
 		c.presErr = err
@@ -162,7 +192,7 @@ func (c *Core) Close() error {
 	if c.sub != nil {
 		c.sub.Close()
 	}
-	c.missed.b.Close() // its batches end with c.ctx; none reads a closed store
+	c.missed.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
 	perr := c.closePresence()
 	if c.ownStore {

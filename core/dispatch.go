@@ -77,7 +77,7 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 		return
 	}
 	r.leave(s, &corralv1.Left{Room: name})
-	c.events.emitLeft(s, name)
+	c.events.EmitLeft(s, name)
 	c.presenceLeave(s, name, true)
 	c.releaseMember(r)
 	if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {

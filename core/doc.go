@@ -8,7 +8,16 @@
 // [Core.Publish], [Core.Broadcast], [Core.History], [Core.Members],
 // [Core.Disconnect], and [Core.Events], which follows the event log of the
 // history store (package events) and to which the core adds member events
-// (eventlog.go).
+// (package core/eventlog).
+//
+// # Packages
+//
+// Package core assembles the packages under core/, each one concept with
+// its own doc comment and concurrency contract: core/eventlog (member
+// events for the log), core/everycore (every_core: questions to the
+// other cores, merges), core/replay (the joins' batched history reads).
+// The rest of the core's concepts are still files of this package
+// (docs/ARCHITECTURE.md "Inside the core").
 //
 // # Authorization
 //

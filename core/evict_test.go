@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -30,6 +31,25 @@ type evictCore struct {
 	pres *presence.Memory
 	api  corralv1connect.RoomServiceClient
 	link linkv1connect.LinkServiceLinkClientStream
+	// others are the frames the last send read that were not for its
+	// connection (room frames: signals, presence), in order, for receive:
+	// a room frame the core sends before the Pong is not lost.
+	others []*linkv1.CoreFrame
+}
+
+// receive returns the next frames of the link: first those send read
+// past, then the stream's next message.
+func (e *evictCore) receive(t *testing.T) []*linkv1.CoreFrame {
+	t.Helper()
+	if fs := e.others; len(fs) > 0 {
+		e.others = nil
+		return fs
+	}
+	res, err := e.link.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetFrames()
 }
 
 func newEvictCore(t *testing.T, ttl time.Duration) *evictCore {
@@ -76,6 +96,7 @@ func (e *evictCore) send(t *testing.T, conn uint64, attach bool, fs ...*corralv1
 			Protocol: "json",
 		}}})
 	}
+	e.others = nil // what the last send read past is for its caller only
 	const pingID = 424242
 	fs = append(fs, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: pingID}}})
 	for _, f := range fs {
@@ -93,6 +114,7 @@ func (e *evictCore) send(t *testing.T, conn uint64, attach bool, fs ...*corralv1
 		for _, cf := range res.GetFrames() {
 			id, sf := connFrameOf(cf)
 			if id != conn || sf == nil {
+				e.others = append(e.others, cf)
 				continue
 			}
 			if sf.GetPong().GetId() == pingID {
@@ -173,57 +195,59 @@ func leave(room string) *corralv1.ClientFrame {
 // one room still joined, and, once the history lifetime has passed, no
 // other history.
 func TestCoreForgetsDistinctNames(t *testing.T) {
-	n := 100_000
-	if testing.Short() {
-		n = 10_000
-	}
-	const ttl = 500 * time.Millisecond
-	e := newEvictCore(t, ttl)
-	ctx := context.Background()
-	e.send(t, 1, true, join("kept", 0, ""))
-	const batch = 100 // rooms per Link message
-	for i := 0; i < n; i += 4 * batch {
-		var fs []*corralv1.ClientFrame
-		for j := i; j < min(i+4*batch, n); j++ {
-			name := fmt.Sprintf("r%d", j)
-			switch j % 4 {
-			case 0:
-				fs = append(fs, join(name, 0, ""),
-					&corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: name, Key: "cursor", Payload: []byte(`1`)}}},
-					&corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: name}}},
-					leave(name))
-			case 1:
-				if _, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: name}); err != nil {
-					t.Fatal(err)
-				}
-			case 2:
-				if _, err := e.api.Members(ctx, &corralv1.MembersRequest{Room: name}); err != nil {
-					t.Fatal(err)
-				}
-			case 3:
-				if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: name, Payload: []byte(`1`)}); err != nil {
-					t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		n := 100_000
+		if testing.Short() {
+			n = 10_000
+		}
+		const ttl = 500 * time.Millisecond
+		e := newEvictCore(t, ttl)
+		ctx := context.Background()
+		e.send(t, 1, true, join("kept", 0, ""))
+		const batch = 100 // rooms per Link message
+		for i := 0; i < n; i += 4 * batch {
+			var fs []*corralv1.ClientFrame
+			for j := i; j < min(i+4*batch, n); j++ {
+				name := fmt.Sprintf("r%d", j)
+				switch j % 4 {
+				case 0:
+					fs = append(fs, join(name, 0, ""),
+						&corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: name, Key: "cursor", Payload: []byte(`1`)}}},
+						&corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: name}}},
+						leave(name))
+				case 1:
+					if _, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: name}); err != nil {
+						t.Fatal(err)
+					}
+				case 2:
+					if _, err := e.api.Members(ctx, &corralv1.MembersRequest{Room: name}); err != nil {
+						t.Fatal(err)
+					}
+				case 3:
+					if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: name, Payload: []byte(`1`)}); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
+			e.send(t, 1, false, fs...)
 		}
-		e.send(t, 1, false, fs...)
-	}
-	if got := core.RoomsLen(e.core); got != 1 {
-		t.Errorf("the core holds %d rooms, want 1 (the one joined)", got)
-	}
-	if got := e.pres.Len(); got != 1 {
-		t.Errorf("presence holds %d rooms, want 1 (the one joined)", got)
-	}
-	if got, want := e.hist.Len(), 1+n/4; got > want {
-		t.Errorf("history holds %d rooms, want at most %d (the one joined and those published to)", got, want)
-	}
-	time.Sleep(2 * ttl)
-	if _, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: "any"}); err != nil { // runs the sweep
-		t.Fatal(err)
-	}
-	if got := e.hist.Len(); got != 1 {
-		t.Errorf("past the history lifetime history holds %d rooms, want 1 (the one joined)", got)
-	}
+		if got := core.RoomsLen(e.core); got != 1 {
+			t.Errorf("the core holds %d rooms, want 1 (the one joined)", got)
+		}
+		if got := e.pres.Len(); got != 1 {
+			t.Errorf("presence holds %d rooms, want 1 (the one joined)", got)
+		}
+		if got, want := e.hist.Len(), 1+n/4; got > want {
+			t.Errorf("history holds %d rooms, want at most %d (the one joined and those published to)", got, want)
+		}
+		time.Sleep(2 * ttl)
+		if _, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: "any"}); err != nil { // runs the sweep
+			t.Fatal(err)
+		}
+		if got := e.hist.Len(); got != 1 {
+			t.Errorf("past the history lifetime history holds %d rooms, want 1 (the one joined)", got)
+		}
+	})
 }
 
 func joinedOf(fs []*corralv1.ServerFrame, room string) (*corralv1.Joined, *corralv1.Reset) {
@@ -244,100 +268,106 @@ func joinedOf(fs []*corralv1.ServerFrame, room string) (*corralv1.Joined, *corra
 // lifetime with nobody in it comes back under a new epoch, so a client
 // rejoining with its old position gets a reset, not a silent gap.
 func TestCoreRejoinAfterEvictionResets(t *testing.T) {
-	const ttl = 50 * time.Millisecond
-	e := newEvictCore(t, ttl)
-	ctx := context.Background()
-	j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
-	if j == nil {
-		t.Fatal("no joined")
-	}
-	for range 3 {
-		if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 50 * time.Millisecond
+		e := newEvictCore(t, ttl)
+		ctx := context.Background()
+		j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
+		if j == nil {
+			t.Fatal("no joined")
 		}
-	}
-	e.send(t, 1, false, leave("x"))
-	time.Sleep(3 * ttl)
-	j2, reset := joinedOf(e.send(t, 1, false, join("x", 3, j.GetEpoch())), "x")
-	if reset == nil || j2 == nil || j2.GetEpoch() == j.GetEpoch() || reset.GetEpoch() != j2.GetEpoch() {
-		t.Fatalf("rejoin at seq 3 of epoch %s after the history expired: reset %v, joined %v; want a reset to a new epoch",
-			j.GetEpoch(), reset, j2)
-	}
+		for range 3 {
+			if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.send(t, 1, false, leave("x"))
+		time.Sleep(3 * ttl)
+		j2, reset := joinedOf(e.send(t, 1, false, join("x", 3, j.GetEpoch())), "x")
+		if reset == nil || j2 == nil || j2.GetEpoch() == j.GetEpoch() || reset.GetEpoch() != j2.GetEpoch() {
+			t.Fatalf("rejoin at seq 3 of epoch %s after the history expired: reset %v, joined %v; want a reset to a new epoch",
+				j.GetEpoch(), reset, j2)
+		}
+	})
 }
 
 // TestCoreEvictionKeepsJoinedRoom: while a room has a member its history
 // is never evicted, however short the lifetime and however others join
 // and leave it: every message stays under the epoch the member joined.
 func TestCoreEvictionKeepsJoinedRoom(t *testing.T) {
-	const ttl = time.Millisecond
-	e := newEvictCore(t, ttl)
-	ctx := context.Background()
-	j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
-	if j == nil {
-		t.Fatal("no joined")
-	}
-	e.send(t, 2, true)
-	const n = 100
-	for i := range n {
-		if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Millisecond
+		e := newEvictCore(t, ttl)
+		ctx := context.Background()
+		j, _ := joinedOf(e.send(t, 1, true, join("x", 0, "")), "x")
+		if j == nil {
+			t.Fatal("no joined")
+		}
+		e.send(t, 2, true)
+		const n = 100
+		for i := range n {
+			if _, err := e.api.Publish(ctx, &corralv1.PublishRequest{Room: "x", Payload: []byte(`1`)}); err != nil {
+				t.Fatal(err)
+			}
+			fs := e.send(t, 2, false, join("x", uint64(i), j.GetEpoch()), leave("x"))
+			if _, reset := joinedOf(fs, "x"); reset != nil {
+				t.Fatalf("round %d: a rejoin at seq %d of epoch %s got %v", i, i, j.GetEpoch(), reset)
+			}
+			time.Sleep(2 * ttl) // past the lifetime: only the member keeps it
+		}
+		res, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: "x"})
+		if err != nil {
 			t.Fatal(err)
 		}
-		fs := e.send(t, 2, false, join("x", uint64(i), j.GetEpoch()), leave("x"))
-		if _, reset := joinedOf(fs, "x"); reset != nil {
-			t.Fatalf("round %d: a rejoin at seq %d of epoch %s got %v", i, i, j.GetEpoch(), reset)
+		if res.GetEpoch() != j.GetEpoch() || res.GetFirstSeq() != 1 || res.GetLastSeq() != n || len(res.GetMessages()) != n {
+			t.Fatalf("history of the joined room: epoch %s seqs %d..%d (%d messages), want epoch %s seqs 1..%d",
+				res.GetEpoch(), res.GetFirstSeq(), res.GetLastSeq(), len(res.GetMessages()), j.GetEpoch(), n)
 		}
-		time.Sleep(2 * ttl) // past the lifetime: only the member keeps it
-	}
-	res, err := e.api.History(ctx, &corralv1.HistoryRequest{Room: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.GetEpoch() != j.GetEpoch() || res.GetFirstSeq() != 1 || res.GetLastSeq() != n || len(res.GetMessages()) != n {
-		t.Fatalf("history of the joined room: epoch %s seqs %d..%d (%d messages), want epoch %s seqs 1..%d",
-			res.GetEpoch(), res.GetFirstSeq(), res.GetLastSeq(), len(res.GetMessages()), j.GetEpoch(), n)
-	}
+	})
 }
 
 // TestCoreSignalKeysBounded: a room keeps each signal key until its owner
 // clears it or goes, so one session may hold at most 64 keys in a room;
 // a new key past that is refused with 4408, a cleared key frees a slot.
 func TestCoreSignalKeysBounded(t *testing.T) {
-	e := newEvictCore(t, time.Hour)
-	e.send(t, 1, true, join("r", 0, ""))
-	signal := func(key string, clear bool) *corralv1.ClientFrame {
-		return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "r", Key: key, Payload: []byte(`1`), Clear: clear}}}
-	}
-	errorsOf := func(fs []*corralv1.ServerFrame) []*corralv1.Error {
-		var out []*corralv1.Error
-		for _, f := range fs {
-			if x := f.GetError(); x != nil {
-				out = append(out, x)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEvictCore(t, time.Hour)
+		e.send(t, 1, true, join("r", 0, ""))
+		signal := func(key string, clear bool) *corralv1.ClientFrame {
+			return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "r", Key: key, Payload: []byte(`1`), Clear: clear}}}
+		}
+		errorsOf := func(fs []*corralv1.ServerFrame) []*corralv1.Error {
+			var out []*corralv1.Error
+			for _, f := range fs {
+				if x := f.GetError(); x != nil {
+					out = append(out, x)
+				}
 			}
+			return out
 		}
-		return out
-	}
-	var fs []*corralv1.ClientFrame
-	for i := range 64 {
-		fs = append(fs, signal(fmt.Sprintf("k%d", i), false))
-	}
-	fs = append(fs, signal("k0", false)) // an old key: no new slot
-	if errs := errorsOf(e.send(t, 1, false, fs...)); len(errs) != 0 {
-		t.Fatalf("64 keys refused: %v", errs)
-	}
-	errs := errorsOf(e.send(t, 1, false, signal("new", false)))
-	if len(errs) != 1 || errs[0].GetCode() != corralv1.Code_CODE_LIMIT_EXCEEDED {
-		t.Fatalf("the 65th key: errors %v, want one 4408", errs)
-	}
-	e.send(t, 1, false, signal("k1", true))
-	for i := 0; ; i++ { // the clear frees the slot at the next flush
-		if errs := errorsOf(e.send(t, 1, false, signal("new", false))); len(errs) == 0 {
-			break
+		var fs []*corralv1.ClientFrame
+		for i := range 64 {
+			fs = append(fs, signal(fmt.Sprintf("k%d", i), false))
 		}
-		if i == 200 {
-			t.Fatal("a cleared key never freed its slot")
+		fs = append(fs, signal("k0", false)) // an old key: no new slot
+		if errs := errorsOf(e.send(t, 1, false, fs...)); len(errs) != 0 {
+			t.Fatalf("64 keys refused: %v", errs)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		errs := errorsOf(e.send(t, 1, false, signal("new", false)))
+		if len(errs) != 1 || errs[0].GetCode() != corralv1.Code_CODE_LIMIT_EXCEEDED {
+			t.Fatalf("the 65th key: errors %v, want one 4408", errs)
+		}
+		e.send(t, 1, false, signal("k1", true))
+		for i := 0; ; i++ { // the clear frees the slot at the next flush
+			if errs := errorsOf(e.send(t, 1, false, signal("new", false))); len(errs) == 0 {
+				break
+			}
+			if i == 200 {
+				t.Fatal("a cleared key never freed its slot")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
 }
 
 // TestCoreSignalTickBounded: 64 signals of 60 KB set at once (what one
@@ -357,11 +387,7 @@ func TestCoreSignalTickBounded(t *testing.T) {
 	got := map[string]bool{}
 	batches := 0
 	for len(got) < keys {
-		res, err := e.link.Receive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, cf := range res.GetFrames() {
+		for _, cf := range e.receive(t) {
 			sig := cf.GetSignals()
 			if sig == nil {
 				continue

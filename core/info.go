@@ -81,7 +81,7 @@ func (c *Core) Rooms(ctx context.Context, req *corralv1.RoomsRequest) (*corralv1
 		res.Rooms = append(res.Rooms, info)
 	}
 	if req.GetEveryCore() {
-		return c.roomsEveryCore(ctx, req, res, limit), nil
+		return c.every.Rooms(ctx, req, res, limit), nil
 	}
 	return res, nil
 }
@@ -160,7 +160,7 @@ func (c *Core) Info(ctx context.Context, req *corralv1.InfoRequest) (*corralv1.I
 	}}}
 	res.Nodes = append(res.Nodes, edges...)
 	if req.GetEveryCore() {
-		return c.infoEveryCore(ctx, res), nil
+		return c.every.Info(ctx, res), nil
 	}
 	return res, nil
 }

@@ -96,7 +96,7 @@ func (c *Core) onPresenceCommit(ch presence.Change) {
 	case presence.Left:
 		pc.Change = corralv1.PresenceChanged_CHANGE_LEFT
 	}
-	c.events.emit(ch.Room, &corralv1.Event{Kind: &corralv1.Event_Presence{Presence: pc}})
+	c.events.Emit(ch.Room, &corralv1.Event{Kind: &corralv1.Event_Presence{Presence: pc}})
 }
 
 // onPresenceChange brings a change to the room's view, if the room is here.

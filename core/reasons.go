@@ -1,10 +1,9 @@
 package core
 
 // Why the core refuses a client operation or an internal API call, or
-// drops frames or member events: the label values of
-// corral_core_refused_total{reason}, corral_core_dropped_total{reason} and
-// corral_core_events_dropped_total{reason}. Each reason is a typed value
-// whose name is fixed here, so a call site cannot invent a label; the
+// drops frames: the label values of corral_core_refused_total{reason} and
+// corral_core_dropped_total{reason} (member events: core/eventlog). Each
+// reason is a typed value whose name is fixed here, so a call site cannot invent a label; the
 // metrics create every value at 0 (dashboards see a reason before its
 // first count) and resolve its counter once, so counting one allocates
 // nothing. docs/SECURITY.md's "Drop and refusal reasons" table has a row
@@ -92,7 +91,7 @@ const (
 	droppedDetached                       // queued frames of a session detached meanwhile
 	droppedAckStore                       // an ack the session store failed to record
 	// Joins' replays dropped (each such join gets Reset): past
-	// maxMissedReads, or a failed read (replay.go), or too much live
+	// replay.MaxQueued (core/replay), or a failed read (replay.go), or too much live
 	// traffic held for the join meanwhile: past maxCatchupBuffer or
 	// maxCatchupBytes (room.fanoutLocked).
 	droppedReplayBusy
@@ -116,22 +115,6 @@ var dropReasonNames = [numDropReasons]string{
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }
-
-// eventDropReason is a reason of corral_core_events_dropped_total.
-type eventDropReason uint8
-
-const (
-	eventsQueueFull eventDropReason = iota // the event log's queue was full
-	eventsClosed                           // the event log was closing
-	numEventDropReasons
-)
-
-var eventDropReasonNames = [numEventDropReasons]string{
-	eventsQueueFull: "queue_full",
-	eventsClosed:    "closed",
-}
-
-func (r eventDropReason) String() string { return eventDropReasonNames[r] }
 
 // refuse counts one refusal.
 func (m *metrics) refuse(r refuseReason) { m.refusedBy[r].Inc() }

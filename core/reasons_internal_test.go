@@ -13,10 +13,8 @@ import (
 func TestReasonsHaveMetricsAndDocs(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	newMetrics(reg)
-	newEventLog(nil, 1, nil, reg)
 	reasontest.Check(t, reg, "corral_core_refused_total", refuseReasonNames[:])
 	reasontest.Check(t, reg, "corral_core_dropped_total", dropReasonNames[:])
-	reasontest.Check(t, reg, "corral_core_events_dropped_total", eventDropReasonNames[:])
 }
 
 // TestReasonCountsWithoutAllocating: counting a reason is a fixed

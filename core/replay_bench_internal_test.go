@@ -9,13 +9,14 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/corral-rt/corral/core/replay"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/redistest"
 )
 
 // BenchmarkReplayStorm is a rejoin storm's replay reads: 10,000 joins at
 // once over 100 rooms, each missed a few of its room's last messages (one
-// query), through the batched reads (readJoined) with a batch of max
+// query), through the batched reads (core/replay.Reads.Read) with a batch of max
 // calls; max 16384 takes the whole queue, as the unbounded batcher did.
 // It reports the ReadMany calls and queries each storm cost the store.
 func BenchmarkReplayStorm(b *testing.B) {
@@ -32,8 +33,8 @@ func BenchmarkReplayStorm(b *testing.B) {
 				b.Cleanup(func() { h.Close() })
 				c := New(Config{History: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 				b.Cleanup(func() { c.Close() })
-				c.missed.b.Close()
-				c.missed = c.newMissedReads(max, maxMissedReads)
+				c.missed.Close()
+				c.missed = c.newMissedReads(max, replay.MaxQueued)
 				ctx := context.Background()
 				for r := range rooms {
 					appendN(b, h, fmt.Sprintf("room-%d", r), published)
@@ -47,7 +48,7 @@ func BenchmarkReplayStorm(b *testing.B) {
 						wg.Go(func() {
 							after := uint64(published - 1 - i%10)
 							q := history.Query{Room: fmt.Sprintf("room-%d", i%rooms), After: after, Limit: int(published - after)}
-							pages, err := c.readJoined(ctx, []history.Query{q})
+							pages, err := c.missed.Read(ctx, []history.Query{q})
 							if err != nil || len(pages[0].Messages) != q.Limit {
 								b.Errorf("%+v: %v", q, err)
 							}

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/corral-rt/corral/core/replay"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
@@ -79,65 +80,6 @@ func describe(f *corralv1.ServerFrame) string {
 	return fmt.Sprintf("%T", f.GetKind())
 }
 
-// TestSlicePage: a forward page cut to (after, upto] is what a read of
-// that range alone would have returned, More included.
-func TestSlicePage(t *testing.T) {
-	var ms []*corralv1.Message
-	for seq := uint64(1); seq <= 6; seq++ {
-		ms = append(ms, &corralv1.Message{Seq: seq})
-	}
-	p := history.Page{State: history.State{Epoch: "e"}, Messages: ms}
-	for name, tc := range map[string]struct {
-		after, upto uint64
-		want        []uint64
-		more        bool
-	}{
-		"middle":     {after: 2, upto: 4, want: []uint64{3, 4}, more: true},
-		"to the end": {after: 4, upto: 6, want: []uint64{5, 6}, more: false},
-		"empty":      {after: 6, upto: 9, want: nil, more: false},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got := slicePage(p, tc.after, tc.upto)
-			var seqs []uint64
-			for _, m := range got.Messages {
-				seqs = append(seqs, m.GetSeq())
-			}
-			if !slices.Equal(seqs, tc.want) || got.More != tc.more || got.Epoch != "e" {
-				t.Fatalf("slicePage(%d, %d) = %v more %v epoch %q, want %v more %v", tc.after, tc.upto, seqs, got.More, got.Epoch, tc.want, tc.more)
-			}
-		})
-	}
-}
-
-// TestReadMergedSameAsOwnReads: the joins' batched history reads
-// (readMerged, merging the ranges of one room) give every query the page
-// a read of its own gives: the same messages, state and More.
-func TestReadMergedSameAsOwnReads(t *testing.T) {
-	c := newTestCore(t, Config{History: history.NewMemory(history.MemoryOptions{MaxLen: 5000})})
-	ctx := context.Background()
-	for room, n := range map[string]int{"a": 50, "b": 1500, "c": 3} {
-		appendN(t, c.hist, room, n)
-	}
-	qss := [][]history.Query{
-		{{Room: "a", After: 10, Limit: 5}, {Room: "b", After: 0, Limit: 1000}},
-		{{Room: "a", After: 0, Limit: 50}},
-		{{Room: "a", After: 30, Limit: 30}, {Room: "c", After: 1, Limit: 2}},
-		{{Room: "b", After: 900, Limit: 600}}, // with the first b: wider than a page
-		{{Room: "a", After: 45, Limit: 1}, {Room: "b", Reverse: true, Limit: 10}},
-		{{Room: "c", After: 3, Limit: 1}, {Room: "nobody", After: 0, Limit: 5}},
-		{{Room: "a", After: 60, Limit: 5}}, // past the room's last
-	}
-	pages, err := c.readMerged(ctx, qss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, qs := range qss {
-		for j, q := range qs {
-			sameAsOwnRead(t, c.hist, q, pages[i][j])
-		}
-	}
-}
-
 // TestReadJoinedConcurrent: joins reading at once all get their own pages,
 // whichever batch they went in.
 func TestReadJoinedConcurrent(t *testing.T) {
@@ -148,7 +90,7 @@ func TestReadJoinedConcurrent(t *testing.T) {
 	for i := range 50 {
 		wg.Go(func() {
 			after := uint64(i % 20)
-			pages, err := c.readJoined(ctx, []history.Query{{Room: "r", After: after, Limit: int(20 - after)}})
+			pages, err := c.missed.Read(ctx, []history.Query{{Room: "r", After: after, Limit: int(20 - after)}})
 			if err != nil {
 				t.Error(err)
 				return
@@ -167,7 +109,7 @@ func TestReadJoinedConcurrent(t *testing.T) {
 // a read of its own gives.
 func TestMissedReadsBatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, h := newGatedCore(t, maxMissedReads)
+		c, h := newGatedCore(t, replay.MaxQueued)
 		// The bubble's clock: a read that is never served fails the test
 		// in a minute of it, not in the test binary's timeout.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -177,7 +119,7 @@ func TestMissedReadsBatched(t *testing.T) {
 
 		first := make(chan error, 1)
 		go func() {
-			_, err := c.readJoined(ctx, []history.Query{{Room: "a", After: 0, Limit: 1}})
+			_, err := c.missed.Read(ctx, []history.Query{{Room: "a", After: 0, Limit: 1}})
 			first <- err
 		}()
 		synctest.Wait() // the first batch is in flight, alone, held
@@ -197,7 +139,7 @@ func TestMissedReadsBatched(t *testing.T) {
 		answers := make(chan answer, len(asks))
 		for _, q := range asks {
 			go func() {
-				pages, err := c.readJoined(ctx, []history.Query{q})
+				pages, err := c.missed.Read(ctx, []history.Query{q})
 				a := answer{q: q, err: err}
 				if err == nil {
 					a.page = pages[0]
@@ -206,7 +148,7 @@ func TestMissedReadsBatched(t *testing.T) {
 			}()
 		}
 		synctest.Wait() // all queued behind the first batch
-		if n := c.missed.limit.InFlight(); n != int64(1+len(asks)) {
+		if n := c.missed.InFlight(); n != int64(1+len(asks)) {
 			t.Fatalf("%d calls in flight or queued, want %d", n, 1+len(asks))
 		}
 		close(h.gate)
@@ -231,7 +173,7 @@ func TestMissedReadsBatched(t *testing.T) {
 			t.Fatalf("second ReadMany %+v, want one query per room, %+v", got, want)
 		}
 		synctest.Wait() // Finish frees a slot after its caller has its reply
-		if n := c.missed.limit.InFlight(); n != 0 {
+		if n := c.missed.InFlight(); n != 0 {
 			t.Fatalf("%d slots still taken", n)
 		}
 	})
@@ -249,13 +191,13 @@ func TestMissedReadsBusy(t *testing.T) {
 		held := make(chan error, 2)
 		for range 2 { // one in flight, one queued: the bound
 			go func() {
-				_, err := c.readJoined(ctx, []history.Query{{Room: "r", After: 0, Limit: 3}})
+				_, err := c.missed.Read(ctx, []history.Query{{Room: "r", After: 0, Limit: 3}})
 				held <- err
 			}()
 			synctest.Wait()
 		}
-		if _, err := c.readJoined(ctx, []history.Query{{Room: "r", After: 1, Limit: 2}}); !errors.Is(err, errReplayBusy) || !errors.Is(err, history.ErrBusy) {
-			t.Fatalf("readJoined past the bound: %v, want errReplayBusy (a history.ErrBusy)", err)
+		if _, err := c.missed.Read(ctx, []history.Query{{Room: "r", After: 1, Limit: 2}}); !errors.Is(err, replay.ErrBusy) || !errors.Is(err, history.ErrBusy) {
+			t.Fatalf("Read past the bound: %v, want replay.ErrBusy (a history.ErrBusy)", err)
 		}
 
 		if got, want := joinMissingTwo(t, ctx, c), []string{"reset 3", "joined 3"}; !slices.Equal(got, want) {
@@ -275,7 +217,7 @@ func TestMissedReadsBusy(t *testing.T) {
 			}
 		}
 		synctest.Wait() // Finish frees a slot after its caller has its reply
-		if n := c.missed.limit.InFlight(); n != 0 {
+		if n := c.missed.InFlight(); n != 0 {
 			t.Fatalf("%d slots still taken", n)
 		}
 	})
@@ -364,8 +306,8 @@ func newGatedCore(t *testing.T, limit int) (*Core, *gatedHistory) {
 	t.Cleanup(func() { h.Close() })
 	c := New(Config{History: h, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(func() { c.Close() })
-	c.missed.b.Close()
-	c.missed = c.newMissedReads(maxMissedBatch, limit)
+	c.missed.Close()
+	c.missed = c.newMissedReads(replay.MaxBatch, limit)
 	return c, h
 }
 

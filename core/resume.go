@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -208,7 +209,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 		if !live {
 			continue
 		}
-		c.events.emitJoined(s, q.name, q.resumed)
+		c.events.EmitJoined(s, q.name, q.resumed)
 		if q.presence {
 			c.presenceJoin(ctx, s, q.room, q.state)
 		} else {
@@ -262,7 +263,7 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 		r.leave(s, nil)
 		c.releaseMember(r)
 	}
-	c.events.emitDisconnected(s, rooms, clean)
+	c.events.EmitDisconnected(s, maps.Keys(rooms), clean)
 	c.presenceDetach(s, clean)
 	c.attached.detach(s, clean, time.Now())
 	// Buffered, not awaited: a storm of drops must not take an in-flight

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/corral-rt/corral/core/eventlog"
 	"strings"
 	"testing"
 	"time"
@@ -67,17 +68,16 @@ func TestClassPublishRate(t *testing.T) {
 // rooms' member events out of the log.
 func TestClassEventsStream(t *testing.T) {
 	log := events.NewMemory(events.MemoryOptions{})
-	hist := struct{ eventSource }{logSource{log}}
 	c := newTestCore(t, Config{Classes: oneClass("quiet:*", func(c *roomclass.Class) { c.EventsStream = false })})
-	e := newEventLog(hist, 10, c.cfg.Logger, nil)
-	e.keep = func(room string) bool { return c.class(room).EventsStream }
+	e := eventlog.New[*session](eventlog.Options{Store: logSource{log}, Limit: 10, Logger: c.cfg.Logger,
+		Keep: func(room string) bool { return c.class(room).EventsStream }})
 	s := &session{id: "s1", user: "u"}
-	e.emitJoined(s, "quiet:1", false)
-	e.emitJoined(s, "loud", false)
-	e.emitLeft(s, "quiet:1")
+	e.EmitJoined(s, "quiet:1", false)
+	e.EmitJoined(s, "loud", false)
+	e.EmitLeft(s, "quiet:1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go e.run(ctx)
+	go e.Run(ctx)
 	head, _ := log.Head(context.Background())
 	evs, err := log.Read(context.Background(), head, 10, 10*time.Second)
 	if err != nil {

@@ -156,3 +156,8 @@ type endpoint struct {
 	link *link
 	conn uint64
 }
+
+// UserID and SessionID are the session's user and id, for the event log
+// (core/eventlog.Member).
+func (s *session) UserID() string    { return s.user }
+func (s *session) SessionID() string { return s.id }

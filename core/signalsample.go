@@ -55,18 +55,9 @@ func (c *Core) Signals(ctx context.Context, req *corralv1.SignalsRequest) (*corr
 func (c *Core) signalsPage(ctx context.Context, req *corralv1.SignalsRequest, sigs []*corralv1.SignalEvent, limit int) *corralv1.SignalsResponse {
 	res := &corralv1.SignalsResponse{}
 	if req.GetEveryCore() {
-		q := proto.CloneOf(req)
-		q.EveryCore = false
-		res.CoresAnswered, res.CoresMissing = c.askOthers(ctx, querySignals, q, func(b []byte) error {
-			other := &corralv1.SignalsResponse{}
-			if err := proto.Unmarshal(b, other); err != nil {
-				return err
-			}
-			res.More = res.More || other.GetMore()
-			sigs = append(sigs, other.GetSignals()...)
-			return nil
-		})
-		res.CoresAnswered++
+		others, more, answered, missing := c.every.Signals(ctx, req)
+		sigs = append(sigs, others...)
+		res.More, res.CoresAnswered, res.CoresMissing = more, answered+1, missing
 	}
 	slices.SortStableFunc(sigs, func(a, b *corralv1.SignalEvent) int { return cmp.Compare(a.GetKey(), b.GetKey()) })
 	sigs = slices.CompactFunc(sigs, func(a, b *corralv1.SignalEvent) bool { return a.GetKey() == b.GetKey() })

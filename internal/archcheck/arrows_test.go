@@ -2,6 +2,7 @@ package archcheck_test
 
 import (
 	"bufio"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,44 @@ func TestArrows(t *testing.T) {
 	arrows := readArrows(t, filepath.Join(root, "docs", "ARCHITECTURE.md"))
 	imports := listImports(t, root)
 
+	problems := arrowProblems(arrows, imports)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if len(problems) > 0 {
+		t.Log("fix the arrow block in docs/ARCHITECTURE.md (or the import), in the same commit")
+	}
+}
+
+// TestArrowsHoldInsideCore: the packages under core/ are held to their
+// arrow lines as the top-level ones are: one that imports another
+// without its arrow (core/replay → core/eventlog), or imports core,
+// fails.
+func TestArrowsHoldInsideCore(t *testing.T) {
+	root := moduleRoot(t)
+	arrows := readArrows(t, filepath.Join(root, "docs", "ARCHITECTURE.md"))
+	imports := listImports(t, root)
+	var under []string
+	for pkg := range arrows {
+		if strings.HasPrefix(pkg, "core/") {
+			under = append(under, pkg)
+		}
+	}
+	if len(under) == 0 {
+		t.Fatal("no arrow line for a package under core/")
+	}
+	for _, bad := range []string{"core/eventlog", "core"} {
+		imports := maps.Clone(imports)
+		imports["core/replay"] = append(slices.Clone(imports["core/replay"]), bad)
+		want := "core/replay → " + bad + " is not an arrow of the page"
+		if !slices.Contains(arrowProblems(arrows, imports), want) {
+			t.Errorf("core/replay importing %s: no %q", bad, want)
+		}
+	}
+}
+
+// arrowProblems compares imports with arrows, both ways.
+func arrowProblems(arrows, imports map[string][]string) []string {
 	var problems []string
 	for pkg, deps := range imports {
 		allowed, ok := arrows[pkg]
@@ -42,12 +81,7 @@ func TestArrows(t *testing.T) {
 		}
 	}
 	sort.Strings(problems)
-	for _, p := range problems {
-		t.Error(p)
-	}
-	if len(problems) > 0 {
-		t.Log("fix the arrow block in docs/ARCHITECTURE.md (or the import), in the same commit")
-	}
+	return problems
 }
 
 // allows says whether an arrow list lets a package import dep; "gen"

@@ -1,8 +1,25 @@
-package core
+// Package everycore is the internal API's view of every core sharing the
+// stores (every_core on Info, Rooms, Members, Connections and Signals,
+// and Disconnect's action): the core that takes the call asks the others
+// through the control bus (controlbus.Redis.Ask), each answers from its
+// own tables with the same method ([Cores.Answer]), and the asker merges.
+// A core that does not answer within askWait is counted missing, never
+// waited for longer.
+//
+// It knows its own core only through [Local], the core's answers from its
+// own tables, so it cannot reach into the core's rooms or sessions.
+//
+// # Concurrency
+//
+// A [Cores] holds no state of its own after New: its methods are safe for
+// concurrent use, as safe as its Local's and Asker's.
+package everycore
 
 import (
 	"cmp"
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -10,22 +27,29 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The internal API's views of every core (every_core on Info, Rooms,
-// Members, Connections and Signals, and Disconnect's action): the core that takes the call asks the others through the
-// control bus (controlbus.Redis.Ask), each answers from its own tables
-// with the same method, and the asker merges. A core that does not answer
-// within askWait is counted missing, never waited for longer.
-
-// ControlAsker is a control bus that also carries queries between cores
-// (controlbus.Redis implements it). Without one a core answers for
-// itself.
-type ControlAsker interface {
+// Asker is a control bus that also carries queries between cores
+// (controlbus.Redis implements it).
+type Asker interface {
 	// Ask sends query to every other core and returns the answers that
 	// came before ctx ended, and how many cores heard it.
 	Ask(ctx context.Context, query []byte) (answers [][]byte, asked int, err error)
 	// Answer sets the function that answers other cores' queries.
 	Answer(fn func(ctx context.Context, query []byte) []byte)
 }
+
+// Local is one core's answers from its own tables: the RoomService
+// methods, called with every_core false.
+type Local interface {
+	Info(context.Context, *corralv1.InfoRequest) (*corralv1.InfoResponse, error)
+	Rooms(context.Context, *corralv1.RoomsRequest) (*corralv1.RoomsResponse, error)
+	Connections(context.Context, *corralv1.ConnectionsRequest) (*corralv1.ConnectionsResponse, error)
+	Members(context.Context, *corralv1.MembersRequest) (*corralv1.MembersResponse, error)
+	Signals(context.Context, *corralv1.SignalsRequest) (*corralv1.SignalsResponse, error)
+	Disconnect(context.Context, *corralv1.DisconnectRequest) (*corralv1.DisconnectResponse, error)
+}
+
+// ErrTooManyMembers: the cores' members together pass Options.MaxMembers.
+var ErrTooManyMembers = errors.New("everycore: more members than one Members call lists")
 
 // askWait bounds how long a call with every_core waits for the others.
 const askWait = 2 * time.Second
@@ -41,54 +65,80 @@ const (
 )
 
 // NodeQueryKind is the first byte of a question for the process around
-// each core rather than for the core (Config.NodeQuery, AskNodes).
+// each core rather than for the core (Options.NodeQuery, AskNodes).
 const NodeQueryKind = 'N'
 
-// asker returns the control bus as a ControlAsker, nil when it is none.
-func (c *Core) asker() ControlAsker {
-	a, _ := c.cfg.Control.(ControlAsker)
-	return a
+// Options are what Cores needs of its core.
+type Options struct {
+	// Asker carries the queries; nil: there is no other core, and every
+	// merge is this core's answer alone.
+	Asker Asker
+	// Local answers for this core.
+	Local Local
+	// NodeQuery answers the other cores' questions for the process around
+	// the core; nil: not answered.
+	NodeQuery func(ctx context.Context, query []byte) []byte
+	// MaxMembers bounds the members a merged Members lists.
+	MaxMembers int
+	// PageToken encodes the last name of a page as the next page's token.
+	PageToken func(last string) string
+	Logger    *slog.Logger
 }
 
-// answerQuery answers another core's query from this core's tables; nil
-// for a query it does not know.
-func (c *Core) answerQuery(ctx context.Context, q []byte) []byte {
+// Cores asks the other cores and merges their answers with this core's.
+type Cores struct {
+	o Options
+}
+
+// New returns the every-core view of o.Local. It does not register
+// Answer with o.Asker: the caller does, once the core can answer.
+func New(o Options) *Cores {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Cores{o: o}
+}
+
+// Answer answers another core's query from this core's tables; nil for a
+// query it does not know or cannot decode.
+func (c *Cores) Answer(ctx context.Context, q []byte) []byte {
 	if len(q) == 0 {
 		return nil
 	}
+	l := c.o.Local
 	var res proto.Message
 	var err error
 	switch q[0] {
 	case queryInfo:
-		res, err = c.Info(ctx, &corralv1.InfoRequest{})
+		res, err = l.Info(ctx, &corralv1.InfoRequest{})
 	case queryRooms:
 		req := &corralv1.RoomsRequest{}
 		if err = proto.Unmarshal(q[1:], req); err == nil {
 			req.EveryCore = false
-			res, err = c.Rooms(ctx, req)
+			res, err = l.Rooms(ctx, req)
 		}
 	case queryConnections:
 		req := &corralv1.ConnectionsRequest{}
 		if err = proto.Unmarshal(q[1:], req); err == nil {
 			req.EveryCore = false
-			res, err = c.Connections(ctx, req)
+			res, err = l.Connections(ctx, req)
 		}
 	case NodeQueryKind:
-		if c.cfg.NodeQuery == nil {
+		if c.o.NodeQuery == nil {
 			return nil
 		}
-		return c.cfg.NodeQuery(ctx, q)
+		return c.o.NodeQuery(ctx, q)
 	case queryMembers:
 		req := &corralv1.MembersRequest{}
 		if err = proto.Unmarshal(q[1:], req); err == nil {
 			req.EveryCore = false
-			res, err = c.Members(ctx, req)
+			res, err = l.Members(ctx, req)
 		}
 	case querySignals:
 		req := &corralv1.SignalsRequest{}
 		if err = proto.Unmarshal(q[1:], req); err == nil {
 			req.EveryCore = false
-			res, err = c.Signals(ctx, req)
+			res, err = l.Signals(ctx, req)
 		}
 	case queryDisconnect:
 		// An action, asked as a query so that its result comes back:
@@ -96,7 +146,7 @@ func (c *Core) answerQuery(ctx context.Context, q []byte) []byte {
 		req := &corralv1.DisconnectRequest{}
 		if err = proto.Unmarshal(q[1:], req); err == nil {
 			req.EveryCore = false
-			res, err = c.Disconnect(ctx, req)
+			res, err = l.Disconnect(ctx, req)
 		}
 	default:
 		return nil
@@ -108,10 +158,10 @@ func (c *Core) answerQuery(ctx context.Context, q []byte) []byte {
 	return b
 }
 
-// askOthers asks the other cores req's question and decodes each answer
-// with decode; it returns how many answered and how many did not.
-func (c *Core) askOthers(ctx context.Context, kind byte, req proto.Message, decode func([]byte) error) (answered, missing uint32) {
-	a := c.asker()
+// ask asks the other cores req's question and decodes each answer with
+// decode; it returns how many answered and how many did not.
+func (c *Cores) ask(ctx context.Context, kind byte, req proto.Message, decode func([]byte) error) (answered, missing uint32) {
+	a := c.o.Asker
 	if a == nil {
 		return 0, 0
 	}
@@ -123,7 +173,7 @@ func (c *Core) askOthers(ctx context.Context, kind byte, req proto.Message, deco
 	defer cancel()
 	answers, asked, err := a.Ask(ctx, append([]byte{kind}, q...))
 	if err != nil {
-		c.cfg.Logger.Warn("asking the other cores failed; answering for this core only", "err", err)
+		c.o.Logger.Warn("asking the other cores failed; answering for this core only", "err", err)
 		return 0, 0
 	}
 	for _, b := range answers {
@@ -137,16 +187,17 @@ func (c *Core) askOthers(ctx context.Context, kind byte, req proto.Message, deco
 	return answered, missing
 }
 
-// infoEveryCore is Info with the other cores' nodes: each core after
-// this one, then the edges, each listed once with its counts summed.
-func (c *Core) infoEveryCore(ctx context.Context, own *corralv1.InfoResponse) *corralv1.InfoResponse {
+// Info is this core's Info, own, with the other cores' nodes: each core
+// after this one, then the edges, each listed once with its counts
+// summed.
+func (c *Cores) Info(ctx context.Context, own *corralv1.InfoResponse) *corralv1.InfoResponse {
 	cores := own.GetNodes()[:1]
 	edges := slices.Clone(own.GetNodes()[1:])
 	byEdge := make(map[string]*corralv1.NodeInfo, len(edges))
 	for _, e := range edges {
 		byEdge[e.GetId()] = e
 	}
-	answered, missing := c.askOthers(ctx, queryInfo, &corralv1.InfoRequest{}, func(b []byte) error {
+	answered, missing := c.ask(ctx, queryInfo, &corralv1.InfoRequest{}, func(b []byte) error {
 		res := &corralv1.InfoResponse{}
 		if err := proto.Unmarshal(b, res); err != nil {
 			return err
@@ -171,11 +222,11 @@ func (c *Core) infoEveryCore(ctx context.Context, own *corralv1.InfoResponse) *c
 	return &corralv1.InfoResponse{Nodes: append(cores, edges...), CoresAnswered: answered + 1, CoresMissing: missing}
 }
 
-// roomsEveryCore is Rooms over every core: each core's first page after
-// the same token, merged by name (members summed, the highest last seq);
-// the union's first limit names are the page, since each of them is
-// within its own core's first limit.
-func (c *Core) roomsEveryCore(ctx context.Context, req *corralv1.RoomsRequest, own *corralv1.RoomsResponse, limit int) *corralv1.RoomsResponse {
+// Rooms is Rooms over every core: each core's first page after the same
+// token (own is this core's), merged by name (members summed, the highest
+// last seq); the union's first limit names are the page, since each of
+// them is within its own core's first limit.
+func (c *Cores) Rooms(ctx context.Context, req *corralv1.RoomsRequest, own *corralv1.RoomsResponse, limit int) *corralv1.RoomsResponse {
 	byName := make(map[string]*corralv1.RoomInfo, len(own.GetRooms()))
 	for _, r := range own.GetRooms() {
 		byName[r.GetName()] = r
@@ -183,7 +234,7 @@ func (c *Core) roomsEveryCore(ctx context.Context, req *corralv1.RoomsRequest, o
 	more := own.GetNextPageToken() != ""
 	q := proto.CloneOf(req)
 	q.EveryCore = false
-	answered, missing := c.askOthers(ctx, queryRooms, q, func(b []byte) error {
+	answered, missing := c.ask(ctx, queryRooms, q, func(b []byte) error {
 		res := &corralv1.RoomsResponse{}
 		if err := proto.Unmarshal(b, res); err != nil {
 			return err
@@ -213,19 +264,19 @@ func (c *Core) roomsEveryCore(ctx context.Context, req *corralv1.RoomsRequest, o
 	}
 	res.Rooms = rooms
 	if more && len(rooms) > 0 {
-		res.NextPageToken = encodePageToken(rooms[len(rooms)-1].GetName())
+		res.NextPageToken = c.o.PageToken(rooms[len(rooms)-1].GetName())
 	}
 	return res
 }
 
-// connectionsEveryCore is Connections over every core, merged by session
-// id as roomsEveryCore merges rooms by name.
-func (c *Core) connectionsEveryCore(ctx context.Context, req *corralv1.ConnectionsRequest, own *corralv1.ConnectionsResponse, limit int) *corralv1.ConnectionsResponse {
+// Connections is Connections over every core, merged by session id as
+// Rooms merges rooms by name.
+func (c *Cores) Connections(ctx context.Context, req *corralv1.ConnectionsRequest, own *corralv1.ConnectionsResponse, limit int) *corralv1.ConnectionsResponse {
 	conns := slices.Clone(own.GetConnections())
 	more := own.GetNextPageToken() != ""
 	q := proto.CloneOf(req)
 	q.EveryCore = false
-	answered, missing := c.askOthers(ctx, queryConnections, q, func(b []byte) error {
+	answered, missing := c.ask(ctx, queryConnections, q, func(b []byte) error {
 		res := &corralv1.ConnectionsResponse{}
 		if err := proto.Unmarshal(b, res); err != nil {
 			return err
@@ -244,18 +295,18 @@ func (c *Core) connectionsEveryCore(ctx context.Context, req *corralv1.Connectio
 	}
 	res.Connections = conns
 	if more && len(conns) > 0 {
-		res.NextPageToken = encodePageToken(conns[len(conns)-1].GetSessionId())
+		res.NextPageToken = c.o.PageToken(conns[len(conns)-1].GetSessionId())
 	}
 	return res
 }
 
-// disconnectEveryCore is Disconnect on every core: the sessions each
-// closed, in order.
-func (c *Core) disconnectEveryCore(ctx context.Context, req *corralv1.DisconnectRequest, own *corralv1.DisconnectResponse) *corralv1.DisconnectResponse {
+// Disconnect is Disconnect on every core: the sessions each closed, in
+// order.
+func (c *Cores) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest, own *corralv1.DisconnectResponse) *corralv1.DisconnectResponse {
 	ids := slices.Clone(own.GetSessionIds())
 	q := proto.CloneOf(req)
 	q.EveryCore = false
-	answered, missing := c.askOthers(ctx, queryDisconnect, q, func(b []byte) error {
+	answered, missing := c.ask(ctx, queryDisconnect, q, func(b []byte) error {
 		res := &corralv1.DisconnectResponse{}
 		if err := proto.Unmarshal(b, res); err != nil {
 			return err
@@ -267,13 +318,14 @@ func (c *Core) disconnectEveryCore(ctx context.Context, req *corralv1.Disconnect
 	return &corralv1.DisconnectResponse{SessionIds: slices.Compact(ids), CoresAnswered: answered + 1, CoresMissing: missing}
 }
 
-// membersEveryCore is Members over every core: each user once, with its
-// sessions and connections on every core; the presence, shared by every
-// core, is this core's read.
-func (c *Core) membersEveryCore(ctx context.Context, req *corralv1.MembersRequest) (*corralv1.MembersResponse, error) {
+// Members is Members over every core: each user once, with its sessions
+// and connections on every core; the presence, shared by every core, is
+// this core's read. Past Options.MaxMembers users it fails with
+// ErrTooManyMembers.
+func (c *Cores) Members(ctx context.Context, req *corralv1.MembersRequest) (*corralv1.MembersResponse, error) {
 	q := proto.CloneOf(req)
 	q.EveryCore = false
-	own, err := c.Members(ctx, q)
+	own, err := c.o.Local.Members(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -281,13 +333,13 @@ func (c *Core) membersEveryCore(ctx context.Context, req *corralv1.MembersReques
 	for _, m := range own.GetMembers() {
 		byUser[m.GetUserId()] = m
 	}
-	answered, missing := c.askOthers(ctx, queryMembers, q, func(b []byte) error {
+	answered, missing := c.ask(ctx, queryMembers, q, func(b []byte) error {
 		res := &corralv1.MembersResponse{}
 		if err := proto.Unmarshal(b, res); err != nil {
 			return err
 		}
 		for _, m := range res.GetMembers() {
-			if len(byUser) > c.apiCfg.MaxMembers {
+			if len(byUser) > c.o.MaxMembers {
 				break // refused below; stop growing
 			}
 			if have := byUser[m.GetUserId()]; have != nil {
@@ -299,8 +351,8 @@ func (c *Core) membersEveryCore(ctx context.Context, req *corralv1.MembersReques
 		}
 		return nil
 	})
-	if len(byUser) > c.apiCfg.MaxMembers {
-		return nil, tooManyMembers(c.apiCfg.MaxMembers)
+	if len(byUser) > c.o.MaxMembers {
+		return nil, ErrTooManyMembers
 	}
 	res := &corralv1.MembersResponse{Presence: own.GetPresence(), CoresAnswered: answered + 1, CoresMissing: missing}
 	for _, m := range byUser {
@@ -313,13 +365,31 @@ func (c *Core) membersEveryCore(ctx context.Context, req *corralv1.MembersReques
 	return res, nil
 }
 
+// Signals asks the other cores req's question and returns their signals
+// (unsorted, one key may repeat), whether any had more, and how many
+// answered (this core not counted) and did not.
+func (c *Cores) Signals(ctx context.Context, req *corralv1.SignalsRequest) (sigs []*corralv1.SignalEvent, more bool, answered, missing uint32) {
+	q := proto.CloneOf(req)
+	q.EveryCore = false
+	answered, missing = c.ask(ctx, querySignals, q, func(b []byte) error {
+		other := &corralv1.SignalsResponse{}
+		if err := proto.Unmarshal(b, other); err != nil {
+			return err
+		}
+		more = more || other.GetMore()
+		sigs = append(sigs, other.GetSignals()...)
+		return nil
+	})
+	return sigs, more, answered, missing
+}
+
 // AskNodes asks the process around every other core sharing the store
-// (their Config.NodeQuery) the question q, which begins with
+// (their Options.NodeQuery) the question q, which begins with
 // NodeQueryKind, and returns their answers and how many heard it. It
-// waits askWait at most. Without a control bus that carries questions,
-// there is no other core: nothing, 0.
-func (c *Core) AskNodes(ctx context.Context, q []byte) (answers [][]byte, asked int) {
-	a := c.asker()
+// waits askWait at most. Without an Asker there is no other core:
+// nothing, 0.
+func (c *Cores) AskNodes(ctx context.Context, q []byte) (answers [][]byte, asked int) {
+	a := c.o.Asker
 	if a == nil || len(q) == 0 || q[0] != NodeQueryKind {
 		return nil, 0
 	}
@@ -327,7 +397,7 @@ func (c *Core) AskNodes(ctx context.Context, q []byte) (answers [][]byte, asked 
 	defer cancel()
 	answers, asked, err := a.Ask(ctx, q)
 	if err != nil {
-		c.cfg.Logger.Warn("asking the other cores failed; answering for this core only", "err", err)
+		c.o.Logger.Warn("asking the other cores failed; answering for this core only", "err", err)
 		return nil, 0
 	}
 	return answers, asked
