@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -85,14 +86,11 @@ func testOnFrame(t *testing.T, url string, enc protocol.Encoding, raw bool) {
 	if _, err := c.Publish(ctx, room, "last", []byte(`{"last":true}`)); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	eventually.Within(10*time.Second, func() bool {
 		mu.Lock()
-		k := len(got)
-		mu.Unlock()
-		if k >= n+1 || time.Now().After(deadline) {
-			break
-		}
-	}
+		defer mu.Unlock()
+		return len(got) >= n+1
+	})
 	// Close fails when the server's close frame does not come back.
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

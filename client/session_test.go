@@ -16,6 +16,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -51,16 +52,15 @@ func startCorral(t *testing.T, tune func(*server.Options)) *server.Node {
 }
 
 func waitReady(addr string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	if eventually.Within(within, func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		return nil
 	}
 	return fmt.Errorf("corral at %s never became ready", addr)
 }
@@ -131,20 +131,14 @@ func record(s *client.Session, name string, chk *checker.Checker) *recorder {
 // wait polls until cond (called with the lock held) holds.
 func (r *recorder) wait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !eventually.Within(15*time.Second, func() bool {
 		r.mu.Lock()
-		ok := cond()
-		r.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			t.Fatalf("timed out waiting for %s; events: %s", what, r.describe())
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer r.mu.Unlock()
+		return cond()
+	}) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		t.Fatalf("timed out waiting for %s; events: %s", what, r.describe())
 	}
 }
 
@@ -262,9 +256,12 @@ func TestSessionResumesAfterCut(t *testing.T) {
 	if len(att) != 2 || att[0] != 1 || att[1] < 1 {
 		t.Fatalf("attempts %v, want [1 n]", att)
 	}
-	// Nothing more arrives: no duplicate after the seam.
-	time.Sleep(100 * time.Millisecond)
-	if err := chk.Check(); err != nil || chk.Count("student", room) != 100 {
+	// Nothing more arrives: no duplicate after the seam. A message
+	// published last arrives after any duplicate would have.
+	pub.publish(1)
+	marker := fmt.Sprintf("p%d", pub.n)
+	r.wait(t, "the message after the seam", func() bool { return len(r.ids) > 0 && r.ids[len(r.ids)-1] == marker })
+	if err := chk.Check(); err != nil || chk.Count("student", room) != 101 || len(r.ids) != 101 {
 		t.Fatalf("after settling: %d messages, %v", chk.Count("student", room), err)
 	}
 }
@@ -610,12 +607,16 @@ func TestSessionLeave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.wait(t, "the message in stay", func() bool { return len(r.ids) == 1 })
-	time.Sleep(50 * time.Millisecond)
+	// A second message in stay, published after the one in go, arrives
+	// after it would have.
+	if _, err := a.Publish(ctx, "stay", "y-stay", []byte(`2`)); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, "the second message in stay", func() bool { return slices.Contains(r.ids, "y-stay") })
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !slices.Equal(r.ids, []string{"x-stay"}) {
-		t.Fatalf("received %v, want only x-stay", r.ids)
+	if !slices.Equal(r.ids, []string{"x-stay", "y-stay"}) {
+		t.Fatalf("received %v, want only x-stay, y-stay", r.ids)
 	}
 }
 

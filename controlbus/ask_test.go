@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/controlbus"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 )
 
@@ -31,21 +32,18 @@ func TestRedisAsk(t *testing.T) {
 	defer cancel()
 	// Subscriptions start in the background: ask until both others answer.
 	var answers [][]byte
-	for {
+	var asked int
+	if !eventually.Within(20*time.Second, func() bool {
 		actx, acancel := context.WithTimeout(ctx, time.Second)
-		got, asked, err := a.Ask(actx, []byte("q\x00\n1"))
+		got, n, err := a.Ask(actx, []byte("q\x00\n1"))
 		acancel()
 		if err != nil && !errors.Is(err, controlbus.ErrNotListening) {
 			t.Fatal(err)
 		}
-		if asked == 2 && len(got) == 2 {
-			answers = got
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("asked %d, answers %q", asked, got)
-		}
-		time.Sleep(20 * time.Millisecond)
+		answers, asked = got, n
+		return asked == 2 && len(got) == 2
+	}) {
+		t.Fatalf("asked %d, answers %q", asked, answers)
 	}
 	var s []string
 	for _, x := range answers {

@@ -138,7 +138,17 @@ func serverFrameBody(f *corralv1.ServerFrame) (int, bool) {
 func messageSize(m *corralv1.Message) int {
 	return len(m.ProtoReflect().GetUnknown()) + sizeString(1, m.GetRoom()) + sizeUint(2, m.GetSeq()) + sizeString(3, m.GetSender()) +
 		sizeBytes(4, m.GetPayload()) + sizeUint(5, uint64(m.GetTimeMs())) + sizeString(6, m.GetId()) +
-		sizeBytes(7, m.GetSenderInfo())
+		sizeBytes(7, m.GetSenderInfo()) + chunkSize(m.GetChunk())
+}
+
+// chunkSize is Message.chunk's field (a growing message's chunk), nothing
+// when unset.
+func chunkSize(c *corralv1.MessageChunk) int {
+	if c == nil {
+		return 0
+	}
+	return sizeMessage(8, len(c.ProtoReflect().GetUnknown())+sizeUint(1, c.GetMessageSeq())+sizeUint(2, c.GetVersion())+
+		sizeBytes(3, c.GetData())+sizeBool(4, c.GetReplace())+sizeBool(5, c.GetFinal())+sizeBytes(6, c.GetDelta()))
 }
 
 func welcomeSize(w *corralv1.Welcome) int {

@@ -92,6 +92,11 @@ func batchOf(room string, seq uint64, epoch string, full bool) *corralv1.ServerF
 		m := &corralv1.Message{Room: room, Seq: seq + i}
 		if full {
 			m.Sender, m.Payload, m.TimeMs, m.Id, m.SenderInfo = epoch, []byte(room), -int64(seq), room+epoch, []byte(epoch)
+			if i == 1 {
+				m.Chunk = &corralv1.MessageChunk{MessageSeq: seq, Version: 2, Data: []byte(room), Replace: true, Final: true, Delta: []byte(epoch)}
+			} else if i == 2 {
+				m.Chunk = &corralv1.MessageChunk{} // set, every field zero
+			}
 		}
 		frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}})
 	}
@@ -107,7 +112,8 @@ func TestFrameSizeKnowsEveryField(t *testing.T) {
 		"corral.link.v1.ConnSession":  {1, 2, 3, 4},
 		"corral.link.v1.ConnReplay":   {1, 2, 3, 4, 5},
 		"corral.link.v1.RoomLive":     {1, 2, 3, 4},
-		"corral.v1.Message":           {1, 2, 3, 4, 5, 6, 7},
+		"corral.v1.Message":           {1, 2, 3, 4, 5, 6, 7, 8},
+		"corral.v1.MessageChunk":      {1, 2, 3, 4, 5, 6},
 		"corral.v1.Batch":             {1},
 		"corral.v1.Joined":            {1, 2, 3, 4, 5},
 		"corral.v1.Reset":             {1, 2, 3},
@@ -116,7 +122,7 @@ func TestFrameSizeKnowsEveryField(t *testing.T) {
 	}
 	for _, m := range []proto.Message{
 		&linkv1.ConnPosition{}, &linkv1.Membership{}, &linkv1.ConnSession{}, &linkv1.ConnReplay{}, &linkv1.RoomLive{},
-		&corralv1.Message{}, &corralv1.Batch{},
+		&corralv1.Message{}, &corralv1.MessageChunk{}, &corralv1.Batch{},
 		&corralv1.Joined{}, &corralv1.Reset{}, &corralv1.ReplayEnd{}, &corralv1.Welcome{},
 	} {
 		d := m.ProtoReflect().Descriptor()

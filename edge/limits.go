@@ -58,6 +58,12 @@ var rules = map[reflect.Type]rule{
 	reflect.TypeFor[*corralv1.ClientFrame_PresenceQuery](): {bucketQueries, refusedRateQueries},
 	reflect.TypeFor[*corralv1.ClientFrame_Refresh]():       {bucketControl, refusedRateControl},
 	reflect.TypeFor[*corralv1.ClientFrame_Call]():          {bucketCalls, refusedRateCalls},
+	// Growing messages' appends and keyed state's writes are stored
+	// writes to a room, as publishes are: they share the messages bucket
+	// until they get their own (issue 39).
+	reflect.TypeFor[*corralv1.ClientFrame_Append]():      {bucketMessages, refusedRateMessages},
+	reflect.TypeFor[*corralv1.ClientFrame_SetState]():    {bucketMessages, refusedRateMessages},
+	reflect.TypeFor[*corralv1.ClientFrame_DeleteState](): {bucketMessages, refusedRateMessages},
 }
 
 // ruleOf returns the rule of f's kind (nil f: a frame this edge does not

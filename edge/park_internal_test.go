@@ -21,6 +21,7 @@ import (
 	"github.com/corral-rt/corral/core"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
 )
@@ -76,13 +77,7 @@ func startEdge(t *testing.T, park bool, tune func(*Config)) *testEdge {
 // waitFor polls cond until it holds, failing the test after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, cond, "%s", what)
 }
 
 func (te *testEdge) parked() int { return te.e.poller.parkedConns() }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/corral-rt/corral/grants"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/redis/rueidis"
 )
@@ -68,15 +70,16 @@ func TestStores(t *testing.T) {
 			ctx := context.Background()
 			// The Redis store subscribes in the background: until it hears
 			// a change, announcements may pass it by.
+			heard := func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return changed["warm-up"] > 0
+			}
 			for i := 0; ; i++ {
 				if err := s.Grant(ctx, "warm-up", []string{"x"}, nil); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(10 * time.Millisecond)
-				mu.Lock()
-				n := changed["warm-up"]
-				mu.Unlock()
-				if n > 0 {
+				if eventually.Within(10*time.Millisecond, heard) {
 					break
 				}
 				if i == 500 {
@@ -118,19 +121,11 @@ func TestStores(t *testing.T) {
 			if err := s.Grant(ctx, "ann", nil, nil); !errors.Is(err, grants.ErrInvalid) {
 				t.Fatalf("no pattern: %v", err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
+			eventually.True(t, 5*time.Second, func() bool {
 				mu.Lock()
-				n := changed["ann"]
-				mu.Unlock()
-				if n >= 4 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("watch saw %d changes, want 4", n)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				defer mu.Unlock()
+				return changed["ann"] >= 4
+			}, "watch saw 4 changes of ann")
 		})
 	}
 }
@@ -235,16 +230,7 @@ func TestRedisResubscribeRechecks(t *testing.T) {
 	}
 	// a's own connection carried its subscription too and was killed:
 	// its first command may meet the broken connection.
-	for i := 0; ; i++ {
-		err := a.Grant(ctx, "cam", []string{"stage"}, nil)
-		if err == nil {
-			break
-		}
-		if i == 20 {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.NoError(t, time.Second, func() error { return a.Grant(ctx, "cam", []string{"stage"}, nil) })
 	for u := "cam"; u != grants.AnyUser; {
 		select {
 		case u = <-heard:
@@ -266,6 +252,9 @@ func TestRedisCacheForgets(t *testing.T) {
 	const ttl = 50 * time.Millisecond
 	r := grants.NewRedis(redistest.Client(t, addr), grants.RedisOptions{Prefix: redistest.Prefix(t), TTL: ttl})
 	defer r.Close()
+	var now atomic.Int64 // the cache's clock, in ns since start
+	start := time.Now()
+	grants.SetNow(r, func() time.Time { return start.Add(time.Duration(now.Load())) })
 	ctx := context.Background()
 	const users = 2000
 	for i := range users {
@@ -276,7 +265,7 @@ func TestRedisCacheForgets(t *testing.T) {
 	if n := grants.CacheLen(r); n == 0 {
 		t.Fatal("the cache holds no user just checked: it does not cache")
 	}
-	time.Sleep(2 * ttl)
+	now.Add(int64(2 * ttl))
 	if _, err := r.Get(ctx, "last"); err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,8 @@ type Redis struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	reads   *batch.Batcher[string, readReply]
+	// now is the cache's clock: time.Now, another in tests of its TTL.
+	now func() time.Time
 
 	mu    sync.RWMutex // guards the following fields
 	cache map[string]cached
@@ -85,6 +87,7 @@ func NewRedis(client rueidis.Client, o RedisOptions) *Redis {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 		cache:   make(map[string]cached),
+		now:     time.Now,
 	}
 	r.reads = batch.New(batch.Options[string, readReply]{
 		Max: maxReadBatch, Limit: inflight.New(maxReads), Busy: ErrBusy, Closed: errClosed, Send: r.sendReads,
@@ -143,7 +146,7 @@ func (r *Redis) changed(user string) {
 
 // Get returns user's grants (nil: none), from the cache when fresh.
 func (r *Redis) Get(ctx context.Context, user string) (*Grants, error) {
-	now := time.Now()
+	now := r.now()
 	r.mu.RLock()
 	e, ok := r.cache[user]
 	gen := r.gen

@@ -29,6 +29,9 @@
 //	                                 dedupe window
 //	<prefix>:{<room>}:here           string "1", written on the master only
 //	                                 (never replicated): see below
+//	<prefix>:{<room>}:grow:<id>      hash, a growing message as assembled
+//	                                 (grow.go, grow.lua): epoch, first and
+//	                                 last chunk's seq, version, final, body
 //	<prefix>:{<room>}:ch             pub/sub channel carrying the same bytes,
 //	                                 and an empty publication when the room
 //	                                 moves to a new epoch
@@ -54,6 +57,13 @@
 // "<prefix>:events", see package events). That stream is one key for every
 // room, so on Redis Cluster it cannot share the script: there the event is
 // written by a second command after the append, not atomically with it.
+//
+// Growing messages ([Grower], grow.go): a message written in chunks whose
+// every chunk takes the room's next seq and is a Message in the log with
+// Chunk set, while the store keeps the message as assembled, updated in
+// the same step (grow.lua in Redis), so that [Grower.Assembled] gives a
+// joiner a prefix and the exact seq it covers. The final chunk's event is
+// the assembled message.
 //
 // On Redis Cluster append.lua publishes with SPUBLISH and a [Subscription]
 // subscribes with SSUBSCRIBE on one connection per node (package

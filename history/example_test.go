@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 
 	"github.com/redis/rueidis"
@@ -42,4 +43,32 @@ func ExampleNewRedis() {
 		log.Fatal(err)
 	}
 	log.Printf("seq %d in epoch %s (duplicate: %v)", res.Seq, res.Epoch, res.Duplicate)
+}
+
+// A growing message: a token stream appended chunk by chunk, and a member
+// that joins in the middle reading the prefix and where it ends.
+func ExampleMemory_Grow() {
+	ctx := context.Background()
+	s := history.NewMemory(history.MemoryOptions{})
+	for _, tok := range []string{"Hel", "lo", ", wor"} {
+		s.Grow(ctx, "chat", &corralv1.Message{Room: "chat", Id: "answer-1",
+			Chunk: &corralv1.MessageChunk{Data: []byte(tok)}}, history.GrowLimits{})
+	}
+	prefix, _, _ := s.Assembled(ctx, "chat", "answer-1")
+	fmt.Printf("%q up to seq %d, version %d\n", prefix.GetChunk().GetData(), prefix.GetSeq(), prefix.GetChunk().GetVersion())
+
+	s.Grow(ctx, "chat", &corralv1.Message{Room: "chat", Id: "answer-1",
+		Chunk: &corralv1.MessageChunk{Data: []byte("ld"), Final: true}}, history.GrowLimits{})
+	// The joiner continues with the chunks after the prefix's seq.
+	page, _ := s.Read(ctx, history.Query{Room: "chat", After: prefix.GetSeq()})
+	for _, m := range page.Messages {
+		fmt.Printf("seq %d: %q final %v\n", m.GetSeq(), m.GetChunk().GetData(), m.GetChunk().GetFinal())
+	}
+	_, err := s.Grow(ctx, "chat", &corralv1.Message{Room: "chat", Id: "answer-1",
+		Chunk: &corralv1.MessageChunk{Data: []byte("!")}}, history.GrowLimits{})
+	fmt.Println(err)
+	// Output:
+	// "Hello, wor" up to seq 3, version 3
+	// seq 4: "ld" final true
+	// history: grow "answer-1" in "chat": history: message is final
 }

@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/internal/redisurl"
 )
@@ -77,16 +79,14 @@ func testRedisSentinelFailover(t *testing.T, wait int) {
 	t.Logf("failover took %v", time.Since(start))
 
 	var res history.AppendResult
-	for {
+	dl, _ := ctx.Deadline()
+	eventually.NoError(t, time.Until(dl), func() error {
 		res, err = s.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("b")}, "")
-		if err == nil {
-			break
+		if err != nil {
+			return fmt.Errorf("no append succeeded after the failover: %w", err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no append succeeded after the failover: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("append after %v", time.Since(start))
 	if res.Seq != first.Seq+1 || (res.Epoch == first.Epoch) != (wait > 0) {
 		t.Fatalf("after the failover append got %+v after seq %d in epoch %q (replica wait %d)", res, first.Seq, first.Epoch, wait)

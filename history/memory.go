@@ -203,6 +203,9 @@ type memRoom struct {
 	senders map[string]senderMark
 	expiry  []dedupeExpiry // in expiry order; expiry[qhead:] is live
 	qhead   int
+	// growing holds the growing messages by id (grow.go); their bodies
+	// count in bytes.
+	growing map[string]*growing
 }
 
 // dedupeExpiry is when a dedupe key, or a sender's mark (sender true),
@@ -379,12 +382,18 @@ func (m *Memory) AppendOrdered(_ context.Context, room string, msg *corralv1.Mes
 // msgBytes is what msg counts against MaxBytes: what it holds that
 // grows with its sender's input, and a fixed overhead.
 func msgBytes(msg *corralv1.Message) int64 {
-	return int64(len(msg.GetPayload())+len(msg.GetId())+len(msg.GetRoom())) + 64
+	return int64(len(msg.GetPayload())+len(msg.GetId())+len(msg.GetRoom())+len(msg.GetChunk().GetData())) + 64
 }
 
 // appendLocked appends msg to r, at sender's place when sender.Stream is
-// set. Lock must be held.
+// set, and commits msg's event. Lock must be held.
 func (m *Memory) appendLocked(r *memRoom, room string, msg *corralv1.Message, dedupeKey string, sender Sender) (AppendResult, error) {
+	return m.appendEventLocked(r, room, msg, dedupeKey, sender, msg)
+}
+
+// appendEventLocked is appendLocked committing event (nil: none) as the
+// message's event. Lock must be held.
+func (m *Memory) appendEventLocked(r *memRoom, room string, msg *corralv1.Message, dedupeKey string, sender Sender, event *corralv1.Message) (AppendResult, error) {
 	now := time.Now()
 	r.used = now
 	_, r.ttl = m.limitsOf(room)
@@ -434,8 +443,8 @@ func (m *Memory) appendLocked(r *memRoom, room string, msg *corralv1.Message, de
 		r.senders[sender.Stream] = senderMark{seq: sender.Seq, at: at}
 		r.expiry = append(r.expiry, dedupeExpiry{key: sender.Stream, at: at, sender: true})
 	}
-	if m.events != nil {
-		m.events.CommitMessage(msg)
+	if m.events != nil && event != nil {
+		m.events.CommitMessage(event)
 	}
 	return AppendResult{Seq: r.last, Epoch: r.epoch}, nil
 }

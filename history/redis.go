@@ -287,7 +287,7 @@ func (r *Redis) AppendOrdered(ctx context.Context, room string, msg *corralv1.Me
 	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
 		if r.replicas > 0 {
-			res, acked, err = r.appendWait(ctx, keys, args)
+			res, acked, err = r.evalWait(ctx, appendSHA, appendLua, keys, args)
 		} else {
 			res, err = appendScript.Exec(ctx, r.client, keys, args).ToArray()
 		}
@@ -344,18 +344,18 @@ func (r *Redis) AppendOrdered(ctx context.Context, room string, msg *corralv1.Me
 	return out, nil
 }
 
-// appendWait runs append.lua then WAIT in one batch, which rueidis sends
+// evalWait runs a script (append.lua, grow.lua) then WAIT in one batch, which rueidis sends
 // on one connection of its pool for blocking commands: WAIT counts the
 // replicas that acknowledged that connection's writes, and does not hold
 // up the shared pipeline. It returns the script's reply and how many
 // replicas acknowledged.
-func (r *Redis) appendWait(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, int64, error) {
+func (r *Redis) evalWait(ctx context.Context, sha, src string, keys, args []string) ([]rueidis.RedisMessage, int64, error) {
 	wait := r.client.B().Wait().Numreplicas(r.replicas).Timeout(r.waitMs).Build()
 	resps := r.client.DoMulti(ctx,
-		r.client.B().Evalsha().Sha1(appendSHA).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait)
+		r.client.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait)
 	if err, ok := rueidis.IsRedisErr(resps[0].Error()); ok && err.IsNoScript() {
 		resps = r.client.DoMulti(ctx,
-			r.client.B().Eval().Script(appendLua).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
+			r.client.B().Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
 			r.client.B().Wait().Numreplicas(r.replicas).Timeout(r.waitMs).Build())
 	}
 	res, err := resps[0].ToArray()

@@ -15,6 +15,7 @@ import (
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 )
 
@@ -111,13 +112,23 @@ func TestRedisExpiry(t *testing.T) {
 }
 
 func TestRedisDedupeWindow(t *testing.T) {
-	s, _, _ := newRedis(t, history.RedisOptions{DedupeWindow: 100 * time.Millisecond})
+	s, _, _ := newRedis(t, history.RedisOptions{DedupeWindow: 500 * time.Millisecond})
 	ctx := context.Background()
 	if res, err := s.Append(ctx, "r", newMsg("r", 0, 0), "k"); err != nil || res.Seq != 1 {
 		t.Fatalf("first: %+v %v", res, err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if res, err := s.Append(ctx, "r", newMsg("r", 0, 0), "k"); err != nil || res.Seq != 2 || res.Duplicate {
+	if res, err := s.Append(ctx, "r", newMsg("r", 0, 0), "k"); err != nil || res.Seq != 1 || !res.Duplicate {
+		t.Fatalf("within the window: %+v %v", res, err)
+	}
+	// Once the window passes, the same key appends anew; until then each
+	// try is a duplicate that appends nothing.
+	var res history.AppendResult
+	var err error
+	eventually.True(t, 10*time.Second, func() bool {
+		res, err = s.Append(ctx, "r", newMsg("r", 0, 0), "k")
+		return err != nil || !res.Duplicate
+	}, "the dedupe window to pass")
+	if err != nil || res.Seq != 2 || res.Duplicate {
 		t.Fatalf("after window: %+v %v", res, err)
 	}
 }
@@ -223,11 +234,7 @@ func (c *collector) snapshot() ([]*corralv1.Message, []string) {
 // waitFor polls cond until it holds or 10 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	eventually.True(t, 10*time.Second, cond, "%s", what)
 }
 
 // TestRedisPubSubOrder has two independent stores (two processes' worth)

@@ -42,6 +42,9 @@ func TestRedisReplicaWait(t *testing.T) {
 	if err != nil || res.Seq != 1 {
 		t.Fatalf("append with a live replica: %+v, %v", res, err)
 	}
+	if _, err := live.(history.Grower).Grow(ctx, "g", chunk("g", "m", "a", false, false), history.GrowLimits{}); err != nil {
+		t.Fatalf("grow with a live replica: %v", err)
+	}
 	sn.Replica(0).Pause()
 	defer sn.Replica(0).Resume()
 	start := time.Now()
@@ -52,8 +55,12 @@ func TestRedisReplicaWait(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("the failed append took %v, past its 300ms timeout by far", d)
 	}
-	if timeouts.Load() != 1 {
-		t.Fatalf("OnReplicaTimeout called %d times, want 1", timeouts.Load())
+	// A growing message's chunk waits for the replica too.
+	if _, err := s.(history.Grower).Grow(ctx, "g", chunk("g", "m", "b", false, false), history.GrowLimits{}); !errors.Is(err, history.ErrNotReplicated) {
+		t.Fatalf("grow with a stalled replica: %v, want ErrNotReplicated", err)
+	}
+	if timeouts.Load() != 2 {
+		t.Fatalf("OnReplicaTimeout called %d times, want 2", timeouts.Load())
 	}
 	sn.Replica(0).Resume()
 	res, err = live.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("b")}, "k2")

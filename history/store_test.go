@@ -31,6 +31,9 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"BadRoom":          testBadRoom,
 		"SenderInfo":       testSenderInfo,
 		"SenderOrder":      testSenderOrder,
+		"Grow":             testGrow,
+		"GrowMidStream":    testGrowMidStream,
+		"GrowRetry":        testGrowRetry,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, newStore) })

@@ -20,6 +20,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/hooks"
+	"github.com/corral-rt/corral/internal/eventually"
 )
 
 // backend is a HooksService for tests: rooms starting with "secret" are
@@ -312,17 +313,13 @@ func TestBreakerProbeCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.fail.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.NoError(t, 10*time.Second, func() error {
 		_, err := c.Call(context.Background(), &corralv1.CallRequest{})
-		if err == nil {
-			break
-		}
-		if hooks.Kind(err) != hooks.KindBreakerOpen || time.Now().After(deadline) {
+		if err != nil && hooks.Kind(err) != hooks.KindBreakerOpen {
 			t.Fatalf("%v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func TestSlowBackendTimesOut(t *testing.T) {
@@ -351,9 +348,7 @@ func TestInFlightBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Call(ctx, &corralv1.CallRequest{})
-	for b.calls.Load() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, func() bool { return b.calls.Load() > 0 }, "the first call at the backend")
 	_, err := c.Call(context.Background(), &corralv1.CallRequest{})
 	if hooks.Kind(err) != hooks.KindOverloaded {
 		t.Fatalf("%v, want overloaded while one call is in flight", err)

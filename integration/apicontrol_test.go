@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -166,6 +167,7 @@ func TestSubscribeResumeKeepsRoom(t *testing.T) {
 				t.Fatalf("joined %v", j)
 			}
 			w := c.Welcome()
+			before := attached(t, d)
 			c.CloseNow()
 			for i := 1; i <= 3; i++ {
 				if _, err := d.api.Publish(ctx, &corralv1.PublishRequest{Room: "desk", Payload: payload(i)}); err != nil {
@@ -174,7 +176,7 @@ func TestSubscribeResumeKeepsRoom(t *testing.T) {
 			}
 			// Let the core see the drop before the resume (either order
 			// must work; this one exercises the stored rooms).
-			time.Sleep(100 * time.Millisecond)
+			waitDetached(t, d, before)
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			back, err := client.Dial(rctx, d.wsURL, client.Options{Token: "carol", Encoding: protocol.Proto, Resume: &corralv1.Resume{
@@ -469,19 +471,15 @@ func TestRooms(t *testing.T) {
 			}
 			// A room whose last member left is not listed.
 			b.CloseNow()
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				res, err := d.api.Rooms(ctx, &corralv1.RoomsRequest{Pattern: "chat"})
-				if err != nil {
+			var res *corralv1.RoomsResponse
+			if !eventually.Within(10*time.Second, func() bool {
+				var err error
+				if res, err = d.api.Rooms(ctx, &corralv1.RoomsRequest{Pattern: "chat"}); err != nil {
 					t.Fatal(err)
 				}
-				if len(res.GetRooms()) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("chat still listed after its member left: %v", res)
-				}
-				time.Sleep(20 * time.Millisecond)
+				return len(res.GetRooms()) == 0
+			}) {
+				t.Fatalf("chat still listed after its member left: %v", res)
 			}
 		})
 	}

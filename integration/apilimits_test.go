@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -117,21 +118,17 @@ func TestAPILimits(t *testing.T) {
 		wantConnectCode(t, "a third stream", c.err, connect.CodeResourceExhausted)
 		// Closing one makes room.
 		a.cancel()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var err error
+		if !eventually.WithinEvery(10*time.Second, 20*time.Millisecond, func() bool {
 			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s, err := api.Events(ctx, &corralv1.EventsRequest{})
-			if err == nil {
+			defer cancel()
+			var s corralv1connect.RoomServiceEventsClientStream
+			if s, err = api.Events(ctx, &corralv1.EventsRequest{}); err == nil {
 				_, err = s.Receive()
 			}
-			cancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no stream after one closed: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return err == nil
+		}) {
+			t.Fatalf("no stream after one closed: %v", err)
 		}
 	})
 	t.Run("events room patterns", func(t *testing.T) {
@@ -147,17 +144,13 @@ func TestAPILimits(t *testing.T) {
 			// their clients cancel them: while they still count, the
 			// per-key bound answers first (resource_exhausted).
 			var err error
-			for deadline := time.Now().Add(10 * time.Second); ; {
+			eventually.WithinEvery(10*time.Second, 20*time.Millisecond, func() bool {
 				var s corralv1connect.RoomServiceEventsClientStream
-				s, err = api.Events(ctx, &corralv1.EventsRequest{Rooms: rooms})
-				if err == nil {
+				if s, err = api.Events(ctx, &corralv1.EventsRequest{Rooms: rooms}); err == nil {
 					_, err = s.Receive()
 				}
-				if connect.CodeOf(err) != connect.CodeResourceExhausted || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return connect.CodeOf(err) != connect.CodeResourceExhausted
+			})
 			wantConnectCode(t, name, err, connect.CodeInvalidArgument)
 		}
 	})

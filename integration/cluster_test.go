@@ -10,9 +10,11 @@ import (
 
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/redis/rueidis"
 )
 
 // TestClusterScaleOut: two corral processes (serve mode, each an edge and
@@ -183,18 +185,18 @@ func runClusterTraffic(t *testing.T, migrate bool) {
 		// Both cores subscribe to the room's channel on its new node.
 		n := cluster.Node(to)
 		ch := prefix + ":{" + rooms[0] + "}:ch"
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			res, err := n.Do(ctx, n.B().PubsubShardnumsub().Channel(ch).Build()).ToArray()
-			var subs int64
+		var subs int64
+		var err error
+		if !eventually.Within(10*time.Second, func() bool {
+			var res []rueidis.RedisMessage
+			res, err = n.Do(ctx, n.B().PubsubShardnumsub().Channel(ch).Build()).ToArray()
+			subs = 0
 			if err == nil && len(res) == 2 {
 				subs, err = res[1].AsInt64()
 			}
-			if err == nil && subs == 2 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d subscribers to %s on its new node (%v), want 2", subs, ch, err)
-			}
+			return err == nil && subs == 2
+		}) {
+			t.Fatalf("%d subscribers to %s on its new node (%v), want 2", subs, ch, err)
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -83,14 +84,12 @@ func TestCoreRestartKeepsBrowsers(t *testing.T) {
 	core1.Close(cctx)
 	cancel()
 	var core2 *server.Node
-	for until := time.Now().Add(10 * time.Second); time.Now().Before(until); {
+	eventually.WithinEvery(10*time.Second, 50*time.Millisecond, func() bool {
 		opts := coreOpts
 		opts.Addr = coreAddr
-		if core2, err = server.Start(opts); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		core2, err = server.Start(opts)
+		return err == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -223,7 +224,8 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 		}
 	}()
 
-	time.Sleep(time.Second)
+	// Traffic before the failure: a second's worth at 200 msgs/s.
+	eventually.True(t, 30*time.Second, func() bool { return acked.Load() >= 200 }, "traffic before the failure")
 	killedAt := run.fail()
 	close(killed)
 	time.Sleep(3 * time.Second)
@@ -303,7 +305,14 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 func rejoin(t *testing.T, ctx context.Context, d *deployment, name string, w *corralv1.Welcome, room string,
 	mu *sync.Mutex, last *uint64, epoch *string, resumed, lost *atomic.Int64) *client.Conn {
 	time.Sleep(100 * time.Millisecond)
-	for ctx.Err() == nil {
+	var back *client.Conn
+	// try resumes once (or, the session lost, joins anew): it holds when
+	// the member is back or ctx ended; it is retried as a client would,
+	// every 200 ms.
+	try := func() bool {
+		if ctx.Err() != nil {
+			return true
+		}
 		mu.Lock()
 		seq, ep := *last, *epoch
 		mu.Unlock()
@@ -311,7 +320,8 @@ func rejoin(t *testing.T, ctx context.Context, d *deployment, name string, w *co
 		if err == nil {
 			if c.Welcome().GetResumed() {
 				resumed.Add(1)
-				return c
+				back = c
+				return true
 			}
 			c.CloseNow()
 			err = errors.New("welcome without resumed")
@@ -324,13 +334,18 @@ func rejoin(t *testing.T, ctx context.Context, d *deployment, name string, w *co
 			_, err := c.Join(jctx, room, seq, ep)
 			cancel()
 			if err == nil {
-				return c
+				back = c
+				return true
 			}
 			c.CloseNow()
 		}
 		t.Logf("%s: rejoin: %v; retrying", name, err)
-		time.Sleep(200 * time.Millisecond)
+		return false
 	}
-	t.Errorf("%s: could not rejoin %s", name, room)
-	return nil
+	for !eventually.WithinEvery(time.Minute, 200*time.Millisecond, try) {
+	}
+	if back == nil {
+		t.Errorf("%s: could not rejoin %s", name, room)
+	}
+	return back
 }

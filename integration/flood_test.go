@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -167,19 +168,15 @@ func TestFloodEachFrameKind(t *testing.T) {
 					}
 					return e.GetCode() == corralv1.Code_CODE_RATE_LIMITED && (name != "publish" || e.GetRef() == last)
 				})
-				deadline := time.Now().Add(10 * time.Second)
 				series := `corral_edge_refused_total{reason="` + k.reason + `"}`
-				for {
-					n := sample(t, scrape(t, edgeBase(d)), series)
-					// The flooder's bucket passed at most its burst (less
-					// the join, for joins and leaves).
-					if n >= flood-burst {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s = %v, want >= %d: the edge passed on more than the burst", series, n, flood-burst)
-					}
-					time.Sleep(20 * time.Millisecond)
+				var n float64
+				// The flooder's bucket passed at most its burst (less the
+				// join, for joins and leaves).
+				if !eventually.Within(10*time.Second, func() bool {
+					n = sample(t, scrape(t, edgeBase(d)), series)
+					return n >= flood-burst
+				}) {
+					t.Fatalf("%s = %v, want >= %d: the edge passed on more than the burst", series, n, flood-burst)
 				}
 				if b := sample(t, scrape(t, coreBase(d)), "corral_core_conn_backlog_frames"); b > burst {
 					t.Fatalf("core backlog %v frames", b)
@@ -246,17 +243,13 @@ func TestFloodBacklogDetach(t *testing.T) {
 		t.Fatal("4105 should advise retry")
 	}
 	// Still paused: the flooder's session is released all the same.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m := scrape(t, coreBase(d))
-		if sample(t, m, "corral_core_sessions_attached") == 2 && sample(t, m, "corral_core_conn_backlog_frames") == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("flooder's session still attached or its backlog kept while the store is stalled:\nsessions %v, backlog %v",
-				sample(t, m, "corral_core_sessions_attached"), sample(t, m, "corral_core_conn_backlog_frames"))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var m string
+	if !eventually.Within(10*time.Second, func() bool {
+		m = scrape(t, coreBase(d))
+		return sample(t, m, "corral_core_sessions_attached") == 2 && sample(t, m, "corral_core_conn_backlog_frames") == 0
+	}) {
+		t.Fatalf("flooder's session still attached or its backlog kept while the store is stalled:\nsessions %v, backlog %v",
+			sample(t, m, "corral_core_sessions_attached"), sample(t, m, "corral_core_conn_backlog_frames"))
 	}
 	wantCounted(t, scrape(t, coreBase(d)), "corral_core_refused_total", "conn_backlog")
 	unpause()

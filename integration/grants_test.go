@@ -11,6 +11,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
 	"github.com/golang-jwt/jwt/v5"
@@ -206,18 +207,13 @@ func TestGrantAcrossCores(t *testing.T) {
 	}
 	// The other core hears of it at once, or at the latest after its
 	// cache TTL: poll.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	eventually.NoError(t, 15*time.Second, func() error {
 		_, err := c.Join(ctx, "stage", 0, "")
-		if err == nil {
-			break
-		}
-		var se *client.ServerError
-		if !errors.As(err, &se) || time.Now().After(deadline) {
+		if se := (*client.ServerError)(nil); err != nil && !errors.As(err, &se) {
 			t.Fatalf("join after a grant on another core: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	res, err := a.api.Revoke(ctx, &corralv1.RevokeRequest{UserId: "cam", Join: []string{"stage"}})
 	if err != nil {
 		t.Fatal(err)

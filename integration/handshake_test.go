@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -106,18 +107,14 @@ func TestSilentSocketFreesPendingSlot(t *testing.T) {
 	}
 	// Poll until a client gets in (bounded).
 	var c *client.Conn
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		var err error
+	var err error
+	if !eventually.WithinEvery(20*time.Second, 20*time.Millisecond, func() bool {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		c, err = client.Dial(dctx, d.wsURL, client.Options{Token: "honest"})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no slot freed: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("no slot freed: %v", err)
 	}
 	defer c.CloseNow()
 	// The silent sockets are still open: the server sent its close frame

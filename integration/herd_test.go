@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -120,6 +121,14 @@ func TestResetStormResumes(t *testing.T) {
 		}
 	}()
 	last := make([]uint64, rooms)
+	var published atomic.Int64 // the traffic so far, for the waits below
+	// flow waits until n more messages were published: the storm and
+	// what follows run under traffic however slow the machine.
+	flow := func(n int64) {
+		t.Helper()
+		from := published.Load()
+		eventually.True(t, 30*time.Second, func() bool { return published.Load() >= from+n }, "%d messages published", n)
+	}
 	stop := make(chan struct{})
 	pubDone := make(chan error, 1)
 	go func() {
@@ -139,11 +148,12 @@ func TestResetStormResumes(t *testing.T) {
 			}
 			chk.Acked(p.GetRoom(), p.GetSeq(), id)
 			last[r] = p.GetSeq()
+			published.Add(1)
 			time.Sleep(2 * time.Millisecond) // ~500 messages/s across rooms
 		}
 	}()
 
-	time.Sleep(300 * time.Millisecond)
+	flow(150)
 	// The toxic stays until every client has lost its connection; clients
 	// that come back before that are reset again and back off, as in a real
 	// outage that lasts a moment.
@@ -151,10 +161,7 @@ func TestResetStormResumes(t *testing.T) {
 		`{"name":"rst","type":"reset_peer","stream":"downstream","toxicity":1,"attributes":{"timeout":0}}`)); err != nil {
 		t.Fatal(err)
 	}
-	cutBy := time.Now().Add(30 * time.Second)
-	for dropped.Load() < clients && time.Now().Before(cutBy) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Within(30*time.Second, func() bool { return dropped.Load() >= clients })
 	if err := proxy.Toxics.RemoveToxic(ctx, "rst"); err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +173,12 @@ func TestResetStormResumes(t *testing.T) {
 	// a fixed time for all 2,000 (under -race on two busy cores a healthy
 	// storm took over a minute).
 	progress, seen := time.Now(), resumed.Load()
-	for resumed.Load() < clients && time.Since(progress) < 30*time.Second && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
+	eventually.WithinEvery(time.Hour, 50*time.Millisecond, func() bool {
 		if n := resumed.Load(); n > seen {
 			progress, seen = time.Now(), n
 		}
-	}
+		return seen >= clients || time.Since(progress) >= 30*time.Second || ctx.Err() != nil
+	})
 	if n := resumed.Load(); n < clients {
 		for _, m := range members {
 			select {
@@ -182,7 +189,7 @@ func TestResetStormResumes(t *testing.T) {
 		}
 		t.Fatalf("only %d of %d sessions resumed (none for 30s, or past the test's deadline)", n, clients)
 	}
-	time.Sleep(300 * time.Millisecond) // live traffic after the storm
+	flow(150) // live traffic after the storm
 	close(stop)
 	if err := <-pubDone; err != nil {
 		t.Fatal(err)
@@ -192,9 +199,7 @@ func TestResetStormResumes(t *testing.T) {
 	for _, m := range members {
 		r := 0
 		fmt.Sscanf(m.room, "class%d", &r)
-		for chk.Count(m.name, m.room) < int(last[r]-m.from) && time.Now().Before(settle) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.Within(time.Until(settle), func() bool { return chk.Count(m.name, m.room) >= int(last[r]-m.from) })
 		chk.Member(m.name, m.room, m.from, last[r])
 	}
 	if err := chk.Check(); err != nil {
@@ -465,21 +470,24 @@ func TestDrainMovesSessionsToFallback(t *testing.T) {
 		}
 	}()
 
-	time.Sleep(100 * time.Millisecond)
+	// flow waits until n more messages were published.
+	flow := func(n uint64) {
+		t.Helper()
+		from := last.Load()
+		eventually.True(t, 30*time.Second, func() bool { return last.Load() >= from+n }, "%d messages published", n)
+	}
+	flow(20)
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	draining.Store(true)
 	if err := aNode.Drain(dctx, time.Second); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for resumed.Load()+fresh.Load() < clients && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.Within(30*time.Second, func() bool { return resumed.Load()+fresh.Load() >= clients })
 	if r, f := resumed.Load(), fresh.Load(); r != clients || f != 0 {
 		t.Fatalf("after the drain %d sessions resumed and %d started anew, want %d and 0", r, f, clients)
 	}
-	time.Sleep(100 * time.Millisecond) // live traffic on b
+	flow(20) // live traffic on b
 	close(stop)
 	if err := <-pubDone; err != nil {
 		t.Fatal(err)
@@ -487,10 +495,7 @@ func TestDrainMovesSessionsToFallback(t *testing.T) {
 	upto := last.Load()
 	for i := range clients {
 		name := fmt.Sprintf("u%d", i)
-		settle := time.Now().Add(10 * time.Second)
-		for chk.Count(name, "deploy") < int(upto-froms[i]) && time.Now().Before(settle) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.Within(10*time.Second, func() bool { return chk.Count(name, "deploy") >= int(upto-froms[i]) })
 		chk.Member(name, "deploy", froms[i], upto)
 	}
 	if err := chk.Check(); err != nil {

@@ -664,8 +664,9 @@ func testHooksMemberInfo(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	w := frank.Welcome()
+	before := attached(t, d)
 	frank.CloseNow()
-	time.Sleep(100 * time.Millisecond) // let the core see the drop
+	waitDetached(t, d, before) // let the core see the drop
 	back, err := client.Dial(ctx, d.wsURL, client.Options{Token: "user:frank", Encoding: protocol.JSON, Resume: &corralv1.Resume{
 		SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken(),
 	}})

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -44,6 +45,19 @@ func edgeBase(d *deployment) string {
 }
 
 func coreBase(d *deployment) string { return d.apiURL }
+
+// attached reads how many sessions d's core has attached to a connection.
+func attached(t *testing.T, d *deployment) float64 {
+	t.Helper()
+	return sample(t, scrape(t, coreBase(d)), "corral_core_sessions_attached")
+}
+
+// waitDetached waits until d's core attaches fewer sessions than before:
+// it saw a connection drop and detached its session.
+func waitDetached(t *testing.T, d *deployment, before float64) {
+	t.Helper()
+	eventually.True(t, 10*time.Second, func() bool { return attached(t, d) < before }, "the core to see the drop")
+}
 
 // wantCounted fails unless the metrics text counts a refusal by reason.
 func wantCounted(t *testing.T, text, metric, reason string) {
@@ -196,17 +210,14 @@ func TestConnectionsPerUser(t *testing.T) {
 			}
 			dial(t, d, "someone-else", protocol.JSON)
 			a.Close()
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				c, err := client.Dial(ctx, d.wsURL, client.Options{Token: "tabs"})
-				if err == nil {
+			if !eventually.WithinEvery(10*time.Second, 20*time.Millisecond, func() bool {
+				var c *client.Conn
+				if c, err = client.Dial(ctx, d.wsURL, client.Options{Token: "tabs"}); err == nil {
 					c.CloseNow()
-					break
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("a freed place was not reused: %v", err)
-				}
-				time.Sleep(20 * time.Millisecond)
+				return err == nil
+			}) {
+				t.Fatalf("a freed place was not reused: %v", err)
 			}
 		})
 	}
@@ -234,17 +245,14 @@ func TestPendingHandshakes(t *testing.T) {
 			t.Fatalf("silent connection closed with %d (hint %v)", code, hint)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := client.Dial(ctx, d.wsURL, client.Options{Token: "honest"})
-		if err == nil {
+	if !eventually.WithinEvery(10*time.Second, 50*time.Millisecond, func() bool {
+		var c *client.Conn
+		if c, err = client.Dial(ctx, d.wsURL, client.Options{Token: "honest"}); err == nil {
 			c.CloseNow()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection after the silent ones were cut: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("no connection after the silent ones were cut: %v", err)
 	}
 }
 

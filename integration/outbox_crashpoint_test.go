@@ -12,6 +12,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/readytest"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/outbox"
@@ -164,16 +165,16 @@ func TestOutboxCrashPointsRedis(t *testing.T) {
 	for _, room := range rooms {
 		writers.Go(func() { app.write(writeCtx, t, room) })
 	}
-	time.Sleep(200 * time.Millisecond) // rows delivered by the first corral
+	app.waitCommitted(t, 40) // rows delivered by the first corral
 	p.kill9()
 
 	for _, point := range []string{"before-publish:300", "after-publish:300", "before-publish:1", "after-publish:1"} {
-		time.Sleep(200 * time.Millisecond) // rows committed while corral is down
+		app.waitCommitted(t, 40) // rows committed while corral is down
 		crashAt(t, p, point)
 	}
 	p.start()
 	readytest.Wait(t, "http://"+addr+"/readyz")
-	time.Sleep(300 * time.Millisecond) // live rows after the last restart
+	app.waitCommitted(t, 60) // live rows after the last restart
 	stopWriting()
 	writers.Wait()
 	waitOutboxEmpty(t, app.pool)
@@ -200,14 +201,9 @@ func TestOutboxCrashPointsRedis(t *testing.T) {
 	// Every member catches up to its room's last row.
 	for _, m := range members {
 		want := history[m.room]
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if _, last, _, _ := m.snapshot(); last == uint64(len(want)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				_, last, _, _ := m.snapshot()
-				t.Fatalf("%s: at seq %d of %d after 20s", m.name, last, len(want))
-			}
+		if !eventually.Within(20*time.Second, func() bool { _, last, _, _ := m.snapshot(); return last == uint64(len(want)) }) {
+			_, last, _, _ := m.snapshot()
+			t.Fatalf("%s: at seq %d of %d after 20s", m.name, last, len(want))
 		}
 	}
 	stopReading()
@@ -257,11 +253,11 @@ func TestOutboxCrashPointsMemory(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Go(func() { app.write(ctx, t, room) })
 			crashAt(t, p, point)
-			time.Sleep(200 * time.Millisecond) // rows committed while corral is down
+			app.waitCommitted(t, 50) // rows committed while corral is down
 			p.start()
 			t.Cleanup(p.kill9)
 			readytest.Wait(t, "http://"+addr+"/readyz")
-			time.Sleep(300 * time.Millisecond)
+			app.waitCommitted(t, 60) // rows committed after the restart
 			stop()
 			wg.Wait()
 			waitOutboxEmpty(t, app.pool)

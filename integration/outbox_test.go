@@ -17,6 +17,7 @@ import (
 	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/checker"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/faultproxy"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/internal/readytest"
@@ -36,6 +37,26 @@ func (a *outboxApp) committed(room string) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.done[room])
+}
+
+// waitCommitted waits until the app committed n more rows, in all its
+// rooms, than when called: the tests let the writers work for a number of
+// rows, not for a time, so a slow machine does not leave a window empty.
+func (a *outboxApp) waitCommitted(t *testing.T, n int) {
+	t.Helper()
+	total := func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		k := 0
+		for _, rows := range a.done {
+			k += len(rows)
+		}
+		return k
+	}
+	from := total()
+	if !eventually.Within(30*time.Second, func() bool { return total() >= from+n }) {
+		t.Fatalf("the app committed %d rows in 30 s, want %d", total()-from, n)
+	}
 }
 
 // write runs one room's writer until ctx ends.
@@ -86,17 +107,13 @@ func startOutboxApp(t *testing.T) (*pgtest.Server, *outboxApp) {
 // waitOutboxEmpty waits until corral deleted every committed row.
 func waitOutboxEmpty(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM corral_outbox").Scan(&n)
-		if err == nil && n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("corral_outbox still holds %d rows after 30s (%v)", n, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var n int
+	var err error
+	if !eventually.Within(30*time.Second, func() bool {
+		err = pool.QueryRow(context.Background(), "SELECT count(*) FROM corral_outbox").Scan(&n)
+		return err == nil && n == 0
+	}) {
+		t.Fatalf("corral_outbox still holds %d rows after 30s (%v)", n, err)
 	}
 }
 
@@ -182,18 +199,17 @@ func TestOutboxKill9Redis(t *testing.T) {
 		if kill == 15 {
 			t.Fatal("15 kills and none landed between a publish and its delete")
 		}
-		time.Sleep(time.Duration(150+50*kill) * time.Millisecond)
+		app.waitCommitted(t, 30+10*kill) // a kill later into each run
 		p.kill9()
-		time.Sleep(100 * time.Millisecond) // rows committed while corral is down
+		app.waitCommitted(t, 20) // rows committed while corral is down
 		p.start()
 		readytest.Wait(t, "http://"+addr+"/readyz")
 		// The restarted corral re-publishes what its predecessor had
 		// published and not deleted, as duplicates, before anything else
 		// (once connected and leader).
-		for wait := time.Now().Add(2 * time.Second); !sawDuplicate && time.Now().Before(wait); {
-			time.Sleep(100 * time.Millisecond)
-			sawDuplicate = duplicates(t, "http://"+internal+"/metrics") > 0
-		}
+		sawDuplicate = sawDuplicate || eventually.Within(2*time.Second, func() bool {
+			return duplicates(t, "http://"+internal+"/metrics") > 0
+		})
 	}
 	stop()
 	wg.Wait()
@@ -243,13 +259,13 @@ func TestOutboxKill9Memory(t *testing.T) {
 	const room = "outbox:m"
 	var wg sync.WaitGroup
 	wg.Go(func() { app.write(ctx, t, room) })
-	time.Sleep(500 * time.Millisecond)
+	app.waitCommitted(t, 100)
 	p.kill9()
 	atKill := len(app.committed(room))
-	time.Sleep(200 * time.Millisecond)
+	app.waitCommitted(t, 40) // rows committed while corral is down
 	p.start()
 	readytest.Wait(t, "http://"+addr+"/readyz")
-	time.Sleep(500 * time.Millisecond)
+	app.waitCommitted(t, 100) // rows committed after the restart
 	stop()
 	wg.Wait()
 	waitOutboxEmpty(t, app.pool)

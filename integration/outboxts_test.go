@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/server"
 )
@@ -131,15 +132,12 @@ func TestOutboxTypeScriptBackend(t *testing.T) {
 // waitTable waits until corral_outbox exists.
 func waitTable(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, err := tableExists(url)
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("corral_outbox not created within 30s (%v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var err error
+	if !eventually.Within(30*time.Second, func() bool {
+		var ok bool
+		ok, err = tableExists(url)
+		return ok
+	}) {
+		t.Fatalf("corral_outbox not created within 30s (%v)", err)
 	}
 }

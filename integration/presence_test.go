@@ -16,6 +16,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -342,16 +343,17 @@ func TestPresenceCoreDies(t *testing.T) {
 	// The event log has each change once: 5 joins or updates before, then
 	// the sweep's two leaves and one update.
 	evs := events.until(t, func(evs []*corralv1.Event) bool { return len(evs) >= 8 })
-	time.Sleep(500 * time.Millisecond)
-	for {
-		select {
-		case res := <-events.ch:
-			evs = append(evs, res.GetEvents()...)
-			continue
-		default:
-		}
-		break
+	// A member who joins last: its event follows any change too many.
+	joinPresence(t, dial(t, db, "marker", protocol.JSON), "r", "")
+	isMarker := func(ev *corralv1.Event) bool {
+		pc := ev.GetPresence()
+		return pc.GetChange() == corralv1.PresenceChanged_CHANGE_JOINED && pc.GetMember().GetUserId() == "marker"
 	}
+	evs = append(evs, events.until(t, func(more []*corralv1.Event) bool { return slices.ContainsFunc(more, isMarker) })...)
+	if !isMarker(evs[len(evs)-1]) {
+		t.Fatalf("presence events after the marker's join: %v", evs)
+	}
+	evs = evs[:len(evs)-1]
 	left := map[string]int{}
 	for _, ev := range evs {
 		if pc := ev.GetPresence(); pc.GetChange() == corralv1.PresenceChanged_CHANGE_LEFT {
@@ -502,10 +504,7 @@ func presenceJoinStorm(t *testing.T, state []byte, split int64) {
 	}
 	dialWG.Wait()
 	joined := time.Since(began)
-	deadline := time.Now().Add(60 * time.Second)
-	for full.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.Within(60*time.Second, func() bool { return full.Load() >= n })
 	settled := time.Since(began)
 	errs := 0
 	for _, c := range conns {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -113,9 +114,11 @@ func TestPubSubReconnectCatchesUp(t *testing.T) {
 			// The kill may cut the connection an append is on (rueidis
 			// shares it): the server answers "retry" (4103), and a retry
 			// with the same id is applied once.
-			for try := 0; err != nil && retryable(err) && try < 50; try++ {
-				time.Sleep(20 * time.Millisecond)
-				res, err = pub.Publish(ctx, room, id, payload(n))
+			if err != nil && retryable(err) {
+				eventually.WithinEvery(time.Second, 20*time.Millisecond, func() bool {
+					res, err = pub.Publish(ctx, room, id, payload(n))
+					return err == nil || !retryable(err)
+				})
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -187,12 +190,8 @@ func TestCoreUnsubscribesEmptyRooms(t *testing.T) {
 	for _, c := range conns {
 		c.CloseNow()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for subscribed() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rooms still subscribed without members", subscribed())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually.Within(10*time.Second, func() bool { return subscribed() == 0 }) {
+		t.Fatalf("%d rooms still subscribed without members", subscribed())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/faultproxy"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
@@ -266,9 +267,11 @@ func runRedisFault(t *testing.T, storeTimeout time.Duration, toxics []toxic, dur
 	waitReady(t, d, http.StatusOK)
 	for _, id := range again {
 		err := publish(id)
-		for try := 0; err != nil && retryable(err) && try < 100; try++ {
-			time.Sleep(50 * time.Millisecond)
-			err = publish(id)
+		if err != nil && retryable(err) {
+			eventually.WithinEvery(5*time.Second, 50*time.Millisecond, func() bool {
+				err = publish(id)
+				return err == nil || !retryable(err)
+			})
 		}
 		if err != nil {
 			t.Fatalf("publish %s again after the fault: %v", id, err)
@@ -349,10 +352,5 @@ func waitReady(t *testing.T, d *deployment, code int) {
 
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !ok(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 20*time.Second, ok, "%s", what)
 }

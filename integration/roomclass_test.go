@@ -16,6 +16,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/roomclass"
@@ -255,9 +256,7 @@ func TestRoomClassReloadUnderTraffic(t *testing.T) {
 				})
 			}
 			// Reload in the middle of the traffic.
-			for acked.Load() < perPublisher {
-				time.Sleep(time.Millisecond)
-			}
+			eventually.True(t, 30*time.Second, func() bool { return acked.Load() >= perPublisher }, "traffic before the reload")
 			writeFile(t, path, "version: large\nrooms:\n  - name: live\n    match: \"live:*\"\n    max-payload: 1000\n")
 			req, _ := http.NewRequestWithContext(ctx, "POST", d.apiURL+"/admin/reload", nil)
 			req.Header.Set("Authorization", "Bearer "+testAPIKey)
@@ -279,12 +278,14 @@ func TestRoomClassReloadUnderTraffic(t *testing.T) {
 				t.Fatal(err)
 			}
 			total := 3*perPublisher + 1
-			deadline := time.Now().Add(30 * time.Second)
-			for i := range conns {
-				for chk.Count(fmt.Sprintf("user%d", i), room) < total && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
+			eventually.Within(30*time.Second, func() bool {
+				for i := range conns {
+					if chk.Count(fmt.Sprintf("user%d", i), room) < total {
+						return false
+					}
 				}
-			}
+				return true
+			})
 			close(done)
 			recv.Wait()
 			if err := chk.Check(); err != nil {
@@ -343,16 +344,12 @@ func TestRoomClassReloadKeepsPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeFile(t, path, "version: two\nrooms:\n  - name: chat\n    match: \"chat:*\"\n")
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				_, err := d.apiNode.Reload()
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("reload without news after its room emptied: %v", err)
-				}
-				time.Sleep(20 * time.Millisecond)
+			var err error
+			if !eventually.WithinEvery(10*time.Second, 20*time.Millisecond, func() bool {
+				_, err = d.apiNode.Reload()
+				return err == nil
+			}) {
+				t.Fatalf("reload without news after its room emptied: %v", err)
 			}
 		})
 	}

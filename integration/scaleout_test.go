@@ -17,6 +17,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 )
@@ -220,20 +221,28 @@ func TestScaleOutCoreFailover(t *testing.T) {
 // it while the edge moves the session. It returns how many attempts were
 // repeated.
 func publishAcked(ctx context.Context, c *client.Conn, room, id string, payload []byte, timeout time.Duration) (*corralv1.Published, int, error) {
-	for retries := 0; ; retries++ {
+	retries := -1
+	var res *corralv1.Published
+	var err error
+	// settled: published, or failed for good (not a refusal to retry).
+	settled := func() bool {
+		retries++
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		res, err := c.Publish(pctx, room, id, payload)
+		res, err = c.Publish(pctx, room, id, payload)
 		cancel()
 		if err == nil {
-			return res, retries, nil
+			return true
 		}
 		var se *client.ServerError
 		unavailable := errors.As(err, &se) && se.Err.GetCode() == corralv1.Code_CODE_UNAVAILABLE
-		if ctx.Err() != nil || (!unavailable && !errors.Is(err, context.DeadlineExceeded)) {
-			return nil, retries, err
-		}
-		time.Sleep(50 * time.Millisecond)
+		return ctx.Err() != nil || (!unavailable && !errors.Is(err, context.DeadlineExceeded))
 	}
+	for !eventually.WithinEvery(time.Minute, 50*time.Millisecond, settled) {
+	}
+	if err != nil {
+		return nil, retries, err
+	}
+	return res, retries, nil
 }
 
 // metricValue reads one unlabelled metric from a Prometheus endpoint.

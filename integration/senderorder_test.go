@@ -10,6 +10,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/readytest"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
@@ -65,11 +66,10 @@ func startNode(t *testing.T, opts server.Options) *server.Node {
 	t.Helper()
 	var n *server.Node
 	var err error
-	for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(50 * time.Millisecond) {
-		if n, err = server.Start(opts); err == nil {
-			break
-		}
-	}
+	eventually.WithinEvery(10*time.Second, 50*time.Millisecond, func() bool {
+		n, err = server.Start(opts)
+		return err == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

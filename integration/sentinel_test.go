@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
@@ -76,9 +77,10 @@ func TestSessionLostInFailover(t *testing.T) {
 	d := start(t, "serve", nil, func(o *server.Options) { o.RedisURL, o.RedisPrefix = sn.URL(), redistest.Prefix(t) })
 	kept := dial(t, d, "kept", protocol.JSON)
 	kw := kept.Welcome()
+	before := attached(t, d)
 	kept.CloseNow()
-	time.Sleep(500 * time.Millisecond) // the detach's writes, if any
-	sn.WaitReplicated()                // and the replica has them all
+	waitDetached(t, d, before) // the detach's writes, if any
+	sn.WaitReplicated()        // and the replica has them all
 	rep := sn.Replica(0)
 	rep.Pause()
 	sn.DropReplicaLinks()
@@ -93,14 +95,14 @@ func TestSessionLostInFailover(t *testing.T) {
 
 	// resume retries while the store is unavailable (4103).
 	resume := func(user string, w *corralv1.Welcome) (*client.Conn, error) {
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			c, err := resumeConn(t, d.wsURL, user, w, "", 0, "")
+		var c *client.Conn
+		var err error
+		eventually.WithinEvery(30*time.Second, 200*time.Millisecond, func() bool {
+			c, err = resumeConn(t, d.wsURL, user, w, "", 0, "")
 			var ce *client.CloseError
-			if errors.As(err, &ce) && ce.Code == websocket.StatusCode(corralv1.Code_CODE_UNAVAILABLE) && time.Now().Before(deadline) {
-				continue
-			}
-			return c, err
-		}
+			return !errors.As(err, &ce) || ce.Code != websocket.StatusCode(corralv1.Code_CODE_UNAVAILABLE)
+		})
+		return c, err
 	}
 	c, err := resume("lost", lw)
 	if err == nil {

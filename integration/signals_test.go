@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 	"golang.org/x/sync/errgroup"
@@ -122,7 +123,11 @@ func TestStalledClientDoesNotHoldBackOthers(t *testing.T) {
 				}
 				readers = append(readers, c)
 			}
-			time.Sleep(50 * time.Millisecond) // let the stalled join land
+			// Let the stalled join land: the room has its five members.
+			eventually.True(t, 10*time.Second, func() bool {
+				res, err := d.api.Rooms(ctx, &corralv1.RoomsRequest{Pattern: "busy"})
+				return err == nil && len(res.GetRooms()) == 1 && res.GetRooms()[0].GetMembers() == 5
+			}, "the stalled join to land")
 			const total = 600
 			big := []byte(`"` + strings.Repeat("x", 8000) + `"`) // ~4.8 MB in all: far past socket buffers
 			done := make(chan error, 1)

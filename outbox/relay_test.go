@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/outbox"
 )
@@ -167,12 +168,8 @@ func committedOrder(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 // waitDelivered waits until n messages were delivered.
 func waitDelivered(t *testing.T, f *fakeCore, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for f.count() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d of %d after 30s", f.count(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually.Within(30*time.Second, func() bool { return f.count() >= n }) {
+		t.Fatalf("delivered %d of %d after 30s", f.count(), n)
 	}
 }
 
@@ -228,7 +225,9 @@ func TestCommitOrderPerRoom(t *testing.T) {
 	}
 	wg.Wait()
 	waitDelivered(t, f, committed)
-	time.Sleep(300 * time.Millisecond) // a row too many would show by now
+	// The relay deletes a batch after publishing it: once the table is
+	// empty, a row delivered twice would have shown.
+	waitEmpty(t, pool)
 	checkSame(t, committedOrder(t, pool), f.delivered())
 }
 
@@ -410,31 +409,22 @@ func TestBackpressureAndFailedRows(t *testing.T) {
 
 func waitEmpty(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
+	var n int
+	if !eventually.Within(10*time.Second, func() bool {
 		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM corral_outbox").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows still in corral_outbox after 10s", n)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return n == 0
+	}) {
+		t.Fatalf("%d rows still in corral_outbox after 10s", n)
 	}
 }
 
 func waitLeader(t *testing.T, reg *prometheus.Registry) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(metric(t, reg, "corral_outbox_leader", "")) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("not the leader after 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, func() bool {
+		return testutil.ToFloat64(metric(t, reg, "corral_outbox_leader", "")) == 1
+	}, "the leader")
 }
 
 // metric finds one gauge or counter of reg by name and label value ("" for

@@ -2,10 +2,12 @@ package presence_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/presence"
@@ -24,21 +26,34 @@ func (r *recorder) add(ch presence.Change) {
 	r.chs = append(r.chs, ch)
 }
 
+// waitUser waits for a change of kind for user and returns every change
+// recorded until then.
+func (r *recorder) waitUser(t *testing.T, user string, kind presence.Kind) []presence.Change {
+	t.Helper()
+	var got []presence.Change
+	if !eventually.Within(10*time.Second, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		got = append([]presence.Change(nil), r.chs...)
+		return slices.ContainsFunc(got, func(ch presence.Change) bool { return ch.Member.User == user && ch.Kind == kind })
+	}) {
+		t.Fatalf("no %v of %s among %+v", kind, user, got)
+	}
+	return got
+}
+
 func (r *recorder) wait(t *testing.T, n int) []presence.Change {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got []presence.Change
+	if !eventually.Within(10*time.Second, func() bool {
 		r.mu.Lock()
-		got := append([]presence.Change(nil), r.chs...)
-		r.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d changes, want %d: %+v", len(got), n, got)
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer r.mu.Unlock()
+		got = append([]presence.Change(nil), r.chs...)
+		return len(got) >= n
+	}) {
+		t.Fatalf("got %d changes, want %d: %+v", len(got), n, got)
 	}
+	return got
 }
 
 func redisClient(t *testing.T) rueidis.Client {
@@ -113,6 +128,14 @@ func TestStoreCounts(t *testing.T) {
 					t.Fatalf("step %d: %v", i, err)
 				}
 			}
+			// zed comes and goes last: its two changes come after a
+			// change too many of alice's would have.
+			if err := s.Add(ctx, "r", "zed", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Remove(ctx, "r", "zed"); err != nil {
+				t.Fatal(err)
+			}
 			want := []struct {
 				kind  presence.Kind
 				conns int
@@ -125,14 +148,11 @@ func TestStoreCounts(t *testing.T) {
 				{presence.Left, 0, `{"c":"blue"}`},
 			}
 			for _, rec := range []*recorder{&changes, &commits} {
-				got := rec.wait(t, len(want))
-				time.Sleep(50 * time.Millisecond) // room for a change too many
-				rec.mu.Lock()
-				all := append([]presence.Change(nil), rec.chs...)
-				rec.mu.Unlock()
-				if len(all) != len(want) {
-					t.Fatalf("%d changes, want %d: %+v", len(all), len(want), all)
+				all := rec.waitUser(t, "zed", presence.Left)
+				if len(all) != len(want)+2 {
+					t.Fatalf("%d changes, want %d and zed's two: %+v", len(all), len(want), all)
 				}
+				got := all[:len(want)]
 				for i, w := range want {
 					g := got[i]
 					if g.Kind != w.kind || g.Member.Conns != w.conns || string(g.Member.State) != w.state || g.Member.User != "alice" {
@@ -243,8 +263,15 @@ func testSweepDeadCore(t *testing.T, client rueidis.Client) {
 	if err := b.Sweep(ctx, a.CoreID()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := len(bCommits.wait(t, 3)); n != 3 { // b's add + the sweep's two
+	// zed comes and goes after the sweep: its commits follow any the
+	// second sweep would have made.
+	if err := b.Add(ctx, "r", "zed", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, "r", "zed"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(bCommits.waitUser(t, "zed", presence.Left)) - 2; n != 3 { // b's add + the sweep's two
 		t.Fatalf("b committed %d changes, want 3", n)
 	}
 	snap, err := b.List(ctx, "r")
@@ -313,6 +340,14 @@ func TestStoreInfo(t *testing.T) {
 				if err := step(); err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
+			}
+			// zed comes and goes last: its two changes come after a
+			// change too many of alice's would have.
+			if err := s.Add(ctx, "r", "zed", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Remove(ctx, "r", "zed"); err != nil {
+				t.Fatal(err)
 			}
 			want := []struct{ user, info string }{
 				{"alice", `{"name":"Alice"}`}, {"alice", `{"name":"Alice"}`}, {"alice", `{"name":"Alice"}`},

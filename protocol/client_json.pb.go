@@ -45,6 +45,15 @@ func appendJSONClientFrame(b []byte, m *v1.ClientFrame) []byte {
 	case *v1.ClientFrame_Call:
 		b = append(b, `{"call":`...)
 		b = appendJSONCall(b, k.Call)
+	case *v1.ClientFrame_Append:
+		b = append(b, `{"append":`...)
+		b = appendJSONAppend(b, k.Append)
+	case *v1.ClientFrame_SetState:
+		b = append(b, `{"setState":`...)
+		b = appendJSONSetState(b, k.SetState)
+	case *v1.ClientFrame_DeleteState:
+		b = append(b, `{"deleteState":`...)
+		b = appendJSONDeleteState(b, k.DeleteState)
 	default:
 		return append(b, "{}"...)
 	}
@@ -179,6 +188,39 @@ func (d *decoder) readClientFrame(m *v1.ClientFrame) error {
 				box.w.Call = &box.m
 				m.Kind = &box.w
 				err = prefixErr("call", d.readCall(&box.m))
+			}
+		case "append":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ClientFrame_Append
+					m v1.Append
+				})
+				box.w.Append = &box.m
+				m.Kind = &box.w
+				err = prefixErr("append", d.readAppend(&box.m))
+			}
+		case "setState", "set_state":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ClientFrame_SetState
+					m v1.SetState
+				})
+				box.w.SetState = &box.m
+				m.Kind = &box.w
+				err = prefixErr("setState", d.readSetState(&box.m))
+			}
+		case "deleteState", "delete_state":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ClientFrame_DeleteState
+					m v1.DeleteState
+				})
+				box.w.DeleteState = &box.m
+				m.Kind = &box.w
+				err = prefixErr("deleteState", d.readDeleteState(&box.m))
 			}
 		default:
 			d.skip()
@@ -645,6 +687,133 @@ func (d *decoder) readCall(m *v1.Call) error {
 	}
 }
 
+func appendJSONAppend(b []byte, m *v1.Append) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendStringField(b, s, `"room":`, m.GetRoom())
+	b = appendStringField(b, s, `"id":`, m.GetId())
+	b = appendBytesField(b, s, "data", m.GetData())
+	b = appendBoolField(b, s, `"replace":`, m.GetReplace())
+	b = appendBoolField(b, s, `"final":`, m.GetFinal())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
+	return append(b, '}')
+}
+
+func (d *decoder) readAppend(m *v1.Append) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "room":
+			m.Room, err = d.str("room")
+		case "id":
+			m.Id, err = d.str("id")
+		case "data":
+			m.Data, err = d.payload("data", m.Data)
+		case "dataBase64", "data_base64":
+			m.Data, err = d.payloadBase64("dataBase64", m.Data)
+		case "replace":
+			m.Replace, err = d.bool("replace")
+		case "final":
+			m.Final, err = d.bool("final")
+		case "version":
+			m.Version, err = d.uint("version", 64)
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONSetState(b []byte, m *v1.SetState) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendStringField(b, s, `"room":`, m.GetRoom())
+	b = appendStringField(b, s, `"key":`, m.GetKey())
+	b = appendBytesField(b, s, "value", m.GetValue())
+	b = appendBoolField(b, s, `"cas":`, m.GetCas())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
+	b = appendUintField(b, s, `"ttlMs":`, uint64(m.GetTtlMs()))
+	b = appendStringField(b, s, `"ref":`, m.GetRef())
+	return append(b, '}')
+}
+
+func (d *decoder) readSetState(m *v1.SetState) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "room":
+			m.Room, err = d.str("room")
+		case "key":
+			m.Key, err = d.str("key")
+		case "value":
+			m.Value, err = d.payload("value", m.Value)
+		case "valueBase64", "value_base64":
+			m.Value, err = d.payloadBase64("valueBase64", m.Value)
+		case "cas":
+			m.Cas, err = d.bool("cas")
+		case "version":
+			m.Version, err = d.uint("version", 64)
+		case "ttlMs", "ttl_ms":
+			m.TtlMs, err = d.uint32("ttlMs")
+		case "ref":
+			m.Ref, err = d.str("ref")
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONDeleteState(b []byte, m *v1.DeleteState) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendStringField(b, s, `"room":`, m.GetRoom())
+	b = appendStringField(b, s, `"key":`, m.GetKey())
+	b = appendBoolField(b, s, `"cas":`, m.GetCas())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
+	b = appendStringField(b, s, `"ref":`, m.GetRef())
+	return append(b, '}')
+}
+
+func (d *decoder) readDeleteState(m *v1.DeleteState) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "room":
+			m.Room, err = d.str("room")
+		case "key":
+			m.Key, err = d.str("key")
+		case "cas":
+			m.Cas, err = d.bool("cas")
+		case "version":
+			m.Version, err = d.uint("version", 64)
+		case "ref":
+			m.Ref, err = d.str("ref")
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 func appendJSONServerFrame(b []byte, m *v1.ServerFrame) []byte {
 	switch k := m.GetKind().(type) {
 	case *v1.ServerFrame_Welcome:
@@ -695,6 +864,15 @@ func appendJSONServerFrame(b []byte, m *v1.ServerFrame) []byte {
 	case *v1.ServerFrame_CallResult:
 		b = append(b, `{"callResult":`...)
 		b = appendJSONCallResult(b, k.CallResult)
+	case *v1.ServerFrame_StateSnapshot:
+		b = append(b, `{"stateSnapshot":`...)
+		b = appendJSONStateSnapshot(b, k.StateSnapshot)
+	case *v1.ServerFrame_StateChange:
+		b = append(b, `{"stateChange":`...)
+		b = appendJSONStateChange(b, k.StateChange)
+	case *v1.ServerFrame_StateUpdated:
+		b = append(b, `{"stateUpdated":`...)
+		b = appendJSONStateUpdated(b, k.StateUpdated)
 	default:
 		return append(b, "{}"...)
 	}
@@ -885,6 +1063,39 @@ func (d *decoder) readServerFrame(m *v1.ServerFrame) error {
 				m.Kind = &box.w
 				err = prefixErr("callResult", d.readCallResult(&box.m))
 			}
+		case "stateSnapshot", "state_snapshot":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ServerFrame_StateSnapshot
+					m v1.StateSnapshot
+				})
+				box.w.StateSnapshot = &box.m
+				m.Kind = &box.w
+				err = prefixErr("stateSnapshot", d.readStateSnapshot(&box.m))
+			}
+		case "stateChange", "state_change":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ServerFrame_StateChange
+					m v1.StateChange
+				})
+				box.w.StateChange = &box.m
+				m.Kind = &box.w
+				err = prefixErr("stateChange", d.readStateChange(&box.m))
+			}
+		case "stateUpdated", "state_updated":
+			if ok, err = d.openKind(key, m.Kind != nil); ok {
+				// One allocation for the kind and its wrapper.
+				box := new(struct {
+					w v1.ServerFrame_StateUpdated
+					m v1.StateUpdated
+				})
+				box.w.StateUpdated = &box.m
+				m.Kind = &box.w
+				err = prefixErr("stateUpdated", d.readStateUpdated(&box.m))
+			}
 		default:
 			d.skip()
 		}
@@ -1018,6 +1229,11 @@ func appendJSONMessage(b []byte, m *v1.Message) []byte {
 	b = appendIntField(b, s, `"timeMs":`, m.GetTimeMs())
 	b = appendStringField(b, s, `"id":`, m.GetId())
 	b = appendBytesField(b, s, "senderInfo", m.GetSenderInfo())
+	if v := m.GetChunk(); v != nil {
+		b = comma(b, s)
+		b = append(b, `"chunk":`...)
+		b = appendJSONMessageChunk(b, v)
+	}
 	return append(b, '}')
 }
 
@@ -1047,6 +1263,56 @@ func (d *decoder) readMessage(m *v1.Message) error {
 			m.SenderInfo, err = d.payload("senderInfo", m.SenderInfo)
 		case "senderInfoBase64", "sender_info_base64":
 			m.SenderInfo, err = d.payloadBase64("senderInfoBase64", m.SenderInfo)
+		case "chunk":
+			if ok, err = d.openObject("chunk"); ok {
+				m.Chunk = new(v1.MessageChunk)
+				err = prefixErr("chunk", d.readMessageChunk(m.Chunk))
+			}
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONMessageChunk(b []byte, m *v1.MessageChunk) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendUintField(b, s, `"messageSeq":`, m.GetMessageSeq())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
+	b = appendBytesField(b, s, "data", m.GetData())
+	b = appendBoolField(b, s, `"replace":`, m.GetReplace())
+	b = appendBoolField(b, s, `"final":`, m.GetFinal())
+	b = appendBytesField(b, s, "delta", m.GetDelta())
+	return append(b, '}')
+}
+
+func (d *decoder) readMessageChunk(m *v1.MessageChunk) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "messageSeq", "message_seq":
+			m.MessageSeq, err = d.uint("messageSeq", 64)
+		case "version":
+			m.Version, err = d.uint("version", 64)
+		case "data":
+			m.Data, err = d.payload("data", m.Data)
+		case "dataBase64", "data_base64":
+			m.Data, err = d.payloadBase64("dataBase64", m.Data)
+		case "replace":
+			m.Replace, err = d.bool("replace")
+		case "final":
+			m.Final, err = d.bool("final")
+		case "delta":
+			m.Delta, err = d.payload("delta", m.Delta)
+		case "deltaBase64", "delta_base64":
+			m.Delta, err = d.payloadBase64("deltaBase64", m.Delta)
 		default:
 			d.skip()
 		}
@@ -1598,6 +1864,199 @@ func (d *decoder) readCallResult(m *v1.CallResult) error {
 				m.Error = new(v1.Error)
 				err = prefixErr("error", d.readError(m.Error))
 			}
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONStateSnapshot(b []byte, m *v1.StateSnapshot) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendStringField(b, s, `"room":`, m.GetRoom())
+	if vs := m.GetEntries(); len(vs) > 0 {
+		b = comma(b, s)
+		b = append(b, `"entries":[`...)
+		for i, v := range vs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONStateEntry(b, v)
+		}
+		b = append(b, ']')
+	}
+	b = appendUintField(b, s, `"position":`, m.GetPosition())
+	b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
+	return append(b, '}')
+}
+
+func (d *decoder) readStateSnapshot(m *v1.StateSnapshot) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "room":
+			m.Room, err = d.str("room")
+		case "entries":
+			var open bool
+			if open, err = d.openArray("entries"); open {
+				for d.nextElem() {
+					if err = d.openElem("entries", len(m.Entries)); err != nil {
+						break
+					}
+					v := new(v1.StateEntry)
+					m.Entries = append(m.Entries, v)
+					if err = d.readStateEntry(v); err != nil {
+						err = elemErr("entries", len(m.Entries)-1, err)
+						break
+					}
+				}
+			}
+		case "position":
+			m.Position, err = d.uint("position", 64)
+		case "epoch":
+			m.Epoch, err = d.str("epoch")
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONStateEntry(b []byte, m *v1.StateEntry) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendStringField(b, s, `"key":`, m.GetKey())
+	b = appendBytesField(b, s, "value", m.GetValue())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
+	b = appendIntField(b, s, `"expiresMs":`, m.GetExpiresMs())
+	return append(b, '}')
+}
+
+func (d *decoder) readStateEntry(m *v1.StateEntry) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "key":
+			m.Key, err = d.str("key")
+		case "value":
+			m.Value, err = d.payload("value", m.Value)
+		case "valueBase64", "value_base64":
+			m.Value, err = d.payloadBase64("valueBase64", m.Value)
+		case "version":
+			m.Version, err = d.uint("version", 64)
+		case "expiresMs", "expires_ms":
+			m.ExpiresMs, err = d.int("expiresMs", 64)
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONStateChange(b []byte, m *v1.StateChange) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendStringField(b, s, `"room":`, m.GetRoom())
+	b = appendStringField(b, s, `"key":`, m.GetKey())
+	b = appendBytesField(b, s, "value", m.GetValue())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
+	b = appendBoolField(b, s, `"deleted":`, m.GetDeleted())
+	b = appendBoolField(b, s, `"expired":`, m.GetExpired())
+	b = appendUintField(b, s, `"position":`, m.GetPosition())
+	b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
+	b = appendBytesField(b, s, "delta", m.GetDelta())
+	b = appendIntField(b, s, `"expiresMs":`, m.GetExpiresMs())
+	return append(b, '}')
+}
+
+func (d *decoder) readStateChange(m *v1.StateChange) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "room":
+			m.Room, err = d.str("room")
+		case "key":
+			m.Key, err = d.str("key")
+		case "value":
+			m.Value, err = d.payload("value", m.Value)
+		case "valueBase64", "value_base64":
+			m.Value, err = d.payloadBase64("valueBase64", m.Value)
+		case "version":
+			m.Version, err = d.uint("version", 64)
+		case "deleted":
+			m.Deleted, err = d.bool("deleted")
+		case "expired":
+			m.Expired, err = d.bool("expired")
+		case "position":
+			m.Position, err = d.uint("position", 64)
+		case "epoch":
+			m.Epoch, err = d.str("epoch")
+		case "delta":
+			m.Delta, err = d.payload("delta", m.Delta)
+		case "deltaBase64", "delta_base64":
+			m.Delta, err = d.payloadBase64("deltaBase64", m.Delta)
+		case "expiresMs", "expires_ms":
+			m.ExpiresMs, err = d.int("expiresMs", 64)
+		default:
+			d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func appendJSONStateUpdated(b []byte, m *v1.StateUpdated) []byte {
+	b = append(b, '{')
+	s := len(b)
+	b = appendStringField(b, s, `"room":`, m.GetRoom())
+	b = appendStringField(b, s, `"key":`, m.GetKey())
+	b = appendStringField(b, s, `"ref":`, m.GetRef())
+	b = appendUintField(b, s, `"version":`, m.GetVersion())
+	b = appendUintField(b, s, `"position":`, m.GetPosition())
+	b = appendBoolField(b, s, `"deleted":`, m.GetDeleted())
+	return append(b, '}')
+}
+
+func (d *decoder) readStateUpdated(m *v1.StateUpdated) error {
+	for {
+		key, ok := d.nextKey()
+		if !ok {
+			return nil
+		}
+		var err error
+		switch string(key) {
+		case "room":
+			m.Room, err = d.str("room")
+		case "key":
+			m.Key, err = d.str("key")
+		case "ref":
+			m.Ref, err = d.str("ref")
+		case "version":
+			m.Version, err = d.uint("version", 64)
+		case "position":
+			m.Position, err = d.uint("position", 64)
+		case "deleted":
+			m.Deleted, err = d.bool("deleted")
 		default:
 			d.skip()
 		}

@@ -22,7 +22,9 @@ import (
 //	                   4402 RESUME_REFUSED, 4403 FORBIDDEN, 4404 NOT_JOINED,
 //	                   4405 HELLO_REQUIRED, 4406 UNKNOWN_FRAME,
 //	                   4407 INVALID_ARGUMENT, 4408 LIMIT_EXCEEDED,
-//	                   4409 UNSUBSCRIBED, 4413 TOO_LARGE
+//	                   4409 UNSUBSCRIBED, 4410 UNIMPLEMENTED,
+//	                   4411 VERSION_CONFLICT, 4412 MESSAGE_FINAL,
+//	                   4413 TOO_LARGE, 4414 TOO_MANY_KEYS
 //	other      stop    0 UNSPECIFIED, and any number outside the ranges
 //
 // Resume: reconnect (after ReconnectHint.delay_ms, if given) and resume the

@@ -78,6 +78,21 @@ func clientFrames() map[string]*corralv1.ClientFrame {
 		"call": {Kind: &corralv1.ClientFrame_Call{Call: &corralv1.Call{
 			Id: 9, Method: "profile.get", Payload: []byte(`{"a":[1,2]}`),
 		}}},
+		"append text": {Kind: &corralv1.ClientFrame_Append{Append: &corralv1.Append{
+			Room: "a", Id: "reply-1", Data: []byte("Hello, wor"), Version: 2,
+		}}},
+		"append replace final": {Kind: &corralv1.ClientFrame_Append{Append: &corralv1.Append{
+			Room: "a", Id: "reply-1", Data: []byte(`{"text":"Hello, world"}`), Replace: true, Final: true,
+		}}},
+		"set state cas ttl": {Kind: &corralv1.ClientFrame_SetState{SetState: &corralv1.SetState{
+			Room: "a", Key: "doc:title", Value: []byte(`"Draft"`), Cas: true, Version: 3, TtlMs: 60000, Ref: "s1",
+		}}},
+		"set state binary": {Kind: &corralv1.ClientFrame_SetState{SetState: &corralv1.SetState{
+			Room: "a", Key: "blob", Value: []byte{0, 0xff},
+		}}},
+		"delete state": {Kind: &corralv1.ClientFrame_DeleteState{DeleteState: &corralv1.DeleteState{
+			Room: "a", Key: "doc:title", Cas: true, Version: 4, Ref: "s2",
+		}}},
 	}
 }
 
@@ -170,6 +185,29 @@ func serverFrames() map[string]*corralv1.ServerFrame {
 			Room: "a", Seq: 99, Epoch: "e2",
 		}}},
 		"batch empty": {Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}},
+		"message chunk": {Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+			Room: "a", Seq: 12, Id: "reply-1", TimeMs: 1700000000000,
+			Chunk: &corralv1.MessageChunk{MessageSeq: 10, Version: 3, Data: []byte("lo, wor")},
+		}}},
+		"message chunk delta final": {Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{
+			Room: "a", Seq: 13, Id: "reply-1",
+			Chunk: &corralv1.MessageChunk{MessageSeq: 10, Version: 4, Replace: true, Final: true, Delta: []byte("5\n3:abcP@0,Z;")},
+		}}},
+		"state snapshot": {Kind: &corralv1.ServerFrame_StateSnapshot{StateSnapshot: &corralv1.StateSnapshot{
+			Room: "a", Position: 41, Epoch: "e1", Entries: []*corralv1.StateEntry{
+				{Key: "doc:title", Value: []byte(`"Draft"`), Version: 3},
+				{Key: "lock", Value: []byte(`{"by":"ann"}`), Version: 1, ExpiresMs: 1700000060000},
+			},
+		}}},
+		"state change delta": {Kind: &corralv1.ServerFrame_StateChange{StateChange: &corralv1.StateChange{
+			Room: "a", Key: "doc:title", Version: 4, Position: 42, Epoch: "e1", Delta: []byte{7, 0xff},
+		}}},
+		"state change expired": {Kind: &corralv1.ServerFrame_StateChange{StateChange: &corralv1.StateChange{
+			Room: "a", Key: "lock", Version: 2, Deleted: true, Expired: true, Position: 43, Epoch: "e1",
+		}}},
+		"state updated": {Kind: &corralv1.ServerFrame_StateUpdated{StateUpdated: &corralv1.StateUpdated{
+			Room: "a", Key: "doc:title", Ref: "s1", Version: 4, Position: 42,
+		}}},
 	}
 	fs["batch"] = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
 		Frames: []*corralv1.ServerFrame{fs["message"], fs["signal"], fs["published"], fs["batch empty"]},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/sessions"
 )
@@ -120,11 +121,7 @@ func pauseRedis(t *testing.T, s *sessions.Redis, admin rueidis.Client, blocker s
 
 func waitInFlight(t *testing.T, s *sessions.Redis, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); sessions.InFlight(s) != n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls in flight, want %d", sessions.InFlight(s), n)
-		}
-	}
+	eventually.True(t, 5*time.Second, func() bool { return sessions.InFlight(s) == n }, "%d calls in flight", n)
 }
 
 // TestRedisBatchCoalesces checks that the ops queued behind a batch in

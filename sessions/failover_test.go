@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/internal/redisurl"
 	"github.com/corral-rt/corral/sessions"
@@ -54,18 +55,15 @@ func TestRedisSessionLostInFailover(t *testing.T) {
 	}()
 	sn.Failover()
 
-	for {
+	dl, _ := ctx.Deadline()
+	if !eventually.Within(time.Until(dl), func() bool {
 		_, err = s.Resume(ctx, lost.ID, lost.Token, "u", sessions.Attempt{})
-		if errors.Is(err, sessions.ErrNotFound) {
-			break
-		}
-		if err == nil {
-			t.Fatal("a session the new master never had resumed")
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("resume after the failover: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil || errors.Is(err, sessions.ErrNotFound)
+	}) {
+		t.Fatalf("resume after the failover: %v", err)
+	}
+	if err == nil {
+		t.Fatal("a session the new master never had resumed")
 	}
 	if _, err := s.Resume(ctx, kept.ID, kept.Token, "u", sessions.Attempt{}); err != nil {
 		t.Fatalf("a replicated session did not resume: %v", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/sessions"
 )
@@ -57,9 +58,14 @@ func TestRedisTTL(t *testing.T) {
 		}
 		return time.Duration(ms) * time.Millisecond
 	}
+	// Each step waits for the TTL to run down a little, then sees Touch
+	// and Resume raise it, and at last for both keys to expire.
+	ranDown := func(id string) func() bool {
+		return func() bool { return pttl(id) < 800*time.Millisecond }
+	}
 	a := mustCreate(t, s, "u")
 	b := mustCreate(t, s, "u")
-	time.Sleep(300 * time.Millisecond)
+	eventually.True(t, 5*time.Second, ranDown(a.ID), "the TTL of a to run down")
 	before := pttl(a.ID)
 	if err := s.Touch(ctx, a.ID); err != nil {
 		t.Fatal(err)
@@ -67,13 +73,16 @@ func TestRedisTTL(t *testing.T) {
 	if d := pttl(a.ID); d <= before {
 		t.Fatalf("Touch left the TTL at %v (was %v)", d, before)
 	}
-	time.Sleep(300 * time.Millisecond)
+	eventually.True(t, 5*time.Second, ranDown(a.ID), "the TTL of a to run down")
 	before = pttl(a.ID)
 	mustResume(t, s, a)
 	if d := pttl(a.ID); d <= before {
 		t.Fatalf("Resume left the TTL at %v (was %v)", d, before)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	eventually.True(t, 5*time.Second, func() bool {
+		n, err := client.Do(ctx, client.B().Exists().Key("ttl:session:"+a.ID, "ttl:session:"+b.ID).Build()).AsInt64()
+		return err == nil && n == 0
+	}, "both sessions to expire in Redis")
 	for _, sess := range []*sessions.Session{a, b} {
 		if _, err := s.Resume(ctx, sess.ID, sess.Token, sess.UserID, sessions.Attempt{}); !errors.Is(err, sessions.ErrNotFound) {
 			t.Fatalf("Resume of an expired session: %v", err)
@@ -135,11 +144,7 @@ func TestRedisBackgroundFlush(t *testing.T) {
 	if err := s.Ack(ctx, a.ID, "r", 7); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); mustResume(t, s, a).Rooms["r"].Seq != 7; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the ack was never flushed")
-		}
-	}
+	eventually.True(t, 5*time.Second, func() bool { return mustResume(t, s, a).Rooms["r"].Seq == 7 }, "the ack to be flushed")
 }
 
 func TestRedisCloseFlushes(t *testing.T) {
@@ -201,11 +206,7 @@ func TestRedisBusy(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Touch(ctx, a.ID) }()
-	for deadline := time.Now().Add(5 * time.Second); sessions.InFlight(s) != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Touch never went in flight")
-		}
-	}
+	eventually.True(t, 5*time.Second, func() bool { return sessions.InFlight(s) == 1 }, "Touch to go in flight")
 	start := time.Now()
 	if _, err := s.Create(ctx, "u"); !errors.Is(err, sessions.ErrBusy) {
 		t.Fatalf("Create past the bound: %v, want ErrBusy", err)

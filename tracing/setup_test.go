@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"log/slog"
+
+	"github.com/corral-rt/corral/internal/eventually"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -159,12 +161,10 @@ func TestExportErrorsLogged(t *testing.T) {
 			}
 			_, span := Start(context.Background(), SpanPublish, "lobby", 0)
 			End(span, nil)
-			deadline := time.Now().Add(20 * time.Second)
-			for !strings.Contains(logs.String(), `"msg":"tracing: export failed"`) {
-				if time.Now().After(deadline) {
-					t.Fatalf("no export error in the log: %s", logs.String())
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !eventually.Within(20*time.Second, func() bool {
+				return strings.Contains(logs.String(), `"msg":"tracing: export failed"`)
+			}) {
+				t.Fatalf("no export error in the log: %s", logs.String())
 			}
 		})
 	}

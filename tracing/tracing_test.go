@@ -13,6 +13,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/server"
 	"github.com/corral-rt/corral/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -124,15 +125,14 @@ func TestPublishSpanTree(t *testing.T) {
 func children(t *testing.T, rec *tracetest.SpanRecorder, publish sdktrace.ReadOnlySpan, seq uint64) {
 	t.Helper()
 	got := map[string]sdktrace.ReadOnlySpan{}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(got) < 2 && time.Now().Before(deadline) {
+	eventually.Within(5*time.Second, func() bool {
 		for _, s := range rec.Ended() {
 			if s.Parent().SpanID() == publish.SpanContext().SpanID() {
 				got[s.Name()] = s
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(got) >= 2
+	})
 	if len(got) != 2 || got[tracing.SpanAppend] == nil || got[tracing.SpanFanout] == nil {
 		t.Fatalf("children of %s: %v, want %s and %s", publish.Name(), keys(got), tracing.SpanAppend, tracing.SpanFanout)
 	}
@@ -143,32 +143,32 @@ func children(t *testing.T, rec *tracetest.SpanRecorder, publish sdktrace.ReadOn
 
 func waitSpan(t *testing.T, rec *tracetest.SpanRecorder, match func(sdktrace.ReadOnlySpan) bool) sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	return waitSpanOr(t, rec, match, func() { t.Fatalf("no such span among %d ended", len(rec.Ended())) })
+}
+
+// waitSpanOr returns the first ended span that matches, calling fail when
+// none does within 5 s.
+func waitSpanOr(t *testing.T, rec *tracetest.SpanRecorder, match func(sdktrace.ReadOnlySpan) bool, fail func()) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found sdktrace.ReadOnlySpan
+	if !eventually.Within(5*time.Second, func() bool {
 		for _, s := range rec.Ended() {
 			if match(s) {
-				return s
+				found = s
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		fail()
 	}
-	t.Fatalf("no such span among %d ended", len(rec.Ended()))
-	return nil
+	return found
 }
 
 func byID(t *testing.T, rec *tracetest.SpanRecorder, sc trace.SpanContext) sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, s := range rec.Ended() {
-			if s.SpanContext().SpanID() == sc.SpanID() {
-				return s
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no ended span %v", sc.SpanID())
-	return nil
+	return waitSpanOr(t, rec, func(s sdktrace.ReadOnlySpan) bool { return s.SpanContext().SpanID() == sc.SpanID() },
+		func() { t.Fatalf("no ended span %v", sc.SpanID()) })
 }
 
 func hasAttr(s sdktrace.ReadOnlySpan, k attribute.Key, v any) bool {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corral-rt/corral/internal/eventually"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
@@ -35,15 +37,14 @@ func (s *syncBuffer) String() string {
 // submatches.
 func waitLog(t *testing.T, log *syncBuffer, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(log.String()); m != nil {
-			return m
-		}
-		time.Sleep(10 * time.Millisecond)
+	var m []string
+	if !eventually.Within(30*time.Second, func() bool {
+		m = re.FindStringSubmatch(log.String())
+		return m != nil
+	}) {
+		t.Fatalf("no log line matching %s in:\n%s", re, log.String())
 	}
-	t.Fatalf("no log line matching %s in:\n%s", re, log.String())
-	return nil
+	return m
 }
 
 // TestSIGHUPReload: a running `corral serve --config` reloads its room

@@ -16,6 +16,7 @@ import (
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"
 )
@@ -55,13 +56,12 @@ func TestBadgesAcrossRestarts(t *testing.T) {
 			first := newAwarder(0)
 			fctx, fcancel := context.WithCancel(ctx)
 			go func() {
-				for {
-					if st, err := first.load(); err == nil && st.Position != "" {
-						fcancel()
-						return
-					}
-					time.Sleep(5 * time.Millisecond)
+				for !eventually.Within(time.Minute, func() bool {
+					st, err := first.load()
+					return err == nil && st.Position != ""
+				}) {
 				}
+				fcancel()
 			}()
 			if err := first.run(fctx); !errors.Is(err, context.Canceled) {
 				t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/pgtest"
 	"github.com/corral-rt/corral/server"
 )
@@ -62,13 +63,11 @@ func TestPostReachesTheRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The outbox table exists once corral applied its migrations.
-	for {
+	eventually.Within(time.Minute, func() bool {
 		var ok bool
-		if err := pool.QueryRow(ctx, "SELECT to_regclass('corral_outbox') IS NOT NULL").Scan(&ok); err != nil || ok {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		err := pool.QueryRow(ctx, "SELECT to_regclass('corral_outbox') IS NOT NULL").Scan(&ok)
+		return err != nil || ok
+	})
 	posts := []string{"one", "spam", "two", "three"}
 	for _, body := range posts {
 		res, err := http.Post(app.URL+"/rooms/chat:lobby/messages?user=ann", "text/plain", strings.NewReader(body))

@@ -2,7 +2,8 @@
 // house — that the imports between the module's packages are exactly the
 // arrows docs/ARCHITECTURE.md lists, so that the whiteboard of the house
 // stays true as the house changes, and that intervals are timed on the
-// monotonic clock (internal/mono), never on wall-clock nanoseconds, and
-// that every shell block of README.md and docs/*.md is marked as run by a
-// named test or as illustrative.
+// monotonic clock (internal/mono), never on wall-clock nanoseconds, that
+// every shell block of README.md and docs/*.md is marked as run by a
+// named test or as illustrative, and that the tests' sleeps stay within a
+// budget that only goes down (internal/eventually, testing/synctest).
 package archcheck

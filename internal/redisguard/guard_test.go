@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/faultproxy"
 	"github.com/corral-rt/corral/internal/redisguard"
 	"github.com/corral-rt/corral/internal/redistest"
@@ -204,12 +206,7 @@ func errs(t *testing.T, reg *prometheus.Registry, store, kind string) float64 {
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !ok(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 15*time.Second, ok, "%s", what)
 }
 
 type syncBuf struct {
@@ -250,9 +247,33 @@ func TestMasterChangeCounted(t *testing.T) {
 		g.Close()
 		c.Close()
 	})
+	// pings reads how many PINGs the server answered since it started;
+	// fewProbes waits until it answered 4 more than when called (a probe
+	// is a PING, then INFO server): the guard looked at the same master
+	// several times.
+	admin := redistest.Client(t, srv.Addr())
+	pings := func() int {
+		info, err := admin.Do(context.Background(), admin.B().Info().Section("commandstats").Build()).ToString()
+		if err != nil {
+			return -1 // the admin connection meets the restart first
+		}
+		for line := range strings.Lines(info) {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_ping:calls="); ok {
+				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				return n
+			}
+		}
+		return 0
+	}
+	fewProbes := func(what string) {
+		t.Helper()
+		from := -1
+		waitFor(t, "the server's stats", func() bool { from = pings(); return from >= 0 })
+		waitFor(t, what, func() bool { return pings() >= from+4 })
+	}
 	g.Watch(c)
 	waitFor(t, "ready", g.Ready)
-	time.Sleep(200 * time.Millisecond) // a few probes of the same master
+	fewProbes("a few probes of the same master")
 	if n := value(t, reg, "corral_store_failovers_total", nil); n != 0 {
 		t.Fatalf("failovers counted before any: %v", n)
 	}
@@ -260,7 +281,7 @@ func TestMasterChangeCounted(t *testing.T) {
 	waitFor(t, "the master change counted", func() bool {
 		return value(t, reg, "corral_store_failovers_total", nil) == 1
 	})
-	time.Sleep(200 * time.Millisecond)
+	fewProbes("a few probes of the new master")
 	if n := value(t, reg, "corral_store_failovers_total", nil); n != 1 {
 		t.Fatalf("one master change counted %v times", n)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/internal/pubsub"
 	"github.com/corral-rt/corral/internal/redistest"
 )
@@ -104,14 +105,13 @@ func TestStartClusterReplicas(t *testing.T) {
 	}
 	// The client follows the promotion (it refreshes its slot map on the
 	// broken connection) and finds the key on the new master.
-	for {
-		v, err := cl.Do(ctx, cl.B().Get().Key(k).Build()).ToString()
-		if err == nil && v == "v" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("GET after the failover = %q, %v", v, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	dl, _ := ctx.Deadline()
+	var v string
+	var err error
+	if !eventually.Within(time.Until(dl), func() bool {
+		v, err = cl.Do(ctx, cl.B().Get().Key(k).Build()).ToString()
+		return err == nil && v == "v"
+	}) {
+		t.Fatalf("GET after the failover = %q, %v", v, err)
 	}
 }

@@ -49,10 +49,14 @@ var messageFields = {
   PresenceQuery: { room: "string", after: "string", limit: "number" },
   Refresh: { token: "string" },
   Call: { id: "number", method: "string", payload: "payload" },
+  Append: { room: "string", id: "string", data: "payload", replace: "bool", final: "bool", version: "number" },
+  SetState: { room: "string", key: "string", value: "payload", cas: "bool", version: "number", ttlMs: "number", ref: "string" },
+  DeleteState: { room: "string", key: "string", cas: "bool", version: "number", ref: "string" },
   Welcome: { sessionId: "string", resumeToken: "string", userId: "string", resumed: "bool", heartbeatMs: "number", sessionTtlMs: "number", expiresUnix: "number" },
   Joined: { room: "string", seq: "number", epoch: "string", resumed: "bool", replay: "bool" },
   Left: { room: "string", code: "code", reason: "string" },
-  Message: { room: "string", seq: "number", sender: "string", payload: "payload", timeMs: "number", id: "string", senderInfo: "payload" },
+  Message: { room: "string", seq: "number", sender: "string", payload: "payload", timeMs: "number", id: "string", senderInfo: "payload", chunk: { message: "MessageChunk", list: false } },
+  MessageChunk: { messageSeq: "number", version: "number", data: "payload", replace: "bool", final: "bool", delta: "payload" },
   SignalEvent: { room: "string", key: "string", sender: "string", payload: "payload", clear: "bool" },
   Published: { room: "string", id: "string", seq: "number", duplicate: "bool" },
   Pong: { id: "number", timeMs: "number" },
@@ -65,7 +69,11 @@ var messageFields = {
   PresencePage: { room: "string", members: { message: "PresenceMember", list: true }, next: "string", total: "number" },
   Refreshed: { expiresUnix: "number" },
   ReplayEnd: { room: "string", seq: "number" },
-  CallResult: { id: "number", payload: "payload", error: { message: "Error", list: false } }
+  CallResult: { id: "number", payload: "payload", error: { message: "Error", list: false } },
+  StateSnapshot: { room: "string", entries: { message: "StateEntry", list: true }, position: "number", epoch: "string" },
+  StateEntry: { key: "string", value: "payload", version: "number", expiresMs: "number" },
+  StateChange: { room: "string", key: "string", value: "payload", version: "number", deleted: "bool", expired: "bool", position: "number", epoch: "string", delta: "payload", expiresMs: "number" },
+  StateUpdated: { room: "string", key: "string", ref: "string", version: "number", position: "number", deleted: "bool" }
 };
 var clientKinds = {
   hello: "Hello",
@@ -78,7 +86,10 @@ var clientKinds = {
   setPresence: "SetPresence",
   presenceQuery: "PresenceQuery",
   refresh: "Refresh",
-  call: "Call"
+  call: "Call",
+  append: "Append",
+  setState: "SetState",
+  deleteState: "DeleteState"
 };
 var serverKinds = {
   welcome: "Welcome",
@@ -96,7 +107,10 @@ var serverKinds = {
   presencePage: "PresencePage",
   refreshed: "Refreshed",
   replayEnd: "ReplayEnd",
-  callResult: "CallResult"
+  callResult: "CallResult",
+  stateSnapshot: "StateSnapshot",
+  stateChange: "StateChange",
+  stateUpdated: "StateUpdated"
 };
 
 // src/gen/corral/v1/codes_pb.ts
@@ -124,7 +138,11 @@ var Code = /* @__PURE__ */ ((Code2) => {
   Code2[Code2["INVALID_ARGUMENT"] = 4407] = "INVALID_ARGUMENT";
   Code2[Code2["LIMIT_EXCEEDED"] = 4408] = "LIMIT_EXCEEDED";
   Code2[Code2["UNSUBSCRIBED"] = 4409] = "UNSUBSCRIBED";
+  Code2[Code2["UNIMPLEMENTED"] = 4410] = "UNIMPLEMENTED";
+  Code2[Code2["VERSION_CONFLICT"] = 4411] = "VERSION_CONFLICT";
+  Code2[Code2["MESSAGE_FINAL"] = 4412] = "MESSAGE_FINAL";
   Code2[Code2["TOO_LARGE"] = 4413] = "TOO_LARGE";
+  Code2[Code2["TOO_MANY_KEYS"] = 4414] = "TOO_MANY_KEYS";
   return Code2;
 })(Code || {});
 
@@ -1742,6 +1760,92 @@ ${s.key}`);
 function newRoom(seq, epoch) {
   return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0, pubStarted: false };
 }
+
+// src/delta.ts
+var DeltaError = class extends Error {
+  constructor(message) {
+    super(`delta: ${message}`);
+    this.name = "DeltaError";
+  }
+};
+var DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~";
+var VALUE = (() => {
+  const v = new Int8Array(256).fill(-1);
+  for (let i = 0; i < DIGITS.length; i++) v[DIGITS.charCodeAt(i)] = i;
+  return v;
+})();
+function checksum(z) {
+  let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  let i = 0;
+  for (; z.length - i >= 4; i += 4) {
+    s0 = s0 + z[i] | 0;
+    s1 = s1 + z[i + 1] | 0;
+    s2 = s2 + z[i + 2] | 0;
+    s3 = s3 + z[i + 3] | 0;
+  }
+  s3 = s3 + (s2 << 8) + (s1 << 16) + (s0 << 24) | 0;
+  const rest = z.length - i;
+  if (rest >= 3) s3 = s3 + (z[i + 2] << 8) | 0;
+  if (rest >= 2) s3 = s3 + (z[i + 1] << 16) | 0;
+  if (rest >= 1) s3 = s3 + (z[i] << 24) | 0;
+  return s3 >>> 0;
+}
+function applyDelta(source, delta, maxLength = 16 << 20) {
+  let pos = 0;
+  const int2 = () => {
+    const start = pos;
+    let v = 0;
+    while (pos < delta.length) {
+      const d = VALUE[delta[pos]];
+      if (d < 0) break;
+      if (pos - start === 8) throw new DeltaError(`number too long at ${start}`);
+      v = v * 64 + d;
+      pos++;
+    }
+    if (pos === start) throw new DeltaError(`number expected at ${start}`);
+    return v;
+  };
+  const expect = (c) => {
+    if (pos >= delta.length || delta[pos] !== c.charCodeAt(0)) {
+      throw new DeltaError(`${JSON.stringify(c)} expected at ${pos}`);
+    }
+    pos++;
+  };
+  const n = int2();
+  expect("\n");
+  if (n > maxLength) throw new DeltaError(`target of ${n} bytes, more than ${maxLength}`);
+  const out = new Uint8Array(n);
+  let len = 0;
+  while (pos < delta.length) {
+    const cnt = int2();
+    if (pos >= delta.length) break;
+    const op = String.fromCharCode(delta[pos++]);
+    if (op === "@") {
+      const ofst = int2();
+      expect(",");
+      if (len + cnt > n) throw new DeltaError("copy past the target's length");
+      if (ofst + cnt > source.length) {
+        throw new DeltaError(`copy of ${cnt} bytes at ${ofst} past the source's ${source.length}`);
+      }
+      out.set(source.subarray(ofst, ofst + cnt), len);
+      len += cnt;
+    } else if (op === ":") {
+      if (len + cnt > n) throw new DeltaError("insert past the target's length");
+      if (cnt > delta.length - pos) throw new DeltaError(`insert of ${cnt} bytes past the delta's end`);
+      out.set(delta.subarray(pos, pos + cnt), len);
+      len += cnt;
+      pos += cnt;
+    } else if (op === ";") {
+      if (len !== n) throw new DeltaError(`target of ${len} bytes, ${n} declared`);
+      if (checksum(out) !== cnt) throw new DeltaError("checksum mismatch");
+      if (pos !== delta.length) throw new DeltaError("bytes after the end");
+      return out;
+    } else {
+      throw new DeltaError(`unknown command ${JSON.stringify(op)} at ${pos - 1}`);
+    }
+  }
+  throw new DeltaError("unterminated");
+}
 export {
   Backoff,
   CLIENT_NAME,
@@ -1749,9 +1853,11 @@ export {
   Code,
   CodecError,
   CorralError,
+  DeltaError,
   SUBPROTOCOL,
   TRANSPORTS,
   adviceOf,
+  applyDelta,
   decodeServer,
   encodeClient
 };

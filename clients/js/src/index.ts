@@ -33,6 +33,7 @@ export {
 export { Backoff, type BackoffOptions } from "./backoff.js";
 export { Code, adviceOf, type Advice } from "./codes.js";
 export { CodecError, decodeServer, encodeClient } from "./codec.js";
+export { DeltaError, applyDelta } from "./delta.js";
 export type { StorageLike } from "./storage.js";
 export {
   TRANSPORTS,

@@ -92,7 +92,7 @@ describe("decodeServer reads what the Go encoder writes", () => {
 
   test("message from the issue", () => {
     assert.deepEqual(decodeServer('{"message":{"room":"r","seq":3,"sender":"a","payload":{"x":1},"timeMs":1,"id":"c"}}'), [
-      { case: "message", value: { room: "r", seq: 3, sender: "a", payload: { x: 1 }, timeMs: 1, id: "c", senderInfo: undefined } },
+      { case: "message", value: { room: "r", seq: 3, sender: "a", payload: { x: 1 }, timeMs: 1, id: "c", senderInfo: undefined, chunk: undefined } },
     ]);
   });
 

@@ -37,6 +37,9 @@ type ClientFrame struct {
 	//	*ClientFrame_PresenceQuery
 	//	*ClientFrame_Refresh
 	//	*ClientFrame_Call
+	//	*ClientFrame_Append
+	//	*ClientFrame_SetState
+	//	*ClientFrame_DeleteState
 	Kind          isClientFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -178,6 +181,33 @@ func (x *ClientFrame) GetCall() *Call {
 	return nil
 }
 
+func (x *ClientFrame) GetAppend() *Append {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_Append); ok {
+			return x.Append
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetSetState() *SetState {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_SetState); ok {
+			return x.SetState
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetDeleteState() *DeleteState {
+	if x != nil {
+		if x, ok := x.Kind.(*ClientFrame_DeleteState); ok {
+			return x.DeleteState
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Kind interface {
 	isClientFrame_Kind()
 }
@@ -226,6 +256,18 @@ type ClientFrame_Call struct {
 	Call *Call `protobuf:"bytes,11,opt,name=call,proto3,oneof"`
 }
 
+type ClientFrame_Append struct {
+	Append *Append `protobuf:"bytes,12,opt,name=append,proto3,oneof"`
+}
+
+type ClientFrame_SetState struct {
+	SetState *SetState `protobuf:"bytes,13,opt,name=set_state,json=setState,proto3,oneof"`
+}
+
+type ClientFrame_DeleteState struct {
+	DeleteState *DeleteState `protobuf:"bytes,14,opt,name=delete_state,json=deleteState,proto3,oneof"`
+}
+
 func (*ClientFrame_Hello) isClientFrame_Kind() {}
 
 func (*ClientFrame_Join) isClientFrame_Kind() {}
@@ -247,6 +289,12 @@ func (*ClientFrame_PresenceQuery) isClientFrame_Kind() {}
 func (*ClientFrame_Refresh) isClientFrame_Kind() {}
 
 func (*ClientFrame_Call) isClientFrame_Kind() {}
+
+func (*ClientFrame_Append) isClientFrame_Kind() {}
+
+func (*ClientFrame_SetState) isClientFrame_Kind() {}
+
+func (*ClientFrame_DeleteState) isClientFrame_Kind() {}
 
 // Hello authenticates the connection and starts or resumes a session.
 type Hello struct {
@@ -1119,6 +1167,291 @@ func (x *Call) GetPayload() []byte {
 	return nil
 }
 
+// Append grows a message in a room (docs/MESSAGES.md): its data is added
+// to the end of the message's body, or replaces the body (replace), and
+// final ends the message. The first Append of an id in a room opens the
+// message; each Append takes the room's next seq, so the message's chunks
+// are in room order with its other messages, and members receive each as
+// a Message with chunk set. Refusals: CODE_MESSAGE_FINAL after the final
+// chunk, CODE_TOO_LARGE past the room class's message size,
+// CODE_RATE_LIMITED past its appends per second; Error.ref is the id.
+type Append struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// The growing message's id, chosen by its writer; unique in the room
+	// among growing messages (Publish ids are another namespace).
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The bytes to add (or the whole body, with replace). Opaque to corral:
+	// in the JSON subprotocol text that is not a JSON value travels as
+	// dataBase64.
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// True: data replaces the body instead of being added to it.
+	Replace bool `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"`
+	// True: this is the message's last chunk; later appends are refused.
+	Final bool `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	// The version this chunk makes the message (1 for the first chunk), so
+	// that a retried append is applied once: a chunk whose version the
+	// message already has is answered as a duplicate and not stored again,
+	// and one more than one version ahead is refused with
+	// CODE_OUT_OF_ORDER (send the missing chunks first). 0: unchecked.
+	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Append) Reset() {
+	*x = Append{}
+	mi := &file_corral_v1_client_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Append) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Append) ProtoMessage() {}
+
+func (x *Append) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Append.ProtoReflect.Descriptor instead.
+func (*Append) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Append) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *Append) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Append) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Append) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *Append) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *Append) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// SetState sets one key of a room's keyed state (docs/STATE.md). The
+// server answers StateUpdated with ref, or Error with ref
+// (CODE_VERSION_CONFLICT when cas fails, CODE_TOO_MANY_KEYS, CODE_TOO_LARGE).
+type SetState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// At most 200 bytes, a valid name.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Opaque to corral. Inline JSON in the JSON subprotocol.
+	Value []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// True: set only when the key's version is version now (0: the key
+	// must not exist). False: set whatever the version.
+	Cas     bool   `protobuf:"varint,4,opt,name=cas,proto3" json:"cas,omitempty"`
+	Version uint64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	// The key is removed after this long (0: never, or the class's
+	// default); the removal reaches members as a StateChange with expired.
+	TtlMs uint32 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// Client-chosen, echoed in StateUpdated and Error.ref.
+	Ref           string `protobuf:"bytes,7,opt,name=ref,proto3" json:"ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetState) Reset() {
+	*x = SetState{}
+	mi := &file_corral_v1_client_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetState) ProtoMessage() {}
+
+func (x *SetState) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetState.ProtoReflect.Descriptor instead.
+func (*SetState) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SetState) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *SetState) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SetState) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *SetState) GetCas() bool {
+	if x != nil {
+		return x.Cas
+	}
+	return false
+}
+
+func (x *SetState) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SetState) GetTtlMs() uint32 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *SetState) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+// DeleteState removes one key of a room's keyed state. The server answers
+// StateUpdated with ref (deleted set), or Error with ref.
+type DeleteState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// As SetState.cas and version.
+	Cas           bool   `protobuf:"varint,3,opt,name=cas,proto3" json:"cas,omitempty"`
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	Ref           string `protobuf:"bytes,5,opt,name=ref,proto3" json:"ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteState) Reset() {
+	*x = DeleteState{}
+	mi := &file_corral_v1_client_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteState) ProtoMessage() {}
+
+func (x *DeleteState) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteState.ProtoReflect.Descriptor instead.
+func (*DeleteState) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteState) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *DeleteState) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeleteState) GetCas() bool {
+	if x != nil {
+		return x.Cas
+	}
+	return false
+}
+
+func (x *DeleteState) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DeleteState) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
 // ServerFrame is one frame from the server.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1140,6 +1473,9 @@ type ServerFrame struct {
 	//	*ServerFrame_Refreshed
 	//	*ServerFrame_ReplayEnd
 	//	*ServerFrame_CallResult
+	//	*ServerFrame_StateSnapshot
+	//	*ServerFrame_StateChange
+	//	*ServerFrame_StateUpdated
 	Kind          isServerFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1147,7 +1483,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1495,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[14]
+	mi := &file_corral_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1508,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServerFrame) GetKind() isServerFrame_Kind {
@@ -1326,6 +1662,33 @@ func (x *ServerFrame) GetCallResult() *CallResult {
 	return nil
 }
 
+func (x *ServerFrame) GetStateSnapshot() *StateSnapshot {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_StateSnapshot); ok {
+			return x.StateSnapshot
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetStateChange() *StateChange {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_StateChange); ok {
+			return x.StateChange
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetStateUpdated() *StateUpdated {
+	if x != nil {
+		if x, ok := x.Kind.(*ServerFrame_StateUpdated); ok {
+			return x.StateUpdated
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Kind interface {
 	isServerFrame_Kind()
 }
@@ -1394,6 +1757,18 @@ type ServerFrame_CallResult struct {
 	CallResult *CallResult `protobuf:"bytes,16,opt,name=call_result,json=callResult,proto3,oneof"`
 }
 
+type ServerFrame_StateSnapshot struct {
+	StateSnapshot *StateSnapshot `protobuf:"bytes,17,opt,name=state_snapshot,json=stateSnapshot,proto3,oneof"`
+}
+
+type ServerFrame_StateChange struct {
+	StateChange *StateChange `protobuf:"bytes,18,opt,name=state_change,json=stateChange,proto3,oneof"`
+}
+
+type ServerFrame_StateUpdated struct {
+	StateUpdated *StateUpdated `protobuf:"bytes,19,opt,name=state_updated,json=stateUpdated,proto3,oneof"`
+}
+
 func (*ServerFrame_Welcome) isServerFrame_Kind() {}
 
 func (*ServerFrame_Joined) isServerFrame_Kind() {}
@@ -1426,6 +1801,12 @@ func (*ServerFrame_ReplayEnd) isServerFrame_Kind() {}
 
 func (*ServerFrame_CallResult) isServerFrame_Kind() {}
 
+func (*ServerFrame_StateSnapshot) isServerFrame_Kind() {}
+
+func (*ServerFrame_StateChange) isServerFrame_Kind() {}
+
+func (*ServerFrame_StateUpdated) isServerFrame_Kind() {}
+
 // Welcome accepts a Hello. It comes again on a live connection when the
 // edge resumed the session for the client (its link to the core failed and
 // came back): only resume_token is new then; keep it.
@@ -1454,7 +1835,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1847,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[15]
+	mi := &file_corral_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1860,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1553,7 +1934,7 @@ type Joined struct {
 
 func (x *Joined) Reset() {
 	*x = Joined{}
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1946,7 @@ func (x *Joined) String() string {
 func (*Joined) ProtoMessage() {}
 
 func (x *Joined) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[16]
+	mi := &file_corral_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1959,7 @@ func (x *Joined) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Joined.ProtoReflect.Descriptor instead.
 func (*Joined) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Joined) GetRoom() string {
@@ -1628,7 +2009,7 @@ type ReplayEnd struct {
 
 func (x *ReplayEnd) Reset() {
 	*x = ReplayEnd{}
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +2021,7 @@ func (x *ReplayEnd) String() string {
 func (*ReplayEnd) ProtoMessage() {}
 
 func (x *ReplayEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[17]
+	mi := &file_corral_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +2034,7 @@ func (x *ReplayEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayEnd.ProtoReflect.Descriptor instead.
 func (*ReplayEnd) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplayEnd) GetRoom() string {
@@ -1682,7 +2063,7 @@ type Left struct {
 
 func (x *Left) Reset() {
 	*x = Left{}
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +2075,7 @@ func (x *Left) String() string {
 func (*Left) ProtoMessage() {}
 
 func (x *Left) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[18]
+	mi := &file_corral_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +2088,7 @@ func (x *Left) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Left.ProtoReflect.Descriptor instead.
 func (*Left) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Left) GetRoom() string {
@@ -1749,14 +2130,17 @@ type Message struct {
 	// gave it (JoinResult.info, else ConnectResponse.info); empty for
 	// internal publishers and without hooks. Stored with the message and
 	// replayed with it. Inline JSON in the JSON subprotocol.
-	SenderInfo    []byte `protobuf:"bytes,7,opt,name=sender_info,json=senderInfo,proto3" json:"sender_info,omitempty"`
+	SenderInfo []byte `protobuf:"bytes,7,opt,name=sender_info,json=senderInfo,proto3" json:"sender_info,omitempty"`
+	// Set when this message is a chunk of a growing message (Append): id
+	// names the growing message, seq is the chunk's own place in the room.
+	Chunk         *MessageChunk `protobuf:"bytes,8,opt,name=chunk,proto3" json:"chunk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +2152,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[19]
+	mi := &file_corral_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +2165,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Message) GetRoom() string {
@@ -1833,6 +2217,110 @@ func (x *Message) GetSenderInfo() []byte {
 	return nil
 }
 
+func (x *Message) GetChunk() *MessageChunk {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+// MessageChunk is one step of a growing message (docs/MESSAGES.md). A
+// member that joins or resumes in the middle of a growing message first
+// gets its assembled body as one chunk with replace set, at the seq of
+// the last chunk it covers, then the later chunks.
+type MessageChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The seq of the message's first chunk: with Message.room and
+	// Message.id it names the growing message in its epoch.
+	MessageSeq uint64 `protobuf:"varint,1,opt,name=message_seq,json=messageSeq,proto3" json:"message_seq,omitempty"`
+	// The message's version after this chunk: 1 for the first, one more
+	// for each following chunk.
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The bytes added to the body, or the whole body with replace.
+	Data    []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Replace bool   `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"`
+	// True on the message's last chunk.
+	Final bool `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	// Set instead of data on a replace whose delta against the body at
+	// version - 1 is smaller than the body: apply it to that body (fossil
+	// delta format, docs/DELTA.md). Only for a member that holds version - 1.
+	Delta         []byte `protobuf:"bytes,6,opt,name=delta,proto3" json:"delta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageChunk) Reset() {
+	*x = MessageChunk{}
+	mi := &file_corral_v1_client_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageChunk) ProtoMessage() {}
+
+func (x *MessageChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageChunk.ProtoReflect.Descriptor instead.
+func (*MessageChunk) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *MessageChunk) GetMessageSeq() uint64 {
+	if x != nil {
+		return x.MessageSeq
+	}
+	return 0
+}
+
+func (x *MessageChunk) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *MessageChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *MessageChunk) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *MessageChunk) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *MessageChunk) GetDelta() []byte {
+	if x != nil {
+		return x.Delta
+	}
+	return nil
+}
+
 // SignalEvent is the latest value of one signal key in a room.
 type SignalEvent struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1849,7 +2337,7 @@ type SignalEvent struct {
 
 func (x *SignalEvent) Reset() {
 	*x = SignalEvent{}
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2349,7 @@ func (x *SignalEvent) String() string {
 func (*SignalEvent) ProtoMessage() {}
 
 func (x *SignalEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[20]
+	mi := &file_corral_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2362,7 @@ func (x *SignalEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalEvent.ProtoReflect.Descriptor instead.
 func (*SignalEvent) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SignalEvent) GetRoom() string {
@@ -1926,7 +2414,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2426,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[21]
+	mi := &file_corral_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2439,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Published) GetRoom() string {
@@ -1993,7 +2481,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2493,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[22]
+	mi := &file_corral_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2506,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Pong) GetId() uint64 {
@@ -2051,7 +2539,7 @@ type ReconnectHint struct {
 
 func (x *ReconnectHint) Reset() {
 	*x = ReconnectHint{}
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2551,7 @@ func (x *ReconnectHint) String() string {
 func (*ReconnectHint) ProtoMessage() {}
 
 func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[23]
+	mi := &file_corral_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2564,7 @@ func (x *ReconnectHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconnectHint.ProtoReflect.Descriptor instead.
 func (*ReconnectHint) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReconnectHint) GetCode() Code {
@@ -2119,7 +2607,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2619,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[24]
+	mi := &file_corral_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2632,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Error) GetCode() Code {
@@ -2197,7 +2685,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2697,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[25]
+	mi := &file_corral_v1_client_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2710,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Reset) GetRoom() string {
@@ -2256,7 +2744,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2756,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[26]
+	mi := &file_corral_v1_client_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2769,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Batch) GetFrames() []*ServerFrame {
@@ -2320,7 +2808,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_corral_v1_client_proto_msgTypes[27]
+	mi := &file_corral_v1_client_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2820,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[27]
+	mi := &file_corral_v1_client_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2833,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Presence) GetRoom() string {
@@ -2416,7 +2904,7 @@ type Refreshed struct {
 
 func (x *Refreshed) Reset() {
 	*x = Refreshed{}
-	mi := &file_corral_v1_client_proto_msgTypes[28]
+	mi := &file_corral_v1_client_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2916,7 @@ func (x *Refreshed) String() string {
 func (*Refreshed) ProtoMessage() {}
 
 func (x *Refreshed) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[28]
+	mi := &file_corral_v1_client_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2929,7 @@ func (x *Refreshed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refreshed.ProtoReflect.Descriptor instead.
 func (*Refreshed) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{28}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Refreshed) GetExpiresUnix() int64 {
@@ -2466,7 +2954,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_corral_v1_client_proto_msgTypes[29]
+	mi := &file_corral_v1_client_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2966,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[29]
+	mi := &file_corral_v1_client_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2979,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{29}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CallResult) GetId() uint64 {
@@ -2515,6 +3003,365 @@ func (x *CallResult) GetError() *Error {
 	return nil
 }
 
+// StateEntry is one key of a room's keyed state.
+type StateEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Opaque to corral. Inline JSON in the JSON subprotocol.
+	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// The key's version: 1 when set first, one more per change.
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// When the key expires, milliseconds since the Unix epoch (0: never).
+	ExpiresMs     int64 `protobuf:"varint,4,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateEntry) Reset() {
+	*x = StateEntry{}
+	mi := &file_corral_v1_client_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateEntry) ProtoMessage() {}
+
+func (x *StateEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateEntry.ProtoReflect.Descriptor instead.
+func (*StateEntry) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *StateEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StateEntry) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *StateEntry) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *StateEntry) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+// StateSnapshot is a room's whole keyed state at a position: it replaces
+// what the client held. It comes after Joined, and on resume when the
+// client's state position is older than the changes the server keeps.
+// The StateChange frames that follow continue after position.
+type StateSnapshot struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Room    string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Entries []*StateEntry          `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The room state's change position this snapshot is at, and the epoch
+	// of its change stream (a different epoch: a new snapshot follows).
+	Position      uint64 `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`
+	Epoch         string `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateSnapshot) Reset() {
+	*x = StateSnapshot{}
+	mi := &file_corral_v1_client_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateSnapshot) ProtoMessage() {}
+
+func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
+func (*StateSnapshot) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *StateSnapshot) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *StateSnapshot) GetEntries() []*StateEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *StateSnapshot) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *StateSnapshot) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+// StateChange is one change of a room's keyed state, in the room's state
+// order: position grows by one per change.
+type StateChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The new value (empty when deleted or expired). Inline JSON in the JSON
+	// subprotocol.
+	Value []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// The key's version after the change.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// True: the key was removed (expired: by its TTL).
+	Deleted  bool   `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Expired  bool   `protobuf:"varint,6,opt,name=expired,proto3" json:"expired,omitempty"`
+	Position uint64 `protobuf:"varint,7,opt,name=position,proto3" json:"position,omitempty"`
+	Epoch    string `protobuf:"bytes,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Set instead of value when a delta against the client's previous value
+	// of the key (version - 1) is smaller (fossil delta format,
+	// docs/DELTA.md).
+	Delta []byte `protobuf:"bytes,9,opt,name=delta,proto3" json:"delta,omitempty"`
+	// When the key expires, milliseconds since the Unix epoch (0: never).
+	ExpiresMs     int64 `protobuf:"varint,10,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateChange) Reset() {
+	*x = StateChange{}
+	mi := &file_corral_v1_client_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateChange) ProtoMessage() {}
+
+func (x *StateChange) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateChange.ProtoReflect.Descriptor instead.
+func (*StateChange) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *StateChange) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *StateChange) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StateChange) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *StateChange) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *StateChange) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *StateChange) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *StateChange) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *StateChange) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *StateChange) GetDelta() []byte {
+	if x != nil {
+		return x.Delta
+	}
+	return nil
+}
+
+func (x *StateChange) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+// StateUpdated answers a SetState or DeleteState: the key's version and
+// the change's position.
+type StateUpdated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// SetState.ref or DeleteState.ref.
+	Ref           string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	Position      uint64 `protobuf:"varint,5,opt,name=position,proto3" json:"position,omitempty"`
+	Deleted       bool   `protobuf:"varint,6,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateUpdated) Reset() {
+	*x = StateUpdated{}
+	mi := &file_corral_v1_client_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateUpdated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateUpdated) ProtoMessage() {}
+
+func (x *StateUpdated) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_client_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateUpdated.ProtoReflect.Descriptor instead.
+func (*StateUpdated) Descriptor() ([]byte, []int) {
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *StateUpdated) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *StateUpdated) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StateUpdated) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *StateUpdated) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *StateUpdated) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *StateUpdated) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
 // PresenceMember is one user present in a room.
 type PresenceMember struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2535,7 +3382,7 @@ type PresenceMember struct {
 
 func (x *PresenceMember) Reset() {
 	*x = PresenceMember{}
-	mi := &file_corral_v1_client_proto_msgTypes[30]
+	mi := &file_corral_v1_client_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +3394,7 @@ func (x *PresenceMember) String() string {
 func (*PresenceMember) ProtoMessage() {}
 
 func (x *PresenceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[30]
+	mi := &file_corral_v1_client_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +3407,7 @@ func (x *PresenceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceMember.ProtoReflect.Descriptor instead.
 func (*PresenceMember) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{30}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PresenceMember) GetUserId() string {
@@ -2606,7 +3453,7 @@ type PresencePage struct {
 
 func (x *PresencePage) Reset() {
 	*x = PresencePage{}
-	mi := &file_corral_v1_client_proto_msgTypes[31]
+	mi := &file_corral_v1_client_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +3465,7 @@ func (x *PresencePage) String() string {
 func (*PresencePage) ProtoMessage() {}
 
 func (x *PresencePage) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_v1_client_proto_msgTypes[31]
+	mi := &file_corral_v1_client_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +3478,7 @@ func (x *PresencePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresencePage.ProtoReflect.Descriptor instead.
 func (*PresencePage) Descriptor() ([]byte, []int) {
-	return file_corral_v1_client_proto_rawDescGZIP(), []int{31}
+	return file_corral_v1_client_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PresencePage) GetRoom() string {
@@ -2666,7 +3513,7 @@ var File_corral_v1_client_proto protoreflect.FileDescriptor
 
 const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\x1a\x17corral/v1/options.proto\"\x8f\x04\n" +
+	"\x16corral/v1/client.proto\x12\tcorral.v1\x1a\x15corral/v1/codes.proto\x1a\x17corral/v1/options.proto\"\xad\x05\n" +
 	"\vClientFrame\x12(\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x04join\x18\x02 \x01(\v2\x0f.corral.v1.JoinH\x00R\x04join\x12(\n" +
@@ -2679,7 +3526,10 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x0epresence_query\x18\t \x01(\v2\x18.corral.v1.PresenceQueryH\x00R\rpresenceQuery\x12.\n" +
 	"\arefresh\x18\n" +
 	" \x01(\v2\x12.corral.v1.RefreshH\x00R\arefresh\x12%\n" +
-	"\x04call\x18\v \x01(\v2\x0f.corral.v1.CallH\x00R\x04callB\x06\n" +
+	"\x04call\x18\v \x01(\v2\x0f.corral.v1.CallH\x00R\x04call\x12+\n" +
+	"\x06append\x18\f \x01(\v2\x11.corral.v1.AppendH\x00R\x06append\x122\n" +
+	"\tset_state\x18\r \x01(\v2\x13.corral.v1.SetStateH\x00R\bsetState\x12;\n" +
+	"\fdelete_state\x18\x0e \x01(\v2\x16.corral.v1.DeleteStateH\x00R\vdeleteStateB\x06\n" +
 	"\x04kind\"`\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
@@ -2733,7 +3583,28 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x04Call\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x1e\n" +
-	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\"\xaa\x06\n" +
+	"\apayload\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\"\x90\x01\n" +
+	"\x06Append\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
+	"\x04data\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\x04data\x12\x18\n" +
+	"\areplace\x18\x04 \x01(\bR\areplace\x12\x14\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\"\xa1\x01\n" +
+	"\bSetState\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
+	"\x05value\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\x05value\x12\x10\n" +
+	"\x03cas\x18\x04 \x01(\bR\x03cas\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\rR\x05ttlMs\x12\x10\n" +
+	"\x03ref\x18\a \x01(\tR\x03ref\"q\n" +
+	"\vDeleteState\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x10\n" +
+	"\x03cas\x18\x03 \x01(\bR\x03cas\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x10\n" +
+	"\x03ref\x18\x05 \x01(\tR\x03ref\"\xea\a\n" +
 	"\vServerFrame\x12.\n" +
 	"\awelcome\x18\x01 \x01(\v2\x12.corral.v1.WelcomeH\x00R\awelcome\x12+\n" +
 	"\x06joined\x18\x02 \x01(\v2\x11.corral.v1.JoinedH\x00R\x06joined\x12%\n" +
@@ -2753,7 +3624,10 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\n" +
 	"replay_end\x18\x0f \x01(\v2\x14.corral.v1.ReplayEndH\x00R\treplayEnd\x128\n" +
 	"\vcall_result\x18\x10 \x01(\v2\x15.corral.v1.CallResultH\x00R\n" +
-	"callResultB\x06\n" +
+	"callResult\x12A\n" +
+	"\x0estate_snapshot\x18\x11 \x01(\v2\x18.corral.v1.StateSnapshotH\x00R\rstateSnapshot\x12;\n" +
+	"\fstate_change\x18\x12 \x01(\v2\x16.corral.v1.StateChangeH\x00R\vstateChange\x12>\n" +
+	"\rstate_updated\x18\x13 \x01(\v2\x17.corral.v1.StateUpdatedH\x00R\fstateUpdatedB\x06\n" +
 	"\x04kind\"\xea\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
@@ -2776,7 +3650,7 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\x04Left\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12#\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb7\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xe6\x01\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
@@ -2785,7 +3659,16 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\atime_ms\x18\x05 \x01(\x03R\x06timeMs\x12\x0e\n" +
 	"\x02id\x18\x06 \x01(\tR\x02id\x12%\n" +
 	"\vsender_info\x18\a \x01(\fB\x04\x88\xb5\x18\x01R\n" +
-	"senderInfo\"\x81\x01\n" +
+	"senderInfo\x12-\n" +
+	"\x05chunk\x18\b \x01(\v2\x17.corral.v1.MessageChunkR\x05chunk\"\xaf\x01\n" +
+	"\fMessageChunk\x12\x1f\n" +
+	"\vmessage_seq\x18\x01 \x01(\x04R\n" +
+	"messageSeq\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
+	"\x04data\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\x04data\x12\x18\n" +
+	"\areplace\x18\x04 \x01(\bR\areplace\x12\x14\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\x12\x1a\n" +
+	"\x05delta\x18\x06 \x01(\fB\x04\x88\xb5\x18\x01R\x05delta\"\x81\x01\n" +
 	"\vSignalEvent\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
@@ -2832,7 +3715,39 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"CallResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1e\n" +
 	"\apayload\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\apayload\x12&\n" +
-	"\x05error\x18\x03 \x01(\v2\x10.corral.v1.ErrorR\x05error\"\x81\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x10.corral.v1.ErrorR\x05error\"s\n" +
+	"\n" +
+	"StateEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\x05value\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\x05value\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x04 \x01(\x03R\texpiresMs\"\x86\x01\n" +
+	"\rStateSnapshot\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12/\n" +
+	"\aentries\x18\x02 \x03(\v2\x15.corral.v1.StateEntryR\aentries\x12\x1a\n" +
+	"\bposition\x18\x03 \x01(\x04R\bposition\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\tR\x05epoch\"\x8a\x02\n" +
+	"\vStateChange\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
+	"\x05value\x18\x03 \x01(\fB\x04\x88\xb5\x18\x01R\x05value\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
+	"\adeleted\x18\x05 \x01(\bR\adeleted\x12\x18\n" +
+	"\aexpired\x18\x06 \x01(\bR\aexpired\x12\x1a\n" +
+	"\bposition\x18\a \x01(\x04R\bposition\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\tR\x05epoch\x12\x1a\n" +
+	"\x05delta\x18\t \x01(\fB\x04\x88\xb5\x18\x01R\x05delta\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\n" +
+	" \x01(\x03R\texpiresMs\"\x96\x01\n" +
+	"\fStateUpdated\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x1a\n" +
+	"\bposition\x18\x05 \x01(\x04R\bposition\x12\x18\n" +
+	"\adeleted\x18\x06 \x01(\bR\adeleted\"\x81\x01\n" +
 	"\x0ePresenceMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
 	"\x05state\x18\x02 \x01(\fB\x04\x88\xb5\x18\x01R\x05state\x12 \n" +
@@ -2858,7 +3773,7 @@ func file_corral_v1_client_proto_rawDescGZIP() []byte {
 	return file_corral_v1_client_proto_rawDescData
 }
 
-var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_corral_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_corral_v1_client_proto_goTypes = []any{
 	(*ClientFrame)(nil),    // 0: corral.v1.ClientFrame
 	(*Hello)(nil),          // 1: corral.v1.Hello
@@ -2874,25 +3789,33 @@ var file_corral_v1_client_proto_goTypes = []any{
 	(*PresenceQuery)(nil),  // 11: corral.v1.PresenceQuery
 	(*Refresh)(nil),        // 12: corral.v1.Refresh
 	(*Call)(nil),           // 13: corral.v1.Call
-	(*ServerFrame)(nil),    // 14: corral.v1.ServerFrame
-	(*Welcome)(nil),        // 15: corral.v1.Welcome
-	(*Joined)(nil),         // 16: corral.v1.Joined
-	(*ReplayEnd)(nil),      // 17: corral.v1.ReplayEnd
-	(*Left)(nil),           // 18: corral.v1.Left
-	(*Message)(nil),        // 19: corral.v1.Message
-	(*SignalEvent)(nil),    // 20: corral.v1.SignalEvent
-	(*Published)(nil),      // 21: corral.v1.Published
-	(*Pong)(nil),           // 22: corral.v1.Pong
-	(*ReconnectHint)(nil),  // 23: corral.v1.ReconnectHint
-	(*Error)(nil),          // 24: corral.v1.Error
-	(*Reset)(nil),          // 25: corral.v1.Reset
-	(*Batch)(nil),          // 26: corral.v1.Batch
-	(*Presence)(nil),       // 27: corral.v1.Presence
-	(*Refreshed)(nil),      // 28: corral.v1.Refreshed
-	(*CallResult)(nil),     // 29: corral.v1.CallResult
-	(*PresenceMember)(nil), // 30: corral.v1.PresenceMember
-	(*PresencePage)(nil),   // 31: corral.v1.PresencePage
-	(Code)(0),              // 32: corral.v1.Code
+	(*Append)(nil),         // 14: corral.v1.Append
+	(*SetState)(nil),       // 15: corral.v1.SetState
+	(*DeleteState)(nil),    // 16: corral.v1.DeleteState
+	(*ServerFrame)(nil),    // 17: corral.v1.ServerFrame
+	(*Welcome)(nil),        // 18: corral.v1.Welcome
+	(*Joined)(nil),         // 19: corral.v1.Joined
+	(*ReplayEnd)(nil),      // 20: corral.v1.ReplayEnd
+	(*Left)(nil),           // 21: corral.v1.Left
+	(*Message)(nil),        // 22: corral.v1.Message
+	(*MessageChunk)(nil),   // 23: corral.v1.MessageChunk
+	(*SignalEvent)(nil),    // 24: corral.v1.SignalEvent
+	(*Published)(nil),      // 25: corral.v1.Published
+	(*Pong)(nil),           // 26: corral.v1.Pong
+	(*ReconnectHint)(nil),  // 27: corral.v1.ReconnectHint
+	(*Error)(nil),          // 28: corral.v1.Error
+	(*Reset)(nil),          // 29: corral.v1.Reset
+	(*Batch)(nil),          // 30: corral.v1.Batch
+	(*Presence)(nil),       // 31: corral.v1.Presence
+	(*Refreshed)(nil),      // 32: corral.v1.Refreshed
+	(*CallResult)(nil),     // 33: corral.v1.CallResult
+	(*StateEntry)(nil),     // 34: corral.v1.StateEntry
+	(*StateSnapshot)(nil),  // 35: corral.v1.StateSnapshot
+	(*StateChange)(nil),    // 36: corral.v1.StateChange
+	(*StateUpdated)(nil),   // 37: corral.v1.StateUpdated
+	(*PresenceMember)(nil), // 38: corral.v1.PresenceMember
+	(*PresencePage)(nil),   // 39: corral.v1.PresencePage
+	(Code)(0),              // 40: corral.v1.Code
 }
 var file_corral_v1_client_proto_depIdxs = []int32{
 	1,  // 0: corral.v1.ClientFrame.hello:type_name -> corral.v1.Hello
@@ -2906,37 +3829,45 @@ var file_corral_v1_client_proto_depIdxs = []int32{
 	11, // 8: corral.v1.ClientFrame.presence_query:type_name -> corral.v1.PresenceQuery
 	12, // 9: corral.v1.ClientFrame.refresh:type_name -> corral.v1.Refresh
 	13, // 10: corral.v1.ClientFrame.call:type_name -> corral.v1.Call
-	2,  // 11: corral.v1.Hello.resume:type_name -> corral.v1.Resume
-	3,  // 12: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
-	15, // 13: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
-	16, // 14: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
-	18, // 15: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
-	19, // 16: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
-	20, // 17: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
-	21, // 18: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
-	22, // 19: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
-	23, // 20: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
-	24, // 21: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
-	25, // 22: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
-	26, // 23: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
-	27, // 24: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
-	31, // 25: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
-	28, // 26: corral.v1.ServerFrame.refreshed:type_name -> corral.v1.Refreshed
-	17, // 27: corral.v1.ServerFrame.replay_end:type_name -> corral.v1.ReplayEnd
-	29, // 28: corral.v1.ServerFrame.call_result:type_name -> corral.v1.CallResult
-	32, // 29: corral.v1.Left.code:type_name -> corral.v1.Code
-	32, // 30: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
-	32, // 31: corral.v1.Error.code:type_name -> corral.v1.Code
-	14, // 32: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
-	30, // 33: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
-	30, // 34: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
-	24, // 35: corral.v1.CallResult.error:type_name -> corral.v1.Error
-	30, // 36: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	14, // 11: corral.v1.ClientFrame.append:type_name -> corral.v1.Append
+	15, // 12: corral.v1.ClientFrame.set_state:type_name -> corral.v1.SetState
+	16, // 13: corral.v1.ClientFrame.delete_state:type_name -> corral.v1.DeleteState
+	2,  // 14: corral.v1.Hello.resume:type_name -> corral.v1.Resume
+	3,  // 15: corral.v1.Resume.rooms:type_name -> corral.v1.RoomPosition
+	18, // 16: corral.v1.ServerFrame.welcome:type_name -> corral.v1.Welcome
+	19, // 17: corral.v1.ServerFrame.joined:type_name -> corral.v1.Joined
+	21, // 18: corral.v1.ServerFrame.left:type_name -> corral.v1.Left
+	22, // 19: corral.v1.ServerFrame.message:type_name -> corral.v1.Message
+	24, // 20: corral.v1.ServerFrame.signal:type_name -> corral.v1.SignalEvent
+	25, // 21: corral.v1.ServerFrame.published:type_name -> corral.v1.Published
+	26, // 22: corral.v1.ServerFrame.pong:type_name -> corral.v1.Pong
+	27, // 23: corral.v1.ServerFrame.reconnect:type_name -> corral.v1.ReconnectHint
+	28, // 24: corral.v1.ServerFrame.error:type_name -> corral.v1.Error
+	29, // 25: corral.v1.ServerFrame.reset:type_name -> corral.v1.Reset
+	30, // 26: corral.v1.ServerFrame.batch:type_name -> corral.v1.Batch
+	31, // 27: corral.v1.ServerFrame.presence:type_name -> corral.v1.Presence
+	39, // 28: corral.v1.ServerFrame.presence_page:type_name -> corral.v1.PresencePage
+	32, // 29: corral.v1.ServerFrame.refreshed:type_name -> corral.v1.Refreshed
+	20, // 30: corral.v1.ServerFrame.replay_end:type_name -> corral.v1.ReplayEnd
+	33, // 31: corral.v1.ServerFrame.call_result:type_name -> corral.v1.CallResult
+	35, // 32: corral.v1.ServerFrame.state_snapshot:type_name -> corral.v1.StateSnapshot
+	36, // 33: corral.v1.ServerFrame.state_change:type_name -> corral.v1.StateChange
+	37, // 34: corral.v1.ServerFrame.state_updated:type_name -> corral.v1.StateUpdated
+	40, // 35: corral.v1.Left.code:type_name -> corral.v1.Code
+	23, // 36: corral.v1.Message.chunk:type_name -> corral.v1.MessageChunk
+	40, // 37: corral.v1.ReconnectHint.code:type_name -> corral.v1.Code
+	40, // 38: corral.v1.Error.code:type_name -> corral.v1.Code
+	17, // 39: corral.v1.Batch.frames:type_name -> corral.v1.ServerFrame
+	38, // 40: corral.v1.Presence.joins:type_name -> corral.v1.PresenceMember
+	38, // 41: corral.v1.Presence.updates:type_name -> corral.v1.PresenceMember
+	28, // 42: corral.v1.CallResult.error:type_name -> corral.v1.Error
+	34, // 43: corral.v1.StateSnapshot.entries:type_name -> corral.v1.StateEntry
+	38, // 44: corral.v1.PresencePage.members:type_name -> corral.v1.PresenceMember
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_client_proto_init() }
@@ -2958,8 +3889,11 @@ func file_corral_v1_client_proto_init() {
 		(*ClientFrame_PresenceQuery)(nil),
 		(*ClientFrame_Refresh)(nil),
 		(*ClientFrame_Call)(nil),
+		(*ClientFrame_Append)(nil),
+		(*ClientFrame_SetState)(nil),
+		(*ClientFrame_DeleteState)(nil),
 	}
-	file_corral_v1_client_proto_msgTypes[14].OneofWrappers = []any{
+	file_corral_v1_client_proto_msgTypes[17].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Joined)(nil),
 		(*ServerFrame_Left)(nil),
@@ -2976,6 +3910,9 @@ func file_corral_v1_client_proto_init() {
 		(*ServerFrame_Refreshed)(nil),
 		(*ServerFrame_ReplayEnd)(nil),
 		(*ServerFrame_CallResult)(nil),
+		(*ServerFrame_StateSnapshot)(nil),
+		(*ServerFrame_StateChange)(nil),
+		(*ServerFrame_StateUpdated)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2983,7 +3920,7 @@ func file_corral_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_client_proto_rawDesc), len(file_corral_v1_client_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

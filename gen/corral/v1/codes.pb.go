@@ -71,7 +71,9 @@ const (
 	// As an error frame for a publish with Publish.seq: the publish before it
 	// in the session's sequence for the room is not stored (it was refused,
 	// or is still on its way). Nothing was stored. Send the earliest
-	// unresolved publish again, then this one, with the same ids.
+	// unresolved publish again, then this one, with the same ids. For an
+	// Append with version: a version more than one past the message's;
+	// send the missing chunks first.
 	Code_CODE_OUT_OF_ORDER Code = 4106
 	// A frame could not be decoded, or broke the protocol. Stop: fix the client.
 	Code_CODE_BAD_FRAME Code = 4400
@@ -98,8 +100,20 @@ const (
 	// connection from the room (RoomService.Unsubscribe). Stop: do not join
 	// the room again unless the application says so.
 	Code_CODE_UNSUBSCRIBED Code = 4409
+	// The operation is not implemented by this server yet (a frame or API
+	// method of a newer protocol than the server handles). Stop.
+	Code_CODE_UNIMPLEMENTED Code = 4410
+	// A compare-and-set of keyed state (SetState.cas, DeleteState.cas) found
+	// another version: read the key's current value (its StateChange), then
+	// decide again.
+	Code_CODE_VERSION_CONFLICT Code = 4411
+	// An Append to a growing message that already has its final chunk.
+	Code_CODE_MESSAGE_FINAL Code = 4412
 	// A frame or payload exceeds the configured size limit.
 	Code_CODE_TOO_LARGE Code = 4413
+	// A room's keyed state has as many keys as its class allows: delete one
+	// before setting a new key.
+	Code_CODE_TOO_MANY_KEYS Code = 4414
 )
 
 // Enum value maps for Code.
@@ -128,7 +142,11 @@ var (
 		4407: "CODE_INVALID_ARGUMENT",
 		4408: "CODE_LIMIT_EXCEEDED",
 		4409: "CODE_UNSUBSCRIBED",
+		4410: "CODE_UNIMPLEMENTED",
+		4411: "CODE_VERSION_CONFLICT",
+		4412: "CODE_MESSAGE_FINAL",
 		4413: "CODE_TOO_LARGE",
+		4414: "CODE_TOO_MANY_KEYS",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":        0,
@@ -154,7 +172,11 @@ var (
 		"CODE_INVALID_ARGUMENT":   4407,
 		"CODE_LIMIT_EXCEEDED":     4408,
 		"CODE_UNSUBSCRIBED":       4409,
+		"CODE_UNIMPLEMENTED":      4410,
+		"CODE_VERSION_CONFLICT":   4411,
+		"CODE_MESSAGE_FINAL":      4412,
 		"CODE_TOO_LARGE":          4413,
+		"CODE_TOO_MANY_KEYS":      4414,
 	}
 )
 
@@ -189,7 +211,7 @@ var File_corral_v1_codes_proto protoreflect.FileDescriptor
 
 const file_corral_v1_codes_proto_rawDesc = "" +
 	"\n" +
-	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xd6\x04\n" +
+	"\x15corral/v1/codes.proto\x12\tcorral.v1*\xbd\x05\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x0fCODE_GOING_AWAY\x10\xa0\x1f\x12\x17\n" +
@@ -213,8 +235,12 @@ const file_corral_v1_codes_proto_rawDesc = "" +
 	"\x12CODE_UNKNOWN_FRAME\x10\xb6\"\x12\x1a\n" +
 	"\x15CODE_INVALID_ARGUMENT\x10\xb7\"\x12\x18\n" +
 	"\x13CODE_LIMIT_EXCEEDED\x10\xb8\"\x12\x16\n" +
-	"\x11CODE_UNSUBSCRIBED\x10\xb9\"\x12\x13\n" +
-	"\x0eCODE_TOO_LARGE\x10\xbd\"B\x94\x01\n" +
+	"\x11CODE_UNSUBSCRIBED\x10\xb9\"\x12\x17\n" +
+	"\x12CODE_UNIMPLEMENTED\x10\xba\"\x12\x1a\n" +
+	"\x15CODE_VERSION_CONFLICT\x10\xbb\"\x12\x17\n" +
+	"\x12CODE_MESSAGE_FINAL\x10\xbc\"\x12\x13\n" +
+	"\x0eCODE_TOO_LARGE\x10\xbd\"\x12\x17\n" +
+	"\x12CODE_TOO_MANY_KEYS\x10\xbe\"B\x94\x01\n" +
 	"\rcom.corral.v1B\n" +
 	"CodesProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"

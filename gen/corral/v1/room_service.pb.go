@@ -3711,6 +3711,671 @@ func (x *SignalsResponse) GetCoresMissing() uint32 {
 	return 0
 }
 
+// AppendRequest is one chunk of a growing message (see the Append frame,
+// corral.v1.Append: the same fields and rules).
+type AppendRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Opaque to corral.
+	Data    []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Replace bool   `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"`
+	Final   bool   `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	// Shown to clients as Message.sender on the chunk; empty by default.
+	Sender string `protobuf:"bytes,6,opt,name=sender,proto3" json:"sender,omitempty"`
+	// As Append.version: the version this chunk makes (0: unchecked), so
+	// that a stream retried from its start appends each chunk once.
+	Version       uint64 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendRequest) Reset() {
+	*x = AppendRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendRequest) ProtoMessage() {}
+
+func (x *AppendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendRequest.ProtoReflect.Descriptor instead.
+func (*AppendRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *AppendRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *AppendRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppendRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *AppendRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *AppendRequest) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *AppendRequest) GetSender() string {
+	if x != nil {
+		return x.Sender
+	}
+	return ""
+}
+
+func (x *AppendRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// AppendResponse reports the last chunk the stream appended.
+type AppendResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The room's position of the last chunk, and its epoch.
+	Seq   uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch string `protobuf:"bytes,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The message's version after it, and whether it is final.
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Final   bool   `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
+	// How many chunks the stream appended (duplicates not counted).
+	Chunks        uint32 `protobuf:"varint,5,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendResponse) Reset() {
+	*x = AppendResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendResponse) ProtoMessage() {}
+
+func (x *AppendResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendResponse.ProtoReflect.Descriptor instead.
+func (*AppendResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *AppendResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AppendResponse) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *AppendResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *AppendResponse) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *AppendResponse) GetChunks() uint32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+// GetMessageRequest names a growing message.
+type GetMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageRequest) Reset() {
+	*x = GetMessageRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageRequest) ProtoMessage() {}
+
+func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
+func (*GetMessageRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetMessageRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *GetMessageRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetMessageResponse is a growing message as assembled so far: message is
+// its chunk at seq (the last chunk applied) with the whole body as data
+// and replace set. A member that gets it continues with the chunks after
+// seq.
+type GetMessageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Epoch         string                 `protobuf:"bytes,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageResponse) Reset() {
+	*x = GetMessageResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageResponse) ProtoMessage() {}
+
+func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
+func (*GetMessageResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *GetMessageResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *GetMessageResponse) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+// SetStateRequest sets one key of a room's keyed state (see the SetState
+// frame, corral.v1.SetState: the same fields and rules).
+type SetStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Cas           bool                   `protobuf:"varint,4,opt,name=cas,proto3" json:"cas,omitempty"`
+	Version       uint64                 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	TtlMs         uint32                 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetStateRequest) Reset() {
+	*x = SetStateRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetStateRequest) ProtoMessage() {}
+
+func (x *SetStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetStateRequest.ProtoReflect.Descriptor instead.
+func (*SetStateRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *SetStateRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *SetStateRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SetStateRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *SetStateRequest) GetCas() bool {
+	if x != nil {
+		return x.Cas
+	}
+	return false
+}
+
+func (x *SetStateRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SetStateRequest) GetTtlMs() uint32 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+// SetStateResponse reports the key's new version and the change's
+// position in the room's state order.
+type SetStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Position      uint64                 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	Epoch         string                 `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetStateResponse) Reset() {
+	*x = SetStateResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetStateResponse) ProtoMessage() {}
+
+func (x *SetStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetStateResponse.ProtoReflect.Descriptor instead.
+func (*SetStateResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SetStateResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SetStateResponse) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *SetStateResponse) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+// DeleteStateRequest removes one key of a room's keyed state.
+type DeleteStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Cas           bool                   `protobuf:"varint,3,opt,name=cas,proto3" json:"cas,omitempty"`
+	Version       uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteStateRequest) Reset() {
+	*x = DeleteStateRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStateRequest) ProtoMessage() {}
+
+func (x *DeleteStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStateRequest.ProtoReflect.Descriptor instead.
+func (*DeleteStateRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *DeleteStateRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *DeleteStateRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeleteStateRequest) GetCas() bool {
+	if x != nil {
+		return x.Cas
+	}
+	return false
+}
+
+func (x *DeleteStateRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// DeleteStateResponse reports the removal's position; existed is false
+// when the key was not there (nothing changed).
+type DeleteStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Position      uint64                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	Epoch         string                 `protobuf:"bytes,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Existed       bool                   `protobuf:"varint,3,opt,name=existed,proto3" json:"existed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteStateResponse) Reset() {
+	*x = DeleteStateResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStateResponse) ProtoMessage() {}
+
+func (x *DeleteStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStateResponse.ProtoReflect.Descriptor instead.
+func (*DeleteStateResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *DeleteStateResponse) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *DeleteStateResponse) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *DeleteStateResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+// GetStateRequest reads a room's keyed state.
+type GetStateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Room  string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	// The keys to read; empty: every key.
+	Keys          []string `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStateRequest) Reset() {
+	*x = GetStateRequest{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStateRequest) ProtoMessage() {}
+
+func (x *GetStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStateRequest.ProtoReflect.Descriptor instead.
+func (*GetStateRequest) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetStateRequest) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *GetStateRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// GetStateResponse is a snapshot of a room's keyed state at a position.
+type GetStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *StateSnapshot         `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStateResponse) Reset() {
+	*x = GetStateResponse{}
+	mi := &file_corral_v1_room_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStateResponse) ProtoMessage() {}
+
+func (x *GetStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_v1_room_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStateResponse.ProtoReflect.Descriptor instead.
+func (*GetStateResponse) Descriptor() ([]byte, []int) {
+	return file_corral_v1_room_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetStateResponse) GetSnapshot() *StateSnapshot {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
 var File_corral_v1_room_service_proto protoreflect.FileDescriptor
 
 const file_corral_v1_room_service_proto_rawDesc = "" +
@@ -3981,14 +4646,59 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\asignals\x18\x01 \x03(\v2\x16.corral.v1.SignalEventR\asignals\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12%\n" +
 	"\x0ecores_answered\x18\x03 \x01(\rR\rcoresAnswered\x12#\n" +
-	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing*\xa1\x01\n" +
+	"\rcores_missing\x18\x04 \x01(\rR\fcoresMissing\"\xa9\x01\n" +
+	"\rAppendRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
+	"\areplace\x18\x04 \x01(\bR\areplace\x12\x14\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\x12\x16\n" +
+	"\x06sender\x18\x06 \x01(\tR\x06sender\x12\x18\n" +
+	"\aversion\x18\a \x01(\x04R\aversion\"\x80\x01\n" +
+	"\x0eAppendResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\tR\x05epoch\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05final\x18\x04 \x01(\bR\x05final\x12\x16\n" +
+	"\x06chunks\x18\x05 \x01(\rR\x06chunks\"7\n" +
+	"\x11GetMessageRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"X\n" +
+	"\x12GetMessageResponse\x12,\n" +
+	"\amessage\x18\x01 \x01(\v2\x12.corral.v1.MessageR\amessage\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\tR\x05epoch\"\x90\x01\n" +
+	"\x0fSetStateRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x10\n" +
+	"\x03cas\x18\x04 \x01(\bR\x03cas\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\rR\x05ttlMs\"^\n" +
+	"\x10SetStateResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\"f\n" +
+	"\x12DeleteStateRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x10\n" +
+	"\x03cas\x18\x03 \x01(\bR\x03cas\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"a\n" +
+	"\x13DeleteStateResponse\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\x04R\bposition\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\tR\x05epoch\x12\x18\n" +
+	"\aexisted\x18\x03 \x01(\bR\aexisted\"9\n" +
+	"\x0fGetStateRequest\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\"H\n" +
+	"\x10GetStateResponse\x124\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x18.corral.v1.StateSnapshotR\bsnapshot*\xa1\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_KIND_MESSAGE\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_JOINED\x10\x02\x12\x13\n" +
 	"\x0fEVENT_KIND_LEFT\x10\x03\x12\x1b\n" +
 	"\x17EVENT_KIND_DISCONNECTED\x10\x04\x12\x17\n" +
-	"\x13EVENT_KIND_PRESENCE\x10\x052\xf7\b\n" +
+	"\x13EVENT_KIND_PRESENCE\x10\x052\xdb\v\n" +
 	"\vRoomService\x12@\n" +
 	"\aPublish\x12\x19.corral.v1.PublishRequest\x1a\x1a.corral.v1.PublishResponse\x12F\n" +
 	"\tBroadcast\x12\x1b.corral.v1.BroadcastRequest\x1a\x1c.corral.v1.BroadcastResponse\x12@\n" +
@@ -4007,7 +4717,13 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\vConnections\x12\x1d.corral.v1.ConnectionsRequest\x1a\x1e.corral.v1.ConnectionsResponse\x12=\n" +
 	"\x06Config\x12\x18.corral.v1.ConfigRequest\x1a\x19.corral.v1.ConfigResponse\x12=\n" +
 	"\x06Reload\x12\x18.corral.v1.ReloadRequest\x1a\x19.corral.v1.ReloadResponse\x12@\n" +
-	"\aSignals\x12\x19.corral.v1.SignalsRequest\x1a\x1a.corral.v1.SignalsResponseB\x9a\x01\n" +
+	"\aSignals\x12\x19.corral.v1.SignalsRequest\x1a\x1a.corral.v1.SignalsResponse\x12?\n" +
+	"\x06Append\x12\x18.corral.v1.AppendRequest\x1a\x19.corral.v1.AppendResponse(\x01\x12I\n" +
+	"\n" +
+	"GetMessage\x12\x1c.corral.v1.GetMessageRequest\x1a\x1d.corral.v1.GetMessageResponse\x12C\n" +
+	"\bSetState\x12\x1a.corral.v1.SetStateRequest\x1a\x1b.corral.v1.SetStateResponse\x12L\n" +
+	"\vDeleteState\x12\x1d.corral.v1.DeleteStateRequest\x1a\x1e.corral.v1.DeleteStateResponse\x12C\n" +
+	"\bGetState\x12\x1a.corral.v1.GetStateRequest\x1a\x1b.corral.v1.GetStateResponseB\x9a\x01\n" +
 	"\rcom.corral.v1B\x10RoomServiceProtoP\x01Z2github.com/corral-rt/corral/gen/corral/v1;corralv1\xa2\x02\x03CXX\xaa\x02\tCorral.V1\xca\x02\tCorral\\V1\xe2\x02\x15Corral\\V1\\GPBMetadata\xea\x02\n" +
 	"Corral::V1b\x06proto3"
 
@@ -4024,7 +4740,7 @@ func file_corral_v1_room_service_proto_rawDescGZIP() []byte {
 }
 
 var file_corral_v1_room_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_corral_v1_room_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_corral_v1_room_service_proto_goTypes = []any{
 	(EventKind)(0),              // 0: corral.v1.EventKind
 	(PresenceChanged_Change)(0), // 1: corral.v1.PresenceChanged.Change
@@ -4077,29 +4793,40 @@ var file_corral_v1_room_service_proto_goTypes = []any{
 	(*ReloadResponse)(nil),      // 48: corral.v1.ReloadResponse
 	(*SignalsRequest)(nil),      // 49: corral.v1.SignalsRequest
 	(*SignalsResponse)(nil),     // 50: corral.v1.SignalsResponse
-	(*Message)(nil),             // 51: corral.v1.Message
-	(*PresenceMember)(nil),      // 52: corral.v1.PresenceMember
-	(Code)(0),                   // 53: corral.v1.Code
-	(*RoomPosition)(nil),        // 54: corral.v1.RoomPosition
-	(*SignalEvent)(nil),         // 55: corral.v1.SignalEvent
+	(*AppendRequest)(nil),       // 51: corral.v1.AppendRequest
+	(*AppendResponse)(nil),      // 52: corral.v1.AppendResponse
+	(*GetMessageRequest)(nil),   // 53: corral.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),  // 54: corral.v1.GetMessageResponse
+	(*SetStateRequest)(nil),     // 55: corral.v1.SetStateRequest
+	(*SetStateResponse)(nil),    // 56: corral.v1.SetStateResponse
+	(*DeleteStateRequest)(nil),  // 57: corral.v1.DeleteStateRequest
+	(*DeleteStateResponse)(nil), // 58: corral.v1.DeleteStateResponse
+	(*GetStateRequest)(nil),     // 59: corral.v1.GetStateRequest
+	(*GetStateResponse)(nil),    // 60: corral.v1.GetStateResponse
+	(*Message)(nil),             // 61: corral.v1.Message
+	(*PresenceMember)(nil),      // 62: corral.v1.PresenceMember
+	(Code)(0),                   // 63: corral.v1.Code
+	(*RoomPosition)(nil),        // 64: corral.v1.RoomPosition
+	(*SignalEvent)(nil),         // 65: corral.v1.SignalEvent
+	(*StateSnapshot)(nil),       // 66: corral.v1.StateSnapshot
 }
 var file_corral_v1_room_service_proto_depIdxs = []int32{
-	51, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
+	61, // 0: corral.v1.HistoryResponse.messages:type_name -> corral.v1.Message
 	9,  // 1: corral.v1.BroadcastResponse.results:type_name -> corral.v1.BroadcastResult
 	12, // 2: corral.v1.MembersResponse.members:type_name -> corral.v1.Member
-	52, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
-	53, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
+	62, // 3: corral.v1.MembersResponse.presence:type_name -> corral.v1.PresenceMember
+	63, // 4: corral.v1.DisconnectRequest.code:type_name -> corral.v1.Code
 	0,  // 5: corral.v1.EventsRequest.kinds:type_name -> corral.v1.EventKind
 	17, // 6: corral.v1.EventsResponse.events:type_name -> corral.v1.Event
-	51, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
+	61, // 7: corral.v1.Event.message:type_name -> corral.v1.Message
 	19, // 8: corral.v1.Event.joined:type_name -> corral.v1.MemberJoined
 	20, // 9: corral.v1.Event.left:type_name -> corral.v1.MemberLeft
 	21, // 10: corral.v1.Event.disconnected:type_name -> corral.v1.MemberDisconnected
 	18, // 11: corral.v1.Event.presence:type_name -> corral.v1.PresenceChanged
 	1,  // 12: corral.v1.PresenceChanged.change:type_name -> corral.v1.PresenceChanged.Change
-	52, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
-	53, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
-	54, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
+	62, // 13: corral.v1.PresenceChanged.member:type_name -> corral.v1.PresenceMember
+	63, // 14: corral.v1.MemberDisconnected.code:type_name -> corral.v1.Code
+	64, // 15: corral.v1.SubscribeRequest.since:type_name -> corral.v1.RoomPosition
 	28, // 16: corral.v1.SubscribeResponse.results:type_name -> corral.v1.SubscribeResult
 	31, // 17: corral.v1.UnsubscribeResponse.results:type_name -> corral.v1.UnsubscribeResult
 	3,  // 18: corral.v1.BatchRequest.publishes:type_name -> corral.v1.PublishRequest
@@ -4110,46 +4837,58 @@ var file_corral_v1_room_service_proto_depIdxs = []int32{
 	46, // 23: corral.v1.ConfigResponse.classes:type_name -> corral.v1.RoomClassInfo
 	48, // 24: corral.v1.ConfigResponse.last_reload:type_name -> corral.v1.ReloadResponse
 	48, // 25: corral.v1.ReloadResponse.others:type_name -> corral.v1.ReloadResponse
-	55, // 26: corral.v1.SignalsResponse.signals:type_name -> corral.v1.SignalEvent
-	3,  // 27: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
-	7,  // 28: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
-	5,  // 29: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
-	10, // 30: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
-	13, // 31: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
-	15, // 32: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
-	22, // 33: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
-	24, // 34: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
-	26, // 35: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
-	29, // 36: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
-	32, // 37: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
-	35, // 38: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
-	38, // 39: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
-	41, // 40: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
-	44, // 41: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
-	47, // 42: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
-	49, // 43: corral.v1.RoomService.Signals:input_type -> corral.v1.SignalsRequest
-	4,  // 44: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
-	8,  // 45: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
-	6,  // 46: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
-	11, // 47: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
-	14, // 48: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
-	16, // 49: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
-	23, // 50: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
-	25, // 51: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
-	27, // 52: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
-	30, // 53: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
-	33, // 54: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
-	36, // 55: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
-	39, // 56: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
-	42, // 57: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
-	45, // 58: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
-	48, // 59: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
-	50, // 60: corral.v1.RoomService.Signals:output_type -> corral.v1.SignalsResponse
-	44, // [44:61] is the sub-list for method output_type
-	27, // [27:44] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	65, // 26: corral.v1.SignalsResponse.signals:type_name -> corral.v1.SignalEvent
+	61, // 27: corral.v1.GetMessageResponse.message:type_name -> corral.v1.Message
+	66, // 28: corral.v1.GetStateResponse.snapshot:type_name -> corral.v1.StateSnapshot
+	3,  // 29: corral.v1.RoomService.Publish:input_type -> corral.v1.PublishRequest
+	7,  // 30: corral.v1.RoomService.Broadcast:input_type -> corral.v1.BroadcastRequest
+	5,  // 31: corral.v1.RoomService.History:input_type -> corral.v1.HistoryRequest
+	10, // 32: corral.v1.RoomService.Members:input_type -> corral.v1.MembersRequest
+	13, // 33: corral.v1.RoomService.Disconnect:input_type -> corral.v1.DisconnectRequest
+	15, // 34: corral.v1.RoomService.Events:input_type -> corral.v1.EventsRequest
+	22, // 35: corral.v1.RoomService.Grant:input_type -> corral.v1.GrantRequest
+	24, // 36: corral.v1.RoomService.Revoke:input_type -> corral.v1.RevokeRequest
+	26, // 37: corral.v1.RoomService.Subscribe:input_type -> corral.v1.SubscribeRequest
+	29, // 38: corral.v1.RoomService.Unsubscribe:input_type -> corral.v1.UnsubscribeRequest
+	32, // 39: corral.v1.RoomService.Batch:input_type -> corral.v1.BatchRequest
+	35, // 40: corral.v1.RoomService.Rooms:input_type -> corral.v1.RoomsRequest
+	38, // 41: corral.v1.RoomService.Info:input_type -> corral.v1.InfoRequest
+	41, // 42: corral.v1.RoomService.Connections:input_type -> corral.v1.ConnectionsRequest
+	44, // 43: corral.v1.RoomService.Config:input_type -> corral.v1.ConfigRequest
+	47, // 44: corral.v1.RoomService.Reload:input_type -> corral.v1.ReloadRequest
+	49, // 45: corral.v1.RoomService.Signals:input_type -> corral.v1.SignalsRequest
+	51, // 46: corral.v1.RoomService.Append:input_type -> corral.v1.AppendRequest
+	53, // 47: corral.v1.RoomService.GetMessage:input_type -> corral.v1.GetMessageRequest
+	55, // 48: corral.v1.RoomService.SetState:input_type -> corral.v1.SetStateRequest
+	57, // 49: corral.v1.RoomService.DeleteState:input_type -> corral.v1.DeleteStateRequest
+	59, // 50: corral.v1.RoomService.GetState:input_type -> corral.v1.GetStateRequest
+	4,  // 51: corral.v1.RoomService.Publish:output_type -> corral.v1.PublishResponse
+	8,  // 52: corral.v1.RoomService.Broadcast:output_type -> corral.v1.BroadcastResponse
+	6,  // 53: corral.v1.RoomService.History:output_type -> corral.v1.HistoryResponse
+	11, // 54: corral.v1.RoomService.Members:output_type -> corral.v1.MembersResponse
+	14, // 55: corral.v1.RoomService.Disconnect:output_type -> corral.v1.DisconnectResponse
+	16, // 56: corral.v1.RoomService.Events:output_type -> corral.v1.EventsResponse
+	23, // 57: corral.v1.RoomService.Grant:output_type -> corral.v1.GrantResponse
+	25, // 58: corral.v1.RoomService.Revoke:output_type -> corral.v1.RevokeResponse
+	27, // 59: corral.v1.RoomService.Subscribe:output_type -> corral.v1.SubscribeResponse
+	30, // 60: corral.v1.RoomService.Unsubscribe:output_type -> corral.v1.UnsubscribeResponse
+	33, // 61: corral.v1.RoomService.Batch:output_type -> corral.v1.BatchResponse
+	36, // 62: corral.v1.RoomService.Rooms:output_type -> corral.v1.RoomsResponse
+	39, // 63: corral.v1.RoomService.Info:output_type -> corral.v1.InfoResponse
+	42, // 64: corral.v1.RoomService.Connections:output_type -> corral.v1.ConnectionsResponse
+	45, // 65: corral.v1.RoomService.Config:output_type -> corral.v1.ConfigResponse
+	48, // 66: corral.v1.RoomService.Reload:output_type -> corral.v1.ReloadResponse
+	50, // 67: corral.v1.RoomService.Signals:output_type -> corral.v1.SignalsResponse
+	52, // 68: corral.v1.RoomService.Append:output_type -> corral.v1.AppendResponse
+	54, // 69: corral.v1.RoomService.GetMessage:output_type -> corral.v1.GetMessageResponse
+	56, // 70: corral.v1.RoomService.SetState:output_type -> corral.v1.SetStateResponse
+	58, // 71: corral.v1.RoomService.DeleteState:output_type -> corral.v1.DeleteStateResponse
+	60, // 72: corral.v1.RoomService.GetState:output_type -> corral.v1.GetStateResponse
+	51, // [51:73] is the sub-list for method output_type
+	29, // [29:51] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_room_service_proto_init() }
@@ -4180,7 +4919,7 @@ func file_corral_v1_room_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_room_service_proto_rawDesc), len(file_corral_v1_room_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   49,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,6 +58,16 @@ const (
 	RoomServiceReloadProcedure = "/corral.v1.RoomService/Reload"
 	// RoomServiceSignalsProcedure is the procedure name of the RoomService's Signals RPC.
 	RoomServiceSignalsProcedure = "/corral.v1.RoomService/Signals"
+	// RoomServiceAppendProcedure is the procedure name of the RoomService's Append RPC.
+	RoomServiceAppendProcedure = "/corral.v1.RoomService/Append"
+	// RoomServiceGetMessageProcedure is the procedure name of the RoomService's GetMessage RPC.
+	RoomServiceGetMessageProcedure = "/corral.v1.RoomService/GetMessage"
+	// RoomServiceSetStateProcedure is the procedure name of the RoomService's SetState RPC.
+	RoomServiceSetStateProcedure = "/corral.v1.RoomService/SetState"
+	// RoomServiceDeleteStateProcedure is the procedure name of the RoomService's DeleteState RPC.
+	RoomServiceDeleteStateProcedure = "/corral.v1.RoomService/DeleteState"
+	// RoomServiceGetStateProcedure is the procedure name of the RoomService's GetState RPC.
+	RoomServiceGetStateProcedure = "/corral.v1.RoomService/GetState"
 )
 
 var (
@@ -180,6 +190,41 @@ var (
 			Procedure:  RoomServiceSignalsProcedure,
 		}
 	})
+	roomServiceAppendSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeClient,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("Append"),
+			Procedure:  RoomServiceAppendProcedure,
+		}
+	})
+	roomServiceGetMessageSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("GetMessage"),
+			Procedure:  RoomServiceGetMessageProcedure,
+		}
+	})
+	roomServiceSetStateSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("SetState"),
+			Procedure:  RoomServiceSetStateProcedure,
+		}
+	})
+	roomServiceDeleteStateSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("DeleteState"),
+			Procedure:  RoomServiceDeleteStateProcedure,
+		}
+	})
+	roomServiceGetStateSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_corral_v1_room_service_proto.Services().ByName("RoomService").Methods().ByName("GetState"),
+			Procedure:  RoomServiceGetStateProcedure,
+		}
+	})
 )
 
 // RoomServiceClient is a client for the corral.v1.RoomService service.
@@ -241,6 +286,23 @@ type RoomServiceClient interface {
 	// Signals samples a room's signals on this core: the latest value of
 	// each key set and not yet cleared, as members would see it now.
 	Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error)
+	// Append grows messages (docs/MESSAGES.md): a stream of chunks, each
+	// applied in order as a client's Append frame is (the first chunk of an
+	// id opens the message, each takes the room's next seq), so a backend
+	// can pipe a token stream into a room. The response comes when the
+	// stream ends: the last chunk's position and the message's version. A
+	// refused chunk ends the call with its error; the chunks before it stay.
+	Append(context.Context) (RoomServiceAppendClientStream, error)
+	// GetMessage reads a growing message as assembled so far: its body,
+	// version, whether it is final, and the seq of its last chunk.
+	GetMessage(context.Context, *v1.GetMessageRequest) (*v1.GetMessageResponse, error)
+	// SetState sets a key of a room's keyed state (docs/STATE.md), with an
+	// optional compare-and-set on its version and a TTL.
+	SetState(context.Context, *v1.SetStateRequest) (*v1.SetStateResponse, error)
+	// DeleteState removes a key of a room's keyed state.
+	DeleteState(context.Context, *v1.DeleteStateRequest) (*v1.DeleteStateResponse, error)
+	// GetState reads a room's keyed state: every key, or the keys named.
+	GetState(context.Context, *v1.GetStateRequest) (*v1.GetStateResponse, error)
 }
 
 // NewRoomServiceClient constructs a client for the corral.v1.RoomService service. Multiple service
@@ -267,6 +329,35 @@ func (s RoomServiceEventsClientStream) Receive() (*v1.EventsResponse, error) {
 // stream abandoned before io.EOF.
 func (s RoomServiceEventsClientStream) Close() error {
 	return s.stream.Close()
+}
+
+// RoomServiceAppendClientStream is the client stream for the RoomService's Append RPC.
+type RoomServiceAppendClientStream struct {
+	stream connect.ClientStream
+}
+
+// SendHeaders opens the stream and flushes the request headers without a message. The first Send or
+// Receive does this implicitly.
+func (s RoomServiceAppendClientStream) SendHeaders() error {
+	return s.stream.SendHeaders()
+}
+
+// Send sends a request message to the server.
+func (s RoomServiceAppendClientStream) Send(req *v1.AppendRequest) error {
+	return s.stream.Send(req)
+}
+
+// CloseAndReceive closes the request side of the stream and returns the single response message. It
+// reads the stream to completion to release its resources.
+func (s RoomServiceAppendClientStream) CloseAndReceive() (*v1.AppendResponse, error) {
+	if err := s.stream.CloseSend(); err != nil {
+		return nil, err
+	}
+	var res v1.AppendResponse
+	if err := s.stream.Receive(&res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // RoomServiceHandler is an implementation of the corral.v1.RoomService service.
@@ -328,6 +419,23 @@ type RoomServiceHandler interface {
 	// Signals samples a room's signals on this core: the latest value of
 	// each key set and not yet cleared, as members would see it now.
 	Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error)
+	// Append grows messages (docs/MESSAGES.md): a stream of chunks, each
+	// applied in order as a client's Append frame is (the first chunk of an
+	// id opens the message, each takes the room's next seq), so a backend
+	// can pipe a token stream into a room. The response comes when the
+	// stream ends: the last chunk's position and the message's version. A
+	// refused chunk ends the call with its error; the chunks before it stay.
+	Append(context.Context, RoomServiceAppendServerStream) (*v1.AppendResponse, error)
+	// GetMessage reads a growing message as assembled so far: its body,
+	// version, whether it is final, and the seq of its last chunk.
+	GetMessage(context.Context, *v1.GetMessageRequest) (*v1.GetMessageResponse, error)
+	// SetState sets a key of a room's keyed state (docs/STATE.md), with an
+	// optional compare-and-set on its version and a TTL.
+	SetState(context.Context, *v1.SetStateRequest) (*v1.SetStateResponse, error)
+	// DeleteState removes a key of a room's keyed state.
+	DeleteState(context.Context, *v1.DeleteStateRequest) (*v1.DeleteStateResponse, error)
+	// GetState reads a room's keyed state: every key, or the keys named.
+	GetState(context.Context, *v1.GetStateRequest) (*v1.GetStateResponse, error)
 }
 
 // RegisterRoomServiceHandler registers svc as the corral.v1.RoomService implementation on server.
@@ -351,6 +459,11 @@ func RegisterRoomServiceHandler(server *connect.Server, svc RoomServiceHandler) 
 		connect.Method{Spec: roomServiceConfigSpec(), Handler: adapter.config},
 		connect.Method{Spec: roomServiceReloadSpec(), Handler: adapter.reload},
 		connect.Method{Spec: roomServiceSignalsSpec(), Handler: adapter.signals},
+		connect.Method{Spec: roomServiceAppendSpec(), Handler: adapter.append},
+		connect.Method{Spec: roomServiceGetMessageSpec(), Handler: adapter.getMessage},
+		connect.Method{Spec: roomServiceSetStateSpec(), Handler: adapter.setState},
+		connect.Method{Spec: roomServiceDeleteStateSpec(), Handler: adapter.deleteState},
+		connect.Method{Spec: roomServiceGetStateSpec(), Handler: adapter.getState},
 	)
 }
 
@@ -367,6 +480,20 @@ func (s RoomServiceEventsServerStream) SendHeaders() error {
 // Send sends a response message to the client.
 func (s RoomServiceEventsServerStream) Send(res *v1.EventsResponse) error {
 	return s.stream.Send(res)
+}
+
+// RoomServiceAppendServerStream is the server stream for the RoomService's Append RPC.
+type RoomServiceAppendServerStream struct {
+	stream connect.ServerStream
+}
+
+// Receive returns the next request message from the client.
+func (s RoomServiceAppendServerStream) Receive() (*v1.AppendRequest, error) {
+	var req v1.AppendRequest
+	if err := s.stream.Receive(&req); err != nil {
+		return nil, err
+	}
+	return &req, nil
 }
 
 // UnimplementedRoomServiceHandler returns CodeUnimplemented from all methods.
@@ -438,6 +565,26 @@ func (UnimplementedRoomServiceHandler) Reload(context.Context, *v1.ReloadRequest
 
 func (UnimplementedRoomServiceHandler) Signals(context.Context, *v1.SignalsRequest) (*v1.SignalsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Signals is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) Append(context.Context, RoomServiceAppendServerStream) (*v1.AppendResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.Append is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) GetMessage(context.Context, *v1.GetMessageRequest) (*v1.GetMessageResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.GetMessage is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) SetState(context.Context, *v1.SetStateRequest) (*v1.SetStateResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.SetState is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) DeleteState(context.Context, *v1.DeleteStateRequest) (*v1.DeleteStateResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.DeleteState is not implemented")
+}
+
+func (UnimplementedRoomServiceHandler) GetState(context.Context, *v1.GetStateRequest) (*v1.GetStateResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "corral.v1.RoomService.GetState is not implemented")
 }
 
 type roomServiceClient struct {
@@ -575,6 +722,46 @@ func (c *roomServiceClient) Reload(ctx context.Context, req *v1.ReloadRequest) (
 func (c *roomServiceClient) Signals(ctx context.Context, req *v1.SignalsRequest) (*v1.SignalsResponse, error) {
 	var res v1.SignalsResponse
 	if err := c.client.CallUnary(ctx, roomServiceSignalsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) Append(ctx context.Context) (RoomServiceAppendClientStream, error) {
+	stream, err := c.client.CallClientStream(ctx, roomServiceAppendSpec())
+	if err != nil {
+		return RoomServiceAppendClientStream{}, err
+	}
+	return RoomServiceAppendClientStream{stream: stream}, nil
+}
+
+func (c *roomServiceClient) GetMessage(ctx context.Context, req *v1.GetMessageRequest) (*v1.GetMessageResponse, error) {
+	var res v1.GetMessageResponse
+	if err := c.client.CallUnary(ctx, roomServiceGetMessageSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) SetState(ctx context.Context, req *v1.SetStateRequest) (*v1.SetStateResponse, error) {
+	var res v1.SetStateResponse
+	if err := c.client.CallUnary(ctx, roomServiceSetStateSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) DeleteState(ctx context.Context, req *v1.DeleteStateRequest) (*v1.DeleteStateResponse, error) {
+	var res v1.DeleteStateResponse
+	if err := c.client.CallUnary(ctx, roomServiceDeleteStateSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *roomServiceClient) GetState(ctx context.Context, req *v1.GetStateRequest) (*v1.GetStateResponse, error) {
+	var res v1.GetStateResponse
+	if err := c.client.CallUnary(ctx, roomServiceGetStateSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -776,6 +963,62 @@ func (h roomServiceHandler) signals(ctx context.Context, _ connect.Spec, stream 
 		return err
 	}
 	res, err := h.svc.Signals(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) append(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	res, err := h.svc.Append(ctx, RoomServiceAppendServerStream{stream: stream})
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) getMessage(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.GetMessageRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.GetMessage(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) setState(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.SetStateRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.SetState(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) deleteState(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.DeleteStateRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.DeleteState(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h roomServiceHandler) getState(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.GetStateRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.GetState(ctx, &req)
 	if err != nil {
 		return err
 	}

@@ -27,10 +27,14 @@ export const messageFields = {
   PresenceQuery: { room: "string", after: "string", limit: "number" },
   Refresh: { token: "string" },
   Call: { id: "number", method: "string", payload: "payload" },
+  Append: { room: "string", id: "string", data: "payload", replace: "bool", final: "bool", version: "number" },
+  SetState: { room: "string", key: "string", value: "payload", cas: "bool", version: "number", ttlMs: "number", ref: "string" },
+  DeleteState: { room: "string", key: "string", cas: "bool", version: "number", ref: "string" },
   Welcome: { sessionId: "string", resumeToken: "string", userId: "string", resumed: "bool", heartbeatMs: "number", sessionTtlMs: "number", expiresUnix: "number" },
   Joined: { room: "string", seq: "number", epoch: "string", resumed: "bool", replay: "bool" },
   Left: { room: "string", code: "code", reason: "string" },
-  Message: { room: "string", seq: "number", sender: "string", payload: "payload", timeMs: "number", id: "string", senderInfo: "payload" },
+  Message: { room: "string", seq: "number", sender: "string", payload: "payload", timeMs: "number", id: "string", senderInfo: "payload", chunk: { message: "MessageChunk", list: false } },
+  MessageChunk: { messageSeq: "number", version: "number", data: "payload", replace: "bool", final: "bool", delta: "payload" },
   SignalEvent: { room: "string", key: "string", sender: "string", payload: "payload", clear: "bool" },
   Published: { room: "string", id: "string", seq: "number", duplicate: "bool" },
   Pong: { id: "number", timeMs: "number" },
@@ -44,6 +48,10 @@ export const messageFields = {
   Refreshed: { expiresUnix: "number" },
   ReplayEnd: { room: "string", seq: "number" },
   CallResult: { id: "number", payload: "payload", error: { message: "Error", list: false } },
+  StateSnapshot: { room: "string", entries: { message: "StateEntry", list: true }, position: "number", epoch: "string" },
+  StateEntry: { key: "string", value: "payload", version: "number", expiresMs: "number" },
+  StateChange: { room: "string", key: "string", value: "payload", version: "number", deleted: "bool", expired: "bool", position: "number", epoch: "string", delta: "payload", expiresMs: "number" },
+  StateUpdated: { room: "string", key: "string", ref: "string", version: "number", position: "number", deleted: "bool" },
 } as const satisfies Readonly<Record<string, Readonly<Record<string, FieldSpec>>>>;
 
 /** The name of a message: one in messageFields, or a frame. */
@@ -62,11 +70,15 @@ export type MessageName =
   | "PresenceQuery"
   | "Refresh"
   | "Call"
+  | "Append"
+  | "SetState"
+  | "DeleteState"
   | "ServerFrame"
   | "Welcome"
   | "Joined"
   | "Left"
   | "Message"
+  | "MessageChunk"
   | "SignalEvent"
   | "Published"
   | "Pong"
@@ -80,6 +92,10 @@ export type MessageName =
   | "Refreshed"
   | "ReplayEnd"
   | "CallResult"
+  | "StateSnapshot"
+  | "StateEntry"
+  | "StateChange"
+  | "StateUpdated"
   ;
 
 /** The kinds of a ClientFrame, each the message it holds. */
@@ -95,6 +111,9 @@ export const clientKinds = {
   presenceQuery: "PresenceQuery",
   refresh: "Refresh",
   call: "Call",
+  append: "Append",
+  setState: "SetState",
+  deleteState: "DeleteState",
 } as const;
 
 /** The kinds of a ServerFrame, each the message it holds. */
@@ -115,4 +134,7 @@ export const serverKinds = {
   refreshed: "Refreshed",
   replayEnd: "ReplayEnd",
   callResult: "CallResult",
+  stateSnapshot: "StateSnapshot",
+  stateChange: "StateChange",
+  stateUpdated: "StateUpdated",
 } as const;

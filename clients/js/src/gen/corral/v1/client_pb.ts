@@ -13,7 +13,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file corral/v1/client.proto.
  */
 export const file_corral_v1_client: GenFile = /*@__PURE__*/
-  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEitAMKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIABIlCgdyZWZyZXNoGAogASgLMhIuY29ycmFsLnYxLlJlZnJlc2hIABIfCgRjYWxsGAsgASgLMg8uY29ycmFsLnYxLkNhbGxIAEIGCgRraW5kIkkKBUhlbGxvEg0KBXRva2VuGAEgASgJEg4KBmNsaWVudBgCIAEoCRIhCgZyZXN1bWUYAyABKAsyES5jb3JyYWwudjEuUmVzdW1lIoMBCgZSZXN1bWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSLAoFcm9vbXMYAyADKAsyFy5jb3JyYWwudjEuUm9vbVBvc2l0aW9uQgSQtRgBEhAKCGluc3RhbmNlGAQgASgJEg8KB2F0dGVtcHQYBSABKA0iSgoMUm9vbVBvc2l0aW9uEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEhAKCHByZXNlbmNlGAQgASgIIn0KBEpvaW4SDAoEcm9vbRgBIAEoCRIRCglzaW5jZV9zZXEYAiABKAQSDQoFZXBvY2gYAyABKAkSEAoIcHJlc2VuY2UYBCABKAgSHAoOcHJlc2VuY2Vfc3RhdGUYBSABKAxCBIi1GAESFQoNZnJvbV9wb3NpdGlvbhgGIAEoCCIVCgVMZWF2ZRIMCgRyb29tGAEgASgJIkcKB1B1Ymxpc2gSDAoEcm9vbRgBIAEoCRIKCgJpZBgCIAEoCRIVCgdwYXlsb2FkGAMgASgMQgSItRgBEgsKA3NlcRgEIAEoBCJJCgZTaWduYWwSDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSFQoHcGF5bG9hZBgDIAEoDEIEiLUYARINCgVjbGVhchgEIAEoCCIgCgNBY2sSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQiEgoEUGluZxIKCgJpZBgBIAEoBCIwCgtTZXRQcmVzZW5jZRIMCgRyb29tGAEgASgJEhMKBXN0YXRlGAIgASgMQgSItRgBIjsKDVByZXNlbmNlUXVlcnkSDAoEcm9vbRgBIAEoCRINCgVhZnRlchgCIAEoCRINCgVsaW1pdBgDIAEoDSIYCgdSZWZyZXNoEg0KBXRva2VuGAEgASgJIjkKBENhbGwSCgoCaWQYASABKAQSDgoGbWV0aG9kGAIgASgJEhUKB3BheWxvYWQYAyABKAxCBIi1GAEilwUKC1NlcnZlckZyYW1lEiUKB3dlbGNvbWUYASABKAsyEi5jb3JyYWwudjEuV2VsY29tZUgAEiMKBmpvaW5lZBgCIAEoCzIRLmNvcnJhbC52MS5Kb2luZWRIABIfCgRsZWZ0GAMgASgLMg8uY29ycmFsLnYxLkxlZnRIABIlCgdtZXNzYWdlGAQgASgLMhIuY29ycmFsLnYxLk1lc3NhZ2VIABIoCgZzaWduYWwYBSABKAsyFi5jb3JyYWwudjEuU2lnbmFsRXZlbnRIABIpCglwdWJsaXNoZWQYBiABKAsyFC5jb3JyYWwudjEuUHVibGlzaGVkSAASHwoEcG9uZxgHIAEoCzIPLmNvcnJhbC52MS5Qb25nSAASLQoJcmVjb25uZWN0GAggASgLMhguY29ycmFsLnYxLlJlY29ubmVjdEhpbnRIABIhCgVlcnJvchgJIAEoCzIQLmNvcnJhbC52MS5FcnJvckgAEiEKBXJlc2V0GAogASgLMhAuY29ycmFsLnYxLlJlc2V0SAASIQoFYmF0Y2gYCyABKAsyEC5jb3JyYWwudjEuQmF0Y2hIABInCghwcmVzZW5jZRgMIAEoCzITLmNvcnJhbC52MS5QcmVzZW5jZUgAEjAKDXByZXNlbmNlX3BhZ2UYDSABKAsyFy5jb3JyYWwudjEuUHJlc2VuY2VQYWdlSAASKQoJcmVmcmVzaGVkGA4gASgLMhQuY29ycmFsLnYxLlJlZnJlc2hlZEgAEioKCnJlcGxheV9lbmQYDyABKAsyFC5jb3JyYWwudjEuUmVwbGF5RW5kSAASLAoLY2FsbF9yZXN1bHQYECABKAsyFS5jb3JyYWwudjEuQ2FsbFJlc3VsdEgAQgYKBGtpbmQimQEKB1dlbGNvbWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxyZXN1bWVfdG9rZW4YAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIEhQKDGhlYXJ0YmVhdF9tcxgFIAEoDRIWCg5zZXNzaW9uX3R0bF9tcxgGIAEoDRIUCgxleHBpcmVzX3VuaXgYByABKAMiUwoGSm9pbmVkEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEg8KB3Jlc3VtZWQYBCABKAgSDgoGcmVwbGF5GAUgASgIIiYKCVJlcGxheUVuZBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBCJDCgRMZWZ0EgwKBHJvb20YASABKAkSHQoEY29kZRgCIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgDIAEoCSKDAQoHTWVzc2FnZRIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBIOCgZzZW5kZXIYAyABKAkSFQoHcGF5bG9hZBgEIAEoDEIEiLUYARIPCgd0aW1lX21zGAUgASgDEgoKAmlkGAYgASgJEhkKC3NlbmRlcl9pbmZvGAcgASgMQgSItRgBIl4KC1NpZ25hbEV2ZW50EgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEg4KBnNlbmRlchgDIAEoCRIVCgdwYXlsb2FkGAQgASgMQgSItRgBEg0KBWNsZWFyGAUgASgIIkUKCVB1Ymxpc2hlZBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEgsKA3NlcRgDIAEoBBIRCglkdXBsaWNhdGUYBCABKAgiIwoEUG9uZxIKCgJpZBgBIAEoBBIPCgd0aW1lX21zGAIgASgDIlAKDVJlY29ubmVjdEhpbnQSHQoEY29kZRgBIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgCIAEoCRIQCghkZWxheV9tcxgDIAEoDSJqCgVFcnJvchIdCgRjb2RlGAEgASgOMg8uY29ycmFsLnYxLkNvZGUSDwoHbWVzc2FnZRgCIAEoCRIMCgRyb29tGAMgASgJEgsKA3JlZhgEIAEoCRIWCg5yZXRyeV9hZnRlcl9tcxgFIAEoDSIxCgVSZXNldBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCSIvCgVCYXRjaBImCgZmcmFtZXMYASADKAsyFi5jb3JyYWwudjEuU2VydmVyRnJhbWUiywEKCFByZXNlbmNlEgwKBHJvb20YASABKAkSEAoIc25hcHNob3QYAiABKAgSKAoFam9pbnMYAyADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISKgoHdXBkYXRlcxgEIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIOCgZsZWF2ZXMYBSADKAkSDwoHbWVtYmVycxgGIAEoDRITCgtjb25uZWN0aW9ucxgHIAEoDRITCgtjb3VudHNfb25seRgIIAEoCCIhCglSZWZyZXNoZWQSFAoMZXhwaXJlc191bml4GAEgASgDIlAKCkNhbGxSZXN1bHQSCgoCaWQYASABKAQSFQoHcGF5bG9hZBgCIAEoDEIEiLUYARIfCgVlcnJvchgDIAEoCzIQLmNvcnJhbC52MS5FcnJvciJfCg5QcmVzZW5jZU1lbWJlchIPCgd1c2VyX2lkGAEgASgJEhMKBXN0YXRlGAIgASgMQgSItRgBEhMKC2Nvbm5lY3Rpb25zGAMgASgNEhIKBGluZm8YBCABKAxCBIi1GAEiZQoMUHJlc2VuY2VQYWdlEgwKBHJvb20YASABKAkSKgoHbWVtYmVycxgCIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIMCgRuZXh0GAMgASgJEg0KBXRvdGFsGAQgASgNQpUBCg1jb20uY29ycmFsLnYxQgtDbGllbnRQcm90b1ABWjJnaXRodWIuY29tL2NvcnJhbC1ydC9jb3JyYWwvZ2VuL2NvcnJhbC92MTtjb3JyYWx2MaICA0NYWKoCCUNvcnJhbC5WMcoCCUNvcnJhbFxWMeICFUNvcnJhbFxWMVxHUEJNZXRhZGF0YeoCCkNvcnJhbDo6VjFiBnByb3RvMw", [file_corral_v1_codes, file_corral_v1_options]);
+  fileDesc("ChZjb3JyYWwvdjEvY2xpZW50LnByb3RvEgljb3JyYWwudjEiswQKC0NsaWVudEZyYW1lEiEKBWhlbGxvGAEgASgLMhAuY29ycmFsLnYxLkhlbGxvSAASHwoEam9pbhgCIAEoCzIPLmNvcnJhbC52MS5Kb2luSAASIQoFbGVhdmUYAyABKAsyEC5jb3JyYWwudjEuTGVhdmVIABIlCgdwdWJsaXNoGAQgASgLMhIuY29ycmFsLnYxLlB1Ymxpc2hIABIjCgZzaWduYWwYBSABKAsyES5jb3JyYWwudjEuU2lnbmFsSAASHQoDYWNrGAYgASgLMg4uY29ycmFsLnYxLkFja0gAEh8KBHBpbmcYByABKAsyDy5jb3JyYWwudjEuUGluZ0gAEi4KDHNldF9wcmVzZW5jZRgIIAEoCzIWLmNvcnJhbC52MS5TZXRQcmVzZW5jZUgAEjIKDnByZXNlbmNlX3F1ZXJ5GAkgASgLMhguY29ycmFsLnYxLlByZXNlbmNlUXVlcnlIABIlCgdyZWZyZXNoGAogASgLMhIuY29ycmFsLnYxLlJlZnJlc2hIABIfCgRjYWxsGAsgASgLMg8uY29ycmFsLnYxLkNhbGxIABIjCgZhcHBlbmQYDCABKAsyES5jb3JyYWwudjEuQXBwZW5kSAASKAoJc2V0X3N0YXRlGA0gASgLMhMuY29ycmFsLnYxLlNldFN0YXRlSAASLgoMZGVsZXRlX3N0YXRlGA4gASgLMhYuY29ycmFsLnYxLkRlbGV0ZVN0YXRlSABCBgoEa2luZCJJCgVIZWxsbxINCgV0b2tlbhgBIAEoCRIOCgZjbGllbnQYAiABKAkSIQoGcmVzdW1lGAMgASgLMhEuY29ycmFsLnYxLlJlc3VtZSKDAQoGUmVzdW1lEhIKCnNlc3Npb25faWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEiwKBXJvb21zGAMgAygLMhcuY29ycmFsLnYxLlJvb21Qb3NpdGlvbkIEkLUYARIQCghpbnN0YW5jZRgEIAEoCRIPCgdhdHRlbXB0GAUgASgNIkoKDFJvb21Qb3NpdGlvbhIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIQCghwcmVzZW5jZRgEIAEoCCJ9CgRKb2luEgwKBHJvb20YASABKAkSEQoJc2luY2Vfc2VxGAIgASgEEg0KBWVwb2NoGAMgASgJEhAKCHByZXNlbmNlGAQgASgIEhwKDnByZXNlbmNlX3N0YXRlGAUgASgMQgSItRgBEhUKDWZyb21fcG9zaXRpb24YBiABKAgiFQoFTGVhdmUSDAoEcm9vbRgBIAEoCSJHCgdQdWJsaXNoEgwKBHJvb20YASABKAkSCgoCaWQYAiABKAkSFQoHcGF5bG9hZBgDIAEoDEIEiLUYARILCgNzZXEYBCABKAQiSQoGU2lnbmFsEgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEhUKB3BheWxvYWQYAyABKAxCBIi1GAESDQoFY2xlYXIYBCABKAgiIAoDQWNrEgwKBHJvb20YASABKAkSCwoDc2VxGAIgASgEIhIKBFBpbmcSCgoCaWQYASABKAQiMAoLU2V0UHJlc2VuY2USDAoEcm9vbRgBIAEoCRITCgVzdGF0ZRgCIAEoDEIEiLUYASI7Cg1QcmVzZW5jZVF1ZXJ5EgwKBHJvb20YASABKAkSDQoFYWZ0ZXIYAiABKAkSDQoFbGltaXQYAyABKA0iGAoHUmVmcmVzaBINCgV0b2tlbhgBIAEoCSI5CgRDYWxsEgoKAmlkGAEgASgEEg4KBm1ldGhvZBgCIAEoCRIVCgdwYXlsb2FkGAMgASgMQgSItRgBImcKBkFwcGVuZBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEhIKBGRhdGEYAyABKAxCBIi1GAESDwoHcmVwbGFjZRgEIAEoCBINCgVmaW5hbBgFIAEoCBIPCgd2ZXJzaW9uGAYgASgEInUKCFNldFN0YXRlEgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEhMKBXZhbHVlGAMgASgMQgSItRgBEgsKA2NhcxgEIAEoCBIPCgd2ZXJzaW9uGAUgASgEEg4KBnR0bF9tcxgGIAEoDRILCgNyZWYYByABKAkiUwoLRGVsZXRlU3RhdGUSDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSCwoDY2FzGAMgASgIEg8KB3ZlcnNpb24YBCABKAQSCwoDcmVmGAUgASgJIq0GCgtTZXJ2ZXJGcmFtZRIlCgd3ZWxjb21lGAEgASgLMhIuY29ycmFsLnYxLldlbGNvbWVIABIjCgZqb2luZWQYAiABKAsyES5jb3JyYWwudjEuSm9pbmVkSAASHwoEbGVmdBgDIAEoCzIPLmNvcnJhbC52MS5MZWZ0SAASJQoHbWVzc2FnZRgEIAEoCzISLmNvcnJhbC52MS5NZXNzYWdlSAASKAoGc2lnbmFsGAUgASgLMhYuY29ycmFsLnYxLlNpZ25hbEV2ZW50SAASKQoJcHVibGlzaGVkGAYgASgLMhQuY29ycmFsLnYxLlB1Ymxpc2hlZEgAEh8KBHBvbmcYByABKAsyDy5jb3JyYWwudjEuUG9uZ0gAEi0KCXJlY29ubmVjdBgIIAEoCzIYLmNvcnJhbC52MS5SZWNvbm5lY3RIaW50SAASIQoFZXJyb3IYCSABKAsyEC5jb3JyYWwudjEuRXJyb3JIABIhCgVyZXNldBgKIAEoCzIQLmNvcnJhbC52MS5SZXNldEgAEiEKBWJhdGNoGAsgASgLMhAuY29ycmFsLnYxLkJhdGNoSAASJwoIcHJlc2VuY2UYDCABKAsyEy5jb3JyYWwudjEuUHJlc2VuY2VIABIwCg1wcmVzZW5jZV9wYWdlGA0gASgLMhcuY29ycmFsLnYxLlByZXNlbmNlUGFnZUgAEikKCXJlZnJlc2hlZBgOIAEoCzIULmNvcnJhbC52MS5SZWZyZXNoZWRIABIqCgpyZXBsYXlfZW5kGA8gASgLMhQuY29ycmFsLnYxLlJlcGxheUVuZEgAEiwKC2NhbGxfcmVzdWx0GBAgASgLMhUuY29ycmFsLnYxLkNhbGxSZXN1bHRIABIyCg5zdGF0ZV9zbmFwc2hvdBgRIAEoCzIYLmNvcnJhbC52MS5TdGF0ZVNuYXBzaG90SAASLgoMc3RhdGVfY2hhbmdlGBIgASgLMhYuY29ycmFsLnYxLlN0YXRlQ2hhbmdlSAASMAoNc3RhdGVfdXBkYXRlZBgTIAEoCzIXLmNvcnJhbC52MS5TdGF0ZVVwZGF0ZWRIAEIGCgRraW5kIpkBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEg8KB3VzZXJfaWQYAyABKAkSDwoHcmVzdW1lZBgEIAEoCBIUCgxoZWFydGJlYXRfbXMYBSABKA0SFgoOc2Vzc2lvbl90dGxfbXMYBiABKA0SFAoMZXhwaXJlc191bml4GAcgASgDIlMKBkpvaW5lZBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIEg4KBnJlcGxheRgFIAEoCCImCglSZXBsYXlFbmQSDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQiQwoETGVmdBIMCgRyb29tGAEgASgJEh0KBGNvZGUYAiABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAyABKAkiqwEKB01lc3NhZ2USDAoEcm9vbRgBIAEoCRILCgNzZXEYAiABKAQSDgoGc2VuZGVyGAMgASgJEhUKB3BheWxvYWQYBCABKAxCBIi1GAESDwoHdGltZV9tcxgFIAEoAxIKCgJpZBgGIAEoCRIZCgtzZW5kZXJfaW5mbxgHIAEoDEIEiLUYARImCgVjaHVuaxgIIAEoCzIXLmNvcnJhbC52MS5NZXNzYWdlQ2h1bmsifQoMTWVzc2FnZUNodW5rEhMKC21lc3NhZ2Vfc2VxGAEgASgEEg8KB3ZlcnNpb24YAiABKAQSEgoEZGF0YRgDIAEoDEIEiLUYARIPCgdyZXBsYWNlGAQgASgIEg0KBWZpbmFsGAUgASgIEhMKBWRlbHRhGAYgASgMQgSItRgBIl4KC1NpZ25hbEV2ZW50EgwKBHJvb20YASABKAkSCwoDa2V5GAIgASgJEg4KBnNlbmRlchgDIAEoCRIVCgdwYXlsb2FkGAQgASgMQgSItRgBEg0KBWNsZWFyGAUgASgIIkUKCVB1Ymxpc2hlZBIMCgRyb29tGAEgASgJEgoKAmlkGAIgASgJEgsKA3NlcRgDIAEoBBIRCglkdXBsaWNhdGUYBCABKAgiIwoEUG9uZxIKCgJpZBgBIAEoBBIPCgd0aW1lX21zGAIgASgDIlAKDVJlY29ubmVjdEhpbnQSHQoEY29kZRgBIAEoDjIPLmNvcnJhbC52MS5Db2RlEg4KBnJlYXNvbhgCIAEoCRIQCghkZWxheV9tcxgDIAEoDSJqCgVFcnJvchIdCgRjb2RlGAEgASgOMg8uY29ycmFsLnYxLkNvZGUSDwoHbWVzc2FnZRgCIAEoCRIMCgRyb29tGAMgASgJEgsKA3JlZhgEIAEoCRIWCg5yZXRyeV9hZnRlcl9tcxgFIAEoDSIxCgVSZXNldBIMCgRyb29tGAEgASgJEgsKA3NlcRgCIAEoBBINCgVlcG9jaBgDIAEoCSIvCgVCYXRjaBImCgZmcmFtZXMYASADKAsyFi5jb3JyYWwudjEuU2VydmVyRnJhbWUiywEKCFByZXNlbmNlEgwKBHJvb20YASABKAkSEAoIc25hcHNob3QYAiABKAgSKAoFam9pbnMYAyADKAsyGS5jb3JyYWwudjEuUHJlc2VuY2VNZW1iZXISKgoHdXBkYXRlcxgEIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIOCgZsZWF2ZXMYBSADKAkSDwoHbWVtYmVycxgGIAEoDRITCgtjb25uZWN0aW9ucxgHIAEoDRITCgtjb3VudHNfb25seRgIIAEoCCIhCglSZWZyZXNoZWQSFAoMZXhwaXJlc191bml4GAEgASgDIlAKCkNhbGxSZXN1bHQSCgoCaWQYASABKAQSFQoHcGF5bG9hZBgCIAEoDEIEiLUYARIfCgVlcnJvchgDIAEoCzIQLmNvcnJhbC52MS5FcnJvciJTCgpTdGF0ZUVudHJ5EgsKA2tleRgBIAEoCRITCgV2YWx1ZRgCIAEoDEIEiLUYARIPCgd2ZXJzaW9uGAMgASgEEhIKCmV4cGlyZXNfbXMYBCABKAMiZgoNU3RhdGVTbmFwc2hvdBIMCgRyb29tGAEgASgJEiYKB2VudHJpZXMYAiADKAsyFS5jb3JyYWwudjEuU3RhdGVFbnRyeRIQCghwb3NpdGlvbhgDIAEoBBINCgVlcG9jaBgEIAEoCSK6AQoLU3RhdGVDaGFuZ2USDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSEwoFdmFsdWUYAyABKAxCBIi1GAESDwoHdmVyc2lvbhgEIAEoBBIPCgdkZWxldGVkGAUgASgIEg8KB2V4cGlyZWQYBiABKAgSEAoIcG9zaXRpb24YByABKAQSDQoFZXBvY2gYCCABKAkSEwoFZGVsdGEYCSABKAxCBIi1GAESEgoKZXhwaXJlc19tcxgKIAEoAyJqCgxTdGF0ZVVwZGF0ZWQSDAoEcm9vbRgBIAEoCRILCgNrZXkYAiABKAkSCwoDcmVmGAMgASgJEg8KB3ZlcnNpb24YBCABKAQSEAoIcG9zaXRpb24YBSABKAQSDwoHZGVsZXRlZBgGIAEoCCJfCg5QcmVzZW5jZU1lbWJlchIPCgd1c2VyX2lkGAEgASgJEhMKBXN0YXRlGAIgASgMQgSItRgBEhMKC2Nvbm5lY3Rpb25zGAMgASgNEhIKBGluZm8YBCABKAxCBIi1GAEiZQoMUHJlc2VuY2VQYWdlEgwKBHJvb20YASABKAkSKgoHbWVtYmVycxgCIAMoCzIZLmNvcnJhbC52MS5QcmVzZW5jZU1lbWJlchIMCgRuZXh0GAMgASgJEg0KBXRvdGFsGAQgASgNQpUBCg1jb20uY29ycmFsLnYxQgtDbGllbnRQcm90b1ABWjJnaXRodWIuY29tL2NvcnJhbC1ydC9jb3JyYWwvZ2VuL2NvcnJhbC92MTtjb3JyYWx2MaICA0NYWKoCCUNvcnJhbC5WMcoCCUNvcnJhbFxWMeICFUNvcnJhbFxWMVxHUEJNZXRhZGF0YeoCCkNvcnJhbDo6VjFiBnByb3RvMw", [file_corral_v1_codes, file_corral_v1_options]);
 
 /**
  * ClientFrame is one frame from a client.
@@ -90,6 +90,24 @@ export type ClientFrame = Message$1<"corral.v1.ClientFrame"> & {
      */
     value: Call;
     case: "call";
+  } | {
+    /**
+     * @generated from field: corral.v1.Append append = 12;
+     */
+    value: Append;
+    case: "append";
+  } | {
+    /**
+     * @generated from field: corral.v1.SetState set_state = 13;
+     */
+    value: SetState;
+    case: "setState";
+  } | {
+    /**
+     * @generated from field: corral.v1.DeleteState delete_state = 14;
+     */
+    value: DeleteState;
+    case: "deleteState";
   } | { case: undefined; value?: undefined };
 };
 
@@ -580,6 +598,179 @@ export const CallSchema: GenMessage<Call> = /*@__PURE__*/
   messageDesc(file_corral_v1_client, 13);
 
 /**
+ * Append grows a message in a room (docs/MESSAGES.md): its data is added
+ * to the end of the message's body, or replaces the body (replace), and
+ * final ends the message. The first Append of an id in a room opens the
+ * message; each Append takes the room's next seq, so the message's chunks
+ * are in room order with its other messages, and members receive each as
+ * a Message with chunk set. Refusals: CODE_MESSAGE_FINAL after the final
+ * chunk, CODE_TOO_LARGE past the room class's message size,
+ * CODE_RATE_LIMITED past its appends per second; Error.ref is the id.
+ *
+ * @generated from message corral.v1.Append
+ */
+export type Append = Message$1<"corral.v1.Append"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * The growing message's id, chosen by its writer; unique in the room
+   * among growing messages (Publish ids are another namespace).
+   *
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * The bytes to add (or the whole body, with replace). Opaque to corral:
+   * in the JSON subprotocol text that is not a JSON value travels as
+   * dataBase64.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+
+  /**
+   * True: data replaces the body instead of being added to it.
+   *
+   * @generated from field: bool replace = 4;
+   */
+  replace: boolean;
+
+  /**
+   * True: this is the message's last chunk; later appends are refused.
+   *
+   * @generated from field: bool final = 5;
+   */
+  final: boolean;
+
+  /**
+   * The version this chunk makes the message (1 for the first chunk), so
+   * that a retried append is applied once: a chunk whose version the
+   * message already has is answered as a duplicate and not stored again,
+   * and one more than one version ahead is refused with
+   * CODE_OUT_OF_ORDER (send the missing chunks first). 0: unchecked.
+   *
+   * @generated from field: uint64 version = 6;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message corral.v1.Append.
+ * Use `create(AppendSchema)` to create a new message.
+ */
+export const AppendSchema: GenMessage<Append> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 14);
+
+/**
+ * SetState sets one key of a room's keyed state (docs/STATE.md). The
+ * server answers StateUpdated with ref, or Error with ref
+ * (CODE_VERSION_CONFLICT when cas fails, CODE_TOO_MANY_KEYS, CODE_TOO_LARGE).
+ *
+ * @generated from message corral.v1.SetState
+ */
+export type SetState = Message$1<"corral.v1.SetState"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * At most 200 bytes, a valid name.
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * Opaque to corral. Inline JSON in the JSON subprotocol.
+   *
+   * @generated from field: bytes value = 3;
+   */
+  value: Uint8Array;
+
+  /**
+   * True: set only when the key's version is version now (0: the key
+   * must not exist). False: set whatever the version.
+   *
+   * @generated from field: bool cas = 4;
+   */
+  cas: boolean;
+
+  /**
+   * @generated from field: uint64 version = 5;
+   */
+  version: bigint;
+
+  /**
+   * The key is removed after this long (0: never, or the class's
+   * default); the removal reaches members as a StateChange with expired.
+   *
+   * @generated from field: uint32 ttl_ms = 6;
+   */
+  ttlMs: number;
+
+  /**
+   * Client-chosen, echoed in StateUpdated and Error.ref.
+   *
+   * @generated from field: string ref = 7;
+   */
+  ref: string;
+};
+
+/**
+ * Describes the message corral.v1.SetState.
+ * Use `create(SetStateSchema)` to create a new message.
+ */
+export const SetStateSchema: GenMessage<SetState> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 15);
+
+/**
+ * DeleteState removes one key of a room's keyed state. The server answers
+ * StateUpdated with ref (deleted set), or Error with ref.
+ *
+ * @generated from message corral.v1.DeleteState
+ */
+export type DeleteState = Message$1<"corral.v1.DeleteState"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * As SetState.cas and version.
+   *
+   * @generated from field: bool cas = 3;
+   */
+  cas: boolean;
+
+  /**
+   * @generated from field: uint64 version = 4;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: string ref = 5;
+   */
+  ref: string;
+};
+
+/**
+ * Describes the message corral.v1.DeleteState.
+ * Use `create(DeleteStateSchema)` to create a new message.
+ */
+export const DeleteStateSchema: GenMessage<DeleteState> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 16);
+
+/**
  * ServerFrame is one frame from the server.
  *
  * @generated from message corral.v1.ServerFrame
@@ -684,6 +875,24 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
      */
     value: CallResult;
     case: "callResult";
+  } | {
+    /**
+     * @generated from field: corral.v1.StateSnapshot state_snapshot = 17;
+     */
+    value: StateSnapshot;
+    case: "stateSnapshot";
+  } | {
+    /**
+     * @generated from field: corral.v1.StateChange state_change = 18;
+     */
+    value: StateChange;
+    case: "stateChange";
+  } | {
+    /**
+     * @generated from field: corral.v1.StateUpdated state_updated = 19;
+     */
+    value: StateUpdated;
+    case: "stateUpdated";
   } | { case: undefined; value?: undefined };
 };
 
@@ -692,7 +901,7 @@ export type ServerFrame = Message$1<"corral.v1.ServerFrame"> & {
  * Use `create(ServerFrameSchema)` to create a new message.
  */
 export const ServerFrameSchema: GenMessage<ServerFrame> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 14);
+  messageDesc(file_corral_v1_client, 17);
 
 /**
  * Welcome accepts a Hello. It comes again on a live connection when the
@@ -758,7 +967,7 @@ export type Welcome = Message$1<"corral.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 15);
+  messageDesc(file_corral_v1_client, 18);
 
 /**
  * Joined confirms a Join, or restores a room on resume. Messages with a
@@ -808,7 +1017,7 @@ export type Joined = Message$1<"corral.v1.Joined"> & {
  * Use `create(JoinedSchema)` to create a new message.
  */
 export const JoinedSchema: GenMessage<Joined> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 16);
+  messageDesc(file_corral_v1_client, 19);
 
 /**
  * ReplayEnd ends the replay that a Joined with replay announced: messages
@@ -833,7 +1042,7 @@ export type ReplayEnd = Message$1<"corral.v1.ReplayEnd"> & {
  * Use `create(ReplayEndSchema)` to create a new message.
  */
 export const ReplayEndSchema: GenMessage<ReplayEnd> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 17);
+  messageDesc(file_corral_v1_client, 20);
 
 /**
  * Left confirms a Leave, or tells the client it was removed from a room.
@@ -862,7 +1071,7 @@ export type Left = Message$1<"corral.v1.Left"> & {
  * Use `create(LeftSchema)` to create a new message.
  */
 export const LeftSchema: GenMessage<Left> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 18);
+  messageDesc(file_corral_v1_client, 21);
 
 /**
  * Message is one reliable message in a room's order.
@@ -919,6 +1128,14 @@ export type Message = Message$1<"corral.v1.Message"> & {
    * @generated from field: bytes sender_info = 7;
    */
   senderInfo: Uint8Array;
+
+  /**
+   * Set when this message is a chunk of a growing message (Append): id
+   * names the growing message, seq is the chunk's own place in the room.
+   *
+   * @generated from field: corral.v1.MessageChunk chunk = 8;
+   */
+  chunk?: MessageChunk | undefined;
 };
 
 /**
@@ -926,7 +1143,68 @@ export type Message = Message$1<"corral.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 19);
+  messageDesc(file_corral_v1_client, 22);
+
+/**
+ * MessageChunk is one step of a growing message (docs/MESSAGES.md). A
+ * member that joins or resumes in the middle of a growing message first
+ * gets its assembled body as one chunk with replace set, at the seq of
+ * the last chunk it covers, then the later chunks.
+ *
+ * @generated from message corral.v1.MessageChunk
+ */
+export type MessageChunk = Message$1<"corral.v1.MessageChunk"> & {
+  /**
+   * The seq of the message's first chunk: with Message.room and
+   * Message.id it names the growing message in its epoch.
+   *
+   * @generated from field: uint64 message_seq = 1;
+   */
+  messageSeq: bigint;
+
+  /**
+   * The message's version after this chunk: 1 for the first, one more
+   * for each following chunk.
+   *
+   * @generated from field: uint64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * The bytes added to the body, or the whole body with replace.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: bool replace = 4;
+   */
+  replace: boolean;
+
+  /**
+   * True on the message's last chunk.
+   *
+   * @generated from field: bool final = 5;
+   */
+  final: boolean;
+
+  /**
+   * Set instead of data on a replace whose delta against the body at
+   * version - 1 is smaller than the body: apply it to that body (fossil
+   * delta format, docs/DELTA.md). Only for a member that holds version - 1.
+   *
+   * @generated from field: bytes delta = 6;
+   */
+  delta: Uint8Array;
+};
+
+/**
+ * Describes the message corral.v1.MessageChunk.
+ * Use `create(MessageChunkSchema)` to create a new message.
+ */
+export const MessageChunkSchema: GenMessage<MessageChunk> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 23);
 
 /**
  * SignalEvent is the latest value of one signal key in a room.
@@ -969,7 +1247,7 @@ export type SignalEvent = Message$1<"corral.v1.SignalEvent"> & {
  * Use `create(SignalEventSchema)` to create a new message.
  */
 export const SignalEventSchema: GenMessage<SignalEvent> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 20);
+  messageDesc(file_corral_v1_client, 24);
 
 /**
  * Published acknowledges a Publish.
@@ -1005,7 +1283,7 @@ export type Published = Message$1<"corral.v1.Published"> & {
  * Use `create(PublishedSchema)` to create a new message.
  */
 export const PublishedSchema: GenMessage<Published> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 21);
+  messageDesc(file_corral_v1_client, 25);
 
 /**
  * Pong answers a Ping.
@@ -1029,7 +1307,7 @@ export type Pong = Message$1<"corral.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 22);
+  messageDesc(file_corral_v1_client, 26);
 
 /**
  * ReconnectHint precedes a server-initiated close of the resume or retry
@@ -1063,7 +1341,7 @@ export type ReconnectHint = Message$1<"corral.v1.ReconnectHint"> & {
  * Use `create(ReconnectHintSchema)` to create a new message.
  */
 export const ReconnectHintSchema: GenMessage<ReconnectHint> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 23);
+  messageDesc(file_corral_v1_client, 27);
 
 /**
  * Error reports a refused frame. The connection stays open unless a close
@@ -1110,7 +1388,7 @@ export type Error = Message$1<"corral.v1.Error"> & {
  * Use `create(ErrorSchema)` to create a new message.
  */
 export const ErrorSchema: GenMessage<Error> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 24);
+  messageDesc(file_corral_v1_client, 28);
 
 /**
  * Reset tells the client that history it asked for is gone (trimmed,
@@ -1142,7 +1420,7 @@ export type Reset = Message$1<"corral.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 25);
+  messageDesc(file_corral_v1_client, 29);
 
 /**
  * Batch carries several frames in one WebSocket message, in order.
@@ -1161,7 +1439,7 @@ export type Batch = Message$1<"corral.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 26);
+  messageDesc(file_corral_v1_client, 30);
 
 /**
  * Presence is a change of a room's presence, sent to connections that
@@ -1233,7 +1511,7 @@ export type Presence = Message$1<"corral.v1.Presence"> & {
  * Use `create(PresenceSchema)` to create a new message.
  */
 export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 27);
+  messageDesc(file_corral_v1_client, 31);
 
 /**
  * Refreshed confirms a Refresh: the connection now has the new token's
@@ -1255,7 +1533,7 @@ export type Refreshed = Message$1<"corral.v1.Refreshed"> & {
  * Use `create(RefreshedSchema)` to create a new message.
  */
 export const RefreshedSchema: GenMessage<Refreshed> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 28);
+  messageDesc(file_corral_v1_client, 32);
 
 /**
  * CallResult answers a Call: the backend's payload, or error (its code
@@ -1288,7 +1566,212 @@ export type CallResult = Message$1<"corral.v1.CallResult"> & {
  * Use `create(CallResultSchema)` to create a new message.
  */
 export const CallResultSchema: GenMessage<CallResult> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 29);
+  messageDesc(file_corral_v1_client, 33);
+
+/**
+ * StateEntry is one key of a room's keyed state.
+ *
+ * @generated from message corral.v1.StateEntry
+ */
+export type StateEntry = Message$1<"corral.v1.StateEntry"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * Opaque to corral. Inline JSON in the JSON subprotocol.
+   *
+   * @generated from field: bytes value = 2;
+   */
+  value: Uint8Array;
+
+  /**
+   * The key's version: 1 when set first, one more per change.
+   *
+   * @generated from field: uint64 version = 3;
+   */
+  version: bigint;
+
+  /**
+   * When the key expires, milliseconds since the Unix epoch (0: never).
+   *
+   * @generated from field: int64 expires_ms = 4;
+   */
+  expiresMs: bigint;
+};
+
+/**
+ * Describes the message corral.v1.StateEntry.
+ * Use `create(StateEntrySchema)` to create a new message.
+ */
+export const StateEntrySchema: GenMessage<StateEntry> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 34);
+
+/**
+ * StateSnapshot is a room's whole keyed state at a position: it replaces
+ * what the client held. It comes after Joined, and on resume when the
+ * client's state position is older than the changes the server keeps.
+ * The StateChange frames that follow continue after position.
+ *
+ * @generated from message corral.v1.StateSnapshot
+ */
+export type StateSnapshot = Message$1<"corral.v1.StateSnapshot"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * @generated from field: repeated corral.v1.StateEntry entries = 2;
+   */
+  entries: StateEntry[];
+
+  /**
+   * The room state's change position this snapshot is at, and the epoch
+   * of its change stream (a different epoch: a new snapshot follows).
+   *
+   * @generated from field: uint64 position = 3;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: string epoch = 4;
+   */
+  epoch: string;
+};
+
+/**
+ * Describes the message corral.v1.StateSnapshot.
+ * Use `create(StateSnapshotSchema)` to create a new message.
+ */
+export const StateSnapshotSchema: GenMessage<StateSnapshot> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 35);
+
+/**
+ * StateChange is one change of a room's keyed state, in the room's state
+ * order: position grows by one per change.
+ *
+ * @generated from message corral.v1.StateChange
+ */
+export type StateChange = Message$1<"corral.v1.StateChange"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * The new value (empty when deleted or expired). Inline JSON in the JSON
+   * subprotocol.
+   *
+   * @generated from field: bytes value = 3;
+   */
+  value: Uint8Array;
+
+  /**
+   * The key's version after the change.
+   *
+   * @generated from field: uint64 version = 4;
+   */
+  version: bigint;
+
+  /**
+   * True: the key was removed (expired: by its TTL).
+   *
+   * @generated from field: bool deleted = 5;
+   */
+  deleted: boolean;
+
+  /**
+   * @generated from field: bool expired = 6;
+   */
+  expired: boolean;
+
+  /**
+   * @generated from field: uint64 position = 7;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: string epoch = 8;
+   */
+  epoch: string;
+
+  /**
+   * Set instead of value when a delta against the client's previous value
+   * of the key (version - 1) is smaller (fossil delta format,
+   * docs/DELTA.md).
+   *
+   * @generated from field: bytes delta = 9;
+   */
+  delta: Uint8Array;
+
+  /**
+   * When the key expires, milliseconds since the Unix epoch (0: never).
+   *
+   * @generated from field: int64 expires_ms = 10;
+   */
+  expiresMs: bigint;
+};
+
+/**
+ * Describes the message corral.v1.StateChange.
+ * Use `create(StateChangeSchema)` to create a new message.
+ */
+export const StateChangeSchema: GenMessage<StateChange> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 36);
+
+/**
+ * StateUpdated answers a SetState or DeleteState: the key's version and
+ * the change's position.
+ *
+ * @generated from message corral.v1.StateUpdated
+ */
+export type StateUpdated = Message$1<"corral.v1.StateUpdated"> & {
+  /**
+   * @generated from field: string room = 1;
+   */
+  room: string;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * SetState.ref or DeleteState.ref.
+   *
+   * @generated from field: string ref = 3;
+   */
+  ref: string;
+
+  /**
+   * @generated from field: uint64 version = 4;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: uint64 position = 5;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: bool deleted = 6;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message corral.v1.StateUpdated.
+ * Use `create(StateUpdatedSchema)` to create a new message.
+ */
+export const StateUpdatedSchema: GenMessage<StateUpdated> = /*@__PURE__*/
+  messageDesc(file_corral_v1_client, 37);
 
 /**
  * PresenceMember is one user present in a room.
@@ -1332,7 +1815,7 @@ export type PresenceMember = Message$1<"corral.v1.PresenceMember"> & {
  * Use `create(PresenceMemberSchema)` to create a new message.
  */
 export const PresenceMemberSchema: GenMessage<PresenceMember> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 30);
+  messageDesc(file_corral_v1_client, 38);
 
 /**
  * PresencePage answers a PresenceQuery.
@@ -1370,5 +1853,5 @@ export type PresencePage = Message$1<"corral.v1.PresencePage"> & {
  * Use `create(PresencePageSchema)` to create a new message.
  */
 export const PresencePageSchema: GenMessage<PresencePage> = /*@__PURE__*/
-  messageDesc(file_corral_v1_client, 31);
+  messageDesc(file_corral_v1_client, 39);
 

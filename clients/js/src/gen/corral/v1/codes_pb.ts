@@ -9,7 +9,7 @@ import { enumDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
  * Describes the file corral/v1/codes.proto.
  */
 export const file_corral_v1_codes: GenFile = /*@__PURE__*/
-  fileDesc("ChVjb3JyYWwvdjEvY29kZXMucHJvdG8SCWNvcnJhbC52MSrWBAoEQ29kZRIUChBDT0RFX1VOU1BFQ0lGSUVEEAASFAoPQ09ERV9HT0lOR19BV0FZEKAfEhcKEkNPREVfU0xPV19DT05TVU1FUhChHxIaChVDT0RFX0NPUkVfVU5BVkFJTEFCTEUQoh8SGwoWQ09ERV9IRUFSVEJFQVRfVElNRU9VVBCjHxIcChdDT0RFX1NFU1NJT05fVEFLRU5fT1ZFUhCkHxIUCg9DT0RFX09WRVJMT0FERUQQhCASFgoRQ09ERV9SQVRFX0xJTUlURUQQhSASGQoUQ09ERV9TRVNTSU9OX0VYUElSRUQQhiASFQoQQ09ERV9VTkFWQUlMQUJMRRCHIBIXChJDT0RFX1RPS0VOX0VYUElSRUQQiCASFgoRQ09ERV9CQUNLTE9HX0ZVTEwQiSASFgoRQ09ERV9PVVRfT0ZfT1JERVIQiiASEwoOQ09ERV9CQURfRlJBTUUQsCISGQoUQ09ERV9VTkFVVEhFTlRJQ0FURUQQsSISGAoTQ09ERV9SRVNVTUVfUkVGVVNFRBCyIhITCg5DT0RFX0ZPUkJJRERFThCzIhIUCg9DT0RFX05PVF9KT0lORUQQtCISGAoTQ09ERV9IRUxMT19SRVFVSVJFRBC1IhIXChJDT0RFX1VOS05PV05fRlJBTUUQtiISGgoVQ09ERV9JTlZBTElEX0FSR1VNRU5UELciEhgKE0NPREVfTElNSVRfRVhDRUVERUQQuCISFgoRQ09ERV9VTlNVQlNDUklCRUQQuSISEwoOQ09ERV9UT09fTEFSR0UQvSJClAEKDWNvbS5jb3JyYWwudjFCCkNvZGVzUHJvdG9QAVoyZ2l0aHViLmNvbS9jb3JyYWwtcnQvY29ycmFsL2dlbi9jb3JyYWwvdjE7Y29ycmFsdjGiAgNDWFiqAglDb3JyYWwuVjHKAglDb3JyYWxcVjHiAhVDb3JyYWxcVjFcR1BCTWV0YWRhdGHqAgpDb3JyYWw6OlYxYgZwcm90bzM");
+  fileDesc("ChVjb3JyYWwvdjEvY29kZXMucHJvdG8SCWNvcnJhbC52MSq9BQoEQ29kZRIUChBDT0RFX1VOU1BFQ0lGSUVEEAASFAoPQ09ERV9HT0lOR19BV0FZEKAfEhcKEkNPREVfU0xPV19DT05TVU1FUhChHxIaChVDT0RFX0NPUkVfVU5BVkFJTEFCTEUQoh8SGwoWQ09ERV9IRUFSVEJFQVRfVElNRU9VVBCjHxIcChdDT0RFX1NFU1NJT05fVEFLRU5fT1ZFUhCkHxIUCg9DT0RFX09WRVJMT0FERUQQhCASFgoRQ09ERV9SQVRFX0xJTUlURUQQhSASGQoUQ09ERV9TRVNTSU9OX0VYUElSRUQQhiASFQoQQ09ERV9VTkFWQUlMQUJMRRCHIBIXChJDT0RFX1RPS0VOX0VYUElSRUQQiCASFgoRQ09ERV9CQUNLTE9HX0ZVTEwQiSASFgoRQ09ERV9PVVRfT0ZfT1JERVIQiiASEwoOQ09ERV9CQURfRlJBTUUQsCISGQoUQ09ERV9VTkFVVEhFTlRJQ0FURUQQsSISGAoTQ09ERV9SRVNVTUVfUkVGVVNFRBCyIhITCg5DT0RFX0ZPUkJJRERFThCzIhIUCg9DT0RFX05PVF9KT0lORUQQtCISGAoTQ09ERV9IRUxMT19SRVFVSVJFRBC1IhIXChJDT0RFX1VOS05PV05fRlJBTUUQtiISGgoVQ09ERV9JTlZBTElEX0FSR1VNRU5UELciEhgKE0NPREVfTElNSVRfRVhDRUVERUQQuCISFgoRQ09ERV9VTlNVQlNDUklCRUQQuSISFwoSQ09ERV9VTklNUExFTUVOVEVEELoiEhoKFUNPREVfVkVSU0lPTl9DT05GTElDVBC7IhIXChJDT0RFX01FU1NBR0VfRklOQUwQvCISEwoOQ09ERV9UT09fTEFSR0UQvSISFwoSQ09ERV9UT09fTUFOWV9LRVlTEL4iQpQBCg1jb20uY29ycmFsLnYxQgpDb2Rlc1Byb3RvUAFaMmdpdGh1Yi5jb20vY29ycmFsLXJ0L2NvcnJhbC9nZW4vY29ycmFsL3YxO2NvcnJhbHYxogIDQ1hYqgIJQ29ycmFsLlYxygIJQ29ycmFsXFYx4gIVQ29ycmFsXFYxXEdQQk1ldGFkYXRh6gIKQ29ycmFsOjpWMWIGcHJvdG8z");
 
 /**
  * Code is corral's one table of close and error codes. The same number is
@@ -123,7 +123,9 @@ export enum Code {
    * As an error frame for a publish with Publish.seq: the publish before it
    * in the session's sequence for the room is not stored (it was refused,
    * or is still on its way). Nothing was stored. Send the earliest
-   * unresolved publish again, then this one, with the same ids.
+   * unresolved publish again, then this one, with the same ids. For an
+   * Append with version: a version more than one past the message's;
+   * send the missing chunks first.
    *
    * @generated from enum value: CODE_OUT_OF_ORDER = 4106;
    */
@@ -205,11 +207,43 @@ export enum Code {
   UNSUBSCRIBED = 4409,
 
   /**
+   * The operation is not implemented by this server yet (a frame or API
+   * method of a newer protocol than the server handles). Stop.
+   *
+   * @generated from enum value: CODE_UNIMPLEMENTED = 4410;
+   */
+  UNIMPLEMENTED = 4410,
+
+  /**
+   * A compare-and-set of keyed state (SetState.cas, DeleteState.cas) found
+   * another version: read the key's current value (its StateChange), then
+   * decide again.
+   *
+   * @generated from enum value: CODE_VERSION_CONFLICT = 4411;
+   */
+  VERSION_CONFLICT = 4411,
+
+  /**
+   * An Append to a growing message that already has its final chunk.
+   *
+   * @generated from enum value: CODE_MESSAGE_FINAL = 4412;
+   */
+  MESSAGE_FINAL = 4412,
+
+  /**
    * A frame or payload exceeds the configured size limit.
    *
    * @generated from enum value: CODE_TOO_LARGE = 4413;
    */
   TOO_LARGE = 4413,
+
+  /**
+   * A room's keyed state has as many keys as its class allows: delete one
+   * before setting a new key.
+   *
+   * @generated from enum value: CODE_TOO_MANY_KEYS = 4414;
+   */
+  TOO_MANY_KEYS = 4414,
 }
 
 /**

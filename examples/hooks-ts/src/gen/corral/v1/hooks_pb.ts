@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file corral/v1/hooks.proto.
  */
 export const file_corral_v1_hooks: GenFile = /*@__PURE__*/
-  fileDesc("ChVjb3JyYWwvdjEvaG9va3MucHJvdG8SCWNvcnJhbC52MSI4CgdSZWZ1c2FsEh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAiABKAkiuAIKDkNvbm5lY3RSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEjcKB2hlYWRlcnMYAiADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuSGVhZGVyc0VudHJ5EjcKB2Nvb2tpZXMYAyADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuQ29va2llc0VudHJ5EhMKC3JlbW90ZV9hZGRyGAQgASgJEhAKCHByb3RvY29sGAUgASgJEg4KBmNsaWVudBgGIAEoCRIOCgZyZXN1bWUYByABKAgaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLgoMQ29va2llc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiiwEKD0Nvbm5lY3RSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDwoHdXNlcl9pZBgCIAEoCRIMCgRqb2luGAMgAygJEg8KB3B1Ymxpc2gYBCADKAkSFAoMZXhwaXJlc191bml4GAUgASgDEg0KBXJvb21zGAYgAygJIkcKDlJlZnJlc2hSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDQoFdG9rZW4YAiABKAkSFQoNY29ubmVjdGlvbl9pZBgDIAEoCSJrCg9SZWZyZXNoUmVzcG9uc2USIwoHcmVmdXNhbBgBIAEoCzISLmNvcnJhbC52MS5SZWZ1c2FsEgwKBGpvaW4YAiADKAkSDwoHcHVibGlzaBgDIAMoCRIUCgxleHBpcmVzX3VuaXgYBCABKAMiMQoLSm9pblJlcXVlc3QSIgoFcGFpcnMYASADKAsyEy5jb3JyYWwudjEuSm9pblBhaXIiTgoISm9pblBhaXISDwoHdXNlcl9pZBgBIAEoCRIMCgRyb29tGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSDwoHcmVzdW1lZBgEIAEoCCI2CgxKb2luUmVzcG9uc2USJgoHcmVzdWx0cxgBIAMoCzIVLmNvcnJhbC52MS5Kb2luUmVzdWx0IjEKCkpvaW5SZXN1bHQSIwoHcmVmdXNhbBgBIAEoCzISLmNvcnJhbC52MS5SZWZ1c2FsImwKGkhvb2tzU2VydmljZVB1Ymxpc2hSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDAoEcm9vbRgCIAEoCRIKCgJpZBgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEhIKCnNlc3Npb25faWQYBSABKAkiZAobSG9va3NTZXJ2aWNlUHVibGlzaFJlc3BvbnNlEiMKB3JlZnVzYWwYASABKAsyEi5jb3JyYWwudjEuUmVmdXNhbBIPCgdyZXBsYWNlGAIgASgIEg8KB3BheWxvYWQYAyABKAwiVgoLQ2FsbFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZtZXRob2QYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBIVCg1jb25uZWN0aW9uX2lkGAQgASgJIkQKDENhbGxSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDwoHcGF5bG9hZBgCIAEoDDLeAgoMSG9va3NTZXJ2aWNlEkAKB0Nvbm5lY3QSGS5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QaGi5jb3JyYWwudjEuQ29ubmVjdFJlc3BvbnNlEkAKB1JlZnJlc2gSGS5jb3JyYWwudjEuUmVmcmVzaFJlcXVlc3QaGi5jb3JyYWwudjEuUmVmcmVzaFJlc3BvbnNlEjcKBEpvaW4SFi5jb3JyYWwudjEuSm9pblJlcXVlc3QaFy5jb3JyYWwudjEuSm9pblJlc3BvbnNlElgKB1B1Ymxpc2gSJS5jb3JyYWwudjEuSG9va3NTZXJ2aWNlUHVibGlzaFJlcXVlc3QaJi5jb3JyYWwudjEuSG9va3NTZXJ2aWNlUHVibGlzaFJlc3BvbnNlEjcKBENhbGwSFi5jb3JyYWwudjEuQ2FsbFJlcXVlc3QaFy5jb3JyYWwudjEuQ2FsbFJlc3BvbnNlYgZwcm90bzM", [file_corral_v1_codes]);
+  fileDesc("ChVjb3JyYWwvdjEvaG9va3MucHJvdG8SCWNvcnJhbC52MSI4CgdSZWZ1c2FsEh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAiABKAkiuAIKDkNvbm5lY3RSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEjcKB2hlYWRlcnMYAiADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuSGVhZGVyc0VudHJ5EjcKB2Nvb2tpZXMYAyADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuQ29va2llc0VudHJ5EhMKC3JlbW90ZV9hZGRyGAQgASgJEhAKCHByb3RvY29sGAUgASgJEg4KBmNsaWVudBgGIAEoCRIOCgZyZXN1bWUYByABKAgaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLgoMQ29va2llc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimQEKD0Nvbm5lY3RSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDwoHdXNlcl9pZBgCIAEoCRIMCgRqb2luGAMgAygJEg8KB3B1Ymxpc2gYBCADKAkSFAoMZXhwaXJlc191bml4GAUgASgDEg0KBXJvb21zGAYgAygJEgwKBGluZm8YByABKAwiRwoOUmVmcmVzaFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1jb25uZWN0aW9uX2lkGAMgASgJImsKD1JlZnJlc2hSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDAoEam9pbhgCIAMoCRIPCgdwdWJsaXNoGAMgAygJEhQKDGV4cGlyZXNfdW5peBgEIAEoAyIxCgtKb2luUmVxdWVzdBIiCgVwYWlycxgBIAMoCzITLmNvcnJhbC52MS5Kb2luUGFpciJOCghKb2luUGFpchIPCgd1c2VyX2lkGAEgASgJEgwKBHJvb20YAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIIjYKDEpvaW5SZXNwb25zZRImCgdyZXN1bHRzGAEgAygLMhUuY29ycmFsLnYxLkpvaW5SZXN1bHQiPwoKSm9pblJlc3VsdBIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDAoEaW5mbxgCIAEoDCJsChpIb29rc1NlcnZpY2VQdWJsaXNoUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEgwKBHJvb20YAiABKAkSCgoCaWQYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBISCgpzZXNzaW9uX2lkGAUgASgJImQKG0hvb2tzU2VydmljZVB1Ymxpc2hSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDwoHcmVwbGFjZRgCIAEoCBIPCgdwYXlsb2FkGAMgASgMIlYKC0NhbGxSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDgoGbWV0aG9kGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFQoNY29ubmVjdGlvbl9pZBgEIAEoCSJECgxDYWxsUmVzcG9uc2USIwoHcmVmdXNhbBgBIAEoCzISLmNvcnJhbC52MS5SZWZ1c2FsEg8KB3BheWxvYWQYAiABKAwy3gIKDEhvb2tzU2VydmljZRJACgdDb25uZWN0EhkuY29ycmFsLnYxLkNvbm5lY3RSZXF1ZXN0GhouY29ycmFsLnYxLkNvbm5lY3RSZXNwb25zZRJACgdSZWZyZXNoEhkuY29ycmFsLnYxLlJlZnJlc2hSZXF1ZXN0GhouY29ycmFsLnYxLlJlZnJlc2hSZXNwb25zZRI3CgRKb2luEhYuY29ycmFsLnYxLkpvaW5SZXF1ZXN0GhcuY29ycmFsLnYxLkpvaW5SZXNwb25zZRJYCgdQdWJsaXNoEiUuY29ycmFsLnYxLkhvb2tzU2VydmljZVB1Ymxpc2hSZXF1ZXN0GiYuY29ycmFsLnYxLkhvb2tzU2VydmljZVB1Ymxpc2hSZXNwb25zZRI3CgRDYWxsEhYuY29ycmFsLnYxLkNhbGxSZXF1ZXN0GhcuY29ycmFsLnYxLkNhbGxSZXNwb25zZWIGcHJvdG8z", [file_corral_v1_codes]);
 
 /**
  * Refusal is a hook's "no": the client sees code and reason.
@@ -74,7 +74,7 @@ export type ConnectRequest = Message<"corral.v1.ConnectRequest"> & {
   remoteAddr: string;
 
   /**
-   * The WebSocket subprotocol: "json" or "proto".
+   * The WebSocket subprotocol: "corral.v1.json" or "corral.v1.proto".
    *
    * @generated from field: string protocol = 5;
    */
@@ -150,6 +150,17 @@ export type ConnectResponse = Message<"corral.v1.ConnectResponse"> & {
    * @generated from field: repeated string rooms = 6;
    */
   rooms: string[];
+
+  /**
+   * The connection's default member info: JSON shown to other members in
+   * presence (PresenceMember.info) and on its messages
+   * (Message.sender_info) in every room whose Join hook gives none. At
+   * most 4 KiB of valid JSON; more, or invalid JSON, is a bad backend
+   * response (the connection is refused with CODE_UNAVAILABLE).
+   *
+   * @generated from field: bytes info = 7;
+   */
+  info: Uint8Array;
 };
 
 /**
@@ -313,6 +324,18 @@ export type JoinResult = Message<"corral.v1.JoinResult"> & {
    * @generated from field: corral.v1.Refusal refusal = 1;
    */
   refusal?: Refusal | undefined;
+
+  /**
+   * The member's info in this room: JSON shown to other members in
+   * presence (PresenceMember.info) and on its messages
+   * (Message.sender_info). Empty: the connection's ConnectResponse.info.
+   * At most 4 KiB of valid JSON; more, or invalid JSON, is a bad backend
+   * response: that pair is refused with CODE_FORBIDDEN, "the application
+   * gave invalid member info".
+   *
+   * @generated from field: bytes info = 2;
+   */
+  info: Uint8Array;
 };
 
 /**

@@ -1,0 +1,84 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/corral-rt/corral/internal/redistest"
+	"github.com/corral-rt/corral/state"
+)
+
+// TestRedisPublishes checks that every change is published on the room's
+// channel, in position order, readable by ParseChange.
+func TestRedisPublishes(t *testing.T) {
+	ctx := context.Background()
+	addr := redistest.Start(t)
+	client := redistest.Client(t, addr)
+	s := state.NewRedis(client, state.RedisOptions{Prefix: redistest.Prefix(t)})
+	got := make(chan []byte, 10)
+	ready := make(chan struct{})
+	sub, release := redistest.Client(t, addr).Dedicate()
+	t.Cleanup(release)
+	sub.SetPubSubHooks(rueidis.PubSubHooks{
+		OnMessage: func(m rueidis.PubSubMessage) { got <- []byte(m.Message) },
+		OnSubscription: func(s rueidis.PubSubSubscription) {
+			if s.Kind == "subscribe" {
+				close(ready)
+			}
+		},
+	})
+	if err := sub.Do(ctx, sub.B().Subscribe().Channel(s.Channel("r")).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	<-ready
+	res, err := s.Set(ctx, "r", state.Set{Key: "k", Value: []byte("a\nb"), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, "r", "k", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []state.Change{
+		{Position: 1, Key: "k", Value: []byte("a\nb"), Version: 1},
+		{Position: 2, Key: "k", Version: 1, Deleted: true},
+	} {
+		epoch, c, err := state.ParseChange(<-got)
+		if err != nil || epoch != res.Epoch || c.Position != want.Position || string(c.Value) != string(want.Value) ||
+			c.Deleted != want.Deleted || c.Version != want.Version {
+			t.Fatalf("publication %d: %s %+v %v, want %+v", i, epoch, c, err, want)
+		}
+	}
+	if _, _, err := state.ParseChange([]byte("1\ne\n9\n1\n0\nk\nv")); err == nil {
+		t.Fatal("ParseChange took an unknown kind")
+	}
+}
+
+// TestRedisLost checks that a state lost in Redis (flushed) comes back
+// under a new epoch, and a reader of the old one is told to snapshot.
+func TestRedisLost(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartProcess(t, 0)
+	client := redistest.Client(t, srv.Addr())
+	s := state.NewRedis(client, state.RedisOptions{Prefix: redistest.Prefix(t)})
+	old, err := s.Set(ctx, "r", state.Set{Key: "k", Value: []byte("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Do(ctx, client.B().Flushall().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	now, err := s.Set(ctx, "r", state.Set{Key: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Epoch == old.Epoch || now.Position != 1 {
+		t.Fatalf("after the loss: %+v (before %+v)", now, old)
+	}
+	if _, err := s.Since(ctx, "r", old.Epoch, old.Position); !errors.Is(err, state.ErrTooOld) {
+		t.Fatalf("since in the lost epoch: %v", err)
+	}
+}
