@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/coder/websocket"
+
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	"github.com/corral-rt/corral/delta"
@@ -114,5 +116,92 @@ func TestAssemblerBound(t *testing.T) {
 	}
 	if _, ok, err := a.Feed(chunkF(18, 2, "de", false, false)); ok || err == nil {
 		t.Fatalf("past MaxBytes: applied %v, err %v", ok, err)
+	}
+}
+
+// TestSessionGrowingScripted: a Session joins while a message grows (the
+// prefix as a replace chunk at seq 19, the room at 20), then resumes after
+// a drop and the server replays chunks it holds. Frames go through the
+// JSON wire (dataBase64) and the Session's seq filter; an Assembler fed
+// with its events ends with the whole message, each version once.
+func TestSessionGrowingScripted(t *testing.T) {
+	fake := newScripted(t)
+	ctx := testCtx(t)
+	type connected struct {
+		s   *client.Session
+		err error
+	}
+	got := make(chan connected, 1)
+	go func() {
+		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
+		got <- connected{s, err}
+	}()
+	c1 := fake.accept(t)
+	c1.read()
+	c1.send(welcomeF(false))
+	res := <-got
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	s := res.s
+	defer s.Close()
+
+	var applied []checker.Chunk
+	a := client.NewAssembler()
+	done := make(chan *client.Growing, 1)
+	go func() {
+		for ev := range s.Events() {
+			m := ev.Frame.GetMessage()
+			if ev.Kind != client.EventFrame || m.GetChunk() == nil {
+				continue
+			}
+			g, ok, err := a.Feed(m)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				c := m.GetChunk()
+				applied = append(applied, checker.Chunk{Seq: m.GetSeq(), Version: c.GetVersion(), Data: c.GetData(), Replace: c.GetReplace(), Final: c.GetFinal()})
+			}
+			if g.Final {
+				done <- g
+				return
+			}
+		}
+	}()
+
+	joined := make(chan error, 1)
+	go func() {
+		_, err := s.Join(ctx, "chat")
+		joined <- err
+	}()
+	c1.read()
+	frame := func(m *corralv1.Message) *corralv1.ServerFrame {
+		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}
+	}
+	c1.send(joinedF("chat", 20, "e1", false), frame(chunkF(19, 2, "Hello", true, false)), frame(chunkF(21, 3, ",", false, false)))
+	if err := <-joined; err != nil {
+		t.Fatal(err)
+	}
+	c1.ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "restart")
+
+	c2 := fake.accept(t)
+	c2.read() // the resume
+	// The replay holds chunks the member has (below its position and at
+	// it), then the rest.
+	c2.send(welcomeF(true), joinedF("chat", 21, "e1", true),
+		frame(chunkF(19, 2, "Hello", true, false)), frame(chunkF(21, 3, ",", false, false)),
+		frame(chunkF(22, 4, " you", false, false)), frame(chunkF(23, 5, "!", false, true)))
+	c2.discard()
+	select {
+	case g := <-done:
+		if err := checker.Assembly(applied, []byte("Hello, you!"), true); err != nil {
+			t.Fatal(err)
+		}
+		if string(g.Body) != "Hello, you!" || g.Version != 5 {
+			t.Fatalf("assembled %q v%d", g.Body, g.Version)
+		}
+	case <-ctx.Done():
+		t.Fatalf("no final chunk; applied %v", applied)
 	}
 }
