@@ -163,7 +163,7 @@ func TestSessionGrowingScripted(t *testing.T) {
 				c := m.GetChunk()
 				applied = append(applied, checker.Chunk{Seq: m.GetSeq(), Version: c.GetVersion(), Data: c.GetData(), Replace: c.GetReplace(), Final: c.GetFinal()})
 			}
-			if g.Final {
+			if g != nil && g.Final {
 				done <- g
 				return
 			}
