@@ -814,7 +814,8 @@ var Room = class extends Emitter {
    * message id, opening it on the first append. It resolves with the
    * server's answer (the chunk's seq) or rejects with a CorralError: 4412
    * after the final chunk, 4106 for a version more than one ahead, 4410
-   * from a server that does not serve growing messages yet.
+   * from a server that does not serve growing messages yet. Appends of
+   * one id may be pipelined: answers settle them oldest first.
    */
   append(id, data, opts = {}) {
     return this.writer.append(this.name, id, data, opts);
@@ -1299,6 +1300,8 @@ var Client = class extends Emitter {
     /** Unanswered setState/deleteState by ref, and appends by room and id:
      * like calls, not sent again after a lost connection. */
     this.stateWaits = /* @__PURE__ */ new Map();
+    /** By room and id, oldest first: appends of one id may be pipelined,
+     * and the server answers a connection's frames in order. */
     this.appendWaits = /* @__PURE__ */ new Map();
     this.stateRef = 0;
     this.callId = 0;
@@ -1542,12 +1545,11 @@ var Client = class extends Emitter {
     }
     if (!id) return Promise.reject(new CorralError(4407 /* INVALID_ARGUMENT */, "append needs an id", room));
     const key = `${room}\0${id}`;
-    if (this.appendWaits.has(key)) {
-      return Promise.reject(new CorralError(4407 /* INVALID_ARGUMENT */, "an append of this id is on its way: wait for it", room, id));
-    }
     const bytes = typeof data === "string" ? utf8(data) : data;
     return new Promise((resolve, reject) => {
-      this.appendWaits.set(key, { resolve, reject });
+      const q = this.appendWaits.get(key);
+      if (q) q.push({ resolve, reject });
+      else this.appendWaits.set(key, [{ resolve, reject }]);
       this.send({ append: { room, id, data: bytes, replace: opts.replace ?? false, final: opts.final ?? false, version: opts.version ?? 0 } });
     });
   }
@@ -1768,7 +1770,7 @@ var Client = class extends Emitter {
     if (err.code !== 1e3 && !emitted) this.emit("error", err);
   }
   rejectCalls(err) {
-    const calls = [...this.calls.values(), ...this.stateWaits.values(), ...this.appendWaits.values()];
+    const calls = [...this.calls.values(), ...this.stateWaits.values(), ...[...this.appendWaits.values()].flat()];
     this.calls.clear();
     this.stateWaits.clear();
     this.appendWaits.clear();
@@ -1954,12 +1956,17 @@ var Client = class extends Emitter {
     this.dirty = true;
     this.emit("reset", x);
   }
+  /** nextAppend takes the oldest unanswered append of id in room. */
+  nextAppend(room, id) {
+    const key = `${room}\0${id}`;
+    const q = this.appendWaits.get(key);
+    const w = q?.shift();
+    if (q && q.length === 0) this.appendWaits.delete(key);
+    return w;
+  }
   onPublished(p) {
-    const a = this.appendWaits.get(`${p.room}\0${p.id}`);
-    if (a && !this.outbox.has(p.id)) {
-      this.appendWaits.delete(`${p.room}\0${p.id}`);
-      return a.resolve(p);
-    }
+    const a = this.outbox.has(p.id) ? void 0 : this.nextAppend(p.room, p.id);
+    if (a) return a.resolve(p);
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
       clearTimeout(pending.answerTimer);
@@ -1977,11 +1984,8 @@ var Client = class extends Emitter {
       this.stateWaits.delete(e.ref);
       return sw.reject(err);
     }
-    const aw = e.ref && !this.outbox.has(e.ref) ? this.appendWaits.get(`${e.room}\0${e.ref}`) : void 0;
-    if (aw) {
-      this.appendWaits.delete(`${e.room}\0${e.ref}`);
-      return aw.reject(err);
-    }
+    const aw = e.ref && !this.outbox.has(e.ref) ? this.nextAppend(e.room, e.ref) : void 0;
+    if (aw) return aw.reject(err);
     const p = e.ref ? this.outbox.get(e.ref) : void 0;
     if (p) {
       p.sent = false;

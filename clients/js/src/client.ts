@@ -359,7 +359,9 @@ export class Client extends Emitter<ClientEvents> {
   /** Unanswered setState/deleteState by ref, and appends by room and id:
    * like calls, not sent again after a lost connection. */
   private readonly stateWaits = new Map<string, Waiter<StateUpdated>>();
-  private readonly appendWaits = new Map<string, Waiter<Published>>();
+  /** By room and id, oldest first: appends of one id may be pipelined,
+   * and the server answers a connection's frames in order. */
+  private readonly appendWaits = new Map<string, Waiter<Published>[]>();
   private stateRef = 0;
   private callId = 0;
 
@@ -636,12 +638,11 @@ export class Client extends Emitter<ClientEvents> {
     }
     if (!id) return Promise.reject(new CorralError(Code.INVALID_ARGUMENT, "append needs an id", room));
     const key = `${room}\u0000${id}`;
-    if (this.appendWaits.has(key)) {
-      return Promise.reject(new CorralError(Code.INVALID_ARGUMENT, "an append of this id is on its way: wait for it", room, id));
-    }
     const bytes = typeof data === "string" ? utf8(data) : data;
     return new Promise<Published>((resolve, reject) => {
-      this.appendWaits.set(key, { resolve, reject });
+      const q = this.appendWaits.get(key);
+      if (q) q.push({ resolve, reject });
+      else this.appendWaits.set(key, [{ resolve, reject }]);
       this.send({ append: { room, id, data: bytes, replace: opts.replace ?? false, final: opts.final ?? false, version: opts.version ?? 0 } });
     });
   }
@@ -889,7 +890,7 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   private rejectCalls(err: CorralError): void {
-    const calls = [...this.calls.values(), ...this.stateWaits.values(), ...this.appendWaits.values()];
+    const calls = [...this.calls.values(), ...this.stateWaits.values(), ...[...this.appendWaits.values()].flat()];
     this.calls.clear();
     this.stateWaits.clear();
     this.appendWaits.clear();
@@ -1102,12 +1103,18 @@ export class Client extends Emitter<ClientEvents> {
     this.emit("reset", x);
   }
 
+  /** nextAppend takes the oldest unanswered append of id in room. */
+  private nextAppend(room: string, id: string): Waiter<Published> | undefined {
+    const key = `${room}\u0000${id}`;
+    const q = this.appendWaits.get(key);
+    const w = q?.shift();
+    if (q && q.length === 0) this.appendWaits.delete(key);
+    return w;
+  }
+
   private onPublished(p: Published): void {
-    const a = this.appendWaits.get(`${p.room}\u0000${p.id}`);
-    if (a && !this.outbox.has(p.id)) {
-      this.appendWaits.delete(`${p.room}\u0000${p.id}`);
-      return a.resolve(p);
-    }
+    const a = this.outbox.has(p.id) ? undefined : this.nextAppend(p.room, p.id);
+    if (a) return a.resolve(p);
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
       clearTimeout(pending.answerTimer);
@@ -1126,11 +1133,8 @@ export class Client extends Emitter<ClientEvents> {
       this.stateWaits.delete(e.ref);
       return sw.reject(err);
     }
-    const aw = e.ref && !this.outbox.has(e.ref) ? this.appendWaits.get(`${e.room}\u0000${e.ref}`) : undefined;
-    if (aw) {
-      this.appendWaits.delete(`${e.room}\u0000${e.ref}`);
-      return aw.reject(err);
-    }
+    const aw = e.ref && !this.outbox.has(e.ref) ? this.nextAppend(e.room, e.ref) : undefined;
+    if (aw) return aw.reject(err);
     const p = e.ref ? this.outbox.get(e.ref) : undefined;
     if (p) {
       p.sent = false;

@@ -53,7 +53,8 @@ export class Room extends Emitter<RoomEvents> {
    * message id, opening it on the first append. It resolves with the
    * server's answer (the chunk's seq) or rejects with a CorralError: 4412
    * after the final chunk, 4106 for a version more than one ahead, 4410
-   * from a server that does not serve growing messages yet.
+   * from a server that does not serve growing messages yet. Appends of
+   * one id may be pipelined: answers settle them oldest first.
    */
   append(id: string, data: string | Uint8Array, opts: AppendOptions = {}): Promise<Published> {
     return this.writer.append(this.name, id, data, opts);

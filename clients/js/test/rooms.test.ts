@@ -136,6 +136,19 @@ describe("growing messages", () => {
     ws.serve({ error: { code: Code.UNIMPLEMENTED, message: "append: not implemented yet", room: "chat", ref: "a7" } });
     await assert.rejects(last, (e: unknown) => e instanceof CorralError && e.code === Code.UNIMPLEMENTED && e.advice === "stop");
   });
+
+  test("appends of one id pipeline: answers settle them oldest first", async () => {
+    const { c, ws } = await joinedClient("chat");
+    const room = c.room("chat");
+    const tokens = ["The", " quick", " fox"].map((t, i) => room.append("a8", t, { version: i + 1, final: i === 2 }));
+    assert.equal(ws.framesOf("append").length, 3);
+    ws.serve({ published: { room: "chat", id: "a8", seq: 30 } });
+    ws.serve({ published: { room: "chat", id: "a8", seq: 31 } });
+    ws.serve({ error: { code: Code.TOO_LARGE, message: "too large", room: "chat", ref: "a8" } });
+    assert.equal((await tokens[0]!).seq, 30);
+    assert.equal((await tokens[1]!).seq, 31);
+    await assert.rejects(tokens[2]!, (e: unknown) => e instanceof CorralError && e.code === Code.TOO_LARGE);
+  });
 });
 
 describe("room state", () => {
