@@ -100,6 +100,7 @@ type Conn struct {
 	done      chan struct{}
 
 	callID    atomic.Uint64 // the last Call's id
+	stateRef  atomic.Uint64 // the last SetState/DeleteState ref
 	writeMu   sync.Mutex    // one writer at a time
 	refreshMu sync.Mutex    // one Refresh at a time
 
@@ -110,6 +111,7 @@ type Conn struct {
 	// refreshWait is the pending Refresh's waiter (key ""), if any.
 	refreshWait map[string]chan *corralv1.ServerFrame
 	callWait    map[string]chan *corralv1.ServerFrame // by call id
+	stateWait   map[string]chan *corralv1.ServerFrame // by SetState/DeleteState ref
 	hint        *corralv1.ReconnectHint
 	refusal     *corralv1.Error // the stop-class close's Error frame
 	err         *CloseError
@@ -183,6 +185,7 @@ func Dial(ctx context.Context, url string, opts Options) (*Conn, error) {
 		pageWait: make(map[string]chan *corralv1.ServerFrame),
 
 		refreshWait: make(map[string]chan *corralv1.ServerFrame),
+		stateWait:   make(map[string]chan *corralv1.ServerFrame),
 		callWait:    make(map[string]chan *corralv1.ServerFrame),
 	}
 	if c.enc == protocol.Proto {
@@ -609,7 +612,10 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 		waiter = c.joinWait[k.Joined.GetRoom()]
 		delete(c.joinWait, k.Joined.GetRoom())
 	case *corralv1.ServerFrame_Error:
-		if ref := k.Error.GetRef(); ref != "" {
+		if ref := k.Error.GetRef(); ref != "" && c.stateWait[ref] != nil {
+			waiter = c.stateWait[ref]
+			delete(c.stateWait, ref)
+		} else if ref != "" {
 			waiter = c.pubWait[ref]
 			delete(c.pubWait, ref)
 		} else if room := k.Error.GetRoom(); room != "" {
@@ -621,6 +627,9 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 		} else if protocol.AdviceOf(k.Error.GetCode()) == protocol.AdviceStop {
 			c.refusal = k.Error // may come before a stop-class close
 		}
+	case *corralv1.ServerFrame_StateUpdated:
+		waiter = c.stateWait[k.StateUpdated.GetRef()]
+		delete(c.stateWait, k.StateUpdated.GetRef())
 	case *corralv1.ServerFrame_Refreshed:
 		waiter = c.refreshWait[""]
 		delete(c.refreshWait, "")

@@ -26,6 +26,13 @@
 // refusals, retries and reconnects (an outbox per room, outbox.go;
 // docs/GUARANTEES.md); PublishAsync keeps several on their way at once.
 //
+// Growing messages and keyed room state (docs/SDKS.md): Conn.Append,
+// Conn.SetState and Conn.DeleteState write; an Assembler rebuilds growing
+// messages from the chunk messages received, and a State keeps a room's
+// keys from its StateSnapshot and StateChange frames, each applying every
+// version once and in order. Neither is safe for concurrent use: feed
+// them from the goroutine that reads the frames.
+//
 // coder/websocket dials and writes. For ws:// URLs the Conn reads the
 // server's frames from its TCP connection itself (cheaper per message: see
 // wire.go); for wss:// it reads through coder/websocket.

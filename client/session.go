@@ -970,6 +970,13 @@ func (s *Session) handle(f *corralv1.ServerFrame, out []Event) []Event {
 	switch k := f.GetKind().(type) {
 	case *corralv1.ServerFrame_Message:
 		st := s.rooms[k.Message.GetRoom()]
+		if st != nil && k.Message.GetSeq() <= st.seq && k.Message.GetChunk().GetReplace() {
+			// A growing message's prefix for a member that joined or
+			// resumed mid-stream sits at the seq the message reached,
+			// which may be at or below the joined seq: pass it on (an
+			// Assembler applies each version once) without moving seq.
+			return append(out, frame)
+		}
 		if st == nil || k.Message.GetSeq() <= st.seq {
 			return out // not ours, or already passed on
 		}

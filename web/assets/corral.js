@@ -237,10 +237,10 @@ function quote(s) {
 function escapeLineSeparators(s) {
   return s.replace(/[\u2028\u2029]/g, (c) => c === "\u2028" ? "\\u2028" : "\\u2029");
 }
-function decodeServer(text) {
+function decodeServer(text2) {
   let v;
   try {
-    v = JSON.parse(text);
+    v = JSON.parse(text2);
   } catch (e) {
     throw new CodecError(`decode: not JSON: ${e.message}`);
   }
@@ -517,6 +517,325 @@ var Picker = class {
     const first = this.worked;
     this.round = first ? [first, ...this.order.filter((t) => t !== first)] : [...this.order];
     this.at = 0;
+  }
+};
+
+// src/delta.ts
+var DeltaError = class extends Error {
+  constructor(message) {
+    super(`delta: ${message}`);
+    this.name = "DeltaError";
+  }
+};
+var DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~";
+var VALUE = (() => {
+  const v = new Int8Array(256).fill(-1);
+  for (let i = 0; i < DIGITS.length; i++) v[DIGITS.charCodeAt(i)] = i;
+  return v;
+})();
+function checksum(z) {
+  let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  let i = 0;
+  for (; z.length - i >= 4; i += 4) {
+    s0 = s0 + z[i] | 0;
+    s1 = s1 + z[i + 1] | 0;
+    s2 = s2 + z[i + 2] | 0;
+    s3 = s3 + z[i + 3] | 0;
+  }
+  s3 = s3 + (s2 << 8) + (s1 << 16) + (s0 << 24) | 0;
+  const rest = z.length - i;
+  if (rest >= 3) s3 = s3 + (z[i + 2] << 8) | 0;
+  if (rest >= 2) s3 = s3 + (z[i + 1] << 16) | 0;
+  if (rest >= 1) s3 = s3 + (z[i] << 24) | 0;
+  return s3 >>> 0;
+}
+function applyDelta(source, delta, maxLength = 16 << 20) {
+  let pos = 0;
+  const int2 = () => {
+    const start = pos;
+    let v = 0;
+    while (pos < delta.length) {
+      const d = VALUE[delta[pos]];
+      if (d < 0) break;
+      if (pos - start === 8) throw new DeltaError(`number too long at ${start}`);
+      v = v * 64 + d;
+      pos++;
+    }
+    if (pos === start) throw new DeltaError(`number expected at ${start}`);
+    return v;
+  };
+  const expect = (c) => {
+    if (pos >= delta.length || delta[pos] !== c.charCodeAt(0)) {
+      throw new DeltaError(`${JSON.stringify(c)} expected at ${pos}`);
+    }
+    pos++;
+  };
+  const n = int2();
+  expect("\n");
+  if (n > maxLength) throw new DeltaError(`target of ${n} bytes, more than ${maxLength}`);
+  const out = new Uint8Array(n);
+  let len = 0;
+  while (pos < delta.length) {
+    const cnt = int2();
+    if (pos >= delta.length) break;
+    const op = String.fromCharCode(delta[pos++]);
+    if (op === "@") {
+      const ofst = int2();
+      expect(",");
+      if (len + cnt > n) throw new DeltaError("copy past the target's length");
+      if (ofst + cnt > source.length) {
+        throw new DeltaError(`copy of ${cnt} bytes at ${ofst} past the source's ${source.length}`);
+      }
+      out.set(source.subarray(ofst, ofst + cnt), len);
+      len += cnt;
+    } else if (op === ":") {
+      if (len + cnt > n) throw new DeltaError("insert past the target's length");
+      if (cnt > delta.length - pos) throw new DeltaError(`insert of ${cnt} bytes past the delta's end`);
+      out.set(delta.subarray(pos, pos + cnt), len);
+      len += cnt;
+      pos += cnt;
+    } else if (op === ";") {
+      if (len !== n) throw new DeltaError(`target of ${len} bytes, ${n} declared`);
+      if (checksum(out) !== cnt) throw new DeltaError("checksum mismatch");
+      if (pos !== delta.length) throw new DeltaError("bytes after the end");
+      return out;
+    } else {
+      throw new DeltaError(`unknown command ${JSON.stringify(op)} at ${pos - 1}`);
+    }
+  }
+  throw new DeltaError("unterminated");
+}
+
+// src/bytes.ts
+var enc = new TextEncoder();
+var dec = new TextDecoder();
+function toBytes(p) {
+  if (p === void 0 || p === null) return new Uint8Array(0);
+  if (p instanceof Uint8Array) return p;
+  return enc.encode(JSON.stringify(p));
+}
+function utf8(s) {
+  return enc.encode(s);
+}
+function text(b) {
+  return dec.decode(b);
+}
+function concat(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+// src/growing.ts
+var GapError = class extends Error {
+  constructor() {
+    super(...arguments);
+    this.name = "GapError";
+  }
+};
+var GrowingMessage = class extends Emitter {
+  constructor(room, id, messageSeq, maxBytes = 1 << 20) {
+    super();
+    this.room = room;
+    this.id = id;
+    this.maxBytes = maxBytes;
+    /** The seq of the last chunk applied. */
+    this.seq = 0;
+    this.version = 0;
+    this.final = false;
+    this.body = new Uint8Array(0);
+    this.messageSeq = messageSeq;
+  }
+  /** The body so far as UTF-8 text. */
+  get text() {
+    return text(this.body);
+  }
+  /**
+   * apply applies m's chunk and says whether it changed the message
+   * (false: a duplicate, such as a resume's replay or a chunk older than
+   * the prefix a joiner got). Throws GapError for a chunk that cannot be
+   * applied.
+   */
+  apply(m) {
+    const c = m.chunk;
+    if (!c) return false;
+    const version = c.version ?? 0;
+    if (this.version > 0 && (version <= this.version || m.seq <= this.seq)) return false;
+    if (this.final) throw new GapError(`growing message ${m.id}: version ${version} after its final chunk`);
+    if (!c.replace && version !== this.version + 1) {
+      throw new GapError(`growing message ${m.id}: version ${version} after version ${this.version}`);
+    }
+    let data = toBytes(c.data);
+    const d = toBytes(c.delta);
+    if (d.length > 0) {
+      if (this.version === 0 || version !== this.version + 1) {
+        throw new GapError(`growing message ${m.id}: a delta to version ${version}, holding version ${this.version}`);
+      }
+      data = applyDelta(this.body, d, this.maxBytes);
+    }
+    const body = c.replace ? data : concat(this.body, data);
+    if (body.length > this.maxBytes) {
+      throw new GapError(`growing message ${m.id}: body of ${body.length} bytes past ${this.maxBytes}`);
+    }
+    this.body = body;
+    this.seq = m.seq;
+    this.version = version;
+    this.final = c.final ?? false;
+    this.emit("chunk", { seq: m.seq, version, data, replace: c.replace ?? false, final: this.final });
+    if (this.final) this.emit("final", this);
+    return true;
+  }
+};
+var Assembler = class {
+  constructor() {
+    this.msgs = /* @__PURE__ */ new Map();
+  }
+  /** feed applies m's chunk to its message, opening it on its first chunk
+   * (returned with opened: true, before its first chunk is applied, so a
+   * listener added then sees it). */
+  feed(m, onOpen) {
+    const c = m.chunk;
+    if (!c) return void 0;
+    let g = this.msgs.get(m.id);
+    if (g && (c.messageSeq ?? 0) > g.messageSeq) g = void 0;
+    if (!g) {
+      g = new GrowingMessage(m.room, m.id, c.messageSeq ?? 0);
+      this.msgs.set(m.id, g);
+      onOpen(g);
+    }
+    return { message: g, applied: g.apply(m) };
+  }
+  get(id) {
+    return this.msgs.get(id);
+  }
+  /** forget drops a message (after its final chunk). */
+  forget(id) {
+    this.msgs.delete(id);
+  }
+};
+
+// src/roomstate.ts
+var RoomState = class extends Emitter {
+  constructor(room, writer) {
+    super();
+    this.room = room;
+    this.writer = writer;
+    this.epoch = "";
+    this.position = 0;
+    /** A snapshot was applied. */
+    this.ready = false;
+    this.entriesByKey = /* @__PURE__ */ new Map();
+  }
+  get(key) {
+    return this.entriesByKey.get(key);
+  }
+  /** entries returns the keys and entries held, sorted by key. */
+  entries() {
+    return [...this.entriesByKey.entries()].sort((a, b) => a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+  }
+  set(key, value, opts = {}) {
+    return this.writer.setState(this.room, key, value, opts);
+  }
+  delete(key, opts = {}) {
+    return this.writer.deleteState(this.room, key, opts);
+  }
+  /** applySnapshot replaces the view with s. */
+  applySnapshot(s) {
+    this.entriesByKey = /* @__PURE__ */ new Map();
+    for (const e of s.entries) {
+      this.entriesByKey.set(e.key ?? "", { value: e.value ?? null, version: e.version ?? 0, expiresMs: e.expiresMs ?? 0 });
+    }
+    this.epoch = s.epoch;
+    this.position = s.position;
+    this.ready = true;
+    this.emit("snapshot", this);
+  }
+  /** applyChange applies c and says whether it changed the view (false:
+   * a duplicate, at or below the view's position, as a resume replays).
+   * A change that does not follow the view emits "stale" and returns
+   * false. */
+  applyChange(c) {
+    const stale = (why) => {
+      this.emit("stale", new Error(`room state ${this.room}: ${why}`));
+      return false;
+    };
+    if (!this.ready) return stale(`change at position ${c.position} before a snapshot`);
+    const fresh = this.epoch === "" && this.position === 0;
+    if (c.epoch !== this.epoch && !fresh) return stale(`change of epoch ${c.epoch}, holding ${this.epoch}`);
+    if (c.position <= this.position) return false;
+    if (c.position !== this.position + 1) return stale(`change at position ${c.position} after ${this.position}`);
+    let entry;
+    const d = toBytes(c.delta);
+    if (c.deleted) {
+      this.entriesByKey.delete(c.key);
+    } else if (d.length > 0) {
+      const old = this.entriesByKey.get(c.key);
+      if (!old || old.version + 1 !== c.version) {
+        return stale(`a delta to version ${c.version} of ${c.key}, holding version ${old?.version ?? 0}`);
+      }
+      let value;
+      try {
+        value = applyDelta(toBytes(old.value), d);
+      } catch (err) {
+        return stale(`a delta to version ${c.version} of ${c.key}: ${err.message}`);
+      }
+      entry = { value: decodeValue(value), version: c.version, expiresMs: c.expiresMs };
+      this.entriesByKey.set(c.key, entry);
+    } else {
+      entry = { value: c.value ?? null, version: c.version, expiresMs: c.expiresMs };
+      this.entriesByKey.set(c.key, entry);
+    }
+    this.epoch = c.epoch;
+    this.position = c.position;
+    this.emit("change", { key: c.key, entry, deleted: c.deleted, expired: c.expired, position: c.position });
+    return true;
+  }
+};
+function decodeValue(b) {
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(b));
+  } catch {
+    return b;
+  }
+}
+
+// src/room.ts
+var Room = class extends Emitter {
+  constructor(name, writer) {
+    super();
+    this.name = name;
+    this.writer = writer;
+    this.assembler = new Assembler();
+    this.state = new RoomState(name, writer);
+  }
+  /**
+   * append adds text (sent as its UTF-8 bytes) or bytes to the growing
+   * message id, opening it on the first append. It resolves with the
+   * server's answer (the chunk's seq) or rejects with a CorralError: 4412
+   * after the final chunk, 4106 for a version more than one ahead, 4410
+   * from a server that does not serve growing messages yet. Appends of
+   * one id may be pipelined: answers settle them oldest first.
+   */
+  append(id, data, opts = {}) {
+    return this.writer.append(this.name, id, data, opts);
+  }
+  /** message returns the growing message id as received so far. */
+  message(id) {
+    return this.assembler.get(id);
+  }
+  /** forget drops a finished growing message the app no longer needs. */
+  forget(id) {
+    this.assembler.forget(id);
+  }
+  /** onChunk feeds a chunk message (the Client calls it). */
+  onChunk(m) {
+    try {
+      this.assembler.feed(m, (g) => this.emit("growing", g));
+    } catch (err) {
+      if (err instanceof GapError) this.emit("gap", err);
+      else throw err;
+    }
   }
 };
 
@@ -814,7 +1133,7 @@ var StreamConn = class {
     }
     this.posts.ready(secret);
     const records = new RecordReader();
-    const text = new TextDecoder();
+    const text2 = new TextDecoder();
     const reader = res.body.getReader();
     let why = "stream: the response ended";
     try {
@@ -823,7 +1142,7 @@ var StreamConn = class {
         if (done || this.readyState === 3) break;
         for (const rec of records.push(value)) {
           if (rec.length === 0) continue;
-          const data = text.decode(rec);
+          const data = text2.decode(rec);
           this.closing = explains(data);
           this.onmessage?.({ data });
           if (this.readyState === 3) return;
@@ -976,6 +1295,15 @@ var Client = class extends Emitter {
     this.refreshing = false;
     /** Calls waiting for their callResult, by id. */
     this.calls = /* @__PURE__ */ new Map();
+    /** Room handles (room()), by name. */
+    this.handles = /* @__PURE__ */ new Map();
+    /** Unanswered setState/deleteState by ref, and appends by room and id:
+     * like calls, not sent again after a lost connection. */
+    this.stateWaits = /* @__PURE__ */ new Map();
+    /** By room and id, oldest first: appends of one id may be pipelined,
+     * and the server answers a connection's frames in order. */
+    this.appendWaits = /* @__PURE__ */ new Map();
+    this.stateRef = 0;
     this.callId = 0;
     this.opts = {
       signalIntervalMs: options.signalIntervalMs ?? 33,
@@ -1193,6 +1521,51 @@ var Client = class extends Emitter {
       this.send({ call: { id, method, payload } });
     });
   }
+  /**
+   * room returns the handle of room name (the same one each time): its
+   * growing messages (append, message, the "growing" event) and its keyed
+   * state (room.state). Chunks and state frames reach it once the room is
+   * joined.
+   */
+  room(name) {
+    let r = this.handles.get(name);
+    if (!r) {
+      r = new Room(name, {
+        append: (room, id, data, opts) => this.appendTo(room, id, data, opts),
+        setState: (room, key, value, opts) => this.writeState(room, key, opts, value),
+        deleteState: (room, key, opts) => this.writeState(room, key, opts)
+      });
+      this.handles.set(name, r);
+    }
+    return r;
+  }
+  appendTo(room, id, data, opts) {
+    if (this.st !== "open") {
+      return Promise.reject(new CorralError(4103 /* UNAVAILABLE */, "not connected: append again once open", room, id, 1e3));
+    }
+    if (!id) return Promise.reject(new CorralError(4407 /* INVALID_ARGUMENT */, "append needs an id", room));
+    const key = `${room}\0${id}`;
+    const bytes = typeof data === "string" ? utf8(data) : data;
+    return new Promise((resolve, reject) => {
+      const q = this.appendWaits.get(key);
+      if (q) q.push({ resolve, reject });
+      else this.appendWaits.set(key, [{ resolve, reject }]);
+      this.send({ append: { room, id, data: bytes, replace: opts.replace ?? false, final: opts.final ?? false, version: opts.version ?? 0 } });
+    });
+  }
+  writeState(room, key, opts, value) {
+    if (this.st !== "open") {
+      return Promise.reject(new CorralError(4103 /* UNAVAILABLE */, "not connected: write the state again once open", room, "", 1e3));
+    }
+    const ref = `~state:${++this.stateRef}`;
+    const cas = opts.cas !== void 0;
+    const version = opts.cas ?? 0;
+    return new Promise((resolve, reject) => {
+      this.stateWaits.set(ref, { resolve, reject });
+      if (value === void 0) this.send({ deleteState: { room, key, cas, version, ref } });
+      else this.send({ setState: { room, key, value, cas, version, ttlMs: opts.ttlMs ?? 0, ref } });
+    });
+  }
   /** ping sends a Ping now (the client also pings by itself when idle). */
   ping() {
     if (this.st === "open") this.send({ ping: { id: ++this.pingId } });
@@ -1397,8 +1770,10 @@ var Client = class extends Emitter {
     if (err.code !== 1e3 && !emitted) this.emit("error", err);
   }
   rejectCalls(err) {
-    const calls = [...this.calls.values()];
+    const calls = [...this.calls.values(), ...this.stateWaits.values(), ...[...this.appendWaits.values()].flat()];
     this.calls.clear();
+    this.stateWaits.clear();
+    this.appendWaits.clear();
     for (const w of calls) w.reject(err);
   }
   setState(state, extra = {}) {
@@ -1456,6 +1831,18 @@ var Client = class extends Emitter {
         const e = f.value.error;
         if (e) return w.reject(new CorralError(e.code ?? 0, e.message ?? "", "", "", e.retryAfterMs ?? 0));
         return w.resolve(f.value.payload);
+      }
+      case "stateSnapshot":
+        if (this.rooms.has(f.value.room)) this.room(f.value.room).state.applySnapshot(f.value);
+        return;
+      case "stateChange":
+        if (this.rooms.has(f.value.room)) this.room(f.value.room).state.applyChange(f.value);
+        return;
+      case "stateUpdated": {
+        const w = this.stateWaits.get(f.value.ref);
+        if (!w) return;
+        this.stateWaits.delete(f.value.ref);
+        return w.resolve(f.value);
       }
       case "refreshed":
         this.refreshing = false;
@@ -1553,6 +1940,7 @@ var Client = class extends Emitter {
   }
   onMessage(m) {
     const r = this.rooms.get(m.room);
+    if (r && m.chunk) this.room(m.room).onChunk(m);
     if (!r || m.seq <= r.seq) return;
     r.seq = m.seq;
     this.dirty = true;
@@ -1568,7 +1956,17 @@ var Client = class extends Emitter {
     this.dirty = true;
     this.emit("reset", x);
   }
+  /** nextAppend takes the oldest unanswered append of id in room. */
+  nextAppend(room, id) {
+    const key = `${room}\0${id}`;
+    const q = this.appendWaits.get(key);
+    const w = q?.shift();
+    if (q && q.length === 0) this.appendWaits.delete(key);
+    return w;
+  }
   onPublished(p) {
+    const a = this.outbox.has(p.id) ? void 0 : this.nextAppend(p.room, p.id);
+    if (a) return a.resolve(p);
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
       clearTimeout(pending.answerTimer);
@@ -1581,6 +1979,13 @@ var Client = class extends Emitter {
   }
   onError(e) {
     const err = CorralError.from(e);
+    const sw = e.ref ? this.stateWaits.get(e.ref) : void 0;
+    if (sw) {
+      this.stateWaits.delete(e.ref);
+      return sw.reject(err);
+    }
+    const aw = e.ref && !this.outbox.has(e.ref) ? this.nextAppend(e.room, e.ref) : void 0;
+    if (aw) return aw.reject(err);
     const p = e.ref ? this.outbox.get(e.ref) : void 0;
     if (p) {
       p.sent = false;
@@ -1760,92 +2165,6 @@ ${s.key}`);
 function newRoom(seq, epoch) {
   return { seq, epoch, ready: false, joining: false, waiters: [], acked: seq, pubSeq: 0, pubStarted: false };
 }
-
-// src/delta.ts
-var DeltaError = class extends Error {
-  constructor(message) {
-    super(`delta: ${message}`);
-    this.name = "DeltaError";
-  }
-};
-var DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~";
-var VALUE = (() => {
-  const v = new Int8Array(256).fill(-1);
-  for (let i = 0; i < DIGITS.length; i++) v[DIGITS.charCodeAt(i)] = i;
-  return v;
-})();
-function checksum(z) {
-  let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  let i = 0;
-  for (; z.length - i >= 4; i += 4) {
-    s0 = s0 + z[i] | 0;
-    s1 = s1 + z[i + 1] | 0;
-    s2 = s2 + z[i + 2] | 0;
-    s3 = s3 + z[i + 3] | 0;
-  }
-  s3 = s3 + (s2 << 8) + (s1 << 16) + (s0 << 24) | 0;
-  const rest = z.length - i;
-  if (rest >= 3) s3 = s3 + (z[i + 2] << 8) | 0;
-  if (rest >= 2) s3 = s3 + (z[i + 1] << 16) | 0;
-  if (rest >= 1) s3 = s3 + (z[i] << 24) | 0;
-  return s3 >>> 0;
-}
-function applyDelta(source, delta, maxLength = 16 << 20) {
-  let pos = 0;
-  const int2 = () => {
-    const start = pos;
-    let v = 0;
-    while (pos < delta.length) {
-      const d = VALUE[delta[pos]];
-      if (d < 0) break;
-      if (pos - start === 8) throw new DeltaError(`number too long at ${start}`);
-      v = v * 64 + d;
-      pos++;
-    }
-    if (pos === start) throw new DeltaError(`number expected at ${start}`);
-    return v;
-  };
-  const expect = (c) => {
-    if (pos >= delta.length || delta[pos] !== c.charCodeAt(0)) {
-      throw new DeltaError(`${JSON.stringify(c)} expected at ${pos}`);
-    }
-    pos++;
-  };
-  const n = int2();
-  expect("\n");
-  if (n > maxLength) throw new DeltaError(`target of ${n} bytes, more than ${maxLength}`);
-  const out = new Uint8Array(n);
-  let len = 0;
-  while (pos < delta.length) {
-    const cnt = int2();
-    if (pos >= delta.length) break;
-    const op = String.fromCharCode(delta[pos++]);
-    if (op === "@") {
-      const ofst = int2();
-      expect(",");
-      if (len + cnt > n) throw new DeltaError("copy past the target's length");
-      if (ofst + cnt > source.length) {
-        throw new DeltaError(`copy of ${cnt} bytes at ${ofst} past the source's ${source.length}`);
-      }
-      out.set(source.subarray(ofst, ofst + cnt), len);
-      len += cnt;
-    } else if (op === ":") {
-      if (len + cnt > n) throw new DeltaError("insert past the target's length");
-      if (cnt > delta.length - pos) throw new DeltaError(`insert of ${cnt} bytes past the delta's end`);
-      out.set(delta.subarray(pos, pos + cnt), len);
-      len += cnt;
-      pos += cnt;
-    } else if (op === ";") {
-      if (len !== n) throw new DeltaError(`target of ${len} bytes, ${n} declared`);
-      if (checksum(out) !== cnt) throw new DeltaError("checksum mismatch");
-      if (pos !== delta.length) throw new DeltaError("bytes after the end");
-      return out;
-    } else {
-      throw new DeltaError(`unknown command ${JSON.stringify(op)} at ${pos - 1}`);
-    }
-  }
-  throw new DeltaError("unterminated");
-}
 export {
   Backoff,
   CLIENT_NAME,
@@ -1854,6 +2173,10 @@ export {
   CodecError,
   CorralError,
   DeltaError,
+  GapError,
+  GrowingMessage,
+  Room,
+  RoomState,
   SUBPROTOCOL,
   TRANSPORTS,
   adviceOf,

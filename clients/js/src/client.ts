@@ -7,6 +7,9 @@ import { now } from "./clock.js";
 import { Code, adviceOf, type Advice } from "./codes.js";
 import { Emitter } from "./emitter.js";
 import { Picker } from "./fallback.js";
+import { Room, type AppendOptions } from "./room.js";
+import type { StateUpdated, StateWriteOptions } from "./roomstate.js";
+import { utf8 } from "./bytes.js";
 import { SSEConn } from "./sse.js";
 import { loadState, saveState, type SessionState, type StorageLike } from "./storage.js";
 import { StreamConn } from "./stream.js";
@@ -351,6 +354,15 @@ export class Client extends Emitter<ClientEvents> {
   private refreshing = false;
   /** Calls waiting for their callResult, by id. */
   private calls = new Map<number, Waiter<Payload | undefined>>();
+  /** Room handles (room()), by name. */
+  private readonly handles = new Map<string, Room>();
+  /** Unanswered setState/deleteState by ref, and appends by room and id:
+   * like calls, not sent again after a lost connection. */
+  private readonly stateWaits = new Map<string, Waiter<StateUpdated>>();
+  /** By room and id, oldest first: appends of one id may be pipelined,
+   * and the server answers a connection's frames in order. */
+  private readonly appendWaits = new Map<string, Waiter<Published>[]>();
+  private stateRef = 0;
   private callId = 0;
 
   constructor(private readonly options: ClientOptions) {
@@ -601,6 +613,54 @@ export class Client extends Emitter<ClientEvents> {
     });
   }
 
+  /**
+   * room returns the handle of room name (the same one each time): its
+   * growing messages (append, message, the "growing" event) and its keyed
+   * state (room.state). Chunks and state frames reach it once the room is
+   * joined.
+   */
+  room(name: string): Room {
+    let r = this.handles.get(name);
+    if (!r) {
+      r = new Room(name, {
+        append: (room, id, data, opts) => this.appendTo(room, id, data, opts),
+        setState: (room, key, value, opts) => this.writeState(room, key, opts, value),
+        deleteState: (room, key, opts) => this.writeState(room, key, opts),
+      });
+      this.handles.set(name, r);
+    }
+    return r;
+  }
+
+  private appendTo(room: string, id: string, data: string | Uint8Array, opts: AppendOptions): Promise<Published> {
+    if (this.st !== "open") {
+      return Promise.reject(new CorralError(Code.UNAVAILABLE, "not connected: append again once open", room, id, 1000));
+    }
+    if (!id) return Promise.reject(new CorralError(Code.INVALID_ARGUMENT, "append needs an id", room));
+    const key = `${room}\u0000${id}`;
+    const bytes = typeof data === "string" ? utf8(data) : data;
+    return new Promise<Published>((resolve, reject) => {
+      const q = this.appendWaits.get(key);
+      if (q) q.push({ resolve, reject });
+      else this.appendWaits.set(key, [{ resolve, reject }]);
+      this.send({ append: { room, id, data: bytes, replace: opts.replace ?? false, final: opts.final ?? false, version: opts.version ?? 0 } });
+    });
+  }
+
+  private writeState(room: string, key: string, opts: StateWriteOptions, value?: Payload): Promise<StateUpdated> {
+    if (this.st !== "open") {
+      return Promise.reject(new CorralError(Code.UNAVAILABLE, "not connected: write the state again once open", room, "", 1000));
+    }
+    const ref = `~state:${++this.stateRef}`;
+    const cas = opts.cas !== undefined;
+    const version = opts.cas ?? 0;
+    return new Promise<StateUpdated>((resolve, reject) => {
+      this.stateWaits.set(ref, { resolve, reject });
+      if (value === undefined) this.send({ deleteState: { room, key, cas, version, ref } });
+      else this.send({ setState: { room, key, value, cas, version, ttlMs: opts.ttlMs ?? 0, ref } });
+    });
+  }
+
   /** ping sends a Ping now (the client also pings by itself when idle). */
   ping(): void {
     if (this.st === "open") this.send({ ping: { id: ++this.pingId } });
@@ -830,8 +890,10 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   private rejectCalls(err: CorralError): void {
-    const calls = [...this.calls.values()];
+    const calls = [...this.calls.values(), ...this.stateWaits.values(), ...[...this.appendWaits.values()].flat()];
     this.calls.clear();
+    this.stateWaits.clear();
+    this.appendWaits.clear();
     for (const w of calls) w.reject(err);
   }
 
@@ -895,6 +957,18 @@ export class Client extends Emitter<ClientEvents> {
         const e = f.value.error;
         if (e) return w.reject(new CorralError(e.code ?? 0, e.message ?? "", "", "", e.retryAfterMs ?? 0));
         return w.resolve(f.value.payload);
+      }
+      case "stateSnapshot":
+        if (this.rooms.has(f.value.room)) this.room(f.value.room).state.applySnapshot(f.value);
+        return;
+      case "stateChange":
+        if (this.rooms.has(f.value.room)) this.room(f.value.room).state.applyChange(f.value);
+        return;
+      case "stateUpdated": {
+        const w = this.stateWaits.get(f.value.ref);
+        if (!w) return;
+        this.stateWaits.delete(f.value.ref);
+        return w.resolve(f.value);
       }
       case "refreshed":
         this.refreshing = false;
@@ -1008,6 +1082,10 @@ export class Client extends Emitter<ClientEvents> {
 
   private onMessage(m: Message): void {
     const r = this.rooms.get(m.room);
+    // A chunk goes to its growing message before the seq check: the
+    // prefix a joiner gets is at the seq the message reached, which may be
+    // at or below the joined seq; the message applies each version once.
+    if (r && m.chunk) this.room(m.room).onChunk(m);
     if (!r || m.seq <= r.seq) return; // not ours any more, or seen already
     r.seq = m.seq;
     this.dirty = true;
@@ -1025,7 +1103,18 @@ export class Client extends Emitter<ClientEvents> {
     this.emit("reset", x);
   }
 
+  /** nextAppend takes the oldest unanswered append of id in room. */
+  private nextAppend(room: string, id: string): Waiter<Published> | undefined {
+    const key = `${room}\u0000${id}`;
+    const q = this.appendWaits.get(key);
+    const w = q?.shift();
+    if (q && q.length === 0) this.appendWaits.delete(key);
+    return w;
+  }
+
   private onPublished(p: Published): void {
+    const a = this.outbox.has(p.id) ? undefined : this.nextAppend(p.room, p.id);
+    if (a) return a.resolve(p);
     const pending = this.outbox.get(p.id);
     if (pending && pending.room === p.room) {
       clearTimeout(pending.answerTimer);
@@ -1039,6 +1128,13 @@ export class Client extends Emitter<ClientEvents> {
 
   private onError(e: ErrorFrame): void {
     const err = CorralError.from(e);
+    const sw = e.ref ? this.stateWaits.get(e.ref) : undefined;
+    if (sw) {
+      this.stateWaits.delete(e.ref);
+      return sw.reject(err);
+    }
+    const aw = e.ref && !this.outbox.has(e.ref) ? this.nextAppend(e.room, e.ref) : undefined;
+    if (aw) return aw.reject(err);
     const p = e.ref ? this.outbox.get(e.ref) : undefined;
     if (p) {
       p.sent = false;

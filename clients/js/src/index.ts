@@ -34,6 +34,18 @@ export { Backoff, type BackoffOptions } from "./backoff.js";
 export { Code, adviceOf, type Advice } from "./codes.js";
 export { CodecError, decodeServer, encodeClient } from "./codec.js";
 export { DeltaError, applyDelta } from "./delta.js";
+export { GapError, GrowingMessage, type GrowingChunk, type GrowingEvents } from "./growing.js";
+export { Room, type AppendOptions, type RoomEvents } from "./room.js";
+export {
+  RoomState,
+  type KeyChange,
+  type RoomStateEvents,
+  type StateChangeFrame,
+  type StateEntry,
+  type StateSnapshot,
+  type StateUpdated,
+  type StateWriteOptions,
+} from "./roomstate.js";
 export type { StorageLike } from "./storage.js";
 export {
   TRANSPORTS,
