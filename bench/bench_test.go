@@ -14,8 +14,8 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
-	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/server"

@@ -25,8 +25,8 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/bench"
-	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/edge"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
