@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/client"
+	"github.com/corral-rt/corral/config"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/nginxtest"
 	"github.com/corral-rt/corral/internal/readytest"
@@ -48,9 +49,9 @@ server {
 
 // twoEdges starts a core and two edges linked to it.
 func twoEdges(t *testing.T) (a, b *server.Node) {
-	core := startNode(t, server.Options{Mode: server.CoreOnly, Addr: "127.0.0.1:0", Logger: quietLogger(), APIInsecure: true})
+	core := startNode(t, server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0"}, Logger: quietLogger(), APIInsecure: true})
 	edge := func() *server.Node {
-		o := server.Options{Mode: server.EdgeOnly, Addr: "127.0.0.1:0", CoreURL: "http://" + core.Addr(), Auth: auth.Dev{}, Logger: quietLogger()}
+		o := server.Options{Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: "http://" + core.Addr()}, Auth: auth.Dev{}, Logger: quietLogger()}
 		withoutRateLimits(nil)(&o)
 		n := startNode(t, o)
 		readytest.Wait(t, "http://"+n.Addr()+"/readyz")
