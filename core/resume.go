@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/corral-rt/corral/core/frame"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"
@@ -51,7 +52,7 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a 
 		protocol: a.GetProtocol(), attached: time.Now()}
 	s.ident.Store(id)
 	c.attached.attach(s)
-	l.enqueue(sessionFrame(conn, c.welcome(st, id, false)))
+	l.enqueue(frame.Session(conn, c.welcome(st, id, false)))
 	return s
 }
 
@@ -113,7 +114,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		c.takeOver(old)
 	}
 	c.metrics.resumes.Inc()
-	ep.link.enqueue(sessionFrame(ep.conn, c.welcome(st, id, true)))
+	ep.link.enqueue(frame.Session(ep.conn, c.welcome(st, id, true)))
 
 	// The client's own positions win: it knows what it processed. Rooms
 	// the store knows but the client did not mention resume from the last
