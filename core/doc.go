@@ -17,7 +17,7 @@
 // events for the log), core/everycore (every_core: questions to the
 // other cores, merges), core/frame (the frames sent on a link, their
 // constructors and encoded size), core/replay (the joins' batched history
-// reads).
+// reads), core/sessiontable (the sessions attached to a connection).
 // The rest of the core's concepts are still files of this package
 // (docs/ARCHITECTURE.md "Inside the core").
 //

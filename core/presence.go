@@ -701,7 +701,7 @@ func (c *Core) presenceRecount() {
 		info       []byte
 	}
 	var all []entry
-	for _, s := range c.attached.all() {
+	for _, s := range c.attached.All() {
 		s.mu.Lock()
 		for room := range s.pres {
 			info, ok := s.joinInfo[room]
