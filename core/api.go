@@ -359,11 +359,11 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 	var targets []*session
 	switch t := req.GetTarget().(type) {
 	case *corralv1.DisconnectRequest_SessionId:
-		if s := c.attached.lookup(t.SessionId); s != nil {
+		if s := c.attached.Lookup(t.SessionId); s != nil {
 			targets = append(targets, s)
 		}
 	case *corralv1.DisconnectRequest_UserId:
-		targets = c.attached.ofUser(t.UserId)
+		targets = c.attached.OfUser(t.UserId)
 	}
 	if req.GetUserId() == "" && req.GetSessionId() == "" {
 		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: user_id or session_id is required"))

@@ -33,11 +33,11 @@ func (c *Core) Connections(ctx context.Context, req *corralv1.ConnectionsRequest
 	var found []*session
 	switch t := req.GetTarget().(type) {
 	case *corralv1.ConnectionsRequest_SessionId:
-		if s := c.attached.lookup(t.SessionId); s != nil {
+		if s := c.attached.Lookup(t.SessionId); s != nil {
 			found = append(found, s)
 		}
 	case *corralv1.ConnectionsRequest_UserId:
-		found = c.attached.ofUser(t.UserId)
+		found = c.attached.OfUser(t.UserId)
 	}
 	if req.GetUserId() == "" && req.GetSessionId() == "" {
 		return nil, connectErr(connect.CodeInvalidArgument, errors.New("core: user_id or session_id is required"))

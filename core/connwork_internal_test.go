@@ -74,7 +74,7 @@ func testLink(c *Core) *link {
 }
 
 func (c *Core) isLive(id string) bool {
-	return c.attached.lookup(id) != nil
+	return c.attached.Lookup(id) != nil
 }
 
 // waitFor polls cond for up to 10 s.

@@ -187,7 +187,7 @@ func (c *Core) onControl(cmd []byte) {
 // corral_core_dropped_total as control_busy).
 func (c *Core) onEachConn(ctx context.Context, user string, wait bool, task func(ctx context.Context, s *session)) (reached, pending int) {
 	var done []chan bool
-	for _, s := range c.attached.ofUser(user) {
+	for _, s := range c.attached.OfUser(user) {
 		w := s.work
 		if w == nil || s.isGone() {
 			continue

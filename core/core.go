@@ -7,6 +7,7 @@ import (
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/everycore"
 	"github.com/corral-rt/corral/core/replay"
+	"github.com/corral-rt/corral/core/sessiontable"
 	"sync"
 	"time"
 
@@ -55,9 +56,9 @@ type Core struct {
 
 	// The three tables, each its own lock (never two held at once): the
 	// rooms in use (roomtable.go), the sessions attached to a connection
-	// (sessiontable.go) and the open edge links (linkset.go).
+	// (package core/sessiontable) and the open edge links (linkset.go).
 	rooms    *roomTable
-	attached *sessionTable
+	attached *sessiontable.Table[*session]
 	links    *linkSet
 }
 
@@ -112,7 +113,7 @@ func New(cfg Config) *Core {
 	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
-	c.attached = newSessionTable(c.metrics.sessions)
+	c.attached = sessiontable.New[*session](c.metrics.sessions)
 	c.links = newLinkSet(c.metrics.links)
 	if c.sess == nil {
 		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})

@@ -15,7 +15,9 @@
 // Package core assembles the packages under core/, each one concept with
 // its own doc comment and concurrency contract: core/eventlog (member
 // events for the log), core/everycore (every_core: questions to the
-// other cores, merges), core/replay (the joins' batched history reads).
+// other cores, merges), core/frame (the frames sent on a link, their
+// constructors and encoded size), core/replay (the joins' batched history
+// reads), core/sessiontable (the sessions attached to a connection).
 // The rest of the core's concepts are still files of this package
 // (docs/ARCHITECTURE.md "Inside the core").
 //

@@ -332,7 +332,7 @@ func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, 
 // no longer allow: each gets Left with CODE_FORBIDDEN. It returns the
 // sessions concerned and how many memberships ended.
 func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
-	mine := c.attached.ofUser(user)
+	mine := c.attached.OfUser(user)
 	var ids []string
 	left := 0
 	for _, s := range mine {
@@ -397,7 +397,7 @@ func (c *Core) grantsLoop() {
 		if _, any := users[grants.AnyUser]; any {
 			// Announcements may have been missed: every live user.
 			delete(users, grants.AnyUser)
-			for _, s := range c.attached.all() {
+			for _, s := range c.attached.All() {
 				users[s.user] = struct{}{}
 			}
 		}

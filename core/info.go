@@ -108,7 +108,7 @@ func (c *Core) Info(ctx context.Context, req *corralv1.InfoRequest) (*corralv1.I
 	// Three snapshots, one table at a time: a link, session or room that
 	// comes or goes meanwhile may be counted or not.
 	links := c.links.all()
-	sessions := c.attached.all()
+	sessions := c.attached.All()
 	rooms := c.rooms.all()
 
 	// An edge holds a few links to a core: one node per edge, its oldest

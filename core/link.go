@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect/v2"
+	"github.com/corral-rt/corral/core/frame"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -131,12 +132,12 @@ func (l *link) readLoop(ctx context.Context) error {
 
 // enqueue queues f for the edge. It never blocks; if the queue is full the
 // link fails and its clients resume elsewhere.
-func (l *link) enqueue(f *linkv1.CoreFrame) { l.enqueueSized(f, frameSize(f)) }
+func (l *link) enqueue(f *linkv1.CoreFrame) { l.enqueueSized(f, frame.Size(f)) }
 
 // enqueueEach queues f, one room's frame, on each of links: built and
 // sized once for the room, not once per link.
 func enqueueEach[V any](links map[*link]V, f *linkv1.CoreFrame) {
-	size := frameSize(f)
+	size := frame.Size(f)
 	for l := range links {
 		l.enqueueSized(f, size)
 	}
@@ -255,12 +256,12 @@ func (l *link) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 
 // send queues a frame for one connection.
 func (l *link) send(conn uint64, f *corralv1.ServerFrame) {
-	l.enqueue(connFrame(conn, f))
+	l.enqueue(frame.Conn(conn, f))
 }
 
 // close asks the edge to close a connection with a hint.
 func (l *link) close(conn uint64, code corralv1.Code, reason string, delayMs uint32) {
-	l.enqueue(closeFrame(conn, code, reason, delayMs))
+	l.enqueue(frame.Close(conn, code, reason, delayMs))
 }
 
 // reattachFrame turns an edge's Reattach into the Attach of a client's

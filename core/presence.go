@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/core/frame"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/presence"
 )
@@ -565,7 +566,7 @@ func (r *room) flushPresence() {
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
 			for _, part := range splitPresence(out, maxPresenceFrameBytes) {
-				enqueueEach(v.links, presenceFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
+				enqueueEach(v.links, frame.Presence(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
 			}
 		}
 	}
@@ -590,9 +591,9 @@ func (r *room) flushPresence() {
 			continue
 		}
 		for _, f := range snap {
-			ep.link.enqueue(connFrame(ep.conn, f))
+			ep.link.enqueue(frame.Conn(ep.conn, f))
 		}
-		ep.link.enqueue(presenceMembershipFrame(ep.conn, r.name))
+		ep.link.enqueue(frame.PresenceMembership(ep.conn, r.name))
 		v.subs[s] = ep
 		v.links[ep.link]++
 	}
@@ -700,7 +701,7 @@ func (c *Core) presenceRecount() {
 		info       []byte
 	}
 	var all []entry
-	for _, s := range c.attached.all() {
+	for _, s := range c.attached.All() {
 		s.mu.Lock()
 		for room := range s.pres {
 			info, ok := s.joinInfo[room]

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/corral-rt/corral/core/frame"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"
@@ -50,8 +51,8 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a 
 	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, work: w, rooms: make(map[string]*room), info: a.GetInfo(),
 		protocol: a.GetProtocol(), attached: time.Now()}
 	s.ident.Store(id)
-	c.attached.attach(s)
-	l.enqueue(sessionFrame(conn, c.welcome(st, id, false)))
+	c.attached.Attach(s)
+	l.enqueue(frame.Session(conn, c.welcome(st, id, false)))
 	return s
 }
 
@@ -105,7 +106,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room), info: info,
 		protocol: protocol, attached: time.Now()}
 	s.ident.Store(id)
-	old, droppedAt, dropped := c.attached.attach(s)
+	old, droppedAt, dropped := c.attached.Attach(s)
 	if dropped {
 		c.metrics.reconnectSeconds.Observe(time.Since(droppedAt).Seconds())
 	}
@@ -113,7 +114,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		c.takeOver(old)
 	}
 	c.metrics.resumes.Inc()
-	ep.link.enqueue(sessionFrame(ep.conn, c.welcome(st, id, true)))
+	ep.link.enqueue(frame.Session(ep.conn, c.welcome(st, id, true)))
 
 	// The client's own positions win: it knows what it processed. Rooms
 	// the store knows but the client did not mention resume from the last
@@ -265,7 +266,7 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 	}
 	c.events.EmitDisconnected(s, maps.Keys(rooms), clean)
 	c.presenceDetach(s, clean)
-	c.attached.detach(s, clean, time.Now())
+	c.attached.Detach(s, clean, time.Now())
 	// Buffered, not awaited: a storm of drops must not take an in-flight
 	// slot of the session store per connection (10,000 at once made the
 	// creates of the rejoins that followed fail with "busy").
@@ -284,8 +285,8 @@ func (c *Core) touchLoop() {
 			return
 		case <-t.C:
 		}
-		c.attached.sweep(time.Now().Add(-c.cfg.SessionTTL))
-		for _, s := range c.attached.all() {
+		c.attached.Sweep(time.Now().Add(-c.cfg.SessionTTL))
+		for _, s := range c.attached.All() {
 			ctx, cancel := context.WithTimeout(c.ctx, period)
 			if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
 				c.cfg.Logger.Warn("session touch failed", "session", s.id, "err", err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/core/frame"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/tracing"
@@ -300,7 +301,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 	if len(r.links) == 0 || r.holdLiveLocked(msg) {
 		return
 	}
-	f := liveFrame(r.name, msg.GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
+	f := frame.Live(r.name, msg.GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
 	enqueueEach(r.links, f)
 }
 
@@ -447,7 +448,7 @@ func (r *room) resetLocked(epoch string, last uint64) {
 	if len(r.links) == 0 {
 		return
 	}
-	f := liveFrame(r.name, last, epoch, resetFrame(r.name, last, epoch))
+	f := frame.Live(r.name, last, epoch, frame.Reset(r.name, last, epoch))
 	enqueueEach(r.links, f)
 }
 
@@ -467,7 +468,7 @@ func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) bool {
 	}
 	if old, ok := r.members[s]; ok {
 		r.removeLocked(s, old)
-		ep.link.enqueue(membershipFrame(old.conn, r.name, false))
+		ep.link.enqueue(frame.Membership(old.conn, r.name, false))
 	}
 	r.joining[s] = &catchup{}
 	q.target, q.roomEpoch = r.last, r.epoch
@@ -494,7 +495,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	r.flushLiveLocked(flushEvent)
 	send := ep.link.enqueue
 	joined := func(seq uint64, replay bool) {
-		send(positionFrame(ep.conn, r.name, seq, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+		send(frame.Position(ep.conn, r.name, seq, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
 			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed, Replay: replay,
 		}}}))
 	}
@@ -504,7 +505,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	case q.epoch != r.epoch || q.since > r.last:
 		// An empty epoch never matches: a position the server cannot
 		// check is a Reset, never a silent skip.
-		send(positionFrame(ep.conn, r.name, r.last, r.epoch, resetFrame(r.name, r.last, r.epoch)))
+		send(frame.Position(ep.conn, r.name, r.last, r.epoch, frame.Reset(r.name, r.last, r.epoch)))
 		joined(r.last, false)
 	case q.since == r.last:
 		joined(q.since, false)
@@ -526,7 +527,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			take(cu.buf)
 		}
 		if next != r.last+1 {
-			send(positionFrame(ep.conn, r.name, r.last, r.epoch, resetFrame(r.name, r.last, r.epoch)))
+			send(frame.Position(ep.conn, r.name, r.last, r.epoch, frame.Reset(r.name, r.last, r.epoch)))
 			joined(r.last, false)
 			break
 		}
@@ -542,18 +543,18 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			for i, m := range out[:n] {
 				frames[i] = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}
 			}
-			send(replayFrame(ep.conn, r.name, out[n-1].GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}))
+			send(frame.Replay(ep.conn, r.name, out[n-1].GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}))
 			out = out[n:]
 		}
 		// The replay ends here: what follows is live.
-		send(positionFrame(ep.conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
+		send(frame.Position(ep.conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
 			Room: r.name, Seq: r.last,
 		}}}))
 	}
 	for _, snap := range r.snapshotLocked() {
-		send(snapshotFrame(ep.conn, r.name, snap))
+		send(frame.Snapshot(ep.conn, r.name, snap))
 	}
-	ep.link.enqueue(membershipFrame(ep.conn, r.name, true))
+	ep.link.enqueue(frame.Membership(ep.conn, r.name, true))
 	r.members[s] = ep
 	r.links[ep.link]++
 	return r.last, true
@@ -589,8 +590,8 @@ func (r *room) leave(s *session, notify *corralv1.Left) bool {
 	r.removeLocked(s, ep)
 	r.clearSignalsLocked(s)
 	if notify != nil {
-		ep.link.enqueue(membershipFrame(ep.conn, r.name, false))
-		ep.link.enqueue(leftFrame(ep.conn, notify))
+		ep.link.enqueue(frame.Membership(ep.conn, r.name, false))
+		ep.link.enqueue(frame.Left(ep.conn, notify))
 	}
 	return true
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"github.com/corral-rt/corral/core/frame"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"
 )
@@ -118,6 +119,6 @@ func (r *room) flushLiveLocked(reason string) {
 	r.core.metrics.liveBatchMessages.Observe(float64(n))
 	r.core.metrics.liveBatchFlushes.WithLabelValues(reason).Inc()
 	if len(r.links) > 0 {
-		enqueueEach(r.links, liveFrame(r.name, last, r.epoch, f))
+		enqueueEach(r.links, frame.Live(r.name, last, r.epoch, f))
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/corral-rt/corral/core/frame"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -170,7 +171,7 @@ func (r *room) flushSignals() {
 	if len(r.links) == 0 {
 		return
 	}
-	f := signalsFrame(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
+	f := frame.Signals(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
 	enqueueEach(r.links, f)
 }
 

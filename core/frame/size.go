@@ -1,4 +1,4 @@
-package core
+package frame
 
 import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
@@ -8,7 +8,7 @@ import (
 )
 
 // The encoded size of a CoreFrame, which the link's queue is bounded by
-// (link.enqueue, enqueueEach). proto.Size walks a frame through
+// (the core's link.enqueue, enqueueEach). proto.Size walks a frame through
 // reflection, two oneofs deep (CoreFrame, then ServerFrame) and deeper for
 // a Batch; on a connection's worker goroutine that walk also grew the
 // goroutine's stack. In a rejoin storm it was the largest single cost of
@@ -17,11 +17,11 @@ import (
 // position with Joined, Reset or ReplayEnd; a replay Batch of Messages; a
 // live Message or Reset; a membership; a session with its Welcome) are
 // sized here from their fields instead, exactly as proto.Size would
-// (framesize_internal_test.go checks both agree, and fails when one of
+// (size_internal_test.go checks both agree, and fails when one of
 // these messages gains a field); any other frame goes to proto.Size.
 
-// frameSize returns proto.Size(f).
-func frameSize(f *linkv1.CoreFrame) int {
+// Size returns proto.Size(f).
+func Size(f *linkv1.CoreFrame) int {
 	switch k := f.GetKind().(type) {
 	case *linkv1.CoreFrame_Position:
 		p := k.Position

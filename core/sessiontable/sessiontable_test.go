@@ -1,4 +1,4 @@
-package core
+package sessiontable
 
 import (
 	"fmt"
@@ -8,45 +8,62 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
-func testSessionTable() (*sessionTable, prometheus.Gauge) {
+// fake is a session as a Table knows it.
+type fake struct{ id, user string }
+
+func (f *fake) SessionID() string { return f.id }
+func (f *fake) UserID() string    { return f.user }
+
+func testSessionTable() (*Table[*fake], prometheus.Gauge) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessions"})
-	return newSessionTable(g), g
+	return New[*fake](g), g
+}
+
+// value is g's value.
+func value(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := g.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetGauge().GetValue()
 }
 
 func TestSessionTableTakeOverAndDetach(t *testing.T) {
 	tab, g := testSessionTable()
-	s1 := &session{id: "x", user: "u"}
-	if old, _, dropped := tab.attach(s1); old != nil || dropped {
+	s1 := &fake{id: "x", user: "u"}
+	if old, _, dropped := tab.Attach(s1); old != nil || dropped {
 		t.Fatalf("first attach: old %v, dropped %v; want nil, false", old, dropped)
 	}
-	s2 := &session{id: "x", user: "u"}
-	if old, _, _ := tab.attach(s2); old != s1 {
+	s2 := &fake{id: "x", user: "u"}
+	if old, _, _ := tab.Attach(s2); old != s1 {
 		t.Fatal("a resume on a new connection did not return the session it takes over")
 	}
 	if value(t, g) != 1 {
 		t.Fatalf("gauge %v after a take-over, want 1", value(t, g))
 	}
-	if tab.detach(s1, true, time.Now()) {
+	if tab.Detach(s1, true, time.Now()) {
 		t.Fatal("detaching the taken-over session removed its successor")
 	}
-	if tab.lookup("x") != s2 {
+	if tab.Lookup("x") != s2 {
 		t.Fatal("lookup does not find the attached session")
 	}
 	lost := time.Unix(1000, 0)
-	if !tab.detach(s2, false, lost) {
+	if !tab.Detach(s2, false, lost) {
 		t.Fatal("detach of the attached session did not remove it")
 	}
-	if tab.lookup("x") != nil || value(t, g) != 0 {
-		t.Fatalf("after detach: lookup %v, gauge %v; want nil, 0", tab.lookup("x"), value(t, g))
+	if tab.Lookup("x") != nil || value(t, g) != 0 {
+		t.Fatalf("after detach: lookup %v, gauge %v; want nil, 0", tab.Lookup("x"), value(t, g))
 	}
-	s3 := &session{id: "x", user: "u"}
-	if _, at, dropped := tab.attach(s3); !dropped || !at.Equal(lost) {
+	s3 := &fake{id: "x", user: "u"}
+	if _, at, dropped := tab.Attach(s3); !dropped || !at.Equal(lost) {
 		t.Fatalf("resume after a lost connection: dropped %v at %v, want true at %v", dropped, at, lost)
 	}
-	tab.detach(s3, true, time.Now())
-	if _, _, dropped := tab.attach(&session{id: "x"}); dropped {
+	tab.Detach(s3, true, time.Now())
+	if _, _, dropped := tab.Attach(&fake{id: "x"}); dropped {
 		t.Fatal("a clean detach was recorded as a lost connection, or one was reported twice")
 	}
 }
@@ -54,15 +71,15 @@ func TestSessionTableTakeOverAndDetach(t *testing.T) {
 func TestSessionTableOfUser(t *testing.T) {
 	tab, _ := testSessionTable()
 	for i := range 5 {
-		tab.attach(&session{id: fmt.Sprint(i), user: fmt.Sprint("u", i%2)})
+		tab.Attach(&fake{id: fmt.Sprint(i), user: fmt.Sprint("u", i%2)})
 	}
-	if n := len(tab.ofUser("u0")); n != 3 {
+	if n := len(tab.OfUser("u0")); n != 3 {
 		t.Fatalf("u0 has %d sessions, want 3", n)
 	}
-	if n := len(tab.ofUser("nobody")); n != 0 {
+	if n := len(tab.OfUser("nobody")); n != 0 {
 		t.Fatalf("nobody has %d sessions, want 0", n)
 	}
-	if n := len(tab.all()); n != 5 {
+	if n := len(tab.All()); n != 5 {
 		t.Fatalf("all: %d sessions, want 5", n)
 	}
 }
@@ -70,17 +87,17 @@ func TestSessionTableOfUser(t *testing.T) {
 func TestSessionTableSweep(t *testing.T) {
 	tab, _ := testSessionTable()
 	t0 := time.Unix(10_000, 0)
-	tab.attach(&session{id: "old"})
-	tab.attach(&session{id: "new"})
-	tab.detach(tab.lookup("old"), false, t0)
-	tab.detach(tab.lookup("new"), false, t0.Add(2*time.Hour))
-	if n := tab.sweep(t0.Add(time.Hour)); n != 1 {
+	tab.Attach(&fake{id: "old"})
+	tab.Attach(&fake{id: "new"})
+	tab.Detach(tab.Lookup("old"), false, t0)
+	tab.Detach(tab.Lookup("new"), false, t0.Add(2*time.Hour))
+	if n := tab.Sweep(t0.Add(time.Hour)); n != 1 {
 		t.Fatalf("sweep forgot %d, want 1", n)
 	}
-	if _, _, dropped := tab.attach(&session{id: "old"}); dropped {
+	if _, _, dropped := tab.Attach(&fake{id: "old"}); dropped {
 		t.Fatal("a swept session's lost connection was still reported")
 	}
-	if _, _, dropped := tab.attach(&session{id: "new"}); !dropped {
+	if _, _, dropped := tab.Attach(&fake{id: "new"}); !dropped {
 		t.Fatal("sweep forgot a session that had not expired")
 	}
 }
@@ -97,13 +114,13 @@ func TestSessionTableConcurrent(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range rounds {
-				s := &session{id: fmt.Sprint("id", (w+i)%3), user: fmt.Sprint("u", w%2)}
-				if old, _, _ := tab.attach(s); old != nil {
+				s := &fake{id: fmt.Sprint("id", (w+i)%3), user: fmt.Sprint("u", w%2)}
+				if old, _, _ := tab.Attach(s); old != nil {
 					replaced.Add(1)
 				}
-				_ = tab.lookup(s.id)
-				_ = tab.ofUser(s.user)
-				if tab.detach(s, i%2 == 0, time.Now()) {
+				_ = tab.Lookup(s.id)
+				_ = tab.OfUser(s.user)
+				if tab.Detach(s, i%2 == 0, time.Now()) {
 					removed.Add(1)
 				}
 			}
@@ -111,8 +128,8 @@ func TestSessionTableConcurrent(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range rounds {
-			_ = tab.all()
-			tab.sweep(time.Now())
+			_ = tab.All()
+			tab.Sweep(time.Now())
 		}
 	})
 	wg.Wait()
@@ -120,7 +137,7 @@ func TestSessionTableConcurrent(t *testing.T) {
 		t.Fatalf("%d sessions ended (%d detached, %d taken over), want %d",
 			got, removed.Load(), replaced.Load(), workers*rounds)
 	}
-	if n := len(tab.all()); n != 0 || value(t, g) != 0 {
+	if n := len(tab.All()); n != 0 || value(t, g) != 0 {
 		t.Fatalf("after every detach: %d sessions, gauge %v; want 0, 0", n, value(t, g))
 	}
 }

@@ -1,4 +1,4 @@
-package core
+package frame
 
 import (
 	"math"
@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// frameSize must be proto.Size for every frame: the link's queue bound
+// Size must be proto.Size for every frame: the link's queue bound
 // and its sends' byte bound count it.
 func TestFrameSizeIsProtoSize(t *testing.T) {
 	rooms := []string{"", "r", strings.Repeat("a", 127), strings.Repeat("b", 128), strings.Repeat("c", 20000)}
@@ -24,24 +24,24 @@ func TestFrameSizeIsProtoSize(t *testing.T) {
 				for _, conn := range []uint64{0, 5, math.MaxUint64} {
 					for _, b := range []bool{false, true} {
 						frames = append(frames,
-							positionFrame(conn, room, seq, epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+							Position(conn, room, seq, epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
 								Room: room, Seq: seq, Epoch: epoch, Resumed: b, Replay: !b,
 							}}}),
-							positionFrame(conn, room, seq, epoch, resetFrame(room, seq, epoch)),
-							positionFrame(conn, room, seq, epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{Room: room, Seq: seq}}}),
-							positionFrame(conn, room, seq, epoch, nil),
-							positionFrame(conn, room, seq, epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{}}),
-							membershipFrame(conn, room, b),
-							presenceMembershipFrame(conn, room),
-							sessionFrame(conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
+							Position(conn, room, seq, epoch, Reset(room, seq, epoch)),
+							Position(conn, room, seq, epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{Room: room, Seq: seq}}}),
+							Position(conn, room, seq, epoch, nil),
+							Position(conn, room, seq, epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{}}),
+							Membership(conn, room, b),
+							PresenceMembership(conn, room),
+							Session(conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
 								SessionId: room, ResumeToken: epoch, UserId: room + epoch, Resumed: b,
 								HeartbeatMs: uint32(seq), SessionTtlMs: math.MaxUint32, ExpiresUnix: int64(seq),
 							}}}),
-							sessionFrame(conn, nil),
-							replayFrame(conn, room, seq, epoch, batchOf(room, seq, epoch, b)),
-							replayFrame(conn, room, seq, epoch, nil),
-							liveFrame(room, seq, epoch, batchOf(room, seq, epoch, b).GetBatch().GetFrames()[0]),
-							liveFrame(room, seq, epoch, resetFrame(room, seq, epoch)),
+							Session(conn, nil),
+							Replay(conn, room, seq, epoch, batchOf(room, seq, epoch, b)),
+							Replay(conn, room, seq, epoch, nil),
+							Live(room, seq, epoch, batchOf(room, seq, epoch, b).GetBatch().GetFrames()[0]),
+							Live(room, seq, epoch, Reset(room, seq, epoch)),
 						)
 					}
 				}
@@ -51,14 +51,14 @@ func TestFrameSizeIsProtoSize(t *testing.T) {
 	withUnknown := &corralv1.Message{Room: "r", Seq: 9, Payload: []byte("p")}
 	withUnknown.ProtoReflect().SetUnknown(protoreflect.RawFields{0x40, 0x07}) // field 8, varint 7
 	frames = append(frames,
-		replayFrame(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
+		Replay(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
 			Frames: []*corralv1.ServerFrame{{Kind: &corralv1.ServerFrame_Message{Message: withUnknown}}},
 		}}}),
-		replayFrame(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}}),
-		replayFrame(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
+		Replay(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}}),
+		Replay(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
 			Frames: []*corralv1.ServerFrame{{}, {Kind: &corralv1.ServerFrame_Message{Message: &corralv1.Message{}}}},
 		}}}),
-		replayFrame(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
+		Replay(1, "r", 9, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{
 			Frames: []*corralv1.ServerFrame{{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{}}}},
 		}}}),
 	)
@@ -69,17 +69,17 @@ func TestFrameSizeIsProtoSize(t *testing.T) {
 		&linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Position{}},
 		&linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Membership{}},
 		&linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Session{}},
-		positionFrame(1, "r", 2, "e", &corralv1.ServerFrame{}),
-		positionFrame(1, "r", 2, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{}}}),
-		sessionFrame(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{}}}),
-		liveFrame("r", 3, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: &corralv1.SignalEvent{Room: "r"}}}),
-		signalsFrame("r", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}}),
-		closeFrame(1, corralv1.Code_CODE_GOING_AWAY, "bye", 100),
-		leftFrame(1, &corralv1.Left{Room: "r"}),
+		Position(1, "r", 2, "e", &corralv1.ServerFrame{}),
+		Position(1, "r", 2, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{}}}),
+		Session(1, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{}}}),
+		Live("r", 3, "e", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: &corralv1.SignalEvent{Room: "r"}}}),
+		Signals("r", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}}),
+		Close(1, corralv1.Code_CODE_GOING_AWAY, "bye", 100),
+		Left(1, &corralv1.Left{Room: "r"}),
 	)
 	for i, f := range frames {
-		if got, want := frameSize(f), proto.Size(f); got != want {
-			t.Fatalf("frame %d (%v): frameSize %d, proto.Size %d", i, f.GetKind(), got, want)
+		if got, want := Size(f), proto.Size(f); got != want {
+			t.Fatalf("frame %d (%v): Size %d, proto.Size %d", i, f.GetKind(), got, want)
 		}
 	}
 }
@@ -103,7 +103,7 @@ func batchOf(room string, seq uint64, epoch string, full bool) *corralv1.ServerF
 	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}
 }
 
-// frameSize knows these messages' fields by number: a field added to one
+// Size knows these messages' fields by number: a field added to one
 // of them must be added there too.
 func TestFrameSizeKnowsEveryField(t *testing.T) {
 	known := map[protoreflect.FullName][]protoreflect.FieldNumber{
@@ -129,30 +129,30 @@ func TestFrameSizeKnowsEveryField(t *testing.T) {
 		want := known[d.FullName()]
 		fields := d.Fields()
 		if fields.Len() != len(want) {
-			t.Errorf("%s has %d fields; frameSize sizes %v", d.FullName(), fields.Len(), want)
+			t.Errorf("%s has %d fields; Size sizes %v", d.FullName(), fields.Len(), want)
 			continue
 		}
 		for _, n := range want {
 			if fields.ByNumber(n) == nil {
-				t.Errorf("%s has no field %d; frameSize sizes it", d.FullName(), n)
+				t.Errorf("%s has no field %d; Size sizes it", d.FullName(), n)
 			}
 		}
 	}
 }
 
-// The join's frames sized by frameSize and by proto.Size: a Joined
+// The join's frames sized by Size and by proto.Size: a Joined
 // position, a replay Batch of three messages, a ReplayEnd, a membership.
 func BenchmarkFrameSize(b *testing.B) {
 	frames := []*linkv1.CoreFrame{
-		positionFrame(7, "room-42", 1000, "e1", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: "room-42", Seq: 1000, Epoch: "e1", Replay: true}}}),
-		replayFrame(7, "room-42", 1003, "e1", batchOf("room-42", 1001, "e1", true)),
-		positionFrame(7, "room-42", 1003, "e1", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{Room: "room-42", Seq: 1003}}}),
-		membershipFrame(7, "room-42", true),
+		Position(7, "room-42", 1000, "e1", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{Room: "room-42", Seq: 1000, Epoch: "e1", Replay: true}}}),
+		Replay(7, "room-42", 1003, "e1", batchOf("room-42", 1001, "e1", true)),
+		Position(7, "room-42", 1003, "e1", &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{Room: "room-42", Seq: 1003}}}),
+		Membership(7, "room-42", true),
 	}
-	b.Run("frameSize", func(b *testing.B) {
+	b.Run("Size", func(b *testing.B) {
 		for b.Loop() {
 			for _, f := range frames {
-				frameSize(f)
+				Size(f)
 			}
 		}
 	})
