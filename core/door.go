@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/hooks"
-	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/roompattern"
 )
@@ -33,19 +31,6 @@ import (
 // skip it: a resume that bypassed the join checks once let one connection
 // into 15,000 rooms (issue 17).
 
-// doorState is the door's own state: the run-time grants and the users
-// whose grants changed, for grantsLoop.
-type doorState struct {
-	grants grants.Store
-	wake   chan struct{} // capacity 1: "dirty is not empty"
-	// enforceMu serializes enforceGrants, so that a Revoke counts the
-	// memberships it ends before the store's announcement ends them.
-	enforceMu sync.Mutex
-
-	mu    sync.Mutex // guards the following fields
-	dirty map[string]struct{}
-}
-
 // admit passes the rooms a session asks to be in through the door and
 // returns those it may join, in order. A Join is a batch of one; a resume
 // is one batch of all its rooms, so it costs at most MaxRoomsPerConn joins
@@ -64,7 +49,7 @@ type doorState struct {
 // (CODE_UNAVAILABLE) but not a resumed room: the token decides, so an
 // outage does not cost sessions their rooms.
 func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
-	g, gerr := c.door.grants.Get(ctx, s.user)
+	g, gerr := c.door.Grants().Get(ctx, s.user)
 	if gerr != nil {
 		c.metrics.refuse(refusedGrantsErr)
 		c.cfg.Logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
@@ -80,7 +65,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 	s.mu.Unlock()
 	cands := reqs[:0:0]
 	for _, q := range reqs {
-		if err := c.validRoom(q.name); err != nil {
+		if err := c.door.ValidRoom(q.name); err != nil {
 			c.metrics.refuse(refusedInvalid)
 			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_INVALID_ARGUMENT, err.Error())
 			continue
@@ -134,15 +119,6 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
-// joinHooked says whether the Join hook decides room: its class turns
-// the hook on (hooks: {join: true}) or hooks.Policy's Join patterns name it.
-// hookPublish decides the same for publishes. The server refuses classes
-// with hooks when no backend is configured (server/reload.go
-// checkClassHooks), so a class's hook is never skipped silently.
-func (c *Core) joinHooked(room string) bool {
-	return c.class(room).Hooks.Join || c.cfg.Hooks.Policy().For(room).Join
-}
-
 // hookJoin asks the application's backend (the Join hook) about the
 // rooms of reqs its policy names, all in one batch that the hooks client
 // coalesces with other sessions' joins, and returns the rooms it allows.
@@ -158,7 +134,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	var pairs []*corralv1.JoinPair
 	asked := make([]bool, len(reqs))
 	for i, q := range reqs {
-		if c.joinHooked(q.name) {
+		if c.door.JoinHooked(q.name) {
 			asked[i] = true
 			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.resumed})
 		}
@@ -166,7 +142,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	if len(pairs) == 0 {
 		return reqs
 	}
-	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: c.joinCacheTTL})
+	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: c.door.JoinCacheTTL})
 	if err != nil {
 		c.cfg.Logger.Warn("join hook unavailable", "session", s.id, "rooms", len(pairs), "err", err)
 	}
@@ -199,12 +175,6 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 		}
 	}
 	return out
-}
-
-// joinCacheTTL is how long the hooks client caches an admission to
-// room: its class's hooks.join-cache-ttl.
-func (c *Core) joinCacheTTL(room string) time.Duration {
-	return c.class(room).Hooks.JoinCacheTTL
 }
 
 // refuseRetry refuses q with CODE_UNAVAILABLE and when to retry: an Error
@@ -301,7 +271,7 @@ func (c *Core) refuseReadOnly(s *session, cl *roomclass.Class, name, ref string,
 // refusePublish checks a client publish or signal for the grants. It
 // answers a refusal itself and reports true.
 func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
-	ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Publish, name)
+	ok, err := c.door.Granted(ctx, s.user, s.ident.Load(), grants.Publish, name)
 	switch {
 	case err != nil:
 		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)
@@ -312,20 +282,6 @@ func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) 
 		return true
 	}
 	return false
-}
-
-// granted applies the token's and the run-time grants.
-func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, kind grants.Kind, room string) (bool, error) {
-	token := id.GetJoin()
-	if kind == grants.Publish {
-		token = id.GetPublish()
-	}
-	g, err := c.door.grants.Get(ctx, user)
-	if err != nil {
-		c.metrics.refuse(refusedGrantsErr)
-		return false, err
-	}
-	return grants.Allows(g, kind, token, room), nil
 }
 
 // enforceGrants removes user's live sessions from every room their grants
@@ -358,7 +314,7 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric refuseReas
 	s.mu.Unlock()
 	left := 0
 	for _, name := range names {
-		ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Join, name)
+		ok, err := c.door.Granted(ctx, s.user, s.ident.Load(), grants.Join, name)
 		if ok || err != nil {
 			continue
 		}
@@ -388,12 +344,9 @@ func (c *Core) grantsLoop() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-c.door.wake:
+		case <-c.door.Wake():
 		}
-		c.door.mu.Lock()
-		users := c.door.dirty
-		c.door.dirty = make(map[string]struct{})
-		c.door.mu.Unlock()
+		users := c.door.TakeChanged()
 		if _, any := users[grants.AnyUser]; any {
 			// Announcements may have been missed: every live user.
 			delete(users, grants.AnyUser)
@@ -403,30 +356,8 @@ func (c *Core) grantsLoop() {
 		}
 		for user := range users {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-			c.door.enforceMu.Lock()
-			c.enforceGrants(ctx, user)
-			c.door.enforceMu.Unlock()
+			c.door.Enforce(func() { c.enforceGrants(ctx, user) })
 			cancel()
 		}
 	}
-}
-
-// grantsChanged records that user's grants changed.
-func (c *Core) grantsChanged(user string) {
-	c.door.mu.Lock()
-	c.door.dirty[user] = struct{}{}
-	c.door.mu.Unlock()
-	select {
-	case c.door.wake <- struct{}{}:
-	default:
-	}
-}
-
-// validRoom checks a room name: 1..MaxRoomName bytes, by the one rule for
-// names (safetext.CheckName; docs/SECURITY.md).
-func (c *Core) validRoom(name string) error {
-	if err := safetext.CheckName("room name", name, c.cfg.MaxRoomName); err != nil {
-		return fmt.Errorf("core: %w", err)
-	}
-	return nil
 }
