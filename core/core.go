@@ -97,11 +97,12 @@ func New(cfg Config) *Core {
 		started: time.Now(),
 	}
 	c.door = door.New(door.Options{
-		Grants:            cfg.Grants,
-		Class:             c.class,
-		Hooks:             cfg.Hooks,
-		MaxRoomName:       cfg.MaxRoomName,
-		GrantsUnavailable: func() { c.metrics.refuse(refusedGrantsErr) },
+		Grants:      cfg.Grants,
+		Class:       c.class,
+		Hooks:       cfg.Hooks,
+		MaxRoomName: cfg.MaxRoomName,
+		Logger:      cfg.Logger,
+		Refused:     func(r door.Reason) { c.metrics.refuse(doorReasons[r]) },
 	})
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})

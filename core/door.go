@@ -25,8 +25,8 @@ import (
 // corral_core_refused_total by reason.
 //
 // Every Join and every room of a resume passes admit before the session
-// enters the room; every Publish and Signal passes refuseReadOnly and
-// refusePublish. A new check on membership (hooks, a
+// enters the room; every Publish and Signal passes the door's RefuseReadOnly and
+// RefusePublish (core/door). A new check on membership (hooks, a
 // refreshed token's claims) belongs here, so that no path into a room can
 // skip it: a resume that bypassed the join checks once let one connection
 // into 15,000 rooms (issue 17).
@@ -183,7 +183,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 // again).
 func (c *Core) refuseRetry(ctx context.Context, s *session, q *joinReq, reason string, after time.Duration) {
 	if !q.resumed {
-		s.sendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
+		s.SendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
 		return
 	}
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
@@ -195,7 +195,7 @@ func (c *Core) refuseRetry(ctx context.Context, s *session, q *joinReq, reason s
 // a join, Left for a resumed room (which the session store then forgets).
 func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
 	if !q.resumed {
-		s.sendErr(code, reason, q.name, "")
+		s.SendErr(code, reason, q.name, "")
 		return
 	}
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
@@ -206,82 +206,6 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 			c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", q.name, "err", err)
 		}
 	}
-}
-
-// hookPublish asks the application's backend (the Publish hook) about a
-// client's publish when its policy names the room. It answers a refusal
-// itself and reports false; otherwise it returns the payload to store
-// (the client's, or the backend's replacement). When the backend cannot
-// answer, the room class's hooks.publish-policy applies: closed refuses
-// the publish with CODE_UNAVAILABLE (retry with the same id); open lets
-// the client's payload through unchecked (corral_hook_unchecked_total).
-func (c *Core) hookPublish(ctx context.Context, s *session, cl *roomclass.Class, p *corralv1.Publish) ([]byte, bool) {
-	h := c.cfg.Hooks
-	if h == nil || !(cl.Hooks.Publish || h.Policy().For(p.GetRoom()).Publish) {
-		return p.GetPayload(), true
-	}
-	res, err := h.Publish(ctx, &corralv1.HooksServicePublishRequest{
-		UserId: s.user, Room: p.GetRoom(), Id: p.GetId(), Payload: p.GetPayload(), SessionId: s.id,
-	})
-	switch {
-	case err != nil && cl.Hooks.PublishPolicy == roomclass.Open:
-		c.cfg.Logger.Warn("publish hook unavailable: the publish goes through unchecked (publish-policy open)", "session", s.id, "room", p.GetRoom(), "err", err)
-		h.Unchecked(hooks.HookPublish, 1)
-		return p.GetPayload(), true
-	case err != nil:
-		c.cfg.Logger.Warn("publish hook unavailable", "session", s.id, "room", p.GetRoom(), "err", err)
-		c.metrics.refuse(refusedHookDown)
-		s.sendRetry(corralv1.Code_CODE_UNAVAILABLE, "the application could not check this publish: retry later",
-			p.GetRoom(), p.GetId(), hooks.RetryAfter(err))
-		return nil, false
-	case res.GetRefusal() != nil:
-		c.metrics.refuse(refusedHookPublish)
-		code, reason := hooks.ClientRefusal(res.GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
-		s.sendErr(code, reason, p.GetRoom(), p.GetId())
-		return nil, false
-	case res.GetReplace() && len(res.GetPayload()) > cl.MaxPayload:
-		// Bounded like a client's payload: the backend's bug is not a
-		// way around the limit.
-		c.cfg.Logger.Warn("publish hook: replacement payload over the limit", "room", p.GetRoom(), "bytes", len(res.GetPayload()))
-		c.metrics.refuse(refusedTooLarge)
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "the application's replacement payload exceeds the server's limit", p.GetRoom(), p.GetId())
-		return nil, false
-	case res.GetReplace():
-		return res.GetPayload(), true
-	}
-	return p.GetPayload(), true
-}
-
-// refuseReadOnly checks a client publish (signal false) or signal
-// against the room's class: publish: none or signal: none refuse it. It
-// answers a refusal itself and reports true.
-func (c *Core) refuseReadOnly(s *session, cl *roomclass.Class, name, ref string, signal bool) bool {
-	if (signal && cl.Signal != roomclass.None) || (!signal && cl.Publish != roomclass.None) {
-		return false
-	}
-	c.metrics.refuse(refusedReadOnly)
-	what := "publishing"
-	if signal {
-		what = "signals"
-	}
-	s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients ("+what+")", name, ref)
-	return true
-}
-
-// refusePublish checks a client publish or signal for the grants. It
-// answers a refusal itself and reports true.
-func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
-	ok, err := c.door.Granted(ctx, s.user, s.ident.Load(), grants.Publish, name)
-	switch {
-	case err != nil:
-		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)
-		return true
-	case !ok:
-		c.metrics.refuse(refusedPublish)
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant publishing to this room", name, ref)
-		return true
-	}
-	return false
 }
 
 // enforceGrants removes user's live sessions from every room their grants

@@ -3,6 +3,7 @@ package door
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -23,9 +24,10 @@ type Options struct {
 	Hooks *hooks.Client
 	// MaxRoomName bounds room names in bytes.
 	MaxRoomName int
-	// GrantsUnavailable is called each time the grants store cannot
-	// answer (the core counts it as grants_unavailable).
-	GrantsUnavailable func()
+	// Logger receives the door's warnings (a hook that cannot answer).
+	Logger *slog.Logger
+	// Refused counts a refusal by the door's reason; it must not block.
+	Refused func(Reason)
 }
 
 // A Door decides admissions; see the package comment.
@@ -45,8 +47,11 @@ func New(opt Options) *Door {
 	if opt.Grants == nil {
 		opt.Grants = grants.NewMemory()
 	}
-	if opt.GrantsUnavailable == nil {
-		opt.GrantsUnavailable = func() {}
+	if opt.Refused == nil {
+		opt.Refused = func(Reason) {}
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
 	}
 	d := &Door{opt: opt, wake: make(chan struct{}, 1), changed: make(map[string]struct{})}
 	opt.Grants.Watch(d.Changed)
@@ -81,7 +86,7 @@ func (d *Door) JoinCacheTTL(room string) time.Duration {
 }
 
 // Granted applies the token's (id) and the run-time grants of user to
-// room. A store that cannot answer is an error (and GrantsUnavailable).
+// room. A store that cannot answer is an error (counted as GrantsUnavailable).
 func (d *Door) Granted(ctx context.Context, user string, id *corralv1.Identity, kind grants.Kind, room string) (bool, error) {
 	token := id.GetJoin()
 	if kind == grants.Publish {
@@ -89,7 +94,7 @@ func (d *Door) Granted(ctx context.Context, user string, id *corralv1.Identity, 
 	}
 	g, err := d.opt.Grants.Get(ctx, user)
 	if err != nil {
-		d.opt.GrantsUnavailable()
+		d.opt.Refused(GrantsUnavailable)
 		return false, err
 	}
 	return grants.Allows(g, kind, token, room), nil
