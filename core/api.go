@@ -31,7 +31,7 @@ import (
 // Publish appends a message to a room as an internal service and fans it
 // out to the room's members.
 func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corralv1.PublishResponse, error) {
-	if err := c.validRoom(req.GetRoom()); err != nil {
+	if err := c.door.ValidRoom(req.GetRoom()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
 	if err := c.validPublish(req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
@@ -102,7 +102,7 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 	}
 	seen := make(map[string]struct{}, len(rooms))
 	for _, room := range rooms {
-		if err := c.validRoom(room); err != nil {
+		if err := c.door.ValidRoom(room); err != nil {
 			return nil, connectErr(connect.CodeInvalidArgument, fmt.Errorf("room %s: %w", safetext.Quote(room), err))
 		}
 		if err := c.validPublish(room, req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
@@ -230,7 +230,7 @@ const maxHistoryPageBytes = 4 << 20
 
 // History reads a page of a room's retained messages.
 func (c *Core) History(ctx context.Context, req *corralv1.HistoryRequest) (*corralv1.HistoryResponse, error) {
-	if err := c.validRoom(req.GetRoom()); err != nil {
+	if err := c.door.ValidRoom(req.GetRoom()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
 	page, err := c.hist.Read(ctx, history.Query{
@@ -270,7 +270,7 @@ func (c *Core) History(ctx context.Context, req *corralv1.HistoryRequest) (*corr
 // live state: members whose join finished (Joined was sent); and the
 // room's presence from the presence store (every core).
 func (c *Core) Members(ctx context.Context, req *corralv1.MembersRequest) (*corralv1.MembersResponse, error) {
-	if err := c.validRoom(req.GetRoom()); err != nil {
+	if err := c.door.ValidRoom(req.GetRoom()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
 	if req.GetEveryCore() {
@@ -409,7 +409,7 @@ func (c *Core) Disconnect(ctx context.Context, req *corralv1.DisconnectRequest) 
 
 // Grant adds run-time grants for a user.
 func (c *Core) Grant(ctx context.Context, req *corralv1.GrantRequest) (*corralv1.GrantResponse, error) {
-	if err := c.door.grants.Grant(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+	if err := c.door.Grants().Grant(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
 		return nil, c.grantsError(err)
 	}
 	return &corralv1.GrantResponse{}, nil
@@ -419,14 +419,22 @@ func (c *Core) Grant(ctx context.Context, req *corralv1.GrantRequest) (*corralv1
 // this core from the rooms they may no longer be in; other cores do the
 // same when the store announces the change.
 func (c *Core) Revoke(ctx context.Context, req *corralv1.RevokeRequest) (*corralv1.RevokeResponse, error) {
-	// Under enforceMu the announcement of this change, which grantsLoop
+	// Under the door's Enforce the announcement of this change, which grantsLoop
 	// handles, cannot remove the memberships before this call counts them.
-	c.door.enforceMu.Lock()
-	defer c.door.enforceMu.Unlock()
-	if err := c.door.grants.Revoke(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+	var (
+		ids []string
+		n   int
+		err error
+	)
+	c.door.Enforce(func() {
+		if err = c.door.Grants().Revoke(ctx, req.GetUserId(), req.GetJoin(), req.GetPublish()); err != nil {
+			return
+		}
+		ids, n = c.enforceGrants(ctx, req.GetUserId())
+	})
+	if err != nil {
 		return nil, c.grantsError(err)
 	}
-	ids, n := c.enforceGrants(ctx, req.GetUserId())
 	return &corralv1.RevokeResponse{SessionIds: ids, RoomsLeft: uint32(n)}, nil
 }
 

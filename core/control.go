@@ -82,7 +82,7 @@ func (c *Core) validControl(user string, rooms []string) error {
 	}
 	seen := make(map[string]struct{}, len(rooms))
 	for _, room := range rooms {
-		if err := c.validRoom(room); err != nil {
+		if err := c.door.ValidRoom(room); err != nil {
 			return fmt.Errorf("room %s: %w", safetext.Quote(room), err)
 		}
 		if _, dup := seen[room]; dup {
@@ -366,7 +366,7 @@ func (c *Core) Batch(ctx context.Context, req *corralv1.BatchRequest) (*corralv1
 				out.ErrorCode, out.ErrorMessage = connect.CodeAborted.String(), "an earlier item of this room failed: not published, to keep the room's order"
 				continue
 			}
-			err := c.validRoom(it.GetRoom())
+			err := c.door.ValidRoom(it.GetRoom())
 			if err == nil {
 				err = c.validPublish(it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender())
 			}

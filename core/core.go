@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/everycore"
 	"github.com/corral-rt/corral/core/replay"
@@ -14,7 +15,6 @@ import (
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
-	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
@@ -47,7 +47,7 @@ type Core struct {
 	// with it (New falls back to memory).
 	presErr error
 
-	door   doorState     // door.go
+	door   *door.Door    // door.go, core/door
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 
 	// id names this core in Info; started is when it began.
@@ -95,17 +95,15 @@ func New(cfg Config) *Core {
 		cancel:  cancel,
 		id:      newNodeID(),
 		started: time.Now(),
-
-		door: doorState{
-			grants: cfg.Grants,
-			wake:   make(chan struct{}, 1),
-			dirty:  make(map[string]struct{}),
-		},
 	}
-	if c.door.grants == nil {
-		c.door.grants = grants.NewMemory()
-	}
-	c.door.grants.Watch(c.grantsChanged)
+	c.door = door.New(door.Options{
+		Grants:      cfg.Grants,
+		Class:       c.class,
+		Hooks:       cfg.Hooks,
+		MaxRoomName: cfg.MaxRoomName,
+		Logger:      cfg.Logger,
+		Refused:     func(r door.Reason) { c.metrics.refuse(doorReasons[r]) },
+	})
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true

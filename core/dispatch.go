@@ -40,17 +40,17 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 	case *corralv1.ClientFrame_PresenceQuery:
 		c.presenceQuery(ctx, s, k.PresenceQuery)
 	case *corralv1.ClientFrame_Hello:
-		s.sendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
+		s.SendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
 	case *corralv1.ClientFrame_Append:
 		// Growing messages and keyed state exist below the core (history,
 		// state) but rooms do not deliver them yet (issue 39).
-		s.sendErr(corralv1.Code_CODE_UNIMPLEMENTED, "append: growing messages are not implemented yet", k.Append.GetRoom(), k.Append.GetId())
+		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "append: growing messages are not implemented yet", k.Append.GetRoom(), k.Append.GetId())
 	case *corralv1.ClientFrame_SetState:
-		s.sendErr(corralv1.Code_CODE_UNIMPLEMENTED, "set_state: keyed room state is not implemented yet", k.SetState.GetRoom(), k.SetState.GetRef())
+		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "set_state: keyed room state is not implemented yet", k.SetState.GetRoom(), k.SetState.GetRef())
 	case *corralv1.ClientFrame_DeleteState:
-		s.sendErr(corralv1.Code_CODE_UNIMPLEMENTED, "delete_state: keyed room state is not implemented yet", k.DeleteState.GetRoom(), k.DeleteState.GetRef())
+		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "delete_state: keyed room state is not implemented yet", k.DeleteState.GetRoom(), k.DeleteState.GetRef())
 	default:
-		s.sendErr(corralv1.Code_CODE_UNKNOWN_FRAME, "unknown frame type", "", "")
+		s.SendErr(corralv1.Code_CODE_UNKNOWN_FRAME, "unknown frame type", "", "")
 	}
 }
 
@@ -60,7 +60,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 		// would be live and the epoch silently ignored, and a client that
 		// meant "from the start of this epoch" would miss what it asked for.
 		c.metrics.refuse(refusedInvalid)
-		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "join: an epoch without since_seq or from_position is no position: set from_position to continue from the start of the epoch, or leave the epoch out to join live", j.GetRoom(), "")
+		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "join: an epoch without since_seq or from_position is no position: set from_position to continue from the start of the epoch, or leave the epoch out to join live", j.GetRoom(), "")
 		return
 	}
 	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
@@ -73,7 +73,7 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 	name := lv.GetRoom()
 	r := s.dropRoom(name)
 	if r == nil {
-		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
+		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
 		return
 	}
 	r.leave(s, &corralv1.Left{Room: name})
@@ -94,30 +94,30 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	switch {
 	case r == nil:
 		c.metrics.refuse(refusedNotJoined)
-		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
+		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
 		return
-	case c.refuseReadOnly(s, cl, name, p.GetId(), false):
+	case c.door.RefuseReadOnly(s, cl, name, p.GetId(), false):
 		return
-	case c.refusePublish(ctx, s, name, p.GetId()):
+	case c.door.RefusePublish(ctx, s, name, p.GetId()):
 		return
 	case len(p.GetPayload()) > cl.MaxPayload:
 		c.metrics.refuse(refusedTooLarge)
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the room's limit", name, p.GetId())
+		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "payload exceeds the room's limit", name, p.GetId())
 		return
 	case c.refuseRate(s, cl, name, p.GetId()):
 		return
 	case len(p.GetId()) > 128:
 		c.metrics.refuse(refusedInvalid)
-		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
+		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "publish id longer than 128 bytes", name, p.GetId())
 		return
 	case p.GetSeq() != 0 && p.GetId() == "":
 		// Without an id a retry of a stored publish could not be told
 		// from a sequence that starts again, and would be stored twice.
 		c.metrics.refuse(refusedInvalid)
-		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "a publish with seq needs an id", name, "")
+		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "a publish with seq needs an id", name, "")
 		return
 	}
-	payload, ok := c.hookPublish(ctx, s, cl, p)
+	payload, ok := c.door.HookPublish(ctx, s, cl, p)
 	if !ok {
 		return
 	}
@@ -143,7 +143,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	res, err := r.publish(ctx, msg, dedupe, sender)
 	if errors.Is(err, history.ErrOutOfOrder) {
 		c.metrics.refuse(refusedOrder)
-		s.sendErr(corralv1.Code_CODE_OUT_OF_ORDER, "the publish before this one is not stored: send it first, then this one", name, p.GetId())
+		s.SendErr(corralv1.Code_CODE_OUT_OF_ORDER, "the publish before this one is not stored: send it first, then this one", name, p.GetId())
 		return
 	}
 	if err != nil {
@@ -181,20 +181,20 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 	switch {
 	case r == nil:
 		c.metrics.refuse(refusedNotJoined)
-		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
+		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before signalling", name, "")
 		return
-	case c.refuseReadOnly(s, cl, name, "", true):
+	case c.door.RefuseReadOnly(s, cl, name, "", true):
 		return
-	case c.refusePublish(ctx, s, name, ""):
+	case c.door.RefusePublish(ctx, s, name, ""):
 		return
 	case len(sg.GetPayload()) > cl.MaxPayload || len(sg.GetKey()) > maxSignalKey:
 		c.metrics.refuse(refusedTooLarge)
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the room's limit", name, "")
+		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "signal key or payload exceeds the room's limit", name, "")
 		return
 	}
 	if err := safetext.CheckName("signal key", sg.GetKey(), maxSignalKey); err != nil {
 		c.metrics.refuse(refusedInvalid)
-		s.sendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
+		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
 		return
 	}
 	r.signal(s, &corralv1.SignalEvent{

@@ -13,7 +13,8 @@
 // # Packages
 //
 // Package core assembles the packages under core/, each one concept with
-// its own doc comment and concurrency contract: core/eventlog (member
+// its own doc comment and concurrency contract: core/door (the door's
+// decisions: names, grants, hooks, read-only classes), core/eventlog (member
 // events for the log), core/everycore (every_core: questions to the
 // other cores, merges), core/frame (the frames sent on a link, their
 // constructors and encoded size), core/replay (the joins' batched history
@@ -24,9 +25,9 @@
 // # Authorization
 //
 // Every way into a room (a Join, each room of a resume) and every Publish
-// and Signal passes one door, door.go: name validation, grants, the
-// read-only policy and the rooms-per-connection bound live there and
-// nowhere else.
+// and Signal passes one door, door.go and package core/door: name
+// validation, grants, the hooks, the read-only policy and the
+// rooms-per-connection bound live there and nowhere else.
 //
 // # Ordering
 //

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/hooks"
-	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/roompattern"
 )
@@ -27,24 +25,11 @@ import (
 // corral_core_refused_total by reason.
 //
 // Every Join and every room of a resume passes admit before the session
-// enters the room; every Publish and Signal passes refuseReadOnly and
-// refusePublish. A new check on membership (hooks, a
+// enters the room; every Publish and Signal passes the door's RefuseReadOnly and
+// RefusePublish (core/door). A new check on membership (hooks, a
 // refreshed token's claims) belongs here, so that no path into a room can
 // skip it: a resume that bypassed the join checks once let one connection
 // into 15,000 rooms (issue 17).
-
-// doorState is the door's own state: the run-time grants and the users
-// whose grants changed, for grantsLoop.
-type doorState struct {
-	grants grants.Store
-	wake   chan struct{} // capacity 1: "dirty is not empty"
-	// enforceMu serializes enforceGrants, so that a Revoke counts the
-	// memberships it ends before the store's announcement ends them.
-	enforceMu sync.Mutex
-
-	mu    sync.Mutex // guards the following fields
-	dirty map[string]struct{}
-}
 
 // admit passes the rooms a session asks to be in through the door and
 // returns those it may join, in order. A Join is a batch of one; a resume
@@ -64,7 +49,7 @@ type doorState struct {
 // (CODE_UNAVAILABLE) but not a resumed room: the token decides, so an
 // outage does not cost sessions their rooms.
 func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
-	g, gerr := c.door.grants.Get(ctx, s.user)
+	g, gerr := c.door.Grants().Get(ctx, s.user)
 	if gerr != nil {
 		c.metrics.refuse(refusedGrantsErr)
 		c.cfg.Logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
@@ -80,7 +65,7 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 	s.mu.Unlock()
 	cands := reqs[:0:0]
 	for _, q := range reqs {
-		if err := c.validRoom(q.name); err != nil {
+		if err := c.door.ValidRoom(q.name); err != nil {
 			c.metrics.refuse(refusedInvalid)
 			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_INVALID_ARGUMENT, err.Error())
 			continue
@@ -134,15 +119,6 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
-// joinHooked says whether the Join hook decides room: its class turns
-// the hook on (hooks: {join: true}) or hooks.Policy's Join patterns name it.
-// hookPublish decides the same for publishes. The server refuses classes
-// with hooks when no backend is configured (server/reload.go
-// checkClassHooks), so a class's hook is never skipped silently.
-func (c *Core) joinHooked(room string) bool {
-	return c.class(room).Hooks.Join || c.cfg.Hooks.Policy().For(room).Join
-}
-
 // hookJoin asks the application's backend (the Join hook) about the
 // rooms of reqs its policy names, all in one batch that the hooks client
 // coalesces with other sessions' joins, and returns the rooms it allows.
@@ -158,7 +134,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	var pairs []*corralv1.JoinPair
 	asked := make([]bool, len(reqs))
 	for i, q := range reqs {
-		if c.joinHooked(q.name) {
+		if c.door.JoinHooked(q.name) {
 			asked[i] = true
 			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.resumed})
 		}
@@ -166,7 +142,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	if len(pairs) == 0 {
 		return reqs
 	}
-	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: c.joinCacheTTL})
+	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: c.door.JoinCacheTTL})
 	if err != nil {
 		c.cfg.Logger.Warn("join hook unavailable", "session", s.id, "rooms", len(pairs), "err", err)
 	}
@@ -201,19 +177,13 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	return out
 }
 
-// joinCacheTTL is how long the hooks client caches an admission to
-// room: its class's hooks.join-cache-ttl.
-func (c *Core) joinCacheTTL(room string) time.Duration {
-	return c.class(room).Hooks.JoinCacheTTL
-}
-
 // refuseRetry refuses q with CODE_UNAVAILABLE and when to retry: an Error
 // frame for a join; Left for a resumed room, which the session keeps in
 // the store (the refusal is no one's decision: the next resume asks
 // again).
 func (c *Core) refuseRetry(ctx context.Context, s *session, q *joinReq, reason string, after time.Duration) {
 	if !q.resumed {
-		s.sendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
+		s.SendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
 		return
 	}
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
@@ -225,7 +195,7 @@ func (c *Core) refuseRetry(ctx context.Context, s *session, q *joinReq, reason s
 // a join, Left for a resumed room (which the session store then forgets).
 func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
 	if !q.resumed {
-		s.sendErr(code, reason, q.name, "")
+		s.SendErr(code, reason, q.name, "")
 		return
 	}
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
@@ -236,96 +206,6 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 			c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", q.name, "err", err)
 		}
 	}
-}
-
-// hookPublish asks the application's backend (the Publish hook) about a
-// client's publish when its policy names the room. It answers a refusal
-// itself and reports false; otherwise it returns the payload to store
-// (the client's, or the backend's replacement). When the backend cannot
-// answer, the room class's hooks.publish-policy applies: closed refuses
-// the publish with CODE_UNAVAILABLE (retry with the same id); open lets
-// the client's payload through unchecked (corral_hook_unchecked_total).
-func (c *Core) hookPublish(ctx context.Context, s *session, cl *roomclass.Class, p *corralv1.Publish) ([]byte, bool) {
-	h := c.cfg.Hooks
-	if h == nil || !(cl.Hooks.Publish || h.Policy().For(p.GetRoom()).Publish) {
-		return p.GetPayload(), true
-	}
-	res, err := h.Publish(ctx, &corralv1.HooksServicePublishRequest{
-		UserId: s.user, Room: p.GetRoom(), Id: p.GetId(), Payload: p.GetPayload(), SessionId: s.id,
-	})
-	switch {
-	case err != nil && cl.Hooks.PublishPolicy == roomclass.Open:
-		c.cfg.Logger.Warn("publish hook unavailable: the publish goes through unchecked (publish-policy open)", "session", s.id, "room", p.GetRoom(), "err", err)
-		h.Unchecked(hooks.HookPublish, 1)
-		return p.GetPayload(), true
-	case err != nil:
-		c.cfg.Logger.Warn("publish hook unavailable", "session", s.id, "room", p.GetRoom(), "err", err)
-		c.metrics.refuse(refusedHookDown)
-		s.sendRetry(corralv1.Code_CODE_UNAVAILABLE, "the application could not check this publish: retry later",
-			p.GetRoom(), p.GetId(), hooks.RetryAfter(err))
-		return nil, false
-	case res.GetRefusal() != nil:
-		c.metrics.refuse(refusedHookPublish)
-		code, reason := hooks.ClientRefusal(res.GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
-		s.sendErr(code, reason, p.GetRoom(), p.GetId())
-		return nil, false
-	case res.GetReplace() && len(res.GetPayload()) > cl.MaxPayload:
-		// Bounded like a client's payload: the backend's bug is not a
-		// way around the limit.
-		c.cfg.Logger.Warn("publish hook: replacement payload over the limit", "room", p.GetRoom(), "bytes", len(res.GetPayload()))
-		c.metrics.refuse(refusedTooLarge)
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "the application's replacement payload exceeds the server's limit", p.GetRoom(), p.GetId())
-		return nil, false
-	case res.GetReplace():
-		return res.GetPayload(), true
-	}
-	return p.GetPayload(), true
-}
-
-// refuseReadOnly checks a client publish (signal false) or signal
-// against the room's class: publish: none or signal: none refuse it. It
-// answers a refusal itself and reports true.
-func (c *Core) refuseReadOnly(s *session, cl *roomclass.Class, name, ref string, signal bool) bool {
-	if (signal && cl.Signal != roomclass.None) || (!signal && cl.Publish != roomclass.None) {
-		return false
-	}
-	c.metrics.refuse(refusedReadOnly)
-	what := "publishing"
-	if signal {
-		what = "signals"
-	}
-	s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the room is read-only for clients ("+what+")", name, ref)
-	return true
-}
-
-// refusePublish checks a client publish or signal for the grants. It
-// answers a refusal itself and reports true.
-func (c *Core) refusePublish(ctx context.Context, s *session, name, ref string) bool {
-	ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Publish, name)
-	switch {
-	case err != nil:
-		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable", name, ref)
-		return true
-	case !ok:
-		c.metrics.refuse(refusedPublish)
-		s.sendErr(corralv1.Code_CODE_FORBIDDEN, "the token does not grant publishing to this room", name, ref)
-		return true
-	}
-	return false
-}
-
-// granted applies the token's and the run-time grants.
-func (c *Core) granted(ctx context.Context, user string, id *corralv1.Identity, kind grants.Kind, room string) (bool, error) {
-	token := id.GetJoin()
-	if kind == grants.Publish {
-		token = id.GetPublish()
-	}
-	g, err := c.door.grants.Get(ctx, user)
-	if err != nil {
-		c.metrics.refuse(refusedGrantsErr)
-		return false, err
-	}
-	return grants.Allows(g, kind, token, room), nil
 }
 
 // enforceGrants removes user's live sessions from every room their grants
@@ -358,7 +238,7 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric refuseReas
 	s.mu.Unlock()
 	left := 0
 	for _, name := range names {
-		ok, err := c.granted(ctx, s.user, s.ident.Load(), grants.Join, name)
+		ok, err := c.door.Granted(ctx, s.user, s.ident.Load(), grants.Join, name)
 		if ok || err != nil {
 			continue
 		}
@@ -388,12 +268,9 @@ func (c *Core) grantsLoop() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-c.door.wake:
+		case <-c.door.Wake():
 		}
-		c.door.mu.Lock()
-		users := c.door.dirty
-		c.door.dirty = make(map[string]struct{})
-		c.door.mu.Unlock()
+		users := c.door.TakeChanged()
 		if _, any := users[grants.AnyUser]; any {
 			// Announcements may have been missed: every live user.
 			delete(users, grants.AnyUser)
@@ -403,30 +280,8 @@ func (c *Core) grantsLoop() {
 		}
 		for user := range users {
 			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-			c.door.enforceMu.Lock()
-			c.enforceGrants(ctx, user)
-			c.door.enforceMu.Unlock()
+			c.door.Enforce(func() { c.enforceGrants(ctx, user) })
 			cancel()
 		}
 	}
-}
-
-// grantsChanged records that user's grants changed.
-func (c *Core) grantsChanged(user string) {
-	c.door.mu.Lock()
-	c.door.dirty[user] = struct{}{}
-	c.door.mu.Unlock()
-	select {
-	case c.door.wake <- struct{}{}:
-	default:
-	}
-}
-
-// validRoom checks a room name: 1..MaxRoomName bytes, by the one rule for
-// names (safetext.CheckName; docs/SECURITY.md).
-func (c *Core) validRoom(name string) error {
-	if err := safetext.CheckName("room name", name, c.cfg.MaxRoomName); err != nil {
-		return fmt.Errorf("core: %w", err)
-	}
-	return nil
 }

@@ -26,10 +26,10 @@ func (c *Core) storeFailed(s *session, what string, err error, room, ref string)
 	if errors.Is(err, history.ErrNotReplicated) {
 		// Stored on the master, maybe delivered: only its durability is
 		// unconfirmed. A retry with the same id is deduplicated.
-		s.sendErr(corralv1.Code_CODE_UNAVAILABLE, what+" not confirmed durable: it may have been stored; retry with the same id", room, ref)
+		s.SendErr(corralv1.Code_CODE_UNAVAILABLE, what+" not confirmed durable: it may have been stored; retry with the same id", room, ref)
 		return
 	}
-	s.sendErr(corralv1.Code_CODE_UNAVAILABLE, what+" failed: store unavailable, retry later", room, ref)
+	s.SendErr(corralv1.Code_CODE_UNAVAILABLE, what+" failed: store unavailable, retry later", room, ref)
 }
 
 // rpcError converts a store error (or the end of the call's context) at the

@@ -120,7 +120,7 @@ func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []by
 		return // the room's class has no presence: joined without it
 	}
 	if len(state) > p.cfg.MaxState {
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", r.name, "")
+		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", r.name, "")
 		state = nil
 	}
 	if err := p.store.Watch(ctx, r.name); err != nil {
@@ -221,10 +221,10 @@ func (c *Core) setPresence(ctx context.Context, s *session, sp *corralv1.SetPres
 	s.mu.Unlock()
 	switch {
 	case !on:
-		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room with presence before setting presence", name, "")
+		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room with presence before setting presence", name, "")
 		return
 	case len(sp.GetState()) > c.pres.cfg.MaxState:
-		s.sendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", name, "")
+		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", name, "")
 		return
 	}
 	if err := c.pres.store.SetState(ctx, name, s.user, sp.GetState()); err != nil {
@@ -237,7 +237,7 @@ func (c *Core) presenceQuery(ctx context.Context, s *session, q *corralv1.Presen
 	name := q.GetRoom()
 	r := s.room(name)
 	if r == nil {
-		s.sendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before asking for its presence", name, "")
+		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before asking for its presence", name, "")
 		return
 	}
 	limit := c.pres.cfg.PageLimit

@@ -1,5 +1,7 @@
 package core
 
+import "github.com/corral-rt/corral/core/door"
+
 // Why the core refuses a client operation or an internal API call, or
 // drops frames: the label values of corral_core_refused_total{reason} and
 // corral_core_dropped_total{reason} (member events: core/eventlog). Each
@@ -121,3 +123,13 @@ func (m *metrics) refuse(r refuseReason) { m.refusedBy[r].Inc() }
 
 // drop counts n frames dropped.
 func (m *metrics) drop(r dropReason, n int) { m.droppedBy[r].Add(float64(n)) }
+
+// doorReasons are the labels of the door's reasons (core/door).
+var doorReasons = [door.NumReasons]refuseReason{
+	door.ReadOnly:          refusedReadOnly,
+	door.ForbiddenPublish:  refusedPublish,
+	door.GrantsUnavailable: refusedGrantsErr,
+	door.HookPublish:       refusedHookPublish,
+	door.HookUnavailable:   refusedHookDown,
+	door.TooLarge:          refusedTooLarge,
+}

@@ -3,6 +3,7 @@ package core
 import (
 	"testing"
 
+	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/internal/reasontest"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -26,5 +27,21 @@ func TestReasonCountsWithoutAllocating(t *testing.T) {
 		m.drop(droppedReplayBusy, 3)
 	}); n != 0 {
 		t.Fatalf("%v allocations per count", n)
+	}
+}
+
+// Every reason of the door (core/door) has its own label, none left at
+// the zero value by a missing line of doorReasons.
+func TestDoorReasonsMapped(t *testing.T) {
+	seen := make(map[refuseReason]door.Reason)
+	for r := door.Reason(0); r < door.NumReasons; r++ {
+		got := doorReasons[r]
+		if got == refusedJoin {
+			t.Errorf("door reason %d has no label in doorReasons", r)
+		}
+		if prev, dup := seen[got]; dup {
+			t.Errorf("door reasons %d and %d share the label %s", prev, r, got)
+		}
+		seen[got] = r
 	}
 }

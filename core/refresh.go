@@ -18,7 +18,7 @@ import (
 func (c *Core) refresh(ctx context.Context, s *session, id *corralv1.Identity) {
 	if id.GetUserId() != s.user {
 		c.metrics.refuse(refusedRefreshUser)
-		s.sendErr(corralv1.Code_CODE_UNAUTHENTICATED, "refresh: the token is for another user", "", "")
+		s.SendErr(corralv1.Code_CODE_UNAUTHENTICATED, "refresh: the token is for another user", "", "")
 		return
 	}
 	s.ident.Store(id)

@@ -131,14 +131,15 @@ func (s *session) sendTo(f *corralv1.ServerFrame) {
 	}
 }
 
-func (s *session) sendErr(code corralv1.Code, msg, room, ref string) {
+// SendErr reports a refusal to the client (door.Client).
+func (s *session) SendErr(code corralv1.Code, msg, room, ref string) {
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
 		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
 	}}})
 }
 
-// sendRetry reports a refusal of the retry class with when to retry.
-func (s *session) sendRetry(code corralv1.Code, msg, room, ref string, after time.Duration) {
+// SendRetry reports a refusal of the retry class with when to retry.
+func (s *session) SendRetry(code corralv1.Code, msg, room, ref string, after time.Duration) {
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
 		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
 		RetryAfterMs: uint32(min(after.Milliseconds(), 1<<31)),
@@ -159,5 +160,6 @@ type endpoint struct {
 
 // UserID and SessionID are the session's user and id, for the event log
 // (core/eventlog.Member).
-func (s *session) UserID() string    { return s.user }
-func (s *session) SessionID() string { return s.id }
+func (s *session) UserID() string               { return s.user }
+func (s *session) SessionID() string            { return s.id }
+func (s *session) Identity() *corralv1.Identity { return s.ident.Load() }

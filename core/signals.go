@@ -54,7 +54,7 @@ type signalState struct {
 func (r *room) signal(s *session, ev *corralv1.SignalEvent) {
 	if !r.setSignal(s, ev) {
 		r.core.metrics.refuse(refusedSignalKeys)
-		s.sendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", maxSignalKeys), r.name, "")
+		s.SendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", maxSignalKeys), r.name, "")
 	}
 }
 

@@ -20,7 +20,7 @@ const maxSignalsPage = 200
 
 // Signals samples a room's signals on this core.
 func (c *Core) Signals(ctx context.Context, req *corralv1.SignalsRequest) (*corralv1.SignalsResponse, error) {
-	if err := c.validRoom(req.GetRoom()); err != nil {
+	if err := c.door.ValidRoom(req.GetRoom()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
 	limit := int(req.GetLimit())
