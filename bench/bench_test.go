@@ -173,7 +173,7 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 			if res.Connect == nil || res.Connect.Joined != res.Connect.Target {
-				t.Errorf("connections: %+v", res.Connect)
+				t.Errorf("connections: %+v, errors %v", res.Connect, res.Errors)
 			}
 			if len(res.Steps) == 0 || len(res.Timeline) == 0 || res.Headline == "" {
 				t.Errorf("result incomplete: %d steps, %d seconds, headline %q", len(res.Steps), len(res.Timeline), res.Headline)

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"net"
@@ -61,12 +62,39 @@ type stream struct {
 
 	// post is the reader token: one POST at a time reads frames into the
 	// connection, in order (a second is refused 409).
-	post       sync.Mutex
+	post sync.Mutex
+	// opening, for an HTTP stream whose hello is in its opening request's
+	// body, is closed once that hello is delivered and post released: the
+	// Welcome may reach the client before, and its next POST waits for
+	// the hello instead of being refused (lockPost).
+	opening    chan struct{}
 	helloed    bool        // the first frame was taken
 	ended      bool        // the connection is finished: POSTs get 404
 	helloTimer *time.Timer // closes a stream without a hello in time
 	endOnce    sync.Once
 	cutOnce    sync.Once
+}
+
+// lockPost takes the reader token for a POST. Held by another POST it
+// refuses (false: 409); held by the opening request's hello, it waits for
+// the hello, at most wait (or until ctx ends).
+func (s *stream) lockPost(ctx context.Context, wait time.Duration) bool {
+	if s.post.TryLock() {
+		return true
+	}
+	if s.opening == nil {
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-s.opening:
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return false
+	}
+	return s.post.TryLock()
 }
 
 // message frames q, taken from the connection's queue, for the carrier:

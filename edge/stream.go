@@ -346,11 +346,13 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 	// An HTTP stream holds the reader token until the hello in its body
 	// is read: a POST before the Welcome is refused (409).
 	if hello != nil {
+		s.opening = make(chan struct{})
 		s.post.Lock()
 	}
 	unlock := func() {
 		if hello != nil {
 			s.post.Unlock()
+			close(s.opening)
 			hello = nil
 		}
 	}
@@ -422,7 +424,7 @@ func (e *Edge) serveSend(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodDelete {
 		// The client is leaving: the stream ends as a WebSocket closed
 		// normally (the session's presence goes at once).
-		if !s.post.TryLock() {
+		if !s.lockPost(r.Context(), e.cfg.HelloTimeout) {
 			e.metrics.refuse(refusedPostBusy)
 			httpError(w, http.StatusConflict, "stream: one POST at a time per stream")
 			return
@@ -447,7 +449,7 @@ func (e *Edge) serveSend(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("stream: body larger than %d bytes", e.cfg.MaxPostBytes))
 		return
 	}
-	if !s.post.TryLock() {
+	if !s.lockPost(r.Context(), e.cfg.HelloTimeout) {
 		e.metrics.refuse(refusedPostBusy)
 		httpError(w, http.StatusConflict, "stream: one POST at a time per stream")
 		return

@@ -477,3 +477,36 @@ func TestSSESlowConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLockPostWaitsForTheOpeningHello: the Welcome can reach a client
+// before the opening request of its HTTP stream has released the reader
+// token; the client's next POST then waits for that hello instead of
+// being refused 409, while a POST meeting another POST is still refused.
+func TestLockPostWaitsForTheOpeningHello(t *testing.T) {
+	s := &stream{opening: make(chan struct{})}
+	s.post.Lock() // the opening request's hello
+	got := make(chan bool)
+	go func() { got <- s.lockPost(context.Background(), time.Minute) }()
+	select {
+	case ok := <-got:
+		t.Fatalf("lockPost returned %v while the hello held the token", ok)
+	case <-time.After(10 * time.Millisecond):
+	}
+	s.post.Unlock()
+	close(s.opening)
+	if !<-got {
+		t.Fatal("a POST after the opening hello was refused")
+	}
+	// Now a POST holds the token: another is refused at once.
+	if s.lockPost(context.Background(), time.Minute) {
+		t.Fatal("a second POST took the token")
+	}
+	s.post.Unlock()
+
+	// An SSE stream (no hello in its opening request) refuses at once.
+	sse := &stream{}
+	sse.post.Lock()
+	if sse.lockPost(context.Background(), time.Minute) {
+		t.Fatal("took a held token")
+	}
+}
