@@ -20,11 +20,9 @@ import {
   startProxy,
   tempDir,
 } from "./harness.mjs";
+import { assertGapless, chat, moveOnBoard, say, waitChat, waitCursor } from "./demopage.mjs";
 
 const WAIT = { timeout: 15_000 };
-// waitForFunction polls on animation frames by default, which Chromium runs
-// for the front tab only; poll on a timer instead.
-const POLL = { ...WAIT, polling: 50 };
 
 describe("demo page in Chromium", { timeout: 180_000 }, () => {
   let dir, bin, corral, proxy, browser, alice, bob;
@@ -195,39 +193,3 @@ describe("demo page in Chromium", { timeout: 180_000 }, () => {
     assert.deepEqual(pageErrors, []);
   });
 });
-
-async function say(page, text) {
-  await page.fill("#text", text);
-  await page.press("#text", "Enter");
-}
-
-async function moveOnBoard(page, x, y) {
-  const box = await page.locator("#board").boundingBox();
-  await page.mouse.move(box.x + x * box.width, box.y + y * box.height, { steps: 4 });
-}
-
-async function waitCursor(page, user, x, y) {
-  await page.waitForFunction(
-    ([user, x, y]) => {
-      const el = document.querySelector(`.cursor[data-user="${user}"]`);
-      return el && Math.abs(Number(el.dataset.x) - x) < 0.02 && Math.abs(Number(el.dataset.y) - y) < 0.02;
-    },
-    [user, x, y],
-    POLL,
-  );
-}
-
-async function chat(page) {
-  return page.$$eval("#messages li[data-seq]", (lis) =>
-    lis.map((li) => ({ seq: Number(li.dataset.seq), sender: li.dataset.sender, text: li.querySelector(".text").textContent })),
-  );
-}
-
-async function waitChat(page, n) {
-  await page.waitForFunction((n) => document.querySelectorAll("#messages li[data-seq]").length >= n, n, POLL);
-  return chat(page);
-}
-
-function assertGapless(msgs) {
-  msgs.forEach((m, i) => assert.equal(m.seq, msgs[0].seq + i, `seq ${m.seq} at ${i}: ${JSON.stringify(msgs)}`));
-}

@@ -30,9 +30,9 @@ import {
   startNginx,
   tempDir,
 } from "./harness.mjs";
+import { assertGapless, chat, moveOnBoard, say, waitChat, waitCursor } from "./demopage.mjs";
 
 const WAIT = { timeout: 15_000 };
-const POLL = { ...WAIT, polling: 50 };
 // acked waits until the order check's writer has n publishes answered:
 // the cuts come at points of progress, not after sleeps.
 const acked = (page, n) =>
@@ -382,39 +382,3 @@ describe("behind nginx, which drops Upgrade, in Chromium", { timeout: 300_000 },
     assert.deepEqual(pageErrors, []);
   });
 });
-
-async function say(page, text) {
-  await page.fill("#text", text);
-  await page.press("#text", "Enter");
-}
-
-async function moveOnBoard(page, x, y) {
-  const box = await page.locator("#board").boundingBox();
-  await page.mouse.move(box.x + x * box.width, box.y + y * box.height, { steps: 4 });
-}
-
-async function waitCursor(page, user, x, y) {
-  await page.waitForFunction(
-    ([user, x, y]) => {
-      const el = document.querySelector(`.cursor[data-user="${user}"]`);
-      return el && Math.abs(Number(el.dataset.x) - x) < 0.02 && Math.abs(Number(el.dataset.y) - y) < 0.02;
-    },
-    [user, x, y],
-    POLL,
-  );
-}
-
-async function chat(page) {
-  return page.$$eval("#messages li[data-seq]", (lis) =>
-    lis.map((li) => ({ seq: Number(li.dataset.seq), sender: li.dataset.sender, text: li.querySelector(".text").textContent })),
-  );
-}
-
-async function waitChat(page, n) {
-  await page.waitForFunction((n) => document.querySelectorAll("#messages li[data-seq]").length >= n, n, POLL);
-  return chat(page);
-}
-
-function assertGapless(msgs) {
-  msgs.forEach((m, i) => assert.equal(m.seq, msgs[0].seq + i, `seq ${m.seq} at ${i}: ${JSON.stringify(msgs)}`));
-}
