@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -483,30 +484,40 @@ func TestSSESlowConsumer(t *testing.T) {
 // token; the client's next POST then waits for that hello instead of
 // being refused 409, while a POST meeting another POST is still refused.
 func TestLockPostWaitsForTheOpeningHello(t *testing.T) {
-	s := &stream{opening: make(chan struct{})}
-	s.post.Lock() // the opening request's hello
-	got := make(chan bool)
-	go func() { got <- s.lockPost(context.Background(), time.Minute) }()
-	select {
-	case ok := <-got:
-		t.Fatalf("lockPost returned %v while the hello held the token", ok)
-	case <-time.After(10 * time.Millisecond):
-	}
-	s.post.Unlock()
-	close(s.opening)
-	if !<-got {
-		t.Fatal("a POST after the opening hello was refused")
-	}
-	// Now a POST holds the token: another is refused at once.
-	if s.lockPost(context.Background(), time.Minute) {
-		t.Fatal("a second POST took the token")
-	}
-	s.post.Unlock()
+	synctest.Test(t, func(t *testing.T) {
+		s := &stream{opening: make(chan struct{})}
+		s.post.Lock() // the opening request's hello
+		got := make(chan bool, 1)
+		go func() { got <- s.lockPost(context.Background(), time.Minute) }()
+		synctest.Wait() // the POST is blocked, waiting for the hello
+		select {
+		case ok := <-got:
+			t.Fatalf("lockPost returned %v while the hello held the token", ok)
+		default:
+		}
+		s.post.Unlock()
+		close(s.opening)
+		if !<-got {
+			t.Fatal("a POST after the opening hello was refused")
+		}
+		// Now a POST holds the token: another is refused at once.
+		if s.lockPost(context.Background(), time.Minute) {
+			t.Fatal("a second POST took the token")
+		}
+		s.post.Unlock()
 
-	// An SSE stream (no hello in its opening request) refuses at once.
-	sse := &stream{}
-	sse.post.Lock()
-	if sse.lockPost(context.Background(), time.Minute) {
-		t.Fatal("took a held token")
-	}
+		// A hello that never ends: the POST gives up after its wait.
+		slow := &stream{opening: make(chan struct{})}
+		slow.post.Lock()
+		if slow.lockPost(context.Background(), time.Second) {
+			t.Fatal("took a token the hello still holds")
+		}
+
+		// An SSE stream (no hello in its opening request) refuses at once.
+		sse := &stream{}
+		sse.post.Lock()
+		if sse.lockPost(context.Background(), time.Minute) {
+			t.Fatal("took a held token")
+		}
+	})
 }
