@@ -237,12 +237,7 @@ func (c *conn) message(bp *[]byte, q [][]byte) []byte {
 	if c.stream != nil {
 		return c.stream.message(c, bp, q) // carrier.go
 	}
-	buf := (*bp)[:wsframe.MaxHeader]
-	if len(q) == 1 {
-		buf = append(buf, q[0]...)
-	} else {
-		buf = protocol.AppendBatch(c.enc, buf, q)
-	}
+	buf := appendFrames(c.enc, (*bp)[:wsframe.MaxHeader], q) // carrier.go
 	*bp = buf
 	return wsframe.Frame(buf, opcodeOf(c.enc))
 }
