@@ -7,7 +7,9 @@
 # corral-bench (BENCH) as client for both. Writes OUT_DIR/<bin>-<workload>-<round>.json
 # and prints one line per run; summarise with before-after-summary.py.
 # Env: WORKLOADS (default "broadcast cursors storm") runs a subset;
-# DURATION (default 10s) is the broadcast and cursors runs' length.
+# DURATION (default 10s) is the broadcast and cursors runs' length;
+# CLIENT (default standard: coder/websocket's reader, like most users') the
+# clients' reader.
 # Hold the load lock: flock /tmp/corral-load.lock before-after.sh ...
 # Ports: 28680 (clients), 28691 (internal API).
 set -u
@@ -23,7 +25,7 @@ run() { # run BINDIR NAME WORKLOAD ROUND
 		--internal-addr $API --log-level warn &
 	local pid=$!
 	sleep 1
-	local T="--url ws://$ADDR/ws --api http://$API --pid $pid --quiet --json $OUT/$name-$w-$r.json"
+	local T="--url ws://$ADDR/ws --api http://$API --pid $pid --client ${CLIENT:-standard} --quiet --json $OUT/$name-$w-$r.json"
 	case $w in
 	broadcast) "$BENCH" broadcast $T --sockets 15000 --rooms 100 --rate 250 --duration $DURATION ;;
 	cursors) "$BENCH" cursors $T --senders 20 --duration $DURATION ;;
