@@ -377,16 +377,29 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 		w.WriteHeader(http.StatusOK)
 		_, err = s.out.Write(first)
 	}
+	if afterStreamHead != nil {
+		afterStreamHead(c)
+	}
+	// What was queued meanwhile (a close, when a hello POSTed as soon as
+	// the client read the secret was refused) goes to the sender with
+	// the token still held: released and taken again, the reader's
+	// finish could end the connection in between, and its close would
+	// never be written (the client would see a stream without a close).
 	c.mu.Lock()
-	c.writing = false
-	c.writers.Done()
+	keep := err == nil && (len(c.queue) > 0 || c.closing)
+	if !keep {
+		c.writing = false
+		c.writers.Done()
+	}
 	c.mu.Unlock()
 	if err != nil {
 		unlock()
 		c.cutOff()
 		return
 	}
-	c.signal() // what was queued meanwhile
+	if keep {
+		c.sender().add(c)
+	}
 	if s.nc != nil {
 		go s.watch(c)
 	}
@@ -399,6 +412,10 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 		c.cutOff()
 	}
 }
+
+// afterStreamHead, when set (by tests), runs once a stream's head is
+// written, while serveOpen still holds the writer token.
+var afterStreamHead func(c *conn)
 
 // serveSend reads a POST's frames into its stream's connection, or ends
 // the stream for a DELETE.

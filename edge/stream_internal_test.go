@@ -521,3 +521,37 @@ func TestLockPostWaitsForTheOpeningHello(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamCloseQueuedWhileTheHeadIsWritten: a close queued while the
+// opening request still holds the writer token (a hello POSTed as soon as
+// the client read the secret, refused), with the reader's finish already
+// waiting, is written: the Error frame, then corral-close, then the end.
+// Released and taken again, the token let finish cut the stream first.
+func TestStreamCloseQueuedWhileTheHeadIsWritten(t *testing.T) {
+	_, base := startStreamEdge(t, nil)
+	afterStreamHead = func(c *conn) {
+		c.closeWith(corralv1.Code_CODE_UNAUTHENTICATED, "refused in the window", 0, false)
+		go c.stream.end(c) // the reader's finish, as after a refused hello
+		eventually.True(t, 10*time.Second, func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.ended
+		}, "finish to wait for the writer")
+	}
+	t.Cleanup(func() { afterStreamHead = nil })
+	resp, err := http.Get(base + SSEPath + "?stream=head-window-000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if ev, _ := sseEvent(t, br); ev != "corral-open" {
+		t.Fatalf("first event %q, want corral-open", ev)
+	}
+	if ev, data := sseEvent(t, br); ev != "" || !strings.Contains(data, `"code":4401`) {
+		t.Fatalf("got %q %q, want the error frame 4401", ev, data)
+	}
+	if ev, data := sseEvent(t, br); ev != "corral-close" || !strings.Contains(data, `"code":4401`) {
+		t.Fatalf("got %q %q, want corral-close 4401", ev, data)
+	}
+}
