@@ -19,7 +19,7 @@ import (
 // A session may join a room when its token or a run-time grant allows it
 // (package grants); it may publish and signal when, beside that, the room
 // is not read-only for clients (its class's publish or signal is none:
-// package roomclass). Run-time grants change through Grant and Revoke (api.go); a revoked join removes the
+// package roomclass). Run-time grants change through Grant and Revoke (core/api); a revoked join removes the
 // user's sessions from the rooms it matches, on every core sharing the
 // grants store (enforceGrants, grantsLoop). Every refusal is counted in
 // corral_core_refused_total by reason.
