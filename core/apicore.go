@@ -245,7 +245,7 @@ func (c apiCore) Kick(user, sessionID string, code corralv1.Code, reason string,
 		}
 		c.events.RecordKick(s, code, reason, now)
 		if stop {
-			c.presenceDetach(s, true)
+			c.pres.detach(s, true)
 		}
 		// Each connection's delay is spread over [d, 1.5d], so a user's
 		// many connections do not come back at once.

@@ -148,7 +148,7 @@ func (c apiCore) UnsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeR
 			}
 			r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_UNSUBSCRIBED, Reason: safetext.Reason(reason)})
 			c.events.EmitLeft(s, name)
-			c.presenceLeave(s, name, true)
+			c.pres.leave(s, name, true)
 			c.releaseMember(r)
 			if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
 				c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)

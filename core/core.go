@@ -118,17 +118,21 @@ func New(cfg Config) *Core {
 	if c.events.Store() != nil {
 		c.wg.Go(func() { c.events.Run(c.ctx) })
 	}
-	if err := c.initPresence(); err != nil {
+	parts := presenceParts{
+		ctx: c.ctx, logger: cfg.Logger, class: c.class,
+		rooms: c.rooms, attached: c.attached, events: c.events, failed: c.storeFailed,
+	}
+	if err := c.pres.init(c.cfg.Presence, parts); err != nil {
 		c.presErr = err
 		c.cfg.Logger.Error("presence store failed; presence is local to this core", "err", err)
 		c.cfg.Presence.NewStore = nil
-		_ = c.initPresence()
+		_ = c.pres.init(c.cfg.Presence, parts)
 	}
 	c.api = c.newAPI(apiCfg)
-	c.wg.Add(3)
+	c.wg.Add(2)
 	go c.touchLoop()
 	go c.grantsLoop()
-	go c.unwatchPresenceLoop()
+	c.wg.Go(c.pres.unwatchLoop)
 	return c
 }
 
@@ -175,7 +179,7 @@ func (c *Core) Close() error {
 	}
 	c.missed.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
-	perr := c.closePresence()
+	perr := c.pres.close()
 	if c.ownStore {
 		return errors.Join(perr, c.sess.Close(), c.hist.Close())
 	}
