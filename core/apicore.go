@@ -259,7 +259,7 @@ func (c apiCore) Kick(user, sessionID string, code corralv1.Code, reason string,
 // EnforceGrants removes user's sessions here from the rooms their grants
 // no longer allow.
 func (c apiCore) EnforceGrants(ctx context.Context, user string) ([]string, int) {
-	return c.enforceGrants(ctx, user)
+	return c.adm.enforceGrants(ctx, user)
 }
 
 // newAPI returns the internal API of c, which answers the other cores'

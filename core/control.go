@@ -107,7 +107,7 @@ func (c apiCore) SubscribeHere(ctx context.Context, req *corralv1.SubscribeReque
 			reqs = append(reqs, q)
 		}
 		s.mu.Unlock()
-		c.join(ctx, s, c.admit(ctx, s, reqs))
+		c.join(ctx, s, c.adm.admit(ctx, s, reqs))
 		mu.Lock()
 		defer mu.Unlock()
 		if answered {

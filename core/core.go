@@ -45,7 +45,8 @@ type Core struct {
 	// with it (New falls back to memory).
 	presErr error
 
-	door   *door.Door    // door.go, core/door
+	door   *door.Door    // the door's decisions (core/door)
+	adm    *admission    // the core's side of the door (door.go)
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 
 	// id names this core in Info; started is when it began.
@@ -128,10 +129,15 @@ func New(cfg Config) *Core {
 		c.cfg.Presence.NewStore = nil
 		_ = c.pres.init(c.cfg.Presence, parts)
 	}
+	c.adm = &admission{
+		ctx: c.ctx, logger: cfg.Logger, door: c.door, class: c.class,
+		hooks: cfg.Hooks, maxRooms: int(cfg.MaxRoomsPerConn), metrics: c.metrics,
+		sess: c.sess, rooms: c.rooms, attached: c.attached, events: c.events, pres: &c.pres,
+	}
 	c.api = c.newAPI(apiCfg)
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go c.touchLoop()
-	go c.grantsLoop()
+	c.wg.Go(c.adm.grantsLoop)
 	c.wg.Go(c.pres.unwatchLoop)
 	return c
 }

@@ -66,7 +66,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
 		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
 		presence: j.GetPresence(), state: j.GetPresenceState()}
-	c.join(ctx, s, c.admit(ctx, s, []*joinReq{q}))
+	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 
 func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) {

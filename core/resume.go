@@ -143,7 +143,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch,
 			position: true, resumed: true, stored: true})
 	}
-	reqs = c.admit(ctx, s, reqs)
+	reqs = c.adm.admit(ctx, s, reqs)
 	c.join(ctx, s, reqs)
 	return s
 }
@@ -199,7 +199,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 			return
 		}
 		if !r.beginJoin(s, ep, q) {
-			c.refuseFull(ctx, s, q)
+			c.adm.refuseFull(ctx, s, q)
 			continue
 		}
 		began = append(began, q)

@@ -94,7 +94,7 @@ type Options struct {
 	Config Config
 	// Door checks room names and holds the grants store.
 	Door *door.Door
-	// Class is a room's payload bound (its class's max-payload).
+	// MaxPayload is a room's payload bound (its class's max-payload).
 	MaxPayload func(room string) int
 	// History is the history store History reads.
 	History history.Store
