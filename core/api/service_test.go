@@ -17,8 +17,10 @@ import (
 )
 
 // fakeCore is a core whose tables the test writes: it records what the
-// API asks of it.
+// API asks of it. A method of api.Core it does not define panics (the
+// nil embedded interface): no test here calls one.
 type fakeCore struct {
+	api.Core
 	mu        sync.Mutex
 	published []*corralv1.Message
 	coreBytes uint64
