@@ -10,11 +10,15 @@ import (
 
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/history"
 	"google.golang.org/protobuf/proto"
 )
 
+// historyPageBytes is core/api's bound of a History page's messages.
+const historyPageBytes = 4 << 20
+
 // A History page is bounded in bytes: 100 messages of ~60 KiB come back
-// in pages of at most maxHistoryPageBytes, each saying there is more,
+// in pages of at most historyPageBytes, each saying there is more,
 // and paging on returns every message once, in order.
 func TestHistoryPageBytesBounded(t *testing.T) {
 	ctx := context.Background()
@@ -22,7 +26,7 @@ func TestHistoryPageBytesBounded(t *testing.T) {
 	big := []byte(`"` + strings.Repeat("x", 60<<10) + `"`)
 	const n = 100
 	for i := range n {
-		if _, err := c.Publish(ctx, &corralv1.PublishRequest{Room: "big", Payload: big}); err != nil {
+		if _, err := c.api.Publish(ctx, &corralv1.PublishRequest{Room: "big", Payload: big}); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
@@ -32,7 +36,7 @@ func TestHistoryPageBytesBounded(t *testing.T) {
 		if pages > n {
 			t.Fatal("paging does not end")
 		}
-		resp, err := c.History(ctx, &corralv1.HistoryRequest{Room: "big", AfterSeq: after, Limit: 1000})
+		resp, err := c.api.History(ctx, &corralv1.HistoryRequest{Room: "big", AfterSeq: after, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,8 +45,8 @@ func TestHistoryPageBytesBounded(t *testing.T) {
 			size += proto.Size(m)
 			got = append(got, m.GetSeq())
 		}
-		if size > maxHistoryPageBytes {
-			t.Fatalf("page of %d bytes, bound %d", size, maxHistoryPageBytes)
+		if size > historyPageBytes {
+			t.Fatalf("page of %d bytes, bound %d", size, historyPageBytes)
 		}
 		if !resp.GetMore() {
 			break
@@ -63,7 +67,7 @@ func TestHistoryPageBytesBounded(t *testing.T) {
 // make the room: no epoch is invented for it.
 func TestHistoryOfUnknownRoomPeeks(t *testing.T) {
 	c := newTestCore(t, Config{})
-	resp, err := c.History(context.Background(), &corralv1.HistoryRequest{Room: "never-was"})
+	resp, err := c.api.History(context.Background(), &corralv1.HistoryRequest{Room: "never-was"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +75,13 @@ func TestHistoryOfUnknownRoomPeeks(t *testing.T) {
 		t.Fatalf("History of an unknown room = %v, want an empty page with no epoch", resp)
 	}
 }
+
+// The control bus's command kinds (core/api control.go): the first byte,
+// the request in protobuf after it.
+const (
+	controlSubscribe   byte = 's'
+	controlUnsubscribe byte = 'u'
+)
 
 // fakeBus is a ControlBus whose other cores are the test: it records what
 // this core publishes, and fire plays another core's command.
@@ -135,11 +146,11 @@ func TestControlAcrossCores(t *testing.T) {
 	frames(t, l, 2) // the Welcomes
 
 	ctx := context.Background()
-	res, err := c.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "zed", Rooms: []string{"x"}})
+	res, err := c.api.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "zed", Rooms: []string{"x"}})
 	if err != nil || res.GetOtherCores() != 1 || res.GetConnections() != 0 {
 		t.Fatalf("subscribe: %v %v", res, err)
 	}
-	if _, err := c.Unsubscribe(ctx, &corralv1.UnsubscribeRequest{UserId: "zed", Rooms: []string{"x"}}); err != nil {
+	if _, err := c.api.Unsubscribe(ctx, &corralv1.UnsubscribeRequest{UserId: "zed", Rooms: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
 	bus.mu.Lock()
@@ -148,8 +159,9 @@ func TestControlAcrossCores(t *testing.T) {
 	if len(pub) != 2 || pub[0][0] != controlSubscribe || pub[1][0] != controlUnsubscribe {
 		t.Fatalf("published %q", pub)
 	}
-	if m, err := decodeControl(pub[0]); err != nil || m.(*corralv1.SubscribeRequest).GetUserId() != "zed" {
-		t.Fatalf("published subscribe decodes to %v, %v", m, err)
+	var m corralv1.SubscribeRequest
+	if err := proto.Unmarshal(pub[0][1:], &m); err != nil || m.GetUserId() != "zed" {
+		t.Fatalf("published subscribe decodes to %v, %v", &m, err)
 	}
 
 	bus.fire(controlSubscribe, &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
@@ -159,7 +171,7 @@ func TestControlAcrossCores(t *testing.T) {
 	}
 	bus.fire(controlUnsubscribe, &corralv1.UnsubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
 	got = frames(t, l, 1)
-	if lf := got[0].GetLeft(); lf.GetRoom() != "hall" || lf.GetCode() != corralv1.Code_CODE_UNSUBSCRIBED || lf.GetReason() != unsubscribeReason {
+	if lf := got[0].GetLeft(); lf.GetRoom() != "hall" || lf.GetCode() != corralv1.Code_CODE_UNSUBSCRIBED || lf.GetReason() != "the application removed this connection from the room" {
 		t.Fatalf("after a remote unsubscribe: %v", got)
 	}
 
@@ -188,7 +200,7 @@ func TestSubscribeDroppedWithTheConnection(t *testing.T) {
 	defer func() { <-l.workers }()
 	done := make(chan *corralv1.SubscribeResponse, 1)
 	go func() {
-		res, err := c.Subscribe(context.Background(), &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
+		res, err := c.api.Subscribe(context.Background(), &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
 		if err != nil {
 			t.Error(err)
 		}
@@ -222,7 +234,7 @@ func TestSubscribePending(t *testing.T) {
 	l.workers <- struct{}{} // the core is busy: nothing runs
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	res, err := c.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
+	res, err := c.api.Subscribe(ctx, &corralv1.SubscribeRequest{UserId: "ann", Rooms: []string{"hall"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +261,7 @@ func TestBatchRoomOrder(t *testing.T) {
 		items = append(items, &corralv1.PublishRequest{Room: fmt.Sprintf("r%d", i%3), Payload: []byte(fmt.Sprint(i))})
 	}
 	items[30].IdempotencyKey = strings.Repeat("k", 257) // r0's 11th item is invalid
-	res, err := c.Batch(context.Background(), &corralv1.BatchRequest{Publishes: items, Parallel: true})
+	res, err := c.api.Batch(context.Background(), &corralv1.BatchRequest{Publishes: items, Parallel: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,43 +289,7 @@ func TestBatchRoomOrder(t *testing.T) {
 	}
 }
 
-// Rooms' page token carries the last name of the page, and a token the
-// server did not make is refused.
-func TestRoomsPageToken(t *testing.T) {
-	for _, name := range []string{"a", "game:1", "ünïcode"} {
-		if got, err := decodePageToken(encodePageToken(name)); err != nil || got != name {
-			t.Errorf("%q: round trip %q, %v", name, got, err)
-		}
-	}
-	for _, tok := range []string{"!!", "=", strings.Repeat("A", 2000)} {
-		if _, err := decodePageToken(tok); err == nil {
-			t.Errorf("token %q accepted", tok)
-		}
-	}
-}
-
-// FuzzDecodeControl: a command from the control bus (bytes another
-// process wrote to Redis) never panics the decoder, and what decodes
-// re-encodes to a command that decodes the same.
-func FuzzDecodeControl(f *testing.F) {
-	sub, _ := proto.Marshal(&corralv1.SubscribeRequest{UserId: "u", Rooms: []string{"a"}, Since: []*corralv1.RoomPosition{{Room: "a", Seq: 3}}})
-	unsub, _ := proto.Marshal(&corralv1.UnsubscribeRequest{UserId: "u", Rooms: []string{"a"}, Reason: "r"})
-	f.Add(append([]byte{controlSubscribe}, sub...))
-	f.Add(append([]byte{controlUnsubscribe}, unsub...))
-	f.Add([]byte{})
-	f.Add([]byte("x\xff\xff"))
-	f.Fuzz(func(t *testing.T, cmd []byte) {
-		m, err := decodeControl(cmd)
-		if err != nil {
-			return
-		}
-		raw, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := decodeControl(append([]byte{cmd[0]}, raw...))
-		if err != nil || !proto.Equal(m, again) {
-			t.Fatalf("re-decoded %v, %v; want %v", again, err, m)
-		}
-	})
+// apiPublish publishes payload to room as the internal API does.
+func apiPublish(ctx context.Context, c *Core, room string, payload []byte) (history.AppendResult, error) {
+	return apiCore{c}.Publish(ctx, &corralv1.Message{Room: room, Payload: payload, TimeMs: time.Now().UnixMilli()}, "")
 }

@@ -206,7 +206,7 @@ func TestResumeReplay(t *testing.T) {
 	}
 	publish := func(n int) {
 		for range n {
-			if _, err := c.apiPublish(ctx, "r", []byte("x"), "", ""); err != nil {
+			if _, err := apiPublish(ctx, c, "r", []byte("x")); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -62,7 +62,7 @@ type Config struct {
 	Control ControlBus
 	// NodeQuery answers the other cores' questions for the process
 	// around the core (their first byte is NodeQueryKind; see
-	// Core.AskNodes): a reload of its config file. Nil: not answered.
+	// api.Service.AskNodes): a reload of its config file. Nil: not answered.
 	NodeQuery func(ctx context.Context, query []byte) []byte
 	// Registerer receives the core's metrics. Nil: not registered.
 	Registerer prometheus.Registerer

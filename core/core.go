@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/everycore"
@@ -14,17 +15,15 @@ import (
 
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
 )
 
-// Core is the room service. It implements
-// corralv1connect.RoomServiceHandler. All methods are safe for concurrent use.
+// Core is the room service: it serves the edges' Link streams
+// (linkv1connect.LinkServiceHandler), and its internal API is API's
+// Service. All methods are safe for concurrent use.
 type Core struct {
-	corralv1connect.UnimplementedRoomServiceHandler
-
 	cfg      Config
 	hist     history.Store
 	sess     sessions.Store
@@ -39,15 +38,15 @@ type Core struct {
 	wg     sync.WaitGroup
 
 	// The concepts with their own state (and locks).
-	apiCfg APIConfig               // the internal API's settings (api.go)
+	api    *api.Service            // the internal API (core/api, apicore.go)
 	events *eventlog.Log[*session] // member events for the log (core/eventlog)
-	every  *everycore.Cores        // every_core: the other cores' answers (core/everycore)
 	pres   presenceState           // presence.go
 	// presErr is why the presence store could not be made; Start fails
 	// with it (New falls back to memory).
 	presErr error
 
-	door   *door.Door    // door.go, core/door
+	door   *door.Door    // the door's decisions (core/door)
+	adm    *admission    // the core's side of the door (door.go)
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 
 	// id names this core in Info; started is when it began.
@@ -62,25 +61,19 @@ type Core struct {
 	links    *linkSet
 }
 
-var _ corralv1connect.RoomServiceHandler = (*Core)(nil)
-
 // ControlAsker is a control bus that also carries queries between cores
 // (controlbus.Redis implements it). Without one a core answers for
 // itself.
 type ControlAsker = everycore.Asker
 
 // NodeQueryKind is the first byte of a question for the process around
-// each core rather than for the core (Config.NodeQuery, AskNodes).
+// each core rather than for the core (Config.NodeQuery,
+// api.Service.AskNodes).
 const NodeQueryKind = everycore.NodeQueryKind
 
-// AskNodes asks the process around every other core sharing the store
-// (their Config.NodeQuery) the question q, which begins with
-// NodeQueryKind, and returns their answers and how many heard it. It
-// waits two seconds at most. Without a control bus that carries
-// questions, there is no other core: nothing, 0.
-func (c *Core) AskNodes(ctx context.Context, q []byte) (answers [][]byte, asked int) {
-	return c.every.AskNodes(ctx, q)
-}
+// API is the core's internal API, the RoomService handler the server
+// registers.
+func (c *Core) API() *api.Service { return c.api }
 
 // New returns a running Core. Close stops it.
 func New(cfg Config) *Core {
@@ -117,36 +110,35 @@ func New(cfg Config) *Core {
 		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
 		c.ownStore = true
 	}
-	c.apiCfg = cfg.API.withDefaults()
-	asker, _ := cfg.Control.(ControlAsker)
-	c.every = everycore.New(everycore.Options{
-		Asker: asker, Local: c, NodeQuery: cfg.NodeQuery,
-		MaxMembers: c.apiCfg.MaxMembers, PageToken: encodePageToken, Logger: cfg.Logger,
-	})
-	if cfg.Control != nil {
-		cfg.Control.Listen(c.onControl)
-		if asker != nil {
-			asker.Answer(c.every.Answer)
-		}
-	}
+	apiCfg := cfg.API.withDefaults()
 	c.events = eventlog.New[*session](eventlog.Options{
-		Store: c.hist, Limit: c.apiCfg.EventQueue,
+		Store: c.hist, Limit: apiCfg.EventQueue,
 		Keep:   func(room string) bool { return c.class(room).EventsStream },
 		Logger: cfg.Logger, Registerer: cfg.Registerer,
 	})
 	if c.events.Store() != nil {
 		c.wg.Go(func() { c.events.Run(c.ctx) })
 	}
-	if err := c.initPresence(); err != nil {
+	parts := presenceParts{
+		ctx: c.ctx, logger: cfg.Logger, class: c.class,
+		rooms: c.rooms, attached: c.attached, events: c.events, failed: c.storeFailed,
+	}
+	if err := c.pres.init(c.cfg.Presence, parts); err != nil {
 		c.presErr = err
 		c.cfg.Logger.Error("presence store failed; presence is local to this core", "err", err)
 		c.cfg.Presence.NewStore = nil
-		_ = c.initPresence()
+		_ = c.pres.init(c.cfg.Presence, parts)
 	}
-	c.wg.Add(3)
+	c.adm = &admission{
+		ctx: c.ctx, logger: cfg.Logger, door: c.door, class: c.class,
+		hooks: cfg.Hooks, maxRooms: int(cfg.MaxRoomsPerConn), metrics: c.metrics,
+		sess: c.sess, rooms: c.rooms, attached: c.attached, events: c.events, pres: &c.pres,
+	}
+	c.api = c.newAPI(apiCfg)
+	c.wg.Add(1)
 	go c.touchLoop()
-	go c.grantsLoop()
-	go c.unwatchPresenceLoop()
+	c.wg.Go(c.adm.grantsLoop)
+	c.wg.Go(c.pres.unwatchLoop)
 	return c
 }
 
@@ -193,7 +185,7 @@ func (c *Core) Close() error {
 	}
 	c.missed.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
-	perr := c.closePresence()
+	perr := c.pres.close()
 	if c.ownStore {
 		return errors.Join(perr, c.sess.Close(), c.hist.Close())
 	}

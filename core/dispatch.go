@@ -36,9 +36,9 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
 		}}})
 	case *corralv1.ClientFrame_SetPresence:
-		c.setPresence(ctx, s, k.SetPresence)
+		c.pres.set(ctx, s, k.SetPresence)
 	case *corralv1.ClientFrame_PresenceQuery:
-		c.presenceQuery(ctx, s, k.PresenceQuery)
+		c.pres.query(ctx, s, k.PresenceQuery)
 	case *corralv1.ClientFrame_Hello:
 		s.SendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
 	case *corralv1.ClientFrame_Append:
@@ -66,7 +66,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
 		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
 		presence: j.GetPresence(), state: j.GetPresenceState()}
-	c.join(ctx, s, c.admit(ctx, s, []*joinReq{q}))
+	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 
 func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) {
@@ -78,7 +78,7 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 	}
 	r.leave(s, &corralv1.Left{Room: name})
 	c.events.EmitLeft(s, name)
-	c.presenceLeave(s, name, true)
+	c.pres.leave(s, name, true)
 	c.releaseMember(r)
 	if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
 		c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)

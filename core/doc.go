@@ -4,16 +4,17 @@
 //
 // Edges reach the core through [Core.Link] streams (LinkService.Link in
 // proto/corral/link/v1/link.proto, internal); each stream multiplexes
-// many client connections. Internal services call the RoomService methods:
-// [Core.Publish], [Core.Broadcast], [Core.History], [Core.Members],
-// [Core.Disconnect], and [Core.Events], which follows the event log of the
-// history store (package events) and to which the core adds member events
+// many client connections. Internal services call the RoomService methods
+// of [Core.API] (package core/api): Publish, Broadcast, History, Members,
+// Disconnect, and Events, which follows the event log of the history
+// store (package events) and to which the core adds member events
 // (package core/eventlog).
 //
 // # Packages
 //
 // Package core assembles the packages under core/, each one concept with
-// its own doc comment and concurrency contract: core/door (the door's
+// its own doc comment and concurrency contract: core/api (the internal
+// API's handlers), core/door (the door's
 // decisions: names, grants, hooks, read-only classes), core/eventlog (member
 // events for the log), core/everycore (every_core: questions to the
 // other cores, merges), core/frame (the frames sent on a link, their

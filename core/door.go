@@ -3,14 +3,19 @@ package core
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/corral-rt/corral/core/door"
+	"github.com/corral-rt/corral/core/eventlog"
+	"github.com/corral-rt/corral/core/sessiontable"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/roompattern"
+	"github.com/corral-rt/corral/sessions"
 )
 
 // The door: the one place where a client is let into rooms, and where its
@@ -19,7 +24,7 @@ import (
 // A session may join a room when its token or a run-time grant allows it
 // (package grants); it may publish and signal when, beside that, the room
 // is not read-only for clients (its class's publish or signal is none:
-// package roomclass). Run-time grants change through Grant and Revoke (api.go); a revoked join removes the
+// package roomclass). Run-time grants change through Grant and Revoke (core/api); a revoked join removes the
 // user's sessions from the rooms it matches, on every core sharing the
 // grants store (enforceGrants, grantsLoop). Every refusal is counted in
 // corral_core_refused_total by reason.
@@ -30,6 +35,27 @@ import (
 // refreshed token's claims) belongs here, so that no path into a room can
 // skip it: a resume that bypassed the join checks once let one connection
 // into 15,000 rooms (issue 17).
+
+// admission is the core's side of the door (Core.adm): it lets a
+// session into rooms (admit) and out of those its grants no longer allow
+// (enforceGrants, enforceSession, grantsLoop), sends the refusals and
+// counts them; the decisions are door.Door's. It reaches the rest of the
+// core only through its fields, set once by New. Safe for concurrent use:
+// it has no state of its own.
+type admission struct {
+	ctx      context.Context // ends when the core closes
+	logger   *slog.Logger
+	door     *door.Door
+	class    func(room string) *roomclass.Class
+	hooks    *hooks.Client
+	maxRooms int // Config.MaxRoomsPerConn; 0: no bound
+	metrics  *metrics
+	sess     sessions.Store
+	rooms    *roomTable // a refused or emptied room's release
+	attached *sessiontable.Table[*session]
+	events   *eventlog.Log[*session]
+	pres     *presenceState
+}
 
 // admit passes the rooms a session asks to be in through the door and
 // returns those it may join, in order. A Join is a batch of one; a resume
@@ -48,11 +74,11 @@ import (
 // next resume. A grants store that cannot answer refuses a join
 // (CODE_UNAVAILABLE) but not a resumed room: the token decides, so an
 // outage does not cost sessions their rooms.
-func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
-	g, gerr := c.door.Grants().Get(ctx, s.user)
+func (a *admission) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
+	g, gerr := a.door.Grants().Get(ctx, s.user)
 	if gerr != nil {
-		c.metrics.refuse(refusedGrantsErr)
-		c.cfg.Logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
+		a.metrics.refuse(refusedGrantsErr)
+		a.logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
 	}
 	s.mu.Lock()
 	n := len(s.rooms)
@@ -65,9 +91,9 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 	s.mu.Unlock()
 	cands := reqs[:0:0]
 	for _, q := range reqs {
-		if err := c.door.ValidRoom(q.name); err != nil {
-			c.metrics.refuse(refusedInvalid)
-			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_INVALID_ARGUMENT, err.Error())
+		if err := a.door.ValidRoom(q.name); err != nil {
+			a.metrics.refuse(refusedInvalid)
+			a.refuseRoom(ctx, s, q, corralv1.Code_CODE_INVALID_ARGUMENT, err.Error())
 			continue
 		}
 		var ok bool
@@ -77,24 +103,24 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 		case q.resumed:
 			ok = roompattern.Match(s.ident.Load().GetJoin(), q.name)
 		default:
-			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable")
+			a.refuseRoom(ctx, s, q, corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable")
 			continue
 		}
 		if !ok {
-			c.metrics.refuse(refusedJoin)
-			c.refuseRoom(ctx, s, q, corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room")
+			a.metrics.refuse(refusedJoin)
+			a.refuseRoom(ctx, s, q, corralv1.Code_CODE_FORBIDDEN, "the token does not grant joining this room")
 			continue
 		}
 		cands = append(cands, q)
 	}
-	cands = c.hookJoin(ctx, s, cands)
-	limit := int(c.cfg.MaxRoomsPerConn)
+	cands = a.hookJoin(ctx, s, cands)
+	limit := a.maxRooms
 	out := reqs[:0:0]
 	for _, q := range cands {
 		if !in[q.name] {
 			if limit > 0 && n >= limit {
-				c.metrics.refuse(refusedRooms)
-				c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED,
+				a.metrics.refuse(refusedRooms)
+				a.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED,
 					fmt.Sprintf("at most %d rooms per connection: leave one first", limit))
 				continue
 			}
@@ -108,15 +134,15 @@ func (c *Core) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinRe
 
 // refuseFull refuses q: its room holds its class's max-members already.
 // The room was acquired for q: it is released here.
-func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
+func (a *admission) refuseFull(ctx context.Context, s *session, q *joinReq) {
 	s.mu.Lock()
 	if s.rooms[q.name] == q.room {
 		delete(s.rooms, q.name)
 	}
 	s.mu.Unlock()
-	c.releaseRoom(q.room)
-	c.metrics.refuse(refusedFull)
-	c.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
+	a.rooms.release(q.room)
+	a.metrics.refuse(refusedFull)
+	a.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
 
 // hookJoin asks the application's backend (the Join hook) about the
@@ -126,15 +152,15 @@ func (c *Core) refuseFull(ctx context.Context, s *session, q *joinReq) {
 // the backend cannot answer, the room class's hooks.join-policy applies:
 // closed refuses with CODE_UNAVAILABLE (retry later); allow-known lets
 // resumed rooms through unchecked (corral_hook_unchecked_total).
-func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
-	h := c.cfg.Hooks
+func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
+	h := a.hooks
 	if h == nil || len(reqs) == 0 {
 		return reqs
 	}
 	var pairs []*corralv1.JoinPair
 	asked := make([]bool, len(reqs))
 	for i, q := range reqs {
-		if c.door.JoinHooked(q.name) {
+		if a.door.JoinHooked(q.name) {
 			asked[i] = true
 			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.resumed})
 		}
@@ -142,9 +168,9 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 	if len(pairs) == 0 {
 		return reqs
 	}
-	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: c.door.JoinCacheTTL})
+	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: a.door.JoinCacheTTL})
 	if err != nil {
-		c.cfg.Logger.Warn("join hook unavailable", "session", s.id, "rooms", len(pairs), "err", err)
+		a.logger.Warn("join hook unavailable", "session", s.id, "rooms", len(pairs), "err", err)
 	}
 	out := reqs[:0:0]
 	k := 0
@@ -155,16 +181,16 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 		}
 		k++
 		switch {
-		case err != nil && q.resumed && c.class(q.name).Hooks.JoinPolicy == roomclass.AllowKnown:
+		case err != nil && q.resumed && a.class(q.name).Hooks.JoinPolicy == roomclass.AllowKnown:
 			h.Unchecked(hooks.HookJoin, 1)
 			out = append(out, q)
 		case err != nil:
-			c.metrics.refuse(refusedHookDown)
-			c.refuseRetry(ctx, s, q, "the application could not check this join: retry later", hooks.RetryAfter(err))
+			a.metrics.refuse(refusedHookDown)
+			a.refuseRetry(ctx, s, q, "the application could not check this join: retry later", hooks.RetryAfter(err))
 		case res[k-1].GetRefusal() != nil:
-			c.metrics.refuse(refusedHookJoin)
+			a.metrics.refuse(refusedHookJoin)
 			code, reason := hooks.ClientRefusal(res[k-1].GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
-			c.refuseRoom(ctx, s, q, code, reason)
+			a.refuseRoom(ctx, s, q, code, reason)
 		default:
 			// The hook's info (checked by package hooks) is the
 			// member's in this room; asked again at each resume.
@@ -181,7 +207,7 @@ func (c *Core) hookJoin(ctx context.Context, s *session, reqs []*joinReq) []*joi
 // frame for a join; Left for a resumed room, which the session keeps in
 // the store (the refusal is no one's decision: the next resume asks
 // again).
-func (c *Core) refuseRetry(ctx context.Context, s *session, q *joinReq, reason string, after time.Duration) {
+func (a *admission) refuseRetry(ctx context.Context, s *session, q *joinReq, reason string, after time.Duration) {
 	if !q.resumed {
 		s.SendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
 		return
@@ -193,7 +219,7 @@ func (c *Core) refuseRetry(ctx context.Context, s *session, q *joinReq, reason s
 
 // refuseRoom tells the client that q was not admitted: an Error frame for
 // a join, Left for a resumed room (which the session store then forgets).
-func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
+func (a *admission) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
 	if !q.resumed {
 		s.SendErr(code, reason, q.name, "")
 		return
@@ -202,8 +228,8 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 		Room: q.name, Code: code, Reason: reason,
 	}}})
 	if q.stored {
-		if err := c.sess.DeleteRoom(ctx, s.id, q.name); err != nil {
-			c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", q.name, "err", err)
+		if err := a.sess.DeleteRoom(ctx, s.id, q.name); err != nil {
+			a.logger.Warn("session store: delete room failed", "session", s.id, "room", q.name, "err", err)
 		}
 	}
 }
@@ -211,12 +237,12 @@ func (c *Core) refuseRoom(ctx context.Context, s *session, q *joinReq, code corr
 // enforceGrants removes user's live sessions from every room their grants
 // no longer allow: each gets Left with CODE_FORBIDDEN. It returns the
 // sessions concerned and how many memberships ended.
-func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
-	mine := c.attached.OfUser(user)
+func (a *admission) enforceGrants(ctx context.Context, user string) ([]string, int) {
+	mine := a.attached.OfUser(user)
 	var ids []string
 	left := 0
 	for _, s := range mine {
-		if n := c.enforceSession(ctx, s, refusedRevoked, "the join grant was revoked"); n > 0 {
+		if n := a.enforceSession(ctx, s, refusedRevoked, "the join grant was revoked"); n > 0 {
 			ids = append(ids, s.id)
 			left += n
 		}
@@ -229,7 +255,7 @@ func (c *Core) enforceGrants(ctx context.Context, user string) ([]string, int) {
 // the run-time ones) no longer allow: each gets Left with CODE_FORBIDDEN
 // and reason, counted under metric. It returns how many memberships
 // ended. A grants store that cannot answer removes no one.
-func (c *Core) enforceSession(ctx context.Context, s *session, metric refuseReason, reason string) int {
+func (a *admission) enforceSession(ctx context.Context, s *session, metric refuseReason, reason string) int {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.rooms))
 	for name := range s.rooms {
@@ -238,7 +264,7 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric refuseReas
 	s.mu.Unlock()
 	left := 0
 	for _, name := range names {
-		ok, err := c.door.Granted(ctx, s.user, s.ident.Load(), grants.Join, name)
+		ok, err := a.door.Granted(ctx, s.user, s.ident.Load(), grants.Join, name)
 		if ok || err != nil {
 			continue
 		}
@@ -246,13 +272,13 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric refuseReas
 		if r == nil {
 			continue
 		}
-		c.metrics.refuse(metric)
+		a.metrics.refuse(metric)
 		r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: reason})
-		c.events.EmitLeft(s, name)
-		c.presenceLeave(s, name, true)
-		c.releaseMember(r)
-		if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
-			c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+		a.events.EmitLeft(s, name)
+		a.pres.leave(s, name, true)
+		a.rooms.forgetIdle(r)
+		if err := a.sess.DeleteRoom(ctx, s.id, name); err != nil {
+			a.logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
 		}
 		left++
 	}
@@ -262,25 +288,24 @@ func (c *Core) enforceSession(ctx context.Context, s *session, metric refuseReas
 // grantsLoop applies the changes the grants store announces (from this
 // core or another) to this core's sessions, one user at a time. The
 // store's callback only records the user, so it never blocks.
-func (c *Core) grantsLoop() {
-	defer c.wg.Done()
+func (a *admission) grantsLoop() {
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-a.ctx.Done():
 			return
-		case <-c.door.Wake():
+		case <-a.door.Wake():
 		}
-		users := c.door.TakeChanged()
+		users := a.door.TakeChanged()
 		if _, any := users[grants.AnyUser]; any {
 			// Announcements may have been missed: every live user.
 			delete(users, grants.AnyUser)
-			for _, s := range c.attached.All() {
+			for _, s := range a.attached.All() {
 				users[s.user] = struct{}{}
 			}
 		}
 		for user := range users {
-			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-			c.door.Enforce(func() { c.enforceGrants(ctx, user) })
+			ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
+			a.door.Enforce(func() { a.enforceGrants(ctx, user) })
 			cancel()
 		}
 	}

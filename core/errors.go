@@ -1,7 +1,6 @@
 package core
 
 import (
-	"context"
 	"errors"
 	"io"
 
@@ -9,12 +8,11 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
-	"github.com/corral-rt/corral/sessions"
 )
 
 // This file is where the core's errors become text someone else reads:
-// client Error frames (storeFailed) and Connect errors of the internal API
-// (rpcError, connectErr). A store's error names addresses, keys and
+// client Error frames (storeFailed) and the Connect errors of Link
+// (connectErr; the internal API's are package core/api's). A store's error names addresses, keys and
 // scripts: it goes to the log, and the client or the calling service gets
 // a code and a fixed text.
 
@@ -30,25 +28,6 @@ func (c *Core) storeFailed(s *session, what string, err error, room, ref string)
 		return
 	}
 	s.SendErr(corralv1.Code_CODE_UNAVAILABLE, what+" failed: store unavailable, retry later", room, ref)
-}
-
-// rpcError converts a store error (or the end of the call's context) at the
-// RPC boundary: the caller gets a code and a fixed text, the log the error.
-func (c *Core) rpcError(err error) *connect.Error {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, "core: deadline exceeded").WithCause(err)
-	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, "core: canceled").WithCause(err)
-	}
-	c.cfg.Logger.Warn("api: store operation failed", "err", err)
-	if errors.Is(err, history.ErrNotReplicated) {
-		return connect.NewError(connect.CodeUnavailable, "core: not confirmed durable: it may have been stored; retry with the same idempotency key").WithCause(err)
-	}
-	if errors.Is(err, history.ErrBusy) || errors.Is(err, sessions.ErrBusy) {
-		return connect.NewError(connect.CodeResourceExhausted, "core: store busy, retry later").WithCause(err)
-	}
-	return connect.NewError(connect.CodeUnavailable, "core: store unavailable, retry later").WithCause(err)
 }
 
 // isStoreTimeout reports whether err is a store call that ran past the

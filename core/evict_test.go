@@ -68,7 +68,7 @@ func newEvictCore(t *testing.T, ttl time.Duration) *evictCore {
 	e.core = core.New(cfg)
 	t.Cleanup(func() { e.core.Close() })
 	srv := connect.NewServer()
-	corralv1connect.RegisterRoomServiceHandler(srv, e.core)
+	corralv1connect.RegisterRoomServiceHandler(srv, e.core.API())
 	linkv1connect.RegisterLinkServiceHandler(srv, e.core)
 	client := connect.NewClient(connectinprocess.New(srv))
 	e.api = corralv1connect.NewRoomServiceClient(client)

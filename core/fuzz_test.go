@@ -62,7 +62,7 @@ func FuzzLinkRequest(f *testing.F) {
 				break
 			}
 		}
-		if _, err := c.Publish(ctx, &corralv1.PublishRequest{Room: "honest", Payload: []byte(`1`)}); err != nil {
+		if _, err := c.API().Publish(ctx, &corralv1.PublishRequest{Room: "honest", Payload: []byte(`1`)}); err != nil {
 			t.Fatalf("the core stopped serving: %v", err)
 		}
 	})

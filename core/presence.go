@@ -3,14 +3,18 @@ package core
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/sessiontable"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/presence"
+	"github.com/corral-rt/corral/roomclass"
 )
 
 // Presence: who is in a room (package presence keeps the counts, shared by
@@ -33,8 +37,13 @@ import (
 // A dropped connection is uncounted after Grace unless its session comes
 // back first, on any core: a resume within Grace shows no leave and join.
 
-// presenceState is the core's part of presence.
+// presenceState is the core's part of presence (Core.pres): the store,
+// the grace timers, and the presence side of a session's joins, leaves,
+// SetPresence and PresenceQuery. It reaches the rest of the core only
+// through presenceParts, given once by init. Safe for concurrent use:
+// the grace timers have their own lock, taken never with another.
 type presenceState struct {
+	presenceParts
 	cfg   PresenceConfig
 	store presence.Store
 
@@ -42,6 +51,18 @@ type presenceState struct {
 	// grace holds the dropped connections still counted, by room and
 	// session.
 	grace map[graceKey]*graceEntry
+}
+
+// presenceParts are what presence needs of the core.
+type presenceParts struct {
+	ctx      context.Context // ends when the core closes
+	logger   *slog.Logger
+	class    func(room string) *roomclass.Class
+	rooms    *roomTable                    // a room's view of the store
+	attached *sessiontable.Table[*session] // the connections to count again
+	events   *eventlog.Log[*session]       // committed changes, for the log
+	// failed tells a session that a store operation failed.
+	failed func(s *session, what string, err error, room, ref string)
 }
 
 type graceKey struct{ room, session string }
@@ -52,12 +73,13 @@ type graceEntry struct {
 	user  string
 }
 
-// initPresence makes the store; New calls it once.
-func (c *Core) initPresence() error {
-	p := &c.pres
-	p.cfg = c.cfg.Presence.withDefaults()
+// init makes the store with cfg on parts; New calls it once (again with
+// the memory store when the configured one fails).
+func (p *presenceState) init(cfg PresenceConfig, parts presenceParts) error {
+	p.presenceParts = parts
+	p.cfg = cfg.withDefaults()
 	p.grace = make(map[graceKey]*graceEntry)
-	opts := presence.Options{OnChange: c.onPresenceChange, OnCommit: c.onPresenceCommit, OnLost: c.presenceRecount}
+	opts := presence.Options{OnChange: p.onChange, OnCommit: p.onCommit, OnLost: p.recount}
 	if p.cfg.NewStore == nil {
 		p.store = presence.NewMemory(opts)
 		return nil
@@ -70,10 +92,9 @@ func (c *Core) initPresence() error {
 	return nil
 }
 
-// closePresence stops grace timers (their connections stay counted: with
+// close stops grace timers (their connections stay counted: with
 // a shared store other cores sweep them) and closes the store.
-func (c *Core) closePresence() error {
-	p := &c.pres
+func (p *presenceState) close() error {
 	p.mu.Lock()
 	for k, g := range p.grace {
 		g.timer.Stop()
@@ -86,8 +107,8 @@ func (c *Core) closePresence() error {
 	return p.store.Close()
 }
 
-// onPresenceCommit records a change this core committed in the event log.
-func (c *Core) onPresenceCommit(ch presence.Change) {
+// onCommit records a change this core committed in the event log.
+func (p *presenceState) onCommit(ch presence.Change) {
 	pc := &corralv1.PresenceChanged{Member: presenceMember(ch.Member)}
 	switch ch.Kind {
 	case presence.Joined:
@@ -97,12 +118,12 @@ func (c *Core) onPresenceCommit(ch presence.Change) {
 	case presence.Left:
 		pc.Change = corralv1.PresenceChanged_CHANGE_LEFT
 	}
-	c.events.Emit(ch.Room, &corralv1.Event{Kind: &corralv1.Event_Presence{Presence: pc}})
+	p.events.Emit(ch.Room, &corralv1.Event{Kind: &corralv1.Event_Presence{Presence: pc}})
 }
 
-// onPresenceChange brings a change to the room's view, if the room is here.
-func (c *Core) onPresenceChange(ch presence.Change) {
-	if r := c.rooms.get(ch.Room); r != nil {
+// onChange brings a change to the room's view, if the room is here.
+func (p *presenceState) onChange(ch presence.Change) {
+	if r := p.rooms.get(ch.Room); r != nil {
 		r.presenceChange(ch)
 	}
 }
@@ -111,12 +132,11 @@ func presenceMember(m presence.Member) *corralv1.PresenceMember {
 	return &corralv1.PresenceMember{UserId: m.User, State: m.State, Connections: uint32(max(m.Conns, 0)), Info: m.Info}
 }
 
-// presenceJoin shows s in room r (or keeps it shown: a session that comes
+// join shows s in room r (or keeps it shown: a session that comes
 // back within its grace is counted already) and subscribes it to the
 // room's presence frames from the next flush on.
-func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []byte) {
-	p := &c.pres
-	if !c.class(r.name).Presence.Enabled {
+func (p *presenceState) join(ctx context.Context, s *session, r *room, state []byte) {
+	if !p.class(r.name).Presence.Enabled {
 		return // the room's class has no presence: joined without it
 	}
 	if len(state) > p.cfg.MaxState {
@@ -124,7 +144,7 @@ func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []by
 		state = nil
 	}
 	if err := p.store.Watch(ctx, r.name); err != nil {
-		c.storeFailed(s, "presence", err, r.name, "")
+		p.failed(s, "presence", err, r.name, "")
 		return
 	}
 	r.ensurePresenceLoaded(ctx)
@@ -164,15 +184,15 @@ func (c *Core) presenceJoin(ctx context.Context, s *session, r *room, state []by
 		s.mu.Lock()
 		delete(s.pres, r.name)
 		s.mu.Unlock()
-		c.storeFailed(s, "presence", err, r.name, "")
+		p.failed(s, "presence", err, r.name, "")
 		return
 	}
 	r.presenceSubscribe(s)
 }
 
-// presenceLeave uncounts s in room: at once when clean, else after the
+// leave uncounts s in room: at once when clean, else after the
 // grace window unless the session comes back.
-func (c *Core) presenceLeave(s *session, room string, clean bool) {
+func (p *presenceState) leave(s *session, room string, clean bool) {
 	s.mu.Lock()
 	counted := s.pres[room]
 	delete(s.pres, room)
@@ -180,12 +200,11 @@ func (c *Core) presenceLeave(s *session, room string, clean bool) {
 	if !counted {
 		return
 	}
-	p := &c.pres
 	remove := func() {
-		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 		defer cancel()
 		if err := p.store.Remove(ctx, room, s.user); err != nil {
-			c.cfg.Logger.Warn("presence remove failed", "room", room, "err", err)
+			p.logger.Warn("presence remove failed", "room", room, "err", err)
 		}
 	}
 	if clean {
@@ -195,11 +214,11 @@ func (c *Core) presenceLeave(s *session, room string, clean bool) {
 	key := graceKey{room, s.id}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.grace[key]; ok || c.ctx.Err() != nil {
+	if _, ok := p.grace[key]; ok || p.ctx.Err() != nil {
 		return
 	}
 	g := &graceEntry{user: s.user}
-	g.timer = time.AfterFunc(c.class(room).Presence.Grace, func() {
+	g.timer = time.AfterFunc(p.class(room).Presence.Grace, func() {
 		p.mu.Lock()
 		mine := p.grace[key] == g
 		if mine {
@@ -213,8 +232,8 @@ func (c *Core) presenceLeave(s *session, room string, clean bool) {
 	p.grace[key] = g
 }
 
-// setPresence replaces the user's state in a room joined with presence.
-func (c *Core) setPresence(ctx context.Context, s *session, sp *corralv1.SetPresence) {
+// set replaces the user's state in a room joined with presence.
+func (p *presenceState) set(ctx context.Context, s *session, sp *corralv1.SetPresence) {
 	name := sp.GetRoom()
 	s.mu.Lock()
 	on := s.pres[name]
@@ -223,32 +242,32 @@ func (c *Core) setPresence(ctx context.Context, s *session, sp *corralv1.SetPres
 	case !on:
 		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room with presence before setting presence", name, "")
 		return
-	case len(sp.GetState()) > c.pres.cfg.MaxState:
+	case len(sp.GetState()) > p.cfg.MaxState:
 		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", name, "")
 		return
 	}
-	if err := c.pres.store.SetState(ctx, name, s.user, sp.GetState()); err != nil {
-		c.storeFailed(s, "presence", err, name, "")
+	if err := p.store.SetState(ctx, name, s.user, sp.GetState()); err != nil {
+		p.failed(s, "presence", err, name, "")
 	}
 }
 
-// presenceQuery answers one page of a joined room's members.
-func (c *Core) presenceQuery(ctx context.Context, s *session, q *corralv1.PresenceQuery) {
+// query answers one page of a joined room's members.
+func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.PresenceQuery) {
 	name := q.GetRoom()
 	r := s.room(name)
 	if r == nil {
 		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before asking for its presence", name, "")
 		return
 	}
-	limit := c.pres.cfg.PageLimit
+	limit := p.cfg.PageLimit
 	if l := int(q.GetLimit()); l > 0 && l < limit {
 		limit = l
 	}
 	members, ok := r.presenceList()
 	if !ok {
-		snap, err := c.pres.store.List(ctx, name)
+		snap, err := p.store.List(ctx, name)
 		if err != nil {
-			c.storeFailed(s, "presence", err, name, "")
+			p.failed(s, "presence", err, name, "")
 			return
 		}
 		members = snap.Members
@@ -622,27 +641,26 @@ func cloneMembers(m map[string]presence.Member) map[string]presence.Member {
 	return out
 }
 
-// unwatchPresenceLoop stops, every 10s, the store's changes of rooms
+// unwatchLoop stops, every 10s, the store's changes of rooms
 // this core no longer holds.
-func (c *Core) unwatchPresenceLoop() {
-	defer c.wg.Done()
+func (p *presenceState) unwatchLoop() {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	watched := make(map[string]bool)
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-p.ctx.Done():
 			return
 		case <-t.C:
 		}
 		var gone []string
 		for room := range watched {
-			if c.rooms.get(room) == nil {
+			if p.rooms.get(room) == nil {
 				gone = append(gone, room)
 				delete(watched, room)
 			}
 		}
-		held := c.rooms.all()
+		held := p.rooms.all()
 		// Each room's lock apart, not under the table's: the table's lock
 		// is not held across every room. A room dropped meanwhile is
 		// found gone on the next tick.
@@ -656,19 +674,19 @@ func (c *Core) unwatchPresenceLoop() {
 		if len(gone) == 0 {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-		_ = c.pres.store.Unwatch(ctx, gone...)
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		_ = p.store.Unwatch(ctx, gone...)
 		// A room that came back meanwhile may have watched before the
 		// unwatch: watch again and read it again.
 		for _, name := range gone {
-			r := c.rooms.get(name)
+			r := p.rooms.get(name)
 			if r == nil {
 				continue
 			}
 			r.mu.Lock()
 			want := r.pres.loaded || r.pres.loading
 			r.mu.Unlock()
-			if want && c.pres.store.Watch(ctx, name) == nil {
+			if want && p.store.Watch(ctx, name) == nil {
 				watched[name] = true
 				r.mu.Lock()
 				r.reloadPresenceLocked()
@@ -679,8 +697,8 @@ func (c *Core) unwatchPresenceLoop() {
 	}
 }
 
-// presenceDetach uncounts every room of s (after grace unless clean).
-func (c *Core) presenceDetach(s *session, clean bool) {
+// detach uncounts every room of s (after grace unless clean).
+func (p *presenceState) detach(s *session, clean bool) {
 	s.mu.Lock()
 	rooms := make([]string, 0, len(s.pres))
 	for room := range s.pres {
@@ -688,20 +706,20 @@ func (c *Core) presenceDetach(s *session, clean bool) {
 	}
 	s.mu.Unlock()
 	for _, room := range rooms {
-		c.presenceLeave(s, room, clean)
+		p.leave(s, room, clean)
 	}
 }
 
-// presenceRecount counts again every connection this core holds in
+// recount counts again every connection this core holds in
 // presence, after other cores swept it for dead (it could not heartbeat):
 // without it, members connected here would stay missing.
-func (c *Core) presenceRecount() {
+func (p *presenceState) recount() {
 	type entry struct {
 		room, user string
 		info       []byte
 	}
 	var all []entry
-	for _, s := range c.attached.All() {
+	for _, s := range p.attached.All() {
 		s.mu.Lock()
 		for room := range s.pres {
 			info, ok := s.joinInfo[room]
@@ -712,17 +730,16 @@ func (c *Core) presenceRecount() {
 		}
 		s.mu.Unlock()
 	}
-	p := &c.pres
 	p.mu.Lock()
 	for k, g := range p.grace {
 		all = append(all, entry{k.room, g.user, nil})
 	}
 	p.mu.Unlock()
-	c.cfg.Logger.Warn("presence: this core was swept as dead; counting its connections again", "connections", len(all))
+	p.logger.Warn("presence: this core was swept as dead; counting its connections again", "connections", len(all))
 	for _, e := range all {
-		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 		if err := p.store.Add(ctx, e.room, e.user, nil, e.info); err != nil {
-			c.cfg.Logger.Warn("presence recount failed", "room", e.room, "err", err)
+			p.logger.Warn("presence recount failed", "room", e.room, "err", err)
 		}
 		cancel()
 	}

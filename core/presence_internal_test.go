@@ -31,32 +31,32 @@ func TestPresenceGraceWindow(t *testing.T) {
 			return snap.Members[0].Conns
 		}
 		s := &session{id: "s1", user: "u"}
-		c.presenceJoin(ctx, s, r, []byte(`"hi"`))
+		c.pres.join(ctx, s, r, []byte(`"hi"`))
 		if n := conns(); n != 1 {
 			t.Fatalf("after join: %d connections", n)
 		}
-		c.presenceLeave(s, "r", false) // dropped
+		c.pres.leave(s, "r", false) // dropped
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if n := conns(); n != 1 {
 			t.Fatalf("within grace: %d connections", n)
 		}
 		back := &session{id: "s1", user: "u"} // the session resumes
-		c.presenceJoin(ctx, back, r, nil)
+		c.pres.join(ctx, back, r, nil)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if n := conns(); n != 1 {
 			t.Fatalf("resumed: %d connections", n)
 		}
-		c.presenceLeave(back, "r", false)
+		c.pres.leave(back, "r", false)
 		time.Sleep(16 * time.Second)
 		synctest.Wait()
 		if n := conns(); n != 0 {
 			t.Fatalf("after grace: %d connections", n)
 		}
 		other := &session{id: "s2", user: "v"}
-		c.presenceJoin(ctx, other, r, nil)
-		c.presenceLeave(other, "r", true)
+		c.pres.join(ctx, other, r, nil)
+		c.pres.leave(other, "r", true)
 		if n := conns(); n != 0 {
 			t.Fatalf("after a clean leave: %d connections", n)
 		}

@@ -54,7 +54,7 @@ func BenchmarkPublish(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					k := n.Add(1)
-					_, err := c.Publish(context.Background(), &corralv1.PublishRequest{
+					_, err := c.API().Publish(context.Background(), &corralv1.PublishRequest{
 						Room: fmt.Sprintf("room-%d", k%100), Payload: payload,
 					})
 					if err != nil {
@@ -91,7 +91,7 @@ func BenchmarkPublishLatency(b *testing.B) {
 				go func() {
 					defer func() { <-sem; wg.Done() }()
 					t0 := time.Now()
-					_, err := c.Publish(context.Background(), &corralv1.PublishRequest{
+					_, err := c.API().Publish(context.Background(), &corralv1.PublishRequest{
 						Room: fmt.Sprintf("room-%d", i%100), Payload: payload,
 					})
 					lat[i] = time.Since(t0)

@@ -1,6 +1,9 @@
 package core
 
-import "github.com/corral-rt/corral/core/door"
+import (
+	"github.com/corral-rt/corral/core/api"
+	"github.com/corral-rt/corral/core/door"
+)
 
 // Why the core refuses a client operation or an internal API call, or
 // drops frames: the label values of corral_core_refused_total{reason} and
@@ -44,7 +47,7 @@ const (
 	refusedRefreshUser
 	refusedStaleResume // resume.go
 	refusedSignalKeys  // a signal past maxSignalKeys (signals.go)
-	// Internal API publishes pushed back (api.go overloaded): the link
+	// Internal API publishes pushed back (core/api overloaded): the link
 	// queues toward the edges held the most, or the edges' send queues.
 	refusedOverloadLink
 	refusedOverloadEdge
@@ -84,7 +87,7 @@ func (r refuseReason) String() string { return refuseReasonNames[r] }
 type dropReason uint8
 
 const (
-	droppedBadControl   dropReason = iota // a control-bus command this core could not decode (control.go)
+	droppedBadControl   dropReason = iota // a control-bus command this core could not decode (core/api control.go)
 	droppedControlBusy                    // a control task for a connection closing or with a full queue
 	droppedUnattached                     // an edge frame for a connection not attached here
 	droppedUnknownFrame                   // an edge frame kind this core does not know
@@ -132,4 +135,25 @@ var doorReasons = [door.NumReasons]refuseReason{
 	door.HookPublish:       refusedHookPublish,
 	door.HookUnavailable:   refusedHookDown,
 	door.TooLarge:          refusedTooLarge,
+}
+
+// The internal API's reasons (core/api): refusals and drops, each with
+// the label it has always had here.
+var (
+	apiRefusals = map[api.Reason]refuseReason{
+		api.OverloadLink: refusedOverloadLink,
+		api.OverloadEdge: refusedOverloadEdge,
+	}
+	apiDrops = map[api.Reason]dropReason{
+		api.BadControl: droppedBadControl,
+	}
+)
+
+// countAPI counts one refusal or drop of the internal API.
+func (m *metrics) countAPI(r api.Reason) {
+	if rr, ok := apiRefusals[r]; ok {
+		m.refuse(rr)
+		return
+	}
+	m.drop(apiDrops[r], 1)
 }

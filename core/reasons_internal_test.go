@@ -3,6 +3,7 @@ package core
 import (
 	"testing"
 
+	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/internal/reasontest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,5 +44,17 @@ func TestDoorReasonsMapped(t *testing.T) {
 			t.Errorf("door reasons %d and %d share the label %s", prev, r, got)
 		}
 		seen[got] = r
+	}
+}
+
+// Every reason of the internal API (core/api) has exactly one label: a
+// refusal's or a drop's.
+func TestAPIReasonsMapped(t *testing.T) {
+	for r := api.Reason(0); r < api.NumReasons; r++ {
+		_, refused := apiRefusals[r]
+		_, dropped := apiDrops[r]
+		if refused == dropped {
+			t.Errorf("api reason %d: refusal %v, drop %v; want exactly one", r, refused, dropped)
+		}
 	}
 }

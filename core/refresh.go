@@ -22,7 +22,7 @@ func (c *Core) refresh(ctx context.Context, s *session, id *corralv1.Identity) {
 		return
 	}
 	s.ident.Store(id)
-	c.enforceSession(ctx, s, refusedRefreshGrant, "the refreshed token does not grant this room")
+	c.adm.enforceSession(ctx, s, refusedRefreshGrant, "the refreshed token does not grant this room")
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Refreshed{Refreshed: &corralv1.Refreshed{
 		ExpiresUnix: id.GetExpiresUnix(),
 	}}})

@@ -143,7 +143,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch,
 			position: true, resumed: true, stored: true})
 	}
-	reqs = c.admit(ctx, s, reqs)
+	reqs = c.adm.admit(ctx, s, reqs)
 	c.join(ctx, s, reqs)
 	return s
 }
@@ -162,7 +162,7 @@ func (c *Core) takeOver(old *session) {
 		c.releaseMember(r)
 	}
 	// The new connection takes the count over if it rejoins within grace.
-	c.presenceDetach(old, false)
+	c.pres.detach(old, false)
 	ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
 }
 
@@ -199,7 +199,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 			return
 		}
 		if !r.beginJoin(s, ep, q) {
-			c.refuseFull(ctx, s, q)
+			c.adm.refuseFull(ctx, s, q)
 			continue
 		}
 		began = append(began, q)
@@ -212,9 +212,9 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 		}
 		c.events.EmitJoined(s, q.name, q.resumed)
 		if q.presence {
-			c.presenceJoin(ctx, s, q.room, q.state)
+			c.pres.join(ctx, s, q.room, q.state)
 		} else {
-			c.presenceLeave(s, q.name, true) // rejoined without presence
+			c.pres.leave(s, q.name, true) // rejoined without presence
 		}
 		q.room.mu.Lock()
 		epoch := q.room.epoch
@@ -265,7 +265,7 @@ func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
 		c.releaseMember(r)
 	}
 	c.events.EmitDisconnected(s, maps.Keys(rooms), clean)
-	c.presenceDetach(s, clean)
+	c.pres.detach(s, clean)
 	c.attached.Detach(s, clean, time.Now())
 	// Buffered, not awaited: a storm of drops must not take an in-flight
 	// slot of the session store per connection (10,000 at once made the

@@ -111,7 +111,7 @@ func TestClassMaxPayloadAPI(t *testing.T) {
 		{"lobby", 64 << 10, true}, {"lobby", 64<<10 + 1, false},
 		{"big:1", 200 << 10, true}, {"big:1", 256<<10 + 1, false},
 	} {
-		_, err := c.Publish(ctx, &corralv1.PublishRequest{Room: tc.room, Payload: payload(tc.size)})
+		_, err := c.api.Publish(ctx, &corralv1.PublishRequest{Room: tc.room, Payload: payload(tc.size)})
 		if (err == nil) != tc.ok {
 			t.Errorf("Publish %d bytes to %s: %v, want ok %v", tc.size, tc.room, err, tc.ok)
 		}
@@ -119,10 +119,10 @@ func TestClassMaxPayloadAPI(t *testing.T) {
 			t.Errorf("Publish %d bytes to %s: %v, want invalid_argument", tc.size, tc.room, err)
 		}
 	}
-	if _, err := c.Broadcast(ctx, &corralv1.BroadcastRequest{Rooms: []string{"lobby", "small:2"}, Payload: payload(11)}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+	if _, err := c.api.Broadcast(ctx, &corralv1.BroadcastRequest{Rooms: []string{"lobby", "small:2"}, Payload: payload(11)}); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("Broadcast of 11 bytes to a room of max-payload 10: %v, want invalid_argument", err)
 	}
-	res, err := c.Batch(ctx, &corralv1.BatchRequest{Publishes: []*corralv1.PublishRequest{
+	res, err := c.api.Batch(ctx, &corralv1.BatchRequest{Publishes: []*corralv1.PublishRequest{
 		{Room: "small:3", Payload: payload(11)}, {Room: "big:3", Payload: payload(100 << 10)},
 	}})
 	if err != nil {

@@ -66,7 +66,7 @@ func liveSeqs(fs []*corralv1.ServerFrame) []uint64 {
 func publishN(t *testing.T, c *Core, room string, n int) {
 	t.Helper()
 	for range n {
-		if _, err := c.apiPublish(context.Background(), room, []byte("x"), "", ""); err != nil {
+		if _, err := apiPublish(context.Background(), c, room, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}

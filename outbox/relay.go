@@ -18,7 +18,7 @@ import (
 )
 
 // Publisher is what the relay publishes through: the core's internal API
-// (core.Core's Publish). Its errors are Connect errors: resource_exhausted
+// (core/api's Service.Publish). Its errors are Connect errors: resource_exhausted
 // (overloaded: the relay waits the hinted delay) and invalid_argument (the
 // row can never be published: it moves to corral_outbox_failed); any other
 // is retried with backoff.

@@ -24,7 +24,7 @@ func TestRequireAPIKey(t *testing.T) {
 	c := core.New(core.Config{})
 	t.Cleanup(func() { c.Close() })
 	rpc := connect.NewServer(ic)
-	corralv1connect.RegisterRoomServiceHandler(rpc, c)
+	corralv1connect.RegisterRoomServiceHandler(rpc, c.API())
 	call := func(header string) error {
 		setHeader := func(next connect.ClientFunc) connect.ClientFunc {
 			return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {

@@ -10,17 +10,19 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"github.com/corral-rt/corral/core"
+	"github.com/corral-rt/corral/core/api"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"
 	"google.golang.org/protobuf/proto"
 )
 
-// roomService is the internal API a node serves: the core's RoomService,
+// roomService is the internal API a node serves: the core's RoomService
+// (package core/api),
 // and the node's own methods, Config and Reload, which belong to the
 // node's config file rather than to the core (every call passed the
 // node's API key check first).
 type roomService struct {
-	*core.Core
+	*api.Service
 	n *Node
 }
 
@@ -54,7 +56,7 @@ func (s roomService) Reload(ctx context.Context, req *corralv1.ReloadRequest) (*
 		return res, nil
 	}
 	res = proto.CloneOf(res)
-	answers, asked := s.Core.AskNodes(ctx, []byte{core.NodeQueryKind, nodeReload})
+	answers, asked := s.Service.AskNodes(ctx, []byte{core.NodeQueryKind, nodeReload})
 	for _, b := range answers {
 		other := &corralv1.ReloadResponse{}
 		if proto.Unmarshal(b, other) == nil {

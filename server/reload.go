@@ -216,7 +216,7 @@ func (n *Node) roomsInUse() []string {
 	var names []string
 	req := &corralv1.RoomsRequest{}
 	for {
-		resp, err := n.core.Rooms(context.Background(), req)
+		resp, err := n.core.API().Rooms(context.Background(), req)
 		if err != nil {
 			return names
 		}

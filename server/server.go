@@ -335,7 +335,7 @@ func Start(opts Options) (*Node, error) {
 			r, err := outbox.New(outbox.Config{
 				URL: opts.OutboxURL, Migrate: true,
 				Logger: opts.Logger.With("part", "outbox"), Registerer: reg,
-			}, c)
+			}, c.API())
 			if err != nil {
 				n.closeParts(context.Background())
 				return nil, fmt.Errorf("server: --outbox: %w", err)
@@ -368,7 +368,7 @@ func Start(opts Options) (*Node, error) {
 		reg.MustRegister(apiRefused)
 		ics = append(ics, limitStreams(cmp.Or(opts.APIMaxEventStreams, 16), apiRefused))
 		n.rpc = connect.NewServer(ics...)
-		corralv1connect.RegisterRoomServiceHandler(n.rpc, roomService{n.core, n})
+		corralv1connect.RegisterRoomServiceHandler(n.rpc, roomService{n.core.API(), n})
 		linkv1connect.RegisterLinkServiceHandler(n.rpc, n.core)
 		// gRPC server reflection, so that grpcurl and `buf curl` find the
 		// API with no schema but the key: behind the same interceptors,
@@ -378,7 +378,7 @@ func Start(opts Options) (*Node, error) {
 		rpc = n.rpc
 		if opts.Mode == Serve {
 			rpc = connect.NewServer(tracing.ServerInterceptor())
-			corralv1connect.RegisterRoomServiceHandler(rpc, roomService{n.core, n})
+			corralv1connect.RegisterRoomServiceHandler(rpc, roomService{n.core.API(), n})
 			linkv1connect.RegisterLinkServiceHandler(rpc, n.core)
 		}
 	}

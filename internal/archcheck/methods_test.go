@@ -22,7 +22,6 @@ const maxMethods = 30
 // A count may only go down; when a type is at maxMethods or fewer its line
 // must go, and no line may be added.
 var methodDebt = map[string]int{
-	"core.Core": 77,
 	"core.room": 37,
 }
 

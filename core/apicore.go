@@ -1,0 +1,292 @@
+package core
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/corral-rt/corral/core/api"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/buildinfo"
+	"google.golang.org/protobuf/proto"
+)
+
+// apiCore is what the internal API (package core/api) sees of the core:
+// api.Core's operations and snapshots over the core's tables, each read
+// under the lock of the table, room or session it reads, one at a time.
+// Its methods are safe for concurrent use.
+type apiCore struct{ *Core }
+
+var _ api.Core = apiCore{}
+
+// Publish publishes one message of an internal service to a valid room.
+func (c apiCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error) {
+	r, err := c.acquireRoom(ctx, msg.GetRoom(), false)
+	if err != nil {
+		return history.AppendResult{}, err
+	}
+	defer c.releaseRoom(r)
+	return r.publish(ctx, msg, dedupe, history.Sender{})
+}
+
+// Backlog sums every link's queue toward its edge and the bytes its edge
+// last reported in its connections' send queues; fullLink when one link
+// holds half of Config.LinkQueue frames.
+func (c apiCore) Backlog() (coreBytes, edgeBytes uint64, fullLink bool) {
+	c.links.each(func(l *link) {
+		frames, b, e := l.backlog()
+		coreBytes += uint64(b)
+		edgeBytes += e
+		fullLink = fullLink || frames >= c.cfg.LinkQueue/2
+	})
+	return coreBytes, edgeBytes, fullLink
+}
+
+// Presence lists room's presence from the presence store.
+func (c apiCore) Presence(ctx context.Context, room string) ([]*corralv1.PresenceMember, error) {
+	snap, err := c.pres.store.List(ctx, room)
+	if err != nil {
+		return nil, err
+	}
+	var out []*corralv1.PresenceMember
+	for _, m := range snap.Members {
+		out = append(out, presenceMember(m))
+	}
+	return out, nil
+}
+
+// Members lists room's members here by user, from the room's live state:
+// members whose join finished (Joined was sent).
+func (c apiCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
+	r := c.rooms.get(room)
+	if r == nil {
+		return nil, false
+	}
+	byUser := make(map[string]*corralv1.Member)
+	r.mu.Lock()
+	if len(r.members) > limit {
+		r.mu.Unlock()
+		return nil, true
+	}
+	for s := range r.members {
+		m := byUser[s.user]
+		if m == nil {
+			m = &corralv1.Member{UserId: s.user}
+			byUser[s.user] = m
+		}
+		m.SessionIds = append(m.SessionIds, s.id)
+		m.Connections++
+	}
+	r.mu.Unlock()
+	out := make([]*corralv1.Member, 0, len(byUser))
+	for _, m := range byUser {
+		out = append(out, m)
+	}
+	return out, false
+}
+
+// Rooms lists the first n rooms with members here after after that keep
+// keeps, by name.
+func (c apiCore) Rooms(after string, keep func(string) bool, n int) []*corralv1.RoomInfo {
+	var cands []*room
+	for _, r := range c.rooms.all() {
+		if r.name > after && keep(r.name) {
+			cands = append(cands, r)
+		}
+	}
+	slices.SortFunc(cands, func(a, b *room) int { return cmp.Compare(a.name, b.name) })
+	var out []*corralv1.RoomInfo
+	for _, r := range cands {
+		r.mu.Lock()
+		info := &corralv1.RoomInfo{Name: r.name, Members: uint32(len(r.members)), LastSeq: r.last, Epoch: r.epoch}
+		r.mu.Unlock()
+		if info.Members == 0 {
+			continue // publishes or joins in flight only
+		}
+		if len(out) == n {
+			break
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Nodes describes this core and, after it, the edges linked to it.
+func (c apiCore) Nodes() []*corralv1.NodeInfo {
+	now := time.Now()
+	// Three snapshots, one table at a time: a link, session or room that
+	// comes or goes meanwhile may be counted or not.
+	links := c.links.all()
+	sessions := c.attached.All()
+	rooms := c.rooms.all()
+
+	// An edge holds a few links to a core: one node per edge, its oldest
+	// link first.
+	slices.SortFunc(links, func(a, b *link) int { return a.started.Compare(b.started) })
+	var edges []*corralv1.NodeInfo
+	byEdge := make(map[string]*corralv1.NodeInfo)
+	nodeOf := make(map[*link]*corralv1.NodeInfo, len(links))
+	for _, l := range links {
+		n := byEdge[l.edge]
+		if n == nil {
+			n = &corralv1.NodeInfo{Id: l.edge, Role: "edge", Version: l.version, UptimeMs: uint64(now.Sub(l.started).Milliseconds())}
+			byEdge[l.edge] = n
+			edges = append(edges, n)
+		}
+		nodeOf[l] = n
+	}
+	for _, s := range sessions {
+		if ep, ok := s.endpoint(); ok {
+			if n := nodeOf[ep.link]; n != nil {
+				n.Connections++
+			}
+		}
+	}
+	active := uint32(0)
+	for _, r := range rooms {
+		in := make(map[*corralv1.NodeInfo]bool, 1)
+		r.mu.Lock()
+		if len(r.members) > 0 {
+			active++
+		}
+		for l := range r.links {
+			if n := nodeOf[l]; n != nil {
+				in[n] = true
+			}
+		}
+		r.mu.Unlock()
+		for n := range in {
+			n.Rooms++
+		}
+	}
+	return append([]*corralv1.NodeInfo{{
+		Id:          c.id,
+		Role:        "core",
+		Version:     buildinfo.Version(),
+		Connections: uint32(len(sessions)),
+		Rooms:       active,
+		UptimeMs:    uint64(now.Sub(c.started).Milliseconds()),
+	}}, edges...)
+}
+
+// targets are the sessions attached here of user, or the one session
+// when sessionID is not "".
+func (c apiCore) targets(user, sessionID string) []*session {
+	if sessionID != "" {
+		if s := c.attached.Lookup(sessionID); s != nil {
+			return []*session{s}
+		}
+		return nil
+	}
+	return c.attached.OfUser(user)
+}
+
+// Connections describes the first n connections of user (or session)
+// here after after, by session id. It reads the session table, then each
+// session and its queue under their own locks, one at a time.
+func (c apiCore) Connections(user, sessionID, after string, n int) []*corralv1.ConnectionInfo {
+	found := c.targets(user, sessionID)
+	slices.SortFunc(found, func(a, b *session) int { return cmp.Compare(a.id, b.id) })
+	var out []*corralv1.ConnectionInfo
+	for _, s := range found {
+		if s.id <= after {
+			continue
+		}
+		info, ok := s.describe()
+		if !ok {
+			continue // detached meanwhile
+		}
+		if len(out) == n {
+			break
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Signals samples room's signals here: the latest value of each key,
+// read under the room's lock, as a member joining now would be sent
+// them; the first n by key, copied, so that nothing read later races
+// with the room.
+func (c apiCore) Signals(room string, n int) []*corralv1.SignalEvent {
+	r := c.rooms.get(room)
+	if r == nil {
+		return nil
+	}
+	var sigs []*corralv1.SignalEvent
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range r.signals.latest {
+		if !ev.GetClear() {
+			sigs = append(sigs, ev)
+		}
+	}
+	slices.SortFunc(sigs, func(a, b *corralv1.SignalEvent) int { return cmp.Compare(a.GetKey(), b.GetKey()) })
+	if len(sigs) > n {
+		sigs = sigs[:n]
+	}
+	for i, ev := range sigs {
+		sigs[i] = proto.CloneOf(ev)
+	}
+	return sigs
+}
+
+// Kick closes the connections of user (or session) here.
+func (c apiCore) Kick(user, sessionID string, code corralv1.Code, reason string, delayMs uint32, stop bool) []string {
+	var ids []string
+	now := time.Now()
+	for _, s := range c.targets(user, sessionID) {
+		ep, ok := s.endpoint()
+		if !ok {
+			continue
+		}
+		c.events.RecordKick(s, code, reason, now)
+		if stop {
+			c.pres.detach(s, true)
+		}
+		// Each connection's delay is spread over [d, 1.5d], so a user's
+		// many connections do not come back at once.
+		ep.link.close(ep.conn, code, reason, delayMs+uint32(rand.N(int64(delayMs)/2+1)))
+		ids = append(ids, s.id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// EnforceGrants removes user's sessions here from the rooms their grants
+// no longer allow.
+func (c apiCore) EnforceGrants(ctx context.Context, user string) ([]string, int) {
+	return c.adm.enforceGrants(ctx, user)
+}
+
+// newAPI returns the internal API of c, which answers the other cores'
+// every_core questions and applies their commands from now on: New calls
+// it last, once c can answer.
+func (c *Core) newAPI(cfg APIConfig) *api.Service {
+	asker, _ := c.cfg.Control.(ControlAsker)
+	return api.New(api.Options{
+		Core: apiCore{c},
+		Config: api.Config{
+			MaxBroadcastRooms:    cfg.MaxBroadcastRooms,
+			MaxMembers:           cfg.MaxMembers,
+			MaxBatch:             cfg.MaxBatch,
+			BroadcastConcurrency: cfg.BroadcastConcurrency,
+			OverloadQueueBytes:   int(cfg.OverloadQueueBytes),
+			EventsHeartbeat:      cfg.EventsHeartbeat,
+		},
+		Door:       c.door,
+		MaxPayload: func(room string) int { return c.class(room).MaxPayload },
+		History:    c.hist,
+		Sessions:   c.sess,
+		Events:     c.events.Store(),
+		Control:    c.cfg.Control,
+		Asker:      asker,
+		NodeQuery:  c.cfg.NodeQuery,
+		Closing:    c.ctx,
+		Count:      c.metrics.countAPI,
+		Logger:     c.cfg.Logger,
+	})
+}
