@@ -36,6 +36,17 @@ func (s *Service) rpcError(err error) *connect.Error {
 	return connect.NewError(connect.CodeUnavailable, "core: store unavailable, retry later").WithCause(err)
 }
 
+// boundary passes on an error already made for the caller (a
+// *connect.Error, as this Service's own handlers return) and turns any
+// other into rpcError's code and fixed text: a store's or another core's
+// error text never reaches the caller.
+func (s *Service) boundary(err error) error {
+	if _, ok := errors.AsType[*connect.Error](err); ok {
+		return err
+	}
+	return s.rpcError(err)
+}
+
 // maxRPCMessage bounds the text of a Connect error made from a core error.
 const maxRPCMessage = 512
 

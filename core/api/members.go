@@ -28,11 +28,14 @@ func (s *Service) Members(ctx context.Context, req *corralv1.MembersRequest) (*c
 		if errors.Is(err, everycore.ErrTooManyMembers) {
 			return nil, tooManyMembers(s.cfg.MaxMembers)
 		}
-		return res, err
+		if err != nil {
+			return nil, s.boundary(err)
+		}
+		return res, nil
 	}
 	pres, err := s.core.Presence(ctx, req.GetRoom())
 	if err != nil {
-		return nil, connectErr(connect.CodeUnavailable, err)
+		return nil, s.rpcError(err)
 	}
 	limit := s.cfg.MaxMembers
 	if len(pres) > limit {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -29,6 +30,7 @@ type fakeCore struct {
 	rooms     []*corralv1.RoomInfo
 	kicked    []string
 	left      string // the reason UnsubscribeHere was given
+	presErr   error  // what Presence fails with
 }
 
 func (f *fakeCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error) {
@@ -45,7 +47,7 @@ func (f *fakeCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
 }
 
 func (f *fakeCore) Presence(ctx context.Context, room string) ([]*corralv1.PresenceMember, error) {
-	return nil, nil
+	return nil, f.presErr
 }
 
 func (f *fakeCore) Rooms(after string, keep func(string) bool, n int) []*corralv1.RoomInfo {
@@ -174,6 +176,20 @@ func TestMembersSortedAndBounded(t *testing.T) {
 	f.members = append(f.members, &corralv1.Member{UserId: "cid"})
 	if _, err := s.Members(context.Background(), &corralv1.MembersRequest{Room: "r"}); connect.CodeOf(err) != connect.CodeResourceExhausted {
 		t.Fatalf("members past the bound: %v", err)
+	}
+}
+
+// TestMembersHidesTheStore: a presence store's failure reaches the caller
+// as Unavailable with a fixed text, never the store's own (an address).
+func TestMembersHidesTheStore(t *testing.T) {
+	f := &fakeCore{presErr: errors.New("dial tcp 10.1.2.3:6380: connect: connection refused")}
+	s, _ := newService(t, f, nil)
+	_, err := s.Members(context.Background(), &corralv1.MembersRequest{Room: "r"})
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("members with the store down: %v, want unavailable", err)
+	}
+	if ce, _ := errors.AsType[*connect.Error](err); ce == nil || strings.Contains(ce.Message(), "10.1.2.3") || strings.Contains(ce.Message(), "refused") {
+		t.Fatalf("the caller sees the store's error: %v", err)
 	}
 }
 
