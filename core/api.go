@@ -37,10 +37,14 @@ func (c *Core) Publish(ctx context.Context, req *corralv1.PublishRequest) (*corr
 	if err := c.validPublish(req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
+	order, err := apiSender(req)
+	if err != nil {
+		return nil, connectErr(connect.CodeInvalidArgument, err)
+	}
 	if reason, retry, over := c.overloaded(); over {
 		return nil, c.refuseOverloaded(reason, retry)
 	}
-	res, err := c.apiPublish(ctx, req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
+	res, err := c.apiPublish(ctx, req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender(), order)
 	if err != nil {
 		return nil, c.rpcError(err)
 	}
@@ -68,8 +72,34 @@ func (c *Core) validPublish(room string, payload []byte, key, sender string) err
 	return nil
 }
 
-// apiPublish publishes one message of an internal service to a valid room.
-func (c *Core) apiPublish(ctx context.Context, room string, payload []byte, key, sender string) (history.AppendResult, error) {
+// apiSender is an API publish's place in its stream's sequence
+// (PublishRequest.seq and stream), the zero Sender for none. Its stream
+// is apart from the client sessions' (prefix "api:"), as its dedupe keys
+// are.
+func apiSender(req *corralv1.PublishRequest) (history.Sender, error) {
+	if req.GetSeq() == 0 {
+		return history.Sender{}, nil
+	}
+	stream := req.GetStream()
+	if stream == "" {
+		stream = req.GetSender()
+	}
+	switch {
+	case req.GetIdempotencyKey() == "":
+		// Without a key a retry of a stored publish could not be told
+		// from a sequence that starts again, and would be stored twice.
+		return history.Sender{}, errors.New("core: a publish with seq needs an idempotency key")
+	case stream == "":
+		return history.Sender{}, errors.New("core: a publish with seq needs a stream (or a sender) naming its sequence")
+	case len(stream) > 256:
+		return history.Sender{}, errors.New("core: stream longer than 256 bytes")
+	}
+	return history.Sender{Stream: "api:" + stream, Seq: req.GetSeq()}, nil
+}
+
+// apiPublish publishes one message of an internal service to a valid
+// room, at its place in its stream's order when order is not zero.
+func (c *Core) apiPublish(ctx context.Context, room string, payload []byte, key, sender string, order history.Sender) (history.AppendResult, error) {
 	r, err := c.acquireRoom(ctx, room, false)
 	if err != nil {
 		return history.AppendResult{}, err
@@ -85,7 +115,7 @@ func (c *Core) apiPublish(ctx context.Context, room string, payload []byte, key,
 	if key != "" {
 		dedupe = "api:" + key
 	}
-	return r.publish(ctx, msg, dedupe, history.Sender{})
+	return r.publish(ctx, msg, dedupe, order)
 }
 
 // Broadcast publishes one payload to many rooms, a bounded number at a
@@ -145,7 +175,7 @@ func (c *Core) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest) (*
 					results[i] = out
 					continue
 				}
-				res, err := c.apiPublish(ctx, rooms[i], req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
+				res, err := c.apiPublish(ctx, rooms[i], req.GetPayload(), req.GetIdempotencyKey(), req.GetSender(), history.Sender{})
 				out.Seq, out.Epoch, out.Duplicate = res.Seq, res.Epoch, res.Duplicate
 				if err != nil {
 					ce := c.rpcError(err)

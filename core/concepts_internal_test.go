@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"github.com/corral-rt/corral/config"
+	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/roomclass"
 	"testing"
 	"testing/synctest"
@@ -206,7 +207,7 @@ func TestResumeReplay(t *testing.T) {
 	}
 	publish := func(n int) {
 		for range n {
-			if _, err := c.apiPublish(ctx, "r", []byte("x"), "", ""); err != nil {
+			if _, err := c.apiPublish(ctx, "r", []byte("x"), "", "", history.Sender{}); err != nil {
 				t.Fatal(err)
 			}
 		}

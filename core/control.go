@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-rt/corral/history"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -370,12 +371,16 @@ func (c *Core) Batch(ctx context.Context, req *corralv1.BatchRequest) (*corralv1
 			if err == nil {
 				err = c.validPublish(it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender())
 			}
+			var order history.Sender
+			if err == nil {
+				order, err = apiSender(it)
+			}
 			if err != nil {
 				failed = true
 				out.ErrorCode, out.ErrorMessage = connect.CodeInvalidArgument.String(), err.Error()
 				continue
 			}
-			res, err := c.apiPublish(ctx, it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender())
+			res, err := c.apiPublish(ctx, it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender(), order)
 			if err != nil {
 				failed = true
 				ce := c.rpcError(err)

@@ -254,7 +254,7 @@ func publishThenJoin(t *testing.T, ctx context.Context, c *Core, n, want int, jo
 	t.Helper()
 	var epoch string
 	for range n {
-		res, err := c.apiPublish(ctx, "r", []byte("x"), "", "")
+		res, err := c.apiPublish(ctx, "r", []byte("x"), "", "", history.Sender{})
 		if err != nil {
 			t.Fatal(err)
 		}

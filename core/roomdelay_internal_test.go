@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/corral-rt/corral/history"
 	"io"
 	"log/slog"
 	"testing"
@@ -66,7 +67,7 @@ func liveSeqs(fs []*corralv1.ServerFrame) []uint64 {
 func publishN(t *testing.T, c *Core, room string, n int) {
 	t.Helper()
 	for range n {
-		if _, err := c.apiPublish(context.Background(), room, []byte("x"), "", ""); err != nil {
+		if _, err := c.apiPublish(context.Background(), room, []byte("x"), "", "", history.Sender{}); err != nil {
 			t.Fatal(err)
 		}
 	}
