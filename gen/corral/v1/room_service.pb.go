@@ -229,7 +229,9 @@ type PublishRequest struct {
 	// its key), then the rest in order. So a backend publishing a sequence
 	// through a core restart, retrying what failed, keeps its order. A seq
 	// at or below the last stored one under a new key starts the sequence
-	// again. docs/GUARANTEES.md.
+	// again, and a stream the core does not know takes any place: send a
+	// sequence's first publish alone, the next ones once it is stored.
+	// docs/GUARANTEES.md.
 	Seq uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Names the sequence seq counts in (at most 256 bytes; for example the
 	// backend instance's id and the source of the messages). Empty: sender.
