@@ -42,8 +42,9 @@ type SessionOptions struct {
 	EventBuffer int
 	// PublishTimeout is how long a publish waits for its answer on one
 	// connection before it is sent again there (same id and place, in its
-	// room's order). A publish the edge had queued for a core that went
-	// away is never answered. Default 5s.
+	// room's order). An edge answers a publish that a core it lost did
+	// not answer (4103, sent again at once), so this covers what is lost
+	// elsewhere (the edge itself went away). Default 5s.
 	PublishTimeout time.Duration
 	// Fallbacks are other addresses of the same deployment (more edges,
 	// when no load balancer spreads clients). A reconnect after the server

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect/v2"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
@@ -291,5 +292,66 @@ func TestBatchRoomOrder(t *testing.T) {
 
 // apiPublish publishes payload to room as the internal API does.
 func apiPublish(ctx context.Context, c *Core, room string, payload []byte) (history.AppendResult, error) {
-	return apiCore{c}.Publish(ctx, &corralv1.Message{Room: room, Payload: payload, TimeMs: time.Now().UnixMilli()}, "")
+	return apiCore{c}.Publish(ctx, &corralv1.Message{Room: room, Payload: payload, TimeMs: time.Now().UnixMilli()}, "", history.Sender{})
+}
+
+// TestAPIPublishSeq: an API publish with seq is stored only after the one
+// before in its stream (failed_precondition, nothing stored, otherwise);
+// a retry with its key is a duplicate; streams are apart from each other
+// (by stream, else sender); a seq without a key or a stream is invalid;
+// Batch items obey the same (a refused item aborts its room's later ones).
+func TestAPIPublishSeq(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCore(t, Config{})
+	pub := func(key, sender, stream string, seq uint64) (*corralv1.PublishResponse, error) {
+		return c.api.Publish(ctx, &corralv1.PublishRequest{Room: "r", Payload: []byte(`1`), IdempotencyKey: key, Sender: sender, Stream: stream, Seq: seq})
+	}
+	steps := []struct {
+		name                string
+		key, sender, stream string
+		seq                 uint64
+		code                connect.Code // 0: stored
+		dup                 bool
+	}{
+		{"first", "a1", "bot", "", 1, 0, false},
+		{"gap", "a3", "bot", "", 3, connect.CodeFailedPrecondition, false},
+		{"next", "a2", "bot", "", 2, 0, false},
+		{"retry", "a2", "bot", "", 2, 0, true},
+		{"after the gap", "a3", "bot", "", 3, 0, false},
+		{"another stream", "b1", "bot", "other", 1, 0, false},
+		{"its gap", "b3", "bot", "other", 3, connect.CodeFailedPrecondition, false},
+		{"no key", "", "bot", "", 4, connect.CodeInvalidArgument, false},
+		{"no stream", "c1", "", "", 1, connect.CodeInvalidArgument, false},
+		{"no seq", "", "", "", 0, 0, false},
+	}
+	for _, s := range steps {
+		res, err := pub(s.key, s.sender, s.stream, s.seq)
+		if s.code != 0 {
+			if connect.CodeOf(err) != s.code {
+				t.Fatalf("%s: %v, want %v", s.name, err, s.code)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if res.GetDuplicate() != s.dup {
+			t.Fatalf("%s: duplicate %v, want %v", s.name, res.GetDuplicate(), s.dup)
+		}
+	}
+	out, err := c.api.Batch(ctx, &corralv1.BatchRequest{Publishes: []*corralv1.PublishRequest{
+		{Room: "r", Payload: []byte(`1`), IdempotencyKey: "a5", Sender: "bot", Seq: 5},
+		{Room: "r", Payload: []byte(`1`), IdempotencyKey: "a4", Sender: "bot", Seq: 4},
+		{Room: "q", Payload: []byte(`1`), IdempotencyKey: "q1", Sender: "bot", Seq: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, r := range out.GetResults() {
+		codes = append(codes, r.GetErrorCode())
+	}
+	if want := []string{"failed_precondition", "aborted", ""}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("batch results %q, want %q", codes, want)
+	}
 }

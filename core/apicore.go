@@ -23,13 +23,13 @@ type apiCore struct{ *Core }
 var _ api.Core = apiCore{}
 
 // Publish publishes one message of an internal service to a valid room.
-func (c apiCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error) {
+func (c apiCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe string, order history.Sender) (history.AppendResult, error) {
 	r, err := c.acquireRoom(ctx, msg.GetRoom(), false)
 	if err != nil {
 		return history.AppendResult{}, err
 	}
 	defer c.releaseRoom(r)
-	return r.publish(ctx, msg, dedupe, history.Sender{})
+	return r.publish(ctx, msg, dedupe, order)
 }
 
 // Backlog sums every link's queue toward its edge and the bytes its edge

@@ -8,6 +8,7 @@ import (
 	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/everycore"
+	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/core/replay"
 	"github.com/corral-rt/corral/core/sessiontable"
 	"sync"
@@ -48,6 +49,9 @@ type Core struct {
 	door   *door.Door    // the door's decisions (core/door)
 	adm    *admission    // the core's side of the door (door.go)
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
+	// pubRates are the room classes' publish budgets per (user, room),
+	// which outlive a connection (core/pubrate).
+	pubRates *pubrate.Table
 
 	// id names this core in Info; started is when it began.
 	id      string
@@ -102,6 +106,8 @@ func New(cfg Config) *Core {
 		c.ownStore = true
 	}
 	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
+	c.pubRates = pubrate.New(maxPublishBudgets)
+	c.metrics.publishBudgets(cfg.Registerer, c.pubRates)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = sessiontable.New[*session](c.metrics.sessions)

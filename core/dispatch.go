@@ -155,11 +155,12 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	}}})
 }
 
-// refuseRate takes a token of the connection's publish bucket for the
-// room's class (its publish-rate; negative: none). Past it the publish
-// is refused with CODE_RATE_LIMITED and the delay until the next token.
+// refuseRate takes a token of the user's publish bucket in the room, at
+// the room's class's publish-rate (negative: none); the bucket outlives
+// the connection (core/pubrate). Past it the publish is refused with
+// CODE_RATE_LIMITED and the delay until the next token.
 func (c *Core) refuseRate(s *session, cl *roomclass.Class, name, ref string) bool {
-	delay, ok := s.takePublish(cl, time.Now())
+	delay, ok := s.takePublish(c.pubRates, cl, name, time.Now())
 	if ok {
 		return false
 	}

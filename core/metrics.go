@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/corral-rt/corral/sessions"
@@ -87,6 +88,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.signalsDeferred, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes)
 	}
 	return m
+}
+
+// publishBudgets registers the gauge and counter of t, the room
+// classes' publish budgets (core/pubrate).
+func (m *metrics) publishBudgets(reg prometheus.Registerer, t *pubrate.Table) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "corral_core_publish_budgets", Help: "Publish buckets of room classes with a publish-rate held per (user, room), until full again."},
+			func() float64 { return float64(t.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "corral_core_publish_budgets_evicted_total", Help: "Publish buckets forgotten before they were full again because the core held its bound of them (131,072): the user got a fresh burst early."},
+			func() float64 { return float64(t.Evicted()) }),
+	)
 }
 
 // storeOp measures one store operation: latency, in-flight, errors by kind.

@@ -143,6 +143,7 @@ var (
 	apiRefusals = map[api.Reason]refuseReason{
 		api.OverloadLink: refusedOverloadLink,
 		api.OverloadEdge: refusedOverloadEdge,
+		api.OutOfOrder:   refusedOrder,
 	}
 	apiDrops = map[api.Reason]dropReason{
 		api.BadControl: droppedBadControl,

@@ -64,6 +64,74 @@ func TestClassPublishRate(t *testing.T) {
 	}
 }
 
+// TestClassPublishRateOutlivesConnections: a class's publish budget is the
+// user's in the room, not the connection's: a user who spent it and
+// reconnects (a new session, or a second connection beside the first)
+// is refused at once, while another room of the class and another user
+// have their own.
+func TestClassPublishRateOutlivesConnections(t *testing.T) {
+	ctx := context.Background()
+	live := oneClass("slow:*", func(c *roomclass.Class) { c.PublishRate, c.PublishBurst = 0.01, 2 })
+	c := newTestCore(t, Config{Classes: live})
+	l := fakeLink(c)
+	connect := func(conn uint64, user string) *session {
+		t.Helper()
+		id := &corralv1.Identity{UserId: user, Join: []string{"*"}, Publish: []string{"*"}}
+		s := c.attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+		frames(t, l, 1) // Welcome
+		for _, room := range []string{"slow:1", "slow:2"} {
+			c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
+			frames(t, l, 1)
+		}
+		return s
+	}
+	answer := func(s *session, room, id string) *corralv1.ServerFrame {
+		t.Helper()
+		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: room, Id: id, Payload: []byte("1")}}})
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, f := range frames(t, l, 1) {
+				if f.GetPublished() != nil || f.GetError() != nil {
+					return f
+				}
+			}
+		}
+		t.Fatal("no answer")
+		return nil
+	}
+	limited := func(f *corralv1.ServerFrame) bool {
+		return f.GetError().GetCode() == corralv1.Code_CODE_RATE_LIMITED && f.GetError().GetRetryAfterMs() > 0
+	}
+	first := connect(1, "u")
+	for _, id := range []string{"a", "b"} {
+		if f := answer(first, "slow:1", id); f.GetPublished() == nil {
+			t.Fatalf("publish %s within the burst: %v", id, f)
+		}
+	}
+	if f := answer(first, "slow:1", "c"); !limited(f) {
+		t.Fatalf("publish past the burst: %v, want CODE_RATE_LIMITED", f)
+	}
+	c.detach(first, l, 1, true)
+	again := connect(2, "u") // reconnected: a new connection and session
+	if f := answer(again, "slow:1", "d"); !limited(f) {
+		t.Fatalf("after a reconnect the spent budget came back: %v", f)
+	}
+	beside := connect(3, "u") // a second connection of the user
+	if f := answer(beside, "slow:1", "e"); !limited(f) {
+		t.Fatalf("a second connection has a budget of its own: %v", f)
+	}
+	if f := answer(again, "slow:2", "f"); f.GetPublished() == nil {
+		t.Fatalf("another room of the class shares the budget: %v", f)
+	}
+	other := connect(4, "v")
+	if f := answer(other, "slow:1", "g"); f.GetPublished() == nil {
+		t.Fatalf("another user shares the budget: %v", f)
+	}
+	if n := c.pubRates.Len(); n != 3 {
+		t.Fatalf("the core holds %d budgets, want 3 (u in slow:1 and slow:2, v in slow:1)", n)
+	}
+}
+
 // TestClassEventsStream: a class with events-stream false keeps its
 // rooms' member events out of the log.
 func TestClassEventsStream(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/roomclass"
-	"golang.org/x/time/rate"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -42,10 +42,6 @@ type session struct {
 	gone  bool // detached or taken over
 	// pres holds the rooms where this session is counted in presence.
 	pres map[string]bool
-	// rates are the publish buckets of the room classes with a
-	// publish-rate, by class name (one per class: bounded by the file).
-	// A reload that changes a class's rate or burst starts a new bucket.
-	rates map[string]*rate.Limiter
 	// joinInfo is the member info the Join hook gave for a joined room
 	// (JoinResult.info), by room name: set when the hook admits the room
 	// (again at each resume), removed when the session leaves it.
@@ -87,29 +83,21 @@ func (s *session) setJoinInfoLocked(room string, info []byte) {
 	s.joinInfo[room] = info
 }
 
-// takePublish takes a token of the bucket of class cl at now; when there
-// is none it reports false and how long until one. Safe for concurrent
-// use.
-func (s *session) takePublish(cl *roomclass.Class, now time.Time) (time.Duration, bool) {
-	if cl.PublishRate < 0 {
-		return 0, true
+// maxPublishBudgets bounds the publish budgets a core holds (pubRates):
+// the (user, room) pairs that published within burst / rate, a few
+// seconds by default.
+const maxPublishBudgets = 1 << 17
+
+// takePublish takes a token of the bucket in budgets of s's user in
+// room, of class cl, at now; when there is none it reports false and how
+// long until one. A session without a user (insecure dev tokens may name
+// none) has its own. Safe for concurrent use.
+func (s *session) takePublish(budgets *pubrate.Table, cl *roomclass.Class, room string, now time.Time) (time.Duration, bool) {
+	who := s.user
+	if who == "" {
+		who = "\x00" + s.id
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lim := s.rates[cl.Name]
-	if lim == nil || lim.Limit() != rate.Limit(cl.PublishRate) || lim.Burst() != cl.PublishBurst {
-		if s.rates == nil {
-			s.rates = make(map[string]*rate.Limiter)
-		}
-		lim = rate.NewLimiter(rate.Limit(cl.PublishRate), cl.PublishBurst)
-		s.rates[cl.Name] = lim
-	}
-	r := lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return d, false
-	}
-	return 0, true
+	return budgets.Take(who, room, cl.PublishRate, cl.PublishBurst, now)
 }
 
 func (s *session) endpoint() (endpoint, bool) {

@@ -128,6 +128,9 @@ type conn struct {
 	session string
 	token   string
 	rooms   []connRoom // see rooms.go
+	// unanswered: the requests passed to the core it has not answered
+	// yet, in order (answers.go).
+	unanswered []request
 }
 
 func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, remote string) *conn {
@@ -562,31 +565,7 @@ func (c *conn) sendFrame(f *corralv1.ServerFrame) {
 // refuse answers a client frame the edge cannot pass on now with an Error
 // naming the frame's room and publish id, so the client can retry it.
 func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, retryMs uint32) {
-	e := &corralv1.Error{Code: code, Message: safetext.Reason(msg), RetryAfterMs: retryMs}
-	if call := f.GetCall(); call != nil {
-		// A call's answer, refusal included, is its CallResult.
-		c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_CallResult{CallResult: &corralv1.CallResult{
-			Id: call.GetId(), Error: e,
-		}}})
-		return
-	}
-	switch k := f.GetKind().(type) {
-	case *corralv1.ClientFrame_Publish:
-		e.Room, e.Ref = k.Publish.GetRoom(), k.Publish.GetId()
-	case *corralv1.ClientFrame_Join:
-		e.Room = k.Join.GetRoom()
-	case *corralv1.ClientFrame_Leave:
-		e.Room = k.Leave.GetRoom()
-	case *corralv1.ClientFrame_Signal:
-		e.Room = k.Signal.GetRoom()
-	case *corralv1.ClientFrame_Ack:
-		e.Room = k.Ack.GetRoom()
-	case *corralv1.ClientFrame_SetPresence:
-		e.Room = k.SetPresence.GetRoom()
-	case *corralv1.ClientFrame_PresenceQuery:
-		e.Room = k.PresenceQuery.GetRoom()
-	}
-	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: e}})
+	c.refuseRequest(requestOf(f), code, msg, retryMs)
 }
 
 func (c *conn) sendError(code corralv1.Code, msg string) {

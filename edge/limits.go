@@ -203,6 +203,12 @@ func (c *conn) check(f *corralv1.ClientFrame) bool {
 			uint32(c.e.cfg.RateCloseDelay.Milliseconds()), false)
 		return false
 	}
+	// The Welcome comes first (client.proto): a frame read right behind
+	// the hello is refused once the Welcome is queued, as the edge's
+	// other answers wait for it (awaitWelcome).
+	if !c.welcomed.Load() && !c.awaitWelcome() {
+		return false
+	}
 	ms := uint32(min(wait.Milliseconds()+1, math.MaxUint32))
 	c.refuse(f, corralv1.Code_CODE_RATE_LIMITED, "rate limit: slow down", ms)
 	return false

@@ -216,14 +216,16 @@ func (l *link) down() {
 	if len(l.orphans) > 0 && l.orphanedAt.IsZero() {
 		l.orphanedAt = time.Now()
 	}
-	// What the stream never carried is answered, not dropped: a client
-	// waits on its publish's (join's, call's) answer, and silence costs it
-	// a resend timeout. Its connection still knows it (l.conns is read
-	// before it is emptied).
-	for _, f := range l.queue.Take(linkQueueFrames, int(^uint(0)>>1)) {
-		if cf := f.GetFrame(); cf != nil && expectsAnswer(cf) {
-			if c := l.conns[f.GetConn()]; c != nil {
-				c.refuse(cf, corralv1.Code_CODE_UNAVAILABLE, "lost the link to the core; retry", 0)
+	// What the core never answered is answered here, not dropped: a
+	// client waits on its publish's (join's, set_state's ...) answer, and
+	// silence costs it a resend timeout. That is every request passed to
+	// the stream, queued still or sent, that no answer settled
+	// (answers.go). A connection without a session has no Welcome yet:
+	// its close below answers it.
+	for _, c := range l.conns {
+		for _, r := range c.takeUnansweredLocked() {
+			if c.session != "" {
+				c.refuseRequest(r, corralv1.Code_CODE_UNAVAILABLE, "lost the link to the core; retry", 0)
 				l.e.metrics.refuse(refusedLinkLost)
 			}
 		}
@@ -237,18 +239,6 @@ func (l *link) down() {
 	for _, c := range lost {
 		c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "lost the link to the core", uint32(rand.IntN(1000)), true)
 	}
-}
-
-// expectsAnswer reports whether the client waits on an answer to f (its
-// Published, Joined, Left, CallResult or presence), so that a frame the
-// core never got is refused rather than left unanswered.
-func expectsAnswer(f *corralv1.ClientFrame) bool {
-	switch f.GetKind().(type) {
-	case *corralv1.ClientFrame_Publish, *corralv1.ClientFrame_Join, *corralv1.ClientFrame_Leave,
-		*corralv1.ClientFrame_Call, *corralv1.ClientFrame_PresenceQuery:
-		return true
-	}
-	return false
 }
 
 // giveUpOrphans closes orphans that waited too long for the link.
@@ -331,8 +321,11 @@ func (l *link) pass(c *conn, f *corralv1.ClientFrame, ef *linkv1.EdgeFrame, queu
 	_, attached := l.conns[c.id]
 	_, orphan := l.orphans[c.id]
 	ok := attached && l.enqueueLocked(ef)
-	if ok && queued != nil {
-		queued()
+	if ok {
+		c.trackLocked(requestOf(f))
+		if queued != nil {
+			queued()
+		}
 	}
 	l.mu.Unlock()
 	if orphan {
@@ -448,6 +441,7 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 			p := k.Position
 			if c := l.conns[p.GetConn()]; c != nil {
 				c.roomLocked(p.GetRoom()).position(p.GetSeq(), p.GetEpoch())
+				c.settleLocked(p.GetFrame())
 				c.sendFrame(p.GetFrame())
 			}
 		case *linkv1.CoreFrame_Left:
@@ -457,6 +451,7 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 					// joining ever-new rooms must not grow.
 					r.tracked, r.seq, r.presence, r.epoch = false, 0, false, ""
 				})
+				c.settleLocked(k.Left.GetFrame())
 				c.sendFrame(k.Left.GetFrame())
 			}
 		case *linkv1.CoreFrame_Session:
@@ -470,6 +465,7 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 			}
 		case *linkv1.CoreFrame_Conn:
 			if c := l.conns[k.Conn.GetConn()]; c != nil {
+				c.settleLocked(k.Conn.GetFrame())
 				c.sendFrame(k.Conn.GetFrame())
 			}
 		case *linkv1.CoreFrame_Membership:

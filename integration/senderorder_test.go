@@ -25,7 +25,9 @@ import (
 // messages in the room's one order without gaps. The faults: in split
 // mode on Redis the core restarts (the edge keeps the clients and
 // refuses publishes meanwhile) and then the edge is dropped and started
-// again on its address (both Sessions reconnect and resume); in serve mode
+// again on its address (both Sessions reconnect and resume); in split
+// mode with two edges the edge both Sessions are on drains, and they move
+// to the other (SessionOptions.Fallbacks) and resume there; in serve mode
 // on Sentinel with redis-replicas 1 the master fails over.
 func TestSenderOrderThroughFaults(t *testing.T) {
 	t.Run("core-restart-and-edge-drop", func(t *testing.T) {
@@ -49,6 +51,27 @@ func TestSenderOrderThroughFaults(t *testing.T) {
 		runSenderOrder(t, "ws://"+edge.Addr()+"/ws", []func(){
 			func() { core = restart(core, coreOpts) },
 			func() { edge = restart(edge, edgeOpts) },
+		})
+	})
+	t.Run("edge-drain", func(t *testing.T) {
+		redisURL := "redis://" + redistest.Start(t)
+		prefix := redistest.Prefix(t)
+		coreOpts := server.Options{Mode: server.CoreOnly, Node: config.Node{Addr: "127.0.0.1:0", RedisURL: redisURL, RedisPrefix: prefix}, Logger: quietLogger(), APIInsecure: true}
+		withoutRateLimits(nil)(&coreOpts)
+		core := startNode(t, coreOpts)
+		edgeOpts := server.Options{Mode: server.EdgeOnly, Node: config.Node{Addr: "127.0.0.1:0", CoreURL: "http://" + core.Addr()}, Auth: auth.Dev{}, Logger: quietLogger()}
+		withoutRateLimits(nil)(&edgeOpts)
+		a, b := startNode(t, edgeOpts), startNode(t, edgeOpts)
+		readytest.Wait(t, "http://"+a.Addr()+"/readyz")
+		readytest.Wait(t, "http://"+b.Addr()+"/readyz")
+		runSenderOrderVia(t, "ws://"+a.Addr()+"/ws", []string{"ws://" + b.Addr() + "/ws"}, []func(){
+			func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				if err := a.Drain(ctx, 300*time.Millisecond); err != nil {
+					t.Errorf("drain: %v", err)
+				}
+			},
 		})
 	})
 	t.Run("sentinel-failover", func(t *testing.T) {
@@ -85,12 +108,18 @@ func startNode(t *testing.T, opts server.Options) *server.Node {
 // runSenderOrder publishes 100 messages before the first fault, 100 after
 // each, and checks them (TestSenderOrderThroughFaults).
 func runSenderOrder(t *testing.T, url string, faults []func()) {
+	runSenderOrderVia(t, url, nil, faults)
+}
+
+// runSenderOrderVia is runSenderOrder with Sessions that have fallbacks:
+// other edges to move to when theirs goes away.
+func runSenderOrderVia(t *testing.T, url string, fallbacks []string, faults []func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	const room, each, window = "fifo", 100, 16
 	backoff := client.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}
 	connect := func(user string) *client.Session {
-		s, err := client.Connect(ctx, url, client.SessionOptions{Options: client.Options{Token: user}, Backoff: backoff})
+		s, err := client.Connect(ctx, url, client.SessionOptions{Options: client.Options{Token: user}, Backoff: backoff, Fallbacks: fallbacks})
 		if err != nil {
 			t.Fatal(err)
 		}

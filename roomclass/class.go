@@ -30,7 +30,7 @@ type Class struct {
 	WriteDelay   time.Duration `yaml:"write-delay" doc:"live messages of a room wait up to this long and go to each socket together, in one write (duration, at most 1s; 0: each message at once). A publisher may get its published ack before its own message comes back"`
 	MaxMembers   int           `yaml:"max-members" doc:"connections one room holds at once on one core; past it a join is refused with 4408 (0: unlimited)"`
 	MaxPayload   int           `yaml:"max-payload" doc:"largest message or signal payload in bytes, a client's or the internal API's (past it: error 4413; the API answers invalid_argument)"`
-	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide publish-rate key)"`
+	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per user in one room of this class, kept by the core across the user's connections, reconnects and resumes (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide publish-rate key)"`
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
 	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs hooks-url)"`
 }

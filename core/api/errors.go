@@ -26,6 +26,10 @@ func (s *Service) rpcError(err error) *connect.Error {
 	case errors.Is(err, context.Canceled):
 		return connect.NewError(connect.CodeCanceled, "core: canceled").WithCause(err)
 	}
+	if errors.Is(err, history.ErrOutOfOrder) {
+		s.o.Count(OutOfOrder)
+		return connect.NewError(connect.CodeFailedPrecondition, "core: the publish before this one in its stream (seq - 1) is not stored: publish it first, then this one")
+	}
 	s.o.Logger.Warn("api: store operation failed", "err", err)
 	if errors.Is(err, history.ErrNotReplicated) {
 		return connect.NewError(connect.CodeUnavailable, "core: not confirmed durable: it may have been stored; retry with the same idempotency key").WithCause(err)

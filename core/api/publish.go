@@ -29,10 +29,14 @@ func (s *Service) Publish(ctx context.Context, req *corralv1.PublishRequest) (*c
 	if err := s.validPublish(req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender()); err != nil {
 		return nil, connectErr(connect.CodeInvalidArgument, err)
 	}
+	order, err := apiSender(req)
+	if err != nil {
+		return nil, connectErr(connect.CodeInvalidArgument, err)
+	}
 	if reason, retry, over := s.overloaded(); over {
 		return nil, s.refuseOverloaded(reason, retry)
 	}
-	res, err := s.publish(ctx, req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
+	res, err := s.publish(ctx, req.GetRoom(), req.GetPayload(), req.GetIdempotencyKey(), req.GetSender(), order)
 	if err != nil {
 		return nil, s.rpcError(err)
 	}
@@ -60,8 +64,34 @@ func (s *Service) validPublish(room string, payload []byte, key, sender string) 
 	return nil
 }
 
-// publish publishes one message of an internal service to a valid room.
-func (s *Service) publish(ctx context.Context, room string, payload []byte, key, sender string) (history.AppendResult, error) {
+// apiSender is an API publish's place in its stream's sequence
+// (PublishRequest.seq and stream), the zero Sender for none. Its stream
+// is apart from the client sessions' (prefix "api:"), as its dedupe keys
+// are.
+func apiSender(req *corralv1.PublishRequest) (history.Sender, error) {
+	if req.GetSeq() == 0 {
+		return history.Sender{}, nil
+	}
+	stream := req.GetStream()
+	if stream == "" {
+		stream = req.GetSender()
+	}
+	switch {
+	case req.GetIdempotencyKey() == "":
+		// Without a key a retry of a stored publish could not be told
+		// from a sequence that starts again, and would be stored twice.
+		return history.Sender{}, errors.New("core: a publish with seq needs an idempotency key")
+	case stream == "":
+		return history.Sender{}, errors.New("core: a publish with seq needs a stream (or a sender) naming its sequence")
+	case len(stream) > 256:
+		return history.Sender{}, errors.New("core: stream longer than 256 bytes")
+	}
+	return history.Sender{Stream: "api:" + stream, Seq: req.GetSeq()}, nil
+}
+
+// publish publishes one message of an internal service to a valid room,
+// at its place in its stream's order when order is not zero.
+func (s *Service) publish(ctx context.Context, room string, payload []byte, key, sender string, order history.Sender) (history.AppendResult, error) {
 	msg := &corralv1.Message{
 		Room:    room,
 		Sender:  sender,
@@ -72,7 +102,7 @@ func (s *Service) publish(ctx context.Context, room string, payload []byte, key,
 	if key != "" {
 		dedupe = "api:" + key
 	}
-	return s.core.Publish(ctx, msg, dedupe)
+	return s.core.Publish(ctx, msg, dedupe, order)
 }
 
 // Broadcast publishes one payload to many rooms, a bounded number at a
@@ -132,7 +162,7 @@ func (s *Service) Broadcast(ctx context.Context, req *corralv1.BroadcastRequest)
 					results[i] = out
 					continue
 				}
-				res, err := s.publish(ctx, rooms[i], req.GetPayload(), req.GetIdempotencyKey(), req.GetSender())
+				res, err := s.publish(ctx, rooms[i], req.GetPayload(), req.GetIdempotencyKey(), req.GetSender(), history.Sender{})
 				out.Seq, out.Epoch, out.Duplicate = res.Seq, res.Epoch, res.Duplicate
 				if err != nil {
 					ce := s.rpcError(err)
@@ -190,12 +220,16 @@ func (s *Service) Batch(ctx context.Context, req *corralv1.BatchRequest) (*corra
 			if err == nil {
 				err = s.validPublish(it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender())
 			}
+			var order history.Sender
+			if err == nil {
+				order, err = apiSender(it)
+			}
 			if err != nil {
 				failed = true
 				out.ErrorCode, out.ErrorMessage = connect.CodeInvalidArgument.String(), err.Error()
 				continue
 			}
-			res, err := s.publish(ctx, it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender())
+			res, err := s.publish(ctx, it.GetRoom(), it.GetPayload(), it.GetIdempotencyKey(), it.GetSender(), order)
 			if err != nil {
 				failed = true
 				ce := s.rpcError(err)

@@ -20,7 +20,9 @@ import (
 type Core interface {
 	// Publish appends msg to its room and fans it out to the room's
 	// members; a dedupe key other than "" makes a retry a duplicate.
-	Publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error)
+	// order, when not zero, is msg's place in its stream's sequence
+	// (history.SenderOrder).
+	Publish(ctx context.Context, msg *corralv1.Message, dedupe string, order history.Sender) (history.AppendResult, error)
 	// Backlog sums what waits toward the edges: the bytes of this core's
 	// link queues, the bytes the edges last reported in their
 	// connections' send queues, and whether one link queue holds half of
@@ -130,6 +132,9 @@ const (
 	// BadControl: a command of another core that could not be decoded or
 	// was out of bounds (dropped).
 	BadControl // bad_control
+	// OutOfOrder: a publish with seq whose predecessor in its stream is
+	// not stored (PublishRequest.seq).
+	OutOfOrder // out_of_order
 	NumReasons
 )
 

@@ -33,7 +33,7 @@ type fakeCore struct {
 	presErr   error  // what Presence fails with
 }
 
-func (f *fakeCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe string) (history.AppendResult, error) {
+func (f *fakeCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe string, order history.Sender) (history.AppendResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.published = append(f.published, msg)

@@ -218,7 +218,25 @@ type PublishRequest struct {
 	// server's dedupe window) and answered with the first seq.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Shown to clients as Message.sender; empty by default.
-	Sender        string `protobuf:"bytes,4,opt,name=sender,proto3" json:"sender,omitempty"`
+	Sender string `protobuf:"bytes,4,opt,name=sender,proto3" json:"sender,omitempty"`
+	// The publish's place in its stream's sequence of publishes to this
+	// room: 1, 2, 3, ... in the order the caller made them (0: none), as
+	// Publish.seq is a client session's. With seq set, idempotency_key is
+	// required, and the core stores the publish only when seq - 1 is already
+	// stored (or is not known to it: the first publish, or one after the
+	// dedupe window); otherwise the call fails with failed_precondition and
+	// nothing is stored: publish the earliest unresolved one again (with
+	// its key), then the rest in order. So a backend publishing a sequence
+	// through a core restart, retrying what failed, keeps its order. A seq
+	// at or below the last stored one under a new key starts the sequence
+	// again, and a stream the core does not know takes any place: send a
+	// sequence's first publish alone, the next ones once it is stored.
+	// docs/GUARANTEES.md.
+	Seq uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Names the sequence seq counts in (at most 256 bytes; for example the
+	// backend instance's id and the source of the messages). Empty: sender.
+	// A seq with neither is invalid.
+	Stream        string `protobuf:"bytes,6,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +295,20 @@ func (x *PublishRequest) GetIdempotencyKey() string {
 func (x *PublishRequest) GetSender() string {
 	if x != nil {
 		return x.Sender
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *PublishRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
 	}
 	return ""
 }
@@ -4385,12 +4417,14 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04join\x18\x02 \x03(\tR\x04join\x12\x18\n" +
 	"\apublish\x18\x03 \x03(\tR\apublish\x12!\n" +
-	"\fexpires_unix\x18\x04 \x01(\x03R\vexpiresUnix\"\x7f\n" +
+	"\fexpires_unix\x18\x04 \x01(\x03R\vexpiresUnix\"\xa9\x01\n" +
 	"\x0ePublishRequest\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12'\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x16\n" +
-	"\x06sender\x18\x04 \x01(\tR\x06sender\"W\n" +
+	"\x06sender\x18\x04 \x01(\tR\x06sender\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06stream\x18\x06 \x01(\tR\x06stream\"W\n" +
 	"\x0fPublishResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\tR\x05epoch\x12\x1c\n" +
