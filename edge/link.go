@@ -60,6 +60,9 @@ type link struct {
 	// link to come back and are then resumed by the edge itself.
 	orphans    map[uint64]*conn
 	orphanedAt time.Time
+	// handoff is dispatch's: the sockets a batch from the core gave frames
+	// to, handed to their writers once the batch is queued.
+	handoff handoff
 }
 
 // orphanWait is how long connections wait, open, for a failed link to the
@@ -418,10 +421,19 @@ func (l *link) unlinkLocked(room string, c *conn) {
 }
 
 // dispatch delivers one batch from the core, in order. Each frame's kind
-// says what it is; positions are kept only as the core states them.
+// says what it is; positions are kept only as the core states them. The
+// room frames and replays of the batch are all queued before their sockets
+// go to the writers (handoff), so a burst leaves in one write per socket.
 func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.dispatchLocked(frames, &l.handoff)
+	l.handoff.flush(l.e.senders)
+}
+
+// dispatchLocked is dispatch's part under the lock; the sockets of room
+// frames and replays it queues are kept in h. Lock must be held.
+func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 	for _, f := range frames {
 		switch k := f.GetKind().(type) {
 		case *linkv1.CoreFrame_Live:
@@ -429,20 +441,20 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 			if len(l.rooms[rf.GetRoom()]) > 0 { // a room without members here is forgotten
 				l.roomSeq[rf.GetRoom()] = rf.GetSeq()
 			}
-			l.deliverRoomLocked(rf.GetRoom(), rf.GetFrame(), l.rooms[rf.GetRoom()], false)
+			l.deliverRoomLocked(rf.GetRoom(), rf.GetFrame(), l.rooms[rf.GetRoom()], false, h)
 		case *linkv1.CoreFrame_Signals:
-			l.deliverRoomLocked(k.Signals.GetRoom(), k.Signals.GetFrame(), l.rooms[k.Signals.GetRoom()], true)
+			l.deliverRoomLocked(k.Signals.GetRoom(), k.Signals.GetFrame(), l.rooms[k.Signals.GetRoom()], true, h)
 		case *linkv1.CoreFrame_Presence:
-			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false)
+			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false, h)
 		case *linkv1.CoreFrame_Replay:
 			r := k.Replay
 			if c := l.conns[r.GetConn()]; c != nil {
 				c.roomLocked(r.GetRoom()).position(r.GetSeq(), r.GetEpoch())
-				l.replayLocked(c, r.GetFrame())
+				l.replayLocked(c, r.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Snapshot:
 			if c := l.conns[k.Snapshot.GetConn()]; c != nil {
-				l.replayLocked(c, k.Snapshot.GetFrame())
+				l.replayLocked(c, k.Snapshot.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Position:
 			p := k.Position
@@ -496,17 +508,19 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 }
 
 // replayLocked queues f, frames for c alone outside the bounds of live
-// traffic (a replay or a snapshot). Lock must be held.
-func (l *link) replayLocked(c *conn, f *corralv1.ServerFrame) {
+// traffic (a replay or a snapshot); c is kept in h (handoff). Lock must be
+// held.
+func (l *link) replayLocked(c *conn, f *corralv1.ServerFrame, h *handoff) {
 	if b, err := protocol.AppendServer(c.enc, nil, f); err == nil {
-		c.enqueueReplay(b)
+		c.enqueueReplay(b, h)
 	}
 }
 
 // deliverRoomLocked encodes (and frames) a room's frame f once per
 // encoding in use and queues or writes the same bytes for each of members;
-// signals marks a signal flush, merged while queued. Lock must be held.
-func (l *link) deliverRoomLocked(room string, f *corralv1.ServerFrame, members map[*conn]struct{}, signals bool) {
+// signals marks a signal flush, merged while queued. The members' sockets
+// are kept in h (handoff). Lock must be held.
+func (l *link) deliverRoomLocked(room string, f *corralv1.ServerFrame, members map[*conn]struct{}, signals bool, h *handoff) {
 	if len(members) == 0 {
 		return
 	}
@@ -527,9 +541,9 @@ func (l *link) deliverRoomLocked(room string, f *corralv1.ServerFrame, members m
 			byEnc[c.enc] = e
 		}
 		if batch != nil {
-			c.enqueueSignals(room, batch, e)
+			c.enqueueSignals(room, batch, e, h)
 		} else {
-			c.enqueue(e)
+			c.push(e, pushLive, "", nil, h)
 		}
 	}
 }

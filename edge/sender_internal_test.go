@@ -245,3 +245,52 @@ func TestEveryFrameWrittenAfterTrafficStops(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstLeavesInOneWritePerSocket: a batch from the core carrying a
+// burst of room messages is queued whole before the members' sockets go to
+// their writers (handoff), so each idle member gets the burst in one write
+// (frames per write = the burst), in order, nothing lost or repeated. It
+// counts writes: no timing is involved.
+func TestBurstLeavesInOneWritePerSocket(t *testing.T) {
+	// One link: one batch reaches every member.
+	te := startEdge(t, false, func(cfg *Config) { cfg.Links = 1 })
+	const members, burst = 3, 30
+	cls := make([]*client.Conn, members)
+	for i := range cls {
+		cls[i] = te.dialJoin(t, fmt.Sprint("u", i), "r")
+	}
+	var cs []*conn
+	waitFor(t, "the members", func() bool {
+		cs = serverConns(te)
+		if len(cs) != members {
+			return false
+		}
+		for _, c := range cs {
+			c.link.mu.Lock()
+			_, ok := c.link.rooms["r"][c]
+			c.link.mu.Unlock()
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range cs {
+		settled(t, c)
+	}
+	w0, f0 := flushes(t, te)
+	cs[0].link.dispatch(roomMessages("r", 0, burst))
+	for _, cl := range cls {
+		readMessages(t, cl, 0, burst)
+	}
+	var w uint64
+	var f float64
+	waitFor(t, "every write's count", func() bool { // counted just after a write
+		w, f = flushes(t, te)
+		return f-f0 >= members*burst
+	})
+	if w-w0 != members || f-f0 != members*burst {
+		t.Fatalf("%d writes for %v frames, want %d writes of %d frames: a burst in one batch left in several writes per socket",
+			w-w0, f-f0, members, burst)
+	}
+}
