@@ -550,13 +550,16 @@ func (c *conn) readFailed(err error, beforeHello bool) bool {
 }
 
 // sendFrame encodes f for this connection and queues it.
-func (c *conn) sendFrame(f *corralv1.ServerFrame) {
+func (c *conn) sendFrame(f *corralv1.ServerFrame) { c.sendFrameVia(f, nil) }
+
+// sendFrameVia is sendFrame for a producer with a handoff (push).
+func (c *conn) sendFrameVia(f *corralv1.ServerFrame, h *handoff) {
 	e, err := encode(c.enc, f)
 	if err != nil {
 		c.e.cfg.Logger.Error("encode server frame", "err", err)
 		return
 	}
-	c.enqueue(e)
+	c.push(e, pushLive, "", nil, h)
 }
 
 // refuse answers a client frame the edge cannot pass on now with an Error

@@ -422,8 +422,9 @@ func (l *link) unlinkLocked(room string, c *conn) {
 
 // dispatch delivers one batch from the core, in order. Each frame's kind
 // says what it is; positions are kept only as the core states them. The
-// room frames and replays of the batch are all queued before their sockets
-// go to the writers (handoff), so a burst leaves in one write per socket.
+// batch's frames are all queued before their sockets go to the writers
+// (handoff), so a burst leaves in one write per socket: a publisher's
+// Published with the room's message, say.
 func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -431,8 +432,9 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 	l.handoff.flush(l.e.senders)
 }
 
-// dispatchLocked is dispatch's part under the lock; the sockets of room
-// frames and replays it queues are kept in h. Lock must be held.
+// dispatchLocked is dispatch's part under the lock; the sockets it queues
+// frames for are kept in h (a close hands its socket over at once). Lock
+// must be held.
 func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 	for _, f := range frames {
 		switch k := f.GetKind().(type) {
@@ -460,7 +462,7 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 			p := k.Position
 			if c := l.conns[p.GetConn()]; c != nil {
 				c.roomLocked(p.GetRoom()).position(p.GetSeq(), p.GetEpoch())
-				c.sendFrame(p.GetFrame())
+				c.sendFrameVia(p.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Left:
 			if c := l.conns[k.Left.GetConn()]; c != nil {
@@ -469,7 +471,7 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 					// joining ever-new rooms must not grow.
 					r.tracked, r.seq, r.presence, r.epoch = false, 0, false, ""
 				})
-				c.sendFrame(k.Left.GetFrame())
+				c.sendFrameVia(k.Left.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Session:
 			if c := l.conns[k.Session.GetConn()]; c != nil {
@@ -477,12 +479,12 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 				// A reattach's Welcome goes to the client too: the resume
 				// rotated the token, and the client must resume with the
 				// new one if this connection drops (client.proto Welcome).
-				c.sendFrame(k.Session.GetFrame())
+				c.sendFrameVia(k.Session.GetFrame(), h)
 				c.markWelcomed() // after it is queued: see welcomed
 			}
 		case *linkv1.CoreFrame_Conn:
 			if c := l.conns[k.Conn.GetConn()]; c != nil {
-				c.sendFrame(k.Conn.GetFrame())
+				c.sendFrameVia(k.Conn.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Membership:
 			m := k.Membership
