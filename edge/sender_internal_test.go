@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/client"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -279,18 +281,29 @@ func TestBurstLeavesInOneWritePerSocket(t *testing.T) {
 		settled(t, c)
 	}
 	w0, f0 := flushes(t, te)
-	cs[0].link.dispatch(roomMessages("r", 0, burst))
+	// A frame for each connection first (a publisher's Published, say):
+	// it leaves with the burst, before it.
+	published := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{Room: "r", Id: "p1", Seq: 1}}}
+	var batch []*linkv1.CoreFrame
+	for _, c := range cs {
+		batch = append(batch, &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Conn{Conn: &linkv1.ConnFrame{Conn: c.id, Frame: published}}})
+	}
+	cs[0].link.dispatch(append(batch, roomMessages("r", 0, burst)...))
 	for _, cl := range cls {
+		if f := next(t, cl, func(f *corralv1.ServerFrame) bool { return f.GetPublished() != nil || isMessage(f) }); f.GetPublished() == nil {
+			t.Fatalf("got %v before the Published queued ahead of it", f)
+		}
 		readMessages(t, cl, 0, burst)
 	}
+	const frames = members * (1 + burst)
 	var w uint64
 	var f float64
 	waitFor(t, "every write's count", func() bool { // counted just after a write
 		w, f = flushes(t, te)
-		return f-f0 >= members*burst
+		return f-f0 >= frames
 	})
-	if w-w0 != members || f-f0 != members*burst {
-		t.Fatalf("%d writes for %v frames, want %d writes of %d frames: a burst in one batch left in several writes per socket",
-			w-w0, f-f0, members, burst)
+	if w-w0 != members || f-f0 != frames {
+		t.Fatalf("%d writes for %v frames, want %d writes (%d frames): a batch left in several writes per socket",
+			w-w0, f-f0, members, frames)
 	}
 }
