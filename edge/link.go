@@ -432,11 +432,24 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 	l.handoff.flush(l.e.senders)
 }
 
+// handoffPart bounds the frames of one batch between two hand-offs
+// (dispatchLocked): 256 frames in one write already cost a 256th of a
+// write each.
+const handoffPart = 256
+
 // dispatchLocked is dispatch's part under the lock; the sockets it queues
 // frames for are kept in h (a close hands its socket over at once). Lock
 // must be held.
 func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
-	for _, f := range frames {
+	// A long batch is handed over in parts: a socket never holds more of
+	// it without a writer than a part, well within its queue's bound
+	// (Config.QueueFrames), so a batch larger than the bound does not cut
+	// a client that reads.
+	part := max(1, min(handoffPart, l.e.cfg.QueueFrames/2))
+	for i, f := range frames {
+		if i > 0 && i%part == 0 {
+			h.flush(l.e.senders)
+		}
 		switch k := f.GetKind().(type) {
 		case *linkv1.CoreFrame_Live:
 			rf := k.Live
