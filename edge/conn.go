@@ -246,10 +246,10 @@ func (c *conn) message(bp *[]byte, q [][]byte) []byte {
 }
 
 // sender is the connection's shard of the edge's writers (sender.go).
-func (c *conn) sender() *sender {
-	ss := c.e.senders
-	return ss[c.id%uint64(len(ss))]
-}
+func (c *conn) sender() *sender { return c.e.senders[c.shard()] }
+
+// shard indexes the connection's sender in Edge.senders.
+func (c *conn) shard() int { return int(c.id % uint64(len(c.e.senders))) }
 
 // hello reads and authenticates the hello and attaches the connection. It
 // reports whether it did, and if not whether the client closed cleanly.
@@ -553,13 +553,16 @@ func (c *conn) readFailed(err error, beforeHello bool) bool {
 }
 
 // sendFrame encodes f for this connection and queues it.
-func (c *conn) sendFrame(f *corralv1.ServerFrame) {
+func (c *conn) sendFrame(f *corralv1.ServerFrame) { c.sendFrameVia(f, nil) }
+
+// sendFrameVia is sendFrame for a producer with a handoff (push).
+func (c *conn) sendFrameVia(f *corralv1.ServerFrame, h *handoff) {
 	e, err := encode(c.enc, f)
 	if err != nil {
 		c.e.cfg.Logger.Error("encode server frame", "err", err)
 		return
 	}
-	c.enqueue(e)
+	c.push(e, pushLive, "", nil, h)
 }
 
 // refuse answers a client frame the edge cannot pass on now with an Error
@@ -578,19 +581,21 @@ func (c *conn) sendError(code corralv1.Code, msg string) {
 // they have one: a client that joins and leaves a room with a large
 // history and never reads is a slow consumer (replay_full), not a heap
 // that grows by a replay each join.
-func (c *conn) enqueueReplay(b []byte) { c.push(encoded{b: b}, pushReplay, "", nil) }
+func (c *conn) enqueueReplay(b []byte, h *handoff) {
+	c.push(encoded{b: b}, pushReplay, "", nil, h)
+}
 
 // enqueue queues an encoded frame (which it never modifies). It never
 // blocks: a connection whose queue is over its bounds is a slow consumer and
 // is closed with a hint to resume. It reports whether e was queued or
 // written.
-func (c *conn) enqueue(e encoded) bool { return c.push(e, pushLive, "", nil) }
+func (c *conn) enqueue(e encoded) bool { return c.push(e, pushLive, "", nil, nil) }
 
 // enqueueSignals queues a room's signal batch (e is its encoding). If an
 // earlier batch of the room is still queued, the two merge in its place,
 // latest value per key, encoded for this connection alone.
-func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, e encoded) {
-	c.push(e, pushSignals, room, batch)
+func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, e encoded, h *handoff) {
+	c.push(e, pushSignals, room, batch, h)
 }
 
 type pushKind uint8
@@ -605,8 +610,9 @@ const (
 // the socket to its writer happen in one critical section, so what sigAt
 // points at is always the entry it was recorded for. It never writes: a
 // producer (a room's fan-out under the link's lock) only queues, and the
-// socket's one writer sends (send).
-func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch) bool {
+// socket's one writer sends (send). With h, a socket to hand over is kept
+// in h until the producer's batch is queued (handoff); nil: now.
+func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch, h *handoff) bool {
 	b := e.b
 	c.mu.Lock()
 	if c.closing {
@@ -659,7 +665,10 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 	}
 	start := c.startWriterLocked()
 	c.mu.Unlock()
-	if start {
+	switch {
+	case start && h != nil:
+		h.add(c)
+	case start:
 		c.sender().add(c)
 	}
 	return true

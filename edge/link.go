@@ -60,6 +60,9 @@ type link struct {
 	// link to come back and are then resumed by the edge itself.
 	orphans    map[uint64]*conn
 	orphanedAt time.Time
+	// handoff is dispatch's: the sockets a batch from the core gave frames
+	// to, handed to their writers once the batch is queued.
+	handoff handoff
 }
 
 // orphanWait is how long connections wait, open, for a failed link to the
@@ -411,38 +414,62 @@ func (l *link) unlinkLocked(room string, c *conn) {
 }
 
 // dispatch delivers one batch from the core, in order. Each frame's kind
-// says what it is; positions are kept only as the core states them.
+// says what it is; positions are kept only as the core states them. The
+// batch's frames are all queued before their sockets go to the writers
+// (handoff), so a burst leaves in one write per socket: a publisher's
+// Published with the room's message, say.
 func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, f := range frames {
+	l.dispatchLocked(frames, &l.handoff)
+	l.handoff.flush(l.e.senders)
+}
+
+// handoffPart bounds the frames of one batch between two hand-offs
+// (dispatchLocked): 256 frames in one write already cost a 256th of a
+// write each.
+const handoffPart = 256
+
+// dispatchLocked is dispatch's part under the lock; the sockets it queues
+// frames for are kept in h (a close hands its socket over at once). Lock
+// must be held.
+func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
+	// A long batch is handed over in parts: a socket never holds more of
+	// it without a writer than a part, well within its queue's bound
+	// (Config.QueueFrames), so a batch larger than the bound does not cut
+	// a client that reads.
+	part := max(1, min(handoffPart, l.e.cfg.QueueFrames/2))
+	for i, f := range frames {
+		if i > 0 && i%part == 0 {
+			h.flush(l.e.senders)
+		}
 		switch k := f.GetKind().(type) {
 		case *linkv1.CoreFrame_Live:
 			rf := k.Live
 			if len(l.rooms[rf.GetRoom()]) > 0 { // a room without members here is forgotten
 				l.roomSeq[rf.GetRoom()] = rf.GetSeq()
 			}
-			l.deliverRoomLocked(rf.GetRoom(), rf.GetFrame(), l.rooms[rf.GetRoom()], false)
+			l.deliverRoomLocked(rf.GetRoom(), rf.GetFrame(), l.rooms[rf.GetRoom()], false, h)
 		case *linkv1.CoreFrame_Signals:
-			l.deliverRoomLocked(k.Signals.GetRoom(), k.Signals.GetFrame(), l.rooms[k.Signals.GetRoom()], true)
+			l.deliverRoomLocked(k.Signals.GetRoom(), k.Signals.GetFrame(), l.rooms[k.Signals.GetRoom()], true, h)
 		case *linkv1.CoreFrame_Presence:
-			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false)
+			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false, h)
 		case *linkv1.CoreFrame_Replay:
 			r := k.Replay
 			if c := l.conns[r.GetConn()]; c != nil {
 				c.roomLocked(r.GetRoom()).position(r.GetSeq(), r.GetEpoch())
-				l.replayLocked(c, r.GetFrame())
+				l.replayLocked(c, r.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Snapshot:
 			if c := l.conns[k.Snapshot.GetConn()]; c != nil {
-				l.replayLocked(c, k.Snapshot.GetFrame())
+				l.replayLocked(c, k.Snapshot.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Position:
 			p := k.Position
 			if c := l.conns[p.GetConn()]; c != nil {
 				c.roomLocked(p.GetRoom()).position(p.GetSeq(), p.GetEpoch())
 				c.settleLocked(p.GetFrame())
-				c.sendFrame(p.GetFrame())
+				c.sendFrameVia(p.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Left:
 			if c := l.conns[k.Left.GetConn()]; c != nil {
@@ -452,7 +479,7 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 					r.tracked, r.seq, r.presence, r.epoch = false, 0, false, ""
 				})
 				c.settleLocked(k.Left.GetFrame())
-				c.sendFrame(k.Left.GetFrame())
+				c.sendFrameVia(k.Left.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Session:
 			if c := l.conns[k.Session.GetConn()]; c != nil {
@@ -460,13 +487,13 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 				// A reattach's Welcome goes to the client too: the resume
 				// rotated the token, and the client must resume with the
 				// new one if this connection drops (client.proto Welcome).
-				c.sendFrame(k.Session.GetFrame())
+				c.sendFrameVia(k.Session.GetFrame(), h)
 				c.markWelcomed() // after it is queued: see welcomed
 			}
 		case *linkv1.CoreFrame_Conn:
 			if c := l.conns[k.Conn.GetConn()]; c != nil {
 				c.settleLocked(k.Conn.GetFrame())
-				c.sendFrame(k.Conn.GetFrame())
+				c.sendFrameVia(k.Conn.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Membership:
 			m := k.Membership
@@ -492,17 +519,19 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 }
 
 // replayLocked queues f, frames for c alone outside the bounds of live
-// traffic (a replay or a snapshot). Lock must be held.
-func (l *link) replayLocked(c *conn, f *corralv1.ServerFrame) {
+// traffic (a replay or a snapshot); c is kept in h (handoff). Lock must be
+// held.
+func (l *link) replayLocked(c *conn, f *corralv1.ServerFrame, h *handoff) {
 	if b, err := protocol.AppendServer(c.enc, nil, f); err == nil {
-		c.enqueueReplay(b)
+		c.enqueueReplay(b, h)
 	}
 }
 
 // deliverRoomLocked encodes (and frames) a room's frame f once per
 // encoding in use and queues or writes the same bytes for each of members;
-// signals marks a signal flush, merged while queued. Lock must be held.
-func (l *link) deliverRoomLocked(room string, f *corralv1.ServerFrame, members map[*conn]struct{}, signals bool) {
+// signals marks a signal flush, merged while queued. The members' sockets
+// are kept in h (handoff). Lock must be held.
+func (l *link) deliverRoomLocked(room string, f *corralv1.ServerFrame, members map[*conn]struct{}, signals bool, h *handoff) {
 	if len(members) == 0 {
 		return
 	}
@@ -523,9 +552,9 @@ func (l *link) deliverRoomLocked(room string, f *corralv1.ServerFrame, members m
 			byEnc[c.enc] = e
 		}
 		if batch != nil {
-			c.enqueueSignals(room, batch, e)
+			c.enqueueSignals(room, batch, e, h)
 		} else {
-			c.enqueue(e)
+			c.push(e, pushLive, "", nil, h)
 		}
 	}
 }

@@ -47,9 +47,9 @@ func decodeBatch(t *testing.T, b []byte) []*corralv1.ServerFrame {
 func TestSignalsMergeWhileQueued(t *testing.T) {
 	c := queueConn(t)
 	b1, e1 := signals("r", "cursor:a", `1`, "cursor:b", `1`)
-	c.enqueueSignals("r", b1, encoded{b: e1})
+	c.enqueueSignals("r", b1, encoded{b: e1}, nil)
 	b2, e2 := signals("r", "cursor:a", `2`)
-	c.enqueueSignals("r", b2, encoded{b: e2})
+	c.enqueueSignals("r", b2, encoded{b: e2}, nil)
 	msg := []byte(`{"message":{"room":"r","seq":1}}`)
 	c.enqueue(encoded{b: msg})
 
@@ -70,7 +70,7 @@ func TestSignalsMergeWhileQueued(t *testing.T) {
 	// After the take, a new batch is a new entry: the taken one is gone.
 	c.enqueue(encoded{b: msg})
 	b3, e3 := signals("r", "cursor:a", `3`)
-	c.enqueueSignals("r", b3, encoded{b: e3})
+	c.enqueueSignals("r", b3, encoded{b: e3}, nil)
 	c.mu.Lock()
 	q = c.takeLocked()
 	c.mu.Unlock()
@@ -85,7 +85,7 @@ func TestReplayOutsideBounds(t *testing.T) {
 	c := queueConn(t)
 	c.e.cfg.QueueFrames = 2
 	for range 5 {
-		c.enqueueReplay([]byte(`{"batch":{}}`))
+		c.enqueueReplay([]byte(`{"batch":{}}`), nil)
 	}
 	if !c.enqueue(encoded{b: []byte(`a`)}) || !c.enqueue(encoded{b: []byte(`b`)}) {
 		t.Fatal("live frames refused within the bound")
@@ -113,7 +113,7 @@ func TestReplayBounded(t *testing.T) {
 	limit := c.e.cfg.replayBytes()
 	n := 0
 	for ; (n+1)*len(page) <= limit; n++ {
-		c.enqueueReplay(page)
+		c.enqueueReplay(page, nil)
 	}
 	c.mu.Lock()
 	queued, closing := c.queued, c.closing
@@ -129,7 +129,7 @@ func TestReplayBounded(t *testing.T) {
 		t.Fatal("a live frame within its bound refused behind a replay")
 	}
 	before := testutil.ToFloat64(c.e.metrics.slow.WithLabelValues("replay_full"))
-	c.enqueueReplay(page)
+	c.enqueueReplay(page, nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.closing || c.closeCode != corralv1.Code_CODE_SLOW_CONSUMER {

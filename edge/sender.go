@@ -63,6 +63,67 @@ func (s *sender) add(c *conn) {
 	}
 }
 
+// addAll hands cs, all of this shard, to it at once: one lock and one
+// wake-up for a link batch's connections (handoff). The caller holds each
+// one's writer token.
+func (s *sender) addAll(cs []*conn) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		for _, c := range cs {
+			go c.sendBlocking()
+		}
+		return
+	}
+	first := len(s.due) == 0
+	s.due = append(s.due, cs...)
+	s.mu.Unlock()
+	if first {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// handoff collects the connections whose writer token was taken while one
+// batch from the core was queued (link.dispatch), each once, by shard, and
+// hands them to their senders after the whole batch is queued. Handed over
+// at its first frame, a socket was written with that frame alone while the
+// batch's next frames for it were still being queued (a burst of n room
+// messages: up to n writes per member); handed over after, it gets the
+// batch in one write. No timer: a batch is what the core queued while its
+// sender was busy (core link.sendLoop), so it is one frame at a low rate
+// and grows only under load.
+//
+// A handoff is not safe for concurrent use: the link's is guarded by the
+// link's lock, and reused from batch to batch.
+type handoff struct {
+	byShard [][]*conn
+}
+
+// add keeps c, whose writer token the caller took, for flush.
+func (h *handoff) add(c *conn) {
+	ss := c.e.senders
+	if len(h.byShard) != len(ss) {
+		h.byShard = make([][]*conn, len(ss))
+	}
+	i := c.shard()
+	h.byShard[i] = append(h.byShard[i], c)
+}
+
+// flush hands what add kept to the senders, a shard at a time.
+func (h *handoff) flush(ss []*sender) {
+	for i, cs := range h.byShard {
+		if len(cs) == 0 {
+			continue
+		}
+		ss[i].addAll(cs)
+		clear(cs) // hold no connection until the next batch
+		h.byShard[i] = cs[:0]
+	}
+}
+
 // run writes the connections handed over, in passes, until ctx ends; then
 // what is still due is written blocking, each on a goroutine.
 func (s *sender) run(ctx context.Context) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/client"
+	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -243,5 +245,65 @@ func TestEveryFrameWrittenAfterTrafficStops(t *testing.T) {
 			c.mu.Unlock()
 			t.Logf("conn %d: %d queued, writer %v, waiting for room %v", c.id, queued, writing, stalled)
 		}
+	}
+}
+
+// TestBurstLeavesInOneWritePerSocket: a batch from the core carrying a
+// burst of room messages is queued whole before the members' sockets go to
+// their writers (handoff), so each idle member gets the burst in one write
+// (frames per write = the burst), in order, nothing lost or repeated. It
+// counts writes: no timing is involved.
+func TestBurstLeavesInOneWritePerSocket(t *testing.T) {
+	// One link: one batch reaches every member.
+	te := startEdge(t, false, func(cfg *Config) { cfg.Links = 1 })
+	const members, burst = 3, 30
+	cls := make([]*client.Conn, members)
+	for i := range cls {
+		cls[i] = te.dialJoin(t, fmt.Sprint("u", i), "r")
+	}
+	var cs []*conn
+	waitFor(t, "the members", func() bool {
+		cs = serverConns(te)
+		if len(cs) != members {
+			return false
+		}
+		for _, c := range cs {
+			c.link.mu.Lock()
+			_, ok := c.link.rooms["r"][c]
+			c.link.mu.Unlock()
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range cs {
+		settled(t, c)
+	}
+	w0, f0 := flushes(t, te)
+	// A frame for each connection first (a publisher's Published, say):
+	// it leaves with the burst, before it.
+	published := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{Room: "r", Id: "p1", Seq: 1}}}
+	var batch []*linkv1.CoreFrame
+	for _, c := range cs {
+		batch = append(batch, &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Conn{Conn: &linkv1.ConnFrame{Conn: c.id, Frame: published}}})
+	}
+	cs[0].link.dispatch(append(batch, roomMessages("r", 0, burst)...))
+	for _, cl := range cls {
+		if f := next(t, cl, func(f *corralv1.ServerFrame) bool { return f.GetPublished() != nil || isMessage(f) }); f.GetPublished() == nil {
+			t.Fatalf("got %v before the Published queued ahead of it", f)
+		}
+		readMessages(t, cl, 0, burst)
+	}
+	const frames = members * (1 + burst)
+	var w uint64
+	var f float64
+	waitFor(t, "every write's count", func() bool { // counted just after a write
+		w, f = flushes(t, te)
+		return f-f0 >= frames
+	})
+	if w-w0 != members || f-f0 != frames {
+		t.Fatalf("%d writes for %v frames, want %d writes (%d frames): a batch left in several writes per socket",
+			w-w0, f-f0, members, frames)
 	}
 }

@@ -33,7 +33,7 @@ func TestMergedSignalsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.enqueueSignals("r", batch, enc)
+		c.enqueueSignals("r", batch, enc, nil)
 	}
 	c.mu.Lock()
 	queued := c.queue

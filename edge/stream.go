@@ -642,7 +642,7 @@ func (e *Edge) beatStreams(conns []*conn, now int64) {
 	for _, c := range conns {
 		if s := c.stream; s != nil && now-s.lastWrite.Load() >= every {
 			s.lastWrite.Store(now)
-			c.push(encoded{b: heartbeatEntry}, pushLive, "", nil)
+			c.push(encoded{b: heartbeatEntry}, pushLive, "", nil, nil)
 		}
 	}
 }
