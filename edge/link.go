@@ -434,6 +434,8 @@ func (l *link) dispatch(frames []*linkv1.CoreFrame) {
 			l.deliverRoomLocked(k.Signals.GetRoom(), k.Signals.GetFrame(), l.rooms[k.Signals.GetRoom()], true)
 		case *linkv1.CoreFrame_Presence:
 			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false)
+		case *linkv1.CoreFrame_State:
+			l.deliverRoomLocked(k.State.GetRoom(), k.State.GetFrame(), l.rooms[k.State.GetRoom()], false)
 		case *linkv1.CoreFrame_Replay:
 			r := k.Replay
 			if c := l.conns[r.GetConn()]; c != nil {
