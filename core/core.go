@@ -48,6 +48,7 @@ type Core struct {
 	presErr error
 
 	door   *door.Door    // door.go, core/door
+	keyed  *stateRooms   // keyed room state: the store, each room's mirror (keyed.go)
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 
 	// id names this core in Info; started is when it began.
@@ -108,6 +109,7 @@ func New(cfg Config) *Core {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
 	}
+	c.keyed = newStateRooms(c)
 	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
@@ -174,6 +176,10 @@ func Start(ctx context.Context, cfg Config) (*Core, error) {
 		c.wg.Add(1)
 		go c.unsubscribeLoop()
 	}
+	if err := c.keyed.follow(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("core: follow the state store: %w", err)
+	}
 	return c, nil
 }
 
@@ -193,7 +199,7 @@ func (c *Core) Close() error {
 	}
 	c.missed.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
-	perr := c.closePresence()
+	perr := errors.Join(c.closePresence(), c.keyed.close())
 	if c.ownStore {
 		return errors.Join(perr, c.sess.Close(), c.hist.Close())
 	}
