@@ -23,7 +23,9 @@ import (
 // Core is the room service. It implements
 // corralv1connect.RoomServiceHandler. All methods are safe for concurrent use.
 type Core struct {
-	corralv1connect.UnimplementedRoomServiceHandler
+	// keyedAPI brings the keyed-state RPCs (api_keyed.go) and, embedded
+	// in it, the unimplemented rest of RoomService.
+	keyedAPI
 
 	cfg      Config
 	hist     history.Store
@@ -110,6 +112,7 @@ func New(cfg Config) *Core {
 		c.ownStore = true
 	}
 	c.keyed = newStateRooms(c)
+	c.keyedAPI = keyedAPI{c: c}
 	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)

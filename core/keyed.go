@@ -76,16 +76,13 @@ type pendingChange struct {
 func newStateRooms(c *Core) *stateRooms {
 	k := &stateRooms{c: c, store: c.cfg.State}
 	if k.store == nil {
-		k.store = state.NewMemory(state.MemoryOptions{Limits: c.stateLimits})
+		k.store = state.NewMemory(state.MemoryOptions{Limits: func(room string) state.Limits {
+			cl := c.class(room)
+			return state.Limits{MaxKeys: cl.State.MaxKeys, MaxValue: cl.State.MaxValue}
+		}})
 		k.own = true
 	}
 	return k
-}
-
-// stateLimits are room's bounds from its class.
-func (c *Core) stateLimits(room string) state.Limits {
-	cl := c.class(room)
-	return state.Limits{MaxKeys: cl.State.MaxKeys, MaxValue: cl.State.MaxValue}
 }
 
 // follow starts the store's feed when it has one (Redis).
