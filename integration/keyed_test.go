@@ -41,7 +41,8 @@ const keyedClasses = `rooms:
 // its connection's frames, and every update it got per key (with
 // deltas, for checker.Values).
 type stateMember struct {
-	c *client.Conn
+	c      *client.Conn
+	joined *corralv1.Joined
 
 	mu        sync.Mutex // guards the following fields
 	view      *client.State
@@ -52,8 +53,13 @@ type stateMember struct {
 	err       error
 }
 
-func followState(t *testing.T, c *client.Conn, room string) *stateMember {
+// followState follows c's frames of room; held, when not nil, is the
+// view the connection starts from (a resume's).
+func followState(t *testing.T, c *client.Conn, room string, held *corralv1.StateSnapshot) *stateMember {
 	m := &stateMember{c: c, view: client.NewState(room), updates: map[string][]checker.Update{}}
+	if held != nil {
+		m.view.Snapshot(held)
+	}
 	go func() {
 		for f := range c.Frames() {
 			m.mu.Lock()
@@ -135,10 +141,12 @@ func TestKeyedStateCanvas(t *testing.T) {
 			const room = "canvas:1"
 			join := func(user string, enc protocol.Encoding) *stateMember {
 				c := dial(t, d, user, enc)
-				m := followState(t, c, room)
-				if _, err := c.Join(ctx, room, 0, ""); err != nil {
+				m := followState(t, c, room, nil)
+				j, err := c.Join(ctx, room, 0, "")
+				if err != nil {
 					t.Fatal(err)
 				}
+				m.joined = j
 				return m
 			}
 			writer := join("writer", protocol.Proto)
@@ -211,8 +219,6 @@ func TestKeyedStateCanvas(t *testing.T) {
 			far.c.CloseNow()
 
 			edits(writer.c, 30, 100) // fewer than the 256 kept
-			resumed := dial(t, d, "cut", protocol.Proto)
-			back := followState(t, resumed, room)
 			// The resumed connection's view is what cut held.
 			held := &corralv1.StateSnapshot{Room: room, Epoch: cutEpoch, Position: cutPos}
 			cut.mu.Lock()
@@ -221,14 +227,27 @@ func TestKeyedStateCanvas(t *testing.T) {
 				held.Entries = append(held.Entries, &corralv1.StateEntry{Key: k, Value: e.Value, Version: e.Version, ExpiresMs: e.ExpiresMs})
 			}
 			cut.mu.Unlock()
-			back.mu.Lock()
-			back.view.Snapshot(held)
-			back.mu.Unlock()
-			joinAt(t, ctx, resumed, room, cutEpoch, cutPos)
+			// cut resumes its session (hello.resume) with its room's
+			// message and state positions.
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			resumed, err := client.Dial(rctx, d.wsURL, client.Options{Token: "cut", Encoding: protocol.Proto, Resume: &corralv1.Resume{
+				SessionId: cut.c.Welcome().GetSessionId(), ResumeToken: cut.c.Welcome().GetResumeToken(),
+				Rooms: []*corralv1.RoomPosition{{Room: room, Seq: cut.joined.GetSeq(), Epoch: cut.joined.GetEpoch(),
+					StatePosition: cutPos, StateEpoch: cutEpoch}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(resumed.CloseNow)
+			if !resumed.Welcome().GetResumed() {
+				t.Fatalf("cut's resume: %v, want resumed", resumed.Welcome())
+			}
+			back := followState(t, resumed, room, held)
 
 			edits(writer.c, 300, 1000) // more than kept
 			late := join("late", protocol.JSON)
-			farBack := followState(t, dial(t, d, "far", protocol.Proto), room)
+			farBack := followState(t, dial(t, d, "far", protocol.Proto), room, nil)
 			joinAt(t, ctx, farBack.c, room, farEpoch, farPos)
 
 			// The TTL key expired meanwhile; every member saw it go.
