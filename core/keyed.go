@@ -50,6 +50,10 @@ type stateRooms struct {
 	store state.Store
 	own   bool        // the core made the store: Close closes it
 	feed  *state.Feed // other processes' changes; nil: this core is the only writer
+	// gapWait is how long a gap may stay open before a read closes it
+	// (gapWait, as a room's messages: two writes of this core that finish
+	// out of order close it at once, without a read).
+	gapWait time.Duration
 }
 
 // keyedRoom is one room's mirror. Guarded by room.mu.
@@ -74,7 +78,7 @@ type pendingChange struct {
 }
 
 func newStateRooms(c *Core) *stateRooms {
-	k := &stateRooms{c: c, store: c.cfg.State}
+	k := &stateRooms{c: c, store: c.cfg.State, gapWait: gapWait}
 	if k.store == nil {
 		k.store = state.NewMemory(state.MemoryOptions{Limits: func(room string) state.Limits {
 			cl := c.class(room)
@@ -102,7 +106,7 @@ func (k *stateRooms) follow(ctx context.Context) error {
 		OnGap: func(room string) {
 			if r := k.c.rooms.get(room); r != nil {
 				r.mu.Lock()
-				k.scheduleFillLocked(r)
+				k.scheduleFillLocked(r, 0)
 				r.mu.Unlock()
 			}
 		},
@@ -243,7 +247,7 @@ func (k *stateRooms) drainLocked(r *room) {
 		k.deliverLocked(r, p.c)
 	}
 	if len(kr.pending) > 0 {
-		k.scheduleFillLocked(r)
+		k.scheduleFillLocked(r, k.gapWait)
 	}
 }
 
@@ -328,9 +332,9 @@ func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
 	ep.link.enqueue(frame.Snapshot(ep.conn, r.name, kr.snapshotFrame(r.name)))
 }
 
-// scheduleFillLocked starts the catch-up read of room r (one at a time).
-// Lock must be held.
-func (k *stateRooms) scheduleFillLocked(r *room) {
+// scheduleFillLocked starts the catch-up read of room r (one at a time)
+// after wait. Lock must be held.
+func (k *stateRooms) scheduleFillLocked(r *room, wait time.Duration) {
 	kr := &r.keyed
 	if !kr.loaded {
 		return
@@ -340,6 +344,11 @@ func (k *stateRooms) scheduleFillLocked(r *room) {
 		return
 	}
 	kr.filling = true
+	if wait > 0 {
+		// A timer's goroutine: the read ends with the core's context.
+		time.AfterFunc(wait, func() { k.fill(r) })
+		return
+	}
 	k.c.wg.Go(func() { k.fill(r) })
 }
 
@@ -453,7 +462,7 @@ func (k *stateRooms) expire(r *room) {
 		r.keyed.timer = time.AfterFunc(time.Second, func() { k.expire(r) })
 		return
 	}
-	k.scheduleFillLocked(r)
+	k.scheduleFillLocked(r, 0)
 }
 
 func unixMs(t time.Time) int64 {
