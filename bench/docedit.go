@@ -18,7 +18,7 @@ import (
 // SDK) join one room; Writers of them set its keyed state's "doc" key, a
 // document of Size bytes, at Rate edits per second over all writers for
 // Duration, each edit a small change (a word replaced) of the shared
-// text. It measures the bytes of state frames the members received (each
+// text, a JSON string. It measures the bytes of state frames the members received (each
 // frame as the wire carries it in the run's encoding, WebSocket framing
 // aside) and the server's CPU seconds in the edit window, and checks that
 // every member rebuilt every version it got (deltas applied) to exactly
@@ -161,11 +161,13 @@ func (d *DocEdit) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Connect = &ConnectStats{Target: d.Members, Joined: len(members)}
 
-	// The document: words of 6 bytes; an edit replaces one.
+	// The document: a JSON string (inline in the JSON subprotocol, as an
+	// editor's text field would be); an edit replaces a word of 6 bytes.
 	doc := make([]byte, d.Size)
 	for i := range doc {
 		doc[i] = "abcdefghijklmnopqrstuvwxyz "[i%27]
 	}
+	doc[0], doc[len(doc)-1] = '"', '"'
 	var docMu sync.Mutex
 	written := map[uint64][]byte{}
 	sampler := newCostSampler(o.Target)
@@ -187,7 +189,7 @@ func (d *DocEdit) Run(ctx context.Context, o Options) (*Result, error) {
 				case <-t.C:
 				}
 				docMu.Lock()
-				at := rng.IntN(d.Size - 8)
+				at := 1 + rng.IntN(d.Size-8)
 				copy(doc[at:], fmt.Sprintf("w%05d", rng.IntN(100000)))
 				value := append([]byte(nil), doc...)
 				sctx, scancel := context.WithTimeout(ctx, d.Timeout)
