@@ -398,15 +398,16 @@ func (k *stateRooms) fill(r *room) {
 				}
 			}
 		}
-		if err == nil {
-			// The store answered for the mirror's epoch: what was held
-			// of another one is stale.
-			for pos, p := range kr.pending {
-				if p.epoch != kr.epoch || pos <= kr.pos {
-					delete(kr.pending, pos)
-				}
+		// The store answered for the mirror's epoch: what was held of
+		// another one is stale.
+		for pos, p := range kr.pending {
+			if p.epoch != kr.epoch || pos <= kr.pos {
+				delete(kr.pending, pos)
 			}
 		}
+		// After an expiry (or a snapshot) the next deadline is another
+		// key's, which no change of this read may have named.
+		k.armLocked(r)
 		again := kr.refill
 		kr.refill = false
 		if again {

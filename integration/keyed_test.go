@@ -194,8 +194,12 @@ func TestKeyedStateCanvas(t *testing.T) {
 			if _, err := set(writer.c, "title", []byte(`"Plan B"`), client.StateOptions{CAS: true, Version: u.GetVersion()}); err != nil {
 				t.Fatal(err)
 			}
-			// A key with a TTL: its removal reaches the members.
+			// Keys with a TTL: their removals reach the members, one
+			// deadline after the other.
 			if _, err := set(writer.c, "cursor", []byte(`{"x":1}`), client.StateOptions{TTL: 200 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := set(writer.c, "cursor2", []byte(`{"x":2}`), client.StateOptions{TTL: 400 * time.Millisecond}); err != nil {
 				t.Fatal(err)
 			}
 			// Deleted keys.
@@ -250,11 +254,24 @@ func TestKeyedStateCanvas(t *testing.T) {
 			farBack := followState(t, dial(t, d, "far", protocol.Proto), room, nil)
 			joinAt(t, ctx, farBack.c, room, farEpoch, farPos)
 
-			// The TTL key expired meanwhile; every member saw it go.
+			// The TTL keys expired meanwhile; every member saw them go.
 			eventually.True(t, 10*time.Second, func() bool {
-				s, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: room, Keys: []string{"cursor"}})
+				s, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: room, Keys: []string{"cursor", "cursor2"}})
 				return err == nil && len(s.GetSnapshot().GetEntries()) == 0
-			}, "the cursor key expires")
+			}, "the cursor keys expire")
+			waitConverged(t, d, room, writer, early, late, back, farBack)
+
+			// Expiries with no write after them: the cores' timers bring
+			// them, one deadline after the other.
+			for i, ttl := range []time.Duration{150 * time.Millisecond, 300 * time.Millisecond} {
+				if _, err := set(writer.c, fmt.Sprint("ping", i), []byte(`1`), client.StateOptions{TTL: ttl}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually.True(t, 10*time.Second, func() bool {
+				s, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: room, Keys: []string{"ping0", "ping1"}})
+				return err == nil && len(s.GetSnapshot().GetEntries()) == 0
+			}, "the ping keys expire")
 			waitConverged(t, d, room, writer, early, late, back, farBack)
 
 			// The resumed member got only the changes it missed, no
