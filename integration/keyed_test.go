@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/apiclient"
 	"github.com/corral-rt/corral/checker"
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/server"
 )
 
 // keyedClasses: a canvas with deltas and a 3-key bound for the bound
@@ -396,5 +398,52 @@ func TestKeyedStateRefusals(t *testing.T) {
 	}
 	if n := len(s.GetSnapshot().GetEntries()); n != 3 || s.GetSnapshot().GetPosition() != 3 {
 		t.Fatalf("tiny:1 holds %d keys at position %d, want the 3 written at 3", n, s.GetSnapshot().GetPosition())
+	}
+}
+
+// TestKeyedStateAcrossCores: two cores on one Redis; writers on each,
+// members on each, a late joiner on the other: every member's state,
+// deltas applied, equals the store's (the state feed brings each core
+// the other's writes, in order).
+func TestKeyedStateAcrossCores(t *testing.T) {
+	_, classes := classFile(t, keyedClasses)
+	a, _, da, db := twoCores(t, func(o *server.Options) {
+		classes(o)
+		o.Node.InternalAddr, o.APIKeys = "127.0.0.1:0", []string{testAPIKey}
+	})
+	da.api = apiclient.New("http://"+a.InternalAddr(), testAPIKey, nil)
+	ctx := testCtx(t)
+	const room = "canvas:x"
+	join := func(d *deployment, user string) *stateMember {
+		c := dial(t, d, user, protocol.Proto)
+		m := followState(t, c, room, nil)
+		if _, err := c.Join(ctx, room, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	wa, wb := join(da, "wa"), join(db, "wb")
+	ma, mb := join(da, "ma"), join(db, "mb")
+	var g sync.WaitGroup
+	for i, w := range []*stateMember{wa, wb} {
+		g.Go(func() {
+			for n := range 60 {
+				v := fmt.Appendf(nil, `{"by":%d,"n":%d,"text":"%s"}`, i, n, strings.Repeat("the same long text ", 4))
+				if _, err := w.c.SetState(ctx, room, fmt.Sprint("obj", n%4), v, client.StateOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	g.Wait()
+	late := join(db, "late")
+	waitConverged(t, da, room, wa, wb, ma, mb, late)
+	for name, m := range map[string]*stateMember{"ma": ma, "mb": mb} {
+		m.mu.Lock()
+		if m.changes < 120 {
+			t.Errorf("%s applied %d changes, want the 120 written", name, m.changes)
+		}
+		m.mu.Unlock()
 	}
 }
