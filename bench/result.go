@@ -49,6 +49,8 @@ type Result struct {
 	// Hooks is set when the run served its own hooks backend
 	// (--hooks-listen): what corral asked it.
 	Hooks *HooksStats `json:"hooks,omitempty"`
+	// DocEdit is set by docedit.
+	DocEdit *DocEditStats `json:"docEdit,omitempty"`
 	// Outbox is set by outbox-burst.
 	Outbox *OutboxStats `json:"outbox,omitempty"`
 	Errors ErrorCounts  `json:"errors"`

@@ -63,7 +63,7 @@ func (o Options) withDefaults() Options {
 // Scenarios returns a fresh value of every scenario, by name, with the
 // seeds' defaults.
 func Scenarios() []Scenario {
-	s := []Scenario{NewBroadcast(), NewBusyRoom(), NewConnect(), NewChatBurst(), NewCursors(), NewLimit(), NewOutboxBurst(), NewStorm(), NewVersus()}
+	s := []Scenario{NewBroadcast(), NewBusyRoom(), NewConnect(), NewChatBurst(), NewCursors(), NewDocEdit(), NewLimit(), NewOutboxBurst(), NewStorm(), NewVersus()}
 	sort.Slice(s, func(i, j int) bool { return s[i].Name() < s[j].Name() })
 	return s
 }

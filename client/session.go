@@ -180,6 +180,11 @@ type roomState struct {
 	// SetPresence); kept for rejoins on a new session.
 	presence bool
 	state    []byte
+	// stateEpoch, statePos: the room's keyed state passed on (its last
+	// StateSnapshot, then each StateChange that follows it), sent with a
+	// resume or rejoin so that the server sends only what follows.
+	stateEpoch string
+	statePos   uint64
 }
 
 // settle ends the wait of Join. Session.mu must be held.
@@ -614,6 +619,7 @@ func isEncodeErr(err error) bool {
 func (st *roomState) joinFrame(room string) *corralv1.ClientFrame {
 	return &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
 		Room: room, Presence: st.presence, PresenceState: st.state,
+		StatePosition: st.statePos, StateEpoch: st.stateEpoch,
 	}}}
 }
 
@@ -706,7 +712,8 @@ func (s *Session) resumeFrame() *corralv1.Resume {
 	r := &corralv1.Resume{SessionId: s.welcome.GetSessionId(), ResumeToken: s.welcome.GetResumeToken()}
 	for name, st := range s.rooms {
 		if st.in {
-			r.Rooms = append(r.Rooms, &corralv1.RoomPosition{Room: name, Seq: st.seq, Epoch: st.epoch, Presence: st.presence})
+			r.Rooms = append(r.Rooms, &corralv1.RoomPosition{Room: name, Seq: st.seq, Epoch: st.epoch, Presence: st.presence,
+				StatePosition: st.statePos, StateEpoch: st.stateEpoch})
 		}
 	}
 	return r
@@ -1028,6 +1035,21 @@ func (s *Session) handle(f *corralv1.ServerFrame, out []Event) []Event {
 	case *corralv1.ServerFrame_Signal:
 		if s.rooms[k.Signal.GetRoom()] == nil {
 			return out
+		}
+		return append(out, frame)
+	case *corralv1.ServerFrame_StateSnapshot:
+		if st := s.rooms[k.StateSnapshot.GetRoom()]; st != nil {
+			st.stateEpoch, st.statePos = k.StateSnapshot.GetEpoch(), k.StateSnapshot.GetPosition()
+		}
+		return append(out, frame)
+	case *corralv1.ServerFrame_StateChange:
+		// The position moves only along an unbroken order; a view that
+		// finds a gap asks for a snapshot (client.State).
+		ch := k.StateChange
+		st := s.rooms[ch.GetRoom()]
+		fresh := st != nil && st.stateEpoch == "" && st.statePos == 0
+		if st != nil && (ch.GetEpoch() == st.stateEpoch || fresh) && ch.GetPosition() == st.statePos+1 {
+			st.stateEpoch, st.statePos = ch.GetEpoch(), ch.GetPosition()
 		}
 		return append(out, frame)
 	case *corralv1.ServerFrame_Error:

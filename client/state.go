@@ -57,6 +57,11 @@ func (st *State) Snapshot(s *corralv1.StateSnapshot) {
 // Change applies c, reporting whether it changed the view (false: a
 // duplicate). A delta is applied to the key's value at version-1.
 func (st *State) Change(c *corralv1.StateChange) (bool, error) {
+	if !st.Ready && c.GetPosition() == 1 && st.Epoch == "" && st.Position == 0 {
+		// The first change of a room never written before: the server
+		// sends no snapshot of the empty state; this change begins it.
+		st.Ready = true
+	}
 	if !st.Ready {
 		return false, fmt.Errorf("%w: change at position %d before a snapshot", ErrStateStale, c.GetPosition())
 	}

@@ -31,8 +31,12 @@ func changeF(pos uint64, epoch, key, value string, version uint64) *corralv1.Sta
 func TestState(t *testing.T) {
 	written := map[uint64][]byte{1: []byte(`"Draft"`), 2: []byte(`"Draft two"`), 3: []byte(`"Final draft two"`)}
 	st := client.NewState("doc")
-	if _, err := st.Change(changeF(1, "e1", "title", `"x"`, 1)); !errors.Is(err, client.ErrStateStale) {
+	if _, err := st.Change(changeF(2, "e1", "title", `"x"`, 1)); !errors.Is(err, client.ErrStateStale) {
 		t.Fatalf("a change before the snapshot: %v", err)
+	}
+	// A room never written sends no snapshot: its first change begins it.
+	if first := client.NewState("doc"); func() bool { ok, err := first.Change(changeF(1, "e0", "title", `"x"`, 1)); return !ok || err != nil }() || !first.Ready {
+		t.Fatalf("the first change of an empty room: not applied")
 	}
 	st.Snapshot(snapF(4, "e1", "title", `"Draft"`, "color", `"red"`))
 	var updates []checker.Update

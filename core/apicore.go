@@ -11,6 +11,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/buildinfo"
+	"github.com/corral-rt/corral/state"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -289,4 +290,19 @@ func (c *Core) newAPI(cfg APIConfig) *api.Service {
 		Count:      c.metrics.countAPI,
 		Logger:     c.cfg.Logger,
 	})
+}
+
+// SetState writes one key of room's keyed state for the API.
+func (c apiCore) SetState(ctx context.Context, room string, set state.Set) (state.Result, error) {
+	return c.keyed.set(ctx, nil, room, set)
+}
+
+// DeleteState removes one key of room's keyed state for the API.
+func (c apiCore) DeleteState(ctx context.Context, room, key string, cas bool, version uint64) (state.Result, error) {
+	return c.keyed.delete(ctx, nil, room, key, cas, version)
+}
+
+// StateSnapshot reads room's keyed state from the store.
+func (c apiCore) StateSnapshot(ctx context.Context, room string) (state.Snapshot, error) {
+	return c.keyed.store.Snapshot(ctx, room)
 }

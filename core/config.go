@@ -12,6 +12,7 @@ import (
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/state"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,6 +27,10 @@ type Config struct {
 	config.Core
 	// History stores room logs and assigns seqs. Nil: in-memory.
 	History history.Store
+	// State stores the rooms' keyed state (docs/STATE.md). Nil: in
+	// memory, bounded by the classes; a state.Redis is followed (its
+	// Follow feed) so that members on every core see every write.
+	State state.Store
 	// Sessions stores resumable sessions. Nil: in-memory with SessionTTL.
 	Sessions sessions.Store
 	// UnsubscribeDelay is how often the rooms this core no longer holds

@@ -48,6 +48,7 @@ type Core struct {
 
 	door   *door.Door    // the door's decisions (core/door)
 	adm    *admission    // the core's side of the door (door.go)
+	keyed  *stateRooms   // keyed room state: the store, each room's mirror (keyed.go)
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 	// pubRates are the room classes' publish budgets per (user, room),
 	// which outlive a connection (core/pubrate).
@@ -105,6 +106,7 @@ func New(cfg Config) *Core {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
 	}
+	c.keyed = newStateRooms(c)
 	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
 	c.pubRates = pubrate.New(maxPublishBudgets)
 	c.metrics.publishBudgets(cfg.Registerer, c.pubRates)
@@ -172,6 +174,10 @@ func Start(ctx context.Context, cfg Config) (*Core, error) {
 		c.wg.Add(1)
 		go c.unsubscribeLoop()
 	}
+	if err := c.keyed.follow(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("core: follow the state store: %w", err)
+	}
 	return c, nil
 }
 
@@ -191,7 +197,7 @@ func (c *Core) Close() error {
 	}
 	c.missed.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
-	perr := c.pres.close()
+	perr := errors.Join(c.pres.close(), c.keyed.close())
 	if c.ownStore {
 		return errors.Join(perr, c.sess.Close(), c.hist.Close())
 	}

@@ -42,13 +42,13 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 	case *corralv1.ClientFrame_Hello:
 		s.SendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
 	case *corralv1.ClientFrame_Append:
-		// Growing messages and keyed state exist below the core (history,
-		// state) but rooms do not deliver them yet (issue 39).
+		// Growing messages exist below the core (history) but rooms do
+		// not deliver them yet (issue 39).
 		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "append: growing messages are not implemented yet", k.Append.GetRoom(), k.Append.GetId())
 	case *corralv1.ClientFrame_SetState:
-		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "set_state: keyed room state is not implemented yet", k.SetState.GetRoom(), k.SetState.GetRef())
+		c.keyed.clientSet(ctx, s, k.SetState)
 	case *corralv1.ClientFrame_DeleteState:
-		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "delete_state: keyed room state is not implemented yet", k.DeleteState.GetRoom(), k.DeleteState.GetRef())
+		c.keyed.clientDelete(ctx, s, k.DeleteState)
 	default:
 		s.SendErr(corralv1.Code_CODE_UNKNOWN_FRAME, "unknown frame type", "", "")
 	}
@@ -65,7 +65,8 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	}
 	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
 		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
-		presence: j.GetPresence(), state: j.GetPresenceState()}
+		presence: j.GetPresence(), state: j.GetPresenceState(),
+		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch()}
 	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 

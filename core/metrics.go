@@ -9,6 +9,7 @@ import (
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/state"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -29,6 +30,11 @@ type metrics struct {
 	signalsDeferred        prometheus.Counter
 	reconnectSeconds       prometheus.Histogram
 	unsubscribed           prometheus.Counter
+	// Keyed state (keyed.go): changes delivered, of them sent as deltas,
+	// snapshots sent to every member after the order was lost, and
+	// resumes served from the kept changes (since) or a snapshot.
+	stateChanges, stateDeltas, stateSnapshots prometheus.Counter
+	stateResumes                              *prometheus.CounterVec
 	// backlogFrames and backlogBytes are what waits in the connections'
 	// work queues (connwork.go); coalesced counts queued presence updates
 	// and acks replaced by newer ones.
@@ -81,11 +87,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		liveBatchFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_live_batch_flushes_total", Help: "Flushes of rooms with a write delay, by reason (timer: the window ended; full: 256 messages or 64 KiB; event: a join, leave or reset that must not overtake them)."}, []string{"reason"}),
 		signalsCoalesced: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_coalesced_total", Help: "Signals replaced by a newer value of the same key before their flush."}),
 		signalsDeferred:  prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_signals_deferred_total", Help: "Signal values left for the next tick because the room's flush reached its byte bound (256 KiB a tick)."}),
+		stateChanges:     prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_state_changes_total", Help: "Keyed-state changes delivered to the rooms held here (each goes once per link)."}),
+		stateDeltas:      prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_state_deltas_total", Help: "Keyed-state sets sent as a delta against the previous value instead of the value (docs/DELTA.md)."}),
+		stateSnapshots:   prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_state_snapshots_total", Help: "Keyed-state snapshots sent to every member of a room because its changes were no longer all kept or its epoch changed."}),
+		stateResumes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_state_resumes_total", Help: "Joins with a keyed-state position, by how they continued: since (the kept changes after it) or snapshot (older than what is kept, or another epoch)."}, []string{"how"}),
 	}
+	m.stateResumes.WithLabelValues("since")
+	m.stateResumes.WithLabelValues("snapshot")
 	copy(m.refusedBy[:], reasons.Counters("core", m.refused, refuseReasonNames[:]))
 	copy(m.droppedBy[:], reasons.Counters("core", m.dropped, dropReasonNames[:]))
 	if reg != nil {
-		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.signalsDeferred, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes)
+		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.signalsDeferred, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes, m.stateChanges, m.stateDeltas, m.stateSnapshots, m.stateResumes)
 	}
 	return m
 }
@@ -126,7 +138,9 @@ func errorKind(err error) string {
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
-	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, sessions.ErrTokenMismatch):
+	case errors.Is(err, sessions.ErrNotFound), errors.Is(err, sessions.ErrTokenMismatch),
+		errors.Is(err, state.ErrConflict), errors.Is(err, state.ErrTooManyKeys),
+		errors.Is(err, state.ErrTooLarge), errors.Is(err, state.ErrInvalid):
 		return "refused"
 	}
 	return "other"

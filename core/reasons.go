@@ -51,34 +51,40 @@ const (
 	// queues toward the edges held the most, or the edges' send queues.
 	refusedOverloadLink
 	refusedOverloadEdge
+	// Keyed state writes (keyed_write.go): a compare-and-set found another
+	// version; a new key past the class's state.max-keys.
+	refusedStateConflict
+	refusedStateKeys
 	numRefuseReasons
 )
 
 // refuseReasonNames are the label values users see; renaming one breaks
 // their dashboards (deploy/grafana).
 var refuseReasonNames = [numRefuseReasons]string{
-	refusedJoin:         "forbidden_join",
-	refusedPublish:      "forbidden_publish",
-	refusedReadOnly:     "read_only",
-	refusedRate:         "class_publish_rate",
-	refusedFull:         "room_full",
-	refusedRooms:        "rooms_per_conn",
-	refusedTooLarge:     "payload_too_large",
-	refusedRevoked:      "join_revoked",
-	refusedGrantsErr:    "grants_unavailable",
-	refusedInvalid:      "invalid_argument",
-	refusedHookJoin:     "hook_join",
-	refusedHookPublish:  "hook_publish",
-	refusedHookDown:     "hook_unavailable",
-	refusedNotJoined:    "not_joined",
-	refusedOrder:        "out_of_order",
-	refusedBacklog:      "conn_backlog",
-	refusedRefreshGrant: "refresh_no_grant",
-	refusedRefreshUser:  "refresh_other_user",
-	refusedStaleResume:  "stale_resume",
-	refusedSignalKeys:   "signal_keys",
-	refusedOverloadLink: "api_overload_link",
-	refusedOverloadEdge: "api_overload_edge",
+	refusedJoin:          "forbidden_join",
+	refusedPublish:       "forbidden_publish",
+	refusedReadOnly:      "read_only",
+	refusedRate:          "class_publish_rate",
+	refusedFull:          "room_full",
+	refusedRooms:         "rooms_per_conn",
+	refusedTooLarge:      "payload_too_large",
+	refusedRevoked:       "join_revoked",
+	refusedGrantsErr:     "grants_unavailable",
+	refusedInvalid:       "invalid_argument",
+	refusedHookJoin:      "hook_join",
+	refusedHookPublish:   "hook_publish",
+	refusedHookDown:      "hook_unavailable",
+	refusedNotJoined:     "not_joined",
+	refusedOrder:         "out_of_order",
+	refusedBacklog:       "conn_backlog",
+	refusedRefreshGrant:  "refresh_no_grant",
+	refusedRefreshUser:   "refresh_other_user",
+	refusedStaleResume:   "stale_resume",
+	refusedSignalKeys:    "signal_keys",
+	refusedOverloadLink:  "api_overload_link",
+	refusedOverloadEdge:  "api_overload_edge",
+	refusedStateConflict: "state_conflict",
+	refusedStateKeys:     "state_too_many_keys",
 }
 
 func (r refuseReason) String() string { return refuseReasonNames[r] }

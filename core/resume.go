@@ -129,7 +129,8 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		seen[p.GetRoom()] = true
 		_, stored := st.Rooms[p.GetRoom()]
 		reqs = append(reqs, &joinReq{name: p.GetRoom(), since: p.GetSeq(), epoch: p.GetEpoch(),
-			position: true, resumed: true, stored: stored, presence: p.GetPresence()})
+			position: true, resumed: true, stored: stored, presence: p.GetPresence(),
+			statePos: p.GetStatePosition(), stateEpoch: p.GetStateEpoch()})
 	}
 	rest := make([]string, 0, len(st.Rooms))
 	for room := range st.Rooms {
@@ -240,6 +241,9 @@ type joinReq struct {
 	// presence: count the session in the room's presence, with state.
 	presence bool
 	state    []byte
+	// statePos, stateEpoch: the keyed state the client holds (keyed.go).
+	statePos   uint64
+	stateEpoch string
 	// Filled by begin:
 	target    uint64 // the room's last seq when the join began
 	roomEpoch string

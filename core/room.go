@@ -67,6 +67,7 @@ type room struct {
 	signals  signalState
 	live     liveDelay // held live messages (roomdelay.go)
 	pres     presenceView
+	keyed    keyedRoom                    // the room's keyed state (keyed.go)
 	pending  map[uint64]*corralv1.Message // ahead of a gap
 	filling  bool                         // a gap fill is scheduled or running
 	wantFill bool                         // fill even without a known gap
@@ -554,6 +555,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	for _, snap := range r.snapshotLocked() {
 		send(frame.Snapshot(ep.conn, r.name, snap))
 	}
+	r.core.keyed.joinLocked(r, ep, q)
 	ep.link.enqueue(frame.Membership(ep.conn, r.name, true))
 	r.members[s] = ep
 	r.links[ep.link]++

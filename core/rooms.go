@@ -50,6 +50,9 @@ func (c *Core) unsubscribeLoop() {
 		// subscribes again, after the UNSUBSCRIBE
 		// (history.Subscription.RemoveIf).
 		n := c.rooms.dropUnheld(c.sub.RemoveIf)
+		if c.keyed.feed != nil {
+			c.rooms.dropUnheld(c.keyed.feed.RemoveIf)
+		}
 		if n > 0 {
 			c.metrics.unsubscribed.Add(float64(n))
 		}
@@ -66,6 +69,10 @@ func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*roo
 		return r, nil
 	}
 	if err := r.load(ctx, forJoin); err != nil {
+		c.releaseRoom(r)
+		return nil, err
+	}
+	if err := c.keyed.load(ctx, r); err != nil {
 		c.releaseRoom(r)
 		return nil, err
 	}

@@ -454,6 +454,8 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 			l.deliverRoomLocked(k.Signals.GetRoom(), k.Signals.GetFrame(), l.rooms[k.Signals.GetRoom()], true, h)
 		case *linkv1.CoreFrame_Presence:
 			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false, h)
+		case *linkv1.CoreFrame_State:
+			l.deliverRoomLocked(k.State.GetRoom(), k.State.GetFrame(), l.rooms[k.State.GetRoom()], false, h)
 		case *linkv1.CoreFrame_Replay:
 			r := k.Replay
 			if c := l.conns[r.GetConn()]; c != nil {

@@ -338,6 +338,8 @@ func appendJSONRoomPosition(b []byte, m *v1.RoomPosition) []byte {
 	b = appendUintField(b, s, `"seq":`, m.GetSeq())
 	b = appendStringField(b, s, `"epoch":`, m.GetEpoch())
 	b = appendBoolField(b, s, `"presence":`, m.GetPresence())
+	b = appendUintField(b, s, `"statePosition":`, m.GetStatePosition())
+	b = appendStringField(b, s, `"stateEpoch":`, m.GetStateEpoch())
 	return append(b, '}')
 }
 
@@ -357,6 +359,10 @@ func (d *decoder) readRoomPosition(m *v1.RoomPosition) error {
 			m.Epoch, err = d.str("epoch")
 		case "presence":
 			m.Presence, err = d.bool("presence")
+		case "statePosition", "state_position":
+			m.StatePosition, err = d.uint("statePosition", 64)
+		case "stateEpoch", "state_epoch":
+			m.StateEpoch, err = d.str("stateEpoch")
 		default:
 			d.skip()
 		}
@@ -375,6 +381,8 @@ func appendJSONJoin(b []byte, m *v1.Join) []byte {
 	b = appendBoolField(b, s, `"presence":`, m.GetPresence())
 	b = appendBytesField(b, s, "presenceState", m.GetPresenceState())
 	b = appendBoolField(b, s, `"fromPosition":`, m.GetFromPosition())
+	b = appendUintField(b, s, `"statePosition":`, m.GetStatePosition())
+	b = appendStringField(b, s, `"stateEpoch":`, m.GetStateEpoch())
 	return append(b, '}')
 }
 
@@ -400,6 +408,10 @@ func (d *decoder) readJoin(m *v1.Join) error {
 			m.PresenceState, err = d.payloadBase64("presenceStateBase64", m.PresenceState)
 		case "fromPosition", "from_position":
 			m.FromPosition, err = d.bool("fromPosition")
+		case "statePosition", "state_position":
+			m.StatePosition, err = d.uint("statePosition", 64)
+		case "stateEpoch", "state_epoch":
+			m.StateEpoch, err = d.str("stateEpoch")
 		default:
 			d.skip()
 		}

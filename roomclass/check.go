@@ -112,6 +112,15 @@ func check(file string, def Class, classes []Class, lines []classLines, opts Che
 		if c.MaxPayload <= 0 {
 			add(cl.at("max-payload"), p+".max-payload", "%d: want a positive number of bytes", c.MaxPayload)
 		}
+		if c.State.MaxKeys <= 0 {
+			add(cl.at("state.max-keys"), p+".state.max-keys", "%d: want a positive number of keys", c.State.MaxKeys)
+		}
+		if c.State.MaxValue <= 0 {
+			add(cl.at("state.max-value"), p+".state.max-value", "%d: want a positive number of bytes", c.State.MaxValue)
+		}
+		if c.State.TTL < 0 {
+			add(cl.at("state.ttl"), p+".state.ttl", "%v: must not be negative (0: none)", c.State.TTL)
+		}
 		if c.PublishRate == 0 {
 			add(cl.at("publish-rate"), p+".publish-rate", "0 would refuse every publish: use publish: none for a read-only class, or a negative rate for unlimited")
 		}

@@ -33,6 +33,15 @@ type Class struct {
 	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per user in one room of this class, kept by the core across the user's connections, reconnects and resumes (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide publish-rate key)"`
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
 	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs hooks-url)"`
+	State        State         `yaml:"state" doc:"the room's keyed state (docs/STATE.md): its bounds, default TTL and deltas; written by members when publish is clients, by the internal API always"`
+}
+
+// State is a class's keyed-state settings (docs/STATE.md).
+type State struct {
+	MaxKeys  int           `yaml:"max-keys" doc:"keys one room holds; a set of a new key past it is refused with 4414"`
+	MaxValue int           `yaml:"max-value" doc:"largest value of a key in bytes (past it: 4413)"`
+	TTL      time.Duration `yaml:"ttl" doc:"the TTL of a key set without one (duration; 0: none): the key is removed after it, and members see a change with expired"`
+	Delta    bool          `yaml:"delta" doc:"send a member a set's fossil delta against the value it holds instead of the value, when smaller (docs/DELTA.md)"`
 }
 
 // History is a class's retained messages.
@@ -138,5 +147,6 @@ func Default() Class {
 		PublishRate:     -1,
 		PublishBurst:    100,
 		Hooks:           Hooks{JoinPolicy: Closed, PublishPolicy: Closed},
+		State:           State{MaxKeys: 1000, MaxValue: 64 << 10},
 	}
 }

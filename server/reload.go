@@ -12,6 +12,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/roomclass"
+	"github.com/corral-rt/corral/state"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -104,6 +105,18 @@ func classLimits(l *roomclass.Live) func(string) history.Limits {
 	return func(room string) history.Limits {
 		c := l.Lookup(room)
 		return history.Limits{MaxLen: c.History.Size, TTL: c.History.TTL}
+	}
+}
+
+// stateLimits is classLimits' counterpart for the keyed-state store: each
+// room's bounds from its class in force.
+func stateLimits(l *roomclass.Live) func(string) state.Limits {
+	if l == nil {
+		return nil
+	}
+	return func(room string) state.Limits {
+		c := l.Lookup(room)
+		return state.Limits{MaxKeys: c.State.MaxKeys, MaxValue: c.State.MaxValue}
 	}
 }
 

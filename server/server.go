@@ -36,6 +36,7 @@ import (
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/state"
 	"github.com/corral-rt/corral/tracing"
 	"github.com/corral-rt/corral/web"
 	"github.com/prometheus/client_golang/prometheus"
@@ -299,8 +300,9 @@ func Start(opts Options) (*Node, error) {
 			ss := sessions.NewRedis(n.guard.Wrap(n.redis, "sessions"), sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
 			g := grants.NewRedis(n.guard.Wrap(n.redis, "grants"), grants.RedisOptions{Prefix: opts.RedisPrefix})
 			cb := controlbus.NewRedis(n.guard.Wrap(n.redis, "control"), controlbus.RedisOptions{Prefix: opts.RedisPrefix})
-			cc.History, cc.Sessions, cc.Grants, cc.Control = h, ss, g, cb
-			n.stores = append(n.stores, ss, h, g, cb)
+			st := state.NewRedis(n.guard.Wrap(n.redis, "state"), state.RedisOptions{Prefix: opts.RedisPrefix, Limits: stateLimits(cc.Classes)})
+			cc.History, cc.Sessions, cc.Grants, cc.Control, cc.State = h, ss, g, cb, st
+			n.stores = append(n.stores, ss, h, g, cb, st)
 			if cc.Presence.NewStore == nil {
 				rc := n.guard.Wrap(n.redis, "presence")
 				cc.Presence.NewStore = func(po presence.Options) (presence.Store, error) {

@@ -82,3 +82,45 @@ func TestRedisLost(t *testing.T) {
 		t.Fatalf("since in the lost epoch: %v", err)
 	}
 }
+
+// TestRedisFeed checks that a Feed brings the changes of the rooms added
+// to it, with their epoch, and none of the others; a room removed stops.
+func TestRedisFeed(t *testing.T) {
+	ctx := context.Background()
+	addr := redistest.Start(t)
+	s := state.NewRedis(redistest.Client(t, addr), state.RedisOptions{Prefix: redistest.Prefix(t)})
+	type got struct {
+		room, epoch string
+		c           state.Change
+	}
+	ch := make(chan got, 10)
+	f, err := s.Follow(ctx, state.FeedOptions{OnChange: func(room, epoch string, c state.Change) { ch <- got{room, epoch, c} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	if err := f.Add(ctx, "doc{1}"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Set(ctx, "other", state.Set{Key: "k", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Set(ctx, "doc{1}", state.Set{Key: "title", Value: []byte(`"Plan"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-ch:
+		if g.room != "doc{1}" || g.epoch != res.Epoch || g.c.Position != 1 || string(g.c.Value) != `"Plan"` {
+			t.Fatalf("feed brought %+v, want doc{1}'s set at 1 in %s", g, res.Epoch)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change from the feed")
+	}
+	if n := f.RemoveIf(func(room string) bool { return room == "doc{1}" }); n != 1 {
+		t.Fatalf("RemoveIf removed %d rooms, want 1", n)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/edge"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -116,14 +117,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	if c.spawn {
-		node, err := server.Start(server.Options{
+		so := server.Options{
 			Mode: server.Serve, Node: config.Node{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0"},
 			Auth: auth.Dev{}, APIInsecure: true,
 			// Load, not abuse: the per-connection rates and the per-user
 			// bound are lifted (the other limits stay).
 			Edge:   edge.Config{Edge: config.Edge{MessageRate: -1, SignalRate: -1, ControlRate: -1, PresenceRate: -1, QueryRate: -1, AckRate: -1, MiscRate: -1, MaxConnsPerUser: -1}},
 			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
+		}
+		def := roomclass.Default()
+		def.State.Delta = c.stateDelta
+		so.Core.Classes = roomclass.NewLive(roomclass.NewTable(def, nil))
+		node, err := server.Start(so)
 		if err != nil {
 			return err
 		}
@@ -168,7 +173,7 @@ type common struct {
 	encoding, clientKind             string
 	drain                            time.Duration
 	jsonFile, report                 string
-	allowRemote, spawn               bool
+	allowRemote, spawn, stateDelta   bool
 	quiet                            bool
 	cpuProfile                       string
 	transport                        string
@@ -191,6 +196,7 @@ func defineCommon(fs *flag.FlagSet) *common {
 	fs.StringVar(&c.report, "report", "", "write a self-contained HTML report (latency histogram, timeline) to `FILE.html`")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow targets that are not loopback addresses")
 	fs.BoolVar(&c.spawn, "spawn", false, "start corral (serve mode, in memory, dev auth) inside this process and load it; ignores --url, --api, --pid")
+	fs.BoolVar(&c.stateDelta, "spawn-state-delta", false, "with --spawn: every room's class sends keyed-state sets as deltas when smaller (state.delta, docs/DELTA.md)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress line each second on stderr")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --spawn: server and generator) to `FILE`")
 	return c

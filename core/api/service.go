@@ -12,6 +12,7 @@ import (
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/state"
 )
 
 // Core is what the internal API sees of the core: the operations and the
@@ -23,6 +24,12 @@ type Core interface {
 	// order, when not zero, is msg's place in its stream's sequence
 	// (history.SenderOrder).
 	Publish(ctx context.Context, msg *corralv1.Message, dedupe string, order history.Sender) (history.AppendResult, error)
+	// SetState and DeleteState write one key of room's keyed state as
+	// the API (no client's door; the room class's bounds apply), and fan
+	// the change out; StateSnapshot reads the room's whole state.
+	SetState(ctx context.Context, room string, set state.Set) (state.Result, error)
+	DeleteState(ctx context.Context, room, key string, cas bool, version uint64) (state.Result, error)
+	StateSnapshot(ctx context.Context, room string) (state.Snapshot, error)
 	// Backlog sums what waits toward the edges: the bytes of this core's
 	// link queues, the bytes the edges last reported in their
 	// connections' send queues, and whether one link queue holds half of
@@ -140,7 +147,9 @@ const (
 
 // Service implements corralv1connect.RoomServiceHandler over a Core.
 type Service struct {
-	corralv1connect.UnimplementedRoomServiceHandler
+	// stateRPCs serves the keyed-state RPCs (state.go); embedded in it,
+	// the unimplemented rest of RoomService.
+	stateRPCs
 
 	o     Options
 	cfg   Config
@@ -164,6 +173,7 @@ func New(o Options) *Service {
 		o.Closing = context.Background()
 	}
 	s := &Service{o: o, cfg: o.Config, core: o.Core}
+	s.stateRPCs.s = s
 	s.every = everycore.New(everycore.Options{
 		Asker: o.Asker, Local: s, NodeQuery: o.NodeQuery,
 		MaxMembers: o.Config.MaxMembers, PageToken: encodePageToken, Logger: o.Logger,

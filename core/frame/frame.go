@@ -91,3 +91,9 @@ func Session(conn uint64, f *corralv1.ServerFrame) *linkv1.CoreFrame {
 		Conn: conn, SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken(), Frame: f,
 	}}}
 }
+
+// State is a room's keyed-state change (a StateChange, or a StateSnapshot
+// replacing what the members hold).
+func State(room string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_State{State: &linkv1.RoomState{Room: room, Frame: f}}}
+}

@@ -38,8 +38,8 @@ var Backoff = class {
 var messageFields = {
   Hello: { token: "string", client: "string", resume: { message: "Resume", list: false } },
   Resume: { sessionId: "string", resumeToken: "string", instance: "string", attempt: "number", rooms: { message: "RoomPosition", list: true } },
-  RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool" },
-  Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool" },
+  RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool", statePosition: "number", stateEpoch: "string" },
+  Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool", statePosition: "number", stateEpoch: "string" },
   Leave: { room: "string" },
   Publish: { room: "string", id: "string", payload: "payload", seq: "number" },
   Signal: { room: "string", key: "string", payload: "payload", clear: "bool" },
@@ -760,6 +760,7 @@ var RoomState = class extends Emitter {
       this.emit("stale", new Error(`room state ${this.room}: ${why}`));
       return false;
     };
+    if (!this.ready && c.position === 1 && this.epoch === "" && this.position === 0) this.ready = true;
     if (!this.ready) return stale(`change at position ${c.position} before a snapshot`);
     const fresh = this.epoch === "" && this.position === 0;
     if (c.epoch !== this.epoch && !fresh) return stale(`change of epoch ${c.epoch}, holding ${this.epoch}`);
@@ -1601,7 +1602,13 @@ var Client = class extends Emitter {
         resumeToken: this.session.resumeToken,
         instance: this.idPrefix,
         attempt: ++this.dials,
-        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch, presence: r.presence ?? false }))
+        rooms: [...this.rooms].map(([room, r]) => ({
+          room,
+          seq: r.seq,
+          epoch: r.epoch,
+          presence: r.presence ?? false,
+          ...this.statePosition(room)
+        }))
       };
       this.resumeRooms = new Set(resume ? this.rooms.keys() : []);
       this.send({ hello: { token, client: this.options.clientName ?? CLIENT_NAME, resume: resume || void 0 } });
@@ -1892,9 +1899,17 @@ var Client = class extends Emitter {
         epoch: r.epoch,
         presence: r.presence ?? false,
         presenceState: r.state,
-        fromPosition: r.epoch !== ""
+        fromPosition: r.epoch !== "",
+        ...this.statePosition(room)
       }
     });
+  }
+  // statePosition is where the room's keyed-state view is (docs/STATE.md),
+  // sent with a resume or rejoin so that the server sends only the changes
+  // after it (or a snapshot when they are no longer kept).
+  statePosition(room) {
+    const st = this.handles.get(room)?.state;
+    return st?.ready ? { statePosition: st.position, stateEpoch: st.epoch } : {};
   }
   onJoined(j) {
     let r = this.rooms.get(j.room);

@@ -705,7 +705,13 @@ export class Client extends Emitter<ClientEvents> {
         resumeToken: this.session.resumeToken,
         instance: this.idPrefix,
         attempt: ++this.dials,
-        rooms: [...this.rooms].map(([room, r]) => ({ room, seq: r.seq, epoch: r.epoch, presence: r.presence ?? false })),
+        rooms: [...this.rooms].map(([room, r]) => ({
+          room,
+          seq: r.seq,
+          epoch: r.epoch,
+          presence: r.presence ?? false,
+          ...this.statePosition(room),
+        })),
       };
       this.resumeRooms = new Set(resume ? this.rooms.keys() : []);
       this.send({ hello: { token, client: this.options.clientName ?? CLIENT_NAME, resume: resume || undefined } });
@@ -1026,8 +1032,17 @@ export class Client extends Emitter<ClientEvents> {
         presence: r.presence ?? false,
         presenceState: r.state,
         fromPosition: r.epoch !== "",
+        ...this.statePosition(room),
       },
     });
+  }
+
+  // statePosition is where the room's keyed-state view is (docs/STATE.md),
+  // sent with a resume or rejoin so that the server sends only the changes
+  // after it (or a snapshot when they are no longer kept).
+  private statePosition(room: string): { statePosition?: number; stateEpoch?: string } {
+    const st = this.handles.get(room)?.state;
+    return st?.ready ? { statePosition: st.position, stateEpoch: st.epoch } : {};
   }
 
   private onJoined(j: Joined): void {

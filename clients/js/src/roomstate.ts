@@ -117,6 +117,8 @@ export class RoomState extends Emitter<RoomStateEvents> {
       this.emit("stale", new Error(`room state ${this.room}: ${why}`));
       return false;
     };
+    // A room never written sends no snapshot: its first change begins it.
+    if (!this.ready && c.position === 1 && this.epoch === "" && this.position === 0) this.ready = true;
     if (!this.ready) return stale(`change at position ${c.position} before a snapshot`);
     // The empty state (position 0, no epoch) continues into the epoch its
     // first write opens.

@@ -171,6 +171,21 @@ describe("room state", () => {
     assert.equal(st.position, 7);
   });
 
+  test("a resume sends the view's state position; a room's first change begins a view without a snapshot", async () => {
+    const { c, ws } = await joinedClient("doc");
+    const st = c.room("doc").state;
+    ws.serve({ stateChange: { room: "doc", key: "a", value: 1, version: 1, position: 1, epoch: "e1" } });
+    ws.serve({ stateChange: { room: "doc", key: "a", value: 2, version: 2, position: 2, epoch: "e1" } });
+    assert.equal(st.get("a")?.value, 2);
+    ws.drop(1006);
+    mock.timers.tick(125);
+    await settle();
+    const ws2 = FakeSocket.last;
+    ws2.open();
+    const hello = (ws2.sent[0] as { hello: { resume: { rooms: Record<string, unknown>[] } } }).hello;
+    assert.deepEqual(hello.resume.rooms, [{ room: "doc", epoch: "e1", statePosition: 2, stateEpoch: "e1" }]);
+  });
+
   test("too old: a gap or another epoch is stale, the fresh snapshot replaces the view", async () => {
     const { c, ws } = await joinedClient("doc");
     const st = c.room("doc").state;

@@ -458,7 +458,14 @@ type RoomPosition struct {
 	Epoch string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// True when the client had joined the room with presence (Join.presence):
 	// the resumed membership keeps it.
-	Presence      bool `protobuf:"varint,4,opt,name=presence,proto3" json:"presence,omitempty"`
+	Presence bool `protobuf:"varint,4,opt,name=presence,proto3" json:"presence,omitempty"`
+	// The room's keyed state the client holds (docs/STATE.md): the
+	// position and epoch of its last StateSnapshot or StateChange. The
+	// server sends the changes after it, or a fresh StateSnapshot when they
+	// are no longer kept or the epoch is another; without them (0 and
+	// empty) a StateSnapshot.
+	StatePosition uint64 `protobuf:"varint,5,opt,name=state_position,json=statePosition,proto3" json:"state_position,omitempty"`
+	StateEpoch    string `protobuf:"bytes,6,opt,name=state_epoch,json=stateEpoch,proto3" json:"state_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +528,20 @@ func (x *RoomPosition) GetPresence() bool {
 	return false
 }
 
+func (x *RoomPosition) GetStatePosition() uint64 {
+	if x != nil {
+		return x.StatePosition
+	}
+	return 0
+}
+
+func (x *RoomPosition) GetStateEpoch() string {
+	if x != nil {
+		return x.StateEpoch
+	}
+	return ""
+}
+
 // Join enters a room. The server answers Joined, or Error with the room set.
 type Join struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -549,7 +570,11 @@ type Join struct {
 	// True: since_seq and epoch are a position even when since_seq is 0, so
 	// "from the start of epoch E" (a room that was empty when the client
 	// joined it) is expressible.
-	FromPosition  bool `protobuf:"varint,6,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
+	FromPosition bool `protobuf:"varint,6,opt,name=from_position,json=fromPosition,proto3" json:"from_position,omitempty"`
+	// The room's keyed state the client holds, as RoomPosition's
+	// state_position and state_epoch.
+	StatePosition uint64 `protobuf:"varint,7,opt,name=state_position,json=statePosition,proto3" json:"state_position,omitempty"`
+	StateEpoch    string `protobuf:"bytes,8,opt,name=state_epoch,json=stateEpoch,proto3" json:"state_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -624,6 +649,20 @@ func (x *Join) GetFromPosition() bool {
 		return x.FromPosition
 	}
 	return false
+}
+
+func (x *Join) GetStatePosition() uint64 {
+	if x != nil {
+		return x.StatePosition
+	}
+	return 0
+}
+
+func (x *Join) GetStateEpoch() string {
+	if x != nil {
+		return x.StateEpoch
+	}
+	return ""
 }
 
 // Leave exits a room. The server answers Left.
@@ -3545,19 +3584,25 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x123\n" +
 	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionB\x04\x90\xb5\x18\x01R\x05rooms\x12\x1a\n" +
 	"\binstance\x18\x04 \x01(\tR\binstance\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\rR\aattempt\"f\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\"\xae\x01\n" +
 	"\fRoomPosition\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
-	"\bpresence\x18\x04 \x01(\bR\bpresence\"\xbb\x01\n" +
+	"\bpresence\x18\x04 \x01(\bR\bpresence\x12%\n" +
+	"\x0estate_position\x18\x05 \x01(\x04R\rstatePosition\x12\x1f\n" +
+	"\vstate_epoch\x18\x06 \x01(\tR\n" +
+	"stateEpoch\"\x83\x02\n" +
 	"\x04Join\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1b\n" +
 	"\tsince_seq\x18\x02 \x01(\x04R\bsinceSeq\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x1a\n" +
 	"\bpresence\x18\x04 \x01(\bR\bpresence\x12+\n" +
 	"\x0epresence_state\x18\x05 \x01(\fB\x04\x88\xb5\x18\x01R\rpresenceState\x12#\n" +
-	"\rfrom_position\x18\x06 \x01(\bR\ffromPosition\"\x1b\n" +
+	"\rfrom_position\x18\x06 \x01(\bR\ffromPosition\x12%\n" +
+	"\x0estate_position\x18\a \x01(\x04R\rstatePosition\x12\x1f\n" +
+	"\vstate_epoch\x18\b \x01(\tR\n" +
+	"stateEpoch\"\x1b\n" +
 	"\x05Leave\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\"_\n" +
 	"\aPublish\x12\x12\n" +

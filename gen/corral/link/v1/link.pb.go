@@ -554,6 +554,7 @@ type CoreFrame struct {
 	//	*CoreFrame_Conn
 	//	*CoreFrame_Membership
 	//	*CoreFrame_Close
+	//	*CoreFrame_State
 	Kind          isCoreFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -695,6 +696,15 @@ func (x *CoreFrame) GetClose() *CloseConn {
 	return nil
 }
 
+func (x *CoreFrame) GetState() *RoomState {
+	if x != nil {
+		if x, ok := x.Kind.(*CoreFrame_State); ok {
+			return x.State
+		}
+	}
+	return nil
+}
+
 type isCoreFrame_Kind interface {
 	isCoreFrame_Kind()
 }
@@ -753,6 +763,12 @@ type CoreFrame_Close struct {
 	Close *CloseConn `protobuf:"bytes,11,opt,name=close,proto3,oneof"`
 }
 
+type CoreFrame_State struct {
+	// A room's keyed-state change (a StateChange, or a StateSnapshot
+	// that replaces what members hold) for every local member.
+	State *RoomState `protobuf:"bytes,12,opt,name=state,proto3,oneof"`
+}
+
 func (*CoreFrame_Live) isCoreFrame_Kind() {}
 
 func (*CoreFrame_Signals) isCoreFrame_Kind() {}
@@ -774,6 +790,8 @@ func (*CoreFrame_Conn) isCoreFrame_Kind() {}
 func (*CoreFrame_Membership) isCoreFrame_Kind() {}
 
 func (*CoreFrame_Close) isCoreFrame_Kind() {}
+
+func (*CoreFrame_State) isCoreFrame_Kind() {}
 
 // RoomLive is a live frame for every local member of the room (a Message
 // or a Reset); after it the room is at (seq, epoch).
@@ -899,6 +917,62 @@ func (x *RoomSignals) GetFrame() *v1.ServerFrame {
 	return nil
 }
 
+// RoomState is a room's keyed-state frame for every local member: a
+// StateChange in the room's state order, or a StateSnapshot after the
+// core lost that order (an epoch change, changes no longer kept). It
+// moves no message position.
+type RoomState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Frame         *v1.ServerFrame        `protobuf:"bytes,2,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomState) Reset() {
+	*x = RoomState{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomState) ProtoMessage() {}
+
+func (x *RoomState) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomState.ProtoReflect.Descriptor instead.
+func (*RoomState) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RoomState) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *RoomState) GetFrame() *v1.ServerFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
 // RoomPresence is a presence frame for the local members added with
 // Membership.presence.
 type RoomPresence struct {
@@ -911,7 +985,7 @@ type RoomPresence struct {
 
 func (x *RoomPresence) Reset() {
 	*x = RoomPresence{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	mi := &file_corral_link_v1_link_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +997,7 @@ func (x *RoomPresence) String() string {
 func (*RoomPresence) ProtoMessage() {}
 
 func (x *RoomPresence) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	mi := &file_corral_link_v1_link_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1010,7 @@ func (x *RoomPresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomPresence.ProtoReflect.Descriptor instead.
 func (*RoomPresence) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{9}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RoomPresence) GetRoom() string {
@@ -969,7 +1043,7 @@ type ConnReplay struct {
 
 func (x *ConnReplay) Reset() {
 	*x = ConnReplay{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[10]
+	mi := &file_corral_link_v1_link_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1055,7 @@ func (x *ConnReplay) String() string {
 func (*ConnReplay) ProtoMessage() {}
 
 func (x *ConnReplay) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[10]
+	mi := &file_corral_link_v1_link_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1068,7 @@ func (x *ConnReplay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnReplay.ProtoReflect.Descriptor instead.
 func (*ConnReplay) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{10}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConnReplay) GetConn() uint64 {
@@ -1045,7 +1119,7 @@ type ConnSnapshot struct {
 
 func (x *ConnSnapshot) Reset() {
 	*x = ConnSnapshot{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[11]
+	mi := &file_corral_link_v1_link_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1131,7 @@ func (x *ConnSnapshot) String() string {
 func (*ConnSnapshot) ProtoMessage() {}
 
 func (x *ConnSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[11]
+	mi := &file_corral_link_v1_link_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1144,7 @@ func (x *ConnSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnSnapshot.ProtoReflect.Descriptor instead.
 func (*ConnSnapshot) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{11}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConnSnapshot) GetConn() uint64 {
@@ -1109,7 +1183,7 @@ type ConnPosition struct {
 
 func (x *ConnPosition) Reset() {
 	*x = ConnPosition{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[12]
+	mi := &file_corral_link_v1_link_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1195,7 @@ func (x *ConnPosition) String() string {
 func (*ConnPosition) ProtoMessage() {}
 
 func (x *ConnPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[12]
+	mi := &file_corral_link_v1_link_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1208,7 @@ func (x *ConnPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnPosition.ProtoReflect.Descriptor instead.
 func (*ConnPosition) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{12}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConnPosition) GetConn() uint64 {
@@ -1185,7 +1259,7 @@ type ConnLeft struct {
 
 func (x *ConnLeft) Reset() {
 	*x = ConnLeft{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[13]
+	mi := &file_corral_link_v1_link_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1271,7 @@ func (x *ConnLeft) String() string {
 func (*ConnLeft) ProtoMessage() {}
 
 func (x *ConnLeft) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[13]
+	mi := &file_corral_link_v1_link_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1284,7 @@ func (x *ConnLeft) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnLeft.ProtoReflect.Descriptor instead.
 func (*ConnLeft) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{13}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConnLeft) GetConn() uint64 {
@@ -1248,7 +1322,7 @@ type ConnSession struct {
 
 func (x *ConnSession) Reset() {
 	*x = ConnSession{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[14]
+	mi := &file_corral_link_v1_link_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1334,7 @@ func (x *ConnSession) String() string {
 func (*ConnSession) ProtoMessage() {}
 
 func (x *ConnSession) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[14]
+	mi := &file_corral_link_v1_link_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1347,7 @@ func (x *ConnSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnSession.ProtoReflect.Descriptor instead.
 func (*ConnSession) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{14}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConnSession) GetConn() uint64 {
@@ -1315,7 +1389,7 @@ type ConnFrame struct {
 
 func (x *ConnFrame) Reset() {
 	*x = ConnFrame{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[15]
+	mi := &file_corral_link_v1_link_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1401,7 @@ func (x *ConnFrame) String() string {
 func (*ConnFrame) ProtoMessage() {}
 
 func (x *ConnFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[15]
+	mi := &file_corral_link_v1_link_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1414,7 @@ func (x *ConnFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnFrame.ProtoReflect.Descriptor instead.
 func (*ConnFrame) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{15}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConnFrame) GetConn() uint64 {
@@ -1375,7 +1449,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[16]
+	mi := &file_corral_link_v1_link_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1461,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[16]
+	mi := &file_corral_link_v1_link_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1474,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{16}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Membership) GetConn() uint64 {
@@ -1442,7 +1516,7 @@ type CloseConn struct {
 
 func (x *CloseConn) Reset() {
 	*x = CloseConn{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[17]
+	mi := &file_corral_link_v1_link_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1528,7 @@ func (x *CloseConn) String() string {
 func (*CloseConn) ProtoMessage() {}
 
 func (x *CloseConn) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[17]
+	mi := &file_corral_link_v1_link_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1541,7 @@ func (x *CloseConn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConn.ProtoReflect.Descriptor instead.
 func (*CloseConn) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{17}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CloseConn) GetConn() uint64 {
@@ -1524,7 +1598,7 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\x05clean\x18\x01 \x01(\bR\x05clean\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"A\n" +
 	"\fLinkResponse\x121\n" +
-	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.CoreFrameR\x06frames\"\xf1\x04\n" +
+	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.CoreFrameR\x06frames\"\xa4\x05\n" +
 	"\tCoreFrame\x12.\n" +
 	"\x04live\x18\x01 \x01(\v2\x18.corral.link.v1.RoomLiveH\x00R\x04live\x127\n" +
 	"\asignals\x18\x02 \x01(\v2\x1b.corral.link.v1.RoomSignalsH\x00R\asignals\x12:\n" +
@@ -1539,7 +1613,8 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"membership\x18\n" +
 	" \x01(\v2\x1a.corral.link.v1.MembershipH\x00R\n" +
 	"membership\x121\n" +
-	"\x05close\x18\v \x01(\v2\x19.corral.link.v1.CloseConnH\x00R\x05closeB\x06\n" +
+	"\x05close\x18\v \x01(\v2\x19.corral.link.v1.CloseConnH\x00R\x05close\x121\n" +
+	"\x05state\x18\f \x01(\v2\x19.corral.link.v1.RoomStateH\x00R\x05stateB\x06\n" +
 	"\x04kind\"t\n" +
 	"\bRoomLive\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
@@ -1547,6 +1622,9 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12,\n" +
 	"\x05frame\x18\x04 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"O\n" +
 	"\vRoomSignals\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"M\n" +
+	"\tRoomState\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
 	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"P\n" +
 	"\fRoomPresence\x12\x12\n" +
@@ -1607,7 +1685,7 @@ func file_corral_link_v1_link_proto_rawDescGZIP() []byte {
 	return file_corral_link_v1_link_proto_rawDescData
 }
 
-var file_corral_link_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_corral_link_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_corral_link_v1_link_proto_goTypes = []any{
 	(*LinkRequest)(nil),      // 0: corral.link.v1.LinkRequest
 	(*EdgeFrame)(nil),        // 1: corral.link.v1.EdgeFrame
@@ -1618,62 +1696,65 @@ var file_corral_link_v1_link_proto_goTypes = []any{
 	(*CoreFrame)(nil),        // 6: corral.link.v1.CoreFrame
 	(*RoomLive)(nil),         // 7: corral.link.v1.RoomLive
 	(*RoomSignals)(nil),      // 8: corral.link.v1.RoomSignals
-	(*RoomPresence)(nil),     // 9: corral.link.v1.RoomPresence
-	(*ConnReplay)(nil),       // 10: corral.link.v1.ConnReplay
-	(*ConnSnapshot)(nil),     // 11: corral.link.v1.ConnSnapshot
-	(*ConnPosition)(nil),     // 12: corral.link.v1.ConnPosition
-	(*ConnLeft)(nil),         // 13: corral.link.v1.ConnLeft
-	(*ConnSession)(nil),      // 14: corral.link.v1.ConnSession
-	(*ConnFrame)(nil),        // 15: corral.link.v1.ConnFrame
-	(*Membership)(nil),       // 16: corral.link.v1.Membership
-	(*CloseConn)(nil),        // 17: corral.link.v1.CloseConn
-	(*v1.ClientFrame)(nil),   // 18: corral.v1.ClientFrame
-	(*v1.Identity)(nil),      // 19: corral.v1.Identity
-	(*v1.Hello)(nil),         // 20: corral.v1.Hello
-	(*v1.RoomPosition)(nil),  // 21: corral.v1.RoomPosition
-	(*v1.ServerFrame)(nil),   // 22: corral.v1.ServerFrame
-	(*v1.ReconnectHint)(nil), // 23: corral.v1.ReconnectHint
+	(*RoomState)(nil),        // 9: corral.link.v1.RoomState
+	(*RoomPresence)(nil),     // 10: corral.link.v1.RoomPresence
+	(*ConnReplay)(nil),       // 11: corral.link.v1.ConnReplay
+	(*ConnSnapshot)(nil),     // 12: corral.link.v1.ConnSnapshot
+	(*ConnPosition)(nil),     // 13: corral.link.v1.ConnPosition
+	(*ConnLeft)(nil),         // 14: corral.link.v1.ConnLeft
+	(*ConnSession)(nil),      // 15: corral.link.v1.ConnSession
+	(*ConnFrame)(nil),        // 16: corral.link.v1.ConnFrame
+	(*Membership)(nil),       // 17: corral.link.v1.Membership
+	(*CloseConn)(nil),        // 18: corral.link.v1.CloseConn
+	(*v1.ClientFrame)(nil),   // 19: corral.v1.ClientFrame
+	(*v1.Identity)(nil),      // 20: corral.v1.Identity
+	(*v1.Hello)(nil),         // 21: corral.v1.Hello
+	(*v1.RoomPosition)(nil),  // 22: corral.v1.RoomPosition
+	(*v1.ServerFrame)(nil),   // 23: corral.v1.ServerFrame
+	(*v1.ReconnectHint)(nil), // 24: corral.v1.ReconnectHint
 }
 var file_corral_link_v1_link_proto_depIdxs = []int32{
 	1,  // 0: corral.link.v1.LinkRequest.frames:type_name -> corral.link.v1.EdgeFrame
 	2,  // 1: corral.link.v1.EdgeFrame.attach:type_name -> corral.link.v1.Attach
-	18, // 2: corral.link.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
+	19, // 2: corral.link.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
 	4,  // 3: corral.link.v1.EdgeFrame.detach:type_name -> corral.link.v1.Detach
-	19, // 4: corral.link.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
+	20, // 4: corral.link.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
 	3,  // 5: corral.link.v1.EdgeFrame.reattach:type_name -> corral.link.v1.Reattach
-	20, // 6: corral.link.v1.Attach.hello:type_name -> corral.v1.Hello
-	19, // 7: corral.link.v1.Attach.identity:type_name -> corral.v1.Identity
-	21, // 8: corral.link.v1.Reattach.rooms:type_name -> corral.v1.RoomPosition
-	19, // 9: corral.link.v1.Reattach.identity:type_name -> corral.v1.Identity
+	21, // 6: corral.link.v1.Attach.hello:type_name -> corral.v1.Hello
+	20, // 7: corral.link.v1.Attach.identity:type_name -> corral.v1.Identity
+	22, // 8: corral.link.v1.Reattach.rooms:type_name -> corral.v1.RoomPosition
+	20, // 9: corral.link.v1.Reattach.identity:type_name -> corral.v1.Identity
 	6,  // 10: corral.link.v1.LinkResponse.frames:type_name -> corral.link.v1.CoreFrame
 	7,  // 11: corral.link.v1.CoreFrame.live:type_name -> corral.link.v1.RoomLive
 	8,  // 12: corral.link.v1.CoreFrame.signals:type_name -> corral.link.v1.RoomSignals
-	9,  // 13: corral.link.v1.CoreFrame.presence:type_name -> corral.link.v1.RoomPresence
-	10, // 14: corral.link.v1.CoreFrame.replay:type_name -> corral.link.v1.ConnReplay
-	11, // 15: corral.link.v1.CoreFrame.snapshot:type_name -> corral.link.v1.ConnSnapshot
-	12, // 16: corral.link.v1.CoreFrame.position:type_name -> corral.link.v1.ConnPosition
-	13, // 17: corral.link.v1.CoreFrame.left:type_name -> corral.link.v1.ConnLeft
-	14, // 18: corral.link.v1.CoreFrame.session:type_name -> corral.link.v1.ConnSession
-	15, // 19: corral.link.v1.CoreFrame.conn:type_name -> corral.link.v1.ConnFrame
-	16, // 20: corral.link.v1.CoreFrame.membership:type_name -> corral.link.v1.Membership
-	17, // 21: corral.link.v1.CoreFrame.close:type_name -> corral.link.v1.CloseConn
-	22, // 22: corral.link.v1.RoomLive.frame:type_name -> corral.v1.ServerFrame
-	22, // 23: corral.link.v1.RoomSignals.frame:type_name -> corral.v1.ServerFrame
-	22, // 24: corral.link.v1.RoomPresence.frame:type_name -> corral.v1.ServerFrame
-	22, // 25: corral.link.v1.ConnReplay.frame:type_name -> corral.v1.ServerFrame
-	22, // 26: corral.link.v1.ConnSnapshot.frame:type_name -> corral.v1.ServerFrame
-	22, // 27: corral.link.v1.ConnPosition.frame:type_name -> corral.v1.ServerFrame
-	22, // 28: corral.link.v1.ConnLeft.frame:type_name -> corral.v1.ServerFrame
-	22, // 29: corral.link.v1.ConnSession.frame:type_name -> corral.v1.ServerFrame
-	22, // 30: corral.link.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	23, // 31: corral.link.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	0,  // 32: corral.link.v1.LinkService.Link:input_type -> corral.link.v1.LinkRequest
-	5,  // 33: corral.link.v1.LinkService.Link:output_type -> corral.link.v1.LinkResponse
-	33, // [33:34] is the sub-list for method output_type
-	32, // [32:33] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	10, // 13: corral.link.v1.CoreFrame.presence:type_name -> corral.link.v1.RoomPresence
+	11, // 14: corral.link.v1.CoreFrame.replay:type_name -> corral.link.v1.ConnReplay
+	12, // 15: corral.link.v1.CoreFrame.snapshot:type_name -> corral.link.v1.ConnSnapshot
+	13, // 16: corral.link.v1.CoreFrame.position:type_name -> corral.link.v1.ConnPosition
+	14, // 17: corral.link.v1.CoreFrame.left:type_name -> corral.link.v1.ConnLeft
+	15, // 18: corral.link.v1.CoreFrame.session:type_name -> corral.link.v1.ConnSession
+	16, // 19: corral.link.v1.CoreFrame.conn:type_name -> corral.link.v1.ConnFrame
+	17, // 20: corral.link.v1.CoreFrame.membership:type_name -> corral.link.v1.Membership
+	18, // 21: corral.link.v1.CoreFrame.close:type_name -> corral.link.v1.CloseConn
+	9,  // 22: corral.link.v1.CoreFrame.state:type_name -> corral.link.v1.RoomState
+	23, // 23: corral.link.v1.RoomLive.frame:type_name -> corral.v1.ServerFrame
+	23, // 24: corral.link.v1.RoomSignals.frame:type_name -> corral.v1.ServerFrame
+	23, // 25: corral.link.v1.RoomState.frame:type_name -> corral.v1.ServerFrame
+	23, // 26: corral.link.v1.RoomPresence.frame:type_name -> corral.v1.ServerFrame
+	23, // 27: corral.link.v1.ConnReplay.frame:type_name -> corral.v1.ServerFrame
+	23, // 28: corral.link.v1.ConnSnapshot.frame:type_name -> corral.v1.ServerFrame
+	23, // 29: corral.link.v1.ConnPosition.frame:type_name -> corral.v1.ServerFrame
+	23, // 30: corral.link.v1.ConnLeft.frame:type_name -> corral.v1.ServerFrame
+	23, // 31: corral.link.v1.ConnSession.frame:type_name -> corral.v1.ServerFrame
+	23, // 32: corral.link.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	24, // 33: corral.link.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	0,  // 34: corral.link.v1.LinkService.Link:input_type -> corral.link.v1.LinkRequest
+	5,  // 35: corral.link.v1.LinkService.Link:output_type -> corral.link.v1.LinkResponse
+	35, // [35:36] is the sub-list for method output_type
+	34, // [34:35] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_corral_link_v1_link_proto_init() }
@@ -1701,6 +1782,7 @@ func file_corral_link_v1_link_proto_init() {
 		(*CoreFrame_Conn)(nil),
 		(*CoreFrame_Membership)(nil),
 		(*CoreFrame_Close)(nil),
+		(*CoreFrame_State)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1708,7 +1790,7 @@ func file_corral_link_v1_link_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_link_v1_link_proto_rawDesc), len(file_corral_link_v1_link_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
