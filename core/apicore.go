@@ -216,10 +216,14 @@ func (c apiCore) Signals(room string, n int) []*corralv1.SignalEvent {
 	if r == nil {
 		return nil
 	}
+	st := r.signals.Load()
+	if st == nil {
+		return nil
+	}
 	var sigs []*corralv1.SignalEvent
-	r.signals.mu.Lock()
-	defer r.signals.mu.Unlock()
-	for _, ev := range r.signals.latest {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, ev := range st.latest {
 		if !ev.GetClear() {
 			sigs = append(sigs, ev)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
@@ -72,7 +73,10 @@ type room struct {
 	live roomDelay
 	pres roomPresence
 
-	signals roomSignals // its own lock, taken after mu (signals.go)
+	// signals is made on the room's first signal (signalsOrNew): most
+	// rooms never get one, and a room is made for each publish to a room
+	// nobody here joined. Its own lock, taken after mu (signals.go).
+	signals atomic.Pointer[roomSignals]
 }
 
 // catchup is a joining member's buffer of live messages.
@@ -97,7 +101,7 @@ func newRoom(c *Core, name string) *room {
 		joining: make(map[*session]*catchup),
 		pending: make(map[uint64]*corralv1.Message),
 	}
-	r.live.room, r.pres.room, r.signals.room = r, r, r
+	r.live.room, r.pres.room = r, r
 	return r
 }
 
@@ -556,7 +560,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			Room: r.name, Seq: r.last,
 		}}}))
 	}
-	for _, snap := range r.signals.snapshot() {
+	for _, snap := range r.signals.Load().snapshot() {
 		send(frame.Snapshot(ep.conn, r.name, snap))
 	}
 	ep.link.enqueue(frame.Membership(ep.conn, r.name, true))
@@ -593,7 +597,7 @@ func (r *room) leave(s *session, notify *corralv1.Left) bool {
 		return false
 	}
 	r.removeLocked(s, ep)
-	r.signals.clear(s)
+	r.signals.Load().clear(s)
 	if notify != nil {
 		ep.link.enqueue(frame.Membership(ep.conn, r.name, false))
 		ep.link.enqueue(frame.Left(ep.conn, notify))

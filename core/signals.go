@@ -59,6 +59,15 @@ type roomSignals struct {
 	tick      time.Duration       // this room's flush period, its class's at the last schedule
 }
 
+// signalsOrNew is the room's signals, made on its first signal.
+func (r *room) signalsOrNew() *roomSignals {
+	if st := r.signals.Load(); st != nil {
+		return st
+	}
+	r.signals.CompareAndSwap(nil, &roomSignals{room: r})
+	return r.signals.Load()
+}
+
 // signal records the latest value of a key and schedules a flush. A new
 // key past maxSignalKeys of s is refused with an error frame to s.
 func (st *roomSignals) signal(s *session, ev *corralv1.SignalEvent) {
@@ -117,8 +126,12 @@ func (st *roomSignals) markDirtyLocked(key string) {
 	st.isDirty[key] = true
 }
 
-// clear clears every key s set: its cursor disappears for everyone.
+// clear clears every key s set: its cursor disappears for everyone. A
+// nil st (a room without signals) has none.
 func (st *roomSignals) clear(s *session) {
+	if st == nil {
+		return
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for key, owner := range st.owner {
@@ -194,9 +207,12 @@ func (st *roomSignals) flush() {
 // snapshot is the current value of every key, for a member going live,
 // in batches of at most maxSignalTickBytes each (one signal larger than
 // that alone), so that no snapshot frame is larger than a flush's; nil
-// when there is none. The room's lock must be held (the member goes live
-// under it), not this one.
+// when there is none (and for a nil st, a room without signals). The
+// room's lock must be held (the member goes live under it), not this one.
 func (st *roomSignals) snapshot() []*corralv1.ServerFrame {
+	if st == nil {
+		return nil
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var out, frames []*corralv1.ServerFrame

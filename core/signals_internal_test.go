@@ -52,7 +52,7 @@ func TestSignalSetUnderItsOwnLock(t *testing.T) {
 		r.links[l] = 1
 		done := make(chan struct{})
 		go func() {
-			r.signals.signal(s, &corralv1.SignalEvent{Room: "r", Key: "cursor", Sender: "u", Payload: []byte("1")})
+			r.signalsOrNew().signal(s, &corralv1.SignalEvent{Room: "r", Key: "cursor", Sender: "u", Payload: []byte("1")})
 			close(done)
 		}()
 		synctest.Wait()
@@ -90,37 +90,38 @@ func TestSignalLocksConcurrent(t *testing.T) {
 			sessions[i] = s
 			wg.Go(func() {
 				for j := range 50 {
-					r.signals.signal(s, &corralv1.SignalEvent{Room: "r", Key: fmt.Sprint(s.user, ":", j%8), Sender: s.user, Payload: []byte{byte(j)}})
+					r.signalsOrNew().signal(s, &corralv1.SignalEvent{Room: "r", Key: fmt.Sprint(s.user, ":", j%8), Sender: s.user, Payload: []byte{byte(j)}})
 				}
 			})
 		}
 		wg.Go(func() {
 			for range 50 {
 				r.mu.Lock()
-				_ = r.signals.snapshot()
+				_ = r.signals.Load().snapshot()
 				r.mu.Unlock()
 			}
 		})
 		wg.Wait()
 		r.mu.Lock()
-		if n := len(r.signals.snapshot()); n == 0 {
+		if n := len(r.signals.Load().snapshot()); n == 0 {
 			t.Error("no signal in the snapshot before the clears")
 		}
 		for _, s := range sessions {
-			r.signals.clear(s)
+			r.signals.Load().clear(s)
 		}
 		r.mu.Unlock()
 		time.Sleep(time.Second) // fake time: past every flush
 		synctest.Wait()
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if snap := r.signals.snapshot(); len(snap) != 0 {
+		if snap := r.signals.Load().snapshot(); len(snap) != 0 {
 			t.Fatalf("after the clears the snapshot holds %v", snap)
 		}
-		r.signals.mu.Lock()
-		defer r.signals.mu.Unlock()
-		if len(r.signals.latest)+len(r.signals.owned)+len(r.signals.dirty) != 0 {
-			t.Fatalf("signals left after the clears: %d latest, %d owners, %d dirty", len(r.signals.latest), len(r.signals.owned), len(r.signals.dirty))
+		st := r.signals.Load()
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if len(st.latest)+len(st.owned)+len(st.dirty) != 0 {
+			t.Fatalf("signals left after the clears: %d latest, %d owners, %d dirty", len(st.latest), len(st.owned), len(st.dirty))
 		}
 	})
 }
