@@ -209,18 +209,22 @@ func (c apiCore) Connections(user, sessionID, after string, n int) []*corralv1.C
 }
 
 // Signals samples room's signals here: the latest value of each key,
-// read under the room's lock, as a member joining now would be sent
-// them; the first n by key, copied, so that nothing read later races
-// with the room.
+// read under the room's signal lock, as a member joining now would be
+// sent them; the first n by key, copied, so that nothing read later
+// races with the room.
 func (c apiCore) Signals(room string, n int) []*corralv1.SignalEvent {
 	r := c.rooms.get(room)
 	if r == nil {
 		return nil
 	}
+	st := r.signals.Load()
+	if st == nil {
+		return nil
+	}
 	var sigs []*corralv1.SignalEvent
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ev := range r.signals.latest {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, ev := range st.latest {
 		if !ev.GetClear() {
 			sigs = append(sigs, ev)
 		}

@@ -348,13 +348,13 @@ func TestPresenceViewApply(t *testing.T) {
 	r.mu.Unlock()
 
 	change := func(kind presence.Kind, version uint64, user string) {
-		r.presenceChange(presence.Change{Room: "r", Kind: kind, Version: version, Member: presence.Member{User: user, Conns: 1}})
+		r.pres.change(presence.Change{Room: "r", Kind: kind, Version: version, Member: presence.Member{User: user, Conns: 1}})
 	}
 	change(presence.Joined, 1, "a")
 	change(presence.Joined, 2, "b")
 	change(presence.Joined, 2, "c") // an old version: ignored
 	change(presence.Left, 3, "a")
-	members, ok := r.presenceList()
+	members, ok := r.pres.list()
 	if !ok || len(members) != 1 || members[0].User != "b" {
 		t.Fatalf("view lists %v, want [b]", members)
 	}

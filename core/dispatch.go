@@ -199,7 +199,7 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
 		return
 	}
-	r.signal(s, &corralv1.SignalEvent{
+	r.signalsOrNew().signal(s, &corralv1.SignalEvent{
 		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
 	})
 }

@@ -124,7 +124,7 @@ func (p *presenceState) onCommit(ch presence.Change) {
 // onChange brings a change to the room's view, if the room is here.
 func (p *presenceState) onChange(ch presence.Change) {
 	if r := p.rooms.get(ch.Room); r != nil {
-		r.presenceChange(ch)
+		r.pres.change(ch)
 	}
 }
 
@@ -147,7 +147,7 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 		p.failed(s, "presence", err, r.name, "")
 		return
 	}
-	r.ensurePresenceLoaded(ctx)
+	r.pres.ensureLoaded(ctx)
 
 	s.mu.Lock()
 	counted := s.pres[r.name]
@@ -187,7 +187,7 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 		p.failed(s, "presence", err, r.name, "")
 		return
 	}
-	r.presenceSubscribe(s)
+	r.pres.subscribe(s)
 }
 
 // leave uncounts s in room: at once when clean, else after the
@@ -263,7 +263,7 @@ func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.Prese
 	if l := int(q.GetLimit()); l > 0 && l < limit {
 		limit = l
 	}
-	members, ok := r.presenceList()
+	members, ok := r.pres.list()
 	if !ok {
 		snap, err := p.store.List(ctx, name)
 		if err != nil {
@@ -289,9 +289,15 @@ func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.Prese
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_PresencePage{PresencePage: page}})
 }
 
-// presenceView is a room's presence as this core knows it. Guarded by the
-// room's lock.
-type presenceView struct {
+// roomPresence is a room's presence as this core knows it. room.mu guards
+// these fields, not a lock of their own: who gets presence frames follows
+// the room's members (a member's subscription goes when it leaves, under
+// room.mu, and a snapshot goes only to a member still there), so one lock
+// keeps the two in step. Lock must be held for the methods named Locked;
+// the others take it.
+type roomPresence struct {
+	room *room
+
 	loaded  bool
 	loading bool
 	stale   bool // changes were missed while loading: load again
@@ -314,27 +320,27 @@ type presenceView struct {
 // maxEarly bounds the changes kept while a room's presence loads.
 const maxEarly = 10000
 
-// ensurePresenceLoaded reads the room's presence from the store once.
-func (r *room) ensurePresenceLoaded(ctx context.Context) {
+// ensureLoaded reads the room's presence from the store once.
+func (v *roomPresence) ensureLoaded(ctx context.Context) {
+	r := v.room
 	r.mu.Lock()
-	v := &r.pres
 	load := !v.loaded && !v.loading
 	if load {
 		v.loading = true
 	}
 	r.mu.Unlock()
 	if load {
-		r.loadPresence(ctx)
+		v.load(ctx)
 	}
 }
 
-// loadPresence reads the room's presence and applies what arrived
+// load reads the room's presence and applies what arrived
 // meanwhile; v.loading must have been set by the caller.
-func (r *room) loadPresence(ctx context.Context) {
+func (v *roomPresence) load(ctx context.Context) {
+	r := v.room
 	for range 10 {
 		snap, err := r.core.pres.store.List(ctx, r.name)
 		r.mu.Lock()
-		v := &r.pres
 		if err != nil {
 			v.loading = false
 			r.mu.Unlock()
@@ -343,8 +349,8 @@ func (r *room) loadPresence(ctx context.Context) {
 				time.AfterFunc(time.Second, func() {
 					r.mu.Lock()
 					defer r.mu.Unlock()
-					if !r.pres.loading && (len(r.pres.subs) > 0 || len(r.pres.pending) > 0 || r.pres.loaded) {
-						r.reloadPresenceLocked()
+					if !v.loading && (len(v.subs) > 0 || len(v.pending) > 0 || v.loaded) {
+						v.reloadLocked()
 					}
 				})
 			}
@@ -385,16 +391,17 @@ func (r *room) loadPresence(ctx context.Context) {
 			continue
 		}
 		v.loading = false
-		r.schedulePresenceLocked()
+		v.scheduleLocked()
 		r.mu.Unlock()
 		return
 	}
 	r.mu.Lock()
-	r.pres.loading = false
+	v.loading = false
 	r.mu.Unlock()
 }
 
-func (v *presenceView) initLocked() {
+// initLocked makes the view's maps. Lock must be held.
+func (v *roomPresence) initLocked() {
 	if v.dirty == nil {
 		v.now = make(map[string]presence.Member)
 		v.sent = make(map[string]presence.Member)
@@ -409,7 +416,8 @@ func sameMember(a, b presence.Member) bool {
 	return a.Conns == b.Conns && string(a.State) == string(b.State) && string(a.Info) == string(b.Info)
 }
 
-func (v *presenceView) applyLocked(ch presence.Change) {
+// applyLocked applies ch, the next version, to the view. Lock must be held.
+func (v *roomPresence) applyLocked(ch presence.Change) {
 	v.version = ch.Version
 	v.sorted = nil
 	if ch.Kind == presence.Left {
@@ -420,11 +428,11 @@ func (v *presenceView) applyLocked(ch presence.Change) {
 	v.dirty[ch.Member.User] = struct{}{}
 }
 
-// presenceChange applies one change from the store to the view.
-func (r *room) presenceChange(ch presence.Change) {
+// change applies one change from the store to the view.
+func (v *roomPresence) change(ch presence.Change) {
+	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	v := &r.pres
 	switch {
 	case v.loading:
 		if ch.Kind == 0 || len(v.early) >= maxEarly {
@@ -436,19 +444,19 @@ func (r *room) presenceChange(ch presence.Change) {
 	case !v.loaded:
 		return // nobody here wants this room's presence
 	case ch.Kind == 0, ch.Version > v.version+1:
-		r.reloadPresenceLocked()
+		v.reloadLocked()
 		return
 	case ch.Version <= v.version:
 		return
 	}
 	v.applyLocked(ch)
-	r.schedulePresenceLocked()
+	v.scheduleLocked()
 }
 
-// reloadPresenceLocked reads the room's presence again, in the
+// reloadLocked reads the room's presence again, in the
 // background. Lock must be held.
-func (r *room) reloadPresenceLocked() {
-	v := &r.pres
+func (v *roomPresence) reloadLocked() {
+	r := v.room
 	if v.loading {
 		v.stale = true
 		return
@@ -460,31 +468,30 @@ func (r *room) reloadPresenceLocked() {
 	go func() {
 		ctx, cancel := context.WithTimeout(r.core.ctx, 5*time.Second)
 		defer cancel()
-		r.loadPresence(ctx)
+		v.load(ctx)
 	}()
 }
 
-// presenceSubscribe makes s, a member, receive the room's presence frames:
+// subscribe makes s, a member, receive the room's presence frames:
 // a snapshot at the next flush, then diffs.
-func (r *room) presenceSubscribe(s *session) {
+func (v *roomPresence) subscribe(s *session) {
+	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ep, ok := r.members[s]
 	if !ok {
 		return // left or detached meanwhile
 	}
-	v := &r.pres
 	v.initLocked()
 	if _, ok := v.subs[s]; ok {
 		return
 	}
 	v.pending[s] = ep
-	r.schedulePresenceLocked()
+	v.scheduleLocked()
 }
 
-// presenceUnsubscribeLocked forgets s as a receiver. Lock must be held.
-func (r *room) presenceUnsubscribeLocked(s *session) {
-	v := &r.pres
+// unsubscribeLocked forgets s as a receiver. Lock must be held.
+func (v *roomPresence) unsubscribeLocked(s *session) {
 	delete(v.pending, s)
 	ep, ok := v.subs[s]
 	if !ok {
@@ -498,13 +505,13 @@ func (r *room) presenceUnsubscribeLocked(s *session) {
 	}
 }
 
-// presenceList is the view's members ordered by user id (shared: do not
+// list is the view's members ordered by user id (shared: do not
 // modify); false when the view is not loaded. The order is kept until the
 // next change, so paging a large room sorts it once, not once per page.
-func (r *room) presenceList() ([]presence.Member, bool) {
+func (v *roomPresence) list() ([]presence.Member, bool) {
+	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	v := &r.pres
 	if !v.loaded {
 		return nil, false
 	}
@@ -518,21 +525,22 @@ func (r *room) presenceList() ([]presence.Member, bool) {
 	return v.sorted, true
 }
 
-func (r *room) schedulePresenceLocked() {
-	v := &r.pres
+// scheduleLocked arranges a flush when there is something to send.
+// Lock must be held.
+func (v *roomPresence) scheduleLocked() {
 	if v.scheduled || !v.loaded || (len(v.dirty) == 0 && len(v.pending) == 0) {
 		return
 	}
 	v.scheduled = true
-	time.AfterFunc(r.core.pres.cfg.Tick, r.flushPresence)
+	time.AfterFunc(v.room.core.pres.cfg.Tick, v.flush)
 }
 
-// flushPresence sends what changed since the last flush as one frame per
+// flush sends what changed since the last flush as one frame per
 // link, then snapshots to new subscribers.
-func (r *room) flushPresence() {
+func (v *roomPresence) flush() {
+	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	v := &r.pres
 	v.scheduled = false
 	if !v.loaded || r.core.ctx.Err() != nil {
 		return
@@ -555,7 +563,7 @@ func (r *room) flushPresence() {
 		// Back under the limit: everyone gets the list again.
 		clear(v.dirty)
 		v.sent = cloneMembers(v.now)
-		out = r.snapshotPresenceLocked()
+		out = v.snapshotLocked()
 	default:
 		out = &corralv1.Presence{Room: r.name}
 		for u := range v.dirty {
@@ -598,7 +606,7 @@ func (r *room) flushPresence() {
 			Room: r.name, Snapshot: true, CountsOnly: true, Members: uint32(counts[0]), Connections: uint32(counts[1]),
 		}}}}
 	} else {
-		p := r.snapshotPresenceLocked()
+		p := v.snapshotLocked()
 		p.Snapshot = true
 		for _, part := range splitPresence(p, maxPresenceFrameBytes) {
 			snap = append(snap, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}})
@@ -618,10 +626,10 @@ func (r *room) flushPresence() {
 	}
 }
 
-// snapshotPresenceLocked lists sent, ordered by user id, with the counts.
+// snapshotLocked lists sent, ordered by user id, with the counts.
 // Lock must be held.
-func (r *room) snapshotPresenceLocked() *corralv1.Presence {
-	v := &r.pres
+func (v *roomPresence) snapshotLocked() *corralv1.Presence {
+	r := v.room
 	p := &corralv1.Presence{Room: r.name, Snapshot: true, Joins: make([]*corralv1.PresenceMember, 0, len(v.sent))}
 	conns := 0
 	for _, m := range v.sent {
@@ -689,7 +697,7 @@ func (p *presenceState) unwatchLoop() {
 			if want && p.store.Watch(ctx, name) == nil {
 				watched[name] = true
 				r.mu.Lock()
-				r.reloadPresenceLocked()
+				r.pres.reloadLocked()
 				r.mu.Unlock()
 			}
 		}

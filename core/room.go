@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
@@ -64,13 +65,19 @@ type room struct {
 	// joining are members whose history is being read; live messages are
 	// kept for them until they go live.
 	joining  map[*session]*catchup
-	signals  signalState
-	live     liveDelay // held live messages (roomdelay.go)
-	pres     presenceView
 	keyed    keyedRoom                    // the room's keyed state (keyed.go)
 	pending  map[uint64]*corralv1.Message // ahead of a gap
 	filling  bool                         // a gap fill is scheduled or running
 	wantFill bool                         // fill even without a known gap
+	// The room's parts under this lock: the live messages held for a
+	// write delay (roomdelay.go) and the room's presence (presence.go).
+	live roomDelay
+	pres roomPresence
+
+	// signals is made on the room's first signal (signalsOrNew): most
+	// rooms never get one, and a room is made for each publish to a room
+	// nobody here joined. Its own lock, taken after mu (signals.go).
+	signals atomic.Pointer[roomSignals]
 }
 
 // catchup is a joining member's buffer of live messages.
@@ -87,7 +94,7 @@ func catchupSize(msg *corralv1.Message) int {
 }
 
 func newRoom(c *Core, name string) *room {
-	return &room{
+	r := &room{
 		core:    c,
 		name:    name,
 		members: make(map[*session]endpoint),
@@ -95,6 +102,8 @@ func newRoom(c *Core, name string) *room {
 		joining: make(map[*session]*catchup),
 		pending: make(map[uint64]*corralv1.Message),
 	}
+	r.live.room, r.pres.room = r, r
+	return r
 }
 
 // load reads the room's state from history once. With forJoin and a shared
@@ -299,7 +308,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 		cu.buf, cu.bytes = nil, 0
 		r.core.metrics.drop(droppedCatchupFull, 1)
 	}
-	if len(r.links) == 0 || r.holdLiveLocked(msg) {
+	if len(r.links) == 0 || r.live.holdLocked(msg) {
 		return
 	}
 	f := frame.Live(r.name, msg.GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
@@ -439,7 +448,7 @@ func (r *room) catchUp() {
 // members are told to refetch, and delivery continues after last. Lock must
 // be held.
 func (r *room) resetLocked(epoch string, last uint64) {
-	r.flushLiveLocked(flushEvent) // the held messages are of the old epoch
+	r.live.flushLocked(flushEvent) // the held messages are of the old epoch
 	r.epoch, r.last = epoch, last
 	clear(r.pending)
 	for _, cu := range r.joining {
@@ -493,7 +502,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	}
 	// Held messages go before s becomes a member at the edge: s gets
 	// them in its catch-up, up to r.last, and not a second time.
-	r.flushLiveLocked(flushEvent)
+	r.live.flushLocked(flushEvent)
 	send := ep.link.enqueue
 	joined := func(seq uint64, replay bool) {
 		send(frame.Position(ep.conn, r.name, seq, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
@@ -552,7 +561,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			Room: r.name, Seq: r.last,
 		}}}))
 	}
-	for _, snap := range r.snapshotLocked() {
+	for _, snap := range r.signals.Load().snapshot() {
 		send(frame.Snapshot(ep.conn, r.name, snap))
 	}
 	r.core.keyed.joinLocked(r, ep, q)
@@ -565,9 +574,9 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 // removeLocked removes member s; the held live messages go first, so s
 // gets what was published before it left. Lock must be held.
 func (r *room) removeLocked(s *session, ep endpoint) {
-	r.flushLiveLocked(flushEvent)
+	r.live.flushLocked(flushEvent)
 	delete(r.members, s)
-	r.presenceUnsubscribeLocked(s)
+	r.pres.unsubscribeLocked(s)
 	if n := r.links[ep.link] - 1; n > 0 {
 		r.links[ep.link] = n
 	} else {
@@ -590,7 +599,7 @@ func (r *room) leave(s *session, notify *corralv1.Left) bool {
 		return false
 	}
 	r.removeLocked(s, ep)
-	r.clearSignalsLocked(s)
+	r.signals.Load().clear(s)
 	if notify != nil {
 		ep.link.enqueue(frame.Membership(ep.conn, r.name, false))
 		ep.link.enqueue(frame.Left(ep.conn, notify))

@@ -43,8 +43,14 @@ const (
 	flushEvent = "event"
 )
 
-// liveDelay is a room's held live messages. Guarded by the room's lock.
-type liveDelay struct {
+// roomDelay is a room's held live messages. room.mu guards these fields,
+// not a lock of their own: the held messages are cut against the room's
+// position and members (r.last, r.links) and must go out before a member
+// goes live, leaves or the room resets, all under room.mu; a second lock
+// taken in fanoutLocked, per message, would buy nothing. Lock must be
+// held for every method but flushTimer, which takes it.
+type roomDelay struct {
+	room   *room
 	frames []*corralv1.ServerFrame // held messages, in seq order
 	bytes  int                     // their approximate encoded size
 	last   uint64                  // seq of the newest held message
@@ -56,50 +62,49 @@ type liveDelay struct {
 	delay time.Duration
 }
 
-// writeDelayLocked is the room's write delay in the class table in force.
+// delayLocked is the room's write delay in the class table in force.
 // Lock must be held.
-func (r *room) writeDelayLocked() time.Duration {
-	if t := r.core.cfg.Classes.Table(); t != r.live.table {
-		r.live.table, r.live.delay = t, t.Lookup(r.name).WriteDelay
+func (d *roomDelay) delayLocked() time.Duration {
+	r := d.room
+	if t := r.core.cfg.Classes.Table(); t != d.table {
+		d.table, d.delay = t, t.Lookup(r.name).WriteDelay
 	}
-	return r.live.delay
+	return d.delay
 }
 
-// holdLiveLocked holds msg for the current window, starting one if none
-// is open, and reports false when the room has no write delay (the caller
+// holdLocked holds msg for the current window, starting one if none is
+// open, and reports false when the room has no write delay (the caller
 // sends msg at once). Lock must be held.
-func (r *room) holdLiveLocked(msg *corralv1.Message) bool {
-	d := &r.live
+func (d *roomDelay) holdLocked(msg *corralv1.Message) bool {
 	if len(d.frames) == 0 {
-		delay := r.writeDelayLocked()
+		delay := d.delayLocked()
 		if delay <= 0 {
 			return false
 		}
 		gen := d.gen
-		d.timer = time.AfterFunc(delay, func() { r.flushLiveTimer(gen) })
+		d.timer = time.AfterFunc(delay, func() { d.flushTimer(gen) })
 	}
 	d.frames = append(d.frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
 	d.bytes += len(msg.GetPayload()) + 64
 	d.last = msg.GetSeq()
 	if len(d.frames) >= maxDelayedMessages || d.bytes >= maxDelayedBytes {
-		r.flushLiveLocked(flushFull)
+		d.flushLocked(flushFull)
 	}
 	return true
 }
 
-// flushLiveTimer ends window gen, unless an earlier flush ended it.
-func (r *room) flushLiveTimer(gen uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.live.gen == gen {
-		r.flushLiveLocked(flushTimer)
+// flushTimer ends window gen, unless an earlier flush ended it.
+func (d *roomDelay) flushTimer(gen uint64) {
+	d.room.mu.Lock()
+	defer d.room.mu.Unlock()
+	if d.gen == gen {
+		d.flushLocked(flushTimer)
 	}
 }
 
-// flushLiveLocked sends the held messages, if any, as one frame per link
-// and closes the window. Lock must be held.
-func (r *room) flushLiveLocked(reason string) {
-	d := &r.live
+// flushLocked sends the held messages, if any, as one frame per link and
+// closes the window. Lock must be held.
+func (d *roomDelay) flushLocked(reason string) {
 	n := len(d.frames)
 	if n == 0 {
 		return
@@ -116,6 +121,7 @@ func (r *room) flushLiveLocked(reason string) {
 	last := d.last
 	// The frames now belong to the queued batch: start a fresh slice.
 	d.frames, d.bytes, d.last = nil, 0, 0
+	r := d.room
 	r.core.metrics.liveBatchMessages.Observe(float64(n))
 	r.core.metrics.liveBatchFlushes.WithLabelValues(reason).Inc()
 	if len(r.links) > 0 {

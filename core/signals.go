@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -38,8 +39,17 @@ const maxSignalKeys = 64
 // One signal larger than it still goes, alone.
 const maxSignalTickBytes = 256 << 10
 
-// signalState is a room's signals. Guarded by the room's lock.
-type signalState struct {
+// roomSignals is a room's signals. Its own mu guards them, so that a
+// busy room's signals do not wait behind its publishes' fan-out. The
+// order is room.mu, then roomSignals.mu, never the reverse: a flush
+// holds both (it sends to the room's links, and a member going live must
+// get either the snapshot or the flush of a value, in order, before the
+// next flush), and a member leaving or going live takes mu within the
+// room's lock (clear, snapshot). set takes mu alone.
+type roomSignals struct {
+	room *room
+
+	mu        sync.Mutex // guards the following fields
 	latest    map[string]*corralv1.SignalEvent
 	owner     map[string]*session // who set each key; cleared when they go
 	owned     map[*session]int    // keys per owner, at most maxSignalKeys
@@ -49,20 +59,30 @@ type signalState struct {
 	tick      time.Duration       // this room's flush period, its class's at the last schedule
 }
 
+// signalsOrNew is the room's signals, made on its first signal.
+func (r *room) signalsOrNew() *roomSignals {
+	if st := r.signals.Load(); st != nil {
+		return st
+	}
+	r.signals.CompareAndSwap(nil, &roomSignals{room: r})
+	return r.signals.Load()
+}
+
 // signal records the latest value of a key and schedules a flush. A new
 // key past maxSignalKeys of s is refused with an error frame to s.
-func (r *room) signal(s *session, ev *corralv1.SignalEvent) {
-	if !r.setSignal(s, ev) {
+func (st *roomSignals) signal(s *session, ev *corralv1.SignalEvent) {
+	if !st.set(s, ev) {
+		r := st.room
 		r.core.metrics.refuse(refusedSignalKeys)
 		s.SendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", maxSignalKeys), r.name, "")
 	}
 }
 
-func (r *room) setSignal(s *session, ev *corralv1.SignalEvent) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.core.metrics.signalsIn.Inc()
-	st := &r.signals
+func (st *roomSignals) set(s *session, ev *corralv1.SignalEvent) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	metrics := st.room.core.metrics
+	metrics.signalsIn.Inc()
 	if st.latest == nil {
 		st.latest = make(map[string]*corralv1.SignalEvent)
 		st.owner = make(map[string]*session)
@@ -77,22 +97,22 @@ func (r *room) setSignal(s *session, ev *corralv1.SignalEvent) bool {
 		}
 		st.owned[s]++
 		if had {
-			st.disown(old)
+			st.disownLocked(old)
 		}
 	}
 	if st.isDirty[key] {
-		r.core.metrics.signalsCoalesced.Inc() // replaced before it went out
+		metrics.signalsCoalesced.Inc() // replaced before it went out
 	} else {
-		st.markDirty(key)
+		st.markDirtyLocked(key)
 	}
 	st.latest[key] = ev
 	st.owner[key] = s
-	r.scheduleSignalsLocked()
+	st.scheduleLocked()
 	return true
 }
 
-// disown uncounts one key of s.
-func (st *signalState) disown(s *session) {
+// disownLocked uncounts one key of s. Lock must be held.
+func (st *roomSignals) disownLocked(s *session) {
 	if n := st.owned[s] - 1; n > 0 {
 		st.owned[s] = n
 	} else {
@@ -100,15 +120,20 @@ func (st *signalState) disown(s *session) {
 	}
 }
 
-func (st *signalState) markDirty(key string) {
+// markDirtyLocked queues key for the next flush. Lock must be held.
+func (st *roomSignals) markDirtyLocked(key string) {
 	st.dirty = append(st.dirty, key)
 	st.isDirty[key] = true
 }
 
-// clearSignalsLocked clears every key s set: its cursor disappears for
-// everyone. Lock must be held.
-func (r *room) clearSignalsLocked(s *session) {
-	st := &r.signals
+// clear clears every key s set: its cursor disappears for everyone. A
+// nil st (a room without signals) has none.
+func (st *roomSignals) clear(s *session) {
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	for key, owner := range st.owner {
 		if owner != s {
 			continue
@@ -118,28 +143,32 @@ func (r *room) clearSignalsLocked(s *session) {
 			continue
 		}
 		if !st.isDirty[key] {
-			st.markDirty(key)
+			st.markDirtyLocked(key)
 		}
-		st.latest[key] = &corralv1.SignalEvent{Room: r.name, Key: key, Sender: prev.GetSender(), Clear: true}
-		r.scheduleSignalsLocked()
+		st.latest[key] = &corralv1.SignalEvent{Room: st.room.name, Key: key, Sender: prev.GetSender(), Clear: true}
+		st.scheduleLocked()
 	}
 }
 
-func (r *room) scheduleSignalsLocked() {
-	if r.signals.scheduled || len(r.signals.dirty) == 0 {
+// scheduleLocked arranges a flush when keys are dirty and none is
+// pending. Lock must be held.
+func (st *roomSignals) scheduleLocked() {
+	if st.scheduled || len(st.dirty) == 0 {
 		return
 	}
-	r.signals.scheduled = true
+	st.scheduled = true
 	// Looked up at each flush: a reloaded class applies to running rooms.
-	r.signals.tick = r.core.signalTick(r.name)
-	time.AfterFunc(r.signals.tick, r.flushSignals)
+	st.tick = st.room.core.signalTick(st.room.name)
+	time.AfterFunc(st.tick, st.flush)
 }
 
-// flushSignals sends the dirty keys' latest values as one batch per link.
-func (r *room) flushSignals() {
+// flush sends the dirty keys' latest values as one batch per link.
+func (st *roomSignals) flush() {
+	r := st.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := &r.signals
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	st.scheduled = false
 	if len(st.dirty) == 0 {
 		return
@@ -158,14 +187,14 @@ func (r *room) flushSignals() {
 		frames = append(frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Signal{Signal: ev}})
 		if ev.GetClear() {
 			delete(st.latest, key)
-			st.disown(st.owner[key])
+			st.disownLocked(st.owner[key])
 			delete(st.owner, key)
 		}
 	}
 	st.dirty = append(st.dirty[:0], st.dirty[sent:]...)
 	if len(st.dirty) > 0 {
 		r.core.metrics.signalsDeferred.Add(float64(len(st.dirty)))
-		r.scheduleSignalsLocked()
+		st.scheduleLocked()
 	}
 	r.core.metrics.signalsOut.Add(float64(len(frames)))
 	if len(r.links) == 0 {
@@ -175,11 +204,17 @@ func (r *room) flushSignals() {
 	enqueueEach(r.links, f)
 }
 
-// snapshotLocked is the current value of every key, for a member going
-// live, in batches of at most maxSignalTickBytes each (one signal larger
-// than that alone), so that no snapshot frame is larger than a flush's;
-// nil when there is none. Lock must be held.
-func (r *room) snapshotLocked() []*corralv1.ServerFrame {
+// snapshot is the current value of every key, for a member going live,
+// in batches of at most maxSignalTickBytes each (one signal larger than
+// that alone), so that no snapshot frame is larger than a flush's; nil
+// when there is none (and for a nil st, a room without signals). The
+// room's lock must be held (the member goes live under it), not this one.
+func (st *roomSignals) snapshot() []*corralv1.ServerFrame {
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	var out, frames []*corralv1.ServerFrame
 	size := 0
 	cut := func() {
@@ -188,7 +223,7 @@ func (r *room) snapshotLocked() []*corralv1.ServerFrame {
 		}
 		frames, size = nil, 0
 	}
-	for _, ev := range r.signals.latest {
+	for _, ev := range st.latest {
 		if ev.GetClear() {
 			continue
 		}

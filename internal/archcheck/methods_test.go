@@ -21,9 +21,7 @@ const maxMethods = 30
 // the count they have now: the split of core (issue 37) is not finished.
 // A count may only go down; when a type is at maxMethods or fewer its line
 // must go, and no line may be added.
-var methodDebt = map[string]int{
-	"core.room": 37,
-}
+var methodDebt = map[string]int{}
 
 // TestMethodsPerType counts the methods of every named type in the
 // packages under core/ (tests left out) and fails for a type with more
