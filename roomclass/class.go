@@ -33,6 +33,15 @@ type Class struct {
 	PublishRate  float64       `yaml:"publish-rate" doc:"publishes per second per connection in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited, only the connection-wide publish-rate key)"`
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
 	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs hooks-url)"`
+	Growing      Growing       `yaml:"growing" doc:"growing messages (append, docs/MESSAGES.md): their size, rate and deltas"`
+}
+
+// Growing is a class's bounds of growing messages (core/grow.go).
+type Growing struct {
+	MaxBytes    int     `yaml:"max-bytes" doc:"longest assembled body of one growing message in bytes (past it: error 4413, nothing stored; the API answers invalid_argument)"`
+	AppendRate  float64 `yaml:"append-rate" doc:"appends per second per session in one room of this class (token bucket, past it: error 4101 with a retry delay; negative: unlimited). The internal API is not bound by it"`
+	AppendBurst int     `yaml:"append-burst" doc:"burst of that bucket"`
+	Deltas      bool    `yaml:"deltas" doc:"a replace chunk reaches the members, who hold the version before it, as a delta against that version when the delta is smaller (docs/DELTA.md)"`
 }
 
 // History is a class's retained messages.
@@ -138,5 +147,6 @@ func Default() Class {
 		PublishRate:     -1,
 		PublishBurst:    100,
 		Hooks:           Hooks{JoinPolicy: Closed, PublishPolicy: Closed},
+		Growing:         Growing{MaxBytes: 1 << 20, AppendRate: 100, AppendBurst: 200},
 	}
 }
