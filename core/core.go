@@ -23,7 +23,8 @@ import (
 // Core is the room service. It implements
 // corralv1connect.RoomServiceHandler. All methods are safe for concurrent use.
 type Core struct {
-	corralv1connect.UnimplementedRoomServiceHandler
+	rpcDefaults // the RoomService methods not implemented (api_grow.go)
+	growRPC     // RoomService.Append and GetMessage (api_grow.go)
 
 	cfg      Config
 	hist     history.Store
@@ -47,6 +48,7 @@ type Core struct {
 	// with it (New falls back to memory).
 	presErr error
 
+	grow   grower        // growing messages (grow.go)
 	door   *door.Door    // door.go, core/door
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 
@@ -96,6 +98,8 @@ func New(cfg Config) *Core {
 		id:      newNodeID(),
 		started: time.Now(),
 	}
+	c.grow = grower{c: c}
+	c.growRPC = growRPC{g: c.grow}
 	c.door = door.New(door.Options{
 		Grants:      cfg.Grants,
 		Class:       c.class,

@@ -48,6 +48,10 @@ const (
 	// queues toward the edges held the most, or the edges' send queues.
 	refusedOverloadLink
 	refusedOverloadEdge
+	// Growing messages (grow.go): an append to a message that has its
+	// final chunk; an append past the class's append rate.
+	refusedFinal
+	refusedAppendRate
 	numRefuseReasons
 )
 
@@ -76,6 +80,8 @@ var refuseReasonNames = [numRefuseReasons]string{
 	refusedSignalKeys:   "signal_keys",
 	refusedOverloadLink: "api_overload_link",
 	refusedOverloadEdge: "api_overload_edge",
+	refusedFinal:        "message_final",
+	refusedAppendRate:   "class_append_rate",
 }
 
 func (r refuseReason) String() string { return refuseReasonNames[r] }

@@ -66,6 +66,7 @@ type room struct {
 	joining  map[*session]*catchup
 	signals  signalState
 	live     liveDelay // held live messages (roomdelay.go)
+	grown    growView  // open growing messages' bodies, for deltas (grow.go)
 	pres     presenceView
 	pending  map[uint64]*corralv1.Message // ahead of a gap
 	filling  bool                         // a gap fill is scheduled or running
@@ -298,6 +299,9 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 		cu.buf, cu.bytes = nil, 0
 		r.core.metrics.drop(droppedCatchupFull, 1)
 	}
+	if msg.GetChunk() != nil {
+		msg = r.grown.liveLocked(r, msg) // with a delta, maybe (grow.go)
+	}
 	if len(r.links) == 0 || r.holdLiveLocked(msg) {
 		return
 	}
@@ -499,14 +503,17 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed, Replay: replay,
 		}}}))
 	}
+	fresh := false // joined at r.last without a replay: gets the prefixes
 	switch {
 	case !q.position:
 		joined(r.last, false)
+		fresh = true
 	case q.epoch != r.epoch || q.since > r.last:
 		// An empty epoch never matches: a position the server cannot
 		// check is a Reset, never a silent skip.
 		send(frame.Position(ep.conn, r.name, r.last, r.epoch, frame.Reset(r.name, r.last, r.epoch)))
 		joined(r.last, false)
+		fresh = true
 	case q.since == r.last:
 		joined(q.since, false)
 	default:
@@ -529,6 +536,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		if next != r.last+1 {
 			send(frame.Position(ep.conn, r.name, r.last, r.epoch, frame.Reset(r.name, r.last, r.epoch)))
 			joined(r.last, false)
+			fresh = true
 			break
 		}
 		joined(q.since, true)
@@ -550,6 +558,9 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		send(frame.Position(ep.conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
 			Room: r.name, Seq: r.last,
 		}}}))
+	}
+	if fresh {
+		r.core.grow.sendPrefixesLocked(r, ep, q, cu)
 	}
 	for _, snap := range r.snapshotLocked() {
 		send(frame.Snapshot(ep.conn, r.name, snap))

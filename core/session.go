@@ -46,6 +46,8 @@ type session struct {
 	// publish-rate, by class name (one per class: bounded by the file).
 	// A reload that changes a class's rate or burst starts a new bucket.
 	rates map[string]*rate.Limiter
+	// appendRates are the append buckets by room (grow.go takeAppend).
+	appendRates map[string]*rate.Limiter
 	// joinInfo is the member info the Join hook gave for a joined room
 	// (JoinResult.info), by room name: set when the hook admits the room
 	// (again at each resume), removed when the session leaves it.

@@ -573,6 +573,8 @@ func (c *conn) refuse(f *corralv1.ClientFrame, code corralv1.Code, msg string, r
 	switch k := f.GetKind().(type) {
 	case *corralv1.ClientFrame_Publish:
 		e.Room, e.Ref = k.Publish.GetRoom(), k.Publish.GetId()
+	case *corralv1.ClientFrame_Append:
+		e.Room, e.Ref = k.Append.GetRoom(), k.Append.GetId()
 	case *corralv1.ClientFrame_Join:
 		e.Room = k.Join.GetRoom()
 	case *corralv1.ClientFrame_Leave:

@@ -245,7 +245,7 @@ func (l *link) down() {
 func expectsAnswer(f *corralv1.ClientFrame) bool {
 	switch f.GetKind().(type) {
 	case *corralv1.ClientFrame_Publish, *corralv1.ClientFrame_Join, *corralv1.ClientFrame_Leave,
-		*corralv1.ClientFrame_Call, *corralv1.ClientFrame_PresenceQuery:
+		*corralv1.ClientFrame_Call, *corralv1.ClientFrame_PresenceQuery, *corralv1.ClientFrame_Append:
 		return true
 	}
 	return false
