@@ -143,9 +143,9 @@ func TestBadInput(t *testing.T) {
 				"control chars in room": {`{"join":{"room":"a\u0001b"}}`, corralv1.Code_CODE_INVALID_ARGUMENT},
 				"leave a room not in":   {`{"leave":{"room":"nowhere"}}`, corralv1.Code_CODE_NOT_JOINED},
 				// Known to the protocol, not served by the core yet (issue 39).
-				"append":       {`{"append":{"room":"calm","id":"m1","dataBase64":"SGk="}}`, corralv1.Code_CODE_UNIMPLEMENTED},
-				"set state":    {`{"setState":{"room":"calm","key":"k","value":1,"ref":"s1"}}`, corralv1.Code_CODE_UNIMPLEMENTED},
-				"delete state": {`{"deleteState":{"room":"calm","key":"k","ref":"s2"}}`, corralv1.Code_CODE_UNIMPLEMENTED},
+				"append outside the room": {`{"append":{"room":"elsewhere","id":"m1","dataBase64":"SGk="}}`, corralv1.Code_CODE_NOT_JOINED},
+				"set state":               {`{"setState":{"room":"calm","key":"k","value":1,"ref":"s1"}}`, corralv1.Code_CODE_UNIMPLEMENTED},
+				"delete state":            {`{"deleteState":{"room":"calm","key":"k","ref":"s2"}}`, corralv1.Code_CODE_UNIMPLEMENTED},
 			}
 			for name, tc := range errorsKept {
 				t.Run(name, func(t *testing.T) {

@@ -1,8 +1,6 @@
 package integration_test
 
 import (
-	"errors"
-	"io"
 	"testing"
 
 	"connectrpc.com/connect/v2"
@@ -10,9 +8,9 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
-// TestStateAndGrowingUnimplemented: the internal API's methods of growing
-// messages and keyed state exist in the contract before the core serves
-// them (issue 39): each answers unimplemented, over every transport, and
+// TestStateAndGrowingUnimplemented: the internal API's methods of keyed
+// state exist in the contract before the core serves them (issue 39;
+// growing messages are served: grow_test.go): each answers unimplemented, over every transport, and
 // changes nothing. TestBadInput does the same for the client frames
 // (error 4410).
 func TestStateAndGrowingUnimplemented(t *testing.T) {
@@ -34,23 +32,6 @@ func TestStateAndGrowingUnimplemented(t *testing.T) {
 					_, err := api.GetState(ctx, &corralv1.GetStateRequest{Room: "r"})
 					return err
 				},
-				"GetMessage": func() error {
-					_, err := api.GetMessage(ctx, &corralv1.GetMessageRequest{Room: "r", Id: "m"})
-					return err
-				},
-			}
-			calls["Append"] = func() error {
-				s, err := api.Append(ctx)
-				if err != nil {
-					return err
-				}
-				// Send reports io.EOF when the server has answered; the
-				// answer is CloseAndReceive's.
-				if err := s.Send(&corralv1.AppendRequest{Room: "r", Id: "m", Data: []byte("x"), Final: true}); err != nil && !errors.Is(err, io.EOF) {
-					return err
-				}
-				_, err = s.CloseAndReceive()
-				return err
 			}
 			for name, call := range calls {
 				if err := call(); connect.CodeOf(err) != connect.CodeUnimplemented {
