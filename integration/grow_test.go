@@ -324,3 +324,76 @@ func TestGrowingRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestGrowingJoinStorm: members join live one after another while a
+// backend streams chunks through RoomService.Append as fast as it can
+// (no pause for the joins): each joiner's prefix meets the live chunks
+// with no version missing or doubled (the race between the store's read
+// of the open message and the chunks arriving), checked by
+// checker.Assembly; in memory, on Redis and with the edge and the core in
+// separate processes.
+func TestGrowingJoinStorm(t *testing.T) {
+	for _, mode := range []string{"serve", "redis", "split"} {
+		t.Run(mode, func(t *testing.T) {
+			_, tune := classFile(t, growClasses)
+			d := start(t, mode, nil, tune)
+			ctx := testCtx(t)
+			const room, id, total, joiners = "ai:storm", "s", 400, 12
+			stream, err := d.api.Append(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want strings.Builder
+			for v := 1; v <= total; v++ {
+				want.WriteString(fmt.Sprintf("t%d ", v))
+			}
+			first := dial(t, d, "first", protocol.Proto)
+			if _, err := first.Join(ctx, room, 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			logs := []*chunkLog{newChunkLog(first)}
+			sent := make(chan struct{})
+			joined := make(chan struct{})
+			go func() {
+				defer close(sent)
+				// A chunk every half millisecond: the joins below happen
+				// while chunks arrive; the final one waits for them.
+				tick := time.NewTicker(500 * time.Microsecond)
+				defer tick.Stop()
+				for v := 1; v <= total; v++ {
+					if v == total {
+						<-joined
+					}
+					<-tick.C
+					if err := stream.Send(&corralv1.AppendRequest{Room: room, Id: id, Data: fmt.Appendf(nil, "t%d ", v),
+						Final: v == total, Version: uint64(v)}); err != nil {
+						t.Errorf("append %d: %v", v, err)
+						return
+					}
+				}
+			}()
+			for i := range joiners {
+				// Each joins once the first member saw some more chunks.
+				at := uint64((i + 1) * total / (joiners + 2))
+				eventually.True(t, 20*time.Second, func() bool { return logs[0].version(id) >= at }, "the first member's version ", at)
+				c := dial(t, d, fmt.Sprintf("joiner%d", i), protocol.Proto)
+				if _, err := c.Join(ctx, room, 0, ""); err != nil {
+					t.Fatal(err)
+				}
+				logs = append(logs, newChunkLog(c))
+			}
+			close(joined)
+			<-sent
+			if res, err := stream.CloseAndReceive(); err != nil || res.GetChunks() != total {
+				t.Fatalf("Append: %v, %v", res, err)
+			}
+			for i, l := range logs {
+				eventually.Within(20*time.Second, func() bool { return l.version(id) >= total })
+				got, _ := l.get(id)
+				if err := checker.Assembly(got, []byte(want.String()), true); err != nil {
+					t.Errorf("member %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
