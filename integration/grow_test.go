@@ -96,7 +96,8 @@ func (l *chunkLog) get(id string) ([]checker.Chunk, uint64) {
 // (checker.Assembly); a retried version is stored once; regular
 // messages interleave in the room's order; GetMessage reads the whole
 // message. The class has growing.deltas: a replace chunk reaches the
-// members as a delta the checker applies.
+// members as a delta the checker applies. The Events stream carries the
+// assembled message once.
 func TestGrowingMessages(t *testing.T) {
 	for _, mode := range []string{"serve", "redis"} {
 		t.Run(mode, func(t *testing.T) {
@@ -238,6 +239,39 @@ func runGrowing(t *testing.T, d *deployment, room, via string) {
 	if got[11].Delta == nil {
 		t.Errorf("the replace chunk reached a member with its data, not as a delta: %+v", got[11])
 	}
+	// The event log holds the message once, assembled, at its final
+	// chunk (its other chunks are no events): read it up to a marker
+	// published after it.
+	marker, err := d.api.Publish(ctx, &corralv1.PublishRequest{Room: room, Payload: []byte(`"marker"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ecancel()
+	evs, err := d.api.Events(ectx, &corralv1.EventsRequest{FromOldest: true, Rooms: []string{room}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var assembled []*corralv1.Message
+	for done := false; !done; {
+		er, err := evs.Receive()
+		if err != nil {
+			t.Fatalf("events: %v", err)
+		}
+		for _, ev := range er.GetEvents() {
+			m := ev.GetMessage()
+			switch {
+			case m.GetSeq() == marker.GetSeq():
+				done = true
+			case m.GetId() == id && m.GetChunk() != nil:
+				assembled = append(assembled, m)
+			}
+		}
+	}
+	if len(assembled) != 1 || string(assembled[0].GetChunk().GetData()) != want.String() || !assembled[0].GetChunk().GetFinal() {
+		t.Errorf("the event log holds %d chunk events of the message (%v), want the assembled message once", len(assembled), assembled)
+	}
+	ecancel()
 	res, err := d.api.GetMessage(ctx, &corralv1.GetMessageRequest{Room: room, Id: id})
 	if err != nil {
 		t.Fatal(err)
