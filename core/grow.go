@@ -242,8 +242,8 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		if q.position && q.since == q.target && q.epoch == q.roomEpoch {
 			continue // nothing missed: it holds what it saw
 		}
-		if q.position && q.replay && q.readOK {
-			continue // a replay from its position: the chunks after it
+		if q.position && q.replay && q.readOK && q.resumed {
+			continue // a resume holds what came before its position
 		}
 		done := g.c.metrics.storeOp("open")
 		open, st, err := gr.Open(ctx, q.name)
@@ -319,6 +319,48 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 	for _, m := range out {
 		ep.link.enqueue(frame.Conn(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
 	}
+}
+
+// replayPrefixesLocked takes out of a join's replay (out, in seq order)
+// the chunks of the messages open when the join began that started at or
+// before its position: a join (not a resume) from a position holds
+// nothing of them. It returns the replay without them and, for each, the
+// message as one replace chunk at the seq of its last chunk up to r.last
+// (final if it ended meanwhile), to send after the replay. Lock must be
+// held; called by goLive.
+func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
+	if q.resumed || len(q.open) == 0 || q.openEpoch != r.epoch || cu.overflow {
+		return out, nil
+	}
+	byID := make(map[string]*corralv1.Message)
+	for _, m := range q.open {
+		if m.GetChunk().GetMessageSeq() <= q.since && m.GetSeq() <= r.last {
+			byID[m.GetId()] = m
+		}
+	}
+	if len(byID) == 0 {
+		return out, nil
+	}
+	for _, m := range cu.buf {
+		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= r.last {
+			byID[m.GetId()] = fold(p, m)
+		}
+	}
+	kept := out[:0:0]
+	for _, m := range out {
+		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk().GetMessageSeq() == p.GetChunk().GetMessageSeq() {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	prefixes := make([]*corralv1.Message, 0, len(byID))
+	for _, p := range byID {
+		if p != nil {
+			prefixes = append(prefixes, p)
+		}
+	}
+	slices.SortFunc(prefixes, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
+	return kept, prefixes
 }
 
 // fold applies chunk m to p, a prefix (a replace chunk with the whole

@@ -540,7 +540,9 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			break
 		}
 		joined(q.since, true)
-		// Missed messages go as batches: one queue entry each at the edge.
+		// A join from a position inside a growing message gets it whole
+		// after the replay instead of its chunks (grow.go).
+		out, prefixes := r.core.grow.replayPrefixesLocked(r, q, cu, out)
 		for len(out) > 0 {
 			n, size := 0, 0
 			for n < len(out) && n < replayBatch && (n == 0 || size < replayBatchBytes) {
@@ -558,6 +560,9 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		send(frame.Position(ep.conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
 			Room: r.name, Seq: r.last,
 		}}}))
+		for _, p := range prefixes {
+			send(frame.Conn(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: p}}))
+		}
 	}
 	if fresh {
 		r.core.grow.sendPrefixesLocked(r, ep, q, cu)

@@ -91,7 +91,9 @@ func (l *chunkLog) get(id string) ([]checker.Chunk, uint64) {
 // Redis. A member in the room from the start, one that joins live in the
 // middle (it gets the message so far as one replace chunk, then the
 // rest) and one whose socket is cut in the middle and that resumes its
-// session at its position (it gets the chunks after it) each assemble the
+// session at its position (it gets the chunks after it), and one that
+// joins from that position on a new connection (not a resume: it gets the
+// message whole after its replay, then the rest) each assemble the
 // exact body, every version exactly once and in order
 // (checker.Assembly); a retried version is stored once; regular
 // messages interleave in the room's order; GetMessage reads the whole
@@ -210,6 +212,13 @@ func runGrowing(t *testing.T, d *deployment, room, via string) {
 	}
 	t.Cleanup(back.CloseNow)
 	backLog := newChunkLog(back)
+	// A new connection joins from the same position, not as a resume: it
+	// holds nothing of the message, and gets it whole after its replay.
+	posJoin := dial(t, d, "posjoin", protocol.JSON)
+	if _, err := posJoin.Join(ctx, room, pos, cutJoined.GetEpoch()); err != nil {
+		t.Fatal(err)
+	}
+	posLog := newChunkLog(posJoin)
 	for v := 21; v <= total; v++ {
 		appendChunk(v)
 	}
@@ -222,7 +231,7 @@ func runGrowing(t *testing.T, d *deployment, room, via string) {
 			t.Fatalf("Append answered %v", r)
 		}
 	}
-	for name, l := range map[string]*chunkLog{"early": earlyLog, "mid": midLog, "resumed": backLog} {
+	for name, l := range map[string]*chunkLog{"early": earlyLog, "mid": midLog, "resumed": backLog, "positional": posLog} {
 		seen(l, total)
 		got, _ := l.get(id)
 		if name == "resumed" {
@@ -231,8 +240,8 @@ func runGrowing(t *testing.T, d *deployment, room, via string) {
 		if err := checker.Assembly(got, []byte(want.String()), true); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if name == "mid" && (!got[0].Replace || got[0].Version < 10) {
-			t.Errorf("mid: first chunk %+v, want the prefix (replace, version 10 or more)", got[0])
+		if (name == "mid" || name == "positional") && (!got[0].Replace || got[0].Version < 10) {
+			t.Errorf("%s: first chunk %+v, want the prefix (replace, version 10 or more)", name, got[0])
 		}
 	}
 	got, _ := earlyLog.get(id)
