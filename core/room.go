@@ -80,10 +80,11 @@ type catchup struct {
 	overflow bool
 }
 
-// catchupSize is what msg counts against maxCatchupBytes: its payload and
-// a fixed overhead, as replay batches count it (replayBatchBytes).
+// catchupSize is what msg counts against maxCatchupBytes: its payload (a
+// growing message's chunk: its data) and a fixed overhead, as replay
+// batches count it (replayBatchBytes).
 func catchupSize(msg *corralv1.Message) int {
-	return len(msg.GetPayload()) + 64
+	return len(msg.GetPayload()) + len(msg.GetChunk().GetData()) + 64
 }
 
 func newRoom(c *Core, name string) *room {
@@ -546,7 +547,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		for len(out) > 0 {
 			n, size := 0, 0
 			for n < len(out) && n < replayBatch && (n == 0 || size < replayBatchBytes) {
-				size += len(out[n].GetPayload()) + 64
+				size += catchupSize(out[n])
 				n++
 			}
 			frames := make([]*corralv1.ServerFrame, n)
