@@ -17,7 +17,9 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/internal/eventually"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/server"
 )
 
 // growClasses are the room classes of the growing messages' tests.
@@ -373,12 +375,22 @@ func TestGrowingRefusals(t *testing.T) {
 // (no pause for the joins): each joiner's prefix meets the live chunks
 // with no version missing or doubled (the race between the store's read
 // of the open message and the chunks arriving), checked by
-// checker.Assembly; in memory, on Redis and with the edge and the core in
-// separate processes.
+// checker.Assembly; in memory, on Redis, on Redis Cluster and with the
+// edge and the core in separate processes.
 func TestGrowingJoinStorm(t *testing.T) {
-	for _, mode := range []string{"serve", "redis", "split"} {
+	for _, mode := range []string{"serve", "redis", "split", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			_, tune := classFile(t, growClasses)
+			if mode == "cluster" {
+				if testing.Short() {
+					t.Skip("starts a Redis Cluster")
+				}
+				url, prefix, classes := redistest.StartCluster(t).URL(), redistest.Prefix(t), tune
+				mode, tune = "serve", func(o *server.Options) {
+					classes(o)
+					o.RedisURL, o.RedisPrefix = url, prefix
+				}
+			}
 			d := start(t, mode, nil, tune)
 			ctx := testCtx(t)
 			const room, id, total, joiners = "ai:storm", "s", 400, 12
