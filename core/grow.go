@@ -245,6 +245,13 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		if q.position && q.replay && q.readOK && q.resumed {
 			continue // a resume holds what came before its position
 		}
+		r := q.room
+		r.mu.Lock()
+		none := r.grown.noneOpenLocked(r)
+		r.mu.Unlock()
+		if none {
+			continue
+		}
 		done := g.c.metrics.storeOp("open")
 		open, st, err := gr.Open(ctx, q.name)
 		done(err)
@@ -253,6 +260,11 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 			continue
 		}
 		q.open, q.openEpoch = open, st.Epoch
+		if len(open) == 0 {
+			r.mu.Lock()
+			r.grown.sawNoneLocked(st)
+			r.mu.Unlock()
+		}
 		var upTo uint64
 		for _, m := range open {
 			upTo = max(upTo, m.GetSeq())
@@ -398,6 +410,27 @@ func fold(p, m *corralv1.Message) *corralv1.Message {
 type growView struct {
 	epoch string
 	msgs  map[string]*grownBody
+	// lastChunk is the seq of the newest chunk the room fanned out;
+	// none* the last Open read that found no open message (at noneAt in
+	// noneEpoch). While no chunk came after it, no message is open and a
+	// join needs no read of its own: a room without growing messages
+	// costs one read per epoch, not one per join.
+	lastChunk uint64
+	noneKnown bool
+	noneAt    uint64
+	noneEpoch string
+}
+
+// noneOpenLocked reports whether the room is known to have no open
+// growing message at its position. Lock must be held.
+func (v *growView) noneOpenLocked(r *room) bool {
+	return v.noneKnown && v.noneEpoch == r.epoch && v.lastChunk <= v.noneAt
+}
+
+// sawNoneLocked records an Open read that found no open message at st.
+// Lock must be held.
+func (v *growView) sawNoneLocked(st history.State) {
+	v.noneKnown, v.noneAt, v.noneEpoch = true, st.Last, st.Epoch
 }
 
 // grownBody is one open message's body at version.
@@ -419,6 +452,7 @@ func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message 
 	if c == nil {
 		return msg
 	}
+	v.lastChunk = max(v.lastChunk, msg.GetSeq())
 	if !r.core.class(r.name).Growing.Deltas {
 		v.msgs = nil
 		return msg
