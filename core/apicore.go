@@ -3,6 +3,7 @@ package core
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -309,4 +310,46 @@ func (c apiCore) DeleteState(ctx context.Context, room, key string, cas bool, ve
 // StateSnapshot reads room's keyed state from the store.
 func (c apiCore) StateSnapshot(ctx context.Context, room string) (state.Snapshot, error) {
 	return c.keyed.store.Snapshot(ctx, room)
+}
+
+// Grow applies one chunk of a growing message for the API, in its room's
+// order (grow.go): the room held for the chunk, the class's bounds, no
+// client's door.
+func (c apiCore) Grow(ctx context.Context, msg *corralv1.Message) (history.AppendResult, error) {
+	if _, ok := c.hist.(history.Grower); !ok {
+		return history.AppendResult{}, api.ErrNoGrowing
+	}
+	cl := c.class(msg.GetRoom())
+	if len(msg.GetChunk().GetData()) > cl.Growing.MaxBytes {
+		return history.AppendResult{}, &api.RefusedError{Code: corralv1.Code_CODE_TOO_LARGE,
+			Text: "the chunk exceeds the room's growing message size (its class's growing.max-bytes)"}
+	}
+	r, err := c.acquireRoom(ctx, msg.GetRoom(), false)
+	if err != nil {
+		return history.AppendResult{}, err
+	}
+	defer c.releaseRoom(r)
+	res, err := c.grow.grow(ctx, r, msg, cl)
+	if err != nil {
+		if code, text, ok := c.grow.refusal(err); ok {
+			return res, &api.RefusedError{Code: code, Text: text}
+		}
+	}
+	return res, err
+}
+
+// Assembled reads a growing message as assembled so far, for the API.
+func (c apiCore) Assembled(ctx context.Context, room, id string) (*corralv1.Message, history.State, error) {
+	gr, ok := c.hist.(history.Grower)
+	if !ok {
+		return nil, history.State{}, api.ErrNoGrowing
+	}
+	done := c.metrics.storeOp("assembled")
+	m, st, err := gr.Assembled(ctx, room, id)
+	if errors.Is(err, history.ErrNotFound) {
+		done(nil)
+		return nil, st, err
+	}
+	done(err)
+	return m, st, err
 }

@@ -49,6 +49,7 @@ type Core struct {
 	door   *door.Door    // the door's decisions (core/door)
 	adm    *admission    // the core's side of the door (door.go)
 	keyed  *stateRooms   // keyed room state: the store, each room's mirror (keyed.go)
+	grow   grower        // growing messages (grow.go)
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
 	// pubRates are the room classes' publish budgets per (user, room),
 	// which outlive a connection (core/pubrate).
@@ -94,6 +95,7 @@ func New(cfg Config) *Core {
 		id:      newNodeID(),
 		started: time.Now(),
 	}
+	c.grow = grower{c: c}
 	c.door = door.New(door.Options{
 		Grants:      cfg.Grants,
 		Class:       c.class,

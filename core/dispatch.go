@@ -42,9 +42,7 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 	case *corralv1.ClientFrame_Hello:
 		s.SendErr(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", "", "")
 	case *corralv1.ClientFrame_Append:
-		// Growing messages exist below the core (history) but rooms do
-		// not deliver them yet (issue 39).
-		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "append: growing messages are not implemented yet", k.Append.GetRoom(), k.Append.GetId())
+		c.grow.clientAppend(ctx, s, k.Append) // grow.go
 	case *corralv1.ClientFrame_SetState:
 		c.keyed.clientSet(ctx, s, k.SetState)
 	case *corralv1.ClientFrame_DeleteState:

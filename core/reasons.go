@@ -55,6 +55,10 @@ const (
 	// version; a new key past the class's state.max-keys.
 	refusedStateConflict
 	refusedStateKeys
+	// Growing messages (grow.go): an append to a message that has its
+	// final chunk; an append past the class's append rate.
+	refusedFinal
+	refusedAppendRate
 	numRefuseReasons
 )
 
@@ -85,6 +89,8 @@ var refuseReasonNames = [numRefuseReasons]string{
 	refusedOverloadEdge:  "api_overload_edge",
 	refusedStateConflict: "state_conflict",
 	refusedStateKeys:     "state_too_many_keys",
+	refusedFinal:         "message_final",
+	refusedAppendRate:    "class_append_rate",
 }
 
 func (r refuseReason) String() string { return refuseReasonNames[r] }

@@ -206,6 +206,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 		began = append(began, q)
 	}
 	c.readMissed(ctx, began)
+	c.grow.readOpen(ctx, began) // growing messages' prefixes (grow.go)
 	for _, q := range began {
 		pos, live := q.room.goLive(s, ep, q)
 		if !live {
@@ -250,6 +251,9 @@ type joinReq struct {
 	replay    bool
 	msgs      []*corralv1.Message
 	readOK    bool
+	// The room's open growing messages for a live join (grow.go).
+	open      []*corralv1.Message
+	openEpoch string
 }
 
 // detach ends a connection's attachment: the session leaves its rooms' live

@@ -66,6 +66,7 @@ type room struct {
 	// kept for them until they go live.
 	joining  map[*session]*catchup
 	keyed    keyedRoom                    // the room's keyed state (keyed.go)
+	grown    growView                     // open growing messages' bodies, for deltas (grow.go)
 	pending  map[uint64]*corralv1.Message // ahead of a gap
 	filling  bool                         // a gap fill is scheduled or running
 	wantFill bool                         // fill even without a known gap
@@ -87,10 +88,11 @@ type catchup struct {
 	overflow bool
 }
 
-// catchupSize is what msg counts against maxCatchupBytes: its payload and
-// a fixed overhead, as replay batches count it (replayBatchBytes).
+// catchupSize is what msg counts against maxCatchupBytes: its payload (a
+// growing message's chunk: its data) and a fixed overhead, as replay
+// batches count it (replayBatchBytes).
 func catchupSize(msg *corralv1.Message) int {
-	return len(msg.GetPayload()) + 64
+	return len(msg.GetPayload()) + len(msg.GetChunk().GetData()) + 64
 }
 
 func newRoom(c *Core, name string) *room {
@@ -308,6 +310,9 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 		cu.buf, cu.bytes = nil, 0
 		r.core.metrics.drop(droppedCatchupFull, 1)
 	}
+	if msg.GetChunk() != nil {
+		msg = r.grown.liveLocked(r, msg) // with a delta, maybe (grow.go)
+	}
 	if len(r.links) == 0 || r.live.holdLocked(msg) {
 		return
 	}
@@ -509,14 +514,17 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed, Replay: replay,
 		}}}))
 	}
+	fresh := false // joined at r.last without a replay: gets the prefixes
 	switch {
 	case !q.position:
 		joined(r.last, false)
+		fresh = true
 	case q.epoch != r.epoch || q.since > r.last:
 		// An empty epoch never matches: a position the server cannot
 		// check is a Reset, never a silent skip.
 		send(frame.Position(ep.conn, r.name, r.last, r.epoch, frame.Reset(r.name, r.last, r.epoch)))
 		joined(r.last, false)
+		fresh = true
 	case q.since == r.last:
 		joined(q.since, false)
 	default:
@@ -539,14 +547,17 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		if next != r.last+1 {
 			send(frame.Position(ep.conn, r.name, r.last, r.epoch, frame.Reset(r.name, r.last, r.epoch)))
 			joined(r.last, false)
+			fresh = true
 			break
 		}
 		joined(q.since, true)
-		// Missed messages go as batches: one queue entry each at the edge.
+		// A join from a position inside a growing message gets it whole
+		// after the replay instead of its chunks (grow.go).
+		out, prefixes := r.core.grow.replayPrefixesLocked(r, q, cu, out)
 		for len(out) > 0 {
 			n, size := 0, 0
 			for n < len(out) && n < replayBatch && (n == 0 || size < replayBatchBytes) {
-				size += len(out[n].GetPayload()) + 64
+				size += catchupSize(out[n])
 				n++
 			}
 			frames := make([]*corralv1.ServerFrame, n)
@@ -560,6 +571,12 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		send(frame.Position(ep.conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
 			Room: r.name, Seq: r.last,
 		}}}))
+		for _, p := range prefixes {
+			send(frame.Conn(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: p}}))
+		}
+	}
+	if fresh {
+		r.core.grow.sendPrefixesLocked(r, ep, q, cu)
 	}
 	for _, snap := range r.signals.Load().snapshot() {
 		send(frame.Snapshot(ep.conn, r.name, snap))

@@ -100,6 +100,21 @@ func (s *session) takePublish(budgets *pubrate.Table, cl *roomclass.Class, room 
 	return budgets.Take(who, room, cl.PublishRate, cl.PublishBurst, now)
 }
 
+// takeAppend takes a token of the user's append budget in room (its
+// class's growing.append-rate, per user and room like takePublish, so a
+// reconnect starts no fresh burst); when there is none it reports false
+// and how long until one.
+func (s *session) takeAppend(budgets *pubrate.Table, cl *roomclass.Class, room string, now time.Time) (time.Duration, bool) {
+	if cl.Growing.AppendRate < 0 {
+		return 0, true
+	}
+	who := s.user
+	if who == "" {
+		who = "\x00" + s.id
+	}
+	return budgets.Take(who, appendKey(room), cl.Growing.AppendRate, cl.Growing.AppendBurst, now)
+}
+
 func (s *session) endpoint() (endpoint, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -16,7 +16,8 @@ import (
 // TestLinkLostAnswersQueued: frames a client sent that were still queued for
 // the core when the link's stream ended are answered 4103 UNAVAILABLE with
 // their id (the SDK resends at once), not left to the SDK's resend timeout;
-// frames that expect no answer are not answered.
+// frames that expect no answer are not answered. A growing message's
+// append is answered as a publish (ref: its id).
 func TestLinkLostAnswersQueued(t *testing.T) {
 	cfg := (&Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Cores: make([]linkv1connect.LinkServiceClient, 1)}).withDefaults()
@@ -34,13 +35,14 @@ func TestLinkLostAnswersQueued(t *testing.T) {
 		{Kind: &corralv1.ClientFrame_Ack{Ack: &corralv1.Ack{Room: "r", Seq: 1}}},
 		{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{Room: "r", Id: "p2"}}},
 		{Kind: &corralv1.ClientFrame_Call{Call: &corralv1.Call{Id: 7}}},
+		{Kind: &corralv1.ClientFrame_Append{Append: &corralv1.Append{Room: "r", Id: "a1", Data: []byte("tok")}}},
 	}
 	for _, f := range sent {
 		if !l.forward(c, f) {
 			t.Fatalf("forward %v: refused with the link up", f)
 		}
 	}
-	l.down() // the stream ended with all four still queued
+	l.down() // the stream ended with all of them still queued
 
 	c.mu.Lock()
 	queued := c.queue
@@ -66,12 +68,12 @@ func TestLinkLostAnswersQueued(t *testing.T) {
 			t.Fatalf("unexpected frame %v", &f)
 		}
 	}
-	want := []string{"error:p1", "error:p2", "call:7"}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+	want := []string{"error:p1", "error:p2", "call:7", "error:a1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after the link dropped the client got %q, want %q", got, want)
 	}
-	if n := testutil.ToFloat64(e.metrics.refusedBy[refusedLinkLost]); n != 3 {
-		t.Fatalf("refused{link_lost} = %v, want 3", n)
+	if n := testutil.ToFloat64(e.metrics.refusedBy[refusedLinkLost]); n != 4 {
+		t.Fatalf("refused{link_lost} = %v, want 4", n)
 	}
 }
 

@@ -20,9 +20,13 @@ var growLua string
 //go:embed assembled.lua
 var assembledLua string
 
+//go:embed open.lua
+var openLua string
+
 var (
 	growScript      = rueidis.NewLuaScript(growLua)
 	assembledScript = rueidis.NewLuaScript(assembledLua)
+	openScript      = rueidis.NewLuaScript(openLua)
 	growSHA         = sha1Hex(growLua)
 )
 
@@ -63,7 +67,17 @@ type Grower interface {
 	// covers exactly the chunks up to its seq. An id the room does not
 	// hold (in its current epoch) wraps [ErrNotFound].
 	Assembled(ctx context.Context, room, id string) (*corralv1.Message, State, error)
+	// Open reads the room's open growing messages (those without their
+	// final chunk), each as [Grower.Assembled] gives it, at most
+	// MaxOpen of them, with the room's state, in one atomic step: every
+	// chunk up to State.Last is in them, none after. A member that joins
+	// live at a position at or after State.Last takes them as its
+	// prefixes.
+	Open(ctx context.Context, room string) ([]*corralv1.Message, State, error)
 }
+
+// MaxOpen bounds the open growing messages [Grower.Open] returns.
+const MaxOpen = 64
 
 // GrowLimits bounds one growing message.
 type GrowLimits struct {
@@ -242,6 +256,26 @@ func (m *Memory) Assembled(_ context.Context, room, id string) (*corralv1.Messag
 	return g.assembled(), st, nil
 }
 
+// Open implements [Grower.Open].
+func (m *Memory) Open(_ context.Context, room string) ([]*corralv1.Message, State, error) {
+	r := m.lockIfAny(room)
+	if r == nil {
+		return nil, State{}, nil
+	}
+	defer r.mu.Unlock()
+	st := State{Epoch: r.epoch, Last: r.last}
+	if r.n > 0 {
+		st.First = r.last - uint64(r.n) + 1
+	}
+	var out []*corralv1.Message
+	for _, g := range r.growing {
+		if g.version > 0 && !g.final && len(out) < MaxOpen {
+			out = append(out, g.assembled())
+		}
+	}
+	return out, st, nil
+}
+
 // Grow implements [Grower.Grow]: grow.lua, one script.
 func (r *Redis) Grow(ctx context.Context, room string, msg *corralv1.Message, limits GrowLimits) (AppendResult, error) {
 	return r.GrowKnown(ctx, room, msg, limits, State{})
@@ -267,7 +301,7 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 	if err != nil {
 		return fail(err)
 	}
-	keys := append(r.roomKeys(room, 2), r.growKey(room, msg.GetId()))
+	keys := append(r.roomKeys(room, 3), r.growKey(room, msg.GetId()), r.openKey(room))
 	if r.evKey != "" {
 		keys = append(keys, r.evKey)
 	}
@@ -285,7 +319,7 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 	args := []string{head, tail, r.channel(room), maxLen, ttl, candidateEpoch(), r.evMaxLen, r.spublish(),
 		known.Epoch, strconv.FormatUint(known.Last, 10), replicated,
 		string(c.GetData()), flag(c.GetReplace()), flag(c.GetFinal()), strconv.Itoa(limits.max()),
-		strconv.FormatUint(c.GetVersion(), 10)}
+		strconv.FormatUint(c.GetVersion(), 10), msg.GetId()}
 	var res []rueidis.RedisMessage
 	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
@@ -363,6 +397,43 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 
 func (r *Redis) growKey(room, id string) string {
 	return r.prefix + ":{" + room + "}:grow:" + id
+}
+
+func (r *Redis) openKey(room string) string {
+	return r.prefix + ":{" + room + "}:open"
+}
+
+// Open implements [Grower.Open]: open.lua, one script.
+func (r *Redis) Open(ctx context.Context, room string) ([]*corralv1.Message, State, error) {
+	fail := func(err error) ([]*corralv1.Message, State, error) {
+		return nil, State{}, fmt.Errorf("history: open messages in %q: %w", room, err)
+	}
+	if room == "" {
+		return fail(errEmptyRoom)
+	}
+	base := r.prefix + ":{" + room + "}:"
+	keys := []string{base + "seq", base + "epoch", base + "log", r.openKey(room)}
+	res, err := openScript.Exec(ctx, r.client, keys, []string{base + "grow:", strconv.Itoa(MaxOpen)}).ToArray()
+	if err == nil && len(res) < 3 {
+		err = fmt.Errorf("unexpected reply of %d elements", len(res))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	var st State
+	st.Epoch, _ = res[0].ToString()
+	st.Last, _ = res[1].AsUint64()
+	st.First, _ = res[2].AsUint64()
+	out := make([]*corralv1.Message, 0, len(res)-3)
+	for _, v := range res[3:] {
+		b, _ := v.ToString()
+		m := new(corralv1.Message)
+		if err := proto.Unmarshal([]byte(b), m); err != nil {
+			return fail(err)
+		}
+		out = append(out, m)
+	}
+	return out, st, nil
 }
 
 // Assembled implements [Grower.Assembled]: assembled.lua, one script.

@@ -6,8 +6,9 @@
 -- event log commits the assembled message as the final chunk's event.
 --
 -- KEYS[1] seq key, KEYS[2] log key, KEYS[3] epoch key, KEYS[4] here key,
--- KEYS[5] the message's key (hash), then the event log stream key (absent
--- when there is no event log)
+-- KEYS[5] the message's key (hash), KEYS[6] the room's set of open
+-- growing messages (ids without a final chunk, read by open.lua), then the
+-- event log stream key (absent when there is no event log)
 -- ARGV[1] the encoded Message before the seq field (field 1, room)
 -- ARGV[2] the encoded Message after it (fields 3-7), without chunk
 -- ARGV[3] the room's channel, ARGV[4] MAXLEN of the log, ARGV[5] TTL in
@@ -17,7 +18,7 @@
 -- epoch for a history that came by replication
 -- ARGV[12] the chunk's data, ARGV[13] '1' replace, ARGV[14] '1' final,
 -- ARGV[15] the longest body, ARGV[16] the version the chunk makes ('0':
--- unchecked)
+-- unchecked), ARGV[17] the message's id
 --
 -- The message's hash: e (epoch), m (seq of its first chunk), v (version),
 -- s (seq of its last chunk), f ('1' final), b (body), h and t (the first
@@ -26,10 +27,10 @@
 -- Returns {seq, epoch, 0, lost, version, seq of the first chunk}, or {0, epoch, 1} for a final
 -- message, {0, epoch, 2, size} for a body past the bound.
 
-local seqKey, logKey, epochKey, hereKey, msgKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local seqKey, logKey, epochKey, hereKey, msgKey, openKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local eventsKey = nil
 if ARGV[7] ~= '' then
-  eventsKey = KEYS[6]
+  eventsKey = KEYS[7]
 end
 local ttl = ARGV[5]
 
@@ -139,6 +140,12 @@ if final then
 end
 redis.call('HSET', msgKey, 'v', string.format('%d', version), 's', seqStr, 'f', f, 'b', body)
 redis.call('PEXPIRE', msgKey, ttl)
+if final then
+  redis.call('SREM', openKey, ARGV[17])
+else
+  redis.call('SADD', openKey, ARGV[17])
+  redis.call('PEXPIRE', openKey, ttl)
+end
 
 redis.set_repl(redis.REPL_NONE)
 redis.call('SET', hereKey, '1', 'PX', ttl)

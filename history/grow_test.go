@@ -237,3 +237,41 @@ func testGrowRetry(t *testing.T, newStore newStoreFunc) {
 		t.Fatalf("%d seqs taken for 3 chunks", st.Last)
 	}
 }
+
+// testGrowOpen: Open returns the room's open growing messages as
+// assembled, each at the seq of its last chunk, none final, with the
+// room's state of the same moment.
+func testGrowOpen(t *testing.T, newStore newStoreFunc) {
+	ctx := context.Background()
+	s := newStore(t, 0)
+	g := s.(history.Grower)
+	if open, st, err := g.Open(ctx, "r"); err != nil || len(open) != 0 || st.Last != 0 {
+		t.Fatalf("an empty room: %v, %+v, %v", open, st, err)
+	}
+	grow := func(id, data string, final bool) {
+		t.Helper()
+		if _, err := g.Grow(ctx, "r", chunk("r", id, data, false, final), history.GrowLimits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grow("a", "x", false)
+	grow("b", "1", false)
+	grow("a", "y", false)
+	grow("b", "2", true)
+	if _, err := s.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte(`"m"`)}, ""); err != nil {
+		t.Fatal(err)
+	}
+	open, st, err := g.Open(ctx, "r")
+	if err != nil || len(open) != 1 || st.Last != 5 || st.Epoch == "" {
+		t.Fatalf("open %v at %+v, %v", open, st, err)
+	}
+	a := open[0]
+	if a.GetId() != "a" || a.GetSeq() != 3 || string(a.GetChunk().GetData()) != "xy" || a.GetChunk().GetVersion() != 2 ||
+		!a.GetChunk().GetReplace() || a.GetChunk().GetFinal() || a.GetChunk().GetMessageSeq() != 1 {
+		t.Fatalf("open message %v", a)
+	}
+	grow("a", "z", true)
+	if open, _, err := g.Open(ctx, "r"); err != nil || len(open) != 0 {
+		t.Fatalf("after the final chunk: %v, %v", open, err)
+	}
+}

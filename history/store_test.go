@@ -34,6 +34,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"Grow":             testGrow,
 		"GrowMidStream":    testGrowMidStream,
 		"GrowRetry":        testGrowRetry,
+		"GrowOpen":         testGrowOpen,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, newStore) })

@@ -142,8 +142,8 @@ func TestBadInput(t *testing.T) {
 				"second hello":          {hello, corralv1.Code_CODE_BAD_FRAME},
 				"control chars in room": {`{"join":{"room":"a\u0001b"}}`, corralv1.Code_CODE_INVALID_ARGUMENT},
 				"leave a room not in":   {`{"leave":{"room":"nowhere"}}`, corralv1.Code_CODE_NOT_JOINED},
-				// Known to the protocol, not served by the core yet (issue 39).
-				"append": {`{"append":{"room":"calm","id":"m1","dataBase64":"SGk="}}`, corralv1.Code_CODE_UNIMPLEMENTED},
+				// A growing message needs the room joined, as a publish does.
+				"append outside the room": {`{"append":{"room":"elsewhere","id":"m1","dataBase64":"SGk="}}`, corralv1.Code_CODE_NOT_JOINED},
 				// Keyed state needs the room joined, as a publish does.
 				"set state without join":    {`{"setState":{"room":"calm","key":"k","value":1,"ref":"s1"}}`, corralv1.Code_CODE_NOT_JOINED},
 				"delete state without join": {`{"deleteState":{"room":"calm","key":"k","ref":"s2"}}`, corralv1.Code_CODE_NOT_JOINED},

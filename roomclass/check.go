@@ -127,6 +127,15 @@ func check(file string, def Class, classes []Class, lines []classLines, opts Che
 		if c.PublishRate > 0 && c.PublishBurst < 1 {
 			add(cl.at("publish-burst"), p+".publish-burst", "%d: want at least 1 with a publish-rate", c.PublishBurst)
 		}
+		if c.Growing.MaxBytes <= 0 {
+			add(cl.at("growing.max-bytes"), p+".growing.max-bytes", "%d: want a positive number of bytes", c.Growing.MaxBytes)
+		}
+		if c.Growing.AppendRate == 0 {
+			add(cl.at("growing.append-rate"), p+".growing.append-rate", "0 would refuse every append: use publish: none for a read-only class, or a negative rate for unlimited")
+		}
+		if c.Growing.AppendRate > 0 && c.Growing.AppendBurst < 1 {
+			add(cl.at("growing.append-burst"), p+".growing.append-burst", "%d: want at least 1 with an append-rate", c.Growing.AppendBurst)
+		}
 		if c.Hooks.JoinPolicy != Closed && c.Hooks.JoinPolicy != AllowKnown {
 			add(cl.at("hooks.join-policy"), p+".hooks.join-policy", "%q: want closed or allow-known", c.Hooks.JoinPolicy)
 		}

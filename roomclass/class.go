@@ -34,6 +34,7 @@ type Class struct {
 	PublishBurst int           `yaml:"publish-burst" doc:"burst of that bucket"`
 	Hooks        Hooks         `yaml:"hooks" doc:"which backend hooks decide these rooms (docs/HOOKS.md; needs hooks-url)"`
 	State        State         `yaml:"state" doc:"the room's keyed state (docs/STATE.md): its bounds, default TTL and deltas; written by members when publish is clients, by the internal API always"`
+	Growing      Growing       `yaml:"growing" doc:"growing messages (append, docs/MESSAGES.md): their size, rate and deltas"`
 }
 
 // State is a class's keyed-state settings (docs/STATE.md).
@@ -42,6 +43,14 @@ type State struct {
 	MaxValue int           `yaml:"max-value" doc:"largest value of a key in bytes (past it: 4413)"`
 	TTL      time.Duration `yaml:"ttl" doc:"the TTL of a key set without one (duration; 0: none): the key is removed after it, and members see a change with expired"`
 	Delta    bool          `yaml:"delta" doc:"send a member a set's fossil delta against the value it holds instead of the value, when smaller (docs/DELTA.md)"`
+}
+
+// Growing is a class's bounds of growing messages (core/grow.go).
+type Growing struct {
+	MaxBytes    int     `yaml:"max-bytes" doc:"longest assembled body of one growing message in bytes (past it: error 4413, nothing stored; the API answers invalid_argument)"`
+	AppendRate  float64 `yaml:"append-rate" doc:"appends per second per user in one room of this class, kept by the core across the user's connections, reconnects and resumes (token bucket, past it: error 4101 with a retry delay; negative: unlimited). The internal API is not bound by it"`
+	AppendBurst int     `yaml:"append-burst" doc:"burst of that bucket"`
+	Deltas      bool    `yaml:"deltas" doc:"a replace chunk reaches the members, who hold the version before it, as a delta against that version when the delta is smaller (docs/DELTA.md)"`
 }
 
 // History is a class's retained messages.
@@ -148,5 +157,6 @@ func Default() Class {
 		PublishBurst:    100,
 		Hooks:           Hooks{JoinPolicy: Closed, PublishPolicy: Closed},
 		State:           State{MaxKeys: 1000, MaxValue: 64 << 10},
+		Growing:         Growing{MaxBytes: 1 << 20, AppendRate: 100, AppendBurst: 200},
 	}
 }

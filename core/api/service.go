@@ -30,6 +30,13 @@ type Core interface {
 	SetState(ctx context.Context, room string, set state.Set) (state.Result, error)
 	DeleteState(ctx context.Context, room, key string, cas bool, version uint64) (state.Result, error)
 	StateSnapshot(ctx context.Context, room string) (state.Snapshot, error)
+	// Grow applies one chunk of a growing message (msg.Chunk) to its room
+	// as the API (no client's door), in the room's order, and fans it out;
+	// a refusal is a *RefusedError, a store without growing messages
+	// ErrNoGrowing. Assembled reads a growing message as assembled so far
+	// (history.ErrNotFound for none).
+	Grow(ctx context.Context, msg *corralv1.Message) (history.AppendResult, error)
+	Assembled(ctx context.Context, room, id string) (*corralv1.Message, history.State, error)
 	// Backlog sums what waits toward the edges: the bytes of this core's
 	// link queues, the bytes the edges last reported in their
 	// connections' send queues, and whether one link queue holds half of
@@ -174,6 +181,7 @@ func New(o Options) *Service {
 	}
 	s := &Service{o: o, cfg: o.Config, core: o.Core}
 	s.stateRPCs.s = s
+	s.growRPCs.s = s
 	s.every = everycore.New(everycore.Options{
 		Asker: o.Asker, Local: s, NodeQuery: o.NodeQuery,
 		MaxMembers: o.Config.MaxMembers, PageToken: encodePageToken, Logger: o.Logger,

@@ -9,7 +9,6 @@ import (
 
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/gen/corral/v1/corralv1connect"
 	"github.com/corral-rt/corral/state"
 )
 
@@ -20,10 +19,10 @@ import (
 
 // stateRPCs serves the keyed-state RPCs for s, which embeds it: a concept
 // of its own, so that Service's methods stay few. Its own methods shadow
-// the unimplemented handler it embeds.
+// the growRPCs it embeds.
 type stateRPCs struct {
-	corralv1connect.UnimplementedRoomServiceHandler
-	s *Service
+	growRPCs // Append, GetMessage (grow.go); embedded in it, the unimplemented rest
+	s        *Service
 }
 
 // maxGetStateKeys bounds GetStateRequest.keys.

@@ -92,7 +92,7 @@ const transcript = loadTranscript();
 for (const m of transcript) renderMessage(m);
 
 client.on("message", (m) => {
-  if (m.room !== room) return;
+  if (m.room !== room || m.chunk) return; // chunks: the assistant panel
   const text = m.payload && typeof m.payload === "object" && "text" in m.payload ? String(m.payload.text) : JSON.stringify(m.payload);
   const item = { seq: m.seq, sender: m.sender, text, timeMs: m.timeMs, id: m.id };
   outboxEl.querySelector(`[data-id="${CSS.escape(m.id)}"]`)?.remove();
@@ -102,6 +102,61 @@ client.on("message", (m) => {
   saveTranscript();
   seen(m.sender);
 });
+
+// ---- assistant: growing messages (docs/MESSAGES.md), such as the answers
+// examples/assistant streams through the internal API. A page that joins
+// in the middle gets the answer so far as one chunk, then the rest; a
+// reload resumes after what it saw, so the page keeps each answer as it
+// has it (like the chat transcript) and gives it back to the room's
+// assembler before connecting.
+
+const answersEl = $("answers");
+const answersKey = `corral-demo:answers:${room}`;
+const answers = client.room(room);
+answers.on("growing", (g) => {
+  $("assistant").hidden = false;
+  let el = answersEl.querySelector(`[data-id="${CSS.escape(g.id)}"]`);
+  if (!el) {
+    el = document.createElement("p");
+    el.className = "answer";
+    el.dataset.id = g.id;
+    answersEl.append(el);
+  }
+  const show = () => {
+    el.textContent = g.text;
+    el.dataset.version = String(g.version);
+    el.dataset.final = String(g.final);
+    saveAnswer(g);
+  };
+  g.on("chunk", show);
+  show();
+});
+answers.on("gap", (e) => console.warn("corral: assistant:", e.message));
+for (const a of loadAnswers()) {
+  answers.onChunk({
+    room, id: a.id, seq: a.seq, sender: "assistant", timeMs: 0,
+    chunk: { messageSeq: a.messageSeq, version: a.version, data: new TextEncoder().encode(a.text), replace: true, final: a.final },
+  });
+}
+
+function loadAnswers() {
+  try {
+    return JSON.parse(sessionStorage.getItem(answersKey) || "[]");
+  } catch {
+    return [];
+  }
+}
+
+function saveAnswer(g) {
+  if (g.version === 0) return;
+  const all = loadAnswers().filter((a) => a.id !== g.id);
+  all.push({ id: g.id, messageSeq: g.messageSeq, seq: g.seq, version: g.version, text: g.text, final: g.final });
+  try {
+    sessionStorage.setItem(answersKey, JSON.stringify(all.slice(-5)));
+  } catch {
+    // A full storage only costs the answers on reload.
+  }
+}
 
 client.on("reset", (r) => {
   if (r.room === room) note("Some history was no longer available; the chat continues from here.");

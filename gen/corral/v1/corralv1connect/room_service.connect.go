@@ -291,7 +291,11 @@ type RoomServiceClient interface {
 	// id opens the message, each takes the room's next seq), so a backend
 	// can pipe a token stream into a room. The response comes when the
 	// stream ends: the last chunk's position and the message's version. A
-	// refused chunk ends the call with its error; the chunks before it stay.
+	// refused chunk ends the call with its error; the chunks before it stay:
+	// invalid_argument for a bad field or past the class's
+	// growing.max-bytes, failed_precondition after the final chunk (the
+	// message names 4412) or for a version more than one ahead (4106). The
+	// class's growing.append-rate does not apply to the API.
 	Append(context.Context) (RoomServiceAppendClientStream, error)
 	// GetMessage reads a growing message as assembled so far: its body,
 	// version, whether it is final, and the seq of its last chunk.
@@ -424,7 +428,11 @@ type RoomServiceHandler interface {
 	// id opens the message, each takes the room's next seq), so a backend
 	// can pipe a token stream into a room. The response comes when the
 	// stream ends: the last chunk's position and the message's version. A
-	// refused chunk ends the call with its error; the chunks before it stay.
+	// refused chunk ends the call with its error; the chunks before it stay:
+	// invalid_argument for a bad field or past the class's
+	// growing.max-bytes, failed_precondition after the final chunk (the
+	// message names 4412) or for a version more than one ahead (4106). The
+	// class's growing.append-rate does not apply to the API.
 	Append(context.Context, RoomServiceAppendServerStream) (*v1.AppendResponse, error)
 	// GetMessage reads a growing message as assembled so far: its body,
 	// version, whether it is final, and the seq of its last chunk.

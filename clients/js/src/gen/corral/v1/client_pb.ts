@@ -632,9 +632,15 @@ export const CallSchema: GenMessage<Call> = /*@__PURE__*/
  * final ends the message. The first Append of an id in a room opens the
  * message; each Append takes the room's next seq, so the message's chunks
  * are in room order with its other messages, and members receive each as
- * a Message with chunk set. Refusals: CODE_MESSAGE_FINAL after the final
- * chunk, CODE_TOO_LARGE past the room class's message size,
- * CODE_RATE_LIMITED past its appends per second; Error.ref is the id.
+ * a Message with chunk set. The server answers Published with the
+ * append's id as Published.id and the chunk's seq (with duplicate set and
+ * the seq of the message's last chunk for a version already stored), or
+ * Error with ref = the id: CODE_MESSAGE_FINAL after the final chunk,
+ * CODE_TOO_LARGE past the room class's growing.max-bytes,
+ * CODE_RATE_LIMITED past its growing.append-rate (with retry_after_ms),
+ * CODE_OUT_OF_ORDER for a version more than one ahead, CODE_FORBIDDEN in a
+ * read-only class or without a publish grant, CODE_NOT_JOINED outside the
+ * room. A refused append stores nothing.
  *
  * @generated from message corral.v1.Append
  */
