@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-
 	"github.com/corral-rt/corral/core/frame"
 	"github.com/corral-rt/corral/delta"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
