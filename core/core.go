@@ -113,7 +113,9 @@ func New(cfg Config) *Core {
 	c.attached = sessiontable.New[*session](c.metrics.sessions)
 	c.links = newLinkSet(c.metrics.links)
 	if c.sess == nil {
-		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
+		mem := sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
+		c.metrics.memorySessions(cfg.Registerer, mem)
+		c.sess = mem
 		c.ownStore = true
 	}
 	apiCfg := cfg.API.withDefaults()

@@ -90,6 +90,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// memorySessions registers the gauge and drop counter of st, the
+// in-memory session store the core made (sessions.Options.MaxSessions).
+func (m *metrics) memorySessions(reg prometheus.Registerer, st *sessions.Memory) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "corral_sessions_memory", Help: "Sessions the in-memory session store holds (bounded by 1,048,576)."},
+		func() float64 { return float64(st.Len()) }))
+	for _, name := range sessions.MemoryDropNames {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "corral_sessions_memory_dropped_total", Help: "Sessions the in-memory session store dropped before they expired, by reason (max_sessions: the ones expiring soonest, at its bound).", ConstLabels: prometheus.Labels{"reason": name},
+		}, func() float64 { return float64(st.Evicted()) }))
+	}
+}
+
 // publishBudgets registers the gauge and counter of t, the room
 // classes' publish budgets (core/pubrate).
 func (m *metrics) publishBudgets(reg prometheus.Registerer, t *pubrate.Table) {

@@ -6,6 +6,7 @@ import (
 	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/internal/reasontest"
+	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,6 +18,12 @@ func TestReasonsHaveMetricsAndDocs(t *testing.T) {
 	newMetrics(reg)
 	reasontest.Check(t, reg, "corral_core_refused_total", refuseReasonNames[:])
 	reasontest.Check(t, reg, "corral_core_dropped_total", dropReasonNames[:])
+
+	sess := prometheus.NewRegistry()
+	st := sessions.NewMemory(sessions.Options{})
+	defer st.Close()
+	newMetrics(nil).memorySessions(sess, st)
+	reasontest.Check(t, sess, "corral_sessions_memory_dropped_total", sessions.MemoryDropNames[:])
 }
 
 // TestReasonCountsWithoutAllocating: counting a reason is a fixed
