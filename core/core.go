@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
@@ -101,6 +102,9 @@ func New(cfg Config) *Core {
 		Logger:      cfg.Logger,
 		Refused:     func(r door.Reason) { c.metrics.refuse(doorReasons[r]) },
 	})
+	if g, ok := c.door.Grants().(*grants.Memory); ok {
+		c.metrics.memoryGrants(cfg.Registerer, g)
+	}
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/pubrate"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/corral-rt/corral/sessions"
@@ -88,6 +89,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.signalsDeferred, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes)
 	}
 	return m
+}
+
+// memoryGrants registers the gauge and refusal counter of g, the
+// in-memory grants store (grants.MaxMemoryUsers).
+func (m *metrics) memoryGrants(reg prometheus.Registerer, g *grants.Memory) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "corral_grants_memory_users", Help: "Users with run-time grants or revocations in the in-memory grants store (bounded by 1,048,576)."},
+			func() float64 { return float64(g.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "corral_grants_memory_refused_total", Help: "Grant and Revoke calls the in-memory grants store refused, by reason (max_users: a user it does not hold, at its bound).", ConstLabels: prometheus.Labels{"reason": "max_users"},
+		}, func() float64 { return float64(g.Refused()) }),
+	)
 }
 
 // memorySessions registers the gauge and drop counter of st, the
