@@ -115,6 +115,7 @@ func New(cfg Config) *Core {
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = sessiontable.New[*session](c.metrics.sessions)
+	c.metrics.sessionDrops(cfg.Registerer, c.attached)
 	c.links = newLinkSet(c.metrics.links)
 	if c.sess == nil {
 		mem := sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/pubrate"
+	"github.com/corral-rt/corral/core/sessiontable"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/reasons"
@@ -104,6 +105,16 @@ func (m *metrics) memoryGrants(reg prometheus.Registerer, g *grants.Memory) {
 			Name: "corral_grants_memory_refused_total", Help: "Grant and Revoke calls the in-memory grants store refused, by reason (max_users: a user it does not hold, at its bound).", ConstLabels: prometheus.Labels{"reason": "max_users"},
 		}, func() float64 { return float64(g.Refused()) }),
 	)
+}
+
+// sessionDrops registers the counter of the drop times t forgot at its
+// bound (sessiontable.MaxDropped).
+func (m *metrics) sessionDrops(reg prometheus.Registerer, t *sessiontable.Table[*session]) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "corral_core_session_drops_forgotten_total", Help: "Detached sessions whose drop time the core forgot before they expired, at its bound (1,048,576): their reconnect is not measured."},
+		func() float64 { return float64(t.Forgotten()) }))
 }
 
 // memorySessions registers the gauge and drop counter of st, the
