@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-rt/corral/events"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/sessions"
@@ -104,6 +105,9 @@ func New(cfg Config) *Core {
 		Logger:      cfg.Logger,
 		Refused:     func(r door.Reason) { c.metrics.refuse(doorReasons[r]) },
 	})
+	if g, ok := c.door.Grants().(*grants.Memory); ok {
+		c.metrics.memoryGrants(cfg.Registerer, g)
+	}
 	if c.hist == nil {
 		c.hist = history.NewMemory(history.MemoryOptions{Events: events.NewMemory(events.MemoryOptions{})})
 		c.ownStore = true
@@ -115,9 +119,12 @@ func New(cfg Config) *Core {
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = sessiontable.New[*session](c.metrics.sessions)
+	c.metrics.sessionDrops(cfg.Registerer, c.attached)
 	c.links = newLinkSet(c.metrics.links)
 	if c.sess == nil {
-		c.sess = sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
+		mem := sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
+		c.metrics.memorySessions(cfg.Registerer, mem)
+		c.sess = mem
 		c.ownStore = true
 	}
 	apiCfg := cfg.API.withDefaults()

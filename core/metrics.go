@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/pubrate"
+	"github.com/corral-rt/corral/core/sessiontable"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/reasons"
 	"github.com/corral-rt/corral/sessions"
@@ -100,6 +102,46 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.rooms, m.sessions, m.links, m.published, m.resumes, m.linkSends, m.linkFrames, m.linkOverflows, m.dropped, m.refused, m.storeSeconds, m.storeErrors, m.storeInFlight, m.signalsIn, m.signalsOut, m.signalsCoalesced, m.signalsDeferred, m.reconnectSeconds, m.unsubscribed, m.presenceFlushes, m.backlogFrames, m.backlogBytes, m.coalesced, m.liveBatchMessages, m.liveBatchFlushes, m.stateChanges, m.stateDeltas, m.stateSnapshots, m.stateResumes)
 	}
 	return m
+}
+
+// memoryGrants registers the gauge and refusal counter of g, the
+// in-memory grants store (grants.MaxMemoryUsers).
+func (m *metrics) memoryGrants(reg prometheus.Registerer, g *grants.Memory) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "corral_grants_memory_users", Help: "Users with run-time grants or revocations in the in-memory grants store (bounded by 1,048,576)."},
+			func() float64 { return float64(g.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "corral_grants_memory_refused_total", Help: "Grant and Revoke calls the in-memory grants store refused, by reason (max_users: a user it does not hold, at its bound).", ConstLabels: prometheus.Labels{"reason": "max_users"},
+		}, func() float64 { return float64(g.Refused()) }),
+	)
+}
+
+// sessionDrops registers the counter of the drop times t forgot at its
+// bound (sessiontable.MaxDropped).
+func (m *metrics) sessionDrops(reg prometheus.Registerer, t *sessiontable.Table[*session]) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "corral_core_session_drops_forgotten_total", Help: "Detached sessions whose drop time the core forgot before they expired, at its bound (1,048,576): their reconnect is not measured."},
+		func() float64 { return float64(t.Forgotten()) }))
+}
+
+// memorySessions registers the gauge and drop counter of st, the
+// in-memory session store the core made (sessions.Options.MaxSessions).
+func (m *metrics) memorySessions(reg prometheus.Registerer, st *sessions.Memory) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "corral_sessions_memory", Help: "Sessions the in-memory session store holds (bounded by 1,048,576)."},
+		func() float64 { return float64(st.Len()) }))
+	for _, name := range sessions.MemoryDropNames {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "corral_sessions_memory_dropped_total", Help: "Sessions the in-memory session store dropped before they expired, by reason (max_sessions: the ones expiring soonest, at its bound).", ConstLabels: prometheus.Labels{"reason": name},
+		}, func() float64 { return float64(st.Evicted()) }))
+	}
 }
 
 // publishBudgets registers the gauge and counter of t, the room

@@ -5,7 +5,9 @@ import (
 
 	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/door"
+	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/internal/reasontest"
+	"github.com/corral-rt/corral/sessions"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,6 +19,16 @@ func TestReasonsHaveMetricsAndDocs(t *testing.T) {
 	newMetrics(reg)
 	reasontest.Check(t, reg, "corral_core_refused_total", refuseReasonNames[:])
 	reasontest.Check(t, reg, "corral_core_dropped_total", dropReasonNames[:])
+
+	sess := prometheus.NewRegistry()
+	st := sessions.NewMemory(sessions.Options{})
+	defer st.Close()
+	newMetrics(nil).memorySessions(sess, st)
+	reasontest.Check(t, sess, "corral_sessions_memory_dropped_total", sessions.MemoryDropNames[:])
+
+	gr := prometheus.NewRegistry()
+	newMetrics(nil).memoryGrants(gr, grants.NewMemory())
+	reasontest.Check(t, gr, "corral_grants_memory_refused_total", []string{"max_users"})
 }
 
 // TestReasonCountsWithoutAllocating: counting a reason is a fixed

@@ -392,3 +392,43 @@ func burstRounds(ctx context.Context, client rueidis.Client, r *grants.Redis, pr
 	}
 	return nil
 }
+
+// TestMemoryMaxUsers: a flood of grants and revocations for distinct
+// users never makes the memory store hold more than its bound; past it a
+// change for a new user is refused with ErrFull (counted), and nothing
+// it holds is forgotten: a revocation stays in force, and a held user's
+// grants still change.
+func TestMemoryMaxUsers(t *testing.T) {
+	ctx := context.Background()
+	m := grants.NewMemoryMax(100)
+	if err := m.Revoke(ctx, "banned", []string{"lobby"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for i := range 1000 {
+		var err error
+		if i%2 == 0 {
+			err = m.Grant(ctx, fmt.Sprint("u", i), []string{"r"}, nil)
+		} else {
+			err = m.Revoke(ctx, fmt.Sprint("u", i), []string{"r"}, nil)
+		}
+		if errors.Is(err, grants.ErrFull) {
+			refused++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if n := m.Len(); n > 100 {
+			t.Fatalf("after %d changes %d users held, over the bound", i+1, n)
+		}
+	}
+	if refused != 901 || m.Refused() != 901 {
+		t.Fatalf("%d refused (counted %d), want 901", refused, m.Refused())
+	}
+	g, _ := m.Get(ctx, "banned")
+	if g == nil || len(g.JoinRevoked) != 1 {
+		t.Fatalf("the revocation was forgotten: %+v", g)
+	}
+	if err := m.Grant(ctx, "u0", []string{"more"}, nil); err != nil {
+		t.Fatalf("a held user's change refused: %v", err)
+	}
+}

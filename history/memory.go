@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,16 @@ type MemoryOptions struct {
 	// history trimmed answers a position before it with a reset: nothing
 	// is skipped silently.
 	MaxBytes int64
+	// MaxKeys bounds the dedupe keys and sender marks (SenderOrder)
+	// every room together remembers within DedupeWindow; default
+	// 1,048,576, negative: unbounded. Forgetting one early would break
+	// its guarantee (a retry within the window stored twice, a sender's
+	// order unchecked), so past the bound, once the keys past their
+	// window are forgotten, an append that would add one is refused
+	// with an error wrapping [ErrBusy] (counted in [MemoryStats]); a
+	// duplicate is still answered. A room forgotten (its lifetime over,
+	// or shed for MaxBytes) forgets its keys.
+	MaxKeys int
 	// Limits, when set, gives each room its own MaxLen and TTL (its room
 	// class); a zero field keeps the default above. A room's MaxLen is
 	// fixed when its ring is created (a change applies once the room is
@@ -96,6 +107,14 @@ type Memory struct {
 	shedMu       sync.Mutex
 	shedRooms    atomic.Uint64 // rooms evicted for the bound
 	shedMessages atomic.Uint64 // messages trimmed from held rooms for it
+
+	// maxKeys bounds keys, the dedupe keys and sender marks of every
+	// live room (len(memRoom.dedupe)+len(memRoom.senders) summed).
+	maxKeys      int64
+	keys         atomic.Int64
+	keysRefused  atomic.Uint64
+	keySweepMu   sync.Mutex // guards nextKeySweep; held by one sweep
+	nextKeySweep time.Time
 }
 
 // NewMemory returns an empty in-process store.
@@ -109,12 +128,19 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.TTL <= 0 {
 		opts.TTL = 24 * time.Hour
 	}
-	if opts.MaxBytes <= 0 {
+	if opts.MaxBytes == 0 {
 		opts.MaxBytes = 256 << 20
+	} else if opts.MaxBytes < 0 {
+		opts.MaxBytes = math.MaxInt64
+	}
+	if opts.MaxKeys == 0 {
+		opts.MaxKeys = 1 << 20
+	} else if opts.MaxKeys < 0 {
+		opts.MaxKeys = math.MaxInt
 	}
 	m := &Memory{
-		maxBytes: opts.MaxBytes,
-		maxLen:   opts.MaxLen, window: opts.DedupeWindow, ttl: opts.TTL, events: opts.Events, limits: opts.Limits,
+		maxBytes: opts.MaxBytes, maxKeys: int64(opts.MaxKeys),
+		maxLen: opts.MaxLen, window: opts.DedupeWindow, ttl: opts.TTL, events: opts.Events, limits: opts.Limits,
 		nextSweep: time.Now().Add(sweepEvery(opts.TTL)),
 	}
 	m.minTTL.Store(int64(opts.TTL))
@@ -289,6 +315,7 @@ func (m *Memory) forgetLocked(name string, r *memRoom) {
 	r.dead = true
 	m.total.Add(-r.bytes)
 	r.bytes = 0
+	m.keys.Add(-int64(len(r.dedupe) + len(r.senders)))
 	if r.last == 0 {
 		m.rooms.CompareAndDelete(name, r)
 		return
@@ -370,6 +397,9 @@ func (m *Memory) AppendOrdered(_ context.Context, room string, msg *corralv1.Mes
 		return AppendResult{}, fmt.Errorf("history: append to %q: a sender's place needs a dedupe key", room)
 	}
 	m.maybeSweep()
+	if dedupeKey != "" && m.keys.Load()+2 > m.maxKeys { // room for a key and a mark
+		m.sweepKeys()
+	}
 	r := m.lockLive(room)
 	res, err := m.appendLocked(r, room, msg, dedupeKey, sender)
 	r.mu.Unlock()
@@ -398,7 +428,7 @@ func (m *Memory) appendEventLocked(r *memRoom, room string, msg *corralv1.Messag
 	r.used = now
 	_, r.ttl = m.limitsOf(room)
 	if dedupeKey != "" {
-		r.expireDedupe(now)
+		r.expireDedupe(m, now)
 		if seq, ok := r.dedupe[dedupeKey]; ok {
 			msg.Seq = seq
 			return AppendResult{Seq: seq, Epoch: r.epoch, Duplicate: true}, nil
@@ -408,6 +438,18 @@ func (m *Memory) appendEventLocked(r *memRoom, room string, msg *corralv1.Messag
 		if mark, ok := r.senders[sender.Stream]; ok && mark.seq+1 < sender.Seq {
 			return AppendResult{}, fmt.Errorf("history: append to %q: place %d after %d: %w", room, sender.Seq, mark.seq, ErrOutOfOrder)
 		}
+	}
+	newKeys := int64(0)
+	if dedupeKey != "" {
+		newKeys++
+		if _, ok := r.senders[sender.Stream]; sender.Stream != "" && !ok {
+			newKeys++
+		}
+	}
+	if newKeys > 0 && m.keys.Add(newKeys) > m.maxKeys {
+		m.keys.Add(-newKeys)
+		m.keysRefused.Add(1)
+		return AppendResult{}, fmt.Errorf("history: append to %q: %d dedupe keys remembered within the window, the bound: %w", room, m.maxKeys, ErrBusy)
 	}
 	r.last++
 	msg.Seq = r.last
@@ -456,11 +498,62 @@ type MemoryStats struct {
 	// ShedRooms counts rooms evicted to stay under MaxBytes, and
 	// ShedMessages the messages trimmed from held rooms for it.
 	ShedRooms, ShedMessages uint64
+	// Keys is how many dedupe keys and sender marks the rooms remember
+	// (bounded by MaxKeys), and Refused counts the appends of
+	// [MemoryRefusal] reasons (by reason).
+	Keys    int64
+	Refused [NumMemoryRefusals]uint64
+}
+
+// MemoryRefusal is why the memory store refused an append; its names
+// are [MemoryRefusalNames].
+type MemoryRefusal uint8
+
+const (
+	// RefusedKeys: an append with a new dedupe key (or sender mark) while
+	// MaxKeys are remembered within their window.
+	RefusedKeys MemoryRefusal = iota
+	NumMemoryRefusals
+)
+
+// MemoryRefusalNames are the label values of each [MemoryRefusal]
+// (corral_history_memory_refused_total{reason}).
+var MemoryRefusalNames = [NumMemoryRefusals]string{
+	RefusedKeys: "dedupe_keys",
 }
 
 // Stats reports the store's bytes and what it shed to bound them.
 func (m *Memory) Stats() MemoryStats {
-	return MemoryStats{Bytes: m.total.Load(), ShedRooms: m.shedRooms.Load(), ShedMessages: m.shedMessages.Load()}
+	return MemoryStats{
+		Bytes: m.total.Load(), ShedRooms: m.shedRooms.Load(), ShedMessages: m.shedMessages.Load(),
+		Keys: m.keys.Load(), Refused: [NumMemoryRefusals]uint64{RefusedKeys: m.keysRefused.Load()},
+	}
+}
+
+// sweepKeys forgets, in every room, the dedupe keys and sender marks past
+// their window (and evicts the rooms past their lifetime), at most once
+// per keySweepEvery: a flood at MaxKeys costs one look at every room per
+// period, not per append. It locks one room at a time, never while the
+// caller holds one.
+func (m *Memory) sweepKeys() {
+	if !m.keySweepMu.TryLock() {
+		return
+	}
+	defer m.keySweepMu.Unlock()
+	now := time.Now()
+	if now.Before(m.nextKeySweep) {
+		return
+	}
+	m.nextKeySweep = now.Add(min(max(m.window/16, time.Millisecond), time.Second))
+	m.rooms.Range(func(k, v any) bool {
+		r := v.(*memRoom)
+		r.mu.Lock()
+		if !m.evictLocked(k.(string), r, now) && !r.dead {
+			r.expireDedupe(m, now)
+		}
+		r.mu.Unlock()
+		return true
+	})
 }
 
 // shed brings the store under nine tenths of MaxBytes (the slack keeps
@@ -545,15 +638,19 @@ func (r *memRoom) trimLocked(m *Memory, k int) int {
 }
 
 // expireDedupe forgets dedupe keys older than the window. Lock must be held.
-func (r *memRoom) expireDedupe(now time.Time) {
+func (r *memRoom) expireDedupe(m *Memory, now time.Time) {
 	for r.qhead < len(r.expiry) && !now.Before(r.expiry[r.qhead].at) {
 		e := r.expiry[r.qhead]
 		if !e.sender {
-			delete(r.dedupe, e.key)
+			if _, ok := r.dedupe[e.key]; ok {
+				delete(r.dedupe, e.key)
+				m.keys.Add(-1)
+			}
 		} else if mark, ok := r.senders[e.key]; ok && !now.Before(mark.at) {
 			// A stream's mark is queued again at every append: only
 			// the newest entry forgets it.
 			delete(r.senders, e.key)
+			m.keys.Add(-1)
 		}
 		r.expiry[r.qhead] = dedupeExpiry{}
 		r.qhead++

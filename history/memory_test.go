@@ -203,3 +203,81 @@ func TestMemoryMaxBytes(t *testing.T) {
 		t.Fatalf("read %d messages of %d..%d", len(p.Messages), s.First, s.Last)
 	}
 }
+
+// TestMemoryMaxKeys: a flood of distinct dedupe keys, in distinct rooms
+// and in one held room, never makes the store remember more than MaxKeys;
+// past it a new key is refused with ErrBusy (counted) and nothing is
+// stored, while a retry of a key remembered within its window is still
+// answered as the duplicate it is. Once the window passes, the keys are
+// forgotten and appends with new keys go through again.
+func TestMemoryMaxKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const bound = 1000
+		m := history.NewMemory(history.MemoryOptions{MaxKeys: bound, DedupeWindow: time.Minute})
+		m.Hold("active")
+		msg := func(room string) *corralv1.Message { return &corralv1.Message{Room: room, Payload: []byte("x")} }
+		kept := map[string]uint64{}
+		for i := range 10 {
+			key := fmt.Sprint("kept-", i)
+			res, err := m.Append(ctx, "active", msg("active"), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept[key] = res.Seq
+		}
+		refused := 0
+		for i := range 5000 {
+			room := fmt.Sprint("flood-", i)
+			if i%2 == 0 {
+				room = "active"
+			}
+			_, err := m.AppendOrdered(ctx, room, msg(room), fmt.Sprint("new-", i), history.Sender{Stream: fmt.Sprint("s-", i), Seq: 1}, history.State{})
+			if errors.Is(err, history.ErrBusy) {
+				refused++
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if k := m.Stats().Keys; k > bound {
+				t.Fatalf("after %d appends the store remembers %d keys, over the bound %d", i+1, k, bound)
+			}
+		}
+		st := m.Stats()
+		if refused == 0 || st.Refused[history.RefusedKeys] != uint64(refused) {
+			t.Fatalf("%d refused, stats %+v", refused, st)
+		}
+		last, _ := m.State(ctx, "active")
+		for key, seq := range kept {
+			res, err := m.Append(ctx, "active", msg("active"), key)
+			if err != nil || !res.Duplicate || res.Seq != seq {
+				t.Fatalf("retry of %s within its window: %+v %v, want the duplicate of seq %d", key, res, err, seq)
+			}
+		}
+		if s, _ := m.State(ctx, "active"); s.Last != last.Last {
+			t.Fatalf("retries stored: last %d, was %d", s.Last, last.Last)
+		}
+
+		time.Sleep(time.Minute + 2*time.Second) // fake time: the window passes
+		if _, err := m.Append(ctx, "active", msg("active"), "after-the-window"); err != nil {
+			t.Fatalf("a new key after the window: %v", err)
+		}
+		if k := m.Stats().Keys; k > 10 {
+			t.Fatalf("%d keys remembered after the window, want the expired ones forgotten", k)
+		}
+	})
+}
+
+// TestMemoryUnbounded: negative MaxBytes and MaxKeys bound nothing.
+func TestMemoryUnbounded(t *testing.T) {
+	ctx := context.Background()
+	m := history.NewMemory(history.MemoryOptions{MaxBytes: -1, MaxKeys: -1})
+	for i := range 2000 {
+		room := fmt.Sprint("r-", i)
+		if _, err := m.Append(ctx, room, &corralv1.Message{Room: room, Payload: make([]byte, 1024)}, fmt.Sprint("k-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := m.Stats(); st.Keys != 2000 || st.ShedRooms != 0 {
+		t.Fatalf("stats %+v: want 2000 keys, nothing shed", st)
+	}
+}

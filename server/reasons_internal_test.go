@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/reasontest"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,4 +16,8 @@ func TestReasonsHaveMetricsAndDocs(t *testing.T) {
 	reg.MustRegister(newKeyRefused(), newAPIRefused())
 	reasontest.Check(t, reg, "corral_api_unauthenticated_total", keyRefusalNames[:])
 	reasontest.Check(t, reg, "corral_api_refused_total", apiRefusalNames[:])
+
+	hist := prometheus.NewRegistry()
+	registerMemoryHistory(hist, history.NewMemory(history.MemoryOptions{}))
+	reasontest.Check(t, hist, "corral_history_memory_refused_total", history.MemoryRefusalNames[:])
 }

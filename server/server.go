@@ -87,7 +87,10 @@ type Options struct {
 	//   - HistoryMaxLen (default 1000 in memory, 10000 in Redis),
 	//     HistoryTTL (default 24h) and HistoryMaxBytes (the in-memory
 	//     history of every room together; default 256 MiB; see
-	//     history.MemoryOptions.MaxBytes).
+	//     history.MemoryOptions.MaxBytes) and HistoryMaxKeys (its
+	//     dedupe keys and sender marks, every room together; default
+	//     1,048,576; see history.MemoryOptions.MaxKeys); config.Unlimited:
+	//     no bound.
 	//   - Backlog is the listeners' accept queue (0: the kernel's cap,
 	//     net.core.somaxconn; see listenTCP).
 	//   - EventsMaxLen is how many events the event log keeps for
@@ -320,7 +323,7 @@ func Start(opts Options) (*Node, error) {
 			if opts.EventsMaxLen >= 0 {
 				ev = events.NewMemory(events.MemoryOptions{MaxLen: opts.EventsMaxLen})
 			}
-			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, MaxBytes: opts.HistoryMaxBytes, Events: ev, Limits: classLimits(cc.Classes)})
+			h := history.NewMemory(history.MemoryOptions{MaxLen: opts.HistoryMaxLen, TTL: opts.HistoryTTL, MaxBytes: int64(opts.HistoryMaxBytes), MaxKeys: int(opts.HistoryMaxKeys), Events: ev, Limits: classLimits(cc.Classes)})
 			registerMemoryHistory(reg, h)
 			cc.History = h
 			n.stores = append(n.stores, h)
@@ -687,5 +690,13 @@ func registerMemoryHistory(reg prometheus.Registerer, h *history.Memory) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "corral_history_memory_shed_total", Help: "What the in-memory history shed to stay under its byte bound: whole rooms nobody held (rooms), then the oldest messages of held rooms (messages).", ConstLabels: prometheus.Labels{"what": "messages"},
 		}, func() float64 { return float64(h.Stats().ShedMessages) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "corral_history_memory_keys", Help: "Dedupe keys and sender marks the in-memory history remembers within their window, all rooms (bounded by HistoryMaxKeys, 1,048,576 by default).",
+		}, func() float64 { return float64(h.Stats().Keys) }),
 	)
+	for r, name := range history.MemoryRefusalNames {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "corral_history_memory_refused_total", Help: "Appends the in-memory history refused to stay within a bound, by reason (dedupe_keys: a new dedupe key past HistoryMaxKeys).", ConstLabels: prometheus.Labels{"reason": name},
+		}, func() float64 { return float64(h.Stats().Refused[r]) }))
+	}
 }

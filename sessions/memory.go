@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -15,6 +16,7 @@ import (
 // once, so Flush does nothing. All methods may be called concurrently.
 type Memory struct {
 	ttl  time.Duration
+	max  int // MaxSessions
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -22,6 +24,7 @@ type Memory struct {
 	mu       sync.Mutex // guards the following fields
 	sessions map[string]*memSession
 	closed   bool
+	evicted  uint64 // sessions dropped unexpired for MaxSessions
 }
 
 type memSession struct {
@@ -42,6 +45,7 @@ func NewMemory(opts Options) *Memory {
 	opts = opts.withDefaults()
 	m := &Memory{
 		ttl:      opts.TTL,
+		max:      opts.MaxSessions,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		sessions: make(map[string]*memSession),
@@ -95,6 +99,9 @@ func (m *Memory) Create(_ context.Context, userID string) (*Session, error) {
 	if m.closed {
 		return nil, fmt.Errorf("sessions: create: %w", errClosed)
 	}
+	if len(m.sessions) >= m.max {
+		m.makeRoomLocked(now)
+	}
 	m.sessions[id] = &memSession{
 		tokenHash: tokenHash(token),
 		userID:    userID,
@@ -103,6 +110,68 @@ func (m *Memory) Create(_ context.Context, userID string) (*Session, error) {
 		expires:   now.Add(m.ttl),
 	}
 	return &Session{ID: id, Token: token, UserID: userID, Rooms: map[string]Position{}, Created: now}, nil
+}
+
+// makeRoomLocked makes room for a session at MaxSessions: it drops the
+// expired sessions, then, if still at the bound, the sixteenth of them
+// that would expire soonest (at least one), so that the cost of a sort is
+// spread over the creates that fill that room again. Lock must be held.
+func (m *Memory) makeRoomLocked(now time.Time) {
+	for id, s := range m.sessions {
+		if !now.Before(s.expires) {
+			delete(m.sessions, id)
+		}
+	}
+	if len(m.sessions) < m.max {
+		return
+	}
+	type cand struct {
+		id      string
+		expires time.Time
+	}
+	cands := make([]cand, 0, len(m.sessions))
+	for id, s := range m.sessions {
+		cands = append(cands, cand{id, s.expires})
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return a.expires.Compare(b.expires) })
+	n := max(len(cands)-m.max+1, len(cands)/16, 1)
+	for _, c := range cands[:min(n, len(cands))] {
+		delete(m.sessions, c.id)
+	}
+	m.evicted += uint64(min(n, len(cands)))
+}
+
+// Len is how many sessions the store holds (expired ones not yet swept
+// included).
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
+}
+
+// MemoryDrop is why a [Memory] dropped a session before it expired; its
+// names are [MemoryDropNames].
+type MemoryDrop uint8
+
+const (
+	// DroppedMaxSessions: a session that would expire soonest, dropped
+	// for a new one at MaxSessions.
+	DroppedMaxSessions MemoryDrop = iota
+	NumMemoryDrops
+)
+
+// MemoryDropNames are the label values of each [MemoryDrop]
+// (corral_sessions_memory_dropped_total{reason}).
+var MemoryDropNames = [NumMemoryDrops]string{
+	DroppedMaxSessions: "max_sessions",
+}
+
+// Evicted is how many sessions were dropped before they expired, to stay
+// within MaxSessions.
+func (m *Memory) Evicted() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.evicted
 }
 
 // Resume implements [Store.Resume].

@@ -83,3 +83,43 @@ func ExampleNewMemory() {
 	// sessions: resume: sessions: resume token mismatch
 	// true
 }
+
+// TestMemoryMaxSessions: a flood of sessions created and never used again
+// never makes the store hold more than MaxSessions; past it the ones
+// expiring soonest go, counted, and the sessions touched since (attached
+// clients: the core touches them every TTL/3) all stay.
+func TestMemoryMaxSessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bound = 1000
+		s := sessions.NewMemory(sessions.Options{TTL: time.Minute, MaxSessions: bound})
+		defer s.Close()
+		ctx := context.Background()
+		var live []*sessions.Session
+		for range 100 {
+			live = append(live, mustCreate(t, s, "live"))
+		}
+		for round := range 40 {
+			for i := range 500 {
+				mustCreate(t, s, fmt.Sprint("flood-", round, "-", i))
+				if n := s.Len(); n > bound {
+					t.Fatalf("round %d: %d sessions held, over the bound %d", round, n, bound)
+				}
+			}
+			time.Sleep(time.Second)
+			for _, l := range live {
+				if err := s.Touch(ctx, l.ID); err != nil {
+					t.Fatalf("round %d: a live session is gone: %v", round, err)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		if s.Evicted() < 19_000 {
+			t.Fatalf("%d evicted, want the flood's", s.Evicted())
+		}
+		for _, l := range live {
+			if _, err := s.Resume(ctx, l.ID, l.Token, "live", sessions.Attempt{}); err != nil {
+				t.Fatalf("a live session cannot resume: %v", err)
+			}
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -117,6 +118,14 @@ type Options struct {
 	MaxInFlight int
 	// Prefix starts every Redis key; default "corral".
 	Prefix string
+	// MaxSessions bounds the sessions a [Memory] holds; default
+	// 1,048,576, negative: unbounded. Past it, once the expired ones are
+	// dropped, the sixteenth that would expire soonest go (counted, see
+	// [Memory.Evicted]): the sessions detached longest, since attached
+	// ones are touched every TTL/3. Such a session's resume finds
+	// nothing and starts over (the client rejoins, a position it gives
+	// is replayed or reset as for any new session). Redis keeps its own.
+	MaxSessions int
 }
 
 func (o Options) withDefaults() Options {
@@ -131,6 +140,11 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Prefix == "" {
 		o.Prefix = "corral"
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = 1 << 20
+	} else if o.MaxSessions < 0 {
+		o.MaxSessions = math.MaxInt
 	}
 	return o
 }

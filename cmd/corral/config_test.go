@@ -226,3 +226,17 @@ func TestReload(t *testing.T) {
 		t.Fatalf("reload of an invalid file: %v", err)
 	}
 }
+
+// TestConfigHistoryBounds: the in-memory history's global bounds have
+// keys, "unlimited" included, and their defaults.
+func TestConfigHistoryBounds(t *testing.T) {
+	opts := mustConfigure(t, server.Serve, "serve", "--insecure-dev")
+	if opts.HistoryMaxBytes != 256<<20 || opts.HistoryMaxKeys != 1<<20 {
+		t.Errorf("defaults: history-max-bytes %v, history-max-keys %v", opts.HistoryMaxBytes, opts.HistoryMaxKeys)
+	}
+	p := writeConfig(t, "history-max-bytes: unlimited\nhistory-max-keys: 5000\n")
+	opts = mustConfigure(t, server.Serve, "serve", "--insecure-dev", "--config", p)
+	if opts.HistoryMaxBytes != config.Unlimited || opts.HistoryMaxKeys != 5000 {
+		t.Errorf("from the file: history-max-bytes %v, history-max-keys %v", opts.HistoryMaxBytes, opts.HistoryMaxKeys)
+	}
+}

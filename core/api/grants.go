@@ -45,5 +45,8 @@ func (s *Service) grantsError(err error) *connect.Error {
 	if errors.Is(err, grants.ErrInvalid) {
 		return connectErr(connect.CodeInvalidArgument, err)
 	}
+	if errors.Is(err, grants.ErrFull) {
+		return connectErr(connect.CodeResourceExhausted, err)
+	}
 	return s.rpcError(err)
 }

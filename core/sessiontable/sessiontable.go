@@ -11,6 +11,7 @@
 package sessiontable
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -34,18 +35,59 @@ type Table[S Session] struct {
 	mu   sync.Mutex // guards the following fields
 	live map[string]S
 	// droppedAt is when each detached session lost its connection;
-	// entries older than the session TTL are swept.
-	droppedAt map[string]time.Time
+	// entries older than the session TTL are swept, and at maxDropped
+	// the oldest sixteenth goes (forgotten counts them).
+	droppedAt  map[string]time.Time
+	maxDropped int
+	forgotten  uint64
 }
+
+// MaxDropped bounds the detached sessions a Table remembers the drop time
+// of: a client reconnecting in a loop makes one a connection, kept for
+// the session TTL. Past it the oldest are forgotten (their reconnect is
+// not measured).
+const MaxDropped = 1 << 20
 
 // New returns an empty Table whose count gauge follows how many sessions
 // it holds.
 func New[S Session](count prometheus.Gauge) *Table[S] {
 	return &Table[S]{
-		count:     count,
-		live:      make(map[string]S),
-		droppedAt: make(map[string]time.Time),
+		count:      count,
+		live:       make(map[string]S),
+		droppedAt:  make(map[string]time.Time),
+		maxDropped: MaxDropped,
 	}
+}
+
+// Forgotten is how many drop times were forgotten before the session
+// expired, at MaxDropped.
+func (t *Table[S]) Forgotten() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.forgotten
+}
+
+// makeRoomLocked forgets the oldest sixteenth of droppedAt (at least one)
+// when it is at maxDropped: the sort's cost is spread over the detaches
+// that fill that room again. t.mu must be held.
+func (t *Table[S]) makeRoomLocked() {
+	if len(t.droppedAt) < t.maxDropped {
+		return
+	}
+	type cand struct {
+		id string
+		at time.Time
+	}
+	cands := make([]cand, 0, len(t.droppedAt))
+	for id, at := range t.droppedAt {
+		cands = append(cands, cand{id, at})
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return a.at.Compare(b.at) })
+	n := min(max(len(cands)-t.maxDropped+1, len(cands)/16, 1), len(cands))
+	for _, c := range cands[:n] {
+		delete(t.droppedAt, c.id)
+	}
+	t.forgotten += uint64(n)
 }
 
 // Attach makes s the attached session of its id and returns the session
@@ -81,6 +123,9 @@ func (t *Table[S]) Detach(s S, clean bool, at time.Time) bool {
 		t.count.Dec()
 	}
 	if !clean {
+		if _, ok := t.droppedAt[id]; !ok {
+			t.makeRoomLocked()
+		}
 		t.droppedAt[id] = at
 	}
 	return removed

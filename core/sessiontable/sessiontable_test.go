@@ -141,3 +141,31 @@ func TestSessionTableConcurrent(t *testing.T) {
 		t.Fatalf("after every detach: %d sessions, gauge %v; want 0, 0", n, value(t, g))
 	}
 }
+
+// TestDroppedBounded: a flood of sessions losing their connection never
+// makes the table remember more drop times than its bound; past it the
+// oldest go, counted, and the newest are still reported on reattach.
+func TestDroppedBounded(t *testing.T) {
+	tb := New[*fake](prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"}))
+	tb.maxDropped = 100
+	base := time.Unix(1000, 0)
+	var last *fake
+	for i := range 5000 {
+		s := &fake{id: fmt.Sprint("s", i), user: "u"}
+		tb.Attach(s)
+		tb.Detach(s, false, base.Add(time.Duration(i)*time.Millisecond))
+		tb.mu.Lock()
+		n := len(tb.droppedAt)
+		tb.mu.Unlock()
+		if n > 100 {
+			t.Fatalf("after %d drops %d remembered, over the bound", i+1, n)
+		}
+		last = s
+	}
+	if f := tb.Forgotten(); f < 4900 {
+		t.Fatalf("%d forgotten, want the flood's", f)
+	}
+	if _, at, ok := tb.Attach(last); !ok || !at.Equal(base.Add(4999*time.Millisecond)) {
+		t.Fatalf("the newest drop: %v %v", at, ok)
+	}
+}
