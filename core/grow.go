@@ -34,7 +34,7 @@ import (
 //     room's lock: the prefix covers exactly the chunks up to the joined
 //     seq, and live traffic brings the rest, each version once. A member
 //     with a position (a resume) gets the chunks after it from history;
-//   - the deltas of replace chunks in a class with growing.deltas: the
+//   - the deltas of replace chunks in a class with growing.delta: the
 //     room keeps the bodies of its open messages as it fans them out
 //     (growView), so a replace reaches the members, who all hold the
 //     version before it, as a fossil delta when that is smaller,
@@ -379,7 +379,7 @@ func fold(p, m *corralv1.Message) *corralv1.Message {
 }
 
 // growView is a room's open growing messages as it fanned them out, for
-// the deltas of replace chunks (growing.deltas): the body of each at the
+// the deltas of replace chunks (growing.delta): the body of each at the
 // version every member holds. Guarded by its room's lock.
 type growView struct {
 	epoch string
@@ -418,7 +418,7 @@ const maxGrowView = history.MaxOpen
 
 // liveLocked returns the chunk msg as members get it live: with a delta
 // instead of data for a replace whose delta against the body members
-// hold is smaller (in a class with growing.deltas); and moves the view
+// hold is smaller (in a class with growing.delta); and moves the view
 // past it. msg itself is not changed (history and joiners keep its data).
 // Lock must be held; called in seq order (fanoutLocked).
 func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message {
@@ -427,7 +427,7 @@ func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message 
 		return msg
 	}
 	v.lastChunk = max(v.lastChunk, msg.GetSeq())
-	if !r.core.class(r.name).Growing.Deltas {
+	if !r.core.class(r.name).Growing.Delta {
 		v.msgs = nil
 		return msg
 	}
@@ -467,7 +467,7 @@ func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message 
 // message at the room's position) when the view lacks it. Lock must be
 // held.
 func (v *growView) learnLocked(r *room, id string, p *corralv1.Message) {
-	if !r.core.class(r.name).Growing.Deltas {
+	if !r.core.class(r.name).Growing.Delta {
 		return
 	}
 	if v.epoch != r.epoch {

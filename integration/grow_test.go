@@ -27,7 +27,7 @@ const growClasses = `version: grow
 rooms:
   - name: ai
     match: "ai:*"
-    growing: {deltas: true}
+    growing: {delta: true}
   - name: tight
     match: "tight:*"
     growing: {max-bytes: 16, append-rate: 1, append-burst: 2}
@@ -99,7 +99,7 @@ func (l *chunkLog) get(id string) ([]checker.Chunk, uint64) {
 // exact body, every version exactly once and in order
 // (checker.Assembly); a retried version is stored once; regular
 // messages interleave in the room's order; GetMessage reads the whole
-// message. The class has growing.deltas: a replace chunk reaches the
+// message. The class has growing.delta: a replace chunk reaches the
 // members as a delta the checker applies. The Events stream carries the
 // assembled message once.
 func TestGrowingMessages(t *testing.T) {

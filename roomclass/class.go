@@ -50,7 +50,7 @@ type Growing struct {
 	MaxBytes    int     `yaml:"max-bytes" doc:"longest assembled body of one growing message in bytes (past it: error 4413, nothing stored; the API answers invalid_argument)"`
 	AppendRate  float64 `yaml:"append-rate" doc:"appends per second per user in one room of this class, kept by the core across the user's connections, reconnects and resumes (token bucket, past it: error 4101 with a retry delay; negative: unlimited). The internal API is not bound by it"`
 	AppendBurst int     `yaml:"append-burst" doc:"burst of that bucket"`
-	Deltas      bool    `yaml:"deltas" doc:"a replace chunk reaches the members, who hold the version before it, as a delta against that version when the delta is smaller (docs/DELTA.md)"`
+	Delta       bool    `yaml:"delta" doc:"a replace chunk reaches the members, who hold the version before it, as a delta against that version when the delta is smaller (docs/DELTA.md)"`
 }
 
 // History is a class's retained messages.
