@@ -86,18 +86,12 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 
 func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publish) {
 	name := p.GetRoom()
-	r := s.room(name)
 	// One lookup per frame: every check below sees the same class, even
 	// when a reload swaps the table meanwhile.
 	cl := c.class(name)
+	r := writeDoor(ctx, c, s, cl, name, p.GetId(), "publishing")
 	switch {
 	case r == nil:
-		c.metrics.refuse(refusedNotJoined)
-		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before publishing", name, p.GetId())
-		return
-	case c.door.RefuseReadOnly(s, cl, name, p.GetId(), false):
-		return
-	case c.door.RefusePublish(ctx, s, name, p.GetId()):
 		return
 	case len(p.GetPayload()) > cl.MaxPayload:
 		c.metrics.refuse(refusedTooLarge)
@@ -200,4 +194,22 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 	r.signalsOrNew().signal(s, &corralv1.SignalEvent{
 		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
 	})
+}
+
+// writeDoor is the door every member's write passes first (a publish, an
+// append, a set or a delete of keyed state): the room joined, a class
+// that is not read-only, the publish grant. It answers the room, or nil
+// when refused (the Error with ref sent and counted); verb ends the
+// not-joined text ("join the room before " + verb).
+func writeDoor(ctx context.Context, c *Core, s *session, cl *roomclass.Class, name, ref, verb string) *room {
+	r := s.room(name)
+	switch {
+	case r == nil:
+		c.metrics.refuse(refusedNotJoined)
+		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before "+verb, name, ref)
+		return nil
+	case c.door.RefuseReadOnly(s, cl, name, ref, false), c.door.RefusePublish(ctx, s, name, ref):
+		return nil
+	}
+	return r
 }

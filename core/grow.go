@@ -64,16 +64,10 @@ const prefixWait = 2 * time.Second
 func (g grower) clientAppend(ctx context.Context, s *session, a *corralv1.Append) {
 	c := g.c
 	name, id := a.GetRoom(), a.GetId()
-	r := s.room(name)
 	cl := c.class(name)
+	r := writeDoor(ctx, c, s, cl, name, id, "appending")
 	switch {
 	case r == nil:
-		c.metrics.refuse(refusedNotJoined)
-		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before appending", name, id)
-		return
-	case c.door.RefuseReadOnly(s, cl, name, id, false):
-		return
-	case c.door.RefusePublish(ctx, s, name, id):
 		return
 	case id == "" || len(id) > maxGrowID:
 		c.metrics.refuse(refusedInvalid)
@@ -188,18 +182,7 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 	if err != nil || res.Duplicate {
 		return res, err
 	}
-	c.metrics.published.Inc()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.loaded {
-		r.loaded = true
-		r.last, r.epoch = res.Seq, res.Epoch
-		return res, nil
-	}
-	if res.Epoch != r.epoch {
-		r.resetLocked(res.Epoch, res.Seq-1)
-	}
-	r.deliverLocked(msg)
+	r.stored(msg, res)
 	return res, nil
 }
 

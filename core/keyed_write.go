@@ -19,16 +19,10 @@ import (
 func (k *stateRooms) clientSet(ctx context.Context, s *session, f *corralv1.SetState) {
 	c := k.c
 	name, ref := f.GetRoom(), f.GetRef()
-	r := s.room(name)
 	cl := c.class(name)
+	r := writeDoor(ctx, c, s, cl, name, ref, "setting its state")
 	switch {
 	case r == nil:
-		c.metrics.refuse(refusedNotJoined)
-		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before setting its state", name, ref)
-		return
-	case c.door.RefuseReadOnly(s, cl, name, ref, false):
-		return
-	case c.door.RefusePublish(ctx, s, name, ref):
 		return
 	case len(f.GetValue()) > cl.State.MaxValue:
 		c.metrics.refuse(refusedTooLarge)
@@ -69,16 +63,10 @@ func (k *stateRooms) clientSet(ctx context.Context, s *session, f *corralv1.SetS
 func (k *stateRooms) clientDelete(ctx context.Context, s *session, f *corralv1.DeleteState) {
 	c := k.c
 	name, ref := f.GetRoom(), f.GetRef()
-	r := s.room(name)
 	cl := c.class(name)
+	r := writeDoor(ctx, c, s, cl, name, ref, "deleting its state")
 	switch {
 	case r == nil:
-		c.metrics.refuse(refusedNotJoined)
-		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before deleting its state", name, ref)
-		return
-	case c.door.RefuseReadOnly(s, cl, name, ref, false):
-		return
-	case c.door.RefusePublish(ctx, s, name, ref):
 		return
 	case c.refuseRate(s, cl, name, ref):
 		return

@@ -235,6 +235,13 @@ func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string
 	tracing.SetSeq(span, res.Seq)
 	_, fspan := tracing.Start(ctx, tracing.SpanFanout, r.name, res.Seq)
 	defer fspan.End()
+	r.stored(msg, res)
+	return res, nil
+}
+
+// stored hands msg, which history just stored as res, to the members (a
+// publish, or a growing message's chunk: grow.go).
+func (r *room) stored(msg *corralv1.Message, res history.AppendResult) {
 	r.core.metrics.published.Inc()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -243,14 +250,13 @@ func (r *room) publish(ctx context.Context, msg *corralv1.Message, dedupe string
 		// there is no one to deliver to, only the position to keep.
 		r.loaded = true
 		r.last, r.epoch = res.Seq, res.Epoch
-		return res, nil
+		return
 	}
 	if res.Epoch != r.epoch {
 		// History was lost under us (store flushed or expired).
 		r.resetLocked(res.Epoch, res.Seq-1)
 	}
 	r.deliverLocked(msg)
-	return res, nil
 }
 
 // deliver hands a message from pub/sub to the members. While a catch-up
