@@ -233,19 +233,23 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 // waitDelivered waits, at most prefixWait, until r handed seq (of epoch)
 // to its members, or moved to another epoch.
 func waitDelivered(ctx context.Context, r *room, seq uint64, epoch string) {
-	deadline := time.Now().Add(prefixWait)
-	t := time.NewTimer(0)
+	t := time.NewTimer(prefixWait)
 	defer t.Stop()
 	for {
 		r.mu.Lock()
-		ok := !r.loaded || r.epoch != epoch || r.last >= seq
-		r.mu.Unlock()
-		if ok || time.Now().After(deadline) {
+		if !r.loaded || r.epoch != epoch || r.last >= seq {
+			r.mu.Unlock()
 			return
 		}
-		t.Reset(2 * time.Millisecond)
+		if r.advanced == nil {
+			r.advanced = make(chan struct{})
+		}
+		moved := r.advanced
+		r.mu.Unlock()
 		select {
+		case <-moved:
 		case <-t.C:
+			return
 		case <-ctx.Done():
 			return
 		}

@@ -64,12 +64,15 @@ type room struct {
 	links map[*link]int
 	// joining are members whose history is being read; live messages are
 	// kept for them until they go live.
-	joining  map[*session]*catchup
-	keyed    keyedRoom                    // the room's keyed state (keyed.go)
-	grown    growView                     // open growing messages' bodies, for deltas (grow.go)
-	pending  map[uint64]*corralv1.Message // ahead of a gap
-	filling  bool                         // a gap fill is scheduled or running
-	wantFill bool                         // fill even without a known gap
+	joining map[*session]*catchup
+	keyed   keyedRoom                    // the room's keyed state (keyed.go)
+	grown   growView                     // open growing messages' bodies, for deltas (grow.go)
+	pending map[uint64]*corralv1.Message // ahead of a gap
+	filling bool                         // a gap fill is scheduled or running
+	// advanced, made by a waiter (grow.go waitDelivered), is closed and
+	// dropped when r.last or r.epoch moves (wakeLocked): nil, no waiter.
+	advanced chan struct{}
+	wantFill bool // fill even without a known gap
 	// The room's parts under this lock: the live messages held for a
 	// write delay (roomdelay.go) and the room's presence (presence.go).
 	live roomDelay
@@ -196,6 +199,7 @@ func (r *room) readState(ctx context.Context) error {
 	case st.Last > r.last && len(r.members) == 0 && len(r.joining) == 0:
 		// Nobody here saw the messages other processes appended meanwhile.
 		r.last = st.Last
+		r.wakeLocked()
 		clear(r.pending)
 	case st.Last > r.last:
 		r.scheduleFillLocked()
@@ -303,6 +307,7 @@ func (r *room) deliverLocked(msg *corralv1.Message) {
 // joining members. Lock must be held.
 func (r *room) fanoutLocked(msg *corralv1.Message) {
 	r.last = msg.GetSeq()
+	r.wakeLocked()
 	for _, cu := range r.joining {
 		if cu.overflow {
 			continue
@@ -461,6 +466,7 @@ func (r *room) catchUp() {
 func (r *room) resetLocked(epoch string, last uint64) {
 	r.live.flushLocked(flushEvent) // the held messages are of the old epoch
 	r.epoch, r.last = epoch, last
+	r.wakeLocked()
 	clear(r.pending)
 	for _, cu := range r.joining {
 		cu.overflow = true // they get a Reset when they go live
@@ -634,4 +640,13 @@ func (r *room) empty() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.members) == 0 && len(r.joining) == 0
+}
+
+// wakeLocked wakes whoever waits for the room's position to move
+// (advanced). Lock must be held.
+func (r *room) wakeLocked() {
+	if r.advanced != nil {
+		close(r.advanced)
+		r.advanced = nil
+	}
 }
