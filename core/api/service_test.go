@@ -272,3 +272,25 @@ func TestUnsubscribeReason(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIRequestBounds: the bounds on what one keyed-state or publish
+// request may name are refused invalid_argument before the core is
+// asked (the fake core would panic if it were).
+func TestAPIRequestBounds(t *testing.T) {
+	s, _ := newService(t, &fakeCore{}, nil)
+	ctx := context.Background()
+	keys := make([]string, 1001)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	if _, err := s.GetState(ctx, &corralv1.GetStateRequest{Room: "r", Keys: keys}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("GetState of 1,001 keys: %v, want invalid_argument", err)
+	}
+	long := strings.Repeat("s", 257)
+	if _, err := s.Publish(ctx, &corralv1.PublishRequest{Room: "r", Payload: []byte(`1`), IdempotencyKey: "k", Stream: long, Seq: 1}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("a publish whose stream is 257 bytes: %v, want invalid_argument", err)
+	}
+	if _, err := s.Publish(ctx, &corralv1.PublishRequest{Room: "r", Payload: []byte(`1`), Stream: "bot", Seq: 1}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("a publish with seq and no idempotency key: %v, want invalid_argument", err)
+	}
+}
