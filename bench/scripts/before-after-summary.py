@@ -3,6 +3,7 @@
 
 Reads before-after.sh's JSON records and prints, per workload and binary,
 the median (and range) of the server's CPU per delivery and of p99:
+busy room, deliveries read and delivery p99;
 broadcast, deliveries read and delivery p99; cursors, signal deliveries
 and freshness p99; storm, server CPU from the RST until all resumed per
 client, and RST-to-resumed p99.
@@ -18,6 +19,8 @@ def figures(w, rec):
     cpu = (rec.get("server") or {}).get("cpuSeconds", 0.0)
     d = rec["delivery"]
     bad = d["lost"] + d["duplicated"]
+    if w == "busy":
+        return cpu / d["received"] * 1e6, rec["latency"]["p99Ms"], bad
     if w == "broadcast":
         return cpu / d["received"] * 1e6, rec["latency"]["p99Ms"], bad
     if w == "cursors":
@@ -29,9 +32,9 @@ def figures(w, rec):
 
 def main():
     out = sys.argv[1]
-    unit = {"broadcast": "us/delivery", "cursors": "us/signal delivery",
+    unit = {"busy": "us/delivery", "broadcast": "us/delivery", "cursors": "us/signal delivery",
             "storm": "us/resumed client"}
-    for w in ("broadcast", "cursors", "storm"):
+    for w in ("busy", "broadcast", "cursors", "storm"):
         for b in ("old", "new"):
             rows = []
             for p in sorted(glob.glob(os.path.join(out, f"{b}-{w}-*.json"))):

@@ -1,13 +1,13 @@
 #!/bin/bash
 # usage: before-after.sh OLD_DIR NEW_DIR BENCH ROUNDS OUT_DIR
 #
-# Runs broadcast, cursors and storm against two corral binaries
+# Runs busy, broadcast, cursors and storm against two corral binaries
 # (OLD_DIR/corral, NEW_DIR/corral), ROUNDS rounds interleaved with the
 # order swapped each round, a fresh `corral serve` per run, the same
 # corral-bench (BENCH) as client for both. Writes OUT_DIR/<bin>-<workload>-<round>.json
 # and prints one line per run; summarise with before-after-summary.py.
-# Env: WORKLOADS (default "broadcast cursors storm") runs a subset;
-# DURATION (default 10s) is the broadcast and cursors runs' length;
+# Env: WORKLOADS (default "busy broadcast cursors storm") runs a subset;
+# DURATION (default 10s) is the busy, broadcast and cursors runs' length;
 # CLIENT (default standard: coder/websocket's reader, like most users') the
 # clients' reader.
 # Hold the load lock: flock /tmp/corral-load.lock before-after.sh ...
@@ -16,7 +16,7 @@ set -u
 OLD=$1; NEW=$2; BENCH=$3; ROUNDS=$4; OUT=$5
 mkdir -p "$OUT"
 ADDR=127.0.0.1:28680; API=127.0.0.1:28691
-WORKLOADS=${WORKLOADS:-broadcast cursors storm}
+WORKLOADS=${WORKLOADS:-busy broadcast cursors storm}
 DURATION=${DURATION:-10s}
 
 run() { # run BINDIR NAME WORKLOAD ROUND
@@ -27,6 +27,8 @@ run() { # run BINDIR NAME WORKLOAD ROUND
 	sleep 1
 	local T="--url ws://$ADDR/ws --api http://$API --pid $pid --client ${CLIENT:-standard} --quiet --json $OUT/$name-$w-$r.json"
 	case $w in
+	busy) "$BENCH" versus --server corral $T --workload busy-room --sockets 200 --rooms 1 \
+		--senders 20 --rate 400 --duration $DURATION ;;
 	broadcast) "$BENCH" broadcast $T --sockets 15000 --rooms 100 --rate 250 --duration $DURATION ;;
 	cursors) "$BENCH" cursors $T --senders 20 --duration $DURATION ;;
 	storm) "$BENCH" storm $T --clients 2000 --rooms 20 --after 2s ;;
