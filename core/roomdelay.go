@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/corral-rt/corral/core/linkserver"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
@@ -125,6 +126,6 @@ func (d *roomDelay) flushLocked(reason string) {
 	r.core.metrics.liveBatchMessages.Observe(float64(n))
 	r.core.metrics.liveBatchFlushes.WithLabelValues(reason).Inc()
 	if len(r.links) > 0 {
-		enqueueEach(r.links, frame.Live(r.name, last, r.epoch, f))
+		linkserver.EnqueueEach(r.links, frame.Live(r.name, last, r.epoch, f))
 	}
 }
