@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"github.com/corral-rt/corral/core/linkserver"
 	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/corral-rt/corral/core/api"
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/buildinfo"

@@ -3,12 +3,12 @@ package core
 import (
 	"context"
 	"github.com/corral-rt/corral/config"
-	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/roomclass"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/events"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"github.com/corral-rt/corral/config"
-	"github.com/corral-rt/corral/core/linkserver"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/prometheus/client_golang/prometheus"

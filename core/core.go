@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
+
 	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/core/eventlog"
@@ -12,9 +15,6 @@ import (
 	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/core/replay"
 	"github.com/corral-rt/corral/core/sessiontable"
-	"sync"
-	"time"
-
 	"github.com/corral-rt/corral/events"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"

@@ -3,7 +3,6 @@ package core
 import (
 	"cmp"
 	"context"
-	"github.com/corral-rt/corral/core/linkserver"
 	"log/slog"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/core/sessiontable"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/presence"

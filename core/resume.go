@@ -3,12 +3,12 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/corral-rt/corral/core/linkserver"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"

@@ -2,9 +2,9 @@ package core
 
 import (
 	"context"
-	"github.com/corral-rt/corral/core/linkserver"
 	"testing"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 

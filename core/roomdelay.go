@@ -1,10 +1,10 @@
 package core
 
 import (
-	"github.com/corral-rt/corral/core/linkserver"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"
 )

@@ -2,13 +2,13 @@ package core
 
 import (
 	"context"
-	"github.com/corral-rt/corral/core/linkserver"
 	"io"
 	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"

@@ -1,11 +1,11 @@
 package core
 
 import (
-	"github.com/corral-rt/corral/core/linkserver"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/roomclass"
 

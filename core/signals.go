@@ -2,10 +2,10 @@ package core
 
 import (
 	"fmt"
-	"github.com/corral-rt/corral/core/linkserver"
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corral-rt/corral/core/frame"
