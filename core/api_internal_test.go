@@ -115,7 +115,7 @@ func (b *fakeBus) fire(kind byte, m proto.Message) {
 
 // attachConn attaches connection conn of user on l and waits until the
 // attach has run.
-func attachConn(t *testing.T, l *link, conn uint64, user string) *session {
+func attachConn(t *testing.T, l *linkConns, conn uint64, user string) *session {
 	t.Helper()
 	l.handle(context.Background(), &linkv1.EdgeFrame{Conn: conn, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
 		Hello: &corralv1.Hello{}, Identity: &corralv1.Identity{UserId: user, Join: []string{"*"}},
@@ -186,7 +186,7 @@ func TestControlAcrossCores(t *testing.T) {
 	if v := value(t, bad); v != 3 {
 		t.Fatalf("bad commands counted %v, want 3", v)
 	}
-	if q := l.queue.Take(100, 1<<20); len(q) != 0 {
+	if q := l.Take(100, 1<<20); len(q) != 0 {
 		t.Fatalf("bad commands reached the connections: %v", q)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/api"
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/buildinfo"
@@ -38,8 +39,8 @@ func (c apiCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe stri
 // last reported in its connections' send queues; fullLink when one link
 // holds half of Config.LinkQueue frames.
 func (c apiCore) Backlog() (coreBytes, edgeBytes uint64, fullLink bool) {
-	c.links.each(func(l *link) {
-		frames, b, e := l.backlog()
+	c.links.Each(func(l *linkserver.Link) {
+		frames, b, e := l.Backlog()
 		coreBytes += uint64(b)
 		edgeBytes += e
 		fullLink = fullLink || frames >= c.cfg.LinkQueue/2
@@ -121,21 +122,21 @@ func (c apiCore) Nodes() []*corralv1.NodeInfo {
 	now := time.Now()
 	// Three snapshots, one table at a time: a link, session or room that
 	// comes or goes meanwhile may be counted or not.
-	links := c.links.all()
+	links := c.links.All()
 	sessions := c.attached.All()
 	rooms := c.rooms.all()
 
 	// An edge holds a few links to a core: one node per edge, its oldest
 	// link first.
-	slices.SortFunc(links, func(a, b *link) int { return a.started.Compare(b.started) })
+	slices.SortFunc(links, func(a, b *linkserver.Link) int { return a.Started().Compare(b.Started()) })
 	var edges []*corralv1.NodeInfo
 	byEdge := make(map[string]*corralv1.NodeInfo)
-	nodeOf := make(map[*link]*corralv1.NodeInfo, len(links))
+	nodeOf := make(map[*linkserver.Link]*corralv1.NodeInfo, len(links))
 	for _, l := range links {
-		n := byEdge[l.edge]
+		n := byEdge[l.Edge()]
 		if n == nil {
-			n = &corralv1.NodeInfo{Id: l.edge, Role: "edge", Version: l.version, UptimeMs: uint64(now.Sub(l.started).Milliseconds())}
-			byEdge[l.edge] = n
+			n = &corralv1.NodeInfo{Id: l.Edge(), Role: "edge", Version: l.Version(), UptimeMs: uint64(now.Sub(l.Started()).Milliseconds())}
+			byEdge[l.Edge()] = n
 			edges = append(edges, n)
 		}
 		nodeOf[l] = n
@@ -255,7 +256,7 @@ func (c apiCore) Kick(user, sessionID string, code corralv1.Code, reason string,
 		}
 		// Each connection's delay is spread over [d, 1.5d], so a user's
 		// many connections do not come back at once.
-		ep.link.close(ep.conn, code, reason, delayMs+uint32(rand.N(int64(delayMs)/2+1)))
+		ep.link.Close(ep.conn, code, reason, delayMs+uint32(rand.N(int64(delayMs)/2+1)))
 		ids = append(ids, s.id)
 	}
 	slices.Sort(ids)

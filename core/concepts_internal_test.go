@@ -8,10 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/events"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/corral-rt/corral/presence"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -22,9 +22,8 @@ import (
 
 // fakeLink is a link with no stream: what the core enqueues stays in its
 // queue for the test to take.
-func fakeLink(c *Core) *link {
-	return &link{core: c, queue: linkq.New[*linkv1.CoreFrame](), done: make(chan struct{}),
-		conns: make(map[uint64]*connWork), workers: make(chan struct{}, 1)}
+func fakeLink(c *Core) *linkserver.Link {
+	return linkserver.Unserved(c.linkOpts)
 }
 
 // serverFrameOf is the client's frame a link frame carries, of any kind;
@@ -53,14 +52,21 @@ func serverFrameOf(f *linkv1.CoreFrame) *corralv1.ServerFrame {
 	return nil
 }
 
+// linkQueue is what a test reads a link's queue through: an unserved
+// *linkserver.Link, or the *linkConns of one.
+type linkQueue interface {
+	Take(maxFrames, maxBytes int) []*linkv1.CoreFrame
+	Ready() <-chan struct{}
+}
+
 // frames returns the server frames queued on l for conn or for rooms, in
 // order, waiting until want have arrived (or failing after 10s).
-func frames(t *testing.T, l *link, want int) []*corralv1.ServerFrame {
+func frames(t *testing.T, l linkQueue, want int) []*corralv1.ServerFrame {
 	t.Helper()
 	var out []*corralv1.ServerFrame
 	deadline := time.Now().Add(10 * time.Second)
 	for len(out) < want {
-		for _, f := range l.queue.Take(1<<20, 1<<30) {
+		for _, f := range l.Take(1<<20, 1<<30) {
 			if sf := serverFrameOf(f); sf != nil {
 				out = append(out, sf)
 			}
@@ -69,7 +75,7 @@ func frames(t *testing.T, l *link, want int) []*corralv1.ServerFrame {
 			break
 		}
 		select {
-		case <-l.queue.Ready():
+		case <-l.Ready():
 		case <-time.After(time.Until(deadline)):
 			t.Fatalf("got %d frames, want %d: %v", len(out), want, out)
 		}

@@ -23,7 +23,7 @@ func (s *session) describe() (*corralv1.ConnectionInfo, bool) {
 	}
 	info := &corralv1.ConnectionInfo{SessionId: s.id, UserId: s.user, Protocol: s.protocol, AttachedMs: s.attached.UnixMilli()}
 	if s.ep.link != nil {
-		info.EdgeId = s.ep.link.edge
+		info.EdgeId = s.ep.link.Edge()
 	}
 	for name := range s.rooms {
 		info.Rooms = append(info.Rooms, name)

@@ -23,8 +23,16 @@ import (
 // most one store call per room at a time. A detach never waits behind the
 // queue: it drops what is queued, cancels the store call in flight, and
 // the session is released as soon as that call returns.
+//
+// It stays in package core, beside the link server (core/linkserver)
+// rather than in it: what it orders is the session's life (the attach
+// makes the session it keeps, every frame and the internal API's tasks
+// run on that session, the detach ends it), and its bounds, coalescing
+// and drops are the core's client-frame rules and reasons. The link server
+// moves frames and never sees a session; connWork will go with the
+// sessions (resume.go, session.go) when they become a package.
 type connWork struct {
-	l    *link
+	l    *linkConns
 	conn uint64
 	// ctx is the connection's work; cancel ends it, at the detach.
 	ctx    context.Context
@@ -58,7 +66,7 @@ type latestKey struct {
 	room string
 }
 
-func newConnWork(ctx context.Context, l *link, conn uint64) *connWork {
+func newConnWork(ctx context.Context, l *linkConns, conn uint64) *connWork {
 	w := &connWork{l: l, conn: conn}
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	return w
@@ -242,7 +250,7 @@ func (w *connWork) run() {
 			w.s = nil
 			w.mu.Unlock()
 			if s != nil {
-				c.detach(s, w.l, w.conn, d.GetClean())
+				c.detach(s, w.l.link, w.conn, d.GetClean())
 			}
 			return
 		}
@@ -269,7 +277,7 @@ func (w *connWork) run() {
 		}
 		switch k := f.GetKind().(type) {
 		case *linkv1.EdgeFrame_Attach:
-			s = c.attach(w.ctx, w.l, w.conn, w, k.Attach)
+			s = c.attach(w.ctx, w.l.link, w.conn, w, k.Attach)
 			w.mu.Lock()
 			w.s = s
 			w.mu.Unlock()

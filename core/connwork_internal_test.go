@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/internal/linkq"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -63,15 +63,17 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 
 // testLink is a link without a stream, with one worker slot, so a test can
 // take the slot and hold every connection's frames in their queues.
-func testLink(c *Core) *link {
-	return &link{
-		core:    c,
-		queue:   linkq.New[*linkv1.CoreFrame](),
-		done:    make(chan struct{}),
-		conns:   make(map[uint64]*connWork),
-		workers: make(chan struct{}, 1),
-	}
+func testLink(c *Core) *linkConns {
+	l := newLinkConns(c, linkserver.Unserved(c.linkOpts))
+	l.workers = make(chan struct{}, 1)
+	return l
 }
+
+// Take and Ready read the queue of l's link (linkQueue).
+func (l *linkConns) Take(maxFrames, maxBytes int) []*linkv1.CoreFrame {
+	return l.link.Take(maxFrames, maxBytes)
+}
+func (l *linkConns) Ready() <-chan struct{} { return l.link.Ready() }
 
 func (c *Core) isLive(id string) bool {
 	return c.attached.Lookup(id) != nil
@@ -131,7 +133,7 @@ func TestConnWorkFlood(t *testing.T) {
 			}
 			refused := value(t, c.metrics.refused.WithLabelValues(refusedBacklog.String()))
 			closed := false
-			for _, f := range l.queue.Take(flood, 1<<20) {
+			for _, f := range l.Take(flood, 1<<20) {
 				if f.GetClose().GetHint().GetCode() == corralv1.Code_CODE_BACKLOG_FULL {
 					closed = true
 				}

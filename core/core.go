@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
+
 	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/door"
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/everycore"
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/core/replay"
 	"github.com/corral-rt/corral/core/sessiontable"
-	"sync"
-	"time"
-
 	"github.com/corral-rt/corral/events"
+	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/grants"
 	"github.com/corral-rt/corral/history"
@@ -62,10 +64,14 @@ type Core struct {
 
 	// The three tables, each its own lock (never two held at once): the
 	// rooms in use (roomtable.go), the sessions attached to a connection
-	// (package core/sessiontable) and the open edge links (linkset.go).
+	// (package core/sessiontable) and the open edge links (the link
+	// server's, package core/linkserver).
 	rooms    *roomTable
 	attached *sessiontable.Table[*session]
-	links    *linkSet
+	links    *linkserver.Server
+	// linkOpts are the link server's settings, kept for tests' unserved
+	// links.
+	linkOpts linkserver.Options
 }
 
 // ControlAsker is a control bus that also carries queries between cores
@@ -77,6 +83,14 @@ type ControlAsker = everycore.Asker
 // each core rather than for the core (Config.NodeQuery,
 // api.Service.AskNodes).
 const NodeQueryKind = everycore.NodeQueryKind
+
+var _ linkv1connect.LinkServiceHandler = (*Core)(nil)
+
+// Link serves one edge stream until the edge closes it or it fails
+// (package core/linkserver).
+func (c *Core) Link(ctx context.Context, stream linkv1connect.LinkServiceLinkServerStream) error {
+	return c.links.Link(ctx, stream)
+}
 
 // API is the core's internal API, the RoomService handler the server
 // registers.
@@ -120,7 +134,11 @@ func New(cfg Config) *Core {
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = sessiontable.New[*session](c.metrics.sessions)
 	c.metrics.sessionDrops(cfg.Registerer, c.attached)
-	c.links = newLinkSet(c.metrics.links)
+	c.linkOpts = linkserver.Options{
+		QueueFrames: cfg.LinkQueue, Closed: errCoreClosed,
+		Links: c.metrics.links, Sends: c.metrics.linkSends, Frames: c.metrics.linkFrames, Overflows: c.metrics.linkOverflows,
+	}
+	c.links = linkserver.New(linkHandler{c}, c.linkOpts)
 	if c.sess == nil {
 		mem := sessions.NewMemory(sessions.Options{TTL: cfg.SessionTTL})
 		c.metrics.memorySessions(cfg.Registerer, mem)
@@ -193,12 +211,8 @@ func Start(ctx context.Context, cfg Config) (*Core, error) {
 // Close ends every link (their clients are told to resume), stops background
 // work and closes the stores the Core created itself. Safe to call twice.
 func (c *Core) Close() error {
-	links, first := c.links.close()
-	if !first {
+	if !c.links.Close() {
 		return nil
-	}
-	for _, l := range links {
-		l.fail(errCoreClosed)
 	}
 	c.cancel()
 	if c.sub != nil {

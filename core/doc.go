@@ -3,8 +3,8 @@
 // resumable sessions.
 //
 // Edges reach the core through [Core.Link] streams (LinkService.Link in
-// proto/corral/link/v1/link.proto, internal); each stream multiplexes
-// many client connections. Internal services call the RoomService methods
+// proto/corral/link/v1/link.proto, internal), served by package
+// core/linkserver; each stream multiplexes many client connections. Internal services call the RoomService methods
 // of [Core.API] (package core/api): Publish, Broadcast, History, Members,
 // Disconnect, and Events, which follows the event log of the history
 // store (package events) and to which the core adds member events
@@ -18,8 +18,11 @@
 // decisions: names, grants, hooks, read-only classes), core/eventlog (member
 // events for the log), core/everycore (every_core: questions to the
 // other cores, merges), core/frame (the frames sent on a link, their
-// constructors and encoded size), core/replay (the joins' batched history
-// reads), core/sessiontable (the sessions attached to a connection).
+// constructors and encoded size), core/linkserver (the LinkService stream
+// server: each link's reader, bounded queue and sender, the open links),
+// core/pubrate (the room classes' publish budgets), core/replay (the
+// joins' batched history reads), core/sessiontable (the sessions attached
+// to a connection).
 // The rest of the core's concepts are still files of this package
 // (docs/ARCHITECTURE.md "Inside the core").
 //
@@ -40,9 +43,11 @@
 //
 // # Concurrency
 //
-// Each link has one reader goroutine (which processes its frames in order)
-// and one sender goroutine that drains its bounded queue without blocking and
-// sends everything that was ready as one stream message. Producers never
-// block on a link: a link whose queue overflows is closed, and its clients
-// resume through their sessions.
+// Each link (package core/linkserver) has one reader goroutine, which hands
+// its frames in order to the core's side of the link (linkconns.go: each
+// connection's ordered work queue, connwork.go), and one sender goroutine
+// that drains its bounded queue without blocking and sends everything that
+// was ready as one stream message. Producers never block on a link: a link
+// whose queue overflows is closed, and its clients resume through their
+// sessions.
 package core

@@ -290,7 +290,7 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 	}
 	slices.SortFunc(out, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
 	for _, m := range out {
-		ep.link.enqueue(frame.Conn(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
+		ep.link.Enqueue(frame.Conn(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/delta"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/state"
@@ -285,7 +286,7 @@ func (k *stateRooms) deliverLocked(r *room, ch state.Change) {
 	kr.ring = append(kr.ring, ch)
 	k.c.metrics.stateChanges.Inc()
 	if len(r.links) > 0 {
-		enqueueEach(r.links, frame.State(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
+		linkserver.EnqueueEach(r.links, frame.State(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
 	}
 }
 
@@ -320,7 +321,7 @@ func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
 			for _, ch := range kr.ring[q.statePos+1-first:] {
 				sc := &corralv1.StateChange{Room: r.name, Key: ch.Key, Version: ch.Version, Deleted: ch.Deleted,
 					Expired: ch.Expired, Position: ch.Position, Epoch: kr.epoch, ExpiresMs: unixMs(ch.Expires), Value: ch.Value}
-				ep.link.enqueue(frame.Snapshot(ep.conn, r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
+				ep.link.Enqueue(frame.Snapshot(ep.conn, r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
 			}
 			k.c.metrics.stateResumes.WithLabelValues("since").Inc()
 			return
@@ -329,7 +330,7 @@ func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
 	if held {
 		k.c.metrics.stateResumes.WithLabelValues("snapshot").Inc()
 	}
-	ep.link.enqueue(frame.Snapshot(ep.conn, r.name, kr.snapshotFrame(r.name)))
+	ep.link.Enqueue(frame.Snapshot(ep.conn, r.name, kr.snapshotFrame(r.name)))
 }
 
 // scheduleFillLocked starts the catch-up read of room r (one at a time)
@@ -387,7 +388,7 @@ func (k *stateRooms) fill(r *room) {
 			clear(kr.pending)
 			k.c.metrics.stateSnapshots.Inc()
 			if len(r.links) > 0 {
-				enqueueEach(r.links, frame.State(r.name, kr.snapshotFrame(r.name)))
+				linkserver.EnqueueEach(r.links, frame.State(r.name, kr.snapshotFrame(r.name)))
 			}
 			k.armLocked(r)
 		default:

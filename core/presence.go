@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/core/sessiontable"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/presence"
@@ -312,9 +313,9 @@ type roomPresence struct {
 	sentCounts [2]int
 	scheduled  bool
 
-	subs    map[*session]endpoint // receive presence frames
-	pending map[*session]endpoint // get a snapshot at the next flush
-	links   map[*link]int         // subs per link
+	subs    map[*session]endpoint    // receive presence frames
+	pending map[*session]endpoint    // get a snapshot at the next flush
+	links   map[*linkserver.Link]int // subs per link
 }
 
 // maxEarly bounds the changes kept while a room's presence loads.
@@ -408,7 +409,7 @@ func (v *roomPresence) initLocked() {
 		v.dirty = make(map[string]struct{})
 		v.subs = make(map[*session]endpoint)
 		v.pending = make(map[*session]endpoint)
-		v.links = make(map[*link]int)
+		v.links = make(map[*linkserver.Link]int)
 	}
 }
 
@@ -593,7 +594,7 @@ func (v *roomPresence) flush() {
 		r.core.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
 			for _, part := range splitPresence(out, maxPresenceFrameBytes) {
-				enqueueEach(v.links, frame.Presence(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
+				linkserver.EnqueueEach(v.links, frame.Presence(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
 			}
 		}
 	}
@@ -618,9 +619,9 @@ func (v *roomPresence) flush() {
 			continue
 		}
 		for _, f := range snap {
-			ep.link.enqueue(frame.Conn(ep.conn, f))
+			ep.link.Enqueue(frame.Conn(ep.conn, f))
 		}
-		ep.link.enqueue(frame.PresenceMembership(ep.conn, r.name))
+		ep.link.Enqueue(frame.PresenceMembership(ep.conn, r.name))
 		v.subs[s] = ep
 		v.links[ep.link]++
 	}

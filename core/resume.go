@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"
@@ -29,10 +30,10 @@ const maxInstance = 64
 // attach starts or resumes the session of a new connection, whose work
 // queue is w (nil in tests that drive the core without one). It returns
 // nil when the connection was refused (a close is already queued).
-func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a *linkv1.Attach) *session {
+func (c *Core) attach(ctx context.Context, l *linkserver.Link, conn uint64, w *connWork, a *linkv1.Attach) *session {
 	id := a.GetIdentity()
 	if id.GetUserId() == "" {
-		l.close(conn, corralv1.Code_CODE_UNAUTHENTICATED, "no verified identity", 0)
+		l.Close(conn, corralv1.Code_CODE_UNAUTHENTICATED, "no verified identity", 0)
 		return nil
 	}
 	hello := a.GetHello()
@@ -45,14 +46,14 @@ func (c *Core) attach(ctx context.Context, l *link, conn uint64, w *connWork, a 
 	done(err)
 	if err != nil {
 		c.cfg.Logger.Warn("session create failed", "err", err)
-		l.close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+		l.Close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
 	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, work: w, rooms: make(map[string]*room), info: a.GetInfo(),
 		protocol: a.GetProtocol(), attached: time.Now()}
 	s.ident.Store(id)
 	c.attached.Attach(s)
-	l.enqueue(frame.Session(conn, c.welcome(st, id, false)))
+	l.Enqueue(frame.Session(conn, c.welcome(st, id, false)))
 	return s
 }
 
@@ -75,7 +76,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	done := c.metrics.storeOp("session_resume")
 	at := sessions.Attempt{Instance: r.GetInstance(), N: r.GetAttempt()}
 	if len(at.Instance) > maxInstance {
-		ep.link.close(ep.conn, corralv1.Code_CODE_BAD_FRAME, "resume.instance longer than 64 bytes", 0)
+		ep.link.Close(ep.conn, corralv1.Code_CODE_BAD_FRAME, "resume.instance longer than 64 bytes", 0)
 		return nil
 	}
 	// The store authorizes (token, user, attempt) before it changes
@@ -87,20 +88,20 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		// The client gave up on this attempt and holds the session on a
 		// newer connection: leave that one alone.
 		c.metrics.refuse(refusedStaleResume)
-		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
+		ep.link.Close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
 		return nil
 	case errors.Is(err, sessions.ErrNotFound):
-		ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
+		ep.link.Close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
 		return nil
 	case errors.Is(err, sessions.ErrTokenMismatch):
-		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
+		ep.link.Close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
 		return nil
 	case errors.Is(err, sessions.ErrUserMismatch):
-		ep.link.close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
+		ep.link.Close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
 		return nil
 	case err != nil:
 		c.cfg.Logger.Warn("session resume failed", "err", err)
-		ep.link.close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+		ep.link.Close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
 	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room), info: info,
@@ -114,7 +115,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		c.takeOver(old)
 	}
 	c.metrics.resumes.Inc()
-	ep.link.enqueue(frame.Session(ep.conn, c.welcome(st, id, true)))
+	ep.link.Enqueue(frame.Session(ep.conn, c.welcome(st, id, true)))
 
 	// The client's own positions win: it knows what it processed. Rooms
 	// the store knows but the client did not mention resume from the last
@@ -164,7 +165,7 @@ func (c *Core) takeOver(old *session) {
 	}
 	// The new connection takes the count over if it rejoins within grace.
 	c.pres.detach(old, false)
-	ep.link.close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
+	ep.link.Close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
 }
 
 // join adds s to rooms. Each room keeps live messages for s while the
@@ -258,7 +259,7 @@ type joinReq struct {
 
 // detach ends a connection's attachment: the session leaves its rooms' live
 // fan-out but stays resumable until its TTL.
-func (c *Core) detach(s *session, l *link, conn uint64, clean bool) {
+func (c *Core) detach(s *session, l *linkserver.Link, conn uint64, clean bool) {
 	s.mu.Lock()
 	if s.gone || s.ep.link != l || s.ep.conn != conn {
 		s.mu.Unlock()

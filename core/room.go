@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/tracing"
@@ -61,7 +62,7 @@ type room struct {
 	epoch   string
 	members map[*session]endpoint
 	// links counts members per link: a room frame goes once to each link.
-	links map[*link]int
+	links map[*linkserver.Link]int
 	// joining are members whose history is being read; live messages are
 	// kept for them until they go live.
 	joining map[*session]*catchup
@@ -103,7 +104,7 @@ func newRoom(c *Core, name string) *room {
 		core:    c,
 		name:    name,
 		members: make(map[*session]endpoint),
-		links:   make(map[*link]int),
+		links:   make(map[*linkserver.Link]int),
 		joining: make(map[*session]*catchup),
 		pending: make(map[uint64]*corralv1.Message),
 	}
@@ -328,7 +329,7 @@ func (r *room) fanoutLocked(msg *corralv1.Message) {
 		return
 	}
 	f := frame.Live(r.name, msg.GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
-	enqueueEach(r.links, f)
+	linkserver.EnqueueEach(r.links, f)
 }
 
 // scheduleFillLocked arranges for history to fill the gap before the
@@ -476,7 +477,7 @@ func (r *room) resetLocked(epoch string, last uint64) {
 		return
 	}
 	f := frame.Live(r.name, last, epoch, frame.Reset(r.name, last, epoch))
-	enqueueEach(r.links, f)
+	linkserver.EnqueueEach(r.links, f)
 }
 
 // beginJoin registers s as joining: live messages are kept for it from now
@@ -495,7 +496,7 @@ func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) bool {
 	}
 	if old, ok := r.members[s]; ok {
 		r.removeLocked(s, old)
-		ep.link.enqueue(frame.Membership(old.conn, r.name, false))
+		ep.link.Enqueue(frame.Membership(old.conn, r.name, false))
 	}
 	r.joining[s] = &catchup{}
 	q.target, q.roomEpoch = r.last, r.epoch
@@ -520,7 +521,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	// Held messages go before s becomes a member at the edge: s gets
 	// them in its catch-up, up to r.last, and not a second time.
 	r.live.flushLocked(flushEvent)
-	send := ep.link.enqueue
+	send := ep.link.Enqueue
 	joined := func(seq uint64, replay bool) {
 		send(frame.Position(ep.conn, r.name, seq, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
 			Room: r.name, Seq: seq, Epoch: r.epoch, Resumed: q.resumed, Replay: replay,
@@ -594,7 +595,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		send(frame.Snapshot(ep.conn, r.name, snap))
 	}
 	r.core.keyed.joinLocked(r, ep, q)
-	ep.link.enqueue(frame.Membership(ep.conn, r.name, true))
+	ep.link.Enqueue(frame.Membership(ep.conn, r.name, true))
 	r.members[s] = ep
 	r.links[ep.link]++
 	return r.last, true
@@ -630,8 +631,8 @@ func (r *room) leave(s *session, notify *corralv1.Left) bool {
 	r.removeLocked(s, ep)
 	r.signals.Load().clear(s)
 	if notify != nil {
-		ep.link.enqueue(frame.Membership(ep.conn, r.name, false))
-		ep.link.enqueue(frame.Left(ep.conn, notify))
+		ep.link.Enqueue(frame.Membership(ep.conn, r.name, false))
+		ep.link.Enqueue(frame.Left(ep.conn, notify))
 	}
 	return true
 }

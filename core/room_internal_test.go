@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
@@ -28,10 +29,10 @@ func TestFanoutOncePerLink(t *testing.T) {
 	}
 	r.deliver(&corralv1.Message{Room: "r", Seq: res.Seq})
 	for name, tc := range map[string]struct {
-		l    *link
+		l    *linkserver.Link
 		want int
 	}{"three members": {busy, 1}, "one member": {lone, 1}, "no member": {other, 0}} {
-		if n, _ := tc.l.queue.Len(); n != tc.want {
+		if n, _, _ := tc.l.Backlog(); n != tc.want {
 			t.Errorf("%s: %d frames queued, want %d", name, n, tc.want)
 		}
 	}

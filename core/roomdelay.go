@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"
 )
@@ -125,6 +126,6 @@ func (d *roomDelay) flushLocked(reason string) {
 	r.core.metrics.liveBatchMessages.Observe(float64(n))
 	r.core.metrics.liveBatchFlushes.WithLabelValues(reason).Inc()
 	if len(r.links) > 0 {
-		enqueueEach(r.links, frame.Live(r.name, last, r.epoch, f))
+		linkserver.EnqueueEach(r.links, frame.Live(r.name, last, r.epoch, f))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"
@@ -16,7 +17,7 @@ import (
 
 // delayCore is a core whose rooms "d:*" have a 20 ms write delay, with
 // one fake link.
-func delayCore(t *testing.T) (*Core, *link) {
+func delayCore(t *testing.T) (*Core, *linkserver.Link) {
 	c := New(Config{
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Classes: oneClass("d:*", func(c *roomclass.Class) { c.WriteDelay = 20 * time.Millisecond }),
@@ -27,7 +28,7 @@ func delayCore(t *testing.T) (*Core, *link) {
 
 // joinConn attaches conn on l and joins room, returning the session once
 // its Joined is queued (the frames before it are taken).
-func joinConn(t *testing.T, c *Core, l *link, conn uint64, room string) *session {
+func joinConn(t *testing.T, c *Core, l *linkserver.Link, conn uint64, room string) *session {
 	t.Helper()
 	ctx := context.Background()
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
@@ -41,9 +42,9 @@ func joinConn(t *testing.T, c *Core, l *link, conn uint64, room string) *session
 }
 
 // taken is what is queued on l now, as the server frames it carries.
-func taken(l *link) []*corralv1.ServerFrame {
+func taken(l *linkserver.Link) []*corralv1.ServerFrame {
 	var out []*corralv1.ServerFrame
-	for _, f := range l.queue.Take(1<<20, 1<<30) {
+	for _, f := range l.Take(1<<20, 1<<30) {
 		if sf := serverFrameOf(f); sf != nil {
 			out = append(out, sf)
 		}
@@ -199,7 +200,7 @@ func TestWriteDelayEvents(t *testing.T) {
 		r.resetLocked("new-epoch", 0)
 		r.mu.Unlock()
 		var lives []*linkv1.RoomLive
-		for _, f := range l.queue.Take(1<<20, 1<<30) {
+		for _, f := range l.Take(1<<20, 1<<30) {
 			if lv := f.GetLive(); lv != nil {
 				lives = append(lives, lv)
 			}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/roomclass"
 
@@ -130,7 +131,7 @@ func (s *session) isGone() bool {
 
 func (s *session) sendTo(f *corralv1.ServerFrame) {
 	if ep, ok := s.endpoint(); ok {
-		ep.link.send(ep.conn, f)
+		ep.link.Send(ep.conn, f)
 	}
 }
 
@@ -157,7 +158,7 @@ func (s *session) room(name string) *room {
 
 // endpoint is where a member's frames go: a connection on a link.
 type endpoint struct {
-	link *link
+	link *linkserver.Link
 	conn uint64
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corral-rt/corral/core/frame"
@@ -201,7 +202,7 @@ func (st *roomSignals) flush() {
 		return
 	}
 	f := frame.Signals(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}})
-	enqueueEach(r.links, f)
+	linkserver.EnqueueEach(r.links, f)
 }
 
 // snapshot is the current value of every key, for a member going live,

@@ -6,7 +6,7 @@ import (
 	"github.com/corral-rt/corral/internal/safetext"
 )
 
-// The frames the core sends on a link (the core's link.go); see the
+// The frames the core sends on a link (package core/linkserver); see the
 // package comment.
 
 // Reset tells a client that its position in room is gone: it

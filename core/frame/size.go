@@ -7,9 +7,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The encoded size of a CoreFrame, which the link's queue is bounded by
-// (the core's link.enqueue, enqueueEach). proto.Size walks a frame through
-// reflection, two oneofs deep (CoreFrame, then ServerFrame) and deeper for
+// The encoded size of a CoreFrame, which the link's queue counts
+// (linkserver.Link.Enqueue, linkserver.EnqueueEach). proto.Size walks a
+// frame through reflection, two oneofs deep (CoreFrame, then ServerFrame) and deeper for
 // a Batch; on a connection's worker goroutine that walk also grew the
 // goroutine's stack. In a rejoin storm it was the largest single cost of
 // the join path (1.4% of the server's CPU, most of it the replay's

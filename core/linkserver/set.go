@@ -1,4 +1,4 @@
-package core
+package linkserver
 
 import (
 	"sync"
@@ -6,26 +6,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// linkSet holds the open edge links of this core and whether the core is
+// set holds the open edge links of a Server and whether the server is
 // closed, so that a link never opens after Close took the set. It is its
 // own lock; callers never lock it from outside, and no other table's lock
 // is ever held with it.
-type linkSet struct {
+type set struct {
 	// count follows len(links).
 	count prometheus.Gauge
 
 	mu     sync.Mutex // guards the following fields
-	links  map[*link]struct{}
+	links  map[*Link]struct{}
 	closed bool
 }
 
-func newLinkSet(count prometheus.Gauge) *linkSet {
-	return &linkSet{count: count, links: make(map[*link]struct{})}
+func newSet(count prometheus.Gauge) *set {
+	return &set{count: count, links: make(map[*Link]struct{})}
 }
 
 // add puts l in the set; it reports false, and does not, once the set is
 // closed.
-func (ls *linkSet) add(l *link) bool {
+func (ls *set) add(l *Link) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.closed {
@@ -37,7 +37,7 @@ func (ls *linkSet) add(l *link) bool {
 }
 
 // remove takes l out of the set; a link not in it is ignored.
-func (ls *linkSet) remove(l *link) {
+func (ls *set) remove(l *Link) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if _, ok := ls.links[l]; ok {
@@ -47,15 +47,15 @@ func (ls *linkSet) remove(l *link) {
 }
 
 // all returns the open links, in no order.
-func (ls *linkSet) all() []*link {
+func (ls *set) all() []*Link {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.allLocked()
 }
 
 // allLocked returns the open links. Lock must be held.
-func (ls *linkSet) allLocked() []*link {
-	out := make([]*link, 0, len(ls.links))
+func (ls *set) allLocked() []*Link {
+	out := make([]*Link, 0, len(ls.links))
 	for l := range ls.links {
 		out = append(out, l)
 	}
@@ -65,7 +65,7 @@ func (ls *linkSet) allLocked() []*link {
 // each calls fn for each open link, under the set's lock: fn may take the
 // link's own locks (its queue's, for backlog) but must not block nor use
 // the set.
-func (ls *linkSet) each(fn func(*link)) {
+func (ls *set) each(fn func(*Link)) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for l := range ls.links {
@@ -76,7 +76,7 @@ func (ls *linkSet) each(fn func(*link)) {
 // close closes the set and returns the links open at that moment, which
 // the caller ends; first is false, and links nil, when it was closed
 // already.
-func (ls *linkSet) close() (links []*link, first bool) {
+func (ls *set) close() (links []*Link, first bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.closed {

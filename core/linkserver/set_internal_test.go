@@ -1,25 +1,26 @@
-package core
+package linkserver
 
 import (
 	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
-func testLinkSet() (*linkSet, prometheus.Gauge) {
+func testSet() (*set, prometheus.Gauge) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "links"})
-	return newLinkSet(g), g
+	return newSet(g), g
 }
 
 func TestLinkSetAddRemoveClose(t *testing.T) {
-	ls, g := testLinkSet()
-	a, b := &link{}, &link{}
+	ls, g := testSet()
+	a, b := &Link{}, &Link{}
 	if !ls.add(a) || !ls.add(b) {
 		t.Fatal("add refused before close")
 	}
 	n := 0
-	ls.each(func(*link) { n++ })
+	ls.each(func(*Link) { n++ })
 	if n != 2 || value(t, g) != 2 {
 		t.Fatalf("each saw %d links, gauge %v; want 2, 2", n, value(t, g))
 	}
@@ -35,7 +36,7 @@ func TestLinkSetAddRemoveClose(t *testing.T) {
 	if links, first := ls.close(); first || links != nil {
 		t.Fatal("a second close returned links again")
 	}
-	if ls.add(&link{}) {
+	if ls.add(&Link{}) {
 		t.Fatal("a link was added after close")
 	}
 	ls.remove(b)
@@ -49,15 +50,15 @@ func TestLinkSetAddRemoveClose(t *testing.T) {
 // accepted after.
 func TestLinkSetCloseRace(t *testing.T) {
 	for range 50 {
-		ls, _ := testLinkSet()
+		ls, _ := testSet()
 		var mu sync.Mutex
-		accepted := make(map[*link]bool)
-		var closed []*link
+		accepted := make(map[*Link]bool)
+		var closed []*Link
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
 				for range 20 {
-					l := &link{}
+					l := &Link{}
 					if ls.add(l) {
 						mu.Lock()
 						accepted[l] = true
@@ -77,4 +78,14 @@ func TestLinkSetCloseRace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// value reads a counter's or a gauge's value.
+func value(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue() + d.GetGauge().GetValue()
 }
