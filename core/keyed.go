@@ -50,7 +50,11 @@ type stateRooms struct {
 	c     *Core
 	store state.Store
 	own   bool        // the core made the store: Close closes it
-	feed  *state.Feed // other processes' changes; nil: this core is the only writer
+	feed  *state.Feed // other processes' changes; nil: this core is the only writer, or carried
+	// carried: the changes ride the rooms' message channels (one pub/sub
+	// subscription per room, state.RedisOptions.Channel); the messages'
+	// subscription brings them (onTagged).
+	carried bool
 	// gapWait is how long a gap may stay open before a read closes it
 	// (gapWait, as a room's messages: two writes of this core that finish
 	// out of order close it at once, without a read).
@@ -90,8 +94,15 @@ func newStateRooms(c *Core) *stateRooms {
 	return k
 }
 
-// follow starts the store's feed when it has one (Redis).
+// follow starts bringing other processes' changes: on the messages'
+// subscription when the store publishes them on the rooms' message
+// channels, else on the store's own feed when it has one (Redis).
 func (k *stateRooms) follow(ctx context.Context) error {
+	if sh, ok := k.store.(interface{ SharesChannel() bool }); ok && sh.SharesChannel() && k.c.sub != nil {
+		k.carried = true
+		k.c.sub.OnTagged(k.onTagged)
+		return nil
+	}
 	f, ok := k.store.(interface {
 		Follow(context.Context, state.FeedOptions) (*state.Feed, error)
 	})
@@ -106,9 +117,7 @@ func (k *stateRooms) follow(ctx context.Context) error {
 		},
 		OnGap: func(room string) {
 			if r := k.c.rooms.get(room); r != nil {
-				r.mu.Lock()
-				k.scheduleFillLocked(r, 0)
-				r.mu.Unlock()
+				k.gap(r)
 			}
 		},
 	})
@@ -117,6 +126,29 @@ func (k *stateRooms) follow(ctx context.Context) error {
 	}
 	k.feed = feed
 	return nil
+}
+
+// onTagged receives a tagged publication of a room's channel: a change
+// of its state (or, unreadable, a gap). It must not block.
+func (k *stateRooms) onTagged(room string, data []byte) {
+	r := k.c.rooms.get(room)
+	if r == nil || !state.IsChange(data) {
+		return
+	}
+	epoch, ch, err := state.ParseChange(data)
+	if err != nil {
+		k.gap(r)
+		return
+	}
+	k.apply(r, epoch, ch)
+}
+
+// gap says some changes of room r may have been missed (a broken or
+// moved subscription): a catch-up read closes it.
+func (k *stateRooms) gap(r *room) {
+	r.mu.Lock()
+	k.scheduleFillLocked(r, 0)
+	r.mu.Unlock()
 }
 
 func (k *stateRooms) close() error {
@@ -149,8 +181,15 @@ func (k *stateRooms) load(ctx context.Context, r *room) error {
 		}
 		r.mu.Unlock()
 	}()
-	if k.feed != nil {
+	switch {
+	case k.feed != nil:
 		if err := k.feed.Add(ctx, r.name); err != nil {
+			return fmt.Errorf("core: follow the state of %q: %w", r.name, err)
+		}
+	case k.carried:
+		// The room's one subscription (confirmed at once when the join
+		// made it already).
+		if err := k.c.subscribe(ctx, r.name); err != nil {
 			return fmt.Errorf("core: follow the state of %q: %w", r.name, err)
 		}
 	}
