@@ -130,10 +130,11 @@ func (m *stateMember) matches(snap *corralv1.StateSnapshot) string {
 
 // TestKeyedStateCanvas: writers set, CAS, delete and expire keys of a
 // canvas room; a member joins late, one resumes after missing changes
-// (the kept changes are replayed), one after more than are kept (a
-// fresh snapshot, explicit); every member's state, rebuilt with the
-// deltas applied (checker.Values), equals the store's. In memory and on
-// Redis.
+// (the core's kept changes are replayed), one after more than the core
+// keeps but fewer than the store does (the store's changes, no
+// snapshot), one after more than the store keeps (a fresh snapshot,
+// explicit); every member's state, rebuilt with the deltas applied
+// (checker.Values), equals the store's. In memory and on Redis.
 func TestKeyedStateCanvas(t *testing.T) {
 	for _, mode := range []string{"serve", "redis"} {
 		t.Run(mode, func(t *testing.T) {
@@ -155,6 +156,7 @@ func TestKeyedStateCanvas(t *testing.T) {
 			early := join("early", protocol.JSON)
 			cut := join("cut", protocol.Proto)
 			far := join("far", protocol.Proto)
+			gone := join("gone", protocol.Proto)
 
 			// full[key][version] is what the writers set.
 			full := map[string]map[uint64][]byte{}
@@ -218,11 +220,13 @@ func TestKeyedStateCanvas(t *testing.T) {
 
 			// cut leaves after this point, far too; they come back later
 			// with their positions.
-			waitConverged(t, d, room, writer, early, cut, far)
+			waitConverged(t, d, room, writer, early, cut, far, gone)
 			cutEpoch, cutPos := cut.position()
 			farEpoch, farPos := far.position()
+			goneEpoch, gonePos := gone.position()
 			cut.c.CloseNow()
 			far.c.CloseNow()
+			gone.c.CloseNow()
 
 			edits(writer.c, 30, 100) // fewer than the 256 kept
 			// The resumed connection's view is what cut held.
@@ -251,17 +255,21 @@ func TestKeyedStateCanvas(t *testing.T) {
 			}
 			back := followState(t, resumed, room, held)
 
-			edits(writer.c, 300, 1000) // more than kept
+			edits(writer.c, 300, 1000) // more than the core keeps (256), fewer than the store (1,000)
 			late := join("late", protocol.JSON)
-			farBack := followState(t, dial(t, d, "far", protocol.Proto), room, nil)
+			farBack := followState(t, dial(t, d, "far", protocol.Proto), room, farView(far))
 			joinAt(t, ctx, farBack.c, room, farEpoch, farPos)
+			waitConverged(t, d, room, writer, early, late, back, farBack)
+			edits(writer.c, 720, 2000) // gone has now missed more than the store keeps
+			goneBack := followState(t, dial(t, d, "gone", protocol.Proto), room, nil)
+			joinAt(t, ctx, goneBack.c, room, goneEpoch, gonePos)
 
 			// The TTL keys expired meanwhile; every member saw them go.
 			eventually.True(t, 10*time.Second, func() bool {
 				s, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: room, Keys: []string{"cursor", "cursor2"}})
 				return err == nil && len(s.GetSnapshot().GetEntries()) == 0
 			}, "the cursor keys expire")
-			waitConverged(t, d, room, writer, early, late, back, farBack)
+			waitConverged(t, d, room, writer, early, late, back, farBack, goneBack)
 
 			// Expiries with no write after them: the cores' timers bring
 			// them, one deadline after the other.
@@ -274,7 +282,7 @@ func TestKeyedStateCanvas(t *testing.T) {
 				s, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: room, Keys: []string{"ping0", "ping1"}})
 				return err == nil && len(s.GetSnapshot().GetEntries()) == 0
 			}, "the ping keys expire")
-			waitConverged(t, d, room, writer, early, late, back, farBack)
+			waitConverged(t, d, room, writer, early, late, back, farBack, goneBack)
 
 			// The resumed member got only the changes it missed, no
 			// snapshot; the one past what is kept got a snapshot.
@@ -284,10 +292,15 @@ func TestKeyedStateCanvas(t *testing.T) {
 			}
 			back.mu.Unlock()
 			farBack.mu.Lock()
-			if farBack.snapshots != 1 {
-				t.Errorf("resume past the kept changes: %d snapshots, want 1", farBack.snapshots)
+			if farBack.snapshots != 0 || farBack.changes < 330 {
+				t.Errorf("resume past the core's kept changes, within the store's: %d snapshots, %d changes; want 0 and the 330+ missed", farBack.snapshots, farBack.changes)
 			}
 			farBack.mu.Unlock()
+			goneBack.mu.Lock()
+			if goneBack.snapshots != 1 {
+				t.Errorf("resume past the store's kept changes: %d snapshots, want 1", goneBack.snapshots)
+			}
+			goneBack.mu.Unlock()
 
 			// Every value each member rebuilt (deltas applied) is what a
 			// writer set at that version.
@@ -311,6 +324,19 @@ func TestKeyedStateCanvas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// farView is m's view as a StateSnapshot: what a client that held it
+// continues from.
+func farView(m *stateMember) *corralv1.StateSnapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held := &corralv1.StateSnapshot{Room: m.view.Room, Epoch: m.view.Epoch, Position: m.view.Position}
+	for _, k := range m.view.Keys() {
+		e, _ := m.view.Get(k)
+		held.Entries = append(held.Entries, &corralv1.StateEntry{Key: k, Value: e.Value, Version: e.Version, ExpiresMs: e.ExpiresMs})
+	}
+	return held
 }
 
 // joinAt joins room on c continuing from a keyed-state position.
