@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/eventually"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -427,49 +428,92 @@ func TestKeyedStateRefusals(t *testing.T) {
 	}
 }
 
-// TestKeyedStateAcrossCores: two cores on one Redis; writers on each,
+// TestKeyedStateAcrossCores: two cores on one Redis (single, Cluster); writers on each,
 // members on each, a late joiner on the other: every member's state,
 // deltas applied, equals the store's (the state feed brings each core
 // the other's writes, in order).
 func TestKeyedStateAcrossCores(t *testing.T) {
-	_, classes := classFile(t, keyedClasses)
-	a, _, da, db := twoCores(t, func(o *server.Options) {
-		classes(o)
-		o.Node.InternalAddr, o.APIKeys = "127.0.0.1:0", []string{testAPIKey}
-	})
-	da.api = apiclient.New("http://"+a.InternalAddr(), testAPIKey, nil)
-	ctx := testCtx(t)
-	const room = "canvas:x"
-	join := func(d *deployment, user string) *stateMember {
-		c := dial(t, d, user, protocol.Proto)
-		m := followState(t, c, room, nil)
-		if _, err := c.Join(ctx, room, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	wa, wb := join(da, "wa"), join(db, "wb")
-	ma, mb := join(da, "ma"), join(db, "mb")
-	var g sync.WaitGroup
-	for i, w := range []*stateMember{wa, wb} {
-		g.Go(func() {
-			for n := range 60 {
-				v := fmt.Appendf(nil, `{"by":%d,"n":%d,"text":"%s"}`, i, n, strings.Repeat("the same long text ", 4))
-				if _, err := w.c.SetState(ctx, room, fmt.Sprint("obj", n%4), v, client.StateOptions{}); err != nil {
-					t.Error(err)
-					return
+	for _, mode := range []string{"redis", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			var redisURL, prefix string
+			var cl *redistest.Cluster
+			if mode == "cluster" {
+				if testing.Short() {
+					t.Skip("starts a Redis Cluster")
+				}
+				// Sharded pub/sub: a room's changes and messages on its one
+				// channel, SSUBSCRIBEd on the node of its slot.
+				cl = redistest.StartCluster(t)
+				redisURL, prefix = cl.URL(), redistest.Prefix(t)
+			}
+			_, classes := classFile(t, keyedClasses)
+			a, _, da, db := twoCores(t, func(o *server.Options) {
+				classes(o)
+				o.Node.InternalAddr, o.APIKeys = "127.0.0.1:0", []string{testAPIKey}
+				if redisURL != "" {
+					o.RedisURL, o.RedisPrefix = redisURL, prefix
+				}
+			})
+			da.api = apiclient.New("http://"+a.InternalAddr(), testAPIKey, nil)
+			ctx := testCtx(t)
+			const room = "canvas:x"
+			join := func(d *deployment, user string) *stateMember {
+				c := dial(t, d, user, protocol.Proto)
+				m := followState(t, c, room, nil)
+				if _, err := c.Join(ctx, room, 0, ""); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			wa, wb := join(da, "wa"), join(db, "wb")
+			ma, mb := join(da, "ma"), join(db, "mb")
+			if cl != nil {
+				// One shard channel for the room, messages and state, with
+				// one subscriber per core.
+				var chs []string
+				for i := range 3 {
+					n := cl.Node(i)
+					got, err := n.Do(ctx, n.B().PubsubShardchannels().Pattern("*{"+room+"}*").Build()).AsStrSlice()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, ch := range got {
+						res, err := n.Do(ctx, n.B().PubsubShardnumsub().Channel(ch).Build()).ToArray()
+						if err != nil || len(res) != 2 {
+							t.Fatal(res, err)
+						}
+						if subs, _ := res[1].AsInt64(); subs != 2 {
+							t.Errorf("%s: %d subscribers, want one per core", ch, subs)
+						}
+					}
+					chs = append(chs, got...)
+				}
+				if len(chs) != 1 {
+					t.Errorf("the room's shard channels: %v, want its one", chs)
 				}
 			}
+			var g sync.WaitGroup
+			for i, w := range []*stateMember{wa, wb} {
+				g.Go(func() {
+					for n := range 60 {
+						v := fmt.Appendf(nil, `{"by":%d,"n":%d,"text":"%s"}`, i, n, strings.Repeat("the same long text ", 4))
+						if _, err := w.c.SetState(ctx, room, fmt.Sprint("obj", n%4), v, client.StateOptions{}); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			g.Wait()
+			late := join(db, "late")
+			waitConverged(t, da, room, wa, wb, ma, mb, late)
+			for name, m := range map[string]*stateMember{"ma": ma, "mb": mb} {
+				m.mu.Lock()
+				if m.changes < 120 {
+					t.Errorf("%s applied %d changes, want the 120 written", name, m.changes)
+				}
+				m.mu.Unlock()
+			}
 		})
-	}
-	g.Wait()
-	late := join(db, "late")
-	waitConverged(t, da, room, wa, wb, ma, mb, late)
-	for name, m := range map[string]*stateMember{"ma": ma, "mb": mb} {
-		m.mu.Lock()
-		if m.changes < 120 {
-			t.Errorf("%s applied %d changes, want the 120 written", name, m.changes)
-		}
-		m.mu.Unlock()
 	}
 }
