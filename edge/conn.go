@@ -73,11 +73,7 @@ type conn struct {
 	// the core, which answers after the Welcome (client.proto: Welcome
 	// comes first); after, the edge answers it.
 	welcomed atomic.Bool
-	// welcome is closed once welcomed is set (markWelcomed): the reader
-	// waits on it before answering a frame itself (awaitWelcome).
-	welcome     chan struct{}
-	welcomeOnce sync.Once
-	lastRead    atomic.Int64 // mono.Now nanoseconds of the last frame read
+	lastRead atomic.Int64 // mono.Now nanoseconds of the last frame read
 	// writeStart is when the socket was found full by a write not yet
 	// finished (0: none): a blocking write began, or a write without
 	// blocking left a tail. The edge's sweeper cuts writes that pass
@@ -87,7 +83,6 @@ type conn struct {
 	// writers counts the writer token (0 or 1; see startWriterLocked):
 	// finish waits for a queued close to be written.
 	writers sync.WaitGroup
-	done    chan struct{} // closed when the reader is finished
 
 	// Guarded by the poller's mu: the socket is in the poller's set of
 	// sockets waiting for room (armed or not).
@@ -118,6 +113,12 @@ type conn struct {
 	ended       bool // the reader is done: no writer starts any more
 	closeCode   corralv1.Code
 	closeReason string
+	// welcome is made by a reader that waits for the Welcome
+	// (awaitWelcome) and closed by markWelcomed, which then leaves
+	// welcomeDone in its place; nil until one of them runs. Made only when
+	// needed: most connections never wait, and a channel is ~100 bytes
+	// each of them would keep.
+	welcome chan struct{}
 
 	// Guarded by link.mu, not mu:
 	// attach is what the core was told when the connection attached, and
@@ -135,18 +136,16 @@ type conn struct {
 
 func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, remote string) *conn {
 	c := &conn{
-		e:       e,
-		ws:      ws,
-		nc:      hj.nc,
-		wire:    hj.wire,
-		br:      hj.br,
-		sock:    hj.sock,
-		enc:     enc,
-		remote:  remote,
-		id:      e.nextID.Add(1),
-		done:    make(chan struct{}),
-		welcome: make(chan struct{}),
-		limits:  newLimiter(e.rules),
+		e:      e,
+		ws:     ws,
+		nc:     hj.nc,
+		wire:   hj.wire,
+		br:     hj.br,
+		sock:   hj.sock,
+		enc:    enc,
+		remote: remote,
+		id:     e.nextID.Add(1),
+		limits: newLimiter(e.rules),
 		// Edge.serveWS sets the real one.
 		handshakeDone: func() {},
 	}
@@ -179,7 +178,6 @@ func (c *conn) finish(clean bool) {
 	if c.userCounted {
 		c.e.userDone(c.user, c.limits.bucket(bucketMessages))
 	}
-	close(c.done)
 	c.link.detach(c, clean)
 	c.mu.Lock()
 	c.ended = true
@@ -450,9 +448,25 @@ func answeredHere(f *corralv1.ClientFrame) bool {
 // link after it queued the Welcome; safe to call again.
 func (c *conn) markWelcomed() {
 	c.welcomed.Store(true)
-	if c.welcome != nil { // nil in tests that build a conn by hand
-		c.welcomeOnce.Do(func() { close(c.welcome) })
+	c.mu.Lock()
+	if c.welcome != nil && c.welcome != welcomeDone {
+		close(c.welcome)
 	}
+	c.welcome = welcomeDone
+	c.mu.Unlock()
+}
+
+// welcomeDone is conn.welcome once the Welcome is queued: closed, shared.
+var welcomeDone = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// welcomeChan returns the channel markWelcomed closes, made if need be.
+func (c *conn) welcomeChan() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.welcome == nil {
+		c.welcome = make(chan struct{})
+	}
+	return c.welcome
 }
 
 // awaitWelcome waits on the reader until the Welcome is queued. It
@@ -464,9 +478,10 @@ func (c *conn) awaitWelcome() bool {
 	defer deadline.Stop()
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
+	welcome := c.welcomeChan()
 	for {
 		select {
-		case <-c.welcome:
+		case <-welcome:
 			return true
 		case <-deadline.C:
 			c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "no welcome from the server", 0, false)

@@ -29,6 +29,8 @@ type Edge struct {
 	// id names this edge to its cores (RoomService.Info), on every link.
 	id     string
 	poller *poller // nil: connections never park
+	// settle returns the heap to the OS after a connect burst (settle.go).
+	settle *settler
 	// senders write the connections' queued frames (sender.go), a
 	// connection to each by its id.
 	senders []*sender
@@ -77,6 +79,7 @@ func New(cfg Config) (*Edge, error) {
 		spent:   make(map[string]bucket),
 		rules:   bucketRules(&cfg),
 		poller:  newPoller(),
+		settle:  newSettler(),
 		// One sender per core: a pass writes its sockets on one core.
 		senders: newSenders(runtime.GOMAXPROCS(0), m.flushPass),
 	}
@@ -192,6 +195,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.metrics.accepted.Inc()
+	e.settle.accepted(mono.Now())
 	enc, ok := protocol.EncodingOf(ws.Subprotocol())
 	if !ok {
 		// No subprotocol offered: JSON, so any WebSocket tool can talk.
@@ -307,6 +311,10 @@ func (e *Edge) sweep() {
 		}
 		for _, l := range e.links {
 			l.giveUpOrphans()
+		}
+		if d := e.settle.settle(mono.Now()); d > 0 {
+			e.metrics.settles.Inc()
+			e.metrics.settleSeconds.Add(d.Seconds())
 		}
 	}
 }
