@@ -1,11 +1,9 @@
 package edge
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -13,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/corral-rt/corral/auth"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -28,18 +25,17 @@ import (
 // park.go), and at most one writer at a time: whoever holds its writer
 // token (writing), see send.
 type conn struct {
-	e  *Edge
-	ws *websocket.Conn
+	e *Edge
 	// wire carries every write to nc (see wire.go).
 	wire *wire
-	// nc is ws's network connection. The writer writes data messages to it
-	// directly, framed by the edge (see wsframe.Frame), each in one
-	// Write; coder/websocket writes only control frames (close, pong),
-	// each also in one Write, so frames never interleave.
+	// nc is the client's network connection (nil for an HTTP carrier).
+	// The writer writes data messages to it, framed by the edge (see
+	// wsframe.Frame), each in one Write; the reader writes control frames
+	// (pong, close: wsconn.go), each also in one Write, so frames never
+	// interleave.
 	nc net.Conn
-	// br and sock are what ws reads (see buffers.go); raw is nc for the
-	// poller (nil: never parks).
-	br     *bufio.Reader
+	// sock is what the reader reads (see buffers.go, wsconn.go); raw is
+	// nc for the poller (nil: never parks).
 	sock   *sock
 	raw    syscall.RawConn
 	enc    protocol.Encoding
@@ -62,12 +58,15 @@ type conn struct {
 	hook  *hookRequest
 	calls atomic.Int32
 	// stream: the connection's HTTP carrier (SSE or HTTP streaming,
-	// stream.go); nil for a WebSocket (ws).
+	// stream.go); nil for a WebSocket.
 	stream *stream
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
 	registered, cut bool
+	// closeSent: a close frame was written to the socket; no control
+	// frame follows it (wsconn.go). Guarded by wire.mu.
+	closeSent bool
 
 	// welcomed: the client's Welcome is queued. Until then a ping goes to
 	// the core, which answers after the Welcome (client.proto: Welcome
@@ -134,13 +133,11 @@ type conn struct {
 	unanswered []request
 }
 
-func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, remote string) *conn {
+func newConn(e *Edge, hj *hijacker, enc protocol.Encoding, remote string) *conn {
 	c := &conn{
 		e:      e,
-		ws:     ws,
 		nc:     hj.nc,
 		wire:   hj.wire,
-		br:     hj.br,
 		sock:   hj.sock,
 		enc:    enc,
 		remote: remote,
@@ -160,9 +157,6 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 // serve runs the connection on its first reader goroutine: hello, attach,
 // then frames until it ends or parks.
 func (c *conn) serve() {
-	// The read limit is enforced below so that an oversize frame gets
-	// corral's own close code.
-	c.ws.SetReadLimit(-1)
 	if ok, clean := c.hello(); !ok {
 		c.finish(clean)
 		return
@@ -216,7 +210,7 @@ func (c *conn) cutOff() {
 	if c.stream != nil {
 		c.stream.cut(c)
 	} else {
-		c.ws.CloseNow()
+		c.nc.Close()
 	}
 	c.e.poller.closed(c)
 }
@@ -258,7 +252,7 @@ func (c *conn) hello() (ok, clean bool) {
 	helloTimer := time.AfterFunc(c.e.cfg.HelloTimeout, func() {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
 		// The handshake is over now, not once the close handshake is
-		// (coder/websocket waits up to 5 s for a silent peer's reply):
+		// (the close waits up to closeWait for a silent peer's reply):
 		// Config.MaxPending counts sockets within their hello deadline.
 		c.handshakeDone()
 	})
@@ -501,14 +495,12 @@ func (c *conn) awaitWelcome() bool {
 
 // lingerIfIdle makes the next read linger (see sock) if nothing is
 // buffered, and reports whether it did. Not once a close is queued: the
-// writer's close handshake then reads too (under ws's read lock, which
-// the reader does not hold here), and touching sock only under mu while
-// no close is queued keeps it the reader's: the linger too is set before
-// the writer can see the close.
+// reader then waits for the client's reply to the close, which ends the
+// connection within closeWait (closeSocket), rather than parking.
 func (c *conn) lingerIfIdle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idle := !c.closing && c.br.Buffered() == 0 && c.sock.idle()
+	idle := !c.closing && c.sock.idle()
 	if idle {
 		c.sock.linger(parkAfter)
 	}
@@ -520,17 +512,9 @@ var errTooLarge = errors.New("edge: frame exceeds the read limit")
 // readFrame reads and decodes one WebSocket message.
 func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
 	for {
-		_, r, err := c.ws.Reader(ctx)
+		data, err := c.readMessage(c.e.cfg.ReadLimit)
 		if err != nil {
 			return err
-		}
-		limit := c.e.cfg.ReadLimit
-		data, err := io.ReadAll(io.LimitReader(r, limit+1))
-		if err != nil {
-			return err
-		}
-		if int64(len(data)) > limit {
-			return errTooLarge
 		}
 		c.lastRead.Store(mono.Now())
 		err = protocol.DecodeClient(c.enc, data, f)
@@ -560,9 +544,13 @@ func (c *conn) readFailed(err error, beforeHello bool) bool {
 		c.closeWith(corralv1.Code_CODE_BAD_FRAME, err.Error(), 0, false)
 	case beforeHello && errors.Is(err, context.DeadlineExceeded):
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
+	case errors.Is(err, errWSProtocol):
+		// Not a corral frame the client got wrong: the WebSocket itself
+		// (RFC 6455 §7.4.1), closed with 1002 and why.
+		c.writeClose(closeProtocol, err.Error())
 	default:
-		s := websocket.CloseStatus(err)
-		return s == websocket.StatusNormalClosure || s == websocket.StatusGoingAway
+		var closed wsClosed
+		return errors.As(err, &closed) && closed.clean()
 	}
 	return false
 }
@@ -834,7 +822,7 @@ func (c *conn) send() {
 	w := c.wire
 	if w.raw == nil || !w.mu.TryLock() {
 		// A socket that cannot be written without blocking (TLS, say),
-		// or coder/websocket writing a control frame, maybe blocking on
+		// or the reader writing a control frame, maybe blocking on
 		// a full socket: not on the shard.
 		go c.sendBlocking()
 		return
@@ -965,9 +953,10 @@ func (c *conn) sendBlocking() {
 }
 
 // closeSocket closes the socket with code once the queued close frame is
-// written: coder/websocket's close handshake, which may block (it waits
-// for the client's reply). The caller holds the writer token, kept: no
-// writer after the close.
+// written: it sends the close frame (blocking), and the reader ends the
+// connection when the client's reply comes; past closeWait without one,
+// the socket is cut. The caller holds the writer token, kept: no writer
+// after the close.
 func (c *conn) closeSocket(code corralv1.Code, reason string) {
 	defer c.writers.Done()
 	if c.stream != nil {
@@ -975,6 +964,9 @@ func (c *conn) closeSocket(code corralv1.Code, reason string) {
 		c.e.poller.closed(c)
 		return
 	}
-	c.ws.Close(websocket.StatusCode(code), reason)
-	c.e.poller.closed(c)
+	if err := c.writeClose(uint16(code), reason); err != nil {
+		c.cutOff()
+		return
+	}
+	time.AfterFunc(closeWait, c.cutOff)
 }

@@ -201,14 +201,16 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// No subprotocol offered: JSON, so any WebSocket tool can talk.
 		enc = protocol.JSON
 	}
-	// coder/websocket read through a reader of its own for the upgrade
-	// (nothing, the request was read); from now on it reads sock directly.
-	hj.br.Reset(hj.sock)
-	c := newConn(e, ws, hj, enc, r.RemoteAddr)
+	// coder/websocket did the handshake; the edge reads and closes the
+	// socket itself from now on (wsconn.go). Its Conn is let go, without
+	// its finalizer, which would close the socket.
+	runtime.SetFinalizer(ws, nil)
+	c := newConn(e, hj, enc, r.RemoteAddr)
 	c.hook = e.captureHook(r)
 	c.handshakeDone = release
 	if !e.track(c) {
-		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
+		c.writeClose(uint16(corralv1.Code_CODE_GOING_AWAY), "shutting down")
+		hj.nc.Close()
 		return
 	}
 	served = true
