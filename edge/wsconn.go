@@ -19,7 +19,7 @@ import (
 // the close cost ~1.5 KiB per idle connection (the Conn with its
 // mutexes' channels, its reader and writer, and a bufio pair in front of
 // the socket), more than a tenth of what an idle connection held
-// (docs/benchmarks/2026-12-06-1250-idle-memory-2.md).
+// (docs/benchmarks/2026-12-06-1234-idle-memory-2.md).
 //
 // Concurrency: readMessage is the connection's reader's alone, as sock
 // is. Control frames go through the connection's wire, one at a time with
