@@ -832,14 +832,14 @@ func (c *conn) send() {
 	for round := 1; ; round++ {
 		// The tail first: while the socket has not taken it, the queue
 		// stays queued, within its bounds, and a slow reader meets them.
-		r := w.sendLocked(nil)
+		r := c.sendLocked(nil)
 		var q [][]byte
 		if r == writeDone {
 			c.mu.Lock()
 			q = c.takeLocked()
 			c.mu.Unlock()
 			if len(q) > 0 {
-				r = w.sendLocked(c.message(bp, q))
+				r = c.sendLocked(c.message(bp, q))
 			}
 		}
 		if len(q) > 0 && r != writeFailed {
@@ -916,12 +916,12 @@ func (c *conn) sendBlocking() {
 		c.writeStart.CompareAndSwap(0, mono.Now())
 		var err error
 		if len(q) > 0 {
-			_, err = c.wire.Write(c.message(bp, q))
+			err = c.writeData(c.message(bp, q))
 			if err == nil {
 				c.e.metrics.framesPerFlush.Observe(float64(len(q)))
 			}
 		} else {
-			err = c.wire.flush()
+			err = c.writeData(nil)
 		}
 		c.writeStart.Store(0)
 		clear(q)

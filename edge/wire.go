@@ -39,13 +39,6 @@ func (w *wire) Write(p []byte) (int, error) {
 	return w.nc.Write(p)
 }
 
-// flush writes the tail, if any.
-func (w *wire) flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.flushLocked()
-}
-
 func (w *wire) flushLocked() error {
 	if len(w.tail) > 0 {
 		if _, err := w.nc.Write(w.tail); err != nil {

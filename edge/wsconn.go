@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/corral-rt/corral/internal/mono"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/internal/wsframe"
 )
@@ -198,10 +199,25 @@ func (c *conn) writeControl(op byte, p []byte) error {
 	if c.closeSent {
 		return nil // nothing follows a close (RFC 6455 §5.5.1)
 	}
-	if err := w.flushLocked(); err != nil {
+	return c.writeControlLocked(b[:2+n])
+}
+
+// writeControlLocked writes frame after any tail, blocking, under the
+// sweeper's write watchdog (conn.writeStart): a client that sends pings
+// and reads nothing fills its socket, and the write is cut past
+// Config.WriteTimeout as a data write would be. wire.mu must be held.
+func (c *conn) writeControlLocked(frame []byte) error {
+	start := mono.Now()
+	watched := c.writeStart.CompareAndSwap(0, start)
+	defer func() {
+		if watched {
+			c.writeStart.CompareAndSwap(start, 0)
+		}
+	}()
+	if err := c.wire.flushLocked(); err != nil {
 		return err
 	}
-	_, err := w.nc.Write(b[:2+n])
+	_, err := c.wire.nc.Write(frame)
 	return err
 }
 
@@ -225,9 +241,35 @@ func (c *conn) writeClose(code uint16, reason string) error {
 		return nil
 	}
 	c.closeSent = true
-	if err := w.flushLocked(); err != nil {
+	return c.writeControlLocked(b[:n])
+}
+
+// errCloseSent is a data write after the close frame: refused, and the
+// writer cuts the socket (nothing follows a close, RFC 6455 §5.5.1).
+var errCloseSent = errors.New("edge: the close frame was sent")
+
+// sendLocked is wire.sendLocked for the connection's writer, which
+// writes nothing once a close frame was sent (the reader answered the
+// client's close, or refused a frame with 1002). wire.mu must be held.
+func (c *conn) sendLocked(p []byte) writeResult {
+	if c.closeSent {
+		return writeFailed
+	}
+	return c.wire.sendLocked(p)
+}
+
+// writeData writes p after any tail, blocking (the writer off its
+// shard), unless a close frame was sent.
+func (c *conn) writeData(p []byte) error {
+	w := c.wire
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.closeSent {
+		return errCloseSent
+	}
+	if err := w.flushLocked(); err != nil || len(p) == 0 {
 		return err
 	}
-	_, err := w.nc.Write(b[:n])
+	_, err := w.nc.Write(p)
 	return err
 }

@@ -192,3 +192,47 @@ func TestCloseReasonBounded(t *testing.T) {
 		t.Fatalf("close payload of %d bytes: %q", len(p), p[2:])
 	}
 }
+
+// TestControlWriteWatched: a pong the client does not read blocks on its
+// socket under the sweeper's write watchdog (writeStart), as a data
+// write does, and leaves it clear once written.
+func TestControlWriteWatched(t *testing.T) {
+	c, client := pipeConn(t)
+	done := make(chan error, 1)
+	go func() { done <- c.writeControl(wsframe.OpPong, []byte("p")) }()
+	waitFor(t, "the blocked pong to be watched", func() bool { return c.writeStart.Load() != 0 })
+	if op, p := serverFrame(t, client); op != wsframe.OpPong || string(p) != "p" {
+		t.Fatalf("op %d %q, want the pong", op, p)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c.writeStart.Load() != 0 {
+		t.Fatal("writeStart left set after the pong was written")
+	}
+}
+
+// TestNoDataAfterClose: once the client's close was answered, the
+// connection's writer writes no data message after it.
+func TestNoDataAfterClose(t *testing.T) {
+	c, client := pipeConn(t)
+	go client.Write(clientFrame(true, wsframe.OpClose, binary.BigEndian.AppendUint16(nil, closeNormal)))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.readMessage(100)
+		errc <- err
+	}()
+	if op, _ := serverFrame(t, client); op != wsframe.OpClose {
+		t.Fatalf("op %d, want the close's answer", op)
+	}
+	<-errc
+	if err := c.writeData([]byte("late")); !errors.Is(err, errCloseSent) {
+		t.Fatalf("a data write after the close: %v, want errCloseSent", err)
+	}
+	c.wire.mu.Lock()
+	r := c.sendLocked([]byte("late"))
+	c.wire.mu.Unlock()
+	if r != writeFailed {
+		t.Fatalf("a write without blocking after the close: %v, want writeFailed", r)
+	}
+}
