@@ -285,7 +285,11 @@ func (w *connWork) run() {
 			}
 		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {
+				// The client's Refresh, checked by the edge: a refusal
+				// names it as the client frame's would.
+				s.handling.Store(refreshFrame)
 				c.refresh(w.ctx, s, k.Refresh)
+				s.handling.Store(nil)
 			} else {
 				c.metrics.drop(droppedUnattached, 1)
 			}

@@ -161,6 +161,11 @@ func (s *session) sendErr(e *corralv1.Error) {
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: e}})
 }
 
+// refreshFrame stands for a client's Refresh while the core handles it
+// (the edge passes its token as a linkv1.EdgeFrame_Refresh): a refusal
+// names "refresh".
+var refreshFrame = &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Refresh{Refresh: &corralv1.Refresh{}}}
+
 // clientKind is ClientFrame's oneof of frame kinds.
 var clientKind = (&corralv1.ClientFrame{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
 

@@ -96,6 +96,8 @@ func requestOf(f *corralv1.ClientFrame) request {
 		return request{frame: "ack", room: k.Ack.GetRoom()}
 	case *corralv1.ClientFrame_SetPresence:
 		return request{frame: "setPresence", room: k.SetPresence.GetRoom()}
+	case *corralv1.ClientFrame_Hello:
+		return request{frame: "hello"} // a second one, refused
 	}
 	return request{}
 }

@@ -87,6 +87,9 @@ type sock struct {
 	err   error                 // the read error behind buf's bytes
 	// lingering: a read deadline is set, to be lifted at the first byte.
 	lingering bool
+	// skip is the unread payload of a frame refused as too large, which
+	// the wait for the client's close reply discards (wsconn.go).
+	skip uint64
 }
 
 // Read reads from the connection, see sock.

@@ -67,6 +67,9 @@ type conn struct {
 	// closeSent: a close frame was written to the socket; no control
 	// frame follows it (wsconn.go). Guarded by wire.mu.
 	closeSent bool
+	// closeRead: the client's close frame was read, or none is awaited
+	// (wsconn.go). The reader's.
+	closeRead bool
 
 	// welcomed: the client's Welcome is queued. Until then a ping goes to
 	// the core, which answers after the Welcome (client.proto: Welcome
@@ -186,8 +189,9 @@ func (c *conn) finish(clean bool) {
 	case <-writerDone:
 	case <-time.After(c.e.cfg.WriteTimeout):
 	}
-	// cutOff, not only CloseNow: a writer waiting for room is woken, and
-	// fails.
+	// The client's reply to a close the edge sent, then the cut (a
+	// writer waiting for room is woken, and fails).
+	c.awaitCloseReply()
 	c.cutOff()
 	<-writerDone
 	// What no writer will send is dropped, and its bytes leave the
@@ -407,7 +411,7 @@ func (c *conn) handleFrame(f *corralv1.ClientFrame) bool {
 			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
 		}}})
 	case *corralv1.ClientFrame_Hello:
-		c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
+		c.refuse(f, corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", 0)
 	case *corralv1.ClientFrame_Call:
 		c.call(k.Call)
 	case *corralv1.ClientFrame_Refresh:
@@ -548,6 +552,7 @@ func (c *conn) readFailed(err error, beforeHello bool) bool {
 		// Not a corral frame the client got wrong: the WebSocket itself
 		// (RFC 6455 §7.4.1), closed with 1002 and why.
 		c.writeClose(closeProtocol, err.Error())
+		c.closeRead = true // the stream is broken: no reply is awaited
 	default:
 		var closed wsClosed
 		return errors.As(err, &closed) && closed.clean()

@@ -96,6 +96,7 @@ func (c *conn) readMessage(limit int64) ([]byte, error) {
 			return nil, fmt.Errorf("%w: unknown opcode %d", errWSProtocol, op)
 		}
 		if n > uint64(limit) || uint64(len(msg))+n > uint64(limit) {
+			c.sock.skip = n // unread: awaitCloseReply discards it
 			return nil, errTooLarge
 		}
 		start := len(msg)
@@ -167,7 +168,40 @@ func (c *conn) control(op byte, p []byte) error {
 	}
 	// The reply echoes the code (RFC 6455 §5.5.1), as coder/websocket's did.
 	c.writeClose(code, "")
+	c.closeRead = true
 	return wsClosed{code: code}
+}
+
+// awaitCloseReply ends the close handshake of a close the edge sent, on
+// the reader as the connection finishes: it reads (and drops) what the
+// client still sends until its close frame comes, for at most closeWait.
+// Cutting the socket with unread bytes in it would reset the connection
+// (RST), and the client could lose the close frame that says why, as a
+// client whose frame was too large would (the rest of that frame is
+// still on its way).
+func (c *conn) awaitCloseReply() {
+	if c.stream != nil || c.closeRead {
+		return
+	}
+	c.wire.mu.Lock()
+	sent := c.closeSent
+	c.wire.mu.Unlock()
+	if !sent {
+		return
+	}
+	c.sock.lingering = false
+	c.nc.SetReadDeadline(time.Now().Add(closeWait))
+	for !c.closeRead {
+		if n := c.sock.skip; n > 0 {
+			c.sock.skip = 0
+			if _, err := io.CopyN(io.Discard, c.sock, int64(min(n, 1<<62))); err != nil {
+				return
+			}
+		}
+		if _, err := c.readMessage(c.e.cfg.ReadLimit); err != nil && !errors.Is(err, errTooLarge) {
+			return
+		}
+	}
 }
 
 // validCloseCode reports whether a close frame may carry code (RFC 6455

@@ -236,3 +236,41 @@ func TestNoDataAfterClose(t *testing.T) {
 		t.Fatalf("a write without blocking after the close: %v, want writeFailed", r)
 	}
 }
+
+// TestAwaitCloseReply: after the edge refused a frame as too large and
+// sent its close, the reader drops the rest of that frame and what
+// follows until the client's close reply, so the socket is not cut with
+// unread bytes in it (a reset, which could lose the close frame).
+func TestAwaitCloseReply(t *testing.T) {
+	c, client := pipeConn(t)
+	c.e = &Edge{}
+	c.e.cfg.ReadLimit = 100
+	sent := make(chan error, 1)
+	go func() {
+		for _, f := range [][]byte{
+			clientFrame(true, wsframe.OpText, make([]byte, 300)),
+			clientFrame(true, wsframe.OpText, []byte("after")),
+			clientFrame(true, wsframe.OpClose, binary.BigEndian.AppendUint16(nil, 4413)),
+		} {
+			if _, err := client.Write(f); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	if _, err := c.readMessage(c.e.cfg.ReadLimit); !errors.Is(err, errTooLarge) {
+		t.Fatalf("read: %v, want errTooLarge", err)
+	}
+	go c.writeClose(4413, "frame larger than 100 bytes") // the writer
+	if op, p := serverFrame(t, client); op != wsframe.OpClose || binary.BigEndian.Uint16(p) != 4413 {
+		t.Fatalf("op %d %q, want the close", op, p)
+	}
+	c.awaitCloseReply()
+	if !c.closeRead {
+		t.Fatal("the client's close reply was not read")
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("the client's writes: %v (the edge stopped reading)", err)
+	}
+}

@@ -142,7 +142,7 @@ func TestBadInput(t *testing.T) {
 				"unknown frame type":    {`{"teleport":{"room":"calm"}}`, corralv1.Code_CODE_UNKNOWN_FRAME, ""},
 				"publish without join":  {`{"publish":{"room":"elsewhere","id":"p1","payload":1}}`, corralv1.Code_CODE_NOT_JOINED, "publish"},
 				"empty room name":       {`{"join":{"room":""}}`, corralv1.Code_CODE_INVALID_ARGUMENT, "join"},
-				"second hello":          {hello, corralv1.Code_CODE_BAD_FRAME, ""},
+				"second hello":          {hello, corralv1.Code_CODE_BAD_FRAME, "hello"},
 				"control chars in room": {`{"join":{"room":"a\u0001b"}}`, corralv1.Code_CODE_INVALID_ARGUMENT, "join"},
 				"leave a room not in":   {`{"leave":{"room":"nowhere"}}`, corralv1.Code_CODE_NOT_JOINED, "leave"},
 				// A growing message needs the room joined, as a publish does.
