@@ -274,3 +274,33 @@ func TestAwaitCloseReply(t *testing.T) {
 		t.Fatalf("the client's writes: %v (the edge stopped reading)", err)
 	}
 }
+
+// FuzzReadMessage feeds arbitrary bytes from a client to the edge's
+// WebSocket reader: it must not crash, must return no message over the
+// limit, and must end (the bytes end in EOF).
+func FuzzReadMessage(f *testing.F) {
+	f.Add(clientFrame(true, wsframe.OpText, []byte(`{"ping":{}}`)))
+	f.Add(append(clientFrame(false, wsframe.OpText, []byte("a")), clientFrame(true, wsframe.OpContinuation, []byte("b"))...))
+	f.Add(clientFrame(true, wsframe.OpPing, []byte("p")))
+	f.Add(clientFrame(true, wsframe.OpClose, []byte{0x03, 0xe8}))
+	f.Add(clientFrame(true, wsframe.OpBinary, make([]byte, 200)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, b := net.Pipe()
+		defer a.Close()
+		go func() {
+			b.Write(data)
+			b.Close()
+		}()
+		go io.Copy(io.Discard, b) // the edge's pongs and closes
+		c := &conn{nc: a, sock: &sock{Conn: a}, wire: newWire(a)}
+		for range 64 {
+			m, err := c.readMessage(128)
+			if err != nil {
+				return
+			}
+			if len(m) > 128 {
+				t.Fatalf("a message of %d bytes past a limit of 128", len(m))
+			}
+		}
+	})
+}
