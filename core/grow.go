@@ -134,10 +134,8 @@ func (g grower) refuseRate(s *session, cl *roomclass.Class, room, ref string) bo
 		return false
 	}
 	g.c.metrics.refuse(refusedAppendRate)
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
-		Code: corralv1.Code_CODE_RATE_LIMITED, Message: "appending too fast for this room's class: retry after the delay",
-		Room: room, Ref: ref, RetryAfterMs: uint32(max(delay.Milliseconds(), 1)),
-	}}})
+	s.SendRetry(corralv1.Code_CODE_RATE_LIMITED, "appending too fast for this room's class: retry after the delay",
+		room, ref, max(delay, time.Millisecond))
 	return true
 }
 

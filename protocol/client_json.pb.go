@@ -1478,6 +1478,7 @@ func appendJSONError(b []byte, m *v1.Error) []byte {
 	b = appendStringField(b, s, `"room":`, m.GetRoom())
 	b = appendStringField(b, s, `"ref":`, m.GetRef())
 	b = appendUintField(b, s, `"retryAfterMs":`, uint64(m.GetRetryAfterMs()))
+	b = appendStringField(b, s, `"frame":`, m.GetFrame())
 	return append(b, '}')
 }
 
@@ -1499,6 +1500,8 @@ func (d *decoder) readError(m *v1.Error) error {
 			m.Ref, err = d.str("ref")
 		case "retryAfterMs", "retry_after_ms":
 			m.RetryAfterMs, err = d.uint32("retryAfterMs")
+		case "frame":
+			m.Frame, err = d.str("frame")
 		default:
 			d.skip()
 		}

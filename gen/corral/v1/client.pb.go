@@ -2645,7 +2645,13 @@ type Error struct {
 	// The Publish.id concerned, if any.
 	Ref string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
 	// For RETRY codes: wait at least this long before retrying.
-	RetryAfterMs  uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterMs uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// The kind of client frame this error refuses, as ClientFrame's JSON
+	// name ("join", "leave", "publish", "presenceQuery", "setState"...);
+	// empty when it refuses no frame of the client's. With room and ref it
+	// names the request it answers: a join's refusal and a signal's in the
+	// same room are told apart.
+	Frame         string `protobuf:"bytes,6,opt,name=frame,proto3" json:"frame,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2713,6 +2719,13 @@ func (x *Error) GetRetryAfterMs() uint32 {
 		return x.RetryAfterMs
 	}
 	return 0
+}
+
+func (x *Error) GetFrame() string {
+	if x != nil {
+		return x.Frame
+	}
+	return ""
 }
 
 // Reset tells the client that history it asked for is gone (trimmed,
@@ -3741,13 +3754,14 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\rReconnectHint\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x19\n" +
-	"\bdelay_ms\x18\x03 \x01(\rR\adelayMs\"\x92\x01\n" +
+	"\bdelay_ms\x18\x03 \x01(\rR\adelayMs\"\xa8\x01\n" +
 	"\x05Error\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04room\x18\x03 \x01(\tR\x04room\x12\x10\n" +
 	"\x03ref\x18\x04 \x01(\tR\x03ref\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\"C\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\x12\x14\n" +
+	"\x05frame\x18\x06 \x01(\tR\x05frame\"C\n" +
 	"\x05Reset\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +

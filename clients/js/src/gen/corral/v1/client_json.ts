@@ -39,7 +39,7 @@ export const messageFields = {
   Published: { room: "string", id: "string", seq: "number", duplicate: "bool" },
   Pong: { id: "number", timeMs: "number" },
   ReconnectHint: { code: "code", reason: "string", delayMs: "number" },
-  Error: { code: "code", message: "string", room: "string", ref: "string", retryAfterMs: "number" },
+  Error: { code: "code", message: "string", room: "string", ref: "string", retryAfterMs: "number", frame: "string" },
   Reset: { room: "string", seq: "number", epoch: "string" },
   Batch: { frames: { message: "ServerFrame", list: true } },
   Presence: { room: "string", snapshot: "bool", joins: { message: "PresenceMember", list: true }, updates: { message: "PresenceMember", list: true }, leaves: "strings", members: "number", connections: "number", countsOnly: "bool" },
