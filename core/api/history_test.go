@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"testing"
 
-	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/door"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 )
 
