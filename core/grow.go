@@ -84,7 +84,8 @@ func (g grower) clientAppend(ctx context.Context, s *session, a *corralv1.Append
 		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "append: this server's history store keeps no growing messages", name, id)
 		return
 	}
-	data, ok := c.door.HookPublish(ctx, s, cl, &corralv1.Publish{Room: name, Id: id, Payload: a.GetData()})
+	data, ok := c.door.HookWrite(ctx, s, cl, &corralv1.Publish{Room: name, Id: id, Payload: a.GetData()},
+		corralv1.PublishKind_PUBLISH_KIND_APPEND, "")
 	if !ok {
 		return
 	}
