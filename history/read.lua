@@ -81,11 +81,14 @@ local function fold(ents, maxBytes, stopped)
     local m = e[2][2]
     local id = e[2][4]
     if e[2][3] == 'g' and id then
-      local h = redis.call('HMGET', foldPrefix .. id, 'e', 'm', 'v', 's', 'f', 'b', 'h', 't')
-      if h[1] == epoch then
-        if tonumber(h[4]) ~= seq then
+      -- The body only for the chunk that places the message: a page of
+      -- one long message's chunks reads it once.
+      local es = redis.call('HMGET', foldPrefix .. id, 'e', 's')
+      if es[1] == epoch then
+        if tonumber(es[2]) ~= seq then
           m = nil -- the message is in the place of its last chunk
         else
+          local h = redis.call('HMGET', foldPrefix .. id, 'e', 'm', 'v', 's', 'f', 'b', 'h', 't')
           local inner = '\8' .. varint(tonumber(h[2])) .. '\16' .. varint(tonumber(h[3]))
           if #h[6] > 0 then
             inner = inner .. '\26' .. varint(#h[6]) .. h[6]
