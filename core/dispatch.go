@@ -64,7 +64,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
 		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
 		presence: j.GetPresence(), state: j.GetPresenceState(),
-		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch()}
+		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch(), openPrefix: j.GetOpenPrefix()}
 	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 

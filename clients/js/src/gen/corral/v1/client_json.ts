@@ -16,8 +16,8 @@ export type FieldSpec =
 export const messageFields = {
   Hello: { token: "string", client: "string", resume: { message: "Resume", list: false } },
   Resume: { sessionId: "string", resumeToken: "string", instance: "string", attempt: "number", rooms: { message: "RoomPosition", list: true } },
-  RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool", statePosition: "number", stateEpoch: "string" },
-  Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool", statePosition: "number", stateEpoch: "string" },
+  RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool", statePosition: "number", stateEpoch: "string", openPrefix: "bool" },
+  Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool", statePosition: "number", stateEpoch: "string", openPrefix: "bool" },
   Leave: { room: "string" },
   Publish: { room: "string", id: "string", payload: "payload", seq: "number" },
   Signal: { room: "string", key: "string", payload: "payload", clear: "bool" },
