@@ -31,7 +31,10 @@
 // messages from the chunk messages received, and a State keeps a room's
 // keys from its StateSnapshot and StateChange frames, each applying every
 // version once and in order. Neither is safe for concurrent use: feed
-// them from the goroutine that reads the frames.
+// them from the goroutine that reads the frames. A resume from positions
+// saved outside this process (Options.Resume), whose Assembler holds no
+// bodies, sets RoomPosition.OpenPrefix: the messages open there come
+// first, assembled.
 //
 // coder/websocket dials and writes. For ws:// URLs the Conn reads the
 // server's frames from its TCP connection itself (cheaper per message: see

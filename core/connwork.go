@@ -284,13 +284,20 @@ func (w *connWork) run() {
 		case *linkv1.EdgeFrame_Frame:
 			if s != nil {
 				// A publish's corral.publish continues the edge's trace.
+				// A refusal sent meanwhile names the frame (Error.frame).
+				s.handling.Store(k.Frame)
 				c.handleClient(tracing.Continue(w.ctx, f.GetTraceparent()), s, k.Frame)
+				s.handling.Store(nil)
 			} else {
 				c.metrics.drop(droppedUnattached, 1)
 			}
 		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {
+				// The client's Refresh, checked by the edge: a refusal
+				// names it as the client frame's would.
+				s.handling.Store(refreshFrame)
 				c.refresh(w.ctx, s, k.Refresh)
+				s.handling.Store(nil)
 			} else {
 				c.metrics.drop(droppedUnattached, 1)
 			}

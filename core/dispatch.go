@@ -64,7 +64,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
 		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
 		presence: j.GetPresence(), state: j.GetPresenceState(),
-		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch()}
+		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch(), openPrefix: j.GetOpenPrefix()}
 	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 
@@ -158,10 +158,8 @@ func (c *Core) refuseRate(s *session, cl *roomclass.Class, name, ref string) boo
 		return false
 	}
 	c.metrics.refuse(refusedRate)
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
-		Code: corralv1.Code_CODE_RATE_LIMITED, Message: "publishing too fast for this room's class: retry after the delay",
-		Room: name, Ref: ref, RetryAfterMs: uint32(max(delay.Milliseconds(), 1)),
-	}}})
+	s.SendRetry(corralv1.Code_CODE_RATE_LIMITED, "publishing too fast for this room's class: retry after the delay",
+		name, ref, max(delay, time.Millisecond))
 	return true
 }
 

@@ -84,7 +84,8 @@ func (g grower) clientAppend(ctx context.Context, s *session, a *corralv1.Append
 		s.SendErr(corralv1.Code_CODE_UNIMPLEMENTED, "append: this server's history store keeps no growing messages", name, id)
 		return
 	}
-	data, ok := c.door.HookPublish(ctx, s, cl, &corralv1.Publish{Room: name, Id: id, Payload: a.GetData()})
+	data, ok := c.door.HookWrite(ctx, s, cl, &corralv1.Publish{Room: name, Id: id, Payload: a.GetData()},
+		corralv1.PublishKind_PUBLISH_KIND_APPEND, "")
 	if !ok {
 		return
 	}
@@ -134,10 +135,8 @@ func (g grower) refuseRate(s *session, cl *roomclass.Class, room, ref string) bo
 		return false
 	}
 	g.c.metrics.refuse(refusedAppendRate)
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
-		Code: corralv1.Code_CODE_RATE_LIMITED, Message: "appending too fast for this room's class: retry after the delay",
-		Room: room, Ref: ref, RetryAfterMs: uint32(max(delay.Milliseconds(), 1)),
-	}}})
+	s.SendRetry(corralv1.Code_CODE_RATE_LIMITED, "appending too fast for this room's class: retry after the delay",
+		room, ref, max(delay, time.Millisecond))
 	return true
 }
 
@@ -196,10 +195,10 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		return
 	}
 	for _, q := range qs {
-		if q.position && q.since == q.target && q.epoch == q.roomEpoch {
+		if q.position && q.since == q.target && q.epoch == q.roomEpoch && !q.openPrefix {
 			continue // nothing missed: it holds what it saw
 		}
-		if q.position && q.replay && q.readOK && q.resumed {
+		if q.position && q.replay && q.readOK && q.resumed && !q.openPrefix {
 			continue // a resume holds what came before its position
 		}
 		r := q.room
@@ -302,7 +301,7 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 // (final if it ended meanwhile), to send after the replay. Lock must be
 // held; called by goLive.
 func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
-	if q.resumed || len(q.open) == 0 || q.openEpoch != r.epoch || cu.overflow {
+	if (q.resumed && !q.openPrefix) || len(q.open) == 0 || q.openEpoch != r.epoch || cu.overflow {
 		return out, nil
 	}
 	byID := make(map[string]*corralv1.Message)

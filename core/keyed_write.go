@@ -37,7 +37,8 @@ func (k *stateRooms) clientSet(ctx context.Context, s *session, f *corralv1.SetS
 	}
 	// The publish hook sees a set as a publish whose id is the ref and
 	// whose payload is the value; a replaced payload is the value stored.
-	value, ok := c.door.HookPublish(ctx, s, cl, &corralv1.Publish{Room: name, Id: ref, Payload: f.GetValue()})
+	value, ok := c.door.HookWrite(ctx, s, cl, &corralv1.Publish{Room: name, Id: ref, Payload: f.GetValue()},
+		corralv1.PublishKind_PUBLISH_KIND_SET_STATE, f.GetKey())
 	if !ok {
 		return
 	}
@@ -58,8 +59,8 @@ func (k *stateRooms) clientSet(ctx context.Context, s *session, f *corralv1.SetS
 }
 
 // clientDelete answers a member's DeleteState: StateUpdated (deleted), or
-// Error with ref. Deletes pass the door as sets do, without the hook
-// (there is no payload to check).
+// Error with ref. Deletes pass the door as sets do, the publish hook too
+// (kind delete, no payload: a refusal is answered as a refused set's).
 func (k *stateRooms) clientDelete(ctx context.Context, s *session, f *corralv1.DeleteState) {
 	c := k.c
 	name, ref := f.GetRoom(), f.GetRef()
@@ -73,6 +74,10 @@ func (k *stateRooms) clientDelete(ctx context.Context, s *session, f *corralv1.D
 	case len(ref) > 128:
 		c.metrics.refuse(refusedInvalid)
 		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "ref longer than 128 bytes", name, ref)
+		return
+	}
+	if _, ok := c.door.HookWrite(ctx, s, cl, &corralv1.Publish{Room: name, Id: ref},
+		corralv1.PublishKind_PUBLISH_KIND_DELETE_STATE, f.GetKey()); !ok {
 		return
 	}
 	res, err := k.delete(ctx, r, name, f.GetKey(), f.GetCas(), f.GetVersion())

@@ -132,7 +132,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		_, stored := st.Rooms[p.GetRoom()]
 		reqs = append(reqs, &joinReq{name: p.GetRoom(), since: p.GetSeq(), epoch: p.GetEpoch(),
 			position: true, resumed: true, stored: stored, presence: p.GetPresence(),
-			statePos: p.GetStatePosition(), stateEpoch: p.GetStateEpoch()})
+			statePos: p.GetStatePosition(), stateEpoch: p.GetStateEpoch(), openPrefix: p.GetOpenPrefix()})
 	}
 	rest := make([]string, 0, len(st.Rooms))
 	for room := range st.Rooms {
@@ -240,6 +240,10 @@ type joinReq struct {
 	// against the room's epoch; without it the join is live from now.
 	position bool
 	resumed  bool
+	// openPrefix: with a position, the client lacks the bodies of the
+	// growing messages open there (RoomPosition.open_prefix): it gets
+	// them as prefixes (grow.go), as a join that is no resume does.
+	openPrefix bool
 	// stored: the session store lists the room (a resumed room).
 	stored bool
 	// presence: count the session in the room's presence, with state.

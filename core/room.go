@@ -540,6 +540,9 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		fresh = true
 	case q.since == r.last:
 		joined(q.since, false)
+		// A position that lacks the open messages' bodies gets them
+		// here, as a live join does (grow.go).
+		fresh = q.openPrefix
 	default:
 		// Missed messages: (since, target] from history (when replay),
 		// then what was delivered live meanwhile, up to r.last.

@@ -37,6 +37,14 @@ type session struct {
 	protocol string
 	attached time.Time
 
+	// handling is the client frame the connection's work is handling
+	// (nil: none): an Error sent meanwhile refuses it, and names its kind
+	// (Error.frame), so the edge settles the request it answers and no
+	// other of the same room (edge/answers.go). The connection's frames
+	// are handled one at a time (connWork), so while it is set every
+	// refusal sent to the session is this frame's.
+	handling atomic.Pointer[corralv1.ClientFrame]
+
 	mu    sync.Mutex // guards the following fields
 	ep    endpoint
 	rooms map[string]*room
@@ -137,17 +145,42 @@ func (s *session) sendTo(f *corralv1.ServerFrame) {
 
 // SendErr reports a refusal to the client (door.Client).
 func (s *session) SendErr(code corralv1.Code, msg, room, ref string) {
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
-		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
-	}}})
+	s.sendErr(&corralv1.Error{Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref})
 }
 
 // SendRetry reports a refusal of the retry class with when to retry.
 func (s *session) SendRetry(code corralv1.Code, msg, room, ref string, after time.Duration) {
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+	s.sendErr(&corralv1.Error{
 		Code: code, Message: safetext.Reason(msg), Room: room, Ref: ref,
-		RetryAfterMs: uint32(min(after.Milliseconds(), 1<<31)),
-	}}})
+		RetryAfterMs: uint32(min(max(after.Milliseconds(), 0), 1<<31)),
+	})
+}
+
+// sendErr sends e, naming the kind of the frame being handled, if any.
+func (s *session) sendErr(e *corralv1.Error) {
+	e.Frame = frameName(s.handling.Load())
+	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: e}})
+}
+
+// refreshFrame stands for a client's Refresh while the core handles it
+// (the edge passes its token as a linkv1.EdgeFrame_Refresh): a refusal
+// names "refresh".
+var refreshFrame = &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Refresh{Refresh: &corralv1.Refresh{}}}
+
+// clientKind is ClientFrame's oneof of frame kinds.
+var clientKind = (&corralv1.ClientFrame{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
+
+// frameName is the JSON name of f's kind ("join", "presenceQuery"), as
+// Error.frame names it; "" for nil or a frame of no known kind.
+func frameName(f *corralv1.ClientFrame) string {
+	if f == nil {
+		return ""
+	}
+	fd := f.ProtoReflect().WhichOneof(clientKind)
+	if fd == nil {
+		return ""
+	}
+	return fd.JSONName()
 }
 
 func (s *session) room(name string) *room {

@@ -4,7 +4,8 @@
 // message, docs/MESSAGES.md). One page is in the room from the start; a
 // second opens in the middle of the answer (a live join: the answer so far
 // as one chunk, then the rest); the first reloads in the middle (a resume
-// after what it saw). Each ends with exactly the text the backend printed:
+// after what it saw, which asks for the answer so far: the page keeps no
+// copy of it). Each ends with exactly the text the backend printed:
 // no token missing or doubled.
 
 import assert from "node:assert/strict";
@@ -73,6 +74,9 @@ describe("assistant panel in Chromium", { timeout: 180_000 }, () => {
     assert.equal(await late.getAttribute(`.answer[data-id="${ID}"]`, "data-final"), "false", "the answer ended before the reload");
     await first.reload();
     await first.waitForSelector('#status[data-state="open"]', WAIT);
+    // The page keeps no copy of the answer: the resume asks for the
+    // answers open at its position (RoomPosition.open_prefix).
+    assert.deepEqual(await first.evaluate(() => Object.keys(sessionStorage).filter((k) => k.includes("answer"))), [], "app storage of answers");
 
     assert.equal(await exited, 0, `assistant failed: ${errOut}`);
     const answer = out.replace(/\n$/, "");

@@ -6,7 +6,8 @@ import (
 )
 
 // Requests and their answers: which client frames wait on an answer, and
-// how the answer names the frame. With it the edge keeps, per connection,
+// how the answer names the frame: an Error by the kind of frame it
+// refuses (Error.frame), the room and the ref. With it the edge keeps, per connection,
 // the requests it passed to the core that the core has not answered yet
 // (ids and refs only), and answers each of them 4103 (UNAVAILABLE, retry
 // at once) when the link's stream ends: a request the core took and never
@@ -19,23 +20,48 @@ type reqKind uint8
 
 const (
 	reqNone          reqKind = iota // no answer expected (signal, ack, setPresence)
-	reqPublish                      // Published{room, id} or Error{room, ref: id}
-	reqAppend                       // as reqPublish, with Append.id
-	reqJoin                         // Joined{room} or Error{room}
-	reqLeave                        // Left{room} or Error{room}
-	reqPresenceQuery                // PresencePage{room} or Error{room}
-	reqState                        // SetState, DeleteState: StateUpdated{room, ref} or Error{room, ref}
+	reqPublish                      // Published{room, id} or Error{publish, room, ref: id}
+	reqAppend                       // Published{room, id} or Error{append, room, ref: Append.id}
+	reqJoin                         // Joined{room} or Error{join, room}
+	reqLeave                        // Left{room} or Error{leave, room}
+	reqPresenceQuery                // PresencePage{room} or Error{presenceQuery, room}
+	reqState                        // SetState, DeleteState: StateUpdated{room, ref} or Error{setState|deleteState, room, ref}
 	reqCall                         // CallResult{id}, refusals included
-	reqRefresh                      // Refreshed or Error{} (no room, no ref)
+	reqRefresh                      // Refreshed or Error{refresh} (no room, no ref)
 )
+
+// refusedAs reports whether an Error whose frame is frame (Error.frame,
+// ClientFrame's JSON name of the kind refused) refuses a request of k.
+func (k reqKind) refusedAs(frame string) bool {
+	switch frame {
+	case "publish":
+		return k == reqPublish
+	case "append":
+		return k == reqAppend
+	case "join":
+		return k == reqJoin
+	case "leave":
+		return k == reqLeave
+	case "presenceQuery":
+		return k == reqPresenceQuery
+	case "setState", "deleteState":
+		return k == reqState
+	case "refresh":
+		return k == reqRefresh
+	}
+	return false // signal, ack, setPresence, ping, hello: never tracked
+}
 
 // request is what is kept of a client frame to answer it: its row and
 // the names its answer carries.
 type request struct {
 	kind reqKind
-	room string
-	ref  string
-	id   uint64 // Call.id
+	// frame is the frame's kind, as an Error refusing it names it
+	// (Error.frame): ClientFrame's JSON name.
+	frame string
+	room  string
+	ref   string
+	id    uint64 // Call.id
 }
 
 // requestOf reads f's row: the names its answer or refusal carries, and
@@ -46,30 +72,32 @@ type request struct {
 func requestOf(f *corralv1.ClientFrame) request {
 	switch k := f.GetKind().(type) {
 	case *corralv1.ClientFrame_Publish:
-		return request{kind: reqPublish, room: k.Publish.GetRoom(), ref: k.Publish.GetId()}
+		return request{kind: reqPublish, frame: "publish", room: k.Publish.GetRoom(), ref: k.Publish.GetId()}
 	case *corralv1.ClientFrame_Append:
-		return request{kind: reqAppend, room: k.Append.GetRoom(), ref: k.Append.GetId()}
+		return request{kind: reqAppend, frame: "append", room: k.Append.GetRoom(), ref: k.Append.GetId()}
 	case *corralv1.ClientFrame_Join:
-		return request{kind: reqJoin, room: k.Join.GetRoom()}
+		return request{kind: reqJoin, frame: "join", room: k.Join.GetRoom()}
 	case *corralv1.ClientFrame_Leave:
-		return request{kind: reqLeave, room: k.Leave.GetRoom()}
+		return request{kind: reqLeave, frame: "leave", room: k.Leave.GetRoom()}
 	case *corralv1.ClientFrame_PresenceQuery:
-		return request{kind: reqPresenceQuery, room: k.PresenceQuery.GetRoom()}
+		return request{kind: reqPresenceQuery, frame: "presenceQuery", room: k.PresenceQuery.GetRoom()}
 	case *corralv1.ClientFrame_SetState:
-		return request{kind: reqState, room: k.SetState.GetRoom(), ref: k.SetState.GetRef()}
+		return request{kind: reqState, frame: "setState", room: k.SetState.GetRoom(), ref: k.SetState.GetRef()}
 	case *corralv1.ClientFrame_DeleteState:
-		return request{kind: reqState, room: k.DeleteState.GetRoom(), ref: k.DeleteState.GetRef()}
+		return request{kind: reqState, frame: "deleteState", room: k.DeleteState.GetRoom(), ref: k.DeleteState.GetRef()}
 	case *corralv1.ClientFrame_Call:
-		return request{kind: reqCall, id: k.Call.GetId()}
+		return request{kind: reqCall, frame: "call", id: k.Call.GetId()}
 	case *corralv1.ClientFrame_Refresh:
-		return request{kind: reqRefresh}
+		return request{kind: reqRefresh, frame: "refresh"}
 	// Refused, never answered: a refusal names the room.
 	case *corralv1.ClientFrame_Signal:
-		return request{room: k.Signal.GetRoom()}
+		return request{frame: "signal", room: k.Signal.GetRoom()}
 	case *corralv1.ClientFrame_Ack:
-		return request{room: k.Ack.GetRoom()}
+		return request{frame: "ack", room: k.Ack.GetRoom()}
 	case *corralv1.ClientFrame_SetPresence:
-		return request{room: k.SetPresence.GetRoom()}
+		return request{frame: "setPresence", room: k.SetPresence.GetRoom()}
+	case *corralv1.ClientFrame_Hello:
+		return request{frame: "hello"} // a second one, refused
 	}
 	return request{}
 }
@@ -81,7 +109,13 @@ func (r request) answeredBy(a *corralv1.ServerFrame) bool {
 		if r.kind == reqCall {
 			return false // a call's refusal is its CallResult
 		}
-		return e.GetRoom() == r.room && e.GetRef() == r.ref
+		if e.GetRoom() != r.room || e.GetRef() != r.ref {
+			return false
+		}
+		// The core names the kind of frame an Error refuses (Error.frame):
+		// a signal's refusal in a room leaves a join of it in flight. A
+		// core from before the field names none: then room and ref decide.
+		return e.GetFrame() == "" || r.kind.refusedAs(e.GetFrame())
 	}
 	switch k := a.GetKind().(type) {
 	case *corralv1.ServerFrame_Published:
@@ -172,6 +206,6 @@ func (c *conn) refuseRequest(r request, code corralv1.Code, msg string, retryMs 
 		}}})
 		return
 	}
-	e.Room, e.Ref = r.room, r.ref
+	e.Frame, e.Room, e.Ref = r.frame, r.room, r.ref
 	c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: e}})
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Buffers of a client connection. net/http hands a hijacked connection a
-// 4 KiB reader and a 4 KiB writer, which coder/websocket keeps for the
+// 4 KiB reader and a 4 KiB writer, which coder/websocket kept for the
 // connection's whole life: most of what an idle connection used to cost.
 //
 //   - readBufferSize is the read buffer a connection borrows from readBufs
@@ -20,31 +20,25 @@ import (
 //     typical client frame (a hello, a join, a publish); a larger payload
 //     is read straight into its destination. A connection between frames
 //     holds none.
-//   - headerBufferSize is coder/websocket's own reader in front of sock,
-//     which frame headers pass through (bufio's minimum, 16 bytes).
-//   - controlBufferSize is coder/websocket's writer, which carries only
-//     control frames (close, pong: a server's header is 2 bytes for a
-//     payload of at most 125, so one write(2) each): the edge frames its
-//     data messages itself and writes each one to the socket in one call
-//     (see conn.send). Both write through the
-//     connection's wire.
+//   - handshakeBufferSize is the bufio reader and writer handed to
+//     coder/websocket for the upgrade (bufio's minimum): it writes the 101
+//     response through the writer, then the edge lets both go with the
+//     library's Conn, and reads sock itself (wsconn.go).
 const (
-	readBufferSize    = 1 << 10
-	headerBufferSize  = 16
-	controlBufferSize = 128
+	readBufferSize      = 1 << 10
+	handshakeBufferSize = 16
 )
 
 var readBufs = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
 
 // hijacker is the ResponseWriter handed to websocket.Accept: its Hijack
 // gives the connection corral's buffers instead of net/http's, and keeps
-// the net.Conn for the edge's own data writes.
+// the net.Conn for the edge's own reads and writes.
 type hijacker struct {
 	http.ResponseWriter
-	nc   net.Conn      // set by Hijack
-	wire *wire         // every write to nc
-	sock *sock         // what coder/websocket reads, through br
-	br   *bufio.Reader // coder/websocket's reader
+	nc   net.Conn // set by Hijack
+	wire *wire    // every write to nc
+	sock *sock    // what the connection's reader reads (wsconn.go)
 }
 
 // Hijack hijacks the underlying connection and re-buffers it. Bytes the
@@ -67,13 +61,13 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		s.early = bytes.Clone(b)
 	}
 	h.nc, h.sock, h.wire = nc, s, newWire(nc)
-	// coder/websocket takes what this reader has buffered (nothing), then
-	// reads the returned net.Conn through it: sock.
-	h.br = bufio.NewReaderSize(s, headerBufferSize)
-	return s, bufio.NewReadWriter(h.br, bufio.NewWriterSize(h.wire, controlBufferSize)), nil
+	// coder/websocket writes the 101 response through the writer, and
+	// reads nothing: both go with its Conn after the upgrade.
+	return s, bufio.NewReadWriter(bufio.NewReaderSize(s, handshakeBufferSize),
+		bufio.NewWriterSize(h.wire, handshakeBufferSize)), nil
 }
 
-// sock is the hijacked connection as coder/websocket reads it. A read
+// sock is the hijacked connection as the connection's reader reads it. A read
 // smaller than readBufferSize borrows a buffer from readBufs, reads the
 // socket into it and keeps what the caller did not take until the next
 // reads take it; then the buffer goes back. So a connection between frames
@@ -83,8 +77,8 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // lifts the deadline as soon as a byte arrives, so a deadline can only end
 // a read that consumed nothing, at a frame boundary.
 //
-// sock is read by one goroutine at a time (coder/websocket's read lock);
-// its fields are the reader's.
+// sock is read by one goroutine at a time, the connection's reader; its
+// fields are the reader's.
 type sock struct {
 	net.Conn
 	early []byte                // read past the upgrade request by net/http
@@ -93,6 +87,9 @@ type sock struct {
 	err   error                 // the read error behind buf's bytes
 	// lingering: a read deadline is set, to be lifted at the first byte.
 	lingering bool
+	// skip is the unread payload of a frame refused as too large, which
+	// the wait for the client's close reply discards (wsconn.go).
+	skip uint64
 }
 
 // Read reads from the connection, see sock.

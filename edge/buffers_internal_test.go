@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -97,37 +96,3 @@ func TestSockLinger(t *testing.T) {
 		t.Fatalf("a byte past the linger: %d, %v; the deadline should be lifted", n, err)
 	}
 }
-
-// TestLingerBeforeCloseHandshake: once the writer sees a close queued, its
-// close handshake reads sock (under coder/websocket's read lock, which the
-// reader does not hold between frames). A reader that found nothing
-// queued and set up its linger must have done so by then: run with -race.
-func TestLingerBeforeCloseHandshake(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	// A socket whose deadlines share no lock with its reads, so that
-	// nothing but c.mu orders the reader and the writer.
-	s := &sock{Conn: plainDeadline{a}}
-	c := &conn{sock: s, br: bufio.NewReaderSize(s, headerBufferSize)}
-	go c.lingerIfIdle() // the reader, between frames
-	// The writer shares nothing with the reader but c.mu: no channel
-	// here, which would order the two.
-	time.Sleep(20 * time.Millisecond)
-	c.mu.Lock()
-	already := c.closing
-	c.closing = true
-	c.mu.Unlock()
-	if already {
-		t.Fatal("closing already set")
-	}
-	go b.Write([]byte{0x88}) // the client's close frame begins
-	if n, err := s.Read(make([]byte, 1)); n != 1 || err != nil {
-		t.Fatalf("the close handshake's read: %d, %v", n, err)
-	}
-}
-
-// plainDeadline ignores read deadlines.
-type plainDeadline struct{ net.Conn }
-
-func (plainDeadline) SetReadDeadline(time.Time) error { return nil }

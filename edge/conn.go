@@ -1,11 +1,9 @@
 package edge
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -13,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/corral-rt/corral/auth"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -28,18 +25,17 @@ import (
 // park.go), and at most one writer at a time: whoever holds its writer
 // token (writing), see send.
 type conn struct {
-	e  *Edge
-	ws *websocket.Conn
+	e *Edge
 	// wire carries every write to nc (see wire.go).
 	wire *wire
-	// nc is ws's network connection. The writer writes data messages to it
-	// directly, framed by the edge (see wsframe.Frame), each in one
-	// Write; coder/websocket writes only control frames (close, pong),
-	// each also in one Write, so frames never interleave.
+	// nc is the client's network connection (nil for an HTTP carrier).
+	// The writer writes data messages to it, framed by the edge (see
+	// wsframe.Frame), each in one Write; the reader writes control frames
+	// (pong, close: wsconn.go), each also in one Write, so frames never
+	// interleave.
 	nc net.Conn
-	// br and sock are what ws reads (see buffers.go); raw is nc for the
-	// poller (nil: never parks).
-	br     *bufio.Reader
+	// sock is what the reader reads (see buffers.go, wsconn.go); raw is
+	// nc for the poller (nil: never parks).
 	sock   *sock
 	raw    syscall.RawConn
 	enc    protocol.Encoding
@@ -62,22 +58,24 @@ type conn struct {
 	hook  *hookRequest
 	calls atomic.Int32
 	// stream: the connection's HTTP carrier (SSE or HTTP streaming,
-	// stream.go); nil for a WebSocket (ws).
+	// stream.go); nil for a WebSocket.
 	stream *stream
 
 	// Guarded by the poller's mu: the socket is in the poller's set (armed
 	// or not), and cut: closed outside the reader, never to park again.
 	registered, cut bool
+	// closeSent: a close frame was written to the socket; no control
+	// frame follows it (wsconn.go). Guarded by wire.mu.
+	closeSent bool
+	// closeRead: the client's close frame was read, or none is awaited
+	// (wsconn.go). The reader's.
+	closeRead bool
 
 	// welcomed: the client's Welcome is queued. Until then a ping goes to
 	// the core, which answers after the Welcome (client.proto: Welcome
 	// comes first); after, the edge answers it.
 	welcomed atomic.Bool
-	// welcome is closed once welcomed is set (markWelcomed): the reader
-	// waits on it before answering a frame itself (awaitWelcome).
-	welcome     chan struct{}
-	welcomeOnce sync.Once
-	lastRead    atomic.Int64 // mono.Now nanoseconds of the last frame read
+	lastRead atomic.Int64 // mono.Now nanoseconds of the last frame read
 	// writeStart is when the socket was found full by a write not yet
 	// finished (0: none): a blocking write began, or a write without
 	// blocking left a tail. The edge's sweeper cuts writes that pass
@@ -87,7 +85,6 @@ type conn struct {
 	// writers counts the writer token (0 or 1; see startWriterLocked):
 	// finish waits for a queued close to be written.
 	writers sync.WaitGroup
-	done    chan struct{} // closed when the reader is finished
 
 	// Guarded by the poller's mu: the socket is in the poller's set of
 	// sockets waiting for room (armed or not).
@@ -118,6 +115,12 @@ type conn struct {
 	ended       bool // the reader is done: no writer starts any more
 	closeCode   corralv1.Code
 	closeReason string
+	// welcome is made by a reader that waits for the Welcome
+	// (awaitWelcome) and closed by markWelcomed, which then leaves
+	// welcomeDone in its place; nil until one of them runs. Made only when
+	// needed: most connections never wait, and a channel is ~100 bytes
+	// each of them would keep.
+	welcome chan struct{}
 
 	// Guarded by link.mu, not mu:
 	// attach is what the core was told when the connection attached, and
@@ -133,20 +136,16 @@ type conn struct {
 	unanswered []request
 }
 
-func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, remote string) *conn {
+func newConn(e *Edge, hj *hijacker, enc protocol.Encoding, remote string) *conn {
 	c := &conn{
-		e:       e,
-		ws:      ws,
-		nc:      hj.nc,
-		wire:    hj.wire,
-		br:      hj.br,
-		sock:    hj.sock,
-		enc:     enc,
-		remote:  remote,
-		id:      e.nextID.Add(1),
-		done:    make(chan struct{}),
-		welcome: make(chan struct{}),
-		limits:  newLimiter(e.rules),
+		e:      e,
+		nc:     hj.nc,
+		wire:   hj.wire,
+		sock:   hj.sock,
+		enc:    enc,
+		remote: remote,
+		id:     e.nextID.Add(1),
+		limits: newLimiter(e.rules),
 		// Edge.serveWS sets the real one.
 		handshakeDone: func() {},
 	}
@@ -161,9 +160,6 @@ func newConn(e *Edge, ws *websocket.Conn, hj *hijacker, enc protocol.Encoding, r
 // serve runs the connection on its first reader goroutine: hello, attach,
 // then frames until it ends or parks.
 func (c *conn) serve() {
-	// The read limit is enforced below so that an oversize frame gets
-	// corral's own close code.
-	c.ws.SetReadLimit(-1)
 	if ok, clean := c.hello(); !ok {
 		c.finish(clean)
 		return
@@ -179,7 +175,6 @@ func (c *conn) finish(clean bool) {
 	if c.userCounted {
 		c.e.userDone(c.user, c.limits.bucket(bucketMessages))
 	}
-	close(c.done)
 	c.link.detach(c, clean)
 	c.mu.Lock()
 	c.ended = true
@@ -194,8 +189,9 @@ func (c *conn) finish(clean bool) {
 	case <-writerDone:
 	case <-time.After(c.e.cfg.WriteTimeout):
 	}
-	// cutOff, not only CloseNow: a writer waiting for room is woken, and
-	// fails.
+	// The client's reply to a close the edge sent, then the cut (a
+	// writer waiting for room is woken, and fails).
+	c.awaitCloseReply()
 	c.cutOff()
 	<-writerDone
 	// What no writer will send is dropped, and its bytes leave the
@@ -218,7 +214,7 @@ func (c *conn) cutOff() {
 	if c.stream != nil {
 		c.stream.cut(c)
 	} else {
-		c.ws.CloseNow()
+		c.nc.Close()
 	}
 	c.e.poller.closed(c)
 }
@@ -260,7 +256,7 @@ func (c *conn) hello() (ok, clean bool) {
 	helloTimer := time.AfterFunc(c.e.cfg.HelloTimeout, func() {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
 		// The handshake is over now, not once the close handshake is
-		// (coder/websocket waits up to 5 s for a silent peer's reply):
+		// (the close waits up to closeWait for a silent peer's reply):
 		// Config.MaxPending counts sockets within their hello deadline.
 		c.handshakeDone()
 	})
@@ -415,7 +411,7 @@ func (c *conn) handleFrame(f *corralv1.ClientFrame) bool {
 			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
 		}}})
 	case *corralv1.ClientFrame_Hello:
-		c.sendError(corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection")
+		c.refuse(f, corralv1.Code_CODE_BAD_FRAME, "hello was already sent on this connection", 0)
 	case *corralv1.ClientFrame_Call:
 		c.call(k.Call)
 	case *corralv1.ClientFrame_Refresh:
@@ -450,9 +446,25 @@ func answeredHere(f *corralv1.ClientFrame) bool {
 // link after it queued the Welcome; safe to call again.
 func (c *conn) markWelcomed() {
 	c.welcomed.Store(true)
-	if c.welcome != nil { // nil in tests that build a conn by hand
-		c.welcomeOnce.Do(func() { close(c.welcome) })
+	c.mu.Lock()
+	if c.welcome != nil && c.welcome != welcomeDone {
+		close(c.welcome)
 	}
+	c.welcome = welcomeDone
+	c.mu.Unlock()
+}
+
+// welcomeDone is conn.welcome once the Welcome is queued: closed, shared.
+var welcomeDone = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// welcomeChan returns the channel markWelcomed closes, made if need be.
+func (c *conn) welcomeChan() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.welcome == nil {
+		c.welcome = make(chan struct{})
+	}
+	return c.welcome
 }
 
 // awaitWelcome waits on the reader until the Welcome is queued. It
@@ -464,9 +476,10 @@ func (c *conn) awaitWelcome() bool {
 	defer deadline.Stop()
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
+	welcome := c.welcomeChan()
 	for {
 		select {
-		case <-c.welcome:
+		case <-welcome:
 			return true
 		case <-deadline.C:
 			c.closeWith(corralv1.Code_CODE_CORE_UNAVAILABLE, "no welcome from the server", 0, false)
@@ -486,14 +499,12 @@ func (c *conn) awaitWelcome() bool {
 
 // lingerIfIdle makes the next read linger (see sock) if nothing is
 // buffered, and reports whether it did. Not once a close is queued: the
-// writer's close handshake then reads too (under ws's read lock, which
-// the reader does not hold here), and touching sock only under mu while
-// no close is queued keeps it the reader's: the linger too is set before
-// the writer can see the close.
+// reader then waits for the client's reply to the close, which ends the
+// connection within closeWait (closeSocket), rather than parking.
 func (c *conn) lingerIfIdle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idle := !c.closing && c.br.Buffered() == 0 && c.sock.idle()
+	idle := !c.closing && c.sock.idle()
 	if idle {
 		c.sock.linger(parkAfter)
 	}
@@ -505,17 +516,9 @@ var errTooLarge = errors.New("edge: frame exceeds the read limit")
 // readFrame reads and decodes one WebSocket message.
 func (c *conn) readFrame(ctx context.Context, f *corralv1.ClientFrame) error {
 	for {
-		_, r, err := c.ws.Reader(ctx)
+		data, err := c.readMessage(c.e.cfg.ReadLimit)
 		if err != nil {
 			return err
-		}
-		limit := c.e.cfg.ReadLimit
-		data, err := io.ReadAll(io.LimitReader(r, limit+1))
-		if err != nil {
-			return err
-		}
-		if int64(len(data)) > limit {
-			return errTooLarge
 		}
 		c.lastRead.Store(mono.Now())
 		err = protocol.DecodeClient(c.enc, data, f)
@@ -545,9 +548,14 @@ func (c *conn) readFailed(err error, beforeHello bool) bool {
 		c.closeWith(corralv1.Code_CODE_BAD_FRAME, err.Error(), 0, false)
 	case beforeHello && errors.Is(err, context.DeadlineExceeded):
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "no hello within the timeout", 0, false)
+	case errors.Is(err, errWSProtocol):
+		// Not a corral frame the client got wrong: the WebSocket itself
+		// (RFC 6455 §7.4.1), closed with 1002 and why.
+		c.writeClose(closeProtocol, err.Error())
+		c.closeRead = true // the stream is broken: no reply is awaited
 	default:
-		s := websocket.CloseStatus(err)
-		return s == websocket.StatusNormalClosure || s == websocket.StatusGoingAway
+		var closed wsClosed
+		return errors.As(err, &closed) && closed.clean()
 	}
 	return false
 }
@@ -819,7 +827,7 @@ func (c *conn) send() {
 	w := c.wire
 	if w.raw == nil || !w.mu.TryLock() {
 		// A socket that cannot be written without blocking (TLS, say),
-		// or coder/websocket writing a control frame, maybe blocking on
+		// or the reader writing a control frame, maybe blocking on
 		// a full socket: not on the shard.
 		go c.sendBlocking()
 		return
@@ -829,14 +837,14 @@ func (c *conn) send() {
 	for round := 1; ; round++ {
 		// The tail first: while the socket has not taken it, the queue
 		// stays queued, within its bounds, and a slow reader meets them.
-		r := w.sendLocked(nil)
+		r := c.sendLocked(nil)
 		var q [][]byte
 		if r == writeDone {
 			c.mu.Lock()
 			q = c.takeLocked()
 			c.mu.Unlock()
 			if len(q) > 0 {
-				r = w.sendLocked(c.message(bp, q))
+				r = c.sendLocked(c.message(bp, q))
 			}
 		}
 		if len(q) > 0 && r != writeFailed {
@@ -913,12 +921,12 @@ func (c *conn) sendBlocking() {
 		c.writeStart.CompareAndSwap(0, mono.Now())
 		var err error
 		if len(q) > 0 {
-			_, err = c.wire.Write(c.message(bp, q))
+			err = c.writeData(c.message(bp, q))
 			if err == nil {
 				c.e.metrics.framesPerFlush.Observe(float64(len(q)))
 			}
 		} else {
-			err = c.wire.flush()
+			err = c.writeData(nil)
 		}
 		c.writeStart.Store(0)
 		clear(q)
@@ -950,9 +958,10 @@ func (c *conn) sendBlocking() {
 }
 
 // closeSocket closes the socket with code once the queued close frame is
-// written: coder/websocket's close handshake, which may block (it waits
-// for the client's reply). The caller holds the writer token, kept: no
-// writer after the close.
+// written: it sends the close frame (blocking), and the reader ends the
+// connection when the client's reply comes; past closeWait without one,
+// the socket is cut. The caller holds the writer token, kept: no writer
+// after the close.
 func (c *conn) closeSocket(code corralv1.Code, reason string) {
 	defer c.writers.Done()
 	if c.stream != nil {
@@ -960,6 +969,9 @@ func (c *conn) closeSocket(code corralv1.Code, reason string) {
 		c.e.poller.closed(c)
 		return
 	}
-	c.ws.Close(websocket.StatusCode(code), reason)
-	c.e.poller.closed(c)
+	if err := c.writeClose(uint16(code), reason); err != nil {
+		c.cutOff()
+		return
+	}
+	time.AfterFunc(closeWait, c.cutOff)
 }

@@ -29,6 +29,8 @@ type Edge struct {
 	// id names this edge to its cores (RoomService.Info), on every link.
 	id     string
 	poller *poller // nil: connections never park
+	// settle returns the heap to the OS after a connect burst (settle.go).
+	settle *settler
 	// senders write the connections' queued frames (sender.go), a
 	// connection to each by its id.
 	senders []*sender
@@ -77,6 +79,7 @@ func New(cfg Config) (*Edge, error) {
 		spent:   make(map[string]bucket),
 		rules:   bucketRules(&cfg),
 		poller:  newPoller(),
+		settle:  newSettler(),
 		// One sender per core: a pass writes its sockets on one core.
 		senders: newSenders(runtime.GOMAXPROCS(0), m.flushPass),
 	}
@@ -192,19 +195,22 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.metrics.accepted.Inc()
+	e.settle.accepted(mono.Now())
 	enc, ok := protocol.EncodingOf(ws.Subprotocol())
 	if !ok {
 		// No subprotocol offered: JSON, so any WebSocket tool can talk.
 		enc = protocol.JSON
 	}
-	// coder/websocket read through a reader of its own for the upgrade
-	// (nothing, the request was read); from now on it reads sock directly.
-	hj.br.Reset(hj.sock)
-	c := newConn(e, ws, hj, enc, r.RemoteAddr)
+	// coder/websocket did the handshake; the edge reads and closes the
+	// socket itself from now on (wsconn.go). Its Conn is let go, without
+	// its finalizer, which would close the socket.
+	runtime.SetFinalizer(ws, nil)
+	c := newConn(e, hj, enc, r.RemoteAddr)
 	c.hook = e.captureHook(r)
 	c.handshakeDone = release
 	if !e.track(c) {
-		ws.Close(websocket.StatusCode(corralv1.Code_CODE_GOING_AWAY), "shutting down")
+		c.writeClose(uint16(corralv1.Code_CODE_GOING_AWAY), "shutting down")
+		hj.nc.Close()
 		return
 	}
 	served = true
@@ -307,6 +313,10 @@ func (e *Edge) sweep() {
 		}
 		for _, l := range e.links {
 			l.giveUpOrphans()
+		}
+		if d := e.settle.settle(mono.Now()); d > 0 {
+			e.metrics.settles.Inc()
+			e.metrics.settleSeconds.Add(d.Seconds())
 		}
 	}
 }

@@ -54,7 +54,7 @@ func FuzzLinkResponse(f *testing.F) {
 
 // fuzzConn is an attached connection with no socket and no writer.
 func fuzzConn(e *Edge, l *link, id uint64, enc protocol.Encoding) *conn {
-	c := &conn{e: e, enc: enc, id: id, link: l, done: make(chan struct{})}
+	c := &conn{e: e, enc: enc, id: id, link: l}
 	c.ended = true // no writer goroutine
 	c.attach = &linkv1.Attach{Identity: &corralv1.Identity{UserId: "u"}}
 	l.conns[id] = c

@@ -162,6 +162,7 @@ func (c *conn) refreshHook(ctx context.Context, token string) (*corralv1.Identit
 		c.e.cfg.Hooks.Unchecked(hooks.HookRefresh, 1)
 		c.closeAt(c.expires, pol.RefreshGrace)
 		c.sendFrame(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+			Frame:        "refresh",
 			Code:         corralv1.Code_CODE_UNAVAILABLE,
 			Message:      "refresh: the application could not answer: retry later (the connection is kept a grace past its token's expiry)",
 			RetryAfterMs: retryMs(hooks.RetryAfter(err)),

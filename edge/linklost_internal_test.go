@@ -214,3 +214,59 @@ func answersQueued(t *testing.T, c *conn) []string {
 	}
 	return got
 }
+
+// TestAnswersMatchedByRequest (issue 35): an Error settles only the
+// request of the kind it refuses (Error.frame): a refusal of a signal, a
+// presence update or a presence query in a room leaves a join of that
+// room in flight, and it is still answered 4103 when the link ends; a
+// join's own refusal settles it. An Error naming no frame (a core from
+// before the field) is matched by room and ref, as before.
+func TestAnswersMatchedByRequest(t *testing.T) {
+	errFrame := func(frame, room, ref string) *corralv1.ServerFrame {
+		return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Error{Error: &corralv1.Error{
+			Code: corralv1.Code_CODE_NOT_JOINED, Frame: frame, Room: room, Ref: ref}}}
+	}
+	join := request{kind: reqJoin, frame: "join", room: "r"}
+	query := request{kind: reqPresenceQuery, frame: "presenceQuery", room: "r"}
+	pub := request{kind: reqPublish, frame: "publish", room: "r"} // no id
+	for _, tc := range []struct {
+		name   string
+		answer *corralv1.ServerFrame
+		left   []request // still unanswered, in order
+	}{
+		{"a signal's refusal settles nothing", errFrame("signal", "r", ""), []request{join, query, pub}},
+		{"a presence update's refusal settles nothing", errFrame("setPresence", "r", ""), []request{join, query, pub}},
+		{"a presence query's refusal settles the query", errFrame("presenceQuery", "r", ""), []request{join, pub}},
+		{"an id-less publish's refusal settles the publish", errFrame("publish", "r", ""), []request{join, query}},
+		{"a join's refusal settles the join", errFrame("join", "r", ""), []request{query, pub}},
+		{"a join's refusal in another room settles nothing", errFrame("join", "s", ""), []request{join, query, pub}},
+		{"an Error without frame: room and ref, the earliest", errFrame("", "r", ""), []request{query, pub}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &conn{}
+			c.trackLocked(join)
+			c.trackLocked(query)
+			c.trackLocked(pub)
+			c.settleLocked(tc.answer)
+			if got := c.takeUnansweredLocked(); fmt.Sprint(got) != fmt.Sprint(tc.left) {
+				t.Fatalf("unanswered after %v: %v, want %v", tc.answer, got, tc.left)
+			}
+		})
+	}
+}
+
+// TestRefusalNamesFrame: the edge's own refusal of a request names the
+// kind of frame it refuses, as the core's do.
+func TestRefusalNamesFrame(t *testing.T) {
+	for _, f := range []*corralv1.ClientFrame{
+		{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "r"}}},
+		{Kind: &corralv1.ClientFrame_Signal{Signal: &corralv1.Signal{Room: "r"}}},
+		{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{Room: "r"}}},
+		{Kind: &corralv1.ClientFrame_DeleteState{DeleteState: &corralv1.DeleteState{Room: "r", Ref: "d"}}},
+	} {
+		want := f.ProtoReflect().WhichOneof(f.ProtoReflect().Descriptor().Oneofs().ByName("kind")).JSONName()
+		if got := requestOf(f).frame; got != want {
+			t.Errorf("requestOf(%v).frame = %q, want %q", f, got, want)
+		}
+	}
+}

@@ -23,6 +23,10 @@ type metrics struct {
 	reattached     prometheus.Counter
 	refused        *prometheus.CounterVec
 	pending        prometheus.Gauge
+	// settles and settleSeconds count the heap settles after connect
+	// bursts and the time they took (settle.go).
+	settles       prometheus.Counter
+	settleSeconds prometheus.Counter
 	// refusedBy and slowBy are refused's and slow's counters, one per
 	// reason, resolved once (reasons.go).
 	refusedBy [numRefuseReasons]prometheus.Counter
@@ -53,11 +57,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_edge_refused_total", Help: "Frames and connections the edge refused for a limit, by reason (rate_messages, rate_signals, rate_control, rate_sustained, frame_too_large, conns_per_user, pending_handshakes; link_lost: a frame queued for a core whose stream ended, answered 4103 UNAVAILABLE)."}, []string{"reason"}),
 		pending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "corral_edge_pending_handshakes", Help: "Connections upgraded whose hello is not yet authenticated."}),
 		signalsMerged: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_signals_merged_total", Help: "Signals merged into a batch still queued for a slow connection (coalesced per connection)."}),
+		settles:       prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_heap_settles_total", Help: "GCs the edge ran to return memory to the OS once accepts went quiet after a burst of connections (edge/settle.go)."}),
+		settleSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_edge_heap_settle_seconds_total", Help: "Wall time those GCs took (corral_edge_heap_settles_total)."}),
 	}
 	copy(m.refusedBy[:], reasons.Counters("edge", m.refused, refuseReasonNames[:]))
 	copy(m.slowBy[:], reasons.Counters("edge", m.slow, slowReasonNames[:]))
 	if reg != nil {
-		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.flushPass, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.streams, m.draining, m.reattached, m.refused, m.pending)
+		reg.MustRegister(m.conns, m.accepted, m.closes, m.slow, m.framesPerFlush, m.flushPass, m.linkUp, m.linkFailures, m.linkFailovers, m.signalsMerged, m.admissions, m.streams, m.draining, m.reattached, m.refused, m.pending, m.settles, m.settleSeconds)
 	}
 	return m
 }

@@ -70,7 +70,7 @@ func (c *conn) refresh(f *corralv1.ClientFrame) bool {
 		case codeClosed:
 			return false
 		}
-		c.sendError(code, msg)
+		c.refuse(f, code, msg, 0)
 		return true
 	}
 	return c.link.refresh(c, f, id)

@@ -294,14 +294,12 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 	}
 
 	c := &conn{
-		e:       e,
-		enc:     enc,
-		remote:  r.RemoteAddr,
-		id:      e.nextID.Add(1),
-		done:    make(chan struct{}),
-		welcome: make(chan struct{}),
-		limits:  newLimiter(e.rules),
-		stream:  s,
+		e:      e,
+		enc:    enc,
+		remote: r.RemoteAddr,
+		id:     e.nextID.Add(1),
+		limits: newLimiter(e.rules),
+		stream: s,
 	}
 	c.handshakeDone = release
 	c.hook = e.captureHook(r)
@@ -361,6 +359,7 @@ func (e *Edge) serveOpen(w http.ResponseWriter, r *http.Request, kind carrierKin
 	c.startWriterLocked()
 	c.mu.Unlock()
 	e.metrics.accepted.Inc()
+	e.settle.accepted(mono.Now())
 	e.metrics.streams.WithLabelValues(kind.String()).Inc()
 	e.publishStream(c)
 	served = true

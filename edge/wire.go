@@ -7,9 +7,9 @@ import (
 	"syscall"
 )
 
-// wire is the one way bytes reach a client's socket: coder/websocket's
-// control frames (pong, close) and the edge's data messages both go
-// through it, one at a time.
+// wire is the one way bytes reach a client's socket: the control frames
+// (pong, close: wsconn.go) and the edge's data messages both go through
+// it, one at a time.
 //
 // The connection's writer (conn.send, on its sender shard) writes data
 // without blocking, holding mu: what the socket does not take is kept as
@@ -20,7 +20,7 @@ type wire struct {
 	nc  io.Writer       // the socket, or an HTTP/2 response (httpOut)
 	raw syscall.RawConn // nil: no write without blocking (the writer blocks)
 
-	mu   sync.Mutex // held across every write to nc
+	mu   sync.Mutex // held across every write to nc (and guards conn.closeSent)
 	tail []byte     // the unwritten end of a message written without blocking
 }
 
@@ -28,8 +28,8 @@ func newWire(nc net.Conn) *wire {
 	return &wire{nc: nc, raw: rawConn(nc)}
 }
 
-// Write writes p in full, after any tail. It serves coder/websocket's
-// writer (control frames) and the connection's writer goroutine.
+// Write writes p in full, after any tail: the 101 response of the
+// upgrade, and the connection's writer when it writes blocking.
 func (w *wire) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -37,13 +37,6 @@ func (w *wire) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return w.nc.Write(p)
-}
-
-// flush writes the tail, if any.
-func (w *wire) flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.flushLocked()
 }
 
 func (w *wire) flushLocked() error {

@@ -151,7 +151,8 @@ redis.set_repl(redis.REPL_NONE)
 redis.call('SET', hereKey, '1', 'PX', ttl)
 redis.set_repl(redis.REPL_ALL)
 redis.call('SET', seqKey, seqStr, 'PX', ttl)
-redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[4], seqStr .. '-0', 'm', chunk)
+-- g: the message's id, for read.lua's fold of growing messages.
+redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[4], seqStr .. '-0', 'm', chunk, 'g', ARGV[17])
 redis.call('PEXPIRE', logKey, ttl)
 if eventsKey and final then
   local assembled = head .. seqField .. tail .. chunkField(mseq, version, body, true, true)

@@ -710,6 +710,9 @@ func (m *Memory) Read(_ context.Context, q Query) (Page, error) {
 			to = from + limit - 1
 			p.More = true
 		}
+		if q.Assembled {
+			return r.foldedLocked(p, from, to, 1, q.MaxBytes), nil
+		}
 		p.Messages = make([]*corralv1.Message, 0, to-from+1)
 		for s := from; s <= to; s++ {
 			p.Messages = append(p.Messages, r.at(s, first))
@@ -728,11 +731,47 @@ func (m *Memory) Read(_ context.Context, q Query) (Page, error) {
 		from = to - limit + 1
 		p.More = true
 	}
+	if q.Assembled {
+		return r.foldedLocked(p, to, from, -1, q.MaxBytes), nil
+	}
 	p.Messages = make([]*corralv1.Message, 0, to-from+1)
 	for s := to; s >= from; s-- {
 		p.Messages = append(p.Messages, r.at(s, first))
 	}
 	return cutPage(p, q.MaxBytes), nil
+}
+
+// foldedLocked fills p with the messages from seq a to seq b (step 1
+// forward, -1 reverse) as [Query].Assembled folds them, at most maxBytes
+// of them (<= 0: no bound) and at least one. Lock must be held.
+func (r *memRoom) foldedLocked(p Page, a, b uint64, step int, maxBytes int) Page {
+	size := 0
+	for s := a; ; s = uint64(int64(s) + int64(step)) {
+		m := r.at(s, p.First)
+		if c := m.GetChunk(); c != nil {
+			g := r.growing[m.GetId()]
+			switch {
+			case g == nil || g.base.GetSeq() != c.GetMessageSeq():
+			case g.last != s:
+				m = nil // the message is in the place of its last chunk
+			default:
+				m = g.assembled()
+			}
+		}
+		if m != nil {
+			n := proto.Size(m)
+			if maxBytes > 0 && len(p.Messages) > 0 && size+n > maxBytes {
+				p.More = true
+				return p
+			}
+			size += n
+			p.Messages = append(p.Messages, m)
+		}
+		p.Next = s
+		if s == b {
+			return p
+		}
+	}
 }
 
 // cutPage cuts p to maxBytes of messages ([Query].MaxBytes). The messages

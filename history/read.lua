@@ -16,7 +16,15 @@
 --         off, and knows there is more), so that a page of large messages
 --         is not built whole in the script's memory
 --
--- Returns {epoch, last seq, first retained seq (0: none), message...}.
+-- ARGV[7] (optional) the growing messages' key prefix (the id follows):
+--         fold them (history.Query.Assembled): an entry grow.lua wrote
+--         (field g, the id) is the assembled message in the place of its
+--         last chunk, left out elsewhere; ARGV[5] is then the page limit
+--         plus one and ARGV[6] bounds the folded entries
+--
+-- Returns {epoch, last seq, first retained seq (0: none), message...};
+-- folding, {epoch, last, first, next, more, message...}: next the seq of
+-- the last entry read into the page, more 1 when the page stopped early.
 
 local seqKey, logKey, epochKey = KEYS[1], KEYS[2], KEYS[3]
 
@@ -44,10 +52,77 @@ if head[1] then
   first = tonumber(string.match(head[1][1], '^%d+'))
 end
 
+local foldPrefix = ARGV[7] or ''
+
+local function varint(n)
+  local b = {}
+  while n >= 128 do
+    b[#b + 1] = string.char(n % 128 + 128)
+    n = math.floor(n / 128)
+  end
+  b[#b + 1] = string.char(n)
+  return table.concat(b)
+end
+
+-- fold returns the page of the stream entries ents folded (see ARGV[7]),
+-- at most ARGV[5] - 1 entries read and maxBytes of folded ones (0: no
+-- bound; at least one); stopped: the read stopped at its byte bound.
+local function fold(ents, maxBytes, stopped)
+  local limit = tonumber(ARGV[5]) - 1
+  local res = {epoch, last, first, 0, 0}
+  local more, bytes = 0, 0
+  local n = #ents
+  if n > limit then
+    n, more = limit, 1
+  end
+  for i = 1, n do
+    local e = ents[i]
+    local seq = tonumber(string.match(e[1], '^%d+'))
+    local m = e[2][2]
+    local id = e[2][4]
+    if e[2][3] == 'g' and id then
+      -- The body only for the chunk that places the message: a page of
+      -- one long message's chunks reads it once.
+      local es = redis.call('HMGET', foldPrefix .. id, 'e', 's')
+      if es[1] == epoch then
+        if tonumber(es[2]) ~= seq then
+          m = nil -- the message is in the place of its last chunk
+        else
+          local h = redis.call('HMGET', foldPrefix .. id, 'e', 'm', 'v', 's', 'f', 'b', 'h', 't')
+          local inner = '\8' .. varint(tonumber(h[2])) .. '\16' .. varint(tonumber(h[3]))
+          if #h[6] > 0 then
+            inner = inner .. '\26' .. varint(#h[6]) .. h[6]
+          end
+          inner = inner .. '\32\1'
+          if h[5] == '1' then
+            inner = inner .. '\40\1'
+          end
+          m = h[7] .. '\16' .. varint(seq) .. h[8] .. 'B' .. varint(#inner) .. inner
+        end
+      end
+    end
+    if m then
+      if maxBytes > 0 and #res > 5 and bytes + #m > maxBytes then
+        more = 1
+        break
+      end
+      bytes = bytes + #m
+      res[#res + 1] = m
+    end
+    res[4] = seq
+  end
+  if stopped then
+    more = 1
+  end
+  res[5] = more
+  return res
+end
+
 local out = {epoch, last, first}
 local dir, pos, count = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local maxBytes = tonumber(ARGV[6] or '0')
 local entries = {}
+local raw = {}
 if maxBytes > 0 and (dir == 'f' or dir == 'r') then
   -- Chunks of 64 entries from pos on, until count entries or maxBytes.
   local left, bytes = tonumber(count), 0
@@ -74,6 +149,7 @@ if maxBytes > 0 and (dir == 'f' or dir == 'r') then
     for i = 1, #chunk do
       local m = chunk[i][2][2]
       out[#out + 1] = m
+      raw[#raw + 1] = chunk[i]
       left, taken, bytes = left - 1, taken + 1, bytes + #m
       if bytes > maxBytes and taken > 1 then
         done = true
@@ -89,6 +165,9 @@ if maxBytes > 0 and (dir == 'f' or dir == 'r') then
       from = string.format('%d-0', seq - 1)
     end
   end
+  if foldPrefix ~= '' then
+    return fold(raw, maxBytes, done)
+  end
   return out
 end
 if dir == 'f' then
@@ -101,6 +180,9 @@ elseif dir == 'r' then
     entries = redis.call('XREVRANGE', logKey, string.format('%d-0', pos - 1),
       '-', 'COUNT', count)
   end
+end
+if foldPrefix ~= '' then
+  return fold(entries, 0, false)
 end
 for i = 1, #entries do
   out[#out + 1] = entries[i][2][2]

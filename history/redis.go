@@ -476,12 +476,19 @@ func (r *Redis) ReadMany(ctx context.Context, qs []Query) ([]Page, error) {
 			dir, pos = "r", q.Before
 		}
 		execs[i] = r.readExec(q.Room, q.Peek, dir, pos, pageLimit(q.Limit)+1, q.MaxBytes)
+		if q.Assembled {
+			execs[i].Args = append(execs[i].Args, r.prefix+":{"+q.Room+"}:grow:")
+		}
 	}
 	resps := evalMulti(ctx, r.client, readLua, readSHA, execs)
 	pages := make([]Page, len(qs))
 	for i, resp := range resps {
 		var err error
-		pages[i], err = parsePage(resp, pageLimit(qs[i].Limit), qs[i].MaxBytes)
+		if qs[i].Assembled {
+			pages[i], err = parseFolded(resp)
+		} else {
+			pages[i], err = parsePage(resp, pageLimit(qs[i].Limit), qs[i].MaxBytes)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("history: read %q: %w", qs[i].Room, err)
 		}
@@ -563,6 +570,46 @@ func parsePage(resp rueidis.RedisResult, limit, maxBytes int) (Page, error) {
 			return Page{}, fmt.Errorf("decode message: %w", err)
 		}
 		p.Messages[i] = m
+	}
+	return p, nil
+}
+
+// parseFolded decodes a read.lua reply to a folding read
+// ([Query].Assembled): the script cut the page and says whether there is
+// more.
+func parseFolded(resp rueidis.RedisResult) (Page, error) {
+	arr, err := resp.ToArray()
+	if err != nil {
+		return Page{}, err
+	}
+	if len(arr) == 3 { // peek of a room without history
+		return Page{}, nil
+	}
+	if len(arr) < 5 {
+		return Page{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	var p Page
+	var more int64
+	p.Epoch, err = arr[0].ToString()
+	var errs [4]error
+	p.Last, errs[0] = arr[1].AsUint64()
+	p.First, errs[1] = arr[2].AsUint64()
+	p.Next, errs[2] = arr[3].AsUint64()
+	more, errs[3] = arr[4].AsInt64()
+	if err := errors.Join(err, errs[0], errs[1], errs[2], errs[3]); err != nil {
+		return Page{}, err
+	}
+	p.More = more == 1
+	for _, v := range arr[5:] {
+		s, err := v.ToString()
+		if err != nil {
+			return Page{}, err
+		}
+		m := new(corralv1.Message)
+		if err := proto.Unmarshal([]byte(s), m); err != nil {
+			return Page{}, fmt.Errorf("decode message: %w", err)
+		}
+		p.Messages = append(p.Messages, m)
 	}
 	return p, nil
 }

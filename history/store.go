@@ -84,13 +84,14 @@ const MaxPage = 1000
 // Reads for a caller that names rooms freely (the internal API) peek, so
 // that made-up room names do not grow the store.
 type Query struct {
-	Room     string
-	After    uint64
-	Before   uint64
-	Reverse  bool
-	Limit    int
-	MaxBytes int
-	Peek     bool
+	Room      string
+	After     uint64
+	Before    uint64
+	Reverse   bool
+	Limit     int
+	MaxBytes  int
+	Peek      bool
+	Assembled bool
 }
 
 // State describes a room's history.
@@ -108,6 +109,10 @@ type Page struct {
 	State
 	Messages []*corralv1.Message
 	More     bool
+	// Next, with Query.Assembled, is the seq of the last message the page
+	// read (the highest forward, the lowest reverse; 0 when it read none):
+	// the next page in the same direction is After (Before) Next.
+	Next uint64
 }
 
 // AppendResult is the outcome of [Store.Append].

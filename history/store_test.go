@@ -35,6 +35,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"GrowMidStream":    testGrowMidStream,
 		"GrowRetry":        testGrowRetry,
 		"GrowOpen":         testGrowOpen,
+		"GrowFolded":       testGrowFolded,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, newStore) })

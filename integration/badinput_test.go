@@ -132,21 +132,24 @@ func TestBadInput(t *testing.T) {
 				})
 			}
 
+			// wantFrame: the kind the Error names as refused (Error.frame;
+			// none for what no request kind covers).
 			errorsKept := map[string]struct {
-				frame string
-				want  corralv1.Code
+				frame     string
+				want      corralv1.Code
+				wantFrame string
 			}{
-				"unknown frame type":    {`{"teleport":{"room":"calm"}}`, corralv1.Code_CODE_UNKNOWN_FRAME},
-				"publish without join":  {`{"publish":{"room":"elsewhere","id":"p1","payload":1}}`, corralv1.Code_CODE_NOT_JOINED},
-				"empty room name":       {`{"join":{"room":""}}`, corralv1.Code_CODE_INVALID_ARGUMENT},
-				"second hello":          {hello, corralv1.Code_CODE_BAD_FRAME},
-				"control chars in room": {`{"join":{"room":"a\u0001b"}}`, corralv1.Code_CODE_INVALID_ARGUMENT},
-				"leave a room not in":   {`{"leave":{"room":"nowhere"}}`, corralv1.Code_CODE_NOT_JOINED},
+				"unknown frame type":    {`{"teleport":{"room":"calm"}}`, corralv1.Code_CODE_UNKNOWN_FRAME, ""},
+				"publish without join":  {`{"publish":{"room":"elsewhere","id":"p1","payload":1}}`, corralv1.Code_CODE_NOT_JOINED, "publish"},
+				"empty room name":       {`{"join":{"room":""}}`, corralv1.Code_CODE_INVALID_ARGUMENT, "join"},
+				"second hello":          {hello, corralv1.Code_CODE_BAD_FRAME, "hello"},
+				"control chars in room": {`{"join":{"room":"a\u0001b"}}`, corralv1.Code_CODE_INVALID_ARGUMENT, "join"},
+				"leave a room not in":   {`{"leave":{"room":"nowhere"}}`, corralv1.Code_CODE_NOT_JOINED, "leave"},
 				// A growing message needs the room joined, as a publish does.
-				"append outside the room": {`{"append":{"room":"elsewhere","id":"m1","dataBase64":"SGk="}}`, corralv1.Code_CODE_NOT_JOINED},
+				"append outside the room": {`{"append":{"room":"elsewhere","id":"m1","dataBase64":"SGk="}}`, corralv1.Code_CODE_NOT_JOINED, "append"},
 				// Keyed state needs the room joined, as a publish does.
-				"set state without join":    {`{"setState":{"room":"calm","key":"k","value":1,"ref":"s1"}}`, corralv1.Code_CODE_NOT_JOINED},
-				"delete state without join": {`{"deleteState":{"room":"calm","key":"k","ref":"s2"}}`, corralv1.Code_CODE_NOT_JOINED},
+				"set state without join":    {`{"setState":{"room":"calm","key":"k","value":1,"ref":"s1"}}`, corralv1.Code_CODE_NOT_JOINED, "setState"},
+				"delete state without join": {`{"deleteState":{"room":"calm","key":"k","ref":"s2"}}`, corralv1.Code_CODE_NOT_JOINED, "deleteState"},
 			}
 			for name, tc := range errorsKept {
 				t.Run(name, func(t *testing.T) {
@@ -155,8 +158,8 @@ func TestBadInput(t *testing.T) {
 						t.Fatal(err)
 					}
 					f := nextFrame(t, c, func(f *corralv1.ServerFrame) bool { return f.GetError() != nil })
-					if f.GetError().GetCode() != tc.want {
-						t.Fatalf("error %v, want code %d", f.GetError(), tc.want)
+					if f.GetError().GetCode() != tc.want || f.GetError().GetFrame() != tc.wantFrame {
+						t.Fatalf("error %v, want code %d naming frame %q", f.GetError(), tc.want, tc.wantFrame)
 					}
 					// Still open and served.
 					if _, err := c.Join(ctx, "calm", 0, ""); err != nil {

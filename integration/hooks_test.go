@@ -33,7 +33,8 @@ import (
 // is refused; rooms starting with "secret" are members-only; a payload
 // "bad" is refused and "shout" replaced; Call "echo" echoes. Member info:
 // Connect gives {"conn":NAME}; Join of "game:info*" gives {"name":NAME}
-// (none for carol), of "game:huge" 5 KiB.
+// (none for carol), of "game:huge" 5 KiB. A delete of the state key
+// "locked" is refused.
 type appBackend struct {
 	corralv1connect.UnimplementedHooksServiceHandler
 	joinCalls, joinPairs atomic.Int64
@@ -41,6 +42,8 @@ type appBackend struct {
 	slow                 atomic.Int64 // nanoseconds added to Join
 	expires              atomic.Int64 // Connect's expires_unix (0: none)
 	cookie               atomic.Value
+	mu                   sync.Mutex
+	writes               []string // each Publish hook request: kind, key, payload
 }
 
 func (b *appBackend) check(ctx context.Context) error {
@@ -105,6 +108,12 @@ func (b *appBackend) Join(ctx context.Context, req *corralv1.JoinRequest) (*corr
 func (b *appBackend) Publish(ctx context.Context, req *corralv1.HooksServicePublishRequest) (*corralv1.HooksServicePublishResponse, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, err
+	}
+	b.mu.Lock()
+	b.writes = append(b.writes, fmt.Sprintf("%s %s %s", req.GetKind(), req.GetKey(), req.GetPayload()))
+	b.mu.Unlock()
+	if req.GetKind() == corralv1.PublishKind_PUBLISH_KIND_DELETE_STATE && req.GetKey() == "locked" {
+		return &corralv1.HooksServicePublishResponse{Refusal: &corralv1.Refusal{Code: corralv1.Code_CODE_FORBIDDEN, Reason: "locked keys stay"}}, nil
 	}
 	switch string(req.GetPayload()) {
 	case `"bad"`:
@@ -690,5 +699,60 @@ func testHooksMemberInfo(t *testing.T, mode string) {
 	wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
 	if sample(t, scrape(t, coreBase(d)), `corral_hook_errors_total{hook="join",kind="bad_response"}`) < 1 {
 		t.Error("oversized member info not counted as a bad response")
+	}
+}
+
+// TestHooksStateWrites: a class with a publish hook sees a member's
+// keyed-state deletes as it sees its sets (kind and key in the request,
+// a delete without payload) and its growing messages' chunks; a refused
+// delete is answered as a refused set (the hook's code and reason, ref =
+// the delete's ref) and deletes nothing.
+func TestHooksStateWrites(t *testing.T) {
+	const file = "rooms:\n  - name: moderated\n    match: \"mod:*\"\n    hooks: {publish: true}\n    state: {max-keys: 10}\n"
+	b := &appBackend{}
+	_, classes := classFile(t, file)
+	hooked := withHooks(serveBackend(t, b), func(c *hooks.Config) { c.Policy.Join, c.Policy.Publish = nil, nil })
+	d := start(t, "serve", nil, func(o *server.Options) { hooked(o); classes(o) })
+	ctx := testCtx(t)
+	c, err := hookDial(t, d, "user:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Join(ctx, "mod:1", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"locked", "free"} {
+		if _, err := c.SetState(ctx, "mod:1", key, []byte(`1`), client.StateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.SetState(ctx, "mod:1", "x", []byte(`"bad"`), client.StateOptions{})
+	wantCode(t, err, corralv1.Code_CODE_INVALID_ARGUMENT)
+	_, err = c.DeleteState(ctx, "mod:1", "locked", client.StateOptions{})
+	wantCode(t, err, corralv1.Code_CODE_FORBIDDEN)
+	if u, err := c.DeleteState(ctx, "mod:1", "free", client.StateOptions{}); err != nil || !u.GetDeleted() {
+		t.Fatalf("delete of a free key: %v, %v", u, err)
+	}
+	if _, err := c.Append(ctx, "mod:1", "m1", []byte(`"hi"`), client.AppendOptions{Final: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: "mod:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range res.GetSnapshot().GetEntries() {
+		keys = append(keys, e.GetKey())
+	}
+	if strings.Join(keys, ",") != "locked" {
+		t.Errorf("the room's keys: %v, want only locked (its refused delete deleted nothing)", keys)
+	}
+	b.mu.Lock()
+	got := strings.Join(b.writes, "; ")
+	b.mu.Unlock()
+	want := "PUBLISH_KIND_SET_STATE locked 1; PUBLISH_KIND_SET_STATE free 1; PUBLISH_KIND_SET_STATE x \"bad\"; " +
+		"PUBLISH_KIND_DELETE_STATE locked ; PUBLISH_KIND_DELETE_STATE free ; PUBLISH_KIND_APPEND  \"hi\""
+	if got != want {
+		t.Errorf("the hook saw\n  %s\nwant\n  %s", got, want)
 	}
 }

@@ -152,8 +152,8 @@ func TestRefreshRefused(t *testing.T) {
 				"expired":    userToken(t, "ann", time.Now().Add(-time.Hour), "r"),
 			} {
 				_, err := c.Refresh(ctx, tok)
-				if e := serverErr(t, err); e.GetCode() != corralv1.Code_CODE_UNAUTHENTICATED || e.GetRoom() != "" {
-					t.Fatalf("%s: got %v, want error 4401", name, e)
+				if e := serverErr(t, err); e.GetCode() != corralv1.Code_CODE_UNAUTHENTICATED || e.GetRoom() != "" || e.GetFrame() != "refresh" {
+					t.Fatalf("%s: got %v, want error 4401 refusing the refresh", name, e)
 				}
 			}
 			if _, err := c.Publish(ctx, "r", "still-in", payload(1)); err != nil {

@@ -340,6 +340,7 @@ func appendJSONRoomPosition(b []byte, m *v1.RoomPosition) []byte {
 	b = appendBoolField(b, s, `"presence":`, m.GetPresence())
 	b = appendUintField(b, s, `"statePosition":`, m.GetStatePosition())
 	b = appendStringField(b, s, `"stateEpoch":`, m.GetStateEpoch())
+	b = appendBoolField(b, s, `"openPrefix":`, m.GetOpenPrefix())
 	return append(b, '}')
 }
 
@@ -363,6 +364,8 @@ func (d *decoder) readRoomPosition(m *v1.RoomPosition) error {
 			m.StatePosition, err = d.uint("statePosition", 64)
 		case "stateEpoch", "state_epoch":
 			m.StateEpoch, err = d.str("stateEpoch")
+		case "openPrefix", "open_prefix":
+			m.OpenPrefix, err = d.bool("openPrefix")
 		default:
 			d.skip()
 		}
@@ -383,6 +386,7 @@ func appendJSONJoin(b []byte, m *v1.Join) []byte {
 	b = appendBoolField(b, s, `"fromPosition":`, m.GetFromPosition())
 	b = appendUintField(b, s, `"statePosition":`, m.GetStatePosition())
 	b = appendStringField(b, s, `"stateEpoch":`, m.GetStateEpoch())
+	b = appendBoolField(b, s, `"openPrefix":`, m.GetOpenPrefix())
 	return append(b, '}')
 }
 
@@ -412,6 +416,8 @@ func (d *decoder) readJoin(m *v1.Join) error {
 			m.StatePosition, err = d.uint("statePosition", 64)
 		case "stateEpoch", "state_epoch":
 			m.StateEpoch, err = d.str("stateEpoch")
+		case "openPrefix", "open_prefix":
+			m.OpenPrefix, err = d.bool("openPrefix")
 		default:
 			d.skip()
 		}
@@ -1478,6 +1484,7 @@ func appendJSONError(b []byte, m *v1.Error) []byte {
 	b = appendStringField(b, s, `"room":`, m.GetRoom())
 	b = appendStringField(b, s, `"ref":`, m.GetRef())
 	b = appendUintField(b, s, `"retryAfterMs":`, uint64(m.GetRetryAfterMs()))
+	b = appendStringField(b, s, `"frame":`, m.GetFrame())
 	return append(b, '}')
 }
 
@@ -1499,6 +1506,8 @@ func (d *decoder) readError(m *v1.Error) error {
 			m.Ref, err = d.str("ref")
 		case "retryAfterMs", "retry_after_ms":
 			m.RetryAfterMs, err = d.uint32("retryAfterMs")
+		case "frame":
+			m.Frame, err = d.str("frame")
 		default:
 			d.skip()
 		}

@@ -294,10 +294,9 @@ async function room(name, roomName) {
     async () => {
       if (after < 0) after = Number((await call("History", { room: roomName, reverse: true, limit: 1 })).lastSeq || 0);
       const h = await call("History", { room: roomName, afterSeq: String(after), limit: 100 });
-      for (const m of h.messages || []) {
-        after = Math.max(after, Number(m.seq));
-        addLine($("tail"), m, true);
-      }
+      for (const m of h.messages || []) addLine($("tail"), m, true);
+      // A growing message is one entry at its last chunk: page by nextSeq.
+      after = Math.max(after, Number(h.nextSeq || 0));
       // Members and signals: every other poll.
       if (Date.now() - lastMembers > 1500) {
         lastMembers = Date.now();
@@ -331,10 +330,8 @@ async function olderHistory() {
   if (oldest > 0) req.beforeSeq = String(oldest);
   try {
     const h = await call("History", req);
-    for (const m of h.messages || []) {
-      oldest = Number(m.seq);
-      addLine($("history"), m, false);
-    }
+    for (const m of h.messages || []) addLine($("history"), m, false);
+    if (h.nextSeq) oldest = Number(h.nextSeq);
     $("history-older").disabled = !h.more;
   } catch (e) {
     failed(e);

@@ -6,7 +6,6 @@ import (
 	"connectrpc.com/connect/v2"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
-	"google.golang.org/protobuf/proto"
 )
 
 // maxHistoryPageBytes bounds the messages of one History page.
@@ -26,20 +25,16 @@ func (s *Service) History(ctx context.Context, req *corralv1.HistoryRequest) (*c
 		// A read of a room that never existed must not create it: a
 		// caller naming made-up rooms would grow the store.
 		Peek: true,
+		// A page is bounded in bytes as well as in count (1,000 messages
+		// of 64 KiB would be 64 MiB): past maxHistoryPageBytes the page
+		// ends early and says there is more. The first message always
+		// fits.
+		MaxBytes: maxHistoryPageBytes,
+		// A growing message is one entry, never split across pages.
+		Assembled: true,
 	})
 	if err != nil {
 		return nil, s.rpcError(err)
-	}
-	// A page is bounded in bytes as well as in count (1,000 messages of
-	// 64 KiB would be 64 MiB): past maxHistoryPageBytes the page ends
-	// early and says there is more. The first message always fits.
-	size := 0
-	for i, m := range page.Messages {
-		size += proto.Size(m)
-		if i > 0 && size > maxHistoryPageBytes {
-			page.Messages, page.More = page.Messages[:i], true
-			break
-		}
 	}
 	return &corralv1.HistoryResponse{
 		Messages: page.Messages,
@@ -47,5 +42,6 @@ func (s *Service) History(ctx context.Context, req *corralv1.HistoryRequest) (*c
 		LastSeq:  page.Last,
 		FirstSeq: page.First,
 		More:     page.More,
+		NextSeq:  page.Next,
 	}, nil
 }

@@ -74,6 +74,14 @@ func (d *Door) RefusePublish(ctx context.Context, s Client, name, ref string) bo
 // the publish with CODE_UNAVAILABLE (retry with the same id); open lets
 // the client's payload through unchecked (corral_hook_unchecked_total).
 func (d *Door) HookPublish(ctx context.Context, s Client, cl *roomclass.Class, p *corralv1.Publish) ([]byte, bool) {
+	return d.HookWrite(ctx, s, cl, p, corralv1.PublishKind_PUBLISH_KIND_UNSPECIFIED, "")
+}
+
+// HookWrite is [Door.HookPublish] for a write of kind (an append, a
+// state set or delete: p's id is its ref or the message's id, its payload
+// the data or value, none for a delete) on the state key key: the hook
+// request says which, and a refusal is answered as a publish's.
+func (d *Door) HookWrite(ctx context.Context, s Client, cl *roomclass.Class, p *corralv1.Publish, kind corralv1.PublishKind, key string) ([]byte, bool) {
 	h := d.opt.Hooks
 	if h == nil || !(cl.Hooks.Publish || h.Policy().For(p.GetRoom()).Publish) {
 		return p.GetPayload(), true
@@ -81,6 +89,7 @@ func (d *Door) HookPublish(ctx context.Context, s Client, cl *roomclass.Class, p
 	log := d.opt.Logger
 	res, err := h.Publish(ctx, &corralv1.HooksServicePublishRequest{
 		UserId: s.UserID(), Room: p.GetRoom(), Id: p.GetId(), Payload: p.GetPayload(), SessionId: s.SessionID(),
+		Kind: kind, Key: key,
 	})
 	switch {
 	case err != nil && cl.Hooks.PublishPolicy == roomclass.Open:
@@ -98,6 +107,8 @@ func (d *Door) HookPublish(ctx context.Context, s Client, cl *roomclass.Class, p
 		code, reason := hooks.ClientRefusal(res.GetRefusal(), corralv1.Code_CODE_FORBIDDEN)
 		s.SendErr(code, reason, p.GetRoom(), p.GetId())
 		return nil, false
+	case kind == corralv1.PublishKind_PUBLISH_KIND_DELETE_STATE:
+		return nil, true // a delete has no payload to replace
 	case res.GetReplace() && len(res.GetPayload()) > cl.MaxPayload:
 		// Bounded like a client's payload: the backend's bug is not a
 		// way around the limit.

@@ -2,8 +2,8 @@
 // on the per-message path: the edge writes each data message as one
 // unmasked frame (Frame), and the Go client reads what a server sends
 // (Reader) and writes its own control frames (AppendControl).
-// coder/websocket does everything else: handshakes, the client's data
-// frames, the edge's reads.
+// The edge reads its clients' frames itself (edge/wsconn.go);
+// coder/websocket does the rest: handshakes, the Go client's data frames.
 package wsframe
 
 import (

@@ -106,12 +106,10 @@ client.on("message", (m) => {
 // ---- assistant: growing messages (docs/MESSAGES.md), such as the answers
 // examples/assistant streams through the internal API. A page that joins
 // in the middle gets the answer so far as one chunk, then the rest; a
-// reload resumes after what it saw, so the page keeps each answer as it
-// has it (like the chat transcript) and gives it back to the room's
-// assembler before connecting.
+// reload resumes after what it saw, and the SDK asks for the answers still
+// open there (RoomPosition.open_prefix): the page keeps no copy of them.
 
 const answersEl = $("answers");
-const answersKey = `corral-demo:answers:${room}`;
 const answers = client.room(room);
 answers.on("growing", (g) => {
   $("assistant").hidden = false;
@@ -126,37 +124,11 @@ answers.on("growing", (g) => {
     el.textContent = g.text;
     el.dataset.version = String(g.version);
     el.dataset.final = String(g.final);
-    saveAnswer(g);
   };
   g.on("chunk", show);
   show();
 });
 answers.on("gap", (e) => console.warn("corral: assistant:", e.message));
-for (const a of loadAnswers()) {
-  answers.onChunk({
-    room, id: a.id, seq: a.seq, sender: "assistant", timeMs: 0,
-    chunk: { messageSeq: a.messageSeq, version: a.version, data: new TextEncoder().encode(a.text), replace: true, final: a.final },
-  });
-}
-
-function loadAnswers() {
-  try {
-    return JSON.parse(sessionStorage.getItem(answersKey) || "[]");
-  } catch {
-    return [];
-  }
-}
-
-function saveAnswer(g) {
-  if (g.version === 0) return;
-  const all = loadAnswers().filter((a) => a.id !== g.id);
-  all.push({ id: g.id, messageSeq: g.messageSeq, seq: g.seq, version: g.version, text: g.text, final: g.final });
-  try {
-    sessionStorage.setItem(answersKey, JSON.stringify(all.slice(-5)));
-  } catch {
-    // A full storage only costs the answers on reload.
-  }
-}
 
 client.on("reset", (r) => {
   if (r.room === room) note("Some history was no longer available; the chat continues from here.");

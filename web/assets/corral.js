@@ -38,8 +38,8 @@ var Backoff = class {
 var messageFields = {
   Hello: { token: "string", client: "string", resume: { message: "Resume", list: false } },
   Resume: { sessionId: "string", resumeToken: "string", instance: "string", attempt: "number", rooms: { message: "RoomPosition", list: true } },
-  RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool", statePosition: "number", stateEpoch: "string" },
-  Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool", statePosition: "number", stateEpoch: "string" },
+  RoomPosition: { room: "string", seq: "number", epoch: "string", presence: "bool", statePosition: "number", stateEpoch: "string", openPrefix: "bool" },
+  Join: { room: "string", sinceSeq: "number", epoch: "string", presence: "bool", presenceState: "payload", fromPosition: "bool", statePosition: "number", stateEpoch: "string", openPrefix: "bool" },
   Leave: { room: "string" },
   Publish: { room: "string", id: "string", payload: "payload", seq: "number" },
   Signal: { room: "string", key: "string", payload: "payload", clear: "bool" },
@@ -61,7 +61,7 @@ var messageFields = {
   Published: { room: "string", id: "string", seq: "number", duplicate: "bool" },
   Pong: { id: "number", timeMs: "number" },
   ReconnectHint: { code: "code", reason: "string", delayMs: "number" },
-  Error: { code: "code", message: "string", room: "string", ref: "string", retryAfterMs: "number" },
+  Error: { code: "code", message: "string", room: "string", ref: "string", retryAfterMs: "number", frame: "string" },
   Reset: { room: "string", seq: "number", epoch: "string" },
   Batch: { frames: { message: "ServerFrame", list: true } },
   Presence: { room: "string", snapshot: "bool", joins: { message: "PresenceMember", list: true }, updates: { message: "PresenceMember", list: true }, leaves: "strings", members: "number", connections: "number", countsOnly: "bool" },
@@ -1349,7 +1349,7 @@ var Client = class extends Emitter {
     const saved = loadState(this.storage, this.storageKey);
     this.session = saved.session;
     for (const [room, pos] of Object.entries(saved.rooms)) {
-      this.rooms.set(room, newRoom(pos.seq, pos.epoch));
+      this.rooms.set(room, { ...newRoom(pos.seq, pos.epoch), noBodies: true });
     }
   }
   /** state is where the client is now. */
@@ -1607,6 +1607,7 @@ var Client = class extends Emitter {
           seq: r.seq,
           epoch: r.epoch,
           presence: r.presence ?? false,
+          openPrefix: r.noBodies ?? false,
           ...this.statePosition(room)
         }))
       };
@@ -1900,6 +1901,7 @@ var Client = class extends Emitter {
         presence: r.presence ?? false,
         presenceState: r.state,
         fromPosition: r.epoch !== "",
+        openPrefix: r.noBodies ?? false,
         ...this.statePosition(room)
       }
     });
@@ -1924,6 +1926,7 @@ var Client = class extends Emitter {
       this.rooms.set(j.room, r);
     }
     r.ready = true;
+    r.noBodies = false;
     r.joining = false;
     r.seq = j.seq;
     r.epoch = j.epoch;

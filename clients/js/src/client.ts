@@ -244,6 +244,10 @@ interface RoomState {
   /** Joined with presence, with this state; kept for rejoins. */
   presence?: boolean;
   state?: Payload;
+  /** Restored from storage (a reload): the position is kept, the bodies
+   * of the growing messages open there are not. The resume or rejoin asks
+   * for them (RoomPosition.open_prefix); cleared when the room is joined. */
+  noBodies?: boolean;
 }
 
 interface Waiter<T> {
@@ -422,7 +426,7 @@ export class Client extends Emitter<ClientEvents> {
     const saved = loadState(this.storage, this.storageKey);
     this.session = saved.session;
     for (const [room, pos] of Object.entries(saved.rooms)) {
-      this.rooms.set(room, newRoom(pos.seq, pos.epoch));
+      this.rooms.set(room, { ...newRoom(pos.seq, pos.epoch), noBodies: true });
     }
   }
 
@@ -710,6 +714,7 @@ export class Client extends Emitter<ClientEvents> {
           seq: r.seq,
           epoch: r.epoch,
           presence: r.presence ?? false,
+          openPrefix: r.noBodies ?? false,
           ...this.statePosition(room),
         })),
       };
@@ -1032,6 +1037,7 @@ export class Client extends Emitter<ClientEvents> {
         presence: r.presence ?? false,
         presenceState: r.state,
         fromPosition: r.epoch !== "",
+        openPrefix: r.noBodies ?? false,
         ...this.statePosition(room),
       },
     });
@@ -1060,6 +1066,7 @@ export class Client extends Emitter<ClientEvents> {
       this.rooms.set(j.room, r);
     }
     r.ready = true;
+    r.noBodies = false; // the prefixes asked for follow on this connection
     r.joining = false;
     r.seq = j.seq;
     r.epoch = j.epoch;

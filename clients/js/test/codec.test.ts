@@ -19,13 +19,16 @@ const golden = JSON.parse(
 
 const bytes = (b64: string) => Uint8Array.from(Buffer.from(b64, "base64"));
 
-/** The SDK's input for a golden client frame: payloadBase64 becomes bytes. */
+/** The SDK's input for a golden client frame: a *Base64 field becomes bytes. */
 function sdkInput(wire: string): Record<string, Record<string, unknown>> {
   const f = JSON.parse(wire) as Record<string, Record<string, unknown>>;
   for (const body of Object.values(f)) {
-    if (typeof body["payloadBase64"] === "string") {
-      body["payload"] = bytes(body["payloadBase64"]);
-      delete body["payloadBase64"];
+    for (const [k, v] of Object.entries(body)) {
+      // payloadBase64, dataBase64 (an append), valueBase64 (a set).
+      if (k.endsWith("Base64") && typeof v === "string") {
+        body[k.slice(0, -"Base64".length)] = bytes(v);
+        delete body[k];
+      }
     }
   }
   return f;

@@ -466,6 +466,14 @@ type RoomPosition struct {
 	// empty) a StateSnapshot.
 	StatePosition uint64 `protobuf:"varint,5,opt,name=state_position,json=statePosition,proto3" json:"state_position,omitempty"`
 	StateEpoch    string `protobuf:"bytes,6,opt,name=state_epoch,json=stateEpoch,proto3" json:"state_epoch,omitempty"`
+	// True when the client does not hold the body of the growing messages
+	// open at seq (a page reloaded without them): each message open at the
+	// position comes once, assembled (one chunk with replace, at the seq of
+	// its last chunk, up to the room's seq when the resume went live: the
+	// chunks after seq it covers are left out of the replay), then the
+	// chunks after it, in order (docs/MESSAGES.md). False: the client holds
+	// what came before its position and gets only the chunks after it.
+	OpenPrefix    bool `protobuf:"varint,7,opt,name=open_prefix,json=openPrefix,proto3" json:"open_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -542,6 +550,13 @@ func (x *RoomPosition) GetStateEpoch() string {
 	return ""
 }
 
+func (x *RoomPosition) GetOpenPrefix() bool {
+	if x != nil {
+		return x.OpenPrefix
+	}
+	return false
+}
+
 // Join enters a room. The server answers Joined, or Error with the room set.
 type Join struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -575,6 +590,9 @@ type Join struct {
 	// state_position and state_epoch.
 	StatePosition uint64 `protobuf:"varint,7,opt,name=state_position,json=statePosition,proto3" json:"state_position,omitempty"`
 	StateEpoch    string `protobuf:"bytes,8,opt,name=state_epoch,json=stateEpoch,proto3" json:"state_epoch,omitempty"`
+	// With a position: the client does not hold the body of the growing
+	// messages open at since_seq; as RoomPosition.open_prefix.
+	OpenPrefix    bool `protobuf:"varint,9,opt,name=open_prefix,json=openPrefix,proto3" json:"open_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -663,6 +681,13 @@ func (x *Join) GetStateEpoch() string {
 		return x.StateEpoch
 	}
 	return ""
+}
+
+func (x *Join) GetOpenPrefix() bool {
+	if x != nil {
+		return x.OpenPrefix
+	}
+	return false
 }
 
 // Leave exits a room. The server answers Left.
@@ -2645,7 +2670,13 @@ type Error struct {
 	// The Publish.id concerned, if any.
 	Ref string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
 	// For RETRY codes: wait at least this long before retrying.
-	RetryAfterMs  uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterMs uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// The kind of client frame this error refuses, as ClientFrame's JSON
+	// name ("join", "leave", "publish", "presenceQuery", "setState"...);
+	// empty when it refuses no frame of the client's. With room and ref it
+	// names the request it answers: a join's refusal and a signal's in the
+	// same room are told apart.
+	Frame         string `protobuf:"bytes,6,opt,name=frame,proto3" json:"frame,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2713,6 +2744,13 @@ func (x *Error) GetRetryAfterMs() uint32 {
 		return x.RetryAfterMs
 	}
 	return 0
+}
+
+func (x *Error) GetFrame() string {
+	if x != nil {
+		return x.Frame
+	}
+	return ""
 }
 
 // Reset tells the client that history it asked for is gone (trimmed,
@@ -3590,7 +3628,7 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x123\n" +
 	"\x05rooms\x18\x03 \x03(\v2\x17.corral.v1.RoomPositionB\x04\x90\xb5\x18\x01R\x05rooms\x12\x1a\n" +
 	"\binstance\x18\x04 \x01(\tR\binstance\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\rR\aattempt\"\xae\x01\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\"\xcf\x01\n" +
 	"\fRoomPosition\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
@@ -3598,7 +3636,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\bpresence\x18\x04 \x01(\bR\bpresence\x12%\n" +
 	"\x0estate_position\x18\x05 \x01(\x04R\rstatePosition\x12\x1f\n" +
 	"\vstate_epoch\x18\x06 \x01(\tR\n" +
-	"stateEpoch\"\x83\x02\n" +
+	"stateEpoch\x12\x1f\n" +
+	"\vopen_prefix\x18\a \x01(\bR\n" +
+	"openPrefix\"\xa4\x02\n" +
 	"\x04Join\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x1b\n" +
 	"\tsince_seq\x18\x02 \x01(\x04R\bsinceSeq\x12\x14\n" +
@@ -3608,7 +3648,9 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\rfrom_position\x18\x06 \x01(\bR\ffromPosition\x12%\n" +
 	"\x0estate_position\x18\a \x01(\x04R\rstatePosition\x12\x1f\n" +
 	"\vstate_epoch\x18\b \x01(\tR\n" +
-	"stateEpoch\"\x1b\n" +
+	"stateEpoch\x12\x1f\n" +
+	"\vopen_prefix\x18\t \x01(\bR\n" +
+	"openPrefix\"\x1b\n" +
 	"\x05Leave\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\"_\n" +
 	"\aPublish\x12\x12\n" +
@@ -3741,13 +3783,14 @@ const file_corral_v1_client_proto_rawDesc = "" +
 	"\rReconnectHint\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x19\n" +
-	"\bdelay_ms\x18\x03 \x01(\rR\adelayMs\"\x92\x01\n" +
+	"\bdelay_ms\x18\x03 \x01(\rR\adelayMs\"\xa8\x01\n" +
 	"\x05Error\x12#\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x0f.corral.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04room\x18\x03 \x01(\tR\x04room\x12\x10\n" +
 	"\x03ref\x18\x04 \x01(\tR\x03ref\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\"C\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\x12\x14\n" +
+	"\x05frame\x18\x06 \x01(\tR\x05frame\"C\n" +
 	"\x05Reset\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +

@@ -21,6 +21,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PublishKind is what a client writes through the Publish hook.
+type PublishKind int32
+
+const (
+	// A Publish frame.
+	PublishKind_PUBLISH_KIND_UNSPECIFIED PublishKind = 0
+	// An Append frame's chunk of a growing message.
+	PublishKind_PUBLISH_KIND_APPEND PublishKind = 1
+	// A SetState frame.
+	PublishKind_PUBLISH_KIND_SET_STATE PublishKind = 2
+	// A DeleteState frame.
+	PublishKind_PUBLISH_KIND_DELETE_STATE PublishKind = 3
+)
+
+// Enum value maps for PublishKind.
+var (
+	PublishKind_name = map[int32]string{
+		0: "PUBLISH_KIND_UNSPECIFIED",
+		1: "PUBLISH_KIND_APPEND",
+		2: "PUBLISH_KIND_SET_STATE",
+		3: "PUBLISH_KIND_DELETE_STATE",
+	}
+	PublishKind_value = map[string]int32{
+		"PUBLISH_KIND_UNSPECIFIED":  0,
+		"PUBLISH_KIND_APPEND":       1,
+		"PUBLISH_KIND_SET_STATE":    2,
+		"PUBLISH_KIND_DELETE_STATE": 3,
+	}
+)
+
+func (x PublishKind) Enum() *PublishKind {
+	p := new(PublishKind)
+	*p = x
+	return p
+}
+
+func (x PublishKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PublishKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_corral_v1_hooks_proto_enumTypes[0].Descriptor()
+}
+
+func (PublishKind) Type() protoreflect.EnumType {
+	return &file_corral_v1_hooks_proto_enumTypes[0]
+}
+
+func (x PublishKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PublishKind.Descriptor instead.
+func (PublishKind) EnumDescriptor() ([]byte, []int) {
+	return file_corral_v1_hooks_proto_rawDescGZIP(), []int{0}
+}
+
 // Refusal is a hook's "no": the client sees code and reason.
 type Refusal struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -640,9 +697,18 @@ type HooksServicePublishRequest struct {
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	Room   string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
 	// Publish.id, the client's id for the message.
-	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
-	Payload       []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
-	SessionId     string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Id        string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Payload   []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// What the client writes (docs/HOOKS.md): a publish (unspecified), a
+	// growing message's chunk (payload: the chunk's data, id: the message's
+	// id), a keyed-state set (payload: the value, id: the set's ref) or a
+	// delete (no payload, id: its ref). A refusal is answered as for a
+	// publish, with ref = id; a replacement payload is ignored for a
+	// delete.
+	Kind PublishKind `protobuf:"varint,6,opt,name=kind,proto3,enum=corral.v1.PublishKind" json:"kind,omitempty"`
+	// The state key of a set or a delete.
+	Key           string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +774,20 @@ func (x *HooksServicePublishRequest) GetPayload() []byte {
 func (x *HooksServicePublishRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *HooksServicePublishRequest) GetKind() PublishKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PublishKind_PUBLISH_KIND_UNSPECIFIED
+}
+
+func (x *HooksServicePublishRequest) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -952,14 +1032,16 @@ const file_corral_v1_hooks_proto_rawDesc = "" +
 	"\n" +
 	"JoinResult\x12,\n" +
 	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\x12\x12\n" +
-	"\x04info\x18\x02 \x01(\fR\x04info\"\x92\x01\n" +
+	"\x04info\x18\x02 \x01(\fR\x04info\"\xd0\x01\n" +
 	"\x1aHooksServicePublishRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04room\x18\x02 \x01(\tR\x04room\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x05 \x01(\tR\tsessionId\"\x7f\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12*\n" +
+	"\x04kind\x18\x06 \x01(\x0e2\x16.corral.v1.PublishKindR\x04kind\x12\x10\n" +
+	"\x03key\x18\a \x01(\tR\x03key\"\x7f\n" +
 	"\x1bHooksServicePublishResponse\x12,\n" +
 	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\x12\x18\n" +
 	"\areplace\x18\x02 \x01(\bR\areplace\x12\x18\n" +
@@ -971,7 +1053,12 @@ const file_corral_v1_hooks_proto_rawDesc = "" +
 	"\rconnection_id\x18\x04 \x01(\tR\fconnectionId\"V\n" +
 	"\fCallResponse\x12,\n" +
 	"\arefusal\x18\x01 \x01(\v2\x12.corral.v1.RefusalR\arefusal\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload2\xde\x02\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload*\x7f\n" +
+	"\vPublishKind\x12\x1c\n" +
+	"\x18PUBLISH_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13PUBLISH_KIND_APPEND\x10\x01\x12\x1a\n" +
+	"\x16PUBLISH_KIND_SET_STATE\x10\x02\x12\x1d\n" +
+	"\x19PUBLISH_KIND_DELETE_STATE\x10\x032\xde\x02\n" +
 	"\fHooksService\x12@\n" +
 	"\aConnect\x12\x19.corral.v1.ConnectRequest\x1a\x1a.corral.v1.ConnectResponse\x12@\n" +
 	"\aRefresh\x12\x19.corral.v1.RefreshRequest\x1a\x1a.corral.v1.RefreshResponse\x127\n" +
@@ -994,51 +1081,54 @@ func file_corral_v1_hooks_proto_rawDescGZIP() []byte {
 	return file_corral_v1_hooks_proto_rawDescData
 }
 
+var file_corral_v1_hooks_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_corral_v1_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_corral_v1_hooks_proto_goTypes = []any{
-	(*Refusal)(nil),                     // 0: corral.v1.Refusal
-	(*ConnectRequest)(nil),              // 1: corral.v1.ConnectRequest
-	(*ConnectResponse)(nil),             // 2: corral.v1.ConnectResponse
-	(*RefreshRequest)(nil),              // 3: corral.v1.RefreshRequest
-	(*RefreshResponse)(nil),             // 4: corral.v1.RefreshResponse
-	(*JoinRequest)(nil),                 // 5: corral.v1.JoinRequest
-	(*JoinPair)(nil),                    // 6: corral.v1.JoinPair
-	(*JoinResponse)(nil),                // 7: corral.v1.JoinResponse
-	(*JoinResult)(nil),                  // 8: corral.v1.JoinResult
-	(*HooksServicePublishRequest)(nil),  // 9: corral.v1.HooksServicePublishRequest
-	(*HooksServicePublishResponse)(nil), // 10: corral.v1.HooksServicePublishResponse
-	(*CallRequest)(nil),                 // 11: corral.v1.CallRequest
-	(*CallResponse)(nil),                // 12: corral.v1.CallResponse
-	nil,                                 // 13: corral.v1.ConnectRequest.HeadersEntry
-	nil,                                 // 14: corral.v1.ConnectRequest.CookiesEntry
-	(Code)(0),                           // 15: corral.v1.Code
+	(PublishKind)(0),                    // 0: corral.v1.PublishKind
+	(*Refusal)(nil),                     // 1: corral.v1.Refusal
+	(*ConnectRequest)(nil),              // 2: corral.v1.ConnectRequest
+	(*ConnectResponse)(nil),             // 3: corral.v1.ConnectResponse
+	(*RefreshRequest)(nil),              // 4: corral.v1.RefreshRequest
+	(*RefreshResponse)(nil),             // 5: corral.v1.RefreshResponse
+	(*JoinRequest)(nil),                 // 6: corral.v1.JoinRequest
+	(*JoinPair)(nil),                    // 7: corral.v1.JoinPair
+	(*JoinResponse)(nil),                // 8: corral.v1.JoinResponse
+	(*JoinResult)(nil),                  // 9: corral.v1.JoinResult
+	(*HooksServicePublishRequest)(nil),  // 10: corral.v1.HooksServicePublishRequest
+	(*HooksServicePublishResponse)(nil), // 11: corral.v1.HooksServicePublishResponse
+	(*CallRequest)(nil),                 // 12: corral.v1.CallRequest
+	(*CallResponse)(nil),                // 13: corral.v1.CallResponse
+	nil,                                 // 14: corral.v1.ConnectRequest.HeadersEntry
+	nil,                                 // 15: corral.v1.ConnectRequest.CookiesEntry
+	(Code)(0),                           // 16: corral.v1.Code
 }
 var file_corral_v1_hooks_proto_depIdxs = []int32{
-	15, // 0: corral.v1.Refusal.code:type_name -> corral.v1.Code
-	13, // 1: corral.v1.ConnectRequest.headers:type_name -> corral.v1.ConnectRequest.HeadersEntry
-	14, // 2: corral.v1.ConnectRequest.cookies:type_name -> corral.v1.ConnectRequest.CookiesEntry
-	0,  // 3: corral.v1.ConnectResponse.refusal:type_name -> corral.v1.Refusal
-	0,  // 4: corral.v1.RefreshResponse.refusal:type_name -> corral.v1.Refusal
-	6,  // 5: corral.v1.JoinRequest.pairs:type_name -> corral.v1.JoinPair
-	8,  // 6: corral.v1.JoinResponse.results:type_name -> corral.v1.JoinResult
-	0,  // 7: corral.v1.JoinResult.refusal:type_name -> corral.v1.Refusal
-	0,  // 8: corral.v1.HooksServicePublishResponse.refusal:type_name -> corral.v1.Refusal
-	0,  // 9: corral.v1.CallResponse.refusal:type_name -> corral.v1.Refusal
-	1,  // 10: corral.v1.HooksService.Connect:input_type -> corral.v1.ConnectRequest
-	3,  // 11: corral.v1.HooksService.Refresh:input_type -> corral.v1.RefreshRequest
-	5,  // 12: corral.v1.HooksService.Join:input_type -> corral.v1.JoinRequest
-	9,  // 13: corral.v1.HooksService.Publish:input_type -> corral.v1.HooksServicePublishRequest
-	11, // 14: corral.v1.HooksService.Call:input_type -> corral.v1.CallRequest
-	2,  // 15: corral.v1.HooksService.Connect:output_type -> corral.v1.ConnectResponse
-	4,  // 16: corral.v1.HooksService.Refresh:output_type -> corral.v1.RefreshResponse
-	7,  // 17: corral.v1.HooksService.Join:output_type -> corral.v1.JoinResponse
-	10, // 18: corral.v1.HooksService.Publish:output_type -> corral.v1.HooksServicePublishResponse
-	12, // 19: corral.v1.HooksService.Call:output_type -> corral.v1.CallResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 0: corral.v1.Refusal.code:type_name -> corral.v1.Code
+	14, // 1: corral.v1.ConnectRequest.headers:type_name -> corral.v1.ConnectRequest.HeadersEntry
+	15, // 2: corral.v1.ConnectRequest.cookies:type_name -> corral.v1.ConnectRequest.CookiesEntry
+	1,  // 3: corral.v1.ConnectResponse.refusal:type_name -> corral.v1.Refusal
+	1,  // 4: corral.v1.RefreshResponse.refusal:type_name -> corral.v1.Refusal
+	7,  // 5: corral.v1.JoinRequest.pairs:type_name -> corral.v1.JoinPair
+	9,  // 6: corral.v1.JoinResponse.results:type_name -> corral.v1.JoinResult
+	1,  // 7: corral.v1.JoinResult.refusal:type_name -> corral.v1.Refusal
+	0,  // 8: corral.v1.HooksServicePublishRequest.kind:type_name -> corral.v1.PublishKind
+	1,  // 9: corral.v1.HooksServicePublishResponse.refusal:type_name -> corral.v1.Refusal
+	1,  // 10: corral.v1.CallResponse.refusal:type_name -> corral.v1.Refusal
+	2,  // 11: corral.v1.HooksService.Connect:input_type -> corral.v1.ConnectRequest
+	4,  // 12: corral.v1.HooksService.Refresh:input_type -> corral.v1.RefreshRequest
+	6,  // 13: corral.v1.HooksService.Join:input_type -> corral.v1.JoinRequest
+	10, // 14: corral.v1.HooksService.Publish:input_type -> corral.v1.HooksServicePublishRequest
+	12, // 15: corral.v1.HooksService.Call:input_type -> corral.v1.CallRequest
+	3,  // 16: corral.v1.HooksService.Connect:output_type -> corral.v1.ConnectResponse
+	5,  // 17: corral.v1.HooksService.Refresh:output_type -> corral.v1.RefreshResponse
+	8,  // 18: corral.v1.HooksService.Join:output_type -> corral.v1.JoinResponse
+	11, // 19: corral.v1.HooksService.Publish:output_type -> corral.v1.HooksServicePublishResponse
+	13, // 20: corral.v1.HooksService.Call:output_type -> corral.v1.CallResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_corral_v1_hooks_proto_init() }
@@ -1052,13 +1142,14 @@ func file_corral_v1_hooks_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_v1_hooks_proto_rawDesc), len(file_corral_v1_hooks_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_corral_v1_hooks_proto_goTypes,
 		DependencyIndexes: file_corral_v1_hooks_proto_depIdxs,
+		EnumInfos:         file_corral_v1_hooks_proto_enumTypes,
 		MessageInfos:      file_corral_v1_hooks_proto_msgTypes,
 	}.Build()
 	File_corral_v1_hooks_proto = out.File

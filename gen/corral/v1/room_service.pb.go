@@ -454,7 +454,10 @@ func (x *HistoryRequest) GetLimit() uint32 {
 	return 0
 }
 
-// HistoryResponse is one page of history.
+// HistoryResponse is one page of history. A growing message
+// (Message.chunk) is one entry: its body as assembled, with replace set,
+// its version and final mark (false: still open), at the seq of its last
+// chunk; no page splits it (docs/MESSAGES.md).
 type HistoryResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Messages []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -464,7 +467,14 @@ type HistoryResponse struct {
 	// The oldest seq still retained (0 when the history is empty).
 	FirstSeq uint64 `protobuf:"varint,4,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
 	// True when more messages exist beyond this page in the same direction.
-	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	More bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	// Where the next page in the same direction starts: pass it as
+	// after_seq (forward) or before_seq (reverse). A growing message is one
+	// entry (its assembled body, version and final mark, in the place of its
+	// last chunk; its other chunks are left out), so a page may hold fewer
+	// messages than it read, even none with more set: page by next_seq, not
+	// by the last message's seq. 0 when the page read nothing.
+	NextSeq       uint64 `protobuf:"varint,6,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -532,6 +542,13 @@ func (x *HistoryResponse) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *HistoryResponse) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
 }
 
 // BroadcastRequest publishes one payload to many rooms.
@@ -4435,13 +4452,14 @@ const file_corral_v1_room_service_proto_rawDesc = "" +
 	"\n" +
 	"before_seq\x18\x03 \x01(\x04R\tbeforeSeq\x12\x18\n" +
 	"\areverse\x18\x04 \x01(\bR\areverse\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xa3\x01\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xbe\x01\n" +
 	"\x0fHistoryResponse\x12.\n" +
 	"\bmessages\x18\x01 \x03(\v2\x12.corral.v1.MessageR\bmessages\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\tR\x05epoch\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\x04 \x01(\x04R\bfirstSeq\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more\"\x83\x01\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\x12\x19\n" +
+	"\bnext_seq\x18\x06 \x01(\x04R\anextSeq\"\x83\x01\n" +
 	"\x10BroadcastRequest\x12\x14\n" +
 	"\x05rooms\x18\x01 \x03(\tR\x05rooms\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12'\n" +

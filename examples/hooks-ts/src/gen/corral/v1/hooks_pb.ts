@@ -2,8 +2,8 @@
 // @generated from file corral/v1/hooks.proto (package corral.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Code } from "./codes_pb.js";
 import { file_corral_v1_codes } from "./codes_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file corral/v1/hooks.proto.
  */
 export const file_corral_v1_hooks: GenFile = /*@__PURE__*/
-  fileDesc("ChVjb3JyYWwvdjEvaG9va3MucHJvdG8SCWNvcnJhbC52MSI4CgdSZWZ1c2FsEh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAiABKAkiuAIKDkNvbm5lY3RSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEjcKB2hlYWRlcnMYAiADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuSGVhZGVyc0VudHJ5EjcKB2Nvb2tpZXMYAyADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuQ29va2llc0VudHJ5EhMKC3JlbW90ZV9hZGRyGAQgASgJEhAKCHByb3RvY29sGAUgASgJEg4KBmNsaWVudBgGIAEoCRIOCgZyZXN1bWUYByABKAgaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLgoMQ29va2llc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimQEKD0Nvbm5lY3RSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDwoHdXNlcl9pZBgCIAEoCRIMCgRqb2luGAMgAygJEg8KB3B1Ymxpc2gYBCADKAkSFAoMZXhwaXJlc191bml4GAUgASgDEg0KBXJvb21zGAYgAygJEgwKBGluZm8YByABKAwiRwoOUmVmcmVzaFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1jb25uZWN0aW9uX2lkGAMgASgJImsKD1JlZnJlc2hSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDAoEam9pbhgCIAMoCRIPCgdwdWJsaXNoGAMgAygJEhQKDGV4cGlyZXNfdW5peBgEIAEoAyIxCgtKb2luUmVxdWVzdBIiCgVwYWlycxgBIAMoCzITLmNvcnJhbC52MS5Kb2luUGFpciJOCghKb2luUGFpchIPCgd1c2VyX2lkGAEgASgJEgwKBHJvb20YAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIIjYKDEpvaW5SZXNwb25zZRImCgdyZXN1bHRzGAEgAygLMhUuY29ycmFsLnYxLkpvaW5SZXN1bHQiPwoKSm9pblJlc3VsdBIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDAoEaW5mbxgCIAEoDCJsChpIb29rc1NlcnZpY2VQdWJsaXNoUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEgwKBHJvb20YAiABKAkSCgoCaWQYAyABKAkSDwoHcGF5bG9hZBgEIAEoDBISCgpzZXNzaW9uX2lkGAUgASgJImQKG0hvb2tzU2VydmljZVB1Ymxpc2hSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDwoHcmVwbGFjZRgCIAEoCBIPCgdwYXlsb2FkGAMgASgMIlYKC0NhbGxSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDgoGbWV0aG9kGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFQoNY29ubmVjdGlvbl9pZBgEIAEoCSJECgxDYWxsUmVzcG9uc2USIwoHcmVmdXNhbBgBIAEoCzISLmNvcnJhbC52MS5SZWZ1c2FsEg8KB3BheWxvYWQYAiABKAwy3gIKDEhvb2tzU2VydmljZRJACgdDb25uZWN0EhkuY29ycmFsLnYxLkNvbm5lY3RSZXF1ZXN0GhouY29ycmFsLnYxLkNvbm5lY3RSZXNwb25zZRJACgdSZWZyZXNoEhkuY29ycmFsLnYxLlJlZnJlc2hSZXF1ZXN0GhouY29ycmFsLnYxLlJlZnJlc2hSZXNwb25zZRI3CgRKb2luEhYuY29ycmFsLnYxLkpvaW5SZXF1ZXN0GhcuY29ycmFsLnYxLkpvaW5SZXNwb25zZRJYCgdQdWJsaXNoEiUuY29ycmFsLnYxLkhvb2tzU2VydmljZVB1Ymxpc2hSZXF1ZXN0GiYuY29ycmFsLnYxLkhvb2tzU2VydmljZVB1Ymxpc2hSZXNwb25zZRI3CgRDYWxsEhYuY29ycmFsLnYxLkNhbGxSZXF1ZXN0GhcuY29ycmFsLnYxLkNhbGxSZXNwb25zZWIGcHJvdG8z", [file_corral_v1_codes]);
+  fileDesc("ChVjb3JyYWwvdjEvaG9va3MucHJvdG8SCWNvcnJhbC52MSI4CgdSZWZ1c2FsEh0KBGNvZGUYASABKA4yDy5jb3JyYWwudjEuQ29kZRIOCgZyZWFzb24YAiABKAkiuAIKDkNvbm5lY3RSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEjcKB2hlYWRlcnMYAiADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuSGVhZGVyc0VudHJ5EjcKB2Nvb2tpZXMYAyADKAsyJi5jb3JyYWwudjEuQ29ubmVjdFJlcXVlc3QuQ29va2llc0VudHJ5EhMKC3JlbW90ZV9hZGRyGAQgASgJEhAKCHByb3RvY29sGAUgASgJEg4KBmNsaWVudBgGIAEoCRIOCgZyZXN1bWUYByABKAgaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLgoMQ29va2llc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimQEKD0Nvbm5lY3RSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDwoHdXNlcl9pZBgCIAEoCRIMCgRqb2luGAMgAygJEg8KB3B1Ymxpc2gYBCADKAkSFAoMZXhwaXJlc191bml4GAUgASgDEg0KBXJvb21zGAYgAygJEgwKBGluZm8YByABKAwiRwoOUmVmcmVzaFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRINCgV0b2tlbhgCIAEoCRIVCg1jb25uZWN0aW9uX2lkGAMgASgJImsKD1JlZnJlc2hSZXNwb25zZRIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDAoEam9pbhgCIAMoCRIPCgdwdWJsaXNoGAMgAygJEhQKDGV4cGlyZXNfdW5peBgEIAEoAyIxCgtKb2luUmVxdWVzdBIiCgVwYWlycxgBIAMoCzITLmNvcnJhbC52MS5Kb2luUGFpciJOCghKb2luUGFpchIPCgd1c2VyX2lkGAEgASgJEgwKBHJvb20YAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIPCgdyZXN1bWVkGAQgASgIIjYKDEpvaW5SZXNwb25zZRImCgdyZXN1bHRzGAEgAygLMhUuY29ycmFsLnYxLkpvaW5SZXN1bHQiPwoKSm9pblJlc3VsdBIjCgdyZWZ1c2FsGAEgASgLMhIuY29ycmFsLnYxLlJlZnVzYWwSDAoEaW5mbxgCIAEoDCKfAQoaSG9va3NTZXJ2aWNlUHVibGlzaFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIMCgRyb29tGAIgASgJEgoKAmlkGAMgASgJEg8KB3BheWxvYWQYBCABKAwSEgoKc2Vzc2lvbl9pZBgFIAEoCRIkCgRraW5kGAYgASgOMhYuY29ycmFsLnYxLlB1Ymxpc2hLaW5kEgsKA2tleRgHIAEoCSJkChtIb29rc1NlcnZpY2VQdWJsaXNoUmVzcG9uc2USIwoHcmVmdXNhbBgBIAEoCzISLmNvcnJhbC52MS5SZWZ1c2FsEg8KB3JlcGxhY2UYAiABKAgSDwoHcGF5bG9hZBgDIAEoDCJWCgtDYWxsUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEg4KBm1ldGhvZBgCIAEoCRIPCgdwYXlsb2FkGAMgASgMEhUKDWNvbm5lY3Rpb25faWQYBCABKAkiRAoMQ2FsbFJlc3BvbnNlEiMKB3JlZnVzYWwYASABKAsyEi5jb3JyYWwudjEuUmVmdXNhbBIPCgdwYXlsb2FkGAIgASgMKn8KC1B1Ymxpc2hLaW5kEhwKGFBVQkxJU0hfS0lORF9VTlNQRUNJRklFRBAAEhcKE1BVQkxJU0hfS0lORF9BUFBFTkQQARIaChZQVUJMSVNIX0tJTkRfU0VUX1NUQVRFEAISHQoZUFVCTElTSF9LSU5EX0RFTEVURV9TVEFURRADMt4CCgxIb29rc1NlcnZpY2USQAoHQ29ubmVjdBIZLmNvcnJhbC52MS5Db25uZWN0UmVxdWVzdBoaLmNvcnJhbC52MS5Db25uZWN0UmVzcG9uc2USQAoHUmVmcmVzaBIZLmNvcnJhbC52MS5SZWZyZXNoUmVxdWVzdBoaLmNvcnJhbC52MS5SZWZyZXNoUmVzcG9uc2USNwoESm9pbhIWLmNvcnJhbC52MS5Kb2luUmVxdWVzdBoXLmNvcnJhbC52MS5Kb2luUmVzcG9uc2USWAoHUHVibGlzaBIlLmNvcnJhbC52MS5Ib29rc1NlcnZpY2VQdWJsaXNoUmVxdWVzdBomLmNvcnJhbC52MS5Ib29rc1NlcnZpY2VQdWJsaXNoUmVzcG9uc2USNwoEQ2FsbBIWLmNvcnJhbC52MS5DYWxsUmVxdWVzdBoXLmNvcnJhbC52MS5DYWxsUmVzcG9uc2ViBnByb3RvMw", [file_corral_v1_codes]);
 
 /**
  * Refusal is a hook's "no": the client sees code and reason.
@@ -377,6 +377,25 @@ export type HooksServicePublishRequest = Message<"corral.v1.HooksServicePublishR
    * @generated from field: string session_id = 5;
    */
   sessionId: string;
+
+  /**
+   * What the client writes (docs/HOOKS.md): a publish (unspecified), a
+   * growing message's chunk (payload: the chunk's data, id: the message's
+   * id), a keyed-state set (payload: the value, id: the set's ref) or a
+   * delete (no payload, id: its ref). A refusal is answered as for a
+   * publish, with ref = id; a replacement payload is ignored for a
+   * delete.
+   *
+   * @generated from field: corral.v1.PublishKind kind = 6;
+   */
+  kind: PublishKind;
+
+  /**
+   * The state key of a set or a delete.
+   *
+   * @generated from field: string key = 7;
+   */
+  key: string;
 };
 
 /**
@@ -478,6 +497,47 @@ export type CallResponse = Message<"corral.v1.CallResponse"> & {
  */
 export const CallResponseSchema: GenMessage<CallResponse> = /*@__PURE__*/
   messageDesc(file_corral_v1_hooks, 12);
+
+/**
+ * PublishKind is what a client writes through the Publish hook.
+ *
+ * @generated from enum corral.v1.PublishKind
+ */
+export enum PublishKind {
+  /**
+   * A Publish frame.
+   *
+   * @generated from enum value: PUBLISH_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * An Append frame's chunk of a growing message.
+   *
+   * @generated from enum value: PUBLISH_KIND_APPEND = 1;
+   */
+  APPEND = 1,
+
+  /**
+   * A SetState frame.
+   *
+   * @generated from enum value: PUBLISH_KIND_SET_STATE = 2;
+   */
+  SET_STATE = 2,
+
+  /**
+   * A DeleteState frame.
+   *
+   * @generated from enum value: PUBLISH_KIND_DELETE_STATE = 3;
+   */
+  DELETE_STATE = 3,
+}
+
+/**
+ * Describes the enum corral.v1.PublishKind.
+ */
+export const PublishKindSchema: GenEnum<PublishKind> = /*@__PURE__*/
+  enumDesc(file_corral_v1_hooks, 0);
 
 /**
  * HooksService is implemented by the application's backend and called by
