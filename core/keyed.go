@@ -41,6 +41,10 @@ const (
 	maxStatePending = 4096
 	// stateReadTimeout bounds a catch-up read of the store.
 	stateReadTimeout = 5 * time.Second
+	// maxStateResumeBytes bounds the changes a resume older than the
+	// mirror's kept ones takes from the store (readOld), as a page of
+	// history is bounded: past it the resume gets a snapshot.
+	maxStateResumeBytes = 1 << 20
 )
 
 // stateRooms is the core's side of keyed state: the store, its feed and
@@ -50,7 +54,11 @@ type stateRooms struct {
 	c     *Core
 	store state.Store
 	own   bool        // the core made the store: Close closes it
-	feed  *state.Feed // other processes' changes; nil: this core is the only writer
+	feed  *state.Feed // other processes' changes; nil: this core is the only writer, or carried
+	// carried: the changes ride the rooms' message channels (one pub/sub
+	// subscription per room, state.RedisOptions.Channel); the messages'
+	// subscription brings them (onTagged).
+	carried bool
 	// gapWait is how long a gap may stay open before a read closes it
 	// (gapWait, as a room's messages: two writes of this core that finish
 	// out of order close it at once, without a read).
@@ -90,8 +98,15 @@ func newStateRooms(c *Core) *stateRooms {
 	return k
 }
 
-// follow starts the store's feed when it has one (Redis).
+// follow starts bringing other processes' changes: on the messages'
+// subscription when the store publishes them on the rooms' message
+// channels, else on the store's own feed when it has one (Redis).
 func (k *stateRooms) follow(ctx context.Context) error {
+	if sh, ok := k.store.(interface{ SharesChannel() bool }); ok && sh.SharesChannel() && k.c.sub != nil {
+		k.carried = true
+		k.c.sub.OnTagged(k.onTagged)
+		return nil
+	}
 	f, ok := k.store.(interface {
 		Follow(context.Context, state.FeedOptions) (*state.Feed, error)
 	})
@@ -106,9 +121,7 @@ func (k *stateRooms) follow(ctx context.Context) error {
 		},
 		OnGap: func(room string) {
 			if r := k.c.rooms.get(room); r != nil {
-				r.mu.Lock()
-				k.scheduleFillLocked(r, 0)
-				r.mu.Unlock()
+				k.gap(r)
 			}
 		},
 	})
@@ -117,6 +130,29 @@ func (k *stateRooms) follow(ctx context.Context) error {
 	}
 	k.feed = feed
 	return nil
+}
+
+// onTagged receives a tagged publication of a room's channel: a change
+// of its state (or, unreadable, a gap). It must not block.
+func (k *stateRooms) onTagged(room string, data []byte) {
+	r := k.c.rooms.get(room)
+	if r == nil || !state.IsChange(data) {
+		return
+	}
+	epoch, ch, err := state.ParseChange(data)
+	if err != nil {
+		k.gap(r)
+		return
+	}
+	k.apply(r, epoch, ch)
+}
+
+// gap says some changes of room r may have been missed (a broken or
+// moved subscription): a catch-up read closes it.
+func (k *stateRooms) gap(r *room) {
+	r.mu.Lock()
+	k.scheduleFillLocked(r, 0)
+	r.mu.Unlock()
 }
 
 func (k *stateRooms) close() error {
@@ -149,8 +185,15 @@ func (k *stateRooms) load(ctx context.Context, r *room) error {
 		}
 		r.mu.Unlock()
 	}()
-	if k.feed != nil {
+	switch {
+	case k.feed != nil:
 		if err := k.feed.Add(ctx, r.name); err != nil {
+			return fmt.Errorf("core: follow the state of %q: %w", r.name, err)
+		}
+	case k.carried:
+		// The room's one subscription (confirmed at once when the join
+		// made it already).
+		if err := k.c.subscribe(ctx, r.name); err != nil {
 			return fmt.Errorf("core: follow the state of %q: %w", r.name, err)
 		}
 	}
@@ -302,8 +345,9 @@ func (kr *keyedRoom) snapshotFrame(room string) *corralv1.ServerFrame {
 
 // joinLocked sends a member going live what it needs of the room's state,
 // before it becomes a member at the edge (the changes after that reach it
-// live): the changes after its state position when the mirror keeps them,
-// else a snapshot. A room whose state was never written sends nothing to
+// live): the changes after its state position when the mirror keeps them
+// (or the store's read of readOld reaches the kept ones), else a
+// snapshot. A room whose state was never written sends nothing to
 // a joiner without a position: its first change (position 1) begins it.
 // Lock must be held.
 func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
@@ -317,13 +361,35 @@ func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
 	}
 	if held && q.stateEpoch == kr.epoch && q.statePos <= kr.pos {
 		first := kr.pos + 1 - uint64(len(kr.ring))
-		if q.statePos+1 >= first {
-			for _, ch := range kr.ring[q.statePos+1-first:] {
+		// The changes older than the ring come from the store's read
+		// (readOld), when it reaches the ring.
+		var old []state.Change
+		if q.statePos+1 < first && len(q.stateOld) > 0 && q.stateOld[0].Position == q.statePos+1 &&
+			q.stateOld[len(q.stateOld)-1].Position+1 >= first {
+			n := 0
+			for n < len(q.stateOld) && q.stateOld[n].Position < first {
+				n++
+			}
+			old = q.stateOld[:n]
+		}
+		if q.statePos+1 >= first || len(old) > 0 {
+			send := func(ch state.Change) {
 				sc := &corralv1.StateChange{Room: r.name, Key: ch.Key, Version: ch.Version, Deleted: ch.Deleted,
 					Expired: ch.Expired, Position: ch.Position, Epoch: kr.epoch, ExpiresMs: unixMs(ch.Expires), Value: ch.Value}
 				ep.link.Enqueue(frame.Snapshot(ep.conn, r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
 			}
-			k.c.metrics.stateResumes.WithLabelValues("since").Inc()
+			for _, ch := range old {
+				send(ch)
+			}
+			from := max(q.statePos+1, first)
+			for _, ch := range kr.ring[from-first:] {
+				send(ch)
+			}
+			how := "since"
+			if len(old) > 0 {
+				how = "store"
+			}
+			k.c.metrics.stateResumes.WithLabelValues(how).Inc()
 			return
 		}
 	}
@@ -331,6 +397,51 @@ func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
 		k.c.metrics.stateResumes.WithLabelValues("snapshot").Inc()
 	}
 	ep.link.Enqueue(frame.Snapshot(ep.conn, r.name, kr.snapshotFrame(r.name)))
+}
+
+// readOld reads from the store, for each join whose state position is
+// older than its room's mirror keeps, the changes after it (the store
+// keeps more: Limits.MaxChanges), so that joinLocked sends them and the
+// kept ones instead of a snapshot. A read that fails, finds the position
+// too old for the store too, or exceeds maxStateResumeBytes leaves the
+// join a snapshot: explicit, never a silent skip. Called before goLive,
+// without locks.
+func (k *stateRooms) readOld(ctx context.Context, qs []*joinReq) {
+	for _, q := range qs {
+		if q.stateEpoch == "" || q.statePos == 0 {
+			continue
+		}
+		r := q.room
+		r.mu.Lock()
+		kr := &r.keyed
+		old := kr.loaded && q.stateEpoch == kr.epoch && q.statePos < kr.pos &&
+			q.statePos+1 < kr.pos+1-uint64(len(kr.ring))
+		r.mu.Unlock()
+		if !old {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, stateReadTimeout)
+		done := k.c.metrics.storeOp("state_since")
+		changes, err := k.store.Since(rctx, r.name, q.stateEpoch, q.statePos)
+		cancel()
+		if errors.Is(err, state.ErrTooOld) {
+			err = nil
+		}
+		done(err)
+		size := 0
+		for i, ch := range changes {
+			size += len(ch.Key) + len(ch.Value) + 32
+			if size > maxStateResumeBytes {
+				changes = nil
+				break
+			}
+			if ch.Position != q.statePos+1+uint64(i) {
+				changes = nil // not contiguous: a snapshot
+				break
+			}
+		}
+		q.stateOld = changes
+	}
 }
 
 // scheduleFillLocked starts the catch-up read of room r (one at a time)

@@ -92,10 +92,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateChanges:     prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_state_changes_total", Help: "Keyed-state changes delivered to the rooms held here (each goes once per link)."}),
 		stateDeltas:      prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_state_deltas_total", Help: "Keyed-state sets sent as a delta against the previous value instead of the value (docs/DELTA.md)."}),
 		stateSnapshots:   prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_core_state_snapshots_total", Help: "Keyed-state snapshots sent to every member of a room because its changes were no longer all kept or its epoch changed."}),
-		stateResumes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_state_resumes_total", Help: "Joins with a keyed-state position, by how they continued: since (the kept changes after it) or snapshot (older than what is kept, or another epoch)."}, []string{"how"}),
+		stateResumes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "corral_core_state_resumes_total", Help: "Joins with a keyed-state position, by how they continued: since (the mirror's kept changes after it), store (changes older than the mirror keeps, read from the store) or snapshot (older than the store keeps, or another epoch)."}, []string{"how"}),
 	}
 	m.stateResumes.WithLabelValues("since")
 	m.stateResumes.WithLabelValues("snapshot")
+	m.stateResumes.WithLabelValues("store")
 	copy(m.refusedBy[:], reasons.Counters("core", m.refused, refuseReasonNames[:]))
 	copy(m.droppedBy[:], reasons.Counters("core", m.dropped, dropReasonNames[:]))
 	if reg != nil {

@@ -12,6 +12,7 @@ import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"
+	"github.com/corral-rt/corral/state"
 )
 
 // Sessions and resume, top to bottom: a connection attaches (attach) with
@@ -208,6 +209,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 	}
 	c.readMissed(ctx, began)
 	c.grow.readOpen(ctx, began) // growing messages' prefixes (grow.go)
+	c.keyed.readOld(ctx, began) // keyed state older than the mirror keeps (keyed.go)
 	for _, q := range began {
 		pos, live := q.room.goLive(s, ep, q)
 		if !live {
@@ -250,6 +252,9 @@ type joinReq struct {
 	// statePos, stateEpoch: the keyed state the client holds (keyed.go).
 	statePos   uint64
 	stateEpoch string
+	// stateOld: the store's changes after statePos when the room's mirror
+	// no longer keeps them (stateRooms.readOld).
+	stateOld []state.Change
 	// Filled by begin:
 	target    uint64 // the room's last seq when the join began
 	roomEpoch string

@@ -23,6 +23,9 @@ func (c *Core) onRemote(roomName string, msg *corralv1.Message) {
 	}
 	if msg == nil {
 		r.catchUp()
+		if c.keyed.carried {
+			c.keyed.gap(r) // the room's state changes ride the channel too
+		}
 		return
 	}
 	r.deliver(msg)

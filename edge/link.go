@@ -56,6 +56,13 @@ type link struct {
 	// roomSeq is the seq of the last message of each room delivered on
 	// this link: where every member of the room is.
 	roomSeq map[string]uint64
+	// roomState is the keyed-state position of the last state frame of
+	// each room delivered on this link (a change or a snapshot to every
+	// member): where every member of the room is, unless a frame of its
+	// own came later (stateMark.stamp).
+	roomState map[string]stateMark
+	// stateStamp orders the state positions recorded on this link.
+	stateStamp uint64
 	// orphans are connections whose link failed; they wait, open, for the
 	// link to come back and are then resumed by the edge itself.
 	orphans    map[uint64]*conn
@@ -78,9 +85,10 @@ func newLink(e *Edge, idx int) *link {
 		conns: make(map[uint64]*conn),
 		rooms: make(map[string]map[*conn]struct{}),
 
-		presence: make(map[string]map[*conn]struct{}),
-		roomSeq:  make(map[string]uint64),
-		orphans:  make(map[uint64]*conn),
+		presence:  make(map[string]map[*conn]struct{}),
+		roomSeq:   make(map[string]uint64),
+		roomState: make(map[string]stateMark),
+		orphans:   make(map[uint64]*conn),
 	}
 }
 
@@ -211,6 +219,9 @@ func (l *link) down() {
 			r := &c.rooms[i]
 			if r.member {
 				r.track(l.roomSeq[r.name])
+				if m, ok := l.roomState[r.name]; ok {
+					r.state.newer(m)
+				}
 				r.member = false
 			}
 		}
@@ -237,6 +248,7 @@ func (l *link) down() {
 	l.rooms = make(map[string]map[*conn]struct{})
 	l.presence = make(map[string]map[*conn]struct{})
 	l.roomSeq = make(map[string]uint64)
+	l.roomState = make(map[string]stateMark)
 	l.queue.Reset()
 	l.mu.Unlock()
 	for _, c := range lost {
@@ -403,6 +415,7 @@ func (l *link) unlinkLocked(room string, c *conn) {
 		if len(m) == 0 {
 			delete(l.rooms, room)
 			delete(l.roomSeq, room)
+			delete(l.roomState, room)
 		}
 	}
 	if m := l.presence[room]; m != nil {
@@ -455,6 +468,11 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 		case *linkv1.CoreFrame_Presence:
 			l.deliverRoomLocked(k.Presence.GetRoom(), k.Presence.GetFrame(), l.presence[k.Presence.GetRoom()], false, h)
 		case *linkv1.CoreFrame_State:
+			if len(l.rooms[k.State.GetRoom()]) > 0 {
+				if m, ok := l.stateMarkOf(k.State.GetFrame()); ok {
+					l.roomState[k.State.GetRoom()] = m
+				}
+			}
 			l.deliverRoomLocked(k.State.GetRoom(), k.State.GetFrame(), l.rooms[k.State.GetRoom()], false, h)
 		case *linkv1.CoreFrame_Replay:
 			r := k.Replay
@@ -464,6 +482,9 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 			}
 		case *linkv1.CoreFrame_Snapshot:
 			if c := l.conns[k.Snapshot.GetConn()]; c != nil {
+				if m, ok := l.stateMarkOf(k.Snapshot.GetFrame()); ok {
+					c.roomLocked(k.Snapshot.GetRoom()).state.newer(m)
+				}
 				l.replayLocked(c, k.Snapshot.GetFrame(), h)
 			}
 		case *linkv1.CoreFrame_Position:
@@ -479,6 +500,7 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 					// Nothing is kept of a room left: a connection
 					// joining ever-new rooms must not grow.
 					r.tracked, r.seq, r.presence, r.epoch = false, 0, false, ""
+					r.state = stateMark{}
 				})
 				c.settleLocked(k.Left.GetFrame())
 				c.sendFrameVia(k.Left.GetFrame(), h)

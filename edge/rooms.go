@@ -1,5 +1,7 @@
 package edge
 
+import corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+
 // connRoom is what the edge keeps of one room of a connection: whether it
 // is a local member, and for a reattach (link.reattachLocked) its position
 // and whether it receives presence. A connection is in a few rooms, so a
@@ -14,6 +16,44 @@ type connRoom struct {
 	tracked  bool // seq is known: a reattach resumes the room
 	member   bool // in link.rooms
 	presence bool // in link.presence
+	// state is the room's keyed-state position the connection holds, as
+	// its own frames (a snapshot, a resume's changes) stated it; a
+	// reattach sends the newer of it and the link's (link.roomState).
+	state stateMark
+}
+
+// stateMark is a keyed-state position (epoch, position) seen on a link,
+// stamped in the link's order (link.stateStamp): of two marks of one
+// connection's room, the later stamp is where the connection is, since
+// the core sends a room's state frames on a link in position order.
+type stateMark struct {
+	epoch string
+	pos   uint64
+	stamp uint64 // 0: none
+}
+
+// newer keeps m when it is later than the mark held.
+func (s *stateMark) newer(m stateMark) {
+	if m.stamp > s.stamp {
+		*s = m
+	}
+}
+
+// stateMarkOf reads the state position a frame states (a StateSnapshot,
+// a StateChange), stamped now. Lock must be held.
+func (l *link) stateMarkOf(f *corralv1.ServerFrame) (stateMark, bool) {
+	var epoch string
+	var pos uint64
+	switch {
+	case f.GetStateChange() != nil:
+		epoch, pos = f.GetStateChange().GetEpoch(), f.GetStateChange().GetPosition()
+	case f.GetStateSnapshot() != nil:
+		epoch, pos = f.GetStateSnapshot().GetEpoch(), f.GetStateSnapshot().GetPosition()
+	default:
+		return stateMark{}, false
+	}
+	l.stateStamp++
+	return stateMark{epoch: epoch, pos: pos, stamp: l.stateStamp}, true
 }
 
 // position records a position the core stated (link.proto ConnPosition,
@@ -51,7 +91,7 @@ func (c *conn) updateRoomLocked(room string, f func(*connRoom)) {
 			continue
 		}
 		f(r)
-		if !r.tracked && !r.member && !r.presence && r.epoch == "" {
+		if !r.tracked && !r.member && !r.presence && r.epoch == "" && r.state.stamp == 0 {
 			last := len(c.rooms) - 1
 			c.rooms[i] = c.rooms[last]
 			c.rooms[last] = connRoom{}

@@ -226,6 +226,13 @@ func (r *Redis) channel(room string) string {
 	return r.prefix + ":{" + room + "}:ch"
 }
 
+// Channel is the pub/sub channel of room's messages. Other publications
+// may share it, tagged by a first byte no message has (0): a
+// [Subscription] hands them to its OnTagged handler (keyed state's
+// changes, state.RedisOptions.Channel), so a process follows a room with
+// one subscription.
+func (r *Redis) Channel(room string) string { return r.channel(room) }
+
 // spublish is the scripts' argument saying whether to publish with
 // SPUBLISH.
 func (r *Redis) spublish() string {

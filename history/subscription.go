@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -32,6 +33,19 @@ import (
 type Subscription struct {
 	r  *Redis
 	ps *pubsub.Subscriber
+	// tagged receives the publications whose first byte is 0 (see
+	// Redis.Channel); nil: they are dropped.
+	tagged atomic.Pointer[func(room string, data []byte)]
+}
+
+// OnTagged sets the handler of the tagged publications on the rooms'
+// channels (first byte 0: not messages, see [Redis.Channel]), called as
+// the message handler is: one call at a time, in the order published
+// with the room's messages, from the goroutine reading the connection
+// (it must not block); data is valid during the call only. Set it before
+// adding rooms.
+func (s *Subscription) OnTagged(fn func(room string, data []byte)) {
+	s.tagged.Store(&fn)
 }
 
 // Subscribe starts a subscription with no rooms; add them with
@@ -53,6 +67,12 @@ func (r *Redis) Subscribe(ctx context.Context, handler func(room string, msg *co
 			if data == "" {
 				// The room moved to a new epoch (append.lua).
 				handler(room, nil)
+				return
+			}
+			if data[0] == 0 {
+				if fn := s.tagged.Load(); fn != nil {
+					(*fn)(room, []byte(data))
+				}
 				return
 			}
 			msg := new(corralv1.Message)

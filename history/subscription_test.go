@@ -88,3 +88,40 @@ func TestSubscriptionBatches(t *testing.T) {
 	}
 	waitFor(t, "unsubscribed", func() bool { return numsub() == want })
 }
+
+// TestSubscriptionTagged: a publication on a room's channel whose first
+// byte is 0 goes to OnTagged, in order with the room's messages, and
+// never to the message handler (keyed state's changes share the channel).
+func TestSubscriptionTagged(t *testing.T) {
+	s, client, _ := newRedis(t, history.RedisOptions{})
+	ctx := context.Background()
+	got := make(chan string, 10)
+	sub, err := s.Subscribe(ctx, func(_ string, m *corralv1.Message) {
+		if m != nil {
+			got <- "message " + m.GetId()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	sub.OnTagged(func(room string, data []byte) { got <- "tagged " + room + " " + string(data[1:]) })
+	if err := sub.Add(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(data string) {
+		if err := client.Do(ctx, client.B().Publish().Channel(s.Channel("r")).Message(data).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("\x00one")
+	if _, err := s.Append(ctx, "r", &corralv1.Message{Room: "r", Id: "m"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	publish("\x00two")
+	for _, want := range []string{"tagged r one", "message m", "tagged r two"} {
+		if g := <-got; g != want {
+			t.Fatalf("got %q, want %q", g, want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/client"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/eventually"
+	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -130,10 +131,11 @@ func (m *stateMember) matches(snap *corralv1.StateSnapshot) string {
 
 // TestKeyedStateCanvas: writers set, CAS, delete and expire keys of a
 // canvas room; a member joins late, one resumes after missing changes
-// (the kept changes are replayed), one after more than are kept (a
-// fresh snapshot, explicit); every member's state, rebuilt with the
-// deltas applied (checker.Values), equals the store's. In memory and on
-// Redis.
+// (the core's kept changes are replayed), one after more than the core
+// keeps but fewer than the store does (the store's changes, no
+// snapshot), one after more than the store keeps (a fresh snapshot,
+// explicit); every member's state, rebuilt with the deltas applied
+// (checker.Values), equals the store's. In memory and on Redis.
 func TestKeyedStateCanvas(t *testing.T) {
 	for _, mode := range []string{"serve", "redis"} {
 		t.Run(mode, func(t *testing.T) {
@@ -155,6 +157,7 @@ func TestKeyedStateCanvas(t *testing.T) {
 			early := join("early", protocol.JSON)
 			cut := join("cut", protocol.Proto)
 			far := join("far", protocol.Proto)
+			gone := join("gone", protocol.Proto)
 
 			// full[key][version] is what the writers set.
 			full := map[string]map[uint64][]byte{}
@@ -218,11 +221,13 @@ func TestKeyedStateCanvas(t *testing.T) {
 
 			// cut leaves after this point, far too; they come back later
 			// with their positions.
-			waitConverged(t, d, room, writer, early, cut, far)
+			waitConverged(t, d, room, writer, early, cut, far, gone)
 			cutEpoch, cutPos := cut.position()
 			farEpoch, farPos := far.position()
+			goneEpoch, gonePos := gone.position()
 			cut.c.CloseNow()
 			far.c.CloseNow()
+			gone.c.CloseNow()
 
 			edits(writer.c, 30, 100) // fewer than the 256 kept
 			// The resumed connection's view is what cut held.
@@ -251,17 +256,21 @@ func TestKeyedStateCanvas(t *testing.T) {
 			}
 			back := followState(t, resumed, room, held)
 
-			edits(writer.c, 300, 1000) // more than kept
+			edits(writer.c, 300, 1000) // more than the core keeps (256), fewer than the store (1,000)
 			late := join("late", protocol.JSON)
-			farBack := followState(t, dial(t, d, "far", protocol.Proto), room, nil)
+			farBack := followState(t, dial(t, d, "far", protocol.Proto), room, farView(far))
 			joinAt(t, ctx, farBack.c, room, farEpoch, farPos)
+			waitConverged(t, d, room, writer, early, late, back, farBack)
+			edits(writer.c, 720, 2000) // gone has now missed more than the store keeps
+			goneBack := followState(t, dial(t, d, "gone", protocol.Proto), room, nil)
+			joinAt(t, ctx, goneBack.c, room, goneEpoch, gonePos)
 
 			// The TTL keys expired meanwhile; every member saw them go.
 			eventually.True(t, 10*time.Second, func() bool {
 				s, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: room, Keys: []string{"cursor", "cursor2"}})
 				return err == nil && len(s.GetSnapshot().GetEntries()) == 0
 			}, "the cursor keys expire")
-			waitConverged(t, d, room, writer, early, late, back, farBack)
+			waitConverged(t, d, room, writer, early, late, back, farBack, goneBack)
 
 			// Expiries with no write after them: the cores' timers bring
 			// them, one deadline after the other.
@@ -274,7 +283,7 @@ func TestKeyedStateCanvas(t *testing.T) {
 				s, err := d.api.GetState(ctx, &corralv1.GetStateRequest{Room: room, Keys: []string{"ping0", "ping1"}})
 				return err == nil && len(s.GetSnapshot().GetEntries()) == 0
 			}, "the ping keys expire")
-			waitConverged(t, d, room, writer, early, late, back, farBack)
+			waitConverged(t, d, room, writer, early, late, back, farBack, goneBack)
 
 			// The resumed member got only the changes it missed, no
 			// snapshot; the one past what is kept got a snapshot.
@@ -284,10 +293,15 @@ func TestKeyedStateCanvas(t *testing.T) {
 			}
 			back.mu.Unlock()
 			farBack.mu.Lock()
-			if farBack.snapshots != 1 {
-				t.Errorf("resume past the kept changes: %d snapshots, want 1", farBack.snapshots)
+			if farBack.snapshots != 0 || farBack.changes < 330 {
+				t.Errorf("resume past the core's kept changes, within the store's: %d snapshots, %d changes; want 0 and the 330+ missed", farBack.snapshots, farBack.changes)
 			}
 			farBack.mu.Unlock()
+			goneBack.mu.Lock()
+			if goneBack.snapshots != 1 {
+				t.Errorf("resume past the store's kept changes: %d snapshots, want 1", goneBack.snapshots)
+			}
+			goneBack.mu.Unlock()
 
 			// Every value each member rebuilt (deltas applied) is what a
 			// writer set at that version.
@@ -311,6 +325,19 @@ func TestKeyedStateCanvas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// farView is m's view as a StateSnapshot: what a client that held it
+// continues from.
+func farView(m *stateMember) *corralv1.StateSnapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held := &corralv1.StateSnapshot{Room: m.view.Room, Epoch: m.view.Epoch, Position: m.view.Position}
+	for _, k := range m.view.Keys() {
+		e, _ := m.view.Get(k)
+		held.Entries = append(held.Entries, &corralv1.StateEntry{Key: k, Value: e.Value, Version: e.Version, ExpiresMs: e.ExpiresMs})
+	}
+	return held
 }
 
 // joinAt joins room on c continuing from a keyed-state position.
@@ -401,49 +428,92 @@ func TestKeyedStateRefusals(t *testing.T) {
 	}
 }
 
-// TestKeyedStateAcrossCores: two cores on one Redis; writers on each,
+// TestKeyedStateAcrossCores: two cores on one Redis (single, Cluster); writers on each,
 // members on each, a late joiner on the other: every member's state,
 // deltas applied, equals the store's (the state feed brings each core
 // the other's writes, in order).
 func TestKeyedStateAcrossCores(t *testing.T) {
-	_, classes := classFile(t, keyedClasses)
-	a, _, da, db := twoCores(t, func(o *server.Options) {
-		classes(o)
-		o.Node.InternalAddr, o.APIKeys = "127.0.0.1:0", []string{testAPIKey}
-	})
-	da.api = apiclient.New("http://"+a.InternalAddr(), testAPIKey, nil)
-	ctx := testCtx(t)
-	const room = "canvas:x"
-	join := func(d *deployment, user string) *stateMember {
-		c := dial(t, d, user, protocol.Proto)
-		m := followState(t, c, room, nil)
-		if _, err := c.Join(ctx, room, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	wa, wb := join(da, "wa"), join(db, "wb")
-	ma, mb := join(da, "ma"), join(db, "mb")
-	var g sync.WaitGroup
-	for i, w := range []*stateMember{wa, wb} {
-		g.Go(func() {
-			for n := range 60 {
-				v := fmt.Appendf(nil, `{"by":%d,"n":%d,"text":"%s"}`, i, n, strings.Repeat("the same long text ", 4))
-				if _, err := w.c.SetState(ctx, room, fmt.Sprint("obj", n%4), v, client.StateOptions{}); err != nil {
-					t.Error(err)
-					return
+	for _, mode := range []string{"redis", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			var redisURL, prefix string
+			var cl *redistest.Cluster
+			if mode == "cluster" {
+				if testing.Short() {
+					t.Skip("starts a Redis Cluster")
+				}
+				// Sharded pub/sub: a room's changes and messages on its one
+				// channel, SSUBSCRIBEd on the node of its slot.
+				cl = redistest.StartCluster(t)
+				redisURL, prefix = cl.URL(), redistest.Prefix(t)
+			}
+			_, classes := classFile(t, keyedClasses)
+			a, _, da, db := twoCores(t, func(o *server.Options) {
+				classes(o)
+				o.Node.InternalAddr, o.APIKeys = "127.0.0.1:0", []string{testAPIKey}
+				if redisURL != "" {
+					o.RedisURL, o.RedisPrefix = redisURL, prefix
+				}
+			})
+			da.api = apiclient.New("http://"+a.InternalAddr(), testAPIKey, nil)
+			ctx := testCtx(t)
+			const room = "canvas:x"
+			join := func(d *deployment, user string) *stateMember {
+				c := dial(t, d, user, protocol.Proto)
+				m := followState(t, c, room, nil)
+				if _, err := c.Join(ctx, room, 0, ""); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			wa, wb := join(da, "wa"), join(db, "wb")
+			ma, mb := join(da, "ma"), join(db, "mb")
+			if cl != nil {
+				// One shard channel for the room, messages and state, with
+				// one subscriber per core.
+				var chs []string
+				for i := range 3 {
+					n := cl.Node(i)
+					got, err := n.Do(ctx, n.B().PubsubShardchannels().Pattern("*{"+room+"}*").Build()).AsStrSlice()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, ch := range got {
+						res, err := n.Do(ctx, n.B().PubsubShardnumsub().Channel(ch).Build()).ToArray()
+						if err != nil || len(res) != 2 {
+							t.Fatal(res, err)
+						}
+						if subs, _ := res[1].AsInt64(); subs != 2 {
+							t.Errorf("%s: %d subscribers, want one per core", ch, subs)
+						}
+					}
+					chs = append(chs, got...)
+				}
+				if len(chs) != 1 {
+					t.Errorf("the room's shard channels: %v, want its one", chs)
 				}
 			}
+			var g sync.WaitGroup
+			for i, w := range []*stateMember{wa, wb} {
+				g.Go(func() {
+					for n := range 60 {
+						v := fmt.Appendf(nil, `{"by":%d,"n":%d,"text":"%s"}`, i, n, strings.Repeat("the same long text ", 4))
+						if _, err := w.c.SetState(ctx, room, fmt.Sprint("obj", n%4), v, client.StateOptions{}); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			g.Wait()
+			late := join(db, "late")
+			waitConverged(t, da, room, wa, wb, ma, mb, late)
+			for name, m := range map[string]*stateMember{"ma": ma, "mb": mb} {
+				m.mu.Lock()
+				if m.changes < 120 {
+					t.Errorf("%s applied %d changes, want the 120 written", name, m.changes)
+				}
+				m.mu.Unlock()
+			}
 		})
-	}
-	g.Wait()
-	late := join(db, "late")
-	waitConverged(t, da, room, wa, wb, ma, mb, late)
-	for name, m := range map[string]*stateMember{"ma": ma, "mb": mb} {
-		m.mu.Lock()
-		if m.changes < 120 {
-			t.Errorf("%s applied %d changes, want the 120 written", name, m.changes)
-		}
-		m.mu.Unlock()
 	}
 }

@@ -169,20 +169,24 @@ func TestCoreUnsubscribesEmptyRooms(t *testing.T) {
 	})
 	rc := redistest.Client(t, addr)
 	ctx := testCtx(t)
-	// subscribed counts the rooms with a channel subscribed: a room has
-	// two, its messages' and its keyed state's (state.Redis.Channel).
+	// subscribed counts the channels subscribed: one per room in use, its
+	// messages' and its keyed state's changes on the same channel
+	// (state.RedisOptions.Channel), each held by one subscriber.
 	subscribed := func() int {
 		chs, err := rc.Do(ctx, rc.B().PubsubChannels().Pattern("*{lobby*").Build()).AsStrSlice()
 		if err != nil {
 			t.Fatal(err)
 		}
-		rooms := make(map[string]bool)
 		for _, ch := range chs {
-			if i, j := strings.Index(ch, "{"), strings.Index(ch, "}"); i >= 0 && j > i {
-				rooms[ch[i:j+1]] = true
+			a, err := rc.Do(ctx, rc.B().PubsubNumsub().Channel(ch).Build()).ToArray()
+			if err != nil || len(a) != 2 {
+				t.Fatal(a, err)
+			}
+			if n, _ := a[1].AsInt64(); n != 1 {
+				t.Errorf("%s has %d subscribers, want this core's one", ch, n)
 			}
 		}
-		return len(rooms)
+		return len(chs)
 	}
 	var conns []interface{ CloseNow() }
 	for i := range 3 {
@@ -193,7 +197,7 @@ func TestCoreUnsubscribesEmptyRooms(t *testing.T) {
 		conns = append(conns, c)
 	}
 	if n := subscribed(); n != 3 {
-		t.Fatalf("%d rooms subscribed with members in 3", n)
+		t.Fatalf("%d channels subscribed with members in 3 rooms, want one per room", n)
 	}
 	for _, c := range conns {
 		c.CloseNow()

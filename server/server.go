@@ -303,7 +303,10 @@ func Start(opts Options) (*Node, error) {
 			ss := sessions.NewRedis(n.guard.Wrap(n.redis, "sessions"), sessions.Options{TTL: cc.SessionTTL, Prefix: opts.RedisPrefix})
 			g := grants.NewRedis(n.guard.Wrap(n.redis, "grants"), grants.RedisOptions{Prefix: opts.RedisPrefix})
 			cb := controlbus.NewRedis(n.guard.Wrap(n.redis, "control"), controlbus.RedisOptions{Prefix: opts.RedisPrefix})
-			st := state.NewRedis(n.guard.Wrap(n.redis, "state"), state.RedisOptions{Prefix: opts.RedisPrefix, Limits: stateLimits(cc.Classes)})
+			st := state.NewRedis(n.guard.Wrap(n.redis, "state"), state.RedisOptions{Prefix: opts.RedisPrefix, Limits: stateLimits(cc.Classes),
+				// A room's changes ride its message channel: one pub/sub
+				// subscription per room on each core.
+				Channel: h.Channel})
 			cc.History, cc.Sessions, cc.Grants, cc.Control, cc.State = h, ss, g, cb, st
 			n.stores = append(n.stores, ss, h, g, cb, st)
 			if cc.Presence.NewStore == nil {

@@ -34,7 +34,11 @@
 //	<prefix>:{<room>}:state:log    stream, entry id "<position>-0": the change
 //	<prefix>:{<room>}:state:meta   hash: epoch, position
 //	<prefix>:{<room>}:state:ch     pub/sub channel carrying each change as
-//	                               it is written (for live delivery)
+//	                               it is written (for live delivery), or
+//	                               the room's message channel instead
+//	                               (RedisOptions.Channel, as corral runs:
+//	                               one subscription per room), each change
+//	                               tagged by a leading NUL byte
 //
 // All four keys expire together after RedisOptions.TTL without a write
 // (Memory forgets a room after MemoryOptions.TTL the same way); a state

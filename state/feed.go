@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -27,8 +28,13 @@ type FeedOptions struct {
 	OnGap func(room string)
 }
 
-// Follow starts a Feed on the store's client. Close stops it.
+// Follow starts a Feed on the store's client. Close stops it. A store
+// whose changes ride the rooms' message channels (RedisOptions.Channel)
+// has no Feed: the messages' subscription brings them.
 func (r *Redis) Follow(ctx context.Context, opts FeedOptions) (*Feed, error) {
+	if r.channel != nil {
+		return nil, errors.New("state: follow: the changes ride the rooms' message channels (RedisOptions.Channel)")
+	}
 	f := &Feed{r: r}
 	sub, err := pubsub.New(ctx, r.client, pubsub.Options{
 		OnMessage: func(channel, message string) {

@@ -10,8 +10,8 @@ import (
 // panic the reader; what parses has a known kind.
 func FuzzParseChange(f *testing.F) {
 	for _, s := range []string{
-		"1\ne\n0\n1\n0\nk\nv", "2\ne\n1\n3\n0\nk\n", "3\ne\n2\n1\n0\nk\n", "1\ne\n0\n1\n1700000000000\nk\na\nb",
-		"", "\n\n\n\n\n\n", "x\ne\n0\n1\n0\nk\nv", "1\ne\n9\n1\n0\nk\nv", "18446744073709551616\ne\n0\n1\n0\nk\nv",
+		"\x001\ne\n0\n1\n0\nk\nv", "\x002\ne\n1\n3\n0\nk\n", "\x003\ne\n2\n1\n0\nk\n", "\x001\ne\n0\n1\n1700000000000\nk\na\nb",
+		"", "\x00", "\n\n\n\n\n\n", "\x00x\ne\n0\n1\n0\nk\nv", "\x001\ne\n9\n1\n0\nk\nv", "\x0018446744073709551616\ne\n0\n1\n0\nk\nv",
 	} {
 		f.Add([]byte(s))
 	}

@@ -12,8 +12,10 @@
 -- An entry is "<version> <expires ms> <value>" (0: no deadline). A change
 -- is a stream entry "<pos>-0" with fields k (key), v (value), n (version),
 -- d ('0' set, '1' deleted, '2' expired), x (expires ms); it is published
--- on the channel as "<pos>\n<epoch>\n<d>\n<version>\n<expires>\n<key>\n<value>"
--- (keys hold no control characters).
+-- on the channel as "\0<pos>\n<epoch>\n<d>\n<version>\n<expires>\n<key>\n<value>"
+-- (keys hold no control characters). The leading NUL byte tags it as a
+-- change, never a message: the channel may be the room's message channel
+-- (RedisOptions.Channel), whose messages are protobuf (never a NUL first).
 
 local hashKey, ttlKey, logKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, maxChanges, life, channel = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
@@ -50,7 +52,7 @@ local function add(key, value, version, kind, expires)
   local n, x = string.format('%d', version), string.format('%d', expires)
   redis.call('XADD', logKey, 'MAXLEN', maxChanges, id .. '-0', 'k', key, 'v', value, 'n', n, 'd', kind, 'x', x)
   redis.call('HSET', metaKey, 'pos', id)
-  redis.call(pub, channel, id .. '\n' .. epoch .. '\n' .. kind .. '\n' .. n .. '\n' .. x .. '\n' .. key .. '\n' .. value)
+  redis.call(pub, channel, '\0' .. id .. '\n' .. epoch .. '\n' .. kind .. '\n' .. n .. '\n' .. x .. '\n' .. key .. '\n' .. value)
 end
 
 -- touch restarts the lifetime of the room's keys after a write.

@@ -56,6 +56,14 @@ type RedisOptions struct {
 	// Now is the clock deadlines are set and compared on; default
 	// time.Now. Every process sharing the Redis should agree on it.
 	Now func() time.Time
+	// Channel names the pub/sub channel a room's changes are published
+	// on; nil: the store's own ("<prefix>:{<room>}:state:ch"). Set to the
+	// room's message channel (history.Redis.Channel), a process follows a
+	// room with one subscription: the changes are tagged publications on
+	// it ([IsChange]), read from the messages' subscription
+	// (history.Subscription.OnTagged), not from a [Feed]. It must name a
+	// channel in the room's hash slot ("{<room>}").
+	Channel func(room string) string
 }
 
 // Redis is a [Store] in Redis: per room a hash of the keys, a sorted set
@@ -68,6 +76,7 @@ type Redis struct {
 	limits  func(room string) Limits
 	now     func() time.Time
 	sharded string
+	channel func(room string) string // nil: the store's own
 	closed  atomic.Bool
 }
 
@@ -83,7 +92,7 @@ func NewRedis(client rueidis.Client, opts RedisOptions) *Redis {
 		opts.Now = time.Now
 	}
 	r := &Redis{client: client, prefix: opts.Prefix, ttl: strconv.FormatInt(opts.TTL.Milliseconds(), 10),
-		limits: opts.Limits, now: opts.Now, sharded: "0"}
+		limits: opts.Limits, now: opts.Now, sharded: "0", channel: opts.Channel}
 	if client.Mode() == rueidis.ClientModeCluster {
 		r.sharded = "1" // publish with SPUBLISH, as package history does
 	}
@@ -100,8 +109,15 @@ func (r *Redis) limitsOf(room string) Limits {
 // Channel is the pub/sub channel of room's changes; [ParseChange] reads
 // its publications.
 func (r *Redis) Channel(room string) string {
+	if r.channel != nil {
+		return r.channel(room)
+	}
 	return r.prefix + ":{" + room + "}:state:ch"
 }
+
+// SharesChannel reports whether the changes ride another channel
+// (RedisOptions.Channel): the reader of that channel brings them.
+func (r *Redis) SharesChannel() bool { return r.channel != nil }
 
 // run runs script on room's keys with the prelude's arguments and extra.
 func (r *Redis) run(ctx context.Context, script *rueidis.Lua, room string, l Limits, extra ...string) (rueidis.RedisResult, error) {
@@ -323,10 +339,20 @@ func changeOf(pos uint64, kind, version, expires, key, value string) (Change, er
 // change publication.
 var errPublication = errors.New("state: malformed change publication")
 
+// ChangeTag is the first byte of a change publication: it tells one from
+// a room's messages when both share a channel (RedisOptions.Channel).
+const ChangeTag = 0
+
+// IsChange reports whether a publication is a change ([ChangeTag]).
+func IsChange(b []byte) bool { return len(b) > 0 && b[0] == ChangeTag }
+
 // ParseChange reads a publication of [Redis.Channel]: the change and the
 // epoch it belongs to.
 func ParseChange(b []byte) (epoch string, c Change, err error) {
-	parts := strings.SplitN(string(b), "\n", 7)
+	if !IsChange(b) {
+		return "", Change{}, errPublication
+	}
+	parts := strings.SplitN(string(b[1:]), "\n", 7)
 	if len(parts) != 7 {
 		return "", Change{}, errPublication
 	}

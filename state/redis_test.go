@@ -52,7 +52,7 @@ func TestRedisPublishes(t *testing.T) {
 			t.Fatalf("publication %d: %s %+v %v, want %+v", i, epoch, c, err, want)
 		}
 	}
-	if _, _, err := state.ParseChange([]byte("1\ne\n9\n1\n0\nk\nv")); err == nil {
+	if _, _, err := state.ParseChange([]byte("\x001\ne\n9\n1\n0\nk\nv")); err == nil {
 		t.Fatal("ParseChange took an unknown kind")
 	}
 }
