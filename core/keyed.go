@@ -207,7 +207,7 @@ func (k *stateRooms) load(ctx context.Context, r *room) error {
 	if snap.Position > 0 {
 		// The changes before the snapshot serve resumes; Since also
 		// returns those written since, which join the held ones.
-		kept, _ = k.store.Since(ctx, r.name, snap.Epoch, snap.Position-min(snap.Position, keepStateChanges))
+		kept, _ = k.store.Since(ctx, r.name, snap.Epoch, snap.Position-min(snap.Position, keepStateChanges), 0)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -422,19 +422,13 @@ func (k *stateRooms) readOld(ctx context.Context, qs []*joinReq) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, stateReadTimeout)
 		done := k.c.metrics.storeOp("state_since")
-		changes, err := k.store.Since(rctx, r.name, q.stateEpoch, q.statePos)
+		changes, err := k.store.Since(rctx, r.name, q.stateEpoch, q.statePos, maxStateResumeBytes)
 		cancel()
 		if errors.Is(err, state.ErrTooOld) {
 			err = nil
 		}
 		done(err)
-		size := 0
 		for i, ch := range changes {
-			size += len(ch.Key) + len(ch.Value) + 32
-			if size > maxStateResumeBytes {
-				changes = nil
-				break
-			}
 			if ch.Position != q.statePos+1+uint64(i) {
 				changes = nil // not contiguous: a snapshot
 				break
@@ -478,7 +472,7 @@ func (k *stateRooms) fill(r *room) {
 		var snap *state.Snapshot
 		err := state.ErrTooOld
 		if epoch != "" {
-			changes, err = k.store.Since(ctx, r.name, epoch, pos)
+			changes, err = k.store.Since(ctx, r.name, epoch, pos, 0)
 		}
 		if errors.Is(err, state.ErrTooOld) {
 			var s state.Snapshot

@@ -21,7 +21,7 @@ func Example() {
 	_, err = s.Set(ctx, "doc:1", state.Set{Key: "title", Value: []byte(`"Other"`), CAS: true, Version: 1})
 	fmt.Println(err)
 
-	changes, _ := s.Since(ctx, "doc:1", snap.Epoch, snap.Position)
+	changes, _ := s.Since(ctx, "doc:1", snap.Epoch, snap.Position, 0)
 	for _, c := range changes {
 		fmt.Println(c.Position, c.Key, string(c.Value), c.Version)
 	}

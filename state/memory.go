@@ -299,7 +299,7 @@ func (m *Memory) Snapshot(_ context.Context, room string) (Snapshot, error) {
 }
 
 // Since implements [Store.Since].
-func (m *Memory) Since(_ context.Context, room, epoch string, position uint64) ([]Change, error) {
+func (m *Memory) Since(_ context.Context, room, epoch string, position uint64, maxBytes int) ([]Change, error) {
 	r, _, err := m.lock(room, false)
 	if err != nil {
 		return nil, err
@@ -319,7 +319,16 @@ func (m *Memory) Since(_ context.Context, room, epoch string, position uint64) (
 	if position+1 < first {
 		return nil, fmt.Errorf("state: changes of %q after %d: oldest kept is %d: %w", room, position, first, ErrTooOld)
 	}
-	return slices.Clone(r.changes[position+1-first:]), nil
+	after := r.changes[position+1-first:]
+	if maxBytes > 0 {
+		size := 0
+		for _, c := range after {
+			if size += ChangeSize(c); size > maxBytes {
+				return nil, fmt.Errorf("state: changes of %q after %d: more than %d bytes: %w", room, position, maxBytes, ErrTooOld)
+			}
+		}
+	}
+	return slices.Clone(after), nil
 }
 
 // Expire implements [Store.Expire].

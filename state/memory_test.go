@@ -35,7 +35,7 @@ func TestMemoryForgets(t *testing.T) {
 	if now.Epoch == old.Epoch || now.Position != 1 || now.Version != 1 {
 		t.Fatalf("written again: %+v (before %+v)", now, old)
 	}
-	if _, err := s.Since(ctx, "r", old.Epoch, old.Position); !errors.Is(err, state.ErrTooOld) {
+	if _, err := s.Since(ctx, "r", old.Epoch, old.Position, 0); !errors.Is(err, state.ErrTooOld) {
 		t.Fatalf("since in the forgotten epoch: %v", err)
 	}
 	// Rooms nobody touches are swept too: the store holds none after.

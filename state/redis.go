@@ -269,14 +269,14 @@ func parseEntry(key, v string) (Entry, error) {
 }
 
 // Since implements [Store.Since].
-func (r *Redis) Since(ctx context.Context, room, epoch string, position uint64) ([]Change, error) {
+func (r *Redis) Since(ctx context.Context, room, epoch string, position uint64, maxBytes int) ([]Change, error) {
 	fail := func(err error) ([]Change, error) {
 		return nil, fmt.Errorf("state: changes of %q after %s/%d: %w", room, epoch, position, err)
 	}
 	if room == "" {
 		return fail(fmt.Errorf("%w: empty room", ErrInvalid))
 	}
-	res, err := r.run(ctx, sinceScript, room, r.limitsOf(room), epoch, strconv.FormatUint(position, 10))
+	res, err := r.run(ctx, sinceScript, room, r.limitsOf(room), epoch, strconv.FormatUint(position, 10), strconv.Itoa(max(maxBytes, 0)))
 	if err != nil {
 		return fail(err)
 	}
@@ -284,10 +284,13 @@ func (r *Redis) Since(ctx context.Context, room, epoch string, position uint64) 
 	if err != nil || len(a) < 3 {
 		return fail(fmt.Errorf("reply %v: %w", a, err))
 	}
-	if code, _ := a[0].AsInt64(); code == -1 {
+	switch code, _ := a[0].AsInt64(); code {
+	case -1:
 		now, _ := a[1].ToString()
 		pos, _ := a[2].AsInt64()
 		return fail(fmt.Errorf("now %s/%d: %w", now, pos, ErrTooOld))
+	case -2:
+		return fail(fmt.Errorf("more than %d bytes: %w", maxBytes, ErrTooOld))
 	}
 	entries, err := a[3].ToArray()
 	if err != nil {

@@ -78,7 +78,7 @@ func TestRedisLost(t *testing.T) {
 	if now.Epoch == old.Epoch || now.Position != 1 {
 		t.Fatalf("after the loss: %+v (before %+v)", now, old)
 	}
-	if _, err := s.Since(ctx, "r", old.Epoch, old.Position); !errors.Is(err, state.ErrTooOld) {
+	if _, err := s.Since(ctx, "r", old.Epoch, old.Position, 0); !errors.Is(err, state.ErrTooOld) {
 		t.Fatalf("since in the lost epoch: %v", err)
 	}
 }

@@ -24,8 +24,11 @@ type Store interface {
 	// is ahead of the room, the error wraps ErrTooOld: take a Snapshot
 	// instead. The empty epoch at position 0 is the empty state before
 	// any write, the Snapshot of a room never written: it continues into
-	// whatever epoch the room's first write opens.
-	Since(ctx context.Context, room, epoch string, position uint64) ([]Change, error)
+	// whatever epoch the room's first write opens. maxBytes > 0 bounds
+	// what is read and returned (each change counts [ChangeSize]): past
+	// it the error wraps ErrTooOld too, and the store never held more
+	// than the bound and a small batch of changes for the call.
+	Since(ctx context.Context, room, epoch string, position uint64, maxBytes int) ([]Change, error)
 	// Expire applies the room's due expiries (each a change) and returns
 	// the next deadline (zero: none).
 	Expire(ctx context.Context, room string) (time.Time, error)
@@ -153,3 +156,7 @@ func checkKey(room, key string) error {
 	}
 	return nil
 }
+
+// ChangeSize is what a change counts against Since's maxBytes: its key,
+// its value and 32 bytes for the rest.
+func ChangeSize(c Change) int { return len(c.Key) + len(c.Value) + 32 }

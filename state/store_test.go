@@ -80,7 +80,7 @@ func testStore(t *testing.T, open newStore) {
 			t.Fatalf("snapshot %+v", snap)
 		}
 		// The empty snapshot's position continues into the first epoch.
-		all := must[[]state.Change](t)(s.Since(ctx, "r", empty.Epoch, 0))
+		all := must[[]state.Change](t)(s.Since(ctx, "r", empty.Epoch, 0, 0))
 		if len(all) != 3 || all[0].Key != "b" || all[2].Position != 3 || string(all[2].Value) != "2" {
 			t.Fatalf("since 0: %+v", all)
 		}
@@ -92,11 +92,11 @@ func testStore(t *testing.T, open newStore) {
 		if again.Existed || again.Position != 4 {
 			t.Fatalf("delete of a missing key %+v", again)
 		}
-		ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 3))
+		ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 3, 0))
 		if len(ch) != 1 || !ch[0].Deleted || ch[0].Expired || ch[0].Key != "a" || ch[0].Version != 1 {
 			t.Fatalf("since 3: %+v", ch)
 		}
-		if ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 4)); len(ch) != 0 {
+		if ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 4, 0)); len(ch) != 0 {
 			t.Fatalf("since now: %+v", ch)
 		}
 		// Set again after delete starts at version 1.
@@ -146,19 +146,49 @@ func testStore(t *testing.T, open newStore) {
 		}
 		// Positions 1..3 are written; 3 changes are kept; one more drops 1.
 		snap := must[state.Snapshot](t)(s.Snapshot(ctx, "r"))
-		must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 0))
+		must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 0, 0))
 		must[state.Result](t)(s.Set(ctx, "r", state.Set{Key: "b", Value: []byte("y")}))
-		if _, err := s.Since(ctx, "r", snap.Epoch, 0); !errors.Is(err, state.ErrTooOld) {
+		if _, err := s.Since(ctx, "r", snap.Epoch, 0, 0); !errors.Is(err, state.ErrTooOld) {
 			t.Fatalf("since a trimmed position: %v", err)
 		}
-		if ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 1)); len(ch) != 3 || ch[0].Position != 2 {
+		if ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, 1, 0)); len(ch) != 3 || ch[0].Position != 2 {
 			t.Fatalf("since the oldest kept: %+v", ch)
 		}
-		if _, err := s.Since(ctx, "r", "another", 1); !errors.Is(err, state.ErrTooOld) {
+		if _, err := s.Since(ctx, "r", "another", 1, 0); !errors.Is(err, state.ErrTooOld) {
 			t.Fatalf("since in another epoch: %v", err)
 		}
-		if _, err := s.Since(ctx, "r", snap.Epoch, 99); !errors.Is(err, state.ErrTooOld) {
+		if _, err := s.Since(ctx, "r", snap.Epoch, 99, 0); !errors.Is(err, state.ErrTooOld) {
 			t.Fatalf("since a position ahead: %v", err)
+		}
+	})
+
+	t.Run("since bounded in bytes", func(t *testing.T) {
+		// 150 changes of 1,000-byte values: more than one of since.lua's
+		// batches of 64. Each counts key (1) + value (1,000) + 32 bytes.
+		s := open(t, state.Limits{}, nil)
+		value := make([]byte, 1000)
+		for i := range 150 {
+			value[0] = byte(i)
+			must[state.Result](t)(s.Set(ctx, "big", state.Set{Key: string(rune('a' + i%26)), Value: value}))
+		}
+		snap := must[state.Snapshot](t)(s.Snapshot(ctx, "big"))
+		const each = 1 + 1000 + 32
+		all := must[[]state.Change](t)(s.Since(ctx, "big", snap.Epoch, 0, 150*each))
+		if len(all) != 150 || all[0].Position != 1 || all[149].Position != 150 {
+			t.Fatalf("since 0 within the bound: %d changes", len(all))
+		}
+		for i, c := range all {
+			if state.ChangeSize(c) != each || c.Position != uint64(i+1) {
+				t.Fatalf("change %d: position %d size %d", i, c.Position, state.ChangeSize(c))
+			}
+		}
+		for _, bound := range []int{150*each - 1, 100 * each, 10, 1} {
+			if ch, err := s.Since(ctx, "big", snap.Epoch, 0, bound); !errors.Is(err, state.ErrTooOld) {
+				t.Fatalf("since 0 bounded at %d bytes: %d changes, %v", bound, len(ch), err)
+			}
+		}
+		if ch := must[[]state.Change](t)(s.Since(ctx, "big", snap.Epoch, 140, 10*each)); len(ch) != 10 || ch[0].Position != 141 {
+			t.Fatalf("the last 10 within their bound: %d", len(ch))
 		}
 	})
 
@@ -185,7 +215,7 @@ func testStore(t *testing.T, open newStore) {
 			t.Fatalf("refreshed lock expired early: %+v", snap)
 		}
 		c.Advance(time.Second)
-		ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, snap.Position))
+		ch := must[[]state.Change](t)(s.Since(ctx, "r", snap.Epoch, snap.Position, 0))
 		if len(ch) != 3 || ch[0].Key != "typing" || !ch[0].Expired || ch[1].Key != "lock" || ch[1].Expired ||
 			ch[2].Key != "lock" || !ch[2].Expired || !ch[2].Deleted || ch[2].Version != 2 {
 			t.Fatalf("changes: %+v", ch)
@@ -233,7 +263,7 @@ func testStore(t *testing.T, open newStore) {
 			t.Fatalf("after %d successful CAS: %+v", writers*each, snap)
 		}
 		// Every change is one CAS that won: versions 1..N in order.
-		ch := must[[]state.Change](t)(s.Since(ctx, "counter", snap.Epoch, 0))
+		ch := must[[]state.Change](t)(s.Since(ctx, "counter", snap.Epoch, 0, 0))
 		for i, c := range ch {
 			if c.Version != uint64(i+1) {
 				t.Fatalf("change %d has version %d", i, c.Version)
