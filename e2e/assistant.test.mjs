@@ -74,9 +74,11 @@ describe("assistant panel in Chromium", { timeout: 180_000 }, () => {
     assert.equal(await late.getAttribute(`.answer[data-id="${ID}"]`, "data-final"), "false", "the answer ended before the reload");
     await first.reload();
     await first.waitForSelector('#status[data-state="open"]', WAIT);
-    // The page keeps no copy of the answer: the resume asks for the
-    // answers open at its position (RoomPosition.open_prefix).
-    assert.deepEqual(await first.evaluate(() => Object.keys(sessionStorage).filter((k) => k.includes("answer"))), [], "app storage of answers");
+    // The page keeps no copy of an open answer (it keeps finished ones,
+    // like its chat transcript): the resume asks for the answers open at
+    // its position (RoomPosition.open_prefix).
+    const kept = await first.evaluate(() => Object.keys(sessionStorage).filter((k) => k.includes("answer")).map((k) => sessionStorage.getItem(k)).join("\n"));
+    assert.ok(!kept.includes(ID), `app storage holds the open answer: ${kept}`);
 
     assert.equal(await exited, 0, `assistant failed: ${errOut}`);
     const answer = out.replace(/\n$/, "");
@@ -86,6 +88,12 @@ describe("assistant panel in Chromium", { timeout: 180_000 }, () => {
       assert.equal(await page.textContent(`.answer[data-id="${ID}"]`), answer, `${name}'s answer`);
       assert.equal(await page.getAttribute(`.answer[data-id="${ID}"]`, "data-version"), "120", `${name}'s version`);
     }
+    // A finished answer is the page's to keep (like its transcript): it is
+    // still there after another reload.
+    await first.reload();
+    await first.waitForSelector('#status[data-state="open"]', WAIT);
+    await first.waitForSelector(`.answer[data-id="${ID}"][data-final="true"]`, WAIT);
+    assert.equal(await first.textContent(`.answer[data-id="${ID}"]`), answer, "the finished answer after a reload");
     await saveArtifact("assistant.png", await late.screenshot());
     assert.deepEqual(problems, []);
   });

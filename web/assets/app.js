@@ -107,23 +107,58 @@ client.on("message", (m) => {
 // examples/assistant streams through the internal API. A page that joins
 // in the middle gets the answer so far as one chunk, then the rest; a
 // reload resumes after what it saw, and the SDK asks for the answers still
-// open there (RoomPosition.open_prefix): the page keeps no copy of them.
+// open there (RoomPosition.open_prefix): the page keeps no copy of those.
+// Finished answers are kept like the chat transcript (what the page has
+// shown), and shown again after a reload.
 
 const answersEl = $("answers");
+const answersKey = `corral-demo:answers-done:${room}`;
 const answers = client.room(room);
-answers.on("growing", (g) => {
-  $("assistant").hidden = false;
-  let el = answersEl.querySelector(`[data-id="${CSS.escape(g.id)}"]`);
+
+function answerEl(id) {
+  let el = answersEl.querySelector(`[data-id="${CSS.escape(id)}"]`);
   if (!el) {
     el = document.createElement("p");
     el.className = "answer";
-    el.dataset.id = g.id;
+    el.dataset.id = id;
     answersEl.append(el);
   }
+  $("assistant").hidden = false;
+  return el;
+}
+
+function loadDone() {
+  try {
+    return JSON.parse(sessionStorage.getItem(answersKey) || "[]");
+  } catch {
+    return [];
+  }
+}
+
+function saveDone(g) {
+  const done = loadDone().filter((a) => a.id !== g.id);
+  done.push({ id: g.id, version: g.version, text: g.text });
+  try {
+    sessionStorage.setItem(answersKey, JSON.stringify(done.slice(-5)));
+  } catch {
+    // A full storage only costs the finished answers on reload.
+  }
+}
+
+for (const a of loadDone()) {
+  const el = answerEl(a.id);
+  el.textContent = a.text;
+  el.dataset.version = String(a.version);
+  el.dataset.final = "true";
+}
+
+answers.on("growing", (g) => {
+  const el = answerEl(g.id);
   const show = () => {
     el.textContent = g.text;
     el.dataset.version = String(g.version);
     el.dataset.final = String(g.final);
+    if (g.final) saveDone(g);
   };
   g.on("chunk", show);
   show();
