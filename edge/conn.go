@@ -613,10 +613,10 @@ func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, e encoded, h *
 type pushKind uint8
 
 const (
-	pushLive    pushKind = iota // bounded live traffic
-	pushReplay                  // missed messages, under the replay bound
-	pushSignals                 // a room's signal batch, merged while queued
-	pushReplayAck               // a replay page's last batch: reportTaken tells the core
+	pushLive      pushKind = iota // bounded live traffic
+	pushReplay                    // missed messages, under the replay bound
+	pushSignals                   // a room's signal batch, merged while queued
+	pushReplayAck                 // a replay page's last batch: reportTaken tells the core
 )
 
 // push is the one way into the queue: bounds, signal merging and handing
