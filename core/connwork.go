@@ -288,6 +288,10 @@ func (w *connWork) run() {
 			} else {
 				c.metrics.drop(droppedUnattached, 1)
 			}
+		case *linkv1.EdgeFrame_ReplayTaken:
+			if s != nil {
+				c.replayTaken(w.ctx, s, k.ReplayTaken.GetRoom()) // replay.go
+			}
 		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {
 				c.refresh(w.ctx, s, k.Refresh)

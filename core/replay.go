@@ -16,11 +16,14 @@ import (
 // replay and turns the session live; a join whose read failed (the store
 // failed, or too many reads were queued) gets Reset instead, as one whose
 // history is gone: never a silent gap.
-// readMissed reads, in one batch, the history each joining room needs:
-// (since, target]. A page limit may need further reads for long absences.
+// readMissed reads, in one batch, the next page of history each joining
+// room needs: (from, target], at most history.MaxPage messages; q.more
+// says history holds more of it. The rest is read a page at a time as
+// the edge takes each page (replayTaken), never whole.
 func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 	var todo []*joinReq
 	for _, q := range reqs {
+		q.more = false
 		if q.replay {
 			q.readOK = true
 			todo = append(todo, q)
@@ -29,7 +32,7 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 	for len(todo) > 0 {
 		qs := make([]history.Query, len(todo))
 		for i, q := range todo {
-			after := q.since
+			after := max(q.since, q.from)
 			if n := len(q.msgs); n > 0 {
 				after = q.msgs[n-1].GetSeq()
 			}
@@ -53,12 +56,56 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 				continue
 			}
 			q.msgs = append(q.msgs, p.Messages...)
-			if last := p.Messages[len(p.Messages)-1].GetSeq(); last < q.target && p.More {
+			last := p.Messages[len(p.Messages)-1].GetSeq()
+			switch {
+			case last >= q.target || !p.More:
+			case len(q.msgs) < history.MaxPage:
+				// A store's page may hold fewer: fill this one.
 				next = append(next, q)
+			default:
+				q.more = true
 			}
 		}
 		todo = next
 	}
+}
+
+// replayTaken is the step of a paged replay, on the connection's worker
+// (connwork.go): the edge took the join's last page of room
+// (EdgeFrame.replay_taken), so the next page is read and sent; after the
+// last one the member goes live with the live messages held for it
+// meanwhile (catch-up). It never waits for the edge: a page not yet
+// taken leaves the join in s.paging until the edge reports it.
+func (c *Core) replayTaken(ctx context.Context, s *session, room string) {
+	s.mu.Lock()
+	q := s.paging[room]
+	delete(s.paging, room)
+	s.mu.Unlock()
+	if q == nil {
+		return // left, rejoined or detached meanwhile
+	}
+	ep, ok := s.endpoint()
+	if !ok {
+		return
+	}
+	q.msgs = nil
+	c.readMissed(ctx, []*joinReq{q})
+	c.goLive(ctx, s, ep, []*joinReq{q})
+}
+
+// waitPage notes that q waits for the edge to take its page of a paged
+// replay (replayTaken). A join of the same room that comes later
+// replaces it. s's lock is taken inside the room's.
+func (s *session) waitPage(q *joinReq) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return
+	}
+	if s.paging == nil {
+		s.paging = make(map[string]*joinReq)
+	}
+	s.paging[q.name] = q
 }
 
 // newMissedReads returns the batcher of the joins' replay reads (package
