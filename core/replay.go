@@ -16,6 +16,17 @@ import (
 // replay and turns the session live; a join whose read failed (the store
 // failed, or too many reads were queued) gets Reset instead, as one whose
 // history is gone: never a silent gap.
+// replayPageBytes bounds the messages of one replay page (as catchupSize
+// counts them; a page holds at least one message, whatever its size).
+// The edge holds at most about two pages of a client that does not read
+// (one in its queue, one on the wire), far below its replay bound
+// (edge Config.replayBytes), and the core one: a replay of any length
+// costs no more memory than that, however slowly it is read.
+const replayPageBytes = 1 << 20
+
+// replayPage bounds one page of a join's replay.
+type replayPage struct{ messages, bytes int }
+
 // readMissed reads, in one batch, the next page of history each joining
 // room needs: (from, target], at most history.MaxPage messages; q.more
 // says history holds more of it. The rest is read a page at a time as
@@ -36,7 +47,7 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 			if n := len(q.msgs); n > 0 {
 				after = q.msgs[n-1].GetSeq()
 			}
-			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, history.MaxPage))}
+			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, uint64(c.pageLimit(q)-len(q.msgs))))}
 		}
 		done := c.metrics.storeOp("read_many")
 		pages, err := c.missed.Read(ctx, qs)
@@ -55,19 +66,41 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 				q.readOK = false // trimmed, expired, or another epoch
 				continue
 			}
-			q.msgs = append(q.msgs, p.Messages...)
-			last := p.Messages[len(p.Messages)-1].GetSeq()
+			cut := false
+			for _, m := range p.Messages {
+				size := catchupSize(m)
+				if len(q.msgs) > 0 && q.bytes+size > c.page.bytes {
+					cut = true
+					break
+				}
+				q.msgs = append(q.msgs, m)
+				q.bytes += size
+			}
+			last := q.msgs[len(q.msgs)-1].GetSeq()
 			switch {
+			case cut:
+				// Read no more than fits next time: large messages
+				// would make every read many times the page.
+				q.more, q.limit = true, len(q.msgs)
 			case last >= q.target || !p.More:
-			case len(q.msgs) < history.MaxPage:
+			case len(q.msgs) < c.pageLimit(q):
 				// A store's page may hold fewer: fill this one.
 				next = append(next, q)
 			default:
-				q.more = true
+				// Full by count, under the bytes: the next may be longer.
+				q.more, q.limit = true, min(2*c.pageLimit(q), c.page.messages)
 			}
 		}
 		todo = next
 	}
+}
+
+// pageLimit is how many messages q's next page reads.
+func (c *Core) pageLimit(q *joinReq) int {
+	if q.limit > 0 {
+		return q.limit
+	}
+	return c.page.messages
 }
 
 // replayTaken is the step of a paged replay, on the connection's worker
@@ -88,7 +121,7 @@ func (c *Core) replayTaken(ctx context.Context, s *session, room string) {
 	if !ok {
 		return
 	}
-	q.msgs = nil
+	q.msgs, q.bytes = nil, 0
 	c.readMissed(ctx, []*joinReq{q})
 	c.goLive(ctx, s, ep, []*joinReq{q})
 }

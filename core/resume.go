@@ -268,6 +268,8 @@ type joinReq struct {
 	from   uint64
 	more   bool
 	paging bool
+	bytes  int // of msgs, as catchupSize counts them
+	limit  int // messages to read for the next page; 0: a whole page
 	// The room's open growing messages for a live join (grow.go).
 	open      []*corralv1.Message
 	openEpoch string
