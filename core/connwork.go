@@ -290,7 +290,7 @@ func (w *connWork) run() {
 			}
 		case *linkv1.EdgeFrame_ReplayTaken:
 			if s != nil {
-				c.replayTaken(w.ctx, s, k.ReplayTaken.GetRoom()) // replay.go
+				s.replayTaken(w.ctx, c, k.ReplayTaken.GetRoom()) // replay.go
 			}
 		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {

@@ -47,7 +47,7 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 			if n := len(q.msgs); n > 0 {
 				after = q.msgs[n-1].GetSeq()
 			}
-			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, uint64(c.pageLimit(q)-len(q.msgs))))}
+			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, uint64(c.page.limit(q)-len(q.msgs))))}
 		}
 		done := c.metrics.storeOp("read_many")
 		pages, err := c.missed.Read(ctx, qs)
@@ -83,24 +83,24 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 				// would make every read many times the page.
 				q.more, q.limit = true, len(q.msgs)
 			case last >= q.target || !p.More:
-			case len(q.msgs) < c.pageLimit(q):
+			case len(q.msgs) < c.page.limit(q):
 				// A store's page may hold fewer: fill this one.
 				next = append(next, q)
 			default:
 				// Full by count, under the bytes: the next may be longer.
-				q.more, q.limit = true, min(2*c.pageLimit(q), c.page.messages)
+				q.more, q.limit = true, min(2*c.page.limit(q), c.page.messages)
 			}
 		}
 		todo = next
 	}
 }
 
-// pageLimit is how many messages q's next page reads.
-func (c *Core) pageLimit(q *joinReq) int {
+// limit is how many messages q's next page reads.
+func (p replayPage) limit(q *joinReq) int {
 	if q.limit > 0 {
 		return q.limit
 	}
-	return c.page.messages
+	return p.messages
 }
 
 // replayTaken is the step of a paged replay, on the connection's worker
@@ -109,7 +109,7 @@ func (c *Core) pageLimit(q *joinReq) int {
 // last one the member goes live with the live messages held for it
 // meanwhile (catch-up). It never waits for the edge: a page not yet
 // taken leaves the join in s.paging until the edge reports it.
-func (c *Core) replayTaken(ctx context.Context, s *session, room string) {
+func (s *session) replayTaken(ctx context.Context, c *Core, room string) {
 	s.mu.Lock()
 	q := s.paging[room]
 	delete(s.paging, room)
@@ -123,7 +123,7 @@ func (c *Core) replayTaken(ctx context.Context, s *session, room string) {
 	}
 	q.msgs, q.bytes = nil, 0
 	c.readMissed(ctx, []*joinReq{q})
-	c.goLive(ctx, s, ep, []*joinReq{q})
+	goLive(ctx, c, s, ep, []*joinReq{q})
 }
 
 // waitPage notes that q waits for the edge to take its page of a paged

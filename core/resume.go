@@ -208,14 +208,14 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 	}
 	c.readMissed(ctx, began)
 	c.grow.readOpen(ctx, began) // growing messages' prefixes (grow.go)
-	c.goLive(ctx, s, ep, began)
+	goLive(ctx, c, s, ep, began)
 }
 
 // goLive sends each join its replay page (room.goLive); a join whose
 // replay is sent whole goes live: the join event, presence and the
 // session's stored position. A join with pages left goes on in
 // replayTaken (replay.go) once the edge took this page.
-func (c *Core) goLive(ctx context.Context, s *session, ep endpoint, qs []*joinReq) {
+func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq) {
 	for _, q := range qs {
 		pos, live := q.room.goLive(s, ep, q)
 		if !live {

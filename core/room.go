@@ -511,7 +511,7 @@ func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) bool {
 // waits for the edge to take a page of its replay: a replay longer than
 // the page read (q.more) is sent a page at a time, the last batch of
 // each page asking the edge to report it taken (ConnReplay.ack, then
-// Core.replayTaken), while the room keeps holding live messages for the
+// session.replayTaken), while the room keeps holding live messages for the
 // joiner; only the last page is followed by those, ReplayEnd and live.
 func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	r.mu.Lock()
@@ -605,7 +605,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 
 // replayPageLocked sends q's page of a paged replay (q.msgs, read by
 // readMissed, with more of the replay left in history) and leaves s
-// joining until the edge took it (s.paging, Core.replayTaken). It
+// joining until the edge took it (s.paging, session.replayTaken). It
 // reports false, sending nothing, when the page does not follow what
 // was sent: goLive then ends the join (a Reset). Lock must be held.
 func (r *room) replayPageLocked(s *session, ep endpoint, q *joinReq, cu *catchup) bool {
