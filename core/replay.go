@@ -12,8 +12,9 @@ import (
 // readMissed reads what each joining room missed, (since, target], while
 // the room keeps live messages for the session (room.beginJoin); the
 // reads of joins from many connections that arrive together go to the
-// history store as one batch (package core/replay). room.goLive then sends the
-// replay and turns the session live; a join whose read failed (the store
+// history store as one batch (package core/replay), a page at a time:
+// room.goLive sends the page, and session.replayTaken reads and sends the
+// next once the edge took it, until the last turns the session live; a join whose read failed (the store
 // failed, or too many reads were queued) gets Reset instead, as one whose
 // history is gone: never a silent gap.
 // replayPageBytes bounds the messages of one replay page (as catchupSize

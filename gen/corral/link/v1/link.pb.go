@@ -1105,9 +1105,9 @@ type ConnReplay struct {
 	Frame *v1.ServerFrame        `protobuf:"bytes,5,opt,name=frame,proto3" json:"frame,omitempty"`
 	// ack: the last batch of a replay page with more to come. The edge
 	// answers EdgeFrame.replay_taken once its writer took this frame from
-	// the connection's queue; the core then sends the next page. No ack
-	// in the protocol is versioned: edges and cores of one release are
-	// deployed together (see the package comment).
+	// the connection's queue; the core then sends the next page. The ack
+	// is not negotiated: edges and cores of one release are deployed
+	// together (see the package comment), so every edge answers it.
 	Ack           bool `protobuf:"varint,6,opt,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
