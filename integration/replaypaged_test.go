@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/eventually"
 	"github.com/corral-rt/corral/protocol"
 	"github.com/corral-rt/corral/server"
 )
@@ -200,4 +201,40 @@ func TestReplayPagedNonReader(t *testing.T) {
 		t.Fatalf("the heap grew by %d bytes over the joins, the room's history is %d: not bounded by the pages", peak-before, history)
 	}
 	t.Logf("heap before %d, peak %d (history %d)", before, peak, history)
+}
+
+// TestReplayPagedHeapBounded: with the default replay bound (~65 MiB), a
+// client that never reads joins and leaves a room of 24 MB twice; once
+// the core has handled its joins (a later join of another room is live),
+// the process's heap (serve: edge and core) holds about a page per join,
+// not the history per join. Before the paging it held both replays
+// whole (48 MB), queued for a client that reads nothing.
+func TestReplayPagedHeapBounded(t *testing.T) {
+	d := start(t, "serve", nil, nil)
+	ctx := testCtx(t)
+	const room = "paged"
+	epoch := publishPaged(t, d, room, pagedMessages)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	ws := rawDial(t, d, protocol.SubprotocolProto)
+	leave := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: room}}}
+	marker := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "marker"}}}
+	sendProto(t, ws, pagedHello("sleeper"), pagedJoin(room, epoch), leave, pagedJoin(room, epoch), leave, marker)
+	// The connection's frames run in order on the core: once the marker's
+	// join is live, both replays' pages were sent.
+	eventually.True(t, 20*time.Second, func() bool {
+		res, err := d.api.Rooms(ctx, &corralv1.RoomsRequest{Pattern: "marker"})
+		return err == nil && len(res.GetRooms()) == 1 && res.GetRooms()[0].GetMembers() == 1
+	}, "the marker join to land")
+	after := heap()
+	const history = pagedMessages * pagedBytes
+	if after > before && after-before > history/2 {
+		t.Fatalf("the heap grew by %d bytes for two joins of a room of %d bytes that the client never read: not bounded by the pages", after-before, history)
+	}
+	t.Logf("heap before %d, after %d (history %d)", before, after, history)
 }
