@@ -154,3 +154,44 @@ func describeLink(l *linkserver.Link) []string {
 	}
 	return out
 }
+
+// TestReplayPagedResume: a resume (hello.resume with a room's position)
+// is paged as a join is: a resumed Joined, a page per report, then
+// ReplayEnd and live.
+func TestReplayPagedResume(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCore(t, Config{})
+	c.page = replayPage{messages: 2, bytes: 1 << 20}
+	l := fakeLink(c)
+	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
+	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	welcome := frames(t, l, 1)[0].GetWelcome()
+	c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "r"}}})
+	joined := frames(t, l, 1)[0].GetJoined()
+	c.detach(s, l, 1, false)
+	for range 5 {
+		if _, err := apiPublish(ctx, c, "r", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	describeLink(l)
+	s2 := c.attach(ctx, l, 2, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
+		SessionId: welcome.GetSessionId(), ResumeToken: welcome.GetResumeToken(),
+		Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 0, Epoch: joined.GetEpoch()}},
+	}}})
+	if s2 == nil {
+		t.Fatal("resume refused")
+	}
+	for i, want := range [][]string{
+		{"*corralv1.ServerFrame_Welcome", "joined 0 replay", "batch [1 2] ack"},
+		{"batch [3 4] ack"},
+		{"batch [5]", "replay-end 5", "membership"},
+	} {
+		if i > 0 {
+			s2.replayTaken(ctx, c, "r")
+		}
+		if got := describeLink(l); !slices.Equal(got, want) {
+			t.Fatalf("step %d sent %q, want %q", i, got, want)
+		}
+	}
+}
