@@ -204,17 +204,19 @@ func TestReplayPagedNonReader(t *testing.T) {
 }
 
 // TestReplayPagedHeapBounded: with the default replay bound (~65 MiB), a
-// client that never reads joins and leaves a room of 24 MB twice; once
-// the core has handled its joins (a later join of another room is live),
-// the process's heap (serve: edge and core) holds about a page per join,
-// not the history per join. Before the paging it held both replays
-// whole, queued for a client that reads nothing (what the socket's
-// buffers did not take).
+// client that never reads joins and leaves a room of 54 MB; once the
+// core has handled its join (a later join of another room is live), the
+// process's heap (serve: edge and core) holds a few pages, not the
+// history. This one does not tell the old code apart: measured the same
+// way it grew by 1.4 and 3.2 MB too (where the unpaged replay went, the
+// socket's buffers or a cut, is not established); the paging's own test
+// is TestReplayPagedKeepsReader.
 func TestReplayPagedHeapBounded(t *testing.T) {
 	d := start(t, "serve", nil, nil)
 	ctx := testCtx(t)
 	const room = "paged"
-	epoch := publishPaged(t, d, room, pagedMessages)
+	const messages = 900
+	epoch := publishPaged(t, d, room, messages)
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -225,20 +227,19 @@ func TestReplayPagedHeapBounded(t *testing.T) {
 	ws := rawDial(t, d, protocol.SubprotocolProto)
 	leave := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: room}}}
 	marker := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "marker"}}}
-	sendProto(t, ws, pagedHello("sleeper"), pagedJoin(room, epoch), leave, pagedJoin(room, epoch), leave, marker)
+	sendProto(t, ws, pagedHello("sleeper"), pagedJoin(room, epoch), leave, marker)
 	// The connection's frames run in order on the core: once the marker's
-	// join is live, both replays' pages were sent.
+	// join is live, the replay's pages were sent.
 	eventually.True(t, 20*time.Second, func() bool {
 		res, err := d.api.Rooms(ctx, &corralv1.RoomsRequest{Pattern: "marker"})
 		return err == nil && len(res.GetRooms()) == 1 && res.GetRooms()[0].GetMembers() == 1
 	}, "the marker join to land")
 	after := heap()
-	// Two pages of 1 MiB each at most, and what the socket took; before
-	// the paging it grew by 10.7 MB here (the rest of the 48 MB was in
-	// the socket's buffers).
-	const history, bound = pagedMessages * pagedBytes, 4 << 20
+	// A few pages of 1 MiB (on the link, at the edge, encoded), with
+	// room for a loaded machine.
+	const history, bound = messages * pagedBytes, 16 << 20
 	if after > before && after-before > bound {
-		t.Fatalf("the heap grew by %d bytes for two joins of a room of %d bytes that the client never read, want at most %d: not bounded by the pages", after-before, history, bound)
+		t.Fatalf("the heap grew by %d bytes for a join of a room of %d bytes that the client never read, want at most %d: not bounded by the pages", after-before, history, bound)
 	}
 	t.Logf("heap before %d, after %d (history %d)", before, after, history)
 }
