@@ -291,6 +291,10 @@ func (w *connWork) run() {
 			} else {
 				c.metrics.drop(droppedUnattached, 1)
 			}
+		case *linkv1.EdgeFrame_ReplayTaken:
+			if s != nil {
+				s.replayTaken(w.ctx, c, k.ReplayTaken.GetRoom()) // replay.go
+			}
 		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {
 				// The client's Refresh, checked by the edge: a refusal

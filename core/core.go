@@ -54,6 +54,8 @@ type Core struct {
 	keyed  *stateRooms   // keyed room state: the store, each room's mirror (keyed.go)
 	grow   grower        // growing messages (grow.go)
 	missed *replay.Reads // joins' history reads, batched, bounded (core/replay)
+	// page bounds one page of a join's replay (replay.go); tests lower it.
+	page replayPage
 	// pubRates are the room classes' publish budgets per (user, room),
 	// which outlive a connection (core/pubrate).
 	pubRates *pubrate.Table
@@ -128,6 +130,7 @@ func New(cfg Config) *Core {
 	}
 	c.keyed = newStateRooms(c)
 	c.missed = c.newMissedReads(replay.MaxBatch, replay.MaxQueued)
+	c.page = replayPage{messages: history.MaxPage, bytes: replayPageBytes}
 	c.pubRates = pubrate.New(maxPublishBudgets)
 	c.metrics.publishBudgets(cfg.Registerer, c.pubRates)
 	hold, _ := c.hist.(roomHolder)

@@ -78,7 +78,7 @@ func (l *linkConns) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 		}
 		delete(l.conns, conn)
 		w.detach(k.Detach)
-	case *linkv1.EdgeFrame_Frame, *linkv1.EdgeFrame_Refresh:
+	case *linkv1.EdgeFrame_Frame, *linkv1.EdgeFrame_Refresh, *linkv1.EdgeFrame_ReplayTaken:
 		if w == nil {
 			// Frames after a close we initiated, or a confused edge; the
 			// connection is not attached, so there is no one to answer.

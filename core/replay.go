@@ -12,15 +12,30 @@ import (
 // readMissed reads what each joining room missed, (since, target], while
 // the room keeps live messages for the session (room.beginJoin); the
 // reads of joins from many connections that arrive together go to the
-// history store as one batch (package core/replay). room.goLive then sends the
-// replay and turns the session live; a join whose read failed (the store
+// history store as one batch (package core/replay), a page at a time:
+// room.goLive sends the page, and session.replayTaken reads and sends the
+// next once the edge took it, until the last turns the session live; a join whose read failed (the store
 // failed, or too many reads were queued) gets Reset instead, as one whose
 // history is gone: never a silent gap.
-// readMissed reads, in one batch, the history each joining room needs:
-// (since, target]. A page limit may need further reads for long absences.
+// replayPageBytes bounds the messages of one replay page (as catchupSize
+// counts them; a page holds at least one message, whatever its size).
+// The edge holds at most about two pages of a client that does not read
+// (one in its queue, one on the wire), far below its replay bound
+// (edge Config.replayBytes), and the core one: a replay of any length
+// costs no more memory than that, however slowly it is read.
+const replayPageBytes = 1 << 20
+
+// replayPage bounds one page of a join's replay.
+type replayPage struct{ messages, bytes int }
+
+// readMissed reads, in one batch, the next page of history each joining
+// room needs: (from, target], at most history.MaxPage messages; q.more
+// says history holds more of it. The rest is read a page at a time as
+// the edge takes each page (replayTaken), never whole.
 func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 	var todo []*joinReq
 	for _, q := range reqs {
+		q.more = false
 		if q.replay {
 			q.readOK = true
 			todo = append(todo, q)
@@ -29,11 +44,11 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 	for len(todo) > 0 {
 		qs := make([]history.Query, len(todo))
 		for i, q := range todo {
-			after := q.since
+			after := max(q.since, q.from)
 			if n := len(q.msgs); n > 0 {
 				after = q.msgs[n-1].GetSeq()
 			}
-			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, history.MaxPage))}
+			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, uint64(c.page.limit(q)-len(q.msgs))))}
 		}
 		done := c.metrics.storeOp("read_many")
 		pages, err := c.missed.Read(ctx, qs)
@@ -52,13 +67,79 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 				q.readOK = false // trimmed, expired, or another epoch
 				continue
 			}
-			q.msgs = append(q.msgs, p.Messages...)
-			if last := p.Messages[len(p.Messages)-1].GetSeq(); last < q.target && p.More {
+			cut := false
+			for _, m := range p.Messages {
+				size := catchupSize(m)
+				if len(q.msgs) > 0 && q.bytes+size > c.page.bytes {
+					cut = true
+					break
+				}
+				q.msgs = append(q.msgs, m)
+				q.bytes += size
+			}
+			last := q.msgs[len(q.msgs)-1].GetSeq()
+			switch {
+			case cut:
+				// Read no more than fits next time: large messages
+				// would make every read many times the page.
+				q.more, q.limit = true, len(q.msgs)
+			case last >= q.target || !p.More:
+			case len(q.msgs) < c.page.limit(q):
+				// A store's page may hold fewer: fill this one.
 				next = append(next, q)
+			default:
+				// Full by count, under the bytes: the next may be longer.
+				q.more, q.limit = true, min(2*c.page.limit(q), c.page.messages)
 			}
 		}
 		todo = next
 	}
+}
+
+// limit is how many messages q's next page reads.
+func (p replayPage) limit(q *joinReq) int {
+	if q.limit > 0 {
+		return q.limit
+	}
+	return p.messages
+}
+
+// replayTaken is the step of a paged replay, on the connection's worker
+// (connwork.go): the edge took the join's last page of room
+// (EdgeFrame.replay_taken), so the next page is read and sent; after the
+// last one the member goes live with the live messages held for it
+// meanwhile (catch-up). It never waits for the edge: a page not yet
+// taken leaves the join in s.paging until the edge reports it.
+func (s *session) replayTaken(ctx context.Context, c *Core, room string) {
+	s.mu.Lock()
+	q := s.paging[room]
+	delete(s.paging, room)
+	s.mu.Unlock()
+	if q == nil {
+		return // left, rejoined or detached meanwhile
+	}
+	ep, ok := s.endpoint()
+	if !ok {
+		return
+	}
+	q.msgs, q.bytes = nil, 0
+	c.readMissed(ctx, []*joinReq{q})
+	goLive(ctx, c, s, ep, []*joinReq{q})
+}
+
+// waitPage notes that q waits for the edge to take its page of a paged
+// replay (replayTaken). A join of the same room that comes later
+// replaces it. s's lock is taken inside the room's.
+func (s *session) waitPage(q *joinReq) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return
+	}
+	if s.paging == nil {
+		s.paging = make(map[string]*joinReq)
+	}
+	s.paging[q.name] = q
 }
 
 // newMissedReads returns the batcher of the joins' replay reads (package

@@ -210,7 +210,15 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 	c.readMissed(ctx, began)
 	c.grow.readOpen(ctx, began) // growing messages' prefixes (grow.go)
 	c.keyed.readOld(ctx, began) // keyed state older than the mirror keeps (keyed.go)
-	for _, q := range began {
+	goLive(ctx, c, s, ep, began)
+}
+
+// goLive sends each join its replay page (room.goLive); a join whose
+// replay is sent whole goes live: the join event, presence and the
+// session's stored position. A join with pages left goes on in
+// replayTaken (replay.go) once the edge took this page.
+func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq) {
+	for _, q := range qs {
 		pos, live := q.room.goLive(s, ep, q)
 		if !live {
 			continue
@@ -256,11 +264,21 @@ type joinReq struct {
 	// no longer keeps them (stateRooms.readOld).
 	stateOld []state.Change
 	// Filled by begin:
-	target    uint64 // the room's last seq when the join began
+	cu        *catchup // the live messages the room holds for this join
+	target    uint64   // the room's last seq when the join began
 	roomEpoch string
 	replay    bool
 	msgs      []*corralv1.Message
 	readOK    bool
+	// A replay is read and sent a page at a time (replay.go): from is
+	// the last seq sent (since, until the first page); more: history
+	// holds more of (from, target] than msgs; paging: Joined was sent
+	// and the session waits for the edge to take a page (replayTaken).
+	from   uint64
+	more   bool
+	paging bool
+	bytes  int // of msgs, as catchupSize counts them
+	limit  int // messages to read for the next page; 0: a whole page
 	// The room's open growing messages for a live join (grow.go).
 	open      []*corralv1.Message
 	openEpoch string

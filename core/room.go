@@ -498,7 +498,8 @@ func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) bool {
 		r.removeLocked(s, old)
 		ep.link.Enqueue(frame.Membership(old.conn, r.name, false))
 	}
-	r.joining[s] = &catchup{}
+	q.cu = &catchup{}
+	r.joining[s] = q.cu
 	q.target, q.roomEpoch = r.last, r.epoch
 	q.replay = q.position && q.epoch == r.epoch && q.since < r.last
 	return true
@@ -506,18 +507,29 @@ func (r *room) beginJoin(s *session, ep endpoint, q *joinReq) bool {
 
 // goLive finishes a join: the member gets Joined (or Reset and Joined), the
 // messages it missed in order, then live traffic. It returns the position
-// the member continues from, and false if the join was cancelled.
+// the member continues from, and false if the join was cancelled or
+// waits for the edge to take a page of its replay: a replay longer than
+// the page read (q.more) is sent a page at a time, the last batch of
+// each page asking the edge to report it taken (ConnReplay.ack, then
+// session.replayTaken), while the room keeps holding live messages for the
+// joiner; only the last page is followed by those, ReplayEnd and live.
 func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cu, ok := r.joining[s]
-	if !ok {
-		return 0, false // left or detached meanwhile
+	if !ok || (q.cu != nil && cu != q.cu) {
+		return 0, false // left, detached or joined again meanwhile
 	}
-	delete(r.joining, s)
 	if s.isGone() {
+		delete(r.joining, s)
 		return 0, false // detached meanwhile; detach found nothing to undo
 	}
+	if q.more && q.readOK && q.roomEpoch == r.epoch && !cu.overflow && q.epoch == r.epoch {
+		if r.replayPageLocked(s, ep, q, cu) {
+			return 0, false
+		}
+	}
+	delete(r.joining, s)
 	// Held messages go before s becomes a member at the edge: s gets
 	// them in its catch-up, up to r.last, and not a second time.
 	r.live.flushLocked(flushEvent)
@@ -538,7 +550,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		send(frame.Position(ep.conn, r.name, r.last, r.epoch, frame.Reset(r.name, r.last, r.epoch)))
 		joined(r.last, false)
 		fresh = true
-	case q.since == r.last:
+	case q.since == r.last && !q.paging:
 		joined(q.since, false)
 		// A position that lacks the open messages' bodies gets them
 		// here, as a live join does (grow.go).
@@ -547,7 +559,7 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 		// Missed messages: (since, target] from history (when replay),
 		// then what was delivered live meanwhile, up to r.last.
 		var out []*corralv1.Message
-		next := q.since + 1
+		next := max(q.since, q.from) + 1
 		take := func(ms []*corralv1.Message) {
 			for _, m := range ms {
 				if m.GetSeq() == next && next <= r.last {
@@ -566,23 +578,13 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 			fresh = true
 			break
 		}
-		joined(q.since, true)
+		if !q.paging {
+			joined(q.since, true)
+		}
 		// A join from a position inside a growing message gets it whole
 		// after the replay instead of its chunks (grow.go).
 		out, prefixes := r.core.grow.replayPrefixesLocked(r, q, cu, out)
-		for len(out) > 0 {
-			n, size := 0, 0
-			for n < len(out) && n < replayBatch && (n == 0 || size < replayBatchBytes) {
-				size += catchupSize(out[n])
-				n++
-			}
-			frames := make([]*corralv1.ServerFrame, n)
-			for i, m := range out[:n] {
-				frames[i] = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}
-			}
-			send(frame.Replay(ep.conn, r.name, out[n-1].GetSeq(), r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}))
-			out = out[n:]
-		}
+		r.sendReplayLocked(ep, out, false)
 		// The replay ends here: what follows is live.
 		send(frame.Position(ep.conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
 			Room: r.name, Seq: r.last,
@@ -602,6 +604,65 @@ func (r *room) goLive(s *session, ep endpoint, q *joinReq) (uint64, bool) {
 	r.members[s] = ep
 	r.links[ep.link]++
 	return r.last, true
+}
+
+// replayPageLocked sends q's page of a paged replay (q.msgs, read by
+// readMissed, with more of the replay left in history) and leaves s
+// joining until the edge took it (s.paging, session.replayTaken). It
+// reports false, sending nothing, when the page does not follow what
+// was sent: goLive then ends the join (a Reset). Lock must be held.
+func (r *room) replayPageLocked(s *session, ep endpoint, q *joinReq, cu *catchup) bool {
+	next := max(q.since, q.from) + 1
+	var out []*corralv1.Message
+	for _, m := range q.msgs {
+		if m.GetSeq() == next && next <= r.last {
+			out = append(out, m)
+			next++
+		}
+	}
+	if len(out) == 0 || out[0].GetSeq() != max(q.since, q.from)+1 {
+		return false
+	}
+	if !q.paging {
+		ep.link.Enqueue(frame.Position(ep.conn, r.name, q.since, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Joined{Joined: &corralv1.Joined{
+			Room: r.name, Seq: q.since, Epoch: r.epoch, Resumed: q.resumed, Replay: true,
+		}}}))
+	}
+	q.from, q.paging, q.msgs = next-1, true, nil
+	out, _ = r.core.grow.replayPrefixesLocked(r, q, cu, out) // chunks only: the prefixes come after the last page
+	if len(out) == 0 {
+		// Every message of the page was a chunk the prefixes replace: an
+		// empty batch still carries the ack.
+		ep.link.Enqueue(frame.ReplayAck(ep.conn, r.name, q.from, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{}}}))
+	} else {
+		r.sendReplayLocked(ep, out, true)
+	}
+	s.waitPage(q)
+	return true
+}
+
+// sendReplayLocked sends out (missed messages, in seq order) to ep as
+// replay batches; with ack, the last asks the edge to report it taken.
+// Lock must be held.
+func (r *room) sendReplayLocked(ep endpoint, out []*corralv1.Message, ack bool) {
+	for len(out) > 0 {
+		n, size := 0, 0
+		for n < len(out) && n < replayBatch && (n == 0 || size < replayBatchBytes) {
+			size += catchupSize(out[n])
+			n++
+		}
+		frames := make([]*corralv1.ServerFrame, n)
+		for i, m := range out[:n] {
+			frames[i] = &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}
+		}
+		b := &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Batch{Batch: &corralv1.Batch{Frames: frames}}}
+		if ack && n == len(out) {
+			ep.link.Enqueue(frame.ReplayAck(ep.conn, r.name, out[n-1].GetSeq(), r.epoch, b))
+		} else {
+			ep.link.Enqueue(frame.Replay(ep.conn, r.name, out[n-1].GetSeq(), r.epoch, b))
+		}
+		out = out[n:]
+	}
 }
 
 // removeLocked removes member s; the held live messages go first, so s

@@ -55,6 +55,9 @@ type session struct {
 	// (JoinResult.info), by room name: set when the hook admits the room
 	// (again at each resume), removed when the session leaves it.
 	joinInfo map[string][]byte
+	// paging holds the joins whose replay page the edge has not taken
+	// yet, by room name (replay.go replayTaken).
+	paging map[string]*joinReq
 }
 
 // dropRoom takes room name out of s's rooms and member info, and returns
@@ -65,6 +68,7 @@ func (s *session) dropRoom(name string) *room {
 	r := s.rooms[name]
 	delete(s.rooms, name)
 	delete(s.joinInfo, name)
+	delete(s.paging, name)
 	return r
 }
 

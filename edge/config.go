@@ -185,9 +185,12 @@ const replayPage = 1000
 // that reads gets a replay of a page of the largest messages; one that
 // joins rooms with large histories and never reads is closed at the next
 // replay past it (CODE_SLOW_CONSUMER, replay_full) instead of holding a
-// replay per join. The core still sends a replay at once, not as the
-// socket drains (issue 35 item 2): this bounds what one connection
-// holds, not what all of them hold together.
+// replay per join. The core sends a replay a page at a time (1 MiB, at
+// least one message), the next when the writer took the last
+// (ConnReplay.ack, conn.reportTaken), so a replay of any length passes a
+// client that reads; what the bound meets is a page per room being
+// replayed at once, the snapshots, and the live messages held for a join
+// that follow its last page (the core's catch-up, up to 64 MiB).
 //
 // Config.ReplayBytes (key replay-max-bytes), when set, replaces it.
 func (c *Config) replayBytes() int {

@@ -99,6 +99,12 @@ type conn struct {
 	// from live traffic (replayBytesFor), so a replay neither pushes live
 	// frames past their bound nor grows without one.
 	replayBytes int
+	// acks are the rooms whose replay page (a ConnReplay with ack) is in
+	// queue; taken, those the writer took and link.replayTaken has not
+	// reported yet: the core sends a room's next page once its writer
+	// took this one, so a reader that does not read holds at most a page
+	// of replay in queue and one on the wire.
+	acks, taken []string
 	// sigAt finds the signal batch of a room still waiting in queue, so a
 	// newer one merges into it: a slow reader gets the latest values, not
 	// a backlog.
@@ -589,8 +595,14 @@ func (c *conn) sendError(code corralv1.Code, msg string) {
 // they have one: a client that joins and leaves a room with a large
 // history and never reads is a slow consumer (replay_full), not a heap
 // that grows by a replay each join.
-func (c *conn) enqueueReplay(b []byte, h *handoff) {
-	c.push(encoded{b: b}, pushReplay, "", nil, h)
+// With ack, the core waits for the page's frame to be taken by the writer
+// (reportTaken) before it sends room's next page.
+func (c *conn) enqueueReplay(b []byte, ack bool, room string, h *handoff) {
+	kind := pushReplay
+	if ack {
+		kind = pushReplayAck
+	}
+	c.push(encoded{b: b}, kind, room, nil, h)
 }
 
 // enqueue queues an encoded frame (which it never modifies). It never
@@ -609,9 +621,10 @@ func (c *conn) enqueueSignals(room string, batch *corralv1.Batch, e encoded, h *
 type pushKind uint8
 
 const (
-	pushLive    pushKind = iota // bounded live traffic
-	pushReplay                  // missed messages, under the replay bound
-	pushSignals                 // a room's signal batch, merged while queued
+	pushLive      pushKind = iota // bounded live traffic
+	pushReplay                    // missed messages, under the replay bound
+	pushSignals                   // a room's signal batch, merged while queued
+	pushReplayAck                 // a replay page's last batch: reportTaken tells the core
 )
 
 // push is the one way into the queue: bounds, signal merging and handing
@@ -646,7 +659,7 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 	}
 	over, full := slowQueueFull, false
 	switch {
-	case kind == pushReplay:
+	case kind == pushReplay || kind == pushReplayAck:
 		if c.replayBytes+len(b) > c.e.cfg.replayBytes() {
 			over, full = slowReplayFull, true
 		}
@@ -660,9 +673,12 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		return false
 	}
 	c.queue = append(c.queue, b)
-	if kind == pushReplay {
+	if kind == pushReplay || kind == pushReplayAck {
 		c.replayed++
 		c.replayBytes += len(b)
+	}
+	if kind == pushReplayAck {
+		c.acks = append(c.acks, room)
 	}
 	c.addQueuedLocked(len(b))
 	if kind == pushSignals {
@@ -725,7 +741,24 @@ func (c *conn) takeLocked() [][]byte {
 	c.addQueuedLocked(-c.queued)
 	c.replayed, c.replayBytes = 0, 0
 	clear(c.sigAt) // queued batches are no longer mergeable
+	if !c.closing {
+		c.taken = append(c.taken, c.acks...)
+	}
+	c.acks = c.acks[:0]
 	return q
+}
+
+// reportTaken tells the core of the replay pages the writer took
+// (takeLocked), outside the connection's lock: link.replayTaken takes
+// the link's, which is held while frames are pushed here.
+func (c *conn) reportTaken() {
+	c.mu.Lock()
+	rooms := c.taken
+	c.taken = nil
+	c.mu.Unlock()
+	if len(rooms) > 0 {
+		c.link.replayTaken(c, rooms)
+	}
 }
 
 // queuedSignals is a room's signal batch waiting in the queue.
@@ -786,6 +819,7 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 		c.addQueuedLocked(-c.queued)
 		c.replayed, c.replayBytes = 0, 0
 		clear(c.sigAt)
+		c.acks = c.acks[:0]
 	}
 	if hint != nil {
 		c.queue = append(c.queue, hint)
@@ -843,6 +877,7 @@ func (c *conn) send() {
 			c.mu.Lock()
 			q = c.takeLocked()
 			c.mu.Unlock()
+			c.reportTaken()
 			if len(q) > 0 {
 				r = c.sendLocked(c.message(bp, q))
 			}
@@ -918,6 +953,7 @@ func (c *conn) sendBlocking() {
 		c.mu.Lock()
 		q := c.takeLocked()
 		c.mu.Unlock()
+		c.reportTaken()
 		c.writeStart.CompareAndSwap(0, mono.Now())
 		var err error
 		if len(q) > 0 {

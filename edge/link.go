@@ -478,14 +478,14 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 			r := k.Replay
 			if c := l.conns[r.GetConn()]; c != nil {
 				c.roomLocked(r.GetRoom()).position(r.GetSeq(), r.GetEpoch())
-				l.replayLocked(c, r.GetFrame(), h)
+				l.replayLocked(c, r.GetFrame(), r.GetAck(), r.GetRoom(), h)
 			}
 		case *linkv1.CoreFrame_Snapshot:
 			if c := l.conns[k.Snapshot.GetConn()]; c != nil {
 				if m, ok := l.stateMarkOf(k.Snapshot.GetFrame()); ok {
 					c.roomLocked(k.Snapshot.GetRoom()).state.newer(m)
 				}
-				l.replayLocked(c, k.Snapshot.GetFrame(), h)
+				l.replayLocked(c, k.Snapshot.GetFrame(), false, "", h)
 			}
 		case *linkv1.CoreFrame_Position:
 			p := k.Position
@@ -545,9 +545,27 @@ func (l *link) dispatchLocked(frames []*linkv1.CoreFrame, h *handoff) {
 // replayLocked queues f, frames for c alone outside the bounds of live
 // traffic (a replay or a snapshot); c is kept in h (handoff). Lock must be
 // held.
-func (l *link) replayLocked(c *conn, f *corralv1.ServerFrame, h *handoff) {
+func (l *link) replayLocked(c *conn, f *corralv1.ServerFrame, ack bool, room string, h *handoff) {
 	if b, err := protocol.AppendServer(c.enc, nil, f); err == nil {
-		c.enqueueReplay(b, h)
+		c.enqueueReplay(b, ack, room, h)
+	}
+}
+
+// replayTaken tells the core that c's writer took the replay pages of
+// rooms that asked for it (ConnReplay.ack): the core sends each room's
+// next page. A link that cannot take the report closes c, as a client
+// frame it cannot take does: the replay would never go on.
+func (l *link) replayTaken(c *conn, rooms []string) {
+	l.mu.Lock()
+	ok := true
+	if l.conns[c.id] == c {
+		for _, room := range rooms {
+			ok = ok && l.enqueueLocked(&linkv1.EdgeFrame{Conn: c.id, Kind: &linkv1.EdgeFrame_ReplayTaken{ReplayTaken: &linkv1.ReplayTaken{Room: room}}})
+		}
+	}
+	l.mu.Unlock()
+	if !ok {
+		c.closeWith(corralv1.Code_CODE_OVERLOADED, "the core is not keeping up", uint32(500+rand.IntN(1500)), false)
 	}
 }
 

@@ -85,7 +85,7 @@ func TestReplayOutsideBounds(t *testing.T) {
 	c := queueConn(t)
 	c.e.cfg.QueueFrames = 2
 	for range 5 {
-		c.enqueueReplay([]byte(`{"batch":{}}`), nil)
+		c.enqueueReplay([]byte(`{"batch":{}}`), false, "", nil)
 	}
 	if !c.enqueue(encoded{b: []byte(`a`)}) || !c.enqueue(encoded{b: []byte(`b`)}) {
 		t.Fatal("live frames refused within the bound")
@@ -113,7 +113,7 @@ func TestReplayBounded(t *testing.T) {
 	limit := c.e.cfg.replayBytes()
 	n := 0
 	for ; (n+1)*len(page) <= limit; n++ {
-		c.enqueueReplay(page, nil)
+		c.enqueueReplay(page, false, "", nil)
 	}
 	c.mu.Lock()
 	queued, closing := c.queued, c.closing
@@ -129,7 +129,7 @@ func TestReplayBounded(t *testing.T) {
 		t.Fatal("a live frame within its bound refused behind a replay")
 	}
 	before := testutil.ToFloat64(c.e.metrics.slow.WithLabelValues("replay_full"))
-	c.enqueueReplay(page, nil)
+	c.enqueueReplay(page, false, "", nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.closing || c.closeCode != corralv1.Code_CODE_SLOW_CONSUMER {

@@ -66,6 +66,12 @@ func Replay(conn uint64, room string, seq uint64, epoch string, f *corralv1.Serv
 	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Replay{Replay: &linkv1.ConnReplay{Conn: conn, Room: room, Seq: seq, Epoch: epoch, Frame: f}}}
 }
 
+// ReplayAck is Replay whose page is followed by another: the edge reports
+// it taken (EdgeFrame.replay_taken) and the core sends the next page.
+func ReplayAck(conn uint64, room string, seq uint64, epoch string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
+	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Replay{Replay: &linkv1.ConnReplay{Conn: conn, Room: room, Seq: seq, Epoch: epoch, Frame: f, Ack: true}}}
+}
+
 // Snapshot is room's signal values for conn going live.
 func Snapshot(conn uint64, room string, f *corralv1.ServerFrame) *linkv1.CoreFrame {
 	return &linkv1.CoreFrame{Kind: &linkv1.CoreFrame_Snapshot{Snapshot: &linkv1.ConnSnapshot{Conn: conn, Room: room, Frame: f}}}

@@ -44,7 +44,7 @@ func Size(f *linkv1.CoreFrame) int {
 			break
 		}
 		return sizeMessage(4, sizeUint(1, r.GetConn())+sizeString(2, r.GetRoom())+sizeUint(3, r.GetSeq())+
-			sizeString(4, r.GetEpoch())+inner)
+			sizeString(4, r.GetEpoch())+inner+sizeBool(6, r.GetAck()))
 	case *linkv1.CoreFrame_Live:
 		l := k.Live
 		if l == nil {

@@ -40,6 +40,7 @@ func TestFrameSizeIsProtoSize(t *testing.T) {
 							Session(conn, nil),
 							Replay(conn, room, seq, epoch, batchOf(room, seq, epoch, b)),
 							Replay(conn, room, seq, epoch, nil),
+							ReplayAck(conn, room, seq, epoch, batchOf(room, seq, epoch, b)),
 							Live(room, seq, epoch, batchOf(room, seq, epoch, b).GetBatch().GetFrames()[0]),
 							Live(room, seq, epoch, Reset(room, seq, epoch)),
 						)
@@ -110,7 +111,7 @@ func TestFrameSizeKnowsEveryField(t *testing.T) {
 		"corral.link.v1.ConnPosition": {1, 2, 3, 4, 5},
 		"corral.link.v1.Membership":   {1, 2, 3, 4},
 		"corral.link.v1.ConnSession":  {1, 2, 3, 4},
-		"corral.link.v1.ConnReplay":   {1, 2, 3, 4, 5},
+		"corral.link.v1.ConnReplay":   {1, 2, 3, 4, 5, 6},
 		"corral.link.v1.RoomLive":     {1, 2, 3, 4},
 		"corral.v1.Message":           {1, 2, 3, 4, 5, 6, 7, 8},
 		"corral.v1.MessageChunk":      {1, 2, 3, 4, 5, 6},

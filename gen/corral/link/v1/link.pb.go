@@ -99,6 +99,7 @@ type EdgeFrame struct {
 	//	*EdgeFrame_Detach
 	//	*EdgeFrame_Refresh
 	//	*EdgeFrame_Reattach
+	//	*EdgeFrame_ReplayTaken
 	Kind isEdgeFrame_Kind `protobuf_oneof:"kind"`
 	// The W3C trace context (a traceparent header's value) of the edge's
 	// span that carried this client frame (corral.edge.publish), so that
@@ -198,6 +199,15 @@ func (x *EdgeFrame) GetReattach() *Reattach {
 	return nil
 }
 
+func (x *EdgeFrame) GetReplayTaken() *ReplayTaken {
+	if x != nil {
+		if x, ok := x.Kind.(*EdgeFrame_ReplayTaken); ok {
+			return x.ReplayTaken
+		}
+	}
+	return nil
+}
+
 func (x *EdgeFrame) GetTraceparent() string {
 	if x != nil {
 		return x.Traceparent
@@ -233,6 +243,14 @@ type EdgeFrame_Reattach struct {
 	Reattach *Reattach `protobuf:"bytes,6,opt,name=reattach,proto3,oneof"`
 }
 
+type EdgeFrame_ReplayTaken struct {
+	// The connection's replay page of a room sent with ConnReplay.ack
+	// was taken from its send queue by the socket's writer: the core
+	// reads and sends the next page (a replay is paged as the socket
+	// drains, never queued whole).
+	ReplayTaken *ReplayTaken `protobuf:"bytes,8,opt,name=replay_taken,json=replayTaken,proto3,oneof"`
+}
+
 func (*EdgeFrame_Attach) isEdgeFrame_Kind() {}
 
 func (*EdgeFrame_Frame) isEdgeFrame_Kind() {}
@@ -242,6 +260,54 @@ func (*EdgeFrame_Detach) isEdgeFrame_Kind() {}
 func (*EdgeFrame_Refresh) isEdgeFrame_Kind() {}
 
 func (*EdgeFrame_Reattach) isEdgeFrame_Kind() {}
+
+func (*EdgeFrame_ReplayTaken) isEdgeFrame_Kind() {}
+
+// ReplayTaken reports that the socket's writer took the replay page of
+// room that asked for it (ConnReplay.ack).
+type ReplayTaken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayTaken) Reset() {
+	*x = ReplayTaken{}
+	mi := &file_corral_link_v1_link_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayTaken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayTaken) ProtoMessage() {}
+
+func (x *ReplayTaken) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_link_v1_link_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayTaken.ProtoReflect.Descriptor instead.
+func (*ReplayTaken) Descriptor() ([]byte, []int) {
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReplayTaken) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
 
 // Attach starts a connection's session on the core: the client's Hello,
 // after the edge verified its token.
@@ -263,7 +329,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[2]
+	mi := &file_corral_link_v1_link_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +341,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[2]
+	mi := &file_corral_link_v1_link_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +354,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{2}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Attach) GetHello() *v1.Hello {
@@ -351,7 +417,7 @@ type Reattach struct {
 
 func (x *Reattach) Reset() {
 	*x = Reattach{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[3]
+	mi := &file_corral_link_v1_link_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +429,7 @@ func (x *Reattach) String() string {
 func (*Reattach) ProtoMessage() {}
 
 func (x *Reattach) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[3]
+	mi := &file_corral_link_v1_link_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +442,7 @@ func (x *Reattach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reattach.ProtoReflect.Descriptor instead.
 func (*Reattach) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{3}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Reattach) GetSessionId() string {
@@ -447,7 +513,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[4]
+	mi := &file_corral_link_v1_link_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +525,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[4]
+	mi := &file_corral_link_v1_link_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +538,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{4}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Detach) GetClean() bool {
@@ -499,7 +565,7 @@ type LinkResponse struct {
 
 func (x *LinkResponse) Reset() {
 	*x = LinkResponse{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[5]
+	mi := &file_corral_link_v1_link_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +577,7 @@ func (x *LinkResponse) String() string {
 func (*LinkResponse) ProtoMessage() {}
 
 func (x *LinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[5]
+	mi := &file_corral_link_v1_link_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +590,7 @@ func (x *LinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkResponse.ProtoReflect.Descriptor instead.
 func (*LinkResponse) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{5}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LinkResponse) GetFrames() []*CoreFrame {
@@ -562,7 +628,7 @@ type CoreFrame struct {
 
 func (x *CoreFrame) Reset() {
 	*x = CoreFrame{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[6]
+	mi := &file_corral_link_v1_link_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +640,7 @@ func (x *CoreFrame) String() string {
 func (*CoreFrame) ProtoMessage() {}
 
 func (x *CoreFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[6]
+	mi := &file_corral_link_v1_link_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +653,7 @@ func (x *CoreFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoreFrame.ProtoReflect.Descriptor instead.
 func (*CoreFrame) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{6}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CoreFrame) GetKind() isCoreFrame_Kind {
@@ -807,7 +873,7 @@ type RoomLive struct {
 
 func (x *RoomLive) Reset() {
 	*x = RoomLive{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[7]
+	mi := &file_corral_link_v1_link_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +885,7 @@ func (x *RoomLive) String() string {
 func (*RoomLive) ProtoMessage() {}
 
 func (x *RoomLive) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[7]
+	mi := &file_corral_link_v1_link_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +898,7 @@ func (x *RoomLive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomLive.ProtoReflect.Descriptor instead.
 func (*RoomLive) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{7}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RoomLive) GetRoom() string {
@@ -875,7 +941,7 @@ type RoomSignals struct {
 
 func (x *RoomSignals) Reset() {
 	*x = RoomSignals{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[8]
+	mi := &file_corral_link_v1_link_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +953,7 @@ func (x *RoomSignals) String() string {
 func (*RoomSignals) ProtoMessage() {}
 
 func (x *RoomSignals) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[8]
+	mi := &file_corral_link_v1_link_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +966,7 @@ func (x *RoomSignals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSignals.ProtoReflect.Descriptor instead.
 func (*RoomSignals) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{8}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RoomSignals) GetRoom() string {
@@ -931,7 +997,7 @@ type RoomState struct {
 
 func (x *RoomState) Reset() {
 	*x = RoomState{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	mi := &file_corral_link_v1_link_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1009,7 @@ func (x *RoomState) String() string {
 func (*RoomState) ProtoMessage() {}
 
 func (x *RoomState) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[9]
+	mi := &file_corral_link_v1_link_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1022,7 @@ func (x *RoomState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomState.ProtoReflect.Descriptor instead.
 func (*RoomState) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{9}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RoomState) GetRoom() string {
@@ -985,7 +1051,7 @@ type RoomPresence struct {
 
 func (x *RoomPresence) Reset() {
 	*x = RoomPresence{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[10]
+	mi := &file_corral_link_v1_link_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1063,7 @@ func (x *RoomPresence) String() string {
 func (*RoomPresence) ProtoMessage() {}
 
 func (x *RoomPresence) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[10]
+	mi := &file_corral_link_v1_link_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1076,7 @@ func (x *RoomPresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomPresence.ProtoReflect.Descriptor instead.
 func (*RoomPresence) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{10}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RoomPresence) GetRoom() string {
@@ -1031,19 +1097,25 @@ func (x *RoomPresence) GetFrame() *v1.ServerFrame {
 // after it the connection is at (seq, epoch). Replays are outside the
 // bounds of live traffic.
 type ConnReplay struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Conn          uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
-	Room          string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
-	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	Epoch         string                 `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Frame         *v1.ServerFrame        `protobuf:"bytes,5,opt,name=frame,proto3" json:"frame,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Conn  uint64                 `protobuf:"varint,1,opt,name=conn,proto3" json:"conn,omitempty"`
+	Room  string                 `protobuf:"bytes,2,opt,name=room,proto3" json:"room,omitempty"`
+	Seq   uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch string                 `protobuf:"bytes,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Frame *v1.ServerFrame        `protobuf:"bytes,5,opt,name=frame,proto3" json:"frame,omitempty"`
+	// ack: the last batch of a replay page with more to come. The edge
+	// answers EdgeFrame.replay_taken once its writer took this frame from
+	// the connection's queue; the core then sends the next page. The ack
+	// is not negotiated: edges and cores of one release are deployed
+	// together (see the package comment), so every edge answers it.
+	Ack           bool `protobuf:"varint,6,opt,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConnReplay) Reset() {
 	*x = ConnReplay{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[11]
+	mi := &file_corral_link_v1_link_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1127,7 @@ func (x *ConnReplay) String() string {
 func (*ConnReplay) ProtoMessage() {}
 
 func (x *ConnReplay) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[11]
+	mi := &file_corral_link_v1_link_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1140,7 @@ func (x *ConnReplay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnReplay.ProtoReflect.Descriptor instead.
 func (*ConnReplay) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{11}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConnReplay) GetConn() uint64 {
@@ -1106,6 +1178,13 @@ func (x *ConnReplay) GetFrame() *v1.ServerFrame {
 	return nil
 }
 
+func (x *ConnReplay) GetAck() bool {
+	if x != nil {
+		return x.Ack
+	}
+	return false
+}
+
 // ConnSnapshot is the current signal values of a room (a Batch) for one
 // member going live; queued like a replay.
 type ConnSnapshot struct {
@@ -1119,7 +1198,7 @@ type ConnSnapshot struct {
 
 func (x *ConnSnapshot) Reset() {
 	*x = ConnSnapshot{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[12]
+	mi := &file_corral_link_v1_link_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1210,7 @@ func (x *ConnSnapshot) String() string {
 func (*ConnSnapshot) ProtoMessage() {}
 
 func (x *ConnSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[12]
+	mi := &file_corral_link_v1_link_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1223,7 @@ func (x *ConnSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnSnapshot.ProtoReflect.Descriptor instead.
 func (*ConnSnapshot) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{12}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConnSnapshot) GetConn() uint64 {
@@ -1183,7 +1262,7 @@ type ConnPosition struct {
 
 func (x *ConnPosition) Reset() {
 	*x = ConnPosition{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[13]
+	mi := &file_corral_link_v1_link_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1274,7 @@ func (x *ConnPosition) String() string {
 func (*ConnPosition) ProtoMessage() {}
 
 func (x *ConnPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[13]
+	mi := &file_corral_link_v1_link_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1287,7 @@ func (x *ConnPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnPosition.ProtoReflect.Descriptor instead.
 func (*ConnPosition) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{13}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConnPosition) GetConn() uint64 {
@@ -1259,7 +1338,7 @@ type ConnLeft struct {
 
 func (x *ConnLeft) Reset() {
 	*x = ConnLeft{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[14]
+	mi := &file_corral_link_v1_link_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1350,7 @@ func (x *ConnLeft) String() string {
 func (*ConnLeft) ProtoMessage() {}
 
 func (x *ConnLeft) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[14]
+	mi := &file_corral_link_v1_link_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1363,7 @@ func (x *ConnLeft) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnLeft.ProtoReflect.Descriptor instead.
 func (*ConnLeft) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{14}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConnLeft) GetConn() uint64 {
@@ -1322,7 +1401,7 @@ type ConnSession struct {
 
 func (x *ConnSession) Reset() {
 	*x = ConnSession{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[15]
+	mi := &file_corral_link_v1_link_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1413,7 @@ func (x *ConnSession) String() string {
 func (*ConnSession) ProtoMessage() {}
 
 func (x *ConnSession) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[15]
+	mi := &file_corral_link_v1_link_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1426,7 @@ func (x *ConnSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnSession.ProtoReflect.Descriptor instead.
 func (*ConnSession) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{15}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConnSession) GetConn() uint64 {
@@ -1389,7 +1468,7 @@ type ConnFrame struct {
 
 func (x *ConnFrame) Reset() {
 	*x = ConnFrame{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[16]
+	mi := &file_corral_link_v1_link_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1480,7 @@ func (x *ConnFrame) String() string {
 func (*ConnFrame) ProtoMessage() {}
 
 func (x *ConnFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[16]
+	mi := &file_corral_link_v1_link_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1493,7 @@ func (x *ConnFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnFrame.ProtoReflect.Descriptor instead.
 func (*ConnFrame) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{16}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConnFrame) GetConn() uint64 {
@@ -1449,7 +1528,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[17]
+	mi := &file_corral_link_v1_link_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1540,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[17]
+	mi := &file_corral_link_v1_link_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1553,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{17}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Membership) GetConn() uint64 {
@@ -1516,7 +1595,7 @@ type CloseConn struct {
 
 func (x *CloseConn) Reset() {
 	*x = CloseConn{}
-	mi := &file_corral_link_v1_link_proto_msgTypes[18]
+	mi := &file_corral_link_v1_link_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1607,7 @@ func (x *CloseConn) String() string {
 func (*CloseConn) ProtoMessage() {}
 
 func (x *CloseConn) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_link_v1_link_proto_msgTypes[18]
+	mi := &file_corral_link_v1_link_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1620,7 @@ func (x *CloseConn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConn.ProtoReflect.Descriptor instead.
 func (*CloseConn) Descriptor() ([]byte, []int) {
-	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{18}
+	return file_corral_link_v1_link_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CloseConn) GetConn() uint64 {
@@ -1566,16 +1645,19 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\vLinkRequest\x121\n" +
 	"\x06frames\x18\x01 \x03(\v2\x19.corral.link.v1.EdgeFrameR\x06frames\x12&\n" +
 	"\fqueued_bytes\x18\x02 \x01(\x04H\x00R\vqueuedBytes\x88\x01\x01B\x0f\n" +
-	"\r_queued_bytes\"\xc6\x02\n" +
+	"\r_queued_bytes\"\x88\x03\n" +
 	"\tEdgeFrame\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x120\n" +
 	"\x06attach\x18\x02 \x01(\v2\x16.corral.link.v1.AttachH\x00R\x06attach\x12.\n" +
 	"\x05frame\x18\x03 \x01(\v2\x16.corral.v1.ClientFrameH\x00R\x05frame\x120\n" +
 	"\x06detach\x18\x04 \x01(\v2\x16.corral.link.v1.DetachH\x00R\x06detach\x12/\n" +
 	"\arefresh\x18\x05 \x01(\v2\x13.corral.v1.IdentityH\x00R\arefresh\x126\n" +
-	"\breattach\x18\x06 \x01(\v2\x18.corral.link.v1.ReattachH\x00R\breattach\x12 \n" +
+	"\breattach\x18\x06 \x01(\v2\x18.corral.link.v1.ReattachH\x00R\breattach\x12@\n" +
+	"\freplay_taken\x18\b \x01(\v2\x1b.corral.link.v1.ReplayTakenH\x00R\vreplayTaken\x12 \n" +
 	"\vtraceparent\x18\a \x01(\tR\vtraceparentB\x06\n" +
-	"\x04kind\"\xb2\x01\n" +
+	"\x04kind\"!\n" +
+	"\vReplayTaken\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"\xb2\x01\n" +
 	"\x06Attach\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x10.corral.v1.HelloR\x05hello\x12/\n" +
 	"\bidentity\x18\x02 \x01(\v2\x13.corral.v1.IdentityR\bidentity\x12\x1f\n" +
@@ -1629,14 +1711,15 @@ const file_corral_link_v1_link_proto_rawDesc = "" +
 	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"P\n" +
 	"\fRoomPresence\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12,\n" +
-	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"\x8a\x01\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"\x9c\x01\n" +
 	"\n" +
 	"ConnReplay\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
 	"\x04room\x18\x02 \x01(\tR\x04room\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\tR\x05epoch\x12,\n" +
-	"\x05frame\x18\x05 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\"d\n" +
+	"\x05frame\x18\x05 \x01(\v2\x16.corral.v1.ServerFrameR\x05frame\x12\x10\n" +
+	"\x03ack\x18\x06 \x01(\bR\x03ack\"d\n" +
 	"\fConnSnapshot\x12\x12\n" +
 	"\x04conn\x18\x01 \x01(\x04R\x04conn\x12\x12\n" +
 	"\x04room\x18\x02 \x01(\tR\x04room\x12,\n" +
@@ -1685,76 +1768,78 @@ func file_corral_link_v1_link_proto_rawDescGZIP() []byte {
 	return file_corral_link_v1_link_proto_rawDescData
 }
 
-var file_corral_link_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_corral_link_v1_link_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_corral_link_v1_link_proto_goTypes = []any{
 	(*LinkRequest)(nil),      // 0: corral.link.v1.LinkRequest
 	(*EdgeFrame)(nil),        // 1: corral.link.v1.EdgeFrame
-	(*Attach)(nil),           // 2: corral.link.v1.Attach
-	(*Reattach)(nil),         // 3: corral.link.v1.Reattach
-	(*Detach)(nil),           // 4: corral.link.v1.Detach
-	(*LinkResponse)(nil),     // 5: corral.link.v1.LinkResponse
-	(*CoreFrame)(nil),        // 6: corral.link.v1.CoreFrame
-	(*RoomLive)(nil),         // 7: corral.link.v1.RoomLive
-	(*RoomSignals)(nil),      // 8: corral.link.v1.RoomSignals
-	(*RoomState)(nil),        // 9: corral.link.v1.RoomState
-	(*RoomPresence)(nil),     // 10: corral.link.v1.RoomPresence
-	(*ConnReplay)(nil),       // 11: corral.link.v1.ConnReplay
-	(*ConnSnapshot)(nil),     // 12: corral.link.v1.ConnSnapshot
-	(*ConnPosition)(nil),     // 13: corral.link.v1.ConnPosition
-	(*ConnLeft)(nil),         // 14: corral.link.v1.ConnLeft
-	(*ConnSession)(nil),      // 15: corral.link.v1.ConnSession
-	(*ConnFrame)(nil),        // 16: corral.link.v1.ConnFrame
-	(*Membership)(nil),       // 17: corral.link.v1.Membership
-	(*CloseConn)(nil),        // 18: corral.link.v1.CloseConn
-	(*v1.ClientFrame)(nil),   // 19: corral.v1.ClientFrame
-	(*v1.Identity)(nil),      // 20: corral.v1.Identity
-	(*v1.Hello)(nil),         // 21: corral.v1.Hello
-	(*v1.RoomPosition)(nil),  // 22: corral.v1.RoomPosition
-	(*v1.ServerFrame)(nil),   // 23: corral.v1.ServerFrame
-	(*v1.ReconnectHint)(nil), // 24: corral.v1.ReconnectHint
+	(*ReplayTaken)(nil),      // 2: corral.link.v1.ReplayTaken
+	(*Attach)(nil),           // 3: corral.link.v1.Attach
+	(*Reattach)(nil),         // 4: corral.link.v1.Reattach
+	(*Detach)(nil),           // 5: corral.link.v1.Detach
+	(*LinkResponse)(nil),     // 6: corral.link.v1.LinkResponse
+	(*CoreFrame)(nil),        // 7: corral.link.v1.CoreFrame
+	(*RoomLive)(nil),         // 8: corral.link.v1.RoomLive
+	(*RoomSignals)(nil),      // 9: corral.link.v1.RoomSignals
+	(*RoomState)(nil),        // 10: corral.link.v1.RoomState
+	(*RoomPresence)(nil),     // 11: corral.link.v1.RoomPresence
+	(*ConnReplay)(nil),       // 12: corral.link.v1.ConnReplay
+	(*ConnSnapshot)(nil),     // 13: corral.link.v1.ConnSnapshot
+	(*ConnPosition)(nil),     // 14: corral.link.v1.ConnPosition
+	(*ConnLeft)(nil),         // 15: corral.link.v1.ConnLeft
+	(*ConnSession)(nil),      // 16: corral.link.v1.ConnSession
+	(*ConnFrame)(nil),        // 17: corral.link.v1.ConnFrame
+	(*Membership)(nil),       // 18: corral.link.v1.Membership
+	(*CloseConn)(nil),        // 19: corral.link.v1.CloseConn
+	(*v1.ClientFrame)(nil),   // 20: corral.v1.ClientFrame
+	(*v1.Identity)(nil),      // 21: corral.v1.Identity
+	(*v1.Hello)(nil),         // 22: corral.v1.Hello
+	(*v1.RoomPosition)(nil),  // 23: corral.v1.RoomPosition
+	(*v1.ServerFrame)(nil),   // 24: corral.v1.ServerFrame
+	(*v1.ReconnectHint)(nil), // 25: corral.v1.ReconnectHint
 }
 var file_corral_link_v1_link_proto_depIdxs = []int32{
 	1,  // 0: corral.link.v1.LinkRequest.frames:type_name -> corral.link.v1.EdgeFrame
-	2,  // 1: corral.link.v1.EdgeFrame.attach:type_name -> corral.link.v1.Attach
-	19, // 2: corral.link.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
-	4,  // 3: corral.link.v1.EdgeFrame.detach:type_name -> corral.link.v1.Detach
-	20, // 4: corral.link.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
-	3,  // 5: corral.link.v1.EdgeFrame.reattach:type_name -> corral.link.v1.Reattach
-	21, // 6: corral.link.v1.Attach.hello:type_name -> corral.v1.Hello
-	20, // 7: corral.link.v1.Attach.identity:type_name -> corral.v1.Identity
-	22, // 8: corral.link.v1.Reattach.rooms:type_name -> corral.v1.RoomPosition
-	20, // 9: corral.link.v1.Reattach.identity:type_name -> corral.v1.Identity
-	6,  // 10: corral.link.v1.LinkResponse.frames:type_name -> corral.link.v1.CoreFrame
-	7,  // 11: corral.link.v1.CoreFrame.live:type_name -> corral.link.v1.RoomLive
-	8,  // 12: corral.link.v1.CoreFrame.signals:type_name -> corral.link.v1.RoomSignals
-	10, // 13: corral.link.v1.CoreFrame.presence:type_name -> corral.link.v1.RoomPresence
-	11, // 14: corral.link.v1.CoreFrame.replay:type_name -> corral.link.v1.ConnReplay
-	12, // 15: corral.link.v1.CoreFrame.snapshot:type_name -> corral.link.v1.ConnSnapshot
-	13, // 16: corral.link.v1.CoreFrame.position:type_name -> corral.link.v1.ConnPosition
-	14, // 17: corral.link.v1.CoreFrame.left:type_name -> corral.link.v1.ConnLeft
-	15, // 18: corral.link.v1.CoreFrame.session:type_name -> corral.link.v1.ConnSession
-	16, // 19: corral.link.v1.CoreFrame.conn:type_name -> corral.link.v1.ConnFrame
-	17, // 20: corral.link.v1.CoreFrame.membership:type_name -> corral.link.v1.Membership
-	18, // 21: corral.link.v1.CoreFrame.close:type_name -> corral.link.v1.CloseConn
-	9,  // 22: corral.link.v1.CoreFrame.state:type_name -> corral.link.v1.RoomState
-	23, // 23: corral.link.v1.RoomLive.frame:type_name -> corral.v1.ServerFrame
-	23, // 24: corral.link.v1.RoomSignals.frame:type_name -> corral.v1.ServerFrame
-	23, // 25: corral.link.v1.RoomState.frame:type_name -> corral.v1.ServerFrame
-	23, // 26: corral.link.v1.RoomPresence.frame:type_name -> corral.v1.ServerFrame
-	23, // 27: corral.link.v1.ConnReplay.frame:type_name -> corral.v1.ServerFrame
-	23, // 28: corral.link.v1.ConnSnapshot.frame:type_name -> corral.v1.ServerFrame
-	23, // 29: corral.link.v1.ConnPosition.frame:type_name -> corral.v1.ServerFrame
-	23, // 30: corral.link.v1.ConnLeft.frame:type_name -> corral.v1.ServerFrame
-	23, // 31: corral.link.v1.ConnSession.frame:type_name -> corral.v1.ServerFrame
-	23, // 32: corral.link.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
-	24, // 33: corral.link.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
-	0,  // 34: corral.link.v1.LinkService.Link:input_type -> corral.link.v1.LinkRequest
-	5,  // 35: corral.link.v1.LinkService.Link:output_type -> corral.link.v1.LinkResponse
-	35, // [35:36] is the sub-list for method output_type
-	34, // [34:35] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	3,  // 1: corral.link.v1.EdgeFrame.attach:type_name -> corral.link.v1.Attach
+	20, // 2: corral.link.v1.EdgeFrame.frame:type_name -> corral.v1.ClientFrame
+	5,  // 3: corral.link.v1.EdgeFrame.detach:type_name -> corral.link.v1.Detach
+	21, // 4: corral.link.v1.EdgeFrame.refresh:type_name -> corral.v1.Identity
+	4,  // 5: corral.link.v1.EdgeFrame.reattach:type_name -> corral.link.v1.Reattach
+	2,  // 6: corral.link.v1.EdgeFrame.replay_taken:type_name -> corral.link.v1.ReplayTaken
+	22, // 7: corral.link.v1.Attach.hello:type_name -> corral.v1.Hello
+	21, // 8: corral.link.v1.Attach.identity:type_name -> corral.v1.Identity
+	23, // 9: corral.link.v1.Reattach.rooms:type_name -> corral.v1.RoomPosition
+	21, // 10: corral.link.v1.Reattach.identity:type_name -> corral.v1.Identity
+	7,  // 11: corral.link.v1.LinkResponse.frames:type_name -> corral.link.v1.CoreFrame
+	8,  // 12: corral.link.v1.CoreFrame.live:type_name -> corral.link.v1.RoomLive
+	9,  // 13: corral.link.v1.CoreFrame.signals:type_name -> corral.link.v1.RoomSignals
+	11, // 14: corral.link.v1.CoreFrame.presence:type_name -> corral.link.v1.RoomPresence
+	12, // 15: corral.link.v1.CoreFrame.replay:type_name -> corral.link.v1.ConnReplay
+	13, // 16: corral.link.v1.CoreFrame.snapshot:type_name -> corral.link.v1.ConnSnapshot
+	14, // 17: corral.link.v1.CoreFrame.position:type_name -> corral.link.v1.ConnPosition
+	15, // 18: corral.link.v1.CoreFrame.left:type_name -> corral.link.v1.ConnLeft
+	16, // 19: corral.link.v1.CoreFrame.session:type_name -> corral.link.v1.ConnSession
+	17, // 20: corral.link.v1.CoreFrame.conn:type_name -> corral.link.v1.ConnFrame
+	18, // 21: corral.link.v1.CoreFrame.membership:type_name -> corral.link.v1.Membership
+	19, // 22: corral.link.v1.CoreFrame.close:type_name -> corral.link.v1.CloseConn
+	10, // 23: corral.link.v1.CoreFrame.state:type_name -> corral.link.v1.RoomState
+	24, // 24: corral.link.v1.RoomLive.frame:type_name -> corral.v1.ServerFrame
+	24, // 25: corral.link.v1.RoomSignals.frame:type_name -> corral.v1.ServerFrame
+	24, // 26: corral.link.v1.RoomState.frame:type_name -> corral.v1.ServerFrame
+	24, // 27: corral.link.v1.RoomPresence.frame:type_name -> corral.v1.ServerFrame
+	24, // 28: corral.link.v1.ConnReplay.frame:type_name -> corral.v1.ServerFrame
+	24, // 29: corral.link.v1.ConnSnapshot.frame:type_name -> corral.v1.ServerFrame
+	24, // 30: corral.link.v1.ConnPosition.frame:type_name -> corral.v1.ServerFrame
+	24, // 31: corral.link.v1.ConnLeft.frame:type_name -> corral.v1.ServerFrame
+	24, // 32: corral.link.v1.ConnSession.frame:type_name -> corral.v1.ServerFrame
+	24, // 33: corral.link.v1.ConnFrame.frame:type_name -> corral.v1.ServerFrame
+	25, // 34: corral.link.v1.CloseConn.hint:type_name -> corral.v1.ReconnectHint
+	0,  // 35: corral.link.v1.LinkService.Link:input_type -> corral.link.v1.LinkRequest
+	6,  // 36: corral.link.v1.LinkService.Link:output_type -> corral.link.v1.LinkResponse
+	36, // [36:37] is the sub-list for method output_type
+	35, // [35:36] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_corral_link_v1_link_proto_init() }
@@ -1769,8 +1854,9 @@ func file_corral_link_v1_link_proto_init() {
 		(*EdgeFrame_Detach)(nil),
 		(*EdgeFrame_Refresh)(nil),
 		(*EdgeFrame_Reattach)(nil),
+		(*EdgeFrame_ReplayTaken)(nil),
 	}
-	file_corral_link_v1_link_proto_msgTypes[6].OneofWrappers = []any{
+	file_corral_link_v1_link_proto_msgTypes[7].OneofWrappers = []any{
 		(*CoreFrame_Live)(nil),
 		(*CoreFrame_Signals)(nil),
 		(*CoreFrame_Presence)(nil),
@@ -1790,7 +1876,7 @@ func file_corral_link_v1_link_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_link_v1_link_proto_rawDesc), len(file_corral_link_v1_link_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
