@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corral-rt/corral/internal/peek"
 )
 
 // This file holds the WebSocket listener: the public listener's
@@ -141,7 +143,7 @@ func (l *wsListener) serve(nc net.Conn) {
 	// for their client's head at once, and each held a reader of its own
 	// (the largest allocation of the herd's reconnect phase, 22% of its
 	// bytes; docs/benchmarks/2026-12-06-1410-issue34-herd-cuts.md).
-	waitReadable(nc)
+	peek.WaitReadable(nc)
 	br := headReaders.Get().(*bufio.Reader)
 	br.Reset(nc)
 	defer func() {

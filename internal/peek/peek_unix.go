@@ -1,0 +1,33 @@
+//go:build unix
+
+package peek
+
+import (
+	"errors"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// WaitReadable blocks until nc has a byte to read, has ended, or its read
+// deadline passes (or it is closed), without a buffer: it peeks
+// (MSG_PEEK) one byte onto the stack, and Go's network poller waits while
+// there is none. It consumes nothing; the caller's next read reports
+// whatever ended the wait. A connection that is not a socket returns at
+// once.
+func WaitReadable(nc net.Conn) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return !errors.Is(err, unix.EAGAIN)
+	})
+}
