@@ -1,9 +1,9 @@
-//go:build !unix
+//go:build !linux
 
 package peek
 
 import "net"
 
-// WaitReadable returns at once where there is no MSG_PEEK: the caller
+// WaitReadable returns at once off Linux: the caller
 // borrows its buffer before the first byte arrives.
 func WaitReadable(net.Conn) {}
