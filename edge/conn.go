@@ -276,7 +276,7 @@ func (c *conn) hello() (ok, clean bool) {
 		// Borrow a read buffer (sock) only once the hello begins to
 		// arrive: in a reconnect herd thousands of connections wait for
 		// their client's hello at once (docs/benchmarks/
-		// 2026-12-06-1410-issue34-herd-cuts.md). The hello timer's close
+		// 2026-12-06-1341-issue34-herd-cuts.md). The hello timer's close
 		// ends the wait as it ends a read.
 		peek.WaitReadable(c.nc)
 	}

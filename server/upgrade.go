@@ -142,7 +142,7 @@ func (l *wsListener) serve(nc net.Conn) {
 	// arrive: in a reconnect herd thousands of accepted connections wait
 	// for their client's head at once, and each held a reader of its own
 	// (the largest allocation of the herd's reconnect phase, 22% of its
-	// bytes; docs/benchmarks/2026-12-06-1410-issue34-herd-cuts.md).
+	// bytes; docs/benchmarks/2026-12-06-1341-issue34-herd-cuts.md).
 	peek.WaitReadable(nc)
 	br := headReaders.Get().(*bufio.Reader)
 	br.Reset(nc)
