@@ -100,12 +100,9 @@ type conn struct {
 	// from live traffic (replayBytesFor), so a replay neither pushes live
 	// frames past their bound nor grows without one.
 	replayBytes int
-	// acks are the rooms whose replay page (a ConnReplay with ack) is in
-	// queue; taken, those the writer took and link.replayTaken has not
-	// reported yet: the core sends a room's next page once its writer
-	// took this one, so a reader that does not read holds at most a page
-	// of replay in queue and one on the wire.
-	acks, taken []string
+	// pages are the rooms of the paged replays in progress (nil until
+	// the first; a pointer, so an idle connection holds 8 bytes for them).
+	pages *pageAcks
 	// sigAt finds the signal batch of a room still waiting in queue, so a
 	// newer one merges into it: a slow reader gets the latest values, not
 	// a backlog.
@@ -687,7 +684,10 @@ func (c *conn) push(e encoded, kind pushKind, room string, batch *corralv1.Batch
 		c.replayBytes += len(b)
 	}
 	if kind == pushReplayAck {
-		c.acks = append(c.acks, room)
+		if c.pages == nil {
+			c.pages = new(pageAcks)
+		}
+		c.pages.acks = append(c.pages.acks, room)
 	}
 	c.addQueuedLocked(len(b))
 	if kind == pushSignals {
@@ -750,10 +750,12 @@ func (c *conn) takeLocked() [][]byte {
 	c.addQueuedLocked(-c.queued)
 	c.replayed, c.replayBytes = 0, 0
 	clear(c.sigAt) // queued batches are no longer mergeable
-	if !c.closing {
-		c.taken = append(c.taken, c.acks...)
+	if p := c.pages; p != nil {
+		if !c.closing {
+			p.taken = append(p.taken, p.acks...)
+		}
+		p.acks = p.acks[:0]
 	}
-	c.acks = c.acks[:0]
 	return q
 }
 
@@ -762,12 +764,24 @@ func (c *conn) takeLocked() [][]byte {
 // the link's, which is held while frames are pushed here.
 func (c *conn) reportTaken() {
 	c.mu.Lock()
-	rooms := c.taken
-	c.taken = nil
+	var rooms []string
+	if p := c.pages; p != nil {
+		rooms, p.taken = p.taken, nil
+	}
 	c.mu.Unlock()
 	if len(rooms) > 0 {
 		c.link.replayTaken(c, rooms)
 	}
+}
+
+// pageAcks are a connection's replay pages in flight. acks: the rooms
+// whose replay page (a ConnReplay with ack) is in queue; taken: those the
+// writer took and link.replayTaken has not reported yet. The core sends a
+// room's next page once its writer took this one, so a reader that does
+// not read holds at most a page of replay in queue and one on the wire.
+// Guarded by the connection's lock.
+type pageAcks struct {
+	acks, taken []string
 }
 
 // queuedSignals is a room's signal batch waiting in the queue.
@@ -828,7 +842,9 @@ func (c *conn) closeWith(code corralv1.Code, reason string, delayMs uint32, flus
 		c.addQueuedLocked(-c.queued)
 		c.replayed, c.replayBytes = 0, 0
 		clear(c.sigAt)
-		c.acks = c.acks[:0]
+		if c.pages != nil {
+			c.pages.acks = c.pages.acks[:0]
+		}
 	}
 	if hint != nil {
 		c.queue = append(c.queue, hint)

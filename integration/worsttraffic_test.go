@@ -92,12 +92,12 @@ func TestWorstTrafficKeepsReaders(t *testing.T) {
 			value := `"` + strings.Repeat("v", 60<<10) + `"`
 			for i := range burst {
 				if err := sender.SendRaw(ctx, []byte(fmt.Sprintf(`{"publish":{"room":%q,"id":"p%d","payload":%s}}`, room, i, value))); err != nil {
-					t.Fatal(err)
+					t.Fatalf("publish %d: %v (the sender's connection: %v)", i, err, sender.Err())
 				}
 			}
 			for i := range signals {
 				if err := sender.SendRaw(ctx, []byte(fmt.Sprintf(`{"signal":{"room":%q,"key":"k%d","payload":%s}}`, room, i, value))); err != nil {
-					t.Fatal(err)
+					t.Fatalf("signal %d: %v (the sender's connection: %v)", i, err, sender.Err())
 				}
 			}
 			deadline := time.After(30 * time.Second)

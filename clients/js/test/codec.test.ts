@@ -115,7 +115,7 @@ describe("decodeServer reads what the Go encoder writes", () => {
     );
     assert.deepEqual(f, {
       case: "error",
-      value: { code: Code.RATE_LIMITED, message: "slow down", room: "", ref: "", retryAfterMs: 250 },
+      value: { code: Code.RATE_LIMITED, message: "slow down", room: "", ref: "", retryAfterMs: 250, frame: "" },
     });
     const [m] = decodeServer('{"message":{"seq":"18","time_ms":1e3,"payload":null}}');
     assert.equal(m?.case === "message" && m.value.seq, 18);
