@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corral-rt/corral/internal/peek"
 )
 
 // This file holds the WebSocket listener: the public listener's
@@ -133,15 +135,21 @@ func (l *wsListener) serve(nc net.Conn) {
 			nc.Close()
 		}
 	}()
+	if l.timeout > 0 {
+		_ = nc.SetReadDeadline(time.Now().Add(l.timeout))
+	}
+	// Borrow the 4 KiB head reader only once the head has begun to
+	// arrive: in a reconnect herd thousands of accepted connections wait
+	// for their client's head at once, and each held a reader of its own
+	// (the largest allocation of the herd's reconnect phase, 22% of its
+	// bytes; docs/benchmarks/2026-12-06-1341-issue34-herd-cuts.md).
+	peek.WaitReadable(nc)
 	br := headReaders.Get().(*bufio.Reader)
 	br.Reset(nc)
 	defer func() {
 		br.Reset(nil)
 		headReaders.Put(br)
 	}()
-	if l.timeout > 0 {
-		_ = nc.SetReadDeadline(time.Now().Add(l.timeout))
-	}
 	switch headOf(br, l.path) {
 	case headFailed:
 		nc.Close()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,6 +96,36 @@ func TestUpgradeSkipsNetHTTP(t *testing.T) {
 	}
 	if h := l.handedOff.Load(); h != 1 {
 		t.Fatalf("two requests on one connection: %d handed off, want 1", h)
+	}
+}
+
+// TestUpgradeWaitingHoldsNoHeadReader: connections accepted before their
+// client sends a byte (a reconnect herd's, by the thousand) hold no head
+// reader while they wait; one that upgrades takes one. On the old code,
+// which borrowed the reader at accept, this saw 41 of 41 taken.
+func TestUpgradeWaitingHoldsNoHeadReader(t *testing.T) {
+	var taken atomic.Int64
+	old := headReaders.New
+	headReaders = sync.Pool{New: func() any { taken.Add(1); return bufio.NewReaderSize(nil, headBufferSize) }}
+	t.Cleanup(func() { headReaders = sync.Pool{New: old} })
+	l, addr := startWS(t, 10*time.Second)
+	const waiting = 40
+	for range waiting {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	// Each waiting connection's serve goroutine has run as far as it can
+	// before its client's first byte well before this upgrade is echoed:
+	// the echo takes several round trips through the same listener.
+	echo(t, "ws://"+addr+"/ws", nil)
+	if d := l.direct.Load(); d != 1 {
+		t.Fatalf("%d upgrades served, want 1", d)
+	}
+	if n := taken.Load(); n > 1 {
+		t.Fatalf("%d head readers taken with %d connections waiting for their first byte and 1 upgraded; want at most 1", n, waiting)
 	}
 }
 
@@ -184,6 +215,13 @@ func TestUpgradeRefusals(t *testing.T) {
 		_ = rc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, err := rc.Read(make([]byte, 1)); n != 0 || err == nil || isTimeout(err) {
 			t.Fatalf("a head that never ends: read %d, %v; want the connection closed after the head's timeout", n, err)
+		}
+	})
+	t.Run("head never begins", func(t *testing.T) {
+		rc := rawHead(t, addr, "")
+		_ = rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := rc.Read(make([]byte, 1)); n != 0 || err == nil || isTimeout(err) {
+			t.Fatalf("no head: read %d, %v; want the connection closed after the head's timeout", n, err)
 		}
 	})
 }
