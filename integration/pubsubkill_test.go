@@ -177,16 +177,24 @@ func TestCoreUnsubscribesEmptyRooms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		held := 0
 		for _, ch := range chs {
 			a, err := rc.Do(ctx, rc.B().PubsubNumsub().Channel(ch).Build()).ToArray()
 			if err != nil || len(a) != 2 {
 				t.Fatal(a, err)
 			}
-			if n, _ := a[1].AsInt64(); n != 1 {
+			// 0: unsubscribed between the two questions (a room emptied
+			// meanwhile), so not counted; more than 1: a second
+			// subscription of this core.
+			n, _ := a[1].AsInt64()
+			if n > 1 {
 				t.Errorf("%s has %d subscribers, want this core's one", ch, n)
 			}
+			if n == 1 {
+				held++
+			}
 		}
-		return len(chs)
+		return held
 	}
 	var conns []interface{ CloseNow() }
 	for i := range 3 {
