@@ -24,10 +24,10 @@ var assembledLua string
 var openLua string
 
 var (
-	growScript      = rueidis.NewLuaScript(growLua)
-	assembledScript = rueidis.NewLuaScript(assembledLua)
-	openScript      = rueidis.NewLuaScript(openLua)
-	growSHA         = sha1Hex(growLua)
+	growScript      = rueidis.NewLuaScript(varintLua + growLua)
+	assembledScript = rueidis.NewLuaScript(varintLua + assembledLua)
+	openScript      = rueidis.NewLuaScript(varintLua + openLua)
+	growSHA         = sha1Hex(varintLua + growLua)
 )
 
 // Growing messages (docs/MESSAGES.md): a message written in chunks, such
@@ -324,7 +324,7 @@ func (r *Redis) GrowKnown(ctx context.Context, room string, msg *corralv1.Messag
 	acked := int64(-1)
 	err = tryagain.Do(ctx, func() error {
 		if r.replicas > 0 {
-			res, acked, err = r.evalWait(ctx, growSHA, growLua, keys, args)
+			res, acked, err = r.evalWait(ctx, growSHA, varintLua+growLua, keys, args)
 		} else {
 			res, err = growScript.Exec(ctx, r.client, keys, args).ToArray()
 		}

@@ -34,16 +34,6 @@ if ARGV[7] ~= '' then
 end
 local ttl = ARGV[5]
 
-local function varint(n)
-  local b = {}
-  while n >= 128 do
-    b[#b + 1] = string.char(n % 128 + 128)
-    n = math.floor(n / 128)
-  end
-  b[#b + 1] = string.char(n)
-  return table.concat(b)
-end
-
 -- chunkField is Message field 8 (MessageChunk), length-delimited.
 local function chunkField(mseq, version, data, replace, final)
   local inner = '\8' .. varint(mseq) .. '\16' .. varint(version)

@@ -7,16 +7,6 @@
 -- ARGV[2] the most messages to return.
 -- Returns {epoch or '', last seq, first retained seq, messages encoded...}.
 
-local function varint(n)
-  local b = {}
-  while n >= 128 do
-    b[#b + 1] = string.char(n % 128 + 128)
-    n = math.floor(n / 128)
-  end
-  b[#b + 1] = string.char(n)
-  return table.concat(b)
-end
-
 local epoch = redis.call('GET', KEYS[2])
 local last = redis.call('GET', KEYS[1])
 if not epoch or not last then

@@ -54,16 +54,6 @@ end
 
 local foldPrefix = ARGV[7] or ''
 
-local function varint(n)
-  local b = {}
-  while n >= 128 do
-    b[#b + 1] = string.char(n % 128 + 128)
-    n = math.floor(n / 128)
-  end
-  b[#b + 1] = string.char(n)
-  return table.concat(b)
-end
-
 -- fold returns the page of the stream entries ents folded (see ARGV[7]),
 -- at most ARGV[5] - 1 entries read and maxBytes of folded ones (0: no
 -- bound; at least one); stopped: the read stopped at its byte bound.

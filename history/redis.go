@@ -23,6 +23,9 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
+//go:embed varint.lua
+var varintLua string
+
 //go:embed append.lua
 var appendLua string
 
@@ -36,7 +39,7 @@ var (
 	appendScript = rueidis.NewLuaScript(appendLua)
 	fenceScript  = rueidis.NewLuaScript(fenceLua)
 	appendSHA    = sha1Hex(appendLua)
-	readSHA      = sha1Hex(readLua)
+	readSHA      = sha1Hex(varintLua + readLua)
 )
 
 // RedisOptions configures [NewRedis]. Zero fields mean defaults.
@@ -480,7 +483,7 @@ func (r *Redis) ReadMany(ctx context.Context, qs []Query) ([]Page, error) {
 			execs[i].Args = append(execs[i].Args, r.prefix+":{"+q.Room+"}:grow:")
 		}
 	}
-	resps := evalMulti(ctx, r.client, readLua, readSHA, execs)
+	resps := evalMulti(ctx, r.client, varintLua+readLua, readSHA, execs)
 	pages := make([]Page, len(qs))
 	for i, resp := range resps {
 		var err error
@@ -505,7 +508,7 @@ func (r *Redis) State(ctx context.Context, room string) (State, error) {
 		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
 	}
 	defer r.release()
-	resps := evalMulti(ctx, r.client, readLua, readSHA, []rueidis.LuaExec{r.readExec(room, false, "", 0, 0, 0)})
+	resps := evalMulti(ctx, r.client, varintLua+readLua, readSHA, []rueidis.LuaExec{r.readExec(room, false, "", 0, 0, 0)})
 	p, err := parsePage(resps[0], 0, 0)
 	if err != nil {
 		return State{}, fmt.Errorf("history: state of %q: %w", room, err)
