@@ -86,6 +86,14 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 	windows := make(map[string]map[string]*window) // member -> epoch room -> window
 	got := make(map[string]map[uint64]bool)        // epoch room -> seqs some member received
 	resetMembers := make(map[string]map[string]bool)
+	// where is each member's room, epoch and newest seq handled (the
+	// member's own variables, under mu), for the wait at the end.
+	type position struct {
+		room  string
+		epoch *string
+		last  *uint64
+	}
+	where := make(map[string]position)
 	var resets, resumed, sessionsLost, joinAgain atomic.Int64
 	killed := make(chan struct{}) // closed once the master is dead
 	stop := make(chan struct{})   // members stop reading
@@ -102,6 +110,7 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 			}
 			epoch, last := j.GetEpoch(), j.GetSeq()
 			windows[name] = map[string]*window{epochRoom(room, epoch): {start: last}}
+			where[name] = position{room, &epoch, &last}
 			// handle records one frame. Lock must be held.
 			handle := func(f *corralv1.ServerFrame) {
 				switch {
@@ -231,8 +240,37 @@ func runFailover(t *testing.T, run failoverRun) failoverFigures {
 	time.Sleep(3 * time.Second)
 	close(stopPub)
 	<-pubDone
-	// Members keep reading a moment for the last messages in flight.
-	time.Sleep(time.Second)
+	// Members keep reading until each is in its room's newest epoch with
+	// every message acknowledged in it, and every member of a reset room
+	// has seen a reset; or until a bound, after which the checks below
+	// say what is missing. A core that publishes nothing itself learns of
+	// the failover only when its subscription is back on the new master
+	// (internal/pubsub: topology read with backoff, up to 2 s apart) and
+	// catches up, which under a loaded CI can take seconds past the
+	// traffic's end.
+	settled := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for name, p := range where {
+			ers := epochOrder[p.room]
+			if len(ers) == 0 {
+				continue
+			}
+			if epochRoom(p.room, *p.epoch) != ers[len(ers)-1] || *p.last < upto[ers[len(ers)-1]] {
+				return false
+			}
+			if slices.Contains(run.resetRooms, p.room) && !resetMembers[p.room][name] {
+				return false
+			}
+		}
+		return true
+	}
+	ended := time.Now()
+	if eventually.WithinEvery(30*time.Second, 50*time.Millisecond, settled) {
+		t.Logf("members settled %v after the traffic ended", time.Since(ended).Round(time.Millisecond))
+	} else {
+		t.Log("members had not settled 30 s after the traffic ended")
+	}
 	close(stop)
 	wg.Wait()
 
