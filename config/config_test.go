@@ -3,6 +3,7 @@ package config_test
 import (
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/corral-rt/corral/config"
@@ -82,4 +83,52 @@ func ExampleLoad() {
 	// Output:
 	// 127.0.0.1:9000 unlimited 1000
 	// --publish-rate is not a flag of corral serve: set publish-rate in the config file (--config) or CORRAL_PUBLISH_RATE (corral config keys lists every key)
+}
+
+// TestEnumKeys: a key with an enum tag (the hooks' failure policies) takes
+// only its values, from the environment and the file alike, and its error
+// names them; the schema and the docs list them.
+func TestEnumKeys(t *testing.T) {
+	for _, tc := range []struct {
+		key, env, good, bad string
+	}{
+		{"hooks-policy-join", "CORRAL_HOOKS_POLICY_JOIN", "allow-known", "open"},
+		{"hooks-policy-publish", "CORRAL_HOOKS_POLICY_PUBLISH", "open", "allow-known"},
+		{"hooks-policy-refresh", "CORRAL_HOOKS_POLICY_REFRESH", "allow-known", "open"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			k := config.Lookup(tc.key)
+			if k == nil || len(k.Enum) != 2 || k.Enum[0] != "closed" {
+				t.Fatalf("key %+v: want the enum closed and one more", k)
+			}
+			env := func(v string) func(string) (string, bool) {
+				return func(name string) (string, bool) { return v, v != "" && name == tc.env }
+			}
+			if _, err := config.Load("serve", nil, env(tc.good), io.Discard); err != nil {
+				t.Fatalf("%s=%s refused: %v", tc.env, tc.good, err)
+			}
+			_, err := config.Load("serve", nil, env(tc.bad), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.env) || !strings.Contains(err.Error(), "want one of closed, "+tc.good) {
+				t.Fatalf("%s=%s: %v; want a refusal naming the variable and the values", tc.env, tc.bad, err)
+			}
+			f, err := config.Parse("f.yaml", []byte(tc.key+": "+tc.bad+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := config.Load("serve", nil, env(""), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.ApplyFile(f); err == nil || !strings.Contains(err.Error(), "want one of") {
+				t.Fatalf("file %s: %s: %v; want a refusal", tc.key, tc.bad, err)
+			}
+			if !strings.Contains(config.KeyTable(), "one of closed, "+tc.good) {
+				t.Fatalf("the key table does not list %s's values", tc.key)
+			}
+			schema, err := config.Schema()
+			if err != nil || !strings.Contains(string(schema), `"closed",`) {
+				t.Fatalf("schema: %v", err)
+			}
+		})
+	}
 }

@@ -119,6 +119,9 @@ func Schema() ([]byte, error) {
 			continue
 		}
 		p := typeSchema(k.Type)
+		if len(k.Enum) > 0 {
+			p = map[string]any{"enum": k.Enum}
+		}
 		p["description"] = fmt.Sprintf("%s (commands: %s; %s)", k.Help, strings.Join(k.Commands, ", "), k.Env)
 		props[k.Name] = p
 	}

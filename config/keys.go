@@ -30,8 +30,11 @@ type Key struct {
 	Unit        string // what a number counts; for other types, the type's
 	Help        string
 	Secret      bool
-	Type        reflect.Type
-	index       []int // the field's index path in Settings
+	// Enum, from the tag enum ("closed,allow-known"), is every value the
+	// key takes; empty: any value of its type.
+	Enum  []string
+	Type  reflect.Type
+	index []int // the field's index path in Settings
 }
 
 // Has reports whether cmd has the key.
@@ -88,11 +91,16 @@ func mustKeys() []*Key {
 				Unit: f.Tag.Get("unit"), Help: f.Tag.Get("help"), Secret: f.Tag.Get("secret") == "true",
 				Type: f.Type, index: idx,
 			}
+			if e := f.Tag.Get("enum"); e != "" {
+				k.Enum = strings.Split(e, ",")
+			}
 			k.Commands = Commands
 			if c := f.Tag.Get("cmd"); c != "" {
 				k.Commands = strings.Split(c, ",")
 			}
 			switch {
+			case len(k.Enum) > 0:
+				k.Unit = "one of " + strings.Join(k.Enum, ", ")
 			case k.Unit == "":
 				k.Unit = typeUnit(f.Type)
 			case f.Type == reflect.TypeFor[Limit]() || f.Type == reflect.TypeFor[Rate]():
@@ -116,7 +124,7 @@ func mustKeys() []*Key {
 	for _, k := range out {
 		for _, d := range []string{k.Default, k.CoreDefault} {
 			if d != "" {
-				if err := setText(k.field(&s), d); err != nil {
+				if err := k.Set(&s, d); err != nil {
 					panic(fmt.Sprintf("config: key %s: default %q: %v", k.Name, d, err))
 				}
 			}
@@ -157,7 +165,13 @@ func (k *Key) field(s *Settings) reflect.Value {
 func (k *Key) Get(s *Settings) string { return textOf(k.field(s)) }
 
 // Set sets the key's value in s from its text form.
-func (k *Key) Set(s *Settings, text string) error { return setText(k.field(s), text) }
+// A key with an Enum takes only those values, or "" (its default).
+func (k *Key) Set(s *Settings, text string) error {
+	if len(k.Enum) > 0 && text != "" && !slices.Contains(k.Enum, text) {
+		return fmt.Errorf("want one of %s, got %q", strings.Join(k.Enum, ", "), text)
+	}
+	return setText(k.field(s), text)
+}
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 

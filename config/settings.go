@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/corral-rt/corral/roomclass"
+)
 
 // Settings is every setting of every command. Each field's tags make its
 // key (flags, environment, file, docs):
@@ -14,6 +18,8 @@ import "time"
 //	          different
 //	unit      what a number counts (bytes, per second, …); durations
 //	          and the typed values say it themselves
+//	enum      every value the key takes ("closed,allow-known"); any
+//	          other is refused where it is set (flag, environment, file)
 //	secret    "true": redacted from /debug/pprof/cmdline
 //	help      one line for --help, `corral config keys` and docs/CONFIG.md
 //
@@ -161,15 +167,16 @@ type Hooks struct {
 }
 
 // HookPolicy is which events go to the backend and what happens when it
-// cannot answer (hooks.Policy, parsed).
+// cannot answer (hooks.Policy embeds it as it is; the failure policies
+// are the room classes' values, roomclass.Failure).
 type HookPolicy struct {
-	Connect       bool          `key:"hooks-connect" cmd:"serve,edge" group:"hooks" help:"the hooks backend authenticates hellos (Connect) instead of the token check; enough without jwt-secret; failure policy closed only: a hello it cannot answer is closed with 4103, retry later"`
-	Refresh       bool          `key:"hooks-refresh" cmd:"serve,edge" group:"hooks" help:"the hooks backend answers refreshes (Refresh)"`
-	Call          bool          `key:"hooks-call" cmd:"serve,edge" group:"hooks" help:"client call frames go to the hooks backend (Call); a call it cannot answer gets 4103 with retryAfterMs"`
-	JoinPolicy    string        `key:"hooks-policy-join" cmd:"serve,core" group:"hooks" default:"closed" help:"the default class's hooks.join-policy: when the backend cannot answer a join: closed (refuse, 4103) or allow-known (resumed rooms pass)"`
-	PublishPolicy string        `key:"hooks-policy-publish" cmd:"serve,core" group:"hooks" default:"closed" help:"the default class's hooks.publish-policy: when the backend cannot answer a publish: closed (refuse, 4103, retry with the same id) or open (the message goes through unchecked, counted in corral_hook_unchecked_total)"`
-	RefreshPolicy string        `key:"hooks-policy-refresh" cmd:"serve,edge" group:"hooks" default:"closed" help:"when the backend cannot answer a refresh: closed (close with 4103, reconnect later) or allow-known (error 4103 for the refresh; the connection is kept until its token's expiry plus hooks-refresh-grace, then closed with 4104)"`
-	RefreshGrace  time.Duration `key:"hooks-refresh-grace" cmd:"serve,edge" group:"hooks" default:"1m" help:"how long past its token's expiry hooks-policy-refresh allow-known keeps a connection whose refresh the backend could not answer"`
+	Connect       bool              `key:"hooks-connect" cmd:"serve,edge" group:"hooks" help:"the hooks backend authenticates hellos (Connect) instead of the token check; enough without jwt-secret; failure policy closed only: a hello it cannot answer is closed with 4103, retry later"`
+	Refresh       bool              `key:"hooks-refresh" cmd:"serve,edge" group:"hooks" help:"the hooks backend answers refreshes (Refresh)"`
+	Call          bool              `key:"hooks-call" cmd:"serve,edge" group:"hooks" help:"client call frames go to the hooks backend (Call); a call it cannot answer gets 4103 with retryAfterMs"`
+	JoinPolicy    roomclass.Failure `enum:"closed,allow-known" key:"hooks-policy-join" cmd:"serve,core" group:"hooks" default:"closed" help:"the default class's hooks.join-policy: when the backend cannot answer a join: closed (refuse, 4103) or allow-known (resumed rooms pass)"`
+	PublishPolicy roomclass.Failure `enum:"closed,open" key:"hooks-policy-publish" cmd:"serve,core" group:"hooks" default:"closed" help:"the default class's hooks.publish-policy: when the backend cannot answer a publish: closed (refuse, 4103, retry with the same id) or open (the message goes through unchecked, counted in corral_hook_unchecked_total)"`
+	RefreshPolicy roomclass.Failure `enum:"closed,allow-known" key:"hooks-policy-refresh" cmd:"serve,edge" group:"hooks" default:"closed" help:"when the backend cannot answer a refresh: closed (close with 4103, reconnect later) or allow-known (error 4103 for the refresh; the connection is kept until its token's expiry plus hooks-refresh-grace, then closed with 4104)"`
+	RefreshGrace  time.Duration     `key:"hooks-refresh-grace" cmd:"serve,edge" group:"hooks" default:"1m" help:"how long past its token's expiry hooks-policy-refresh allow-known keeps a connection whose refresh the backend could not answer"`
 }
 
 // Log is the process's log.

@@ -119,8 +119,12 @@ func (c *Config) withDefaults() Config {
 		def.Presence.Grace, def.Presence.MaxDiff = pres.Grace, pres.MaxDiffMembers
 		if out.Hooks != nil {
 			pol := out.Hooks.Policy()
-			def.Hooks.JoinPolicy = roomclass.Failure(pol.JoinFailure.String())
-			def.Hooks.PublishPolicy = roomclass.Failure(pol.PublishFailure.String())
+			if pol.JoinPolicy != "" {
+				def.Hooks.JoinPolicy = pol.JoinPolicy
+			}
+			if pol.PublishPolicy != "" {
+				def.Hooks.PublishPolicy = pol.PublishPolicy
+			}
 			def.Hooks.JoinCacheTTL = out.Hooks.JoinCacheTTL()
 		}
 		out.Classes = roomclass.NewLive(roomclass.NewTable(def, nil))

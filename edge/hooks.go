@@ -154,7 +154,7 @@ func (c *conn) refreshHook(ctx context.Context, token string) (*corralv1.Identit
 	if err != nil {
 		c.e.cfg.Logger.Warn("refresh hook unavailable", "user", c.user, "err", err)
 		pol := c.e.cfg.Hooks.Policy()
-		if pol.RefreshFailure != hooks.AllowKnown {
+		if !pol.RefreshAllowKnown() {
 			c.closeWith(corralv1.Code_CODE_UNAVAILABLE, "refresh: the application could not answer: reconnect later",
 				retryMs(hooks.RetryAfter(err)), false)
 			return nil, codeClosed, ""

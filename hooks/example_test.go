@@ -5,12 +5,13 @@ import (
 
 	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/hooks"
+	"github.com/corral-rt/corral/roomclass"
 )
 
 // A policy sends the joins of game rooms and the publishes of chat rooms
 // to the backend; a failed backend still lets resumed game rooms in.
 func ExamplePolicy_For() {
-	p := &hooks.Policy{Join: []string{"game:*"}, Publish: []string{"chat:*"}, JoinFailure: hooks.AllowKnown}
+	p := &hooks.Policy{Join: []string{"game:*"}, Publish: []string{"chat:*"}, HookPolicy: config.HookPolicy{JoinPolicy: roomclass.AllowKnown}}
 	for _, room := range []string{"game:42", "chat:lobby", "news"} {
 		fmt.Printf("%s %+v\n", room, p.For(room))
 	}
@@ -24,7 +25,7 @@ func ExamplePolicy_For() {
 func ExampleNew() {
 	c, err := hooks.New(hooks.Config{
 		Hooks:  config.Hooks{URL: "http://127.0.0.1:9000"}, // h2c
-		Policy: hooks.Policy{Connect: true, Join: []string{"team:*"}},
+		Policy: hooks.Policy{HookPolicy: config.HookPolicy{Connect: true}, Join: []string{"team:*"}},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -2,7 +2,6 @@ package hooks_test
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -240,38 +239,6 @@ func TestJoinCacheExpires(t *testing.T) {
 	join()
 	if got := b.joinCalls.Load(); got != 2 {
 		t.Fatalf("backend calls %d after the TTL passed, want 2", got)
-	}
-}
-
-func TestParseFailure(t *testing.T) {
-	tests := []struct {
-		hook, in string
-		want     hooks.Failure
-		bad      bool
-	}{
-		{hooks.HookJoin, "", hooks.Closed, false},
-		{hooks.HookJoin, "closed", hooks.Closed, false},
-		{hooks.HookJoin, "allow-known", hooks.AllowKnown, false},
-		{hooks.HookJoin, "open", 0, true},
-		{hooks.HookPublish, "open", hooks.Open, false},
-		{hooks.HookPublish, "allow-known", 0, true},
-		{hooks.HookRefresh, "allow-known", hooks.AllowKnown, false},
-		{hooks.HookRefresh, "open", 0, true},
-		{hooks.HookConnect, "closed", hooks.Closed, false},
-		{hooks.HookConnect, "allow-known", 0, true},
-		{hooks.HookCall, "open", 0, true},
-		{hooks.HookJoin, "maybe", 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.hook+"/"+tt.in, func(t *testing.T) {
-			got, err := hooks.ParseFailure(tt.hook, tt.in)
-			if (err != nil) != tt.bad || (!tt.bad && got != tt.want) {
-				t.Fatalf("ParseFailure(%q, %q) = %v, %v", tt.hook, tt.in, got, err)
-			}
-			if !tt.bad && got.String() != cmp.Or(tt.in, "closed") {
-				t.Fatalf("String() = %q", got.String())
-			}
-		})
 	}
 }
 

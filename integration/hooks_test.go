@@ -23,6 +23,7 @@ import (
 	"github.com/corral-rt/corral/internal/readytest"
 	"github.com/corral-rt/corral/internal/redistest"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -155,8 +156,8 @@ func serveBackend(t *testing.T, b *appBackend) string {
 func withHooks(url string, tune func(*hooks.Config)) func(*server.Options) {
 	return func(o *server.Options) {
 		o.Hooks = hooks.Config{Hooks: config.Hooks{URL: url, Timeout: 5 * time.Second}, Policy: hooks.Policy{
-			Connect: true, Refresh: true, Call: true,
-			Join: []string{"secret*", "game:*"}, Publish: []string{"chat:*"},
+			HookPolicy: config.HookPolicy{Connect: true, Refresh: true, Call: true},
+			Join:       []string{"secret*", "game:*"}, Publish: []string{"chat:*"},
 		}}
 		o.Edge.HookCookies = []string{"sid"}
 		if tune != nil {
@@ -449,7 +450,7 @@ func TestHooksAllowKnown(t *testing.T) {
 	b := &appBackend{}
 	d := start(t, "serve", nil, withHooks(serveBackend(t, b), func(c *hooks.Config) {
 		c.Policy.Connect = false
-		c.Policy.JoinFailure = hooks.AllowKnown
+		c.Policy.JoinPolicy = roomclass.AllowKnown
 	}))
 	ctx := testCtx(t)
 	c := dial(t, d, "erin", protocol.Proto)

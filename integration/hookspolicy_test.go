@@ -7,6 +7,7 @@ import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/protocol"
+	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 )
 
@@ -120,12 +121,12 @@ func TestHooksPublishPolicyByClass(t *testing.T) {
 // allow-known it is answered 4103 with retryAfterMs, the connection
 // outlives its token's expiry by the grace, then closes with 4104.
 func TestHooksRefreshPolicy(t *testing.T) {
-	for _, policy := range []hooks.Failure{hooks.Closed, hooks.AllowKnown} {
-		t.Run(policy.String(), func(t *testing.T) {
+	for _, policy := range []roomclass.Failure{roomclass.Closed, roomclass.AllowKnown} {
+		t.Run(string(policy), func(t *testing.T) {
 			b := &appBackend{}
 			const grace = 2 * time.Second
 			d := start(t, "serve", nil, withHooks(serveBackend(t, b), func(c *hooks.Config) {
-				c.Policy.RefreshFailure, c.Policy.RefreshGrace = policy, grace
+				c.Policy.RefreshPolicy, c.Policy.RefreshGrace = policy, grace
 			}))
 			ctx := testCtx(t)
 			exp := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
@@ -142,7 +143,7 @@ func TestHooksRefreshPolicy(t *testing.T) {
 			}
 			b.down.Store(true)
 			_, err = c.Refresh(ctx, "renew")
-			if policy == hooks.Closed {
+			if policy == roomclass.Closed {
 				ce := waitClosed(t, c)
 				if int(ce.Code) != int(corralv1.Code_CODE_UNAVAILABLE) || ce.Hint.GetDelayMs() == 0 {
 					t.Fatalf("closed with %v (hint %v), want 4103 with a delay", ce, ce.Hint)

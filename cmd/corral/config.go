@@ -79,12 +79,12 @@ func defaultClass(l *config.Loaded) roomclass.Class {
 	if s.Presence.MaxDiffMembers > 0 {
 		def.Presence.MaxDiff = s.Presence.MaxDiffMembers
 	}
-	// Checked by hooksConfig.
+	// Their keys take only a class's values (config's enum tag).
 	if s.Policy.JoinPolicy != "" {
-		def.Hooks.JoinPolicy = roomclass.Failure(s.Policy.JoinPolicy)
+		def.Hooks.JoinPolicy = s.Policy.JoinPolicy
 	}
 	if s.Policy.PublishPolicy != "" {
-		def.Hooks.PublishPolicy = roomclass.Failure(s.Policy.PublishPolicy)
+		def.Hooks.PublishPolicy = s.Policy.PublishPolicy
 	}
 	def.Hooks.JoinCacheTTL = s.Hooks.JoinCacheTTL
 	return def

@@ -17,6 +17,11 @@ import (
 
 // sample is a valid value, not the default, of a key's type.
 func sample(k *config.Key) string {
+	for _, v := range k.Enum {
+		if v != k.Default {
+			return v
+		}
+	}
 	switch k.Type {
 	case reflect.TypeFor[time.Duration](), reflect.TypeFor[config.Window]():
 		return "7s"

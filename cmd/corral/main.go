@@ -239,8 +239,8 @@ func readSecretFiles(s *config.Settings) error {
 	return nil
 }
 
-// hooksConfig is the hooks' configuration: the hooks-* keys, with the
-// failure policies parsed. Which rooms' joins and publishes go to the
+// hooksConfig is the hooks' configuration: the hooks-* keys as they are
+// (their failure policies were checked as keys). Which rooms' joins and publishes go to the
 // backend is the room classes' (hooks.join, hooks.publish).
 func hooksConfig(s *config.Settings) (hooks.Config, error) {
 	p := s.Policy
@@ -250,18 +250,7 @@ func hooksConfig(s *config.Settings) (hooks.Config, error) {
 		}
 		return hooks.Config{}, nil
 	}
-	pol := hooks.Policy{Connect: p.Connect, Refresh: p.Refresh, Call: p.Call, RefreshGrace: p.RefreshGrace}
-	var err error
-	if pol.JoinFailure, err = hooks.ParseFailure(hooks.HookJoin, p.JoinPolicy); err != nil {
-		return hooks.Config{}, fmt.Errorf("hooks-policy-join: %w", err)
-	}
-	if pol.PublishFailure, err = hooks.ParseFailure(hooks.HookPublish, p.PublishPolicy); err != nil {
-		return hooks.Config{}, fmt.Errorf("hooks-policy-publish: %w", err)
-	}
-	if pol.RefreshFailure, err = hooks.ParseFailure(hooks.HookRefresh, p.RefreshPolicy); err != nil {
-		return hooks.Config{}, fmt.Errorf("hooks-policy-refresh: %w", err)
-	}
-	return hooks.Config{Hooks: s.Hooks, Policy: pol}, nil
+	return hooks.Config{Hooks: s.Hooks, Policy: hooks.Policy{HookPolicy: p}}, nil
 }
 
 func authenticator(s *config.Settings, logger *slog.Logger) (auth.Authenticator, error) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/corral-rt/corral/auth"
 	"github.com/corral-rt/corral/config"
-	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/server"
 	"github.com/golang-jwt/jwt/v5"
@@ -158,10 +157,10 @@ func TestHooksKeys(t *testing.T) {
 	if h.JoinHerdWindow != config.Off || h.ResponseBudget != 1<<20 {
 		t.Fatalf("herd window %v, response budget %d", h.JoinHerdWindow, h.ResponseBudget)
 	}
-	if h.Policy.JoinFailure.String() != "allow-known" || len(opts.Edge.HookCookies) != 1 {
-		t.Fatalf("policy %v, cookies %v", h.Policy.JoinFailure, opts.Edge.HookCookies)
+	if h.Policy.JoinPolicy != roomclass.AllowKnown || len(opts.Edge.HookCookies) != 1 {
+		t.Fatalf("policy %v, cookies %v", h.Policy.JoinPolicy, opts.Edge.HookCookies)
 	}
-	if h.Policy.PublishFailure != hooks.Open || h.Policy.RefreshFailure != hooks.AllowKnown || h.Policy.RefreshGrace != 30*time.Second {
+	if h.Policy.PublishPolicy != roomclass.Open || h.Policy.RefreshPolicy != roomclass.AllowKnown || h.Policy.RefreshGrace != 30*time.Second {
 		t.Fatalf("policy %+v", h.Policy)
 	}
 	// The default class takes the join and publish policies and the TTL.
