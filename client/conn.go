@@ -612,20 +612,10 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 		waiter = c.joinWait[k.Joined.GetRoom()]
 		delete(c.joinWait, k.Joined.GetRoom())
 	case *corralv1.ServerFrame_Error:
-		if ref := k.Error.GetRef(); ref != "" && c.stateWait[ref] != nil {
-			waiter = c.stateWait[ref]
-			delete(c.stateWait, ref)
-		} else if ref != "" {
-			waiter = c.pubWait[ref]
-			delete(c.pubWait, ref)
-		} else if room := k.Error.GetRoom(); room != "" {
-			waiter = c.joinWait[room]
-			delete(c.joinWait, room)
-		} else if w, ok := c.refreshWait[""]; ok && refreshRefusal(k.Error.GetCode()) {
-			waiter = w
-			delete(c.refreshWait, "")
-		} else if protocol.AdviceOf(k.Error.GetCode()) == protocol.AdviceStop {
-			c.refusal = k.Error // may come before a stop-class close
+		e := k.Error
+		waiter = c.refusedLocked(e)
+		if waiter == nil && e.GetRoom() == "" && e.GetRef() == "" && protocol.AdviceOf(e.GetCode()) == protocol.AdviceStop {
+			c.refusal = e // may come before a stop-class close
 		}
 	case *corralv1.ServerFrame_StateUpdated:
 		waiter = c.stateWait[k.StateUpdated.GetRef()]
@@ -648,6 +638,54 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 		waiter <- f
 	}
 	c.hand(f)
+}
+
+// refusedLocked takes the waiter of the pending request that e refuses,
+// or returns nil when e refuses none of them. The request is named by
+// the kind of frame e refuses (Error.frame) with its room or ref: a
+// refused signal or presence query in a room leaves a Join of that room
+// waiting. An Error that names no frame, from a server older than the
+// field, is matched by ref and room alone, as it always was. Lock (mu)
+// must be held.
+func (c *Conn) refusedLocked(e *corralv1.Error) chan *corralv1.ServerFrame {
+	ref, room := e.GetRef(), e.GetRoom()
+	switch e.GetFrame() {
+	case "":
+		switch {
+		case ref != "" && c.stateWait[ref] != nil:
+			return take(c.stateWait, ref)
+		case ref != "":
+			return take(c.pubWait, ref)
+		case room != "":
+			return take(c.joinWait, room)
+		case refreshRefusal(e.GetCode()):
+			return take(c.refreshWait, "")
+		}
+	case "publish", "append":
+		if ref != "" {
+			return take(c.pubWait, ref)
+		}
+	case "setState", "deleteState":
+		if ref != "" {
+			return take(c.stateWait, ref)
+		}
+	case "join":
+		return take(c.joinWait, room)
+	case "presenceQuery":
+		return take(c.pageWait, room)
+	case "refresh":
+		return take(c.refreshWait, "")
+	}
+	return nil // a signal's, a leave's, a setPresence's...: no waiter
+}
+
+// take removes waiters[key] and returns it (nil when there is none).
+func take(waiters map[string]chan *corralv1.ServerFrame, key string) chan *corralv1.ServerFrame {
+	w, ok := waiters[key]
+	if ok {
+		delete(waiters, key)
+	}
+	return w
 }
 
 // refreshRefusal reports whether an Error without room or ref with code

@@ -26,6 +26,14 @@
 // refusals, retries and reconnects (an outbox per room, outbox.go;
 // docs/GUARANTEES.md); PublishAsync keeps several on their way at once.
 //
+// A refusal settles only the request it refuses: an Error frame names the
+// kind of client frame it refuses (Error.frame) with its room or ref, so
+// a refused signal or presence query in a room is not the answer to a
+// Join of that room still waiting, and a Session's join fails only on the
+// join's own refusal. Every Error also arrives on Frames (a Session's
+// Events), matched or not. From a server that names no frame, the ref,
+// else the room, decides, as before (docs/SDKS.md).
+//
 // Growing messages and keyed room state (docs/SDKS.md): Conn.Append,
 // Conn.SetState and Conn.DeleteState write; an Assembler rebuilds growing
 // messages from the chunk messages received, and a State keeps a room's

@@ -29,7 +29,9 @@ func (c *Conn) SetPresence(ctx context.Context, room string, state []byte) error
 
 // QueryPresence reads one page of a joined room's members, ordered by user
 // id, after the given user id ("" for the first page; then
-// PresencePage.next). One query per room at a time.
+// PresencePage.next). One query per room at a time. A refusal (CODE_NOT_JOINED
+// before the room is joined) is a *ServerError from a server that names the
+// refused frame (Error.frame); an older server's refusal reaches Frames only.
 func (c *Conn) QueryPresence(ctx context.Context, room, after string, limit uint32) (*corralv1.PresencePage, error) {
 	f, err := c.request(ctx, c.pageWait, room, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_PresenceQuery{PresenceQuery: &corralv1.PresenceQuery{
 		Room: room, After: after, Limit: limit,

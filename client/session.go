@@ -1061,14 +1061,9 @@ func (s *Session) handle(f *corralv1.ServerFrame, out []Event) []Event {
 		if st == nil {
 			return out
 		}
-		switch e.GetCode() {
-		case corralv1.Code_CODE_NOT_JOINED, corralv1.Code_CODE_TOO_LARGE:
-			// About a signal, not the join.
-		default:
-			if !st.in {
-				delete(s.rooms, e.GetRoom())
-				st.settle(&ServerError{Err: e})
-			}
+		if refusesJoin(e) && !st.in {
+			delete(s.rooms, e.GetRoom())
+			st.settle(&ServerError{Err: e})
 		}
 		return append(out, frame)
 	case *corralv1.ServerFrame_Welcome:
@@ -1085,6 +1080,22 @@ func (s *Session) handle(f *corralv1.ServerFrame, out []Event) []Event {
 		return out
 	}
 	return append(out, frame)
+}
+
+// refusesJoin reports whether e, an Error with a room and no ref, refuses
+// a join of its room: it names the join frame (Error.frame). An Error that
+// names no frame (a server older than the field) is taken for the join's
+// unless its code is one a signal's refusal has (CODE_NOT_JOINED,
+// CODE_TOO_LARGE), as it always was.
+func refusesJoin(e *corralv1.Error) bool {
+	switch e.GetFrame() {
+	case "join":
+		return true
+	case "":
+		c := e.GetCode()
+		return c != corralv1.Code_CODE_NOT_JOINED && c != corralv1.Code_CODE_TOO_LARGE
+	}
+	return false
 }
 
 // fail ends the Session with err.

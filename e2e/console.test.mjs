@@ -6,6 +6,8 @@
 // operator signs in with the API key (a missing or wrong one is refused),
 // finds the busiest room, watches a member's message arrive in its live
 // tail and its cursor among the signals, publishes from the console,
+// sees the member's growing message as one line with its body so far,
+// marked growing then finished (in the tail and in the history),
 // unsubscribes the member (it leaves with 4409), disconnects it (whose demo
 // page gets the chosen close code), looks a user's connections up, and
 // reloads the config file (a new version in force, then a broken file
@@ -141,6 +143,26 @@ for (const mode of ["serve", "split"]) describe(`admin console in Chromium (${mo
     const path = await saveArtifact(`console-${mode}.png`, await ops.screenshot());
     if (process.env.CORRAL_E2E_UPDATE_DOCS && mode === "split") await copyFile(path, join(repoRoot, "docs", "console.png"));
     console.log(`# screenshot: ${path}`);
+  });
+
+  test("shows a growing message assembled: growing, then finished", async () => {
+    // bob writes a growing message chunk by chunk (docs/MESSAGES.md); the
+    // tail shows it as one line, its body so far, marked open or final.
+    const line = ({ list, state, text }) => {
+      const li = document.querySelector(`#${list} li[data-grow^="g1@"]`);
+      return li?.dataset.state === state && li.textContent.includes(text);
+    };
+    await bob.evaluate(() => window.corral.room("chat:busy").append("g1", "Hel", { version: 1 }));
+    await bob.evaluate(() => window.corral.room("chat:busy").append("g1", "lo", { version: 2 }));
+    await ops.waitForFunction(line, { list: "tail", state: "open", text: "Hello growing" }, POLL);
+    await bob.evaluate(() => window.corral.room("chat:busy").append("g1", " there", { version: 3, final: true }));
+    await ops.waitForFunction(line, { list: "tail", state: "final", text: "Hello there finished" }, POLL);
+    assert.equal(await ops.locator('#tail li[data-grow^="g1@"]').count(), 1);
+    // The history pane, read afresh, has it as one finished entry.
+    await ops.click('nav a[href="#rooms"]');
+    await ops.click('#rooms-list tr[data-room="chat:busy"]');
+    await ops.waitForFunction(line, { list: "history", state: "final", text: "Hello there finished" }, POLL);
+    assert.equal(await ops.locator('#history li[data-grow^="g1@"]').count(), 1);
   });
 
   test("unsubscribes a member from the room, which it leaves with 4409", async () => {

@@ -307,16 +307,34 @@ async function room(name, roomName) {
   );
 }
 
-function payloadText(m) {
+// bytesText decodes base64 (the API's JSON for bytes) as UTF-8 text.
+function bytesText(b64) {
   try {
-    return new TextDecoder().decode(Uint8Array.from(atob(m.payload || ""), (ch) => ch.charCodeAt(0)));
+    return new TextDecoder().decode(Uint8Array.from(atob(b64 || ""), (ch) => ch.charCodeAt(0)));
   } catch {
     return "(binary)";
   }
 }
 
+function payloadText(m) {
+  return bytesText(m.payload);
+}
+
+// A growing message (m.chunk) comes from History as one entry at the seq
+// of its last chunk: its body assembled so far (chunk.data, with replace
+// set), its version, and final once it is finished (docs/MESSAGES.md).
 function addLine(list, m, tail) {
-  const li = el("li", { dataset: { seq: m.seq } }, el("span", { className: "seq" }, `#${m.seq}`), m.sender ? `${m.sender}: ` : "", payloadText(m));
+  const c = m.chunk;
+  const li = el("li", { dataset: { seq: m.seq } }, el("span", { className: "seq" }, `#${m.seq}`), m.sender ? `${m.sender}: ` : "");
+  if (c) {
+    const grow = `${m.id}@${c.messageSeq || 0}`;
+    li.dataset.grow = grow;
+    li.dataset.state = c.final ? "final" : "open";
+    li.append(bytesText(c.data), " ", el("span", { className: `grow ${c.final ? "final" : "open"}`, title: `growing message ${m.id}, version ${c.version || 0}` }, c.final ? "finished" : "growing"));
+    // The tail sees an open message again at each later chunk: one line
+    // per message, the newest body, where its last chunk is.
+    for (const old of list.querySelectorAll("li[data-grow]")) if (old.dataset.grow === grow) old.remove();
+  } else li.append(payloadText(m));
   if (tail) {
     list.append(li);
     while (list.children.length > TAIL_KEEP) list.firstChild.remove();

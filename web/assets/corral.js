@@ -1231,17 +1231,18 @@ async function refusal(res) {
 var SUBPROTOCOL = "corral.v1.json";
 var CLIENT_NAME = "corral-js/0.1.0";
 var CorralError = class _CorralError extends Error {
-  constructor(code, message, room = "", ref = "", retryAfterMs = 0) {
+  constructor(code, message, room = "", ref = "", retryAfterMs = 0, frame = "") {
     super(message);
     this.code = code;
     this.room = room;
     this.ref = ref;
     this.retryAfterMs = retryAfterMs;
+    this.frame = frame;
     this.name = "CorralError";
     this.advice = adviceOf(code);
   }
   static from(e) {
-    return new _CorralError(e.code, e.message || `error ${e.code}`, e.room, e.ref, e.retryAfterMs);
+    return new _CorralError(e.code, e.message || `error ${e.code}`, e.room, e.ref, e.retryAfterMs, e.frame);
   }
 };
 var Client = class extends Emitter {
@@ -1995,16 +1996,25 @@ var Client = class extends Emitter {
       this.pump(p.room);
     }
   }
+  /** onError settles the pending call that e refuses, if any: the one of
+   * the kind of frame e names (Error.frame) with its room or ref, so that
+   * a signal's or a presence query's refusal never fails a join of the same
+   * room, nor an append's a publish of the same id. An Error that names no
+   * frame (a server older than the field) is matched by ref and room
+   * alone, as before. One that refuses no pending call is emitted as
+   * "error". */
   onError(e) {
     const err = CorralError.from(e);
-    const sw = e.ref ? this.stateWaits.get(e.ref) : void 0;
+    const kind = e.frame ?? "";
+    const is = (...kinds) => kind === "" || kinds.includes(kind);
+    const sw = e.ref && is("setState", "deleteState") ? this.stateWaits.get(e.ref) : void 0;
     if (sw) {
       this.stateWaits.delete(e.ref);
       return sw.reject(err);
     }
-    const aw = e.ref && !this.outbox.has(e.ref) ? this.nextAppend(e.room, e.ref) : void 0;
+    const aw = e.ref && (kind === "append" || kind === "" && !this.outbox.has(e.ref)) ? this.nextAppend(e.room, e.ref) : void 0;
     if (aw) return aw.reject(err);
-    const p = e.ref ? this.outbox.get(e.ref) : void 0;
+    const p = e.ref && is("publish") ? this.outbox.get(e.ref) : void 0;
     if (p) {
       p.sent = false;
       clearTimeout(p.answerTimer);
@@ -2025,18 +2035,18 @@ var Client = class extends Emitter {
       this.settle(p, err);
       return;
     }
-    if (this.refreshing && !e.room && !e.ref && (e.code === 4401 /* UNAUTHENTICATED */ || e.code === 4101 /* RATE_LIMITED */ || e.code === 4103 /* UNAVAILABLE */)) {
+    if (this.refreshing && (kind === "refresh" || kind === "" && !e.room && !e.ref && (e.code === 4401 /* UNAUTHENTICATED */ || e.code === 4101 /* RATE_LIMITED */ || e.code === 4103 /* UNAVAILABLE */))) {
       this.refreshFailed();
       this.emit("error", err);
       return;
     }
-    const l = e.room ? this.leaving.get(e.room) : void 0;
+    const l = e.room && is("leave") ? this.leaving.get(e.room) : void 0;
     if (l && e.code === 4404 /* NOT_JOINED */) {
       this.leaving.delete(e.room);
       for (const w of l.waiters) w.resolve();
       return;
     }
-    const r = e.room ? this.rooms.get(e.room) : void 0;
+    const r = e.room && is("join") ? this.rooms.get(e.room) : void 0;
     if (r && r.joining && !r.ready) {
       if (err.advice === "retry") {
         const gen = this.gen;

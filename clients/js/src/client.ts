@@ -126,13 +126,17 @@ export class CorralError extends Error {
     /** The Publish.id concerned, if any. */
     readonly ref = "",
     readonly retryAfterMs = 0,
+    /** The kind of client frame the server refused (Error.frame, as
+     * ClientFrame's JSON name: "join", "publish", "signal", "setState"...);
+     * "" when it named none (an older server) or for a client-side error. */
+    readonly frame = "",
   ) {
     super(message);
     this.advice = adviceOf(code);
   }
 
   static from(e: ErrorFrame): CorralError {
-    return new CorralError(e.code, e.message || `error ${e.code}`, e.room, e.ref, e.retryAfterMs);
+    return new CorralError(e.code, e.message || `error ${e.code}`, e.room, e.ref, e.retryAfterMs, e.frame);
   }
 }
 
@@ -1148,16 +1152,26 @@ export class Client extends Emitter<ClientEvents> {
     }
   }
 
+  /** onError settles the pending call that e refuses, if any: the one of
+   * the kind of frame e names (Error.frame) with its room or ref, so that
+   * a signal's or a presence query's refusal never fails a join of the same
+   * room, nor an append's a publish of the same id. An Error that names no
+   * frame (a server older than the field) is matched by ref and room
+   * alone, as before. One that refuses no pending call is emitted as
+   * "error". */
   private onError(e: ErrorFrame): void {
     const err = CorralError.from(e);
-    const sw = e.ref ? this.stateWaits.get(e.ref) : undefined;
+    const kind = e.frame ?? "";
+    const is = (...kinds: string[]) => kind === "" || kinds.includes(kind);
+    const sw = e.ref && is("setState", "deleteState") ? this.stateWaits.get(e.ref) : undefined;
     if (sw) {
       this.stateWaits.delete(e.ref);
       return sw.reject(err);
     }
-    const aw = e.ref && !this.outbox.has(e.ref) ? this.nextAppend(e.room, e.ref) : undefined;
+    // Without a frame named, a ref of the outbox is the publish's.
+    const aw = e.ref && (kind === "append" || (kind === "" && !this.outbox.has(e.ref))) ? this.nextAppend(e.room, e.ref) : undefined;
     if (aw) return aw.reject(err);
-    const p = e.ref ? this.outbox.get(e.ref) : undefined;
+    const p = e.ref && is("publish") ? this.outbox.get(e.ref) : undefined;
     if (p) {
       p.sent = false;
       clearTimeout(p.answerTimer);
@@ -1183,21 +1197,21 @@ export class Client extends Emitter<ClientEvents> {
       this.settle(p, err);
       return;
     }
-    if (this.refreshing && !e.room && !e.ref &&
-      (e.code === Code.UNAUTHENTICATED || e.code === Code.RATE_LIMITED || e.code === Code.UNAVAILABLE)) {
+    if (this.refreshing && (kind === "refresh" || (kind === "" && !e.room && !e.ref &&
+      (e.code === Code.UNAUTHENTICATED || e.code === Code.RATE_LIMITED || e.code === Code.UNAVAILABLE)))) {
       // The refresh was refused; the connection goes on until the expiry.
       this.refreshFailed();
       this.emit("error", err);
       return;
     }
-    const l = e.room ? this.leaving.get(e.room) : undefined;
+    const l = e.room && is("leave") ? this.leaving.get(e.room) : undefined;
     if (l && e.code === Code.NOT_JOINED) {
       // Left a room the server had already let go.
       this.leaving.delete(e.room);
       for (const w of l.waiters) w.resolve();
       return;
     }
-    const r = e.room ? this.rooms.get(e.room) : undefined;
+    const r = e.room && is("join") ? this.rooms.get(e.room) : undefined;
     if (r && r.joining && !r.ready) {
       // A refused join.
       if (err.advice === "retry") {

@@ -535,6 +535,68 @@ describe("backoff and codes", () => {
   });
 });
 
+describe("errors matched to their call by frame", () => {
+  // Error.frame names the kind of frame an Error refuses: a refusal
+  // settles only the call that sent that kind, in its room or with its
+  // ref (docs/SDKS.md).
+  test("a presence query's and a state write's refusals leave the pending join and publish of the room alone", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    const errors: CorralError[] = [];
+    c.on("error", (e) => errors.push(e));
+    const join = c.join("lobby");
+    const pub = c.publish("lobby", "hi", { id: "p1" }); // waits for the join
+    const set = c.room("lobby").state.set("title", "x");
+    const ref = ws.framesOf("setState").at(-1)!["ref"];
+    c.queryPresence("lobby");
+    ws.serve({ error: { code: Code.NOT_JOINED, message: "join the room before asking for its presence", room: "lobby", frame: "presenceQuery" } });
+    ws.serve({ error: { code: Code.FORBIDDEN, message: "signals are off here", room: "lobby", frame: "signal" } });
+    ws.serve({ error: { code: Code.NOT_JOINED, message: "join the room before setting state", room: "lobby", ref, frame: "setState" } });
+    await assert.rejects(set, (e: unknown) => e instanceof CorralError && e.code === Code.NOT_JOINED && e.frame === "setState");
+    // Neither refusal was the join's: it resolves on Joined, and the
+    // publish that waited for it goes out then.
+    ws.serve({ joined: { room: "lobby", seq: 3, epoch: "e1" } });
+    assert.equal((await join).seq, 3);
+    const f = ws.framesOf("publish").at(-1)!;
+    assert.equal(f["id"], "p1");
+    ws.serve({ published: { room: "lobby", id: "p1", seq: 4 } });
+    assert.equal((await pub).seq, 4);
+    // Refusals of no pending call are "error" events, with their frame.
+    assert.deepEqual(
+      errors.map((e) => [e.code, e.frame]),
+      [
+        [Code.NOT_JOINED, "presenceQuery"],
+        [Code.FORBIDDEN, "signal"],
+      ],
+    );
+  });
+
+  test("an append's refusal rejects the append, not a publish of the same id", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws, "chat");
+    const pub = c.publish("chat", "hi", { id: "a7" });
+    const app = c.room("chat").append("a7", "Hel", { version: 1 });
+    ws.serve({ error: { code: Code.TOO_LARGE, message: "past growing.max-bytes", room: "chat", ref: "a7", frame: "append" } });
+    await assert.rejects(app, (e: unknown) => e instanceof CorralError && e.code === Code.TOO_LARGE);
+    ws.serve({ published: { room: "chat", id: "a7", seq: 1 } });
+    assert.equal((await pub).seq, 1);
+  });
+
+  test("a join's own refusal rejects it; an older server's error (no frame) is matched by room", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    c.on("error", () => {});
+    const join = c.join("vip");
+    ws.serve({ error: { code: Code.FORBIDDEN, message: "no grant", room: "vip", frame: "join" } });
+    await assert.rejects(join, (e: unknown) => e instanceof CorralError && e.code === Code.FORBIDDEN && e.frame === "join");
+    const old = c.join("old");
+    ws.serve({ error: { code: Code.FORBIDDEN, message: "no grant", room: "old" } });
+    await assert.rejects(old, (e: unknown) => e instanceof CorralError && e.code === Code.FORBIDDEN && e.frame === "");
+    assert.deepEqual(c.joinedRooms, []);
+  });
+});
+
 describe("signals", () => {
   test("sent at most once per interval, latest value wins", async () => {
     const { c } = newClient();
