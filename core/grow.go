@@ -162,16 +162,16 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 		return history.AppendResult{}, errors.New("core: the history store keeps no growing messages")
 	}
 	lim := history.GrowLimits{MaxBytes: cl.Growing.MaxBytes}
-	r.mu.Lock()
-	known := history.State{Epoch: r.epoch, Last: r.last}
-	r.mu.Unlock()
+	r.Lock()
+	known := history.State{Epoch: r.EpochLocked(), Last: r.LastLocked()}
+	r.Unlock()
 	done := c.metrics.storeOp("grow")
 	var res history.AppendResult
 	var err error
 	if gk, ok := c.hist.(growKnown); ok {
-		res, err = gk.GrowKnown(ctx, r.name, msg, lim, known)
+		res, err = gk.GrowKnown(ctx, r.Name(), msg, lim, known)
 	} else {
-		res, err = gr.Grow(ctx, r.name, msg, lim)
+		res, err = gr.Grow(ctx, r.Name(), msg, lim)
 	}
 	if err != nil && (errors.Is(err, history.ErrFinal) || errors.Is(err, history.ErrTooLarge) || errors.Is(err, history.ErrOutOfOrder)) {
 		done(nil) // a refusal, not a store failure
@@ -181,7 +181,7 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 	if err != nil || res.Duplicate {
 		return res, err
 	}
-	r.stored(msg, res)
+	r.Stored(msg, res)
 	return res, nil
 }
 
@@ -195,16 +195,16 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		return
 	}
 	for _, q := range qs {
-		if q.position && q.since == q.target && q.epoch == q.roomEpoch && !q.openPrefix {
+		if q.Position && q.Since == q.Target && q.Epoch == q.RoomEpoch && !q.OpenPrefix {
 			continue // nothing missed: it holds what it saw
 		}
-		if q.position && q.replay && q.readOK && q.resumed && !q.openPrefix {
+		if q.Position && q.Replay && q.ReadOK && q.Resumed && !q.OpenPrefix {
 			continue // a resume holds what came before its position
 		}
 		r := q.room
-		r.mu.Lock()
-		none := r.grown.noneOpenLocked(r)
-		r.mu.Unlock()
+		r.Lock()
+		none := r.Parts().grown.noneOpenLocked(r)
+		r.Unlock()
 		if none {
 			continue
 		}
@@ -217,64 +217,38 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		}
 		q.open, q.openEpoch = open, st.Epoch
 		if len(open) == 0 {
-			r.mu.Lock()
-			r.grown.sawNoneLocked(st)
-			r.mu.Unlock()
+			r.Lock()
+			r.Parts().grown.sawNoneLocked(st)
+			r.Unlock()
 		}
 		var upTo uint64
 		for _, m := range open {
 			upTo = max(upTo, m.GetSeq())
 		}
-		waitDelivered(ctx, q.room, upTo, st.Epoch)
+		q.room.WaitDelivered(ctx, upTo, st.Epoch, prefixWait)
 	}
 }
 
-// waitDelivered waits, at most prefixWait, until r handed seq (of epoch)
-// to its members, or moved to another epoch.
-func waitDelivered(ctx context.Context, r *room, seq uint64, epoch string) {
-	t := time.NewTimer(prefixWait)
-	defer t.Stop()
-	for {
-		r.mu.Lock()
-		if !r.loaded || r.epoch != epoch || r.last >= seq {
-			r.mu.Unlock()
-			return
-		}
-		if r.advanced == nil {
-			r.advanced = make(chan struct{})
-		}
-		moved := r.advanced
-		r.mu.Unlock()
-		select {
-		case <-moved:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// sendPrefixesLocked sends a member that joined live at r.last the
+// sendPrefixesLocked sends a member that joined live at r.LastLocked() the
 // growing messages open there, each as one replace chunk at the seq of
 // its last chunk: the store's open messages (q.open) with the chunks
 // delivered since the join began (cu) folded in. Lock must be held;
 // called by goLive before the member receives live traffic.
 func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup) {
-	if len(q.open) == 0 && (cu == nil || len(cu.buf) == 0) {
+	if len(q.open) == 0 && (cu == nil || len(cu.HeldLocked()) == 0) {
 		return
 	}
 	byID := make(map[string]*corralv1.Message)
-	if q.openEpoch == r.epoch {
+	if q.openEpoch == r.EpochLocked() {
 		for _, m := range q.open {
-			if m.GetSeq() <= r.last {
+			if m.GetSeq() <= r.LastLocked() {
 				byID[m.GetId()] = m
 			}
 		}
 	}
-	if cu != nil && !cu.overflow {
-		for _, m := range cu.buf {
-			if m.GetChunk() != nil && m.GetSeq() <= r.last {
+	if cu != nil && !cu.OverflowLocked() {
+		for _, m := range cu.HeldLocked() {
+			if m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
 				byID[m.GetId()] = fold(byID[m.GetId()], m)
 			}
 		}
@@ -285,11 +259,11 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 			continue
 		}
 		out = append(out, m)
-		r.grown.learnLocked(r, id, m)
+		r.Parts().grown.learnLocked(r, id, m)
 	}
 	slices.SortFunc(out, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
 	for _, m := range out {
-		ep.link.Enqueue(frame.Conn(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
+		ep.Link.Enqueue(frame.Conn(ep.Conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
 	}
 }
 
@@ -297,24 +271,24 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 // the chunks of the messages open when the join began that started at or
 // before its position: a join (not a resume) from a position holds
 // nothing of them. It returns the replay without them and, for each, the
-// message as one replace chunk at the seq of its last chunk up to r.last
+// message as one replace chunk at the seq of its last chunk up to r.LastLocked()
 // (final if it ended meanwhile), to send after the replay. Lock must be
 // held; called by goLive.
 func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
-	if (q.resumed && !q.openPrefix) || len(q.open) == 0 || q.openEpoch != r.epoch || cu.overflow {
+	if (q.Resumed && !q.OpenPrefix) || len(q.open) == 0 || q.openEpoch != r.EpochLocked() || cu.OverflowLocked() {
 		return out, nil
 	}
 	byID := make(map[string]*corralv1.Message)
 	for _, m := range q.open {
-		if m.GetChunk().GetMessageSeq() <= q.since && m.GetSeq() <= r.last {
+		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= r.LastLocked() {
 			byID[m.GetId()] = m
 		}
 	}
 	if len(byID) == 0 {
 		return out, nil
 	}
-	for _, m := range cu.buf {
-		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= r.last {
+	for _, m := range cu.HeldLocked() {
+		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
 			byID[m.GetId()] = fold(p, m)
 		}
 	}
@@ -384,7 +358,7 @@ type growView struct {
 // noneOpenLocked reports whether the room is known to have no open
 // growing message at its position. Lock must be held.
 func (v *growView) noneOpenLocked(r *room) bool {
-	return v.noneKnown && v.noneEpoch == r.epoch && v.lastChunk <= v.noneAt
+	return v.noneKnown && v.noneEpoch == r.EpochLocked() && v.lastChunk <= v.noneAt
 }
 
 // sawNoneLocked records an Open read that found no open message at st.
@@ -413,12 +387,12 @@ func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message 
 		return msg
 	}
 	v.lastChunk = max(v.lastChunk, msg.GetSeq())
-	if !r.core.class(r.name).Growing.Delta {
+	if !r.Parts().c.class(r.Name()).Growing.Delta {
 		v.msgs = nil
 		return msg
 	}
-	if v.epoch != r.epoch {
-		v.epoch, v.msgs = r.epoch, nil
+	if v.epoch != r.EpochLocked() {
+		v.epoch, v.msgs = r.EpochLocked(), nil
 	}
 	b := v.msgs[msg.GetId()]
 	if b != nil && b.mseq != c.GetMessageSeq() {
@@ -453,11 +427,11 @@ func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message 
 // message at the room's position) when the view lacks it. Lock must be
 // held.
 func (v *growView) learnLocked(r *room, id string, p *corralv1.Message) {
-	if !r.core.class(r.name).Growing.Delta {
+	if !r.Parts().c.class(r.Name()).Growing.Delta {
 		return
 	}
-	if v.epoch != r.epoch {
-		v.epoch, v.msgs = r.epoch, nil
+	if v.epoch != r.EpochLocked() {
+		v.epoch, v.msgs = r.EpochLocked(), nil
 	}
 	c := p.GetChunk()
 	if b := v.msgs[id]; b != nil && b.mseq == c.GetMessageSeq() && b.version == c.GetVersion() {
