@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
-	"github.com/corral-rt/corral/delta"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -36,14 +35,14 @@ import (
 //     with a position (a resume) gets the chunks after it from history;
 //   - the deltas of replace chunks in a class with growing.delta: the
 //     room keeps the bodies of its open messages as it fans them out
-//     (growView), so a replace reaches the members, who all hold the
+//     (core/room's GrowView), so a replace reaches the members, who all hold the
 //     version before it, as a fossil delta when that is smaller,
 //     computed once per room.
 
 // grower is the core's growing messages: the checks of an append, the
 // append through the room, the joiners' prefixes. Safe for concurrent
-// use: it has no state of its own (the rooms' growViews are guarded by
-// their room's lock).
+// use: it has no state of its own (the rooms' GrowViews, package
+// core/room, are guarded by their room's lock).
 type grower struct {
 	c *Core
 }
@@ -203,7 +202,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		}
 		r := q.room
 		r.Lock()
-		none := r.Parts().grown.noneOpenLocked(r)
+		none := r.GrownLocked().NoneOpenLocked()
 		r.Unlock()
 		if none {
 			continue
@@ -218,7 +217,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		q.open, q.openEpoch = open, st.Epoch
 		if len(open) == 0 {
 			r.Lock()
-			r.Parts().grown.sawNoneLocked(st)
+			r.GrownLocked().SawNoneLocked(st)
 			r.Unlock()
 		}
 		var upTo uint64
@@ -259,7 +258,7 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 			continue
 		}
 		out = append(out, m)
-		r.Parts().grown.learnLocked(r, id, m)
+		r.GrownLocked().LearnLocked(id, m)
 	}
 	slices.SortFunc(out, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
 	for _, m := range out {
@@ -336,116 +335,4 @@ func fold(p, m *corralv1.Message) *corralv1.Message {
 		Id: m.GetId(), SenderInfo: m.GetSenderInfo(),
 		Chunk: &corralv1.MessageChunk{MessageSeq: c.GetMessageSeq(), Version: c.GetVersion(), Data: body,
 			Replace: true, Final: c.GetFinal()}}
-}
-
-// growView is a room's open growing messages as it fanned them out, for
-// the deltas of replace chunks (growing.delta): the body of each at the
-// version every member holds. Guarded by its room's lock.
-type growView struct {
-	epoch string
-	msgs  map[string]*grownBody
-	// lastChunk is the seq of the newest chunk the room fanned out;
-	// none* the last Open read that found no open message (at noneAt in
-	// noneEpoch). While no chunk came after it, no message is open and a
-	// join needs no read of its own: a room without growing messages
-	// costs one read per epoch, not one per join.
-	lastChunk uint64
-	noneKnown bool
-	noneAt    uint64
-	noneEpoch string
-}
-
-// noneOpenLocked reports whether the room is known to have no open
-// growing message at its position. Lock must be held.
-func (v *growView) noneOpenLocked(r *room) bool {
-	return v.noneKnown && v.noneEpoch == r.EpochLocked() && v.lastChunk <= v.noneAt
-}
-
-// sawNoneLocked records an Open read that found no open message at st.
-// Lock must be held.
-func (v *growView) sawNoneLocked(st history.State) {
-	v.noneKnown, v.noneAt, v.noneEpoch = true, st.Last, st.Epoch
-}
-
-// grownBody is one open message's body at version.
-type grownBody struct {
-	mseq, version uint64
-	body          []byte
-}
-
-// maxGrowView bounds the open messages a room's growView keeps.
-const maxGrowView = history.MaxOpen
-
-// liveLocked returns the chunk msg as members get it live: with a delta
-// instead of data for a replace whose delta against the body members
-// hold is smaller (in a class with growing.delta); and moves the view
-// past it. msg itself is not changed (history and joiners keep its data).
-// Lock must be held; called in seq order (fanoutLocked).
-func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message {
-	c := msg.GetChunk()
-	if c == nil {
-		return msg
-	}
-	v.lastChunk = max(v.lastChunk, msg.GetSeq())
-	if !r.Parts().c.class(r.Name()).Growing.Delta {
-		v.msgs = nil
-		return msg
-	}
-	if v.epoch != r.EpochLocked() {
-		v.epoch, v.msgs = r.EpochLocked(), nil
-	}
-	b := v.msgs[msg.GetId()]
-	if b != nil && b.mseq != c.GetMessageSeq() {
-		b = nil
-	}
-	out := msg
-	if c.GetReplace() && b != nil && c.GetVersion() == b.version+1 {
-		if d, ok := delta.Choose(b.body, c.GetData()); ok {
-			out = &corralv1.Message{Room: msg.GetRoom(), Seq: msg.GetSeq(), Sender: msg.GetSender(),
-				TimeMs: msg.GetTimeMs(), Id: msg.GetId(), SenderInfo: msg.GetSenderInfo(),
-				Chunk: &corralv1.MessageChunk{MessageSeq: c.GetMessageSeq(), Version: c.GetVersion(),
-					Replace: true, Final: c.GetFinal(), Delta: d}}
-		}
-	}
-	switch {
-	case c.GetFinal():
-		delete(v.msgs, msg.GetId())
-	case c.GetReplace():
-		v.setLocked(msg.GetId(), c.GetMessageSeq(), c.GetVersion(), append([]byte(nil), c.GetData()...))
-	case b != nil && c.GetVersion() == b.version+1:
-		b.body = append(b.body, c.GetData()...)
-		b.version = c.GetVersion()
-	case c.GetVersion() == 1:
-		v.setLocked(msg.GetId(), c.GetMessageSeq(), 1, append([]byte(nil), c.GetData()...))
-	default:
-		delete(v.msgs, msg.GetId()) // a body the room never saw whole
-	}
-	return out
-}
-
-// learnLocked takes the body of a prefix the room sent a joiner (the
-// message at the room's position) when the view lacks it. Lock must be
-// held.
-func (v *growView) learnLocked(r *room, id string, p *corralv1.Message) {
-	if !r.Parts().c.class(r.Name()).Growing.Delta {
-		return
-	}
-	if v.epoch != r.EpochLocked() {
-		v.epoch, v.msgs = r.EpochLocked(), nil
-	}
-	c := p.GetChunk()
-	if b := v.msgs[id]; b != nil && b.mseq == c.GetMessageSeq() && b.version == c.GetVersion() {
-		return
-	}
-	v.setLocked(id, c.GetMessageSeq(), c.GetVersion(), append([]byte(nil), c.GetData()...))
-}
-
-func (v *growView) setLocked(id string, mseq, version uint64, body []byte) {
-	if v.msgs == nil {
-		v.msgs = make(map[string]*grownBody)
-	}
-	if _, ok := v.msgs[id]; !ok && len(v.msgs) >= maxGrowView {
-		return
-	}
-	v.msgs[id] = &grownBody{mseq: mseq, version: version, body: body}
 }

@@ -16,12 +16,10 @@ type (
 )
 
 // roomParts are the core's parts of one room, under the room's lock: its
-// keyed state (keyed.go), its open growing messages' bodies (grow.go) and
-// its presence (presence.go).
+// keyed state (keyed.go) and its presence (presence.go).
 type roomParts struct {
 	c     *Core // set by newRoom, never changed
 	keyed keyedRoom
-	grown growView
 	pres  roomPresence
 }
 
@@ -56,14 +54,9 @@ func newRoom(c *Core, name string) *room {
 	return r
 }
 
-// roomHooks are the parts a room calls on its fan-out and leave
+// roomHooks are the parts a room calls when a member leaves
 // (croom.Hooks), with its lock held.
 type roomHooks struct{}
-
-// ChunkLocked is a growing message's chunk as members get it (grow.go).
-func (roomHooks) ChunkLocked(r *room, msg *corralv1.Message) *corralv1.Message {
-	return r.Parts().grown.liveLocked(r, msg)
-}
 
 // RemovedLocked ends a former member's presence subscription.
 func (roomHooks) RemovedLocked(r *room, s *session) {

@@ -3,7 +3,8 @@
 // in, the fan-out once per link, the gap fill from history, the catch-up
 // after pub/sub missed messages, the reset to a new epoch, a member's join
 // (BeginJoin, then GoLive with what it missed) and leave, the live
-// messages held for a write delay, and the room's signals. The core keeps
+// messages held for a write delay, the open growing messages' bodies the
+// deltas of replace chunks are made against, and the room's signals. The core keeps
 // one [Room] per room in use; it sees a member only as a [Member] (its
 // session) at an [Endpoint] (a connection on a link), and gives every room
 // the stores, the class table, the metrics and its own per-room parts

@@ -50,7 +50,7 @@ const (
 // until the gap closes or is filled from history.
 //
 // M is the core's member (a session), P the core's per-room parts that
-// are not in this package yet (keyed state, growing messages, presence):
+// are not in this package yet (keyed state, presence):
 // the room's lock guards them, as it guards the room's own fields, so that
 // they change in one order with the room's fan-out.
 type Room[M Member, P any] struct {
@@ -83,6 +83,8 @@ type Room[M Member, P any] struct {
 	wantFill bool // fill even without a known gap
 	// live: the live messages held for a write delay (delay.go).
 	live delay[M, P]
+	// grown: the open growing messages' bodies, for deltas (grow.go).
+	grown GrowView[M, P]
 	// parts: the core's per-room parts (see Room).
 	parts P
 
@@ -150,9 +152,6 @@ type Metrics struct {
 // Hooks are the core's per-room parts (P) that the room calls with its
 // lock held.
 type Hooks[M Member, P any] interface {
-	// ChunkLocked is a growing message's chunk as members get it: with a
-	// delta, maybe.
-	ChunkLocked(r *Room[M, P], msg *corralv1.Message) *corralv1.Message
 	// RemovedLocked: m is no longer a member.
 	RemovedLocked(r *Room[M, P], m M)
 }
@@ -191,7 +190,7 @@ func New[M Member, P any](name string, opts *Options[M, P]) *Room[M, P] {
 		joining: make(map[M]*Catchup),
 		pending: make(map[uint64]*corralv1.Message),
 	}
-	r.live.room = r
+	r.live.room, r.grown.room = r, r
 	return r
 }
 
@@ -220,6 +219,10 @@ func (r *Room[M, P]) LastLocked() uint64 { return r.last }
 
 // EpochLocked is the room's history epoch. Lock must be held.
 func (r *Room[M, P]) EpochLocked() string { return r.epoch }
+
+// GrownLocked is the room's view of its open growing messages. Lock
+// must be held.
+func (r *Room[M, P]) GrownLocked() *GrowView[M, P] { return &r.grown }
 
 // Load reads the room's state from history once. With forJoin and a shared
 // store, it first subscribes to the room's live messages, so that nothing
@@ -432,7 +435,7 @@ func (r *Room[M, P]) fanoutLocked(msg *corralv1.Message) {
 		r.opts.Metrics.CatchupFull()
 	}
 	if msg.GetChunk() != nil {
-		msg = r.opts.Hooks.ChunkLocked(r, msg) // with a delta, maybe
+		msg = r.grown.liveLocked(msg) // with a delta, maybe (grow.go)
 	}
 	if len(r.links) == 0 || r.live.holdLocked(msg) {
 		return

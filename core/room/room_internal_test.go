@@ -33,9 +33,6 @@ type parts struct{}
 
 type hooks struct{}
 
-func (hooks) ChunkLocked(_ *Room[*member, parts], msg *corralv1.Message) *corralv1.Message {
-	return msg
-}
 func (hooks) RemovedLocked(*Room[*member, parts], *member) {}
 
 type testRoom = Room[*member, parts]
