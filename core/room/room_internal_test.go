@@ -414,3 +414,148 @@ func TestSignalKeysBounded(t *testing.T) {
 		}
 	})
 }
+
+// joinHooks are a test join's core parts: none, and a count of the
+// replay pages it waited for.
+type joinHooks struct{ pages int }
+
+func (joinHooks) ReplayPrefixesLocked(_ *Catchup, out []*corralv1.Message) (rest, prefixes []*corralv1.Message) {
+	return out, nil
+}
+func (joinHooks) SendPrefixesLocked(Endpoint, *Catchup) {}
+func (joinHooks) JoinedLocked(Endpoint)                 {}
+func (h *joinHooks) WaitPage()                          { h.pages++ }
+
+// kinds names the frames queued on l, in order: what a member's
+// connection gets from its join to its leave.
+func kinds(l *linkserver.Link) []string {
+	var out []string
+	for _, f := range l.Take(1<<20, 1<<30) {
+		var sf *corralv1.ServerFrame
+		switch k := f.GetKind().(type) {
+		case *linkv1.CoreFrame_Membership:
+			out = append(out, fmt.Sprint("member:", k.Membership.GetMember()))
+			continue
+		case *linkv1.CoreFrame_Live:
+			sf = k.Live.GetFrame()
+		case *linkv1.CoreFrame_Position:
+			sf = k.Position.GetFrame()
+		case *linkv1.CoreFrame_Replay:
+			sf = k.Replay.GetFrame()
+		case *linkv1.CoreFrame_Left:
+			sf = k.Left.GetFrame()
+		}
+		switch {
+		case sf.GetJoined() != nil:
+			out = append(out, fmt.Sprintf("joined:%d:replay=%v", sf.GetJoined().GetSeq(), sf.GetJoined().GetReplay()))
+		case sf.GetBatch() != nil:
+			var seqs []uint64
+			for _, m := range sf.GetBatch().GetFrames() {
+				seqs = append(seqs, m.GetMessage().GetSeq())
+			}
+			out = append(out, fmt.Sprint("batch:", seqs))
+		case sf.GetMessage() != nil:
+			out = append(out, fmt.Sprint("message:", sf.GetMessage().GetSeq()))
+		case sf.GetReplayEnd() != nil:
+			out = append(out, fmt.Sprint("replay-end:", sf.GetReplayEnd().GetSeq()))
+		case sf.GetReset_() != nil:
+			out = append(out, "reset")
+		case sf.GetLeft() != nil:
+			out = append(out, "left")
+		default:
+			out = append(out, fmt.Sprintf("%T", f.GetKind()))
+		}
+	}
+	return out
+}
+
+// TestJoinReplayThenLive: a member joining from a position gets Joined,
+// then what it missed (the history read and what the room fanned out
+// while the read ran, each once, in order), ReplayEnd and its
+// membership; then live messages once per link; and a leave with a
+// notice ends it with its membership gone and Left.
+func TestJoinReplayThenLive(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	r := f.loaded(t, "r")
+	publish := func() {
+		t.Helper()
+		if _, err := r.Publish(ctx, &corralv1.Message{Room: "r", Payload: []byte("x")}, "", history.Sender{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish()
+	publish()
+	r.mu.Lock()
+	epoch := r.epoch
+	r.mu.Unlock()
+
+	l := fakeLink()
+	m, ep := &member{id: "m"}, Endpoint{Link: l, Conn: 7}
+	j := &Join{Since: 1, Epoch: epoch, Position: true}
+	if !r.BeginJoin(m, ep, j) {
+		t.Fatal("join refused")
+	}
+	if !j.Replay || j.Target != 2 {
+		t.Fatalf("BeginJoin: replay %v target %d, want a replay of (1, 2]", j.Replay, j.Target)
+	}
+	// The history read, as the core's, while a message is published.
+	page, err := f.hist.Read(ctx, history.Query{Room: "r", After: j.Since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Msgs, j.ReadOK = page.Messages, true
+	publish() // seq 3: held for the join
+	h := &joinHooks{}
+	pos, live := r.GoLive(m, ep, j, h)
+	if !live || pos != 3 {
+		t.Fatalf("GoLive: at %d, live %v; want 3, true", pos, live)
+	}
+	publish() // seq 4: live
+	want := []string{"joined:1:replay=true", "batch:[2 3]", "replay-end:3", "member:true", "message:4"}
+	if got := kinds(l); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("frames %v, want %v", got, want)
+	}
+	if !r.Leave(m, &corralv1.Left{Room: "r"}) {
+		t.Fatal("Leave: not in the room")
+	}
+	publish() // nobody here now
+	if got, want := kinds(l), []string{"member:false", "left"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("at the leave: %v, want %v", got, want)
+	}
+	if !r.Empty() || h.pages != 0 {
+		t.Fatalf("after the leave: empty %v, %d pages waited for", r.Empty(), h.pages)
+	}
+}
+
+// TestJoinMaxMembers: a room at its class's max-members refuses a new
+// member (BeginJoin false, nothing registered) but not a member's
+// rejoin.
+func TestJoinMaxMembers(t *testing.T) {
+	f := newFixture(t)
+	def := roomclass.Default()
+	def.MaxMembers = 1
+	f.opts.Classes = roomclass.NewLive(roomclass.NewTable(def, nil))
+	r := f.loaded(t, "r")
+	l := fakeLink()
+	a, b := &member{id: "a"}, &member{id: "b"}
+	ja := &Join{}
+	if !r.BeginJoin(a, Endpoint{Link: l, Conn: 1}, ja) {
+		t.Fatal("the first member was refused")
+	}
+	if _, live := r.GoLive(a, Endpoint{Link: l, Conn: 1}, ja, &joinHooks{}); !live {
+		t.Fatal("the first member did not go live")
+	}
+	if r.BeginJoin(b, Endpoint{Link: l, Conn: 2}, &Join{}) {
+		t.Fatal("a second member past max-members 1 was let in")
+	}
+	if !r.BeginJoin(a, Endpoint{Link: l, Conn: 1}, &Join{}) {
+		t.Fatal("the member's own rejoin was refused")
+	}
+	r.mu.Lock()
+	n := len(r.joining) + len(r.members)
+	r.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d members and joiners, want 1", n)
+	}
+}
