@@ -197,9 +197,12 @@ func New[M Member, P any](name string, opts *Options[M, P]) *Room[M, P] {
 // Name is the room's name.
 func (r *Room[M, P]) Name() string { return r.name }
 
-// Lock and Unlock take the room's lock, for the core's parts (Parts) and
-// the Locked methods.
-func (r *Room[M, P]) Lock()   { r.mu.Lock() }
+// Lock takes the room's lock, for the core's parts (Parts) and the
+// methods named Locked. No frame write and no store call may be made
+// under it.
+func (r *Room[M, P]) Lock() { r.mu.Lock() }
+
+// Unlock releases the room's lock.
 func (r *Room[M, P]) Unlock() { r.mu.Unlock() }
 
 // Parts are the core's per-room parts. The room's lock must be held but
