@@ -32,7 +32,7 @@ func (c apiCore) Publish(ctx context.Context, msg *corralv1.Message, dedupe stri
 		return history.AppendResult{}, err
 	}
 	defer c.releaseRoom(r)
-	return r.publish(ctx, msg, dedupe, order)
+	return r.Publish(ctx, msg, dedupe, order)
 }
 
 // Backlog sums every link's queue toward its edge and the bytes its edge
@@ -69,12 +69,12 @@ func (c apiCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
 		return nil, false
 	}
 	byUser := make(map[string]*corralv1.Member)
-	r.mu.Lock()
-	if len(r.members) > limit {
-		r.mu.Unlock()
+	r.Lock()
+	if len(r.MembersLocked()) > limit {
+		r.Unlock()
 		return nil, true
 	}
-	for s := range r.members {
+	for s := range r.MembersLocked() {
 		m := byUser[s.user]
 		if m == nil {
 			m = &corralv1.Member{UserId: s.user}
@@ -83,7 +83,7 @@ func (c apiCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
 		m.SessionIds = append(m.SessionIds, s.id)
 		m.Connections++
 	}
-	r.mu.Unlock()
+	r.Unlock()
 	out := make([]*corralv1.Member, 0, len(byUser))
 	for _, m := range byUser {
 		out = append(out, m)
@@ -96,16 +96,16 @@ func (c apiCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
 func (c apiCore) Rooms(after string, keep func(string) bool, n int) []*corralv1.RoomInfo {
 	var cands []*room
 	for _, r := range c.rooms.all() {
-		if r.name > after && keep(r.name) {
+		if r.Name() > after && keep(r.Name()) {
 			cands = append(cands, r)
 		}
 	}
-	slices.SortFunc(cands, func(a, b *room) int { return cmp.Compare(a.name, b.name) })
+	slices.SortFunc(cands, func(a, b *room) int { return cmp.Compare(a.Name(), b.Name()) })
 	var out []*corralv1.RoomInfo
 	for _, r := range cands {
-		r.mu.Lock()
-		info := &corralv1.RoomInfo{Name: r.name, Members: uint32(len(r.members)), LastSeq: r.last, Epoch: r.epoch}
-		r.mu.Unlock()
+		r.Lock()
+		info := &corralv1.RoomInfo{Name: r.Name(), Members: uint32(len(r.MembersLocked())), LastSeq: r.LastLocked(), Epoch: r.EpochLocked()}
+		r.Unlock()
 		if info.Members == 0 {
 			continue // publishes or joins in flight only
 		}
@@ -143,7 +143,7 @@ func (c apiCore) Nodes() []*corralv1.NodeInfo {
 	}
 	for _, s := range sessions {
 		if ep, ok := s.endpoint(); ok {
-			if n := nodeOf[ep.link]; n != nil {
+			if n := nodeOf[ep.Link]; n != nil {
 				n.Connections++
 			}
 		}
@@ -151,16 +151,16 @@ func (c apiCore) Nodes() []*corralv1.NodeInfo {
 	active := uint32(0)
 	for _, r := range rooms {
 		in := make(map[*corralv1.NodeInfo]bool, 1)
-		r.mu.Lock()
-		if len(r.members) > 0 {
+		r.Lock()
+		if len(r.MembersLocked()) > 0 {
 			active++
 		}
-		for l := range r.links {
+		for l := range r.LinksLocked() {
 			if n := nodeOf[l]; n != nil {
 				in[n] = true
 			}
 		}
-		r.mu.Unlock()
+		r.Unlock()
 		for n := range in {
 			n.Rooms++
 		}
@@ -219,18 +219,7 @@ func (c apiCore) Signals(room string, n int) []*corralv1.SignalEvent {
 	if r == nil {
 		return nil
 	}
-	st := r.signals.Load()
-	if st == nil {
-		return nil
-	}
-	var sigs []*corralv1.SignalEvent
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for _, ev := range st.latest {
-		if !ev.GetClear() {
-			sigs = append(sigs, ev)
-		}
-	}
+	sigs := r.Signals().Values() // never changed once set: a new value is a new event
 	slices.SortFunc(sigs, func(a, b *corralv1.SignalEvent) int { return cmp.Compare(a.GetKey(), b.GetKey()) })
 	if len(sigs) > n {
 		sigs = sigs[:n]
@@ -256,7 +245,7 @@ func (c apiCore) Kick(user, sessionID string, code corralv1.Code, reason string,
 		}
 		// Each connection's delay is spread over [d, 1.5d], so a user's
 		// many connections do not come back at once.
-		ep.link.Close(ep.conn, code, reason, delayMs+uint32(rand.N(int64(delayMs)/2+1)))
+		ep.Link.Close(ep.Conn, code, reason, delayMs+uint32(rand.N(int64(delayMs)/2+1)))
 		ids = append(ids, s.id)
 	}
 	slices.Sort(ids)

@@ -5,7 +5,6 @@ import (
 	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/roomclass"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/corral-rt/corral/core/linkserver"
@@ -97,102 +96,6 @@ func oneClass(pattern string, mod func(*roomclass.Class)) *roomclass.Live {
 	c.Name, c.Match = "test", roomclass.Patterns{pattern}
 	mod(&c)
 	return roomclass.NewLive(roomclass.NewTable(roomclass.Default(), []roomclass.Class{c}))
-}
-
-func TestRoomOrderAndGapFill(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		c := newTestCore(t, Config{})
-		r, err := c.acquireRoom(ctx, "r", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.releaseRoom(r)
-		l := fakeLink(c)
-		r.mu.Lock()
-		r.links[l] = 1
-		r.mu.Unlock()
-
-		// Three messages appended elsewhere; this room hears of 3, then 1,
-		// never of 2: 3 waits, 1 goes out, and the fill brings 2 and 3.
-		var msgs []*corralv1.Message
-		for i := range 3 {
-			m := &corralv1.Message{Room: "r", Payload: []byte{byte('a' + i)}}
-			res, err := c.hist.Append(ctx, "r", m, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.Seq = res.Seq
-			msgs = append(msgs, m)
-		}
-		r.deliver(msgs[2])
-		r.deliver(msgs[0])
-		r.deliver(msgs[0]) // a duplicate is dropped
-		got := frames(t, l, 3)
-		time.Sleep(2 * gapWait) // fake time: past any gap timer
-		synctest.Wait()         // nothing more may come
-		got = append(got, frames(t, l, 0)...)
-		if len(got) != 3 {
-			t.Fatalf("got %d frames, want 3: %v", len(got), got)
-		}
-		for i, f := range got {
-			if seq := f.GetMessage().GetSeq(); seq != uint64(i+1) {
-				t.Fatalf("frame %d has seq %d, want %d (frames %v)", i, seq, i+1, got)
-			}
-		}
-	})
-}
-
-// TestGapFillEndsAfterStalePending: a message pub/sub brought before the
-// room's position moved past it (a state read that finished later) is
-// not a gap: the fill forgets it and stops reading history, where it
-// once read forever.
-func TestGapFillEndsAfterStalePending(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		c := newTestCore(t, Config{})
-		r, err := c.acquireRoom(ctx, "r", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.releaseRoom(r)
-		for range 3 {
-			if _, err := c.hist.Append(ctx, "r", &corralv1.Message{Room: "r", Payload: []byte("x")}, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-		reads := func() uint64 {
-			var m dto.Metric
-			if err := c.metrics.storeSeconds.WithLabelValues("read").(prometheus.Histogram).Write(&m); err != nil {
-				t.Fatal(err)
-			}
-			return m.GetHistogram().GetSampleCount()
-		}
-		r.mu.Lock()
-		r.pending[2] = &corralv1.Message{Room: "r", Seq: 2}
-		r.last = 3
-		r.scheduleFillLocked()
-		r.mu.Unlock()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			r.mu.Lock()
-			filling, left := r.filling, len(r.pending)
-			r.mu.Unlock()
-			if !filling {
-				if left != 0 {
-					t.Fatalf("%d pending messages left after the fill", left)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the fill still runs after 5 s, %d history reads", reads())
-			}
-			time.Sleep(gapWait)
-		}
-		if n := reads(); n > 1 {
-			t.Fatalf("the fill read history %d times for a stale pending message, want at most 1", n)
-		}
-	})
 }
 
 func TestResumeReplay(t *testing.T) {
@@ -347,28 +250,28 @@ func counterValue(c prometheus.Counter) float64 {
 func TestPresenceViewApply(t *testing.T) {
 	c := newTestCore(t, Config{})
 	r := newRoom(c, "r")
-	r.mu.Lock()
-	v := &r.pres
+	r.Lock()
+	v := &r.Parts().pres
 	v.initLocked()
 	v.loaded = true
-	r.mu.Unlock()
+	r.Unlock()
 
 	change := func(kind presence.Kind, version uint64, user string) {
-		r.pres.change(presence.Change{Room: "r", Kind: kind, Version: version, Member: presence.Member{User: user, Conns: 1}})
+		r.Parts().pres.change(presence.Change{Room: "r", Kind: kind, Version: version, Member: presence.Member{User: user, Conns: 1}})
 	}
 	change(presence.Joined, 1, "a")
 	change(presence.Joined, 2, "b")
 	change(presence.Joined, 2, "c") // an old version: ignored
 	change(presence.Left, 3, "a")
-	members, ok := r.pres.list()
+	members, ok := r.Parts().pres.list()
 	if !ok || len(members) != 1 || members[0].User != "b" {
 		t.Fatalf("view lists %v, want [b]", members)
 	}
 	change(presence.Joined, 5, "d") // version 4 missed: reload, not apply
-	r.mu.Lock()
+	r.Lock()
 	_, applied := v.now["d"]
 	reloading := v.loading || v.version != 3
-	r.mu.Unlock()
+	r.Unlock()
 	if applied || !reloading {
 		t.Fatalf("a change after a gap was applied (%v) or no reload began (%v)", applied, reloading)
 	}

@@ -22,8 +22,8 @@ func (s *session) describe() (*corralv1.ConnectionInfo, bool) {
 		return nil, false
 	}
 	info := &corralv1.ConnectionInfo{SessionId: s.id, UserId: s.user, Protocol: s.protocol, AttachedMs: s.attached.UnixMilli()}
-	if s.ep.link != nil {
-		info.EdgeId = s.ep.link.Edge()
+	if s.ep.Link != nil {
+		info.EdgeId = s.ep.Link.Edge()
 	}
 	for name := range s.rooms {
 		info.Rooms = append(info.Rooms, name)

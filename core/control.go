@@ -31,12 +31,12 @@ func (c apiCore) onEachConn(ctx context.Context, user string, wait bool, task fu
 	var done []chan bool
 	for _, s := range c.attached.OfUser(user) {
 		w := s.work
-		if w == nil || s.isGone() {
+		if w == nil || s.Gone() {
 			continue
 		}
 		ran := make(chan bool, 1)
 		queued := w.pushTask(func(ctx context.Context, cur *session) {
-			if ctx == nil || cur != s || cur.isGone() {
+			if ctx == nil || cur != s || cur.Gone() {
 				ran <- false // dropped, or the session moved on
 				return
 			}
@@ -102,7 +102,7 @@ func (c apiCore) SubscribeHere(ctx context.Context, req *corralv1.SubscribeReque
 			}
 			q := &joinReq{name: room, presence: req.GetPresence()}
 			if p := since[room]; p != nil {
-				q.since, q.epoch, q.position = p.GetSeq(), p.GetEpoch(), true
+				q.Since, q.Epoch, q.Position = p.GetSeq(), p.GetEpoch(), true
 			}
 			reqs = append(reqs, q)
 		}
@@ -146,7 +146,7 @@ func (c apiCore) UnsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeR
 			if r == nil {
 				continue
 			}
-			r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_UNSUBSCRIBED, Reason: safetext.Reason(reason)})
+			r.Leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_UNSUBSCRIBED, Reason: safetext.Reason(reason)})
 			c.events.EmitLeft(s, name)
 			c.pres.leave(s, name, true)
 			c.releaseMember(r)

@@ -69,6 +69,7 @@ type Core struct {
 	// (package core/sessiontable) and the open edge links (the link
 	// server's, package core/linkserver).
 	rooms    *roomTable
+	roomOpts *roomOpts // what every room shares (roomparts.go)
 	attached *sessiontable.Table[*session]
 	links    *linkserver.Server
 	// linkOpts are the link server's settings, kept for tests' unserved
@@ -133,6 +134,7 @@ func New(cfg Config) *Core {
 	c.page = replayPage{messages: history.MaxPage, bytes: replayPageBytes}
 	c.pubRates = pubrate.New(maxPublishBudgets)
 	c.metrics.publishBudgets(cfg.Registerer, c.pubRates)
+	c.roomOpts = newRoomOpts(c)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = sessiontable.New[*session](c.metrics.sessions)
@@ -201,6 +203,7 @@ func Start(ctx context.Context, cfg Config) (*Core, error) {
 			return nil, fmt.Errorf("core: subscribe: %w", err)
 		}
 		c.sub = sub
+		c.roomOpts.Subscribe = c.subscribe // before any room is made
 		c.wg.Add(1)
 		go c.unsubscribeLoop()
 	}

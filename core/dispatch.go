@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
+	croom "github.com/corral-rt/corral/core/room"
 	"time"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -13,8 +15,8 @@ import (
 
 // The client-frame dispatcher: handleClient routes each frame of an
 // attached session to a thin handler that checks it at the door (door.go)
-// and calls the concept that does the work (room.go, resume.go,
-// presence.go, signals.go).
+// and calls the concept that does the work (package core/room, resume.go,
+// presence.go).
 
 // handleClient processes one client frame of an attached session.
 func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientFrame) {
@@ -61,10 +63,10 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "join: an epoch without since_seq or from_position is no position: set from_position to continue from the start of the epoch, or leave the epoch out to join live", j.GetRoom(), "")
 		return
 	}
-	q := &joinReq{name: j.GetRoom(), since: j.GetSinceSeq(), epoch: j.GetEpoch(),
-		position: j.GetSinceSeq() > 0 || j.GetFromPosition(),
+	q := &joinReq{name: j.GetRoom(), Join: croom.Join{Since: j.GetSinceSeq(), Epoch: j.GetEpoch(),
+		Position: j.GetSinceSeq() > 0 || j.GetFromPosition(), OpenPrefix: j.GetOpenPrefix()},
 		presence: j.GetPresence(), state: j.GetPresenceState(),
-		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch(), openPrefix: j.GetOpenPrefix()}
+		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch()}
 	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 
@@ -75,7 +77,7 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
 		return
 	}
-	r.leave(s, &corralv1.Left{Room: name})
+	r.Leave(s, &corralv1.Left{Room: name})
 	c.events.EmitLeft(s, name)
 	c.pres.leave(s, name, true)
 	c.releaseMember(r)
@@ -133,7 +135,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 		// resumed session continues its sequence (docs/GUARANTEES.md).
 		sender = history.Sender{Stream: s.id, Seq: p.GetSeq()}
 	}
-	res, err := r.publish(ctx, msg, dedupe, sender)
+	res, err := r.Publish(ctx, msg, dedupe, sender)
 	if errors.Is(err, history.ErrOutOfOrder) {
 		c.metrics.refuse(refusedOrder)
 		s.SendErr(corralv1.Code_CODE_OUT_OF_ORDER, "the publish before this one is not stored: send it first, then this one", name, p.GetId())
@@ -189,9 +191,12 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, err.Error(), name, "")
 		return
 	}
-	r.signalsOrNew().signal(s, &corralv1.SignalEvent{
+	if !r.SignalsOrNew().Set(s, &corralv1.SignalEvent{
 		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
-	})
+	}) {
+		c.metrics.refuse(refusedSignalKeys)
+		s.SendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", croom.MaxSignalKeys), name, "")
+	}
 }
 
 // writeDoor is the door every member's write passes first (a publish, an

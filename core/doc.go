@@ -21,8 +21,12 @@
 // constructors and encoded size), core/linkserver (the LinkService stream
 // server: each link's reader, bounded queue and sender, the open links),
 // core/pubrate (the room classes' publish budgets), core/replay (the
-// joins' batched history reads), core/sessiontable (the sessions attached
-// to a connection).
+// joins' batched history reads), core/room (one room's live state: its
+// order, fan-out, gap fill, joins and leaves, write delay, growing
+// messages' deltas and signals,
+// with the core's per-room parts it does not hold yet as its type
+// parameter: roomparts.go), core/sessiontable (the sessions attached to
+// a connection).
 // The rest of the core's concepts are still files of this package
 // (docs/ARCHITECTURE.md "Inside the core").
 //

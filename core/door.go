@@ -100,7 +100,7 @@ func (a *admission) admit(ctx context.Context, s *session, reqs []*joinReq) []*j
 		switch {
 		case gerr == nil:
 			ok = grants.Allows(g, grants.Join, s.ident.Load().GetJoin(), q.name)
-		case q.resumed:
+		case q.Resumed:
 			ok = roompattern.Match(s.ident.Load().GetJoin(), q.name)
 		default:
 			a.refuseRoom(ctx, s, q, corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable")
@@ -162,7 +162,7 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 	for i, q := range reqs {
 		if a.door.JoinHooked(q.name) {
 			asked[i] = true
-			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.resumed})
+			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.Resumed})
 		}
 	}
 	if len(pairs) == 0 {
@@ -181,7 +181,7 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 		}
 		k++
 		switch {
-		case err != nil && q.resumed && a.class(q.name).Hooks.JoinPolicy == roomclass.AllowKnown:
+		case err != nil && q.Resumed && a.class(q.name).Hooks.JoinPolicy == roomclass.AllowKnown:
 			h.Unchecked(hooks.HookJoin, 1)
 			out = append(out, q)
 		case err != nil:
@@ -208,7 +208,7 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 // the store (the refusal is no one's decision: the next resume asks
 // again).
 func (a *admission) refuseRetry(ctx context.Context, s *session, q *joinReq, reason string, after time.Duration) {
-	if !q.resumed {
+	if !q.Resumed {
 		s.SendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
 		return
 	}
@@ -220,7 +220,7 @@ func (a *admission) refuseRetry(ctx context.Context, s *session, q *joinReq, rea
 // refuseRoom tells the client that q was not admitted: an Error frame for
 // a join, Left for a resumed room (which the session store then forgets).
 func (a *admission) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
-	if !q.resumed {
+	if !q.Resumed {
 		s.SendErr(code, reason, q.name, "")
 		return
 	}
@@ -273,7 +273,7 @@ func (a *admission) enforceSession(ctx context.Context, s *session, metric refus
 			continue
 		}
 		a.metrics.refuse(metric)
-		r.leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: reason})
+		r.Leave(s, &corralv1.Left{Room: name, Code: corralv1.Code_CODE_FORBIDDEN, Reason: reason})
 		a.events.EmitLeft(s, name)
 		a.pres.leave(s, name, true)
 		a.rooms.forgetIdle(r)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
-	"github.com/corral-rt/corral/delta"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -36,14 +35,14 @@ import (
 //     with a position (a resume) gets the chunks after it from history;
 //   - the deltas of replace chunks in a class with growing.delta: the
 //     room keeps the bodies of its open messages as it fans them out
-//     (growView), so a replace reaches the members, who all hold the
+//     (core/room's GrowView), so a replace reaches the members, who all hold the
 //     version before it, as a fossil delta when that is smaller,
 //     computed once per room.
 
 // grower is the core's growing messages: the checks of an append, the
 // append through the room, the joiners' prefixes. Safe for concurrent
-// use: it has no state of its own (the rooms' growViews are guarded by
-// their room's lock).
+// use: it has no state of its own (the rooms' GrowViews, package
+// core/room, are guarded by their room's lock).
 type grower struct {
 	c *Core
 }
@@ -162,16 +161,16 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 		return history.AppendResult{}, errors.New("core: the history store keeps no growing messages")
 	}
 	lim := history.GrowLimits{MaxBytes: cl.Growing.MaxBytes}
-	r.mu.Lock()
-	known := history.State{Epoch: r.epoch, Last: r.last}
-	r.mu.Unlock()
+	r.Lock()
+	known := history.State{Epoch: r.EpochLocked(), Last: r.LastLocked()}
+	r.Unlock()
 	done := c.metrics.storeOp("grow")
 	var res history.AppendResult
 	var err error
 	if gk, ok := c.hist.(growKnown); ok {
-		res, err = gk.GrowKnown(ctx, r.name, msg, lim, known)
+		res, err = gk.GrowKnown(ctx, r.Name(), msg, lim, known)
 	} else {
-		res, err = gr.Grow(ctx, r.name, msg, lim)
+		res, err = gr.Grow(ctx, r.Name(), msg, lim)
 	}
 	if err != nil && (errors.Is(err, history.ErrFinal) || errors.Is(err, history.ErrTooLarge) || errors.Is(err, history.ErrOutOfOrder)) {
 		done(nil) // a refusal, not a store failure
@@ -181,7 +180,7 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 	if err != nil || res.Duplicate {
 		return res, err
 	}
-	r.stored(msg, res)
+	r.Stored(msg, res)
 	return res, nil
 }
 
@@ -195,16 +194,16 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		return
 	}
 	for _, q := range qs {
-		if q.position && q.since == q.target && q.epoch == q.roomEpoch && !q.openPrefix {
+		if q.Position && q.Since == q.Target && q.Epoch == q.RoomEpoch && !q.OpenPrefix {
 			continue // nothing missed: it holds what it saw
 		}
-		if q.position && q.replay && q.readOK && q.resumed && !q.openPrefix {
+		if q.Position && q.Replay && q.ReadOK && q.Resumed && !q.OpenPrefix {
 			continue // a resume holds what came before its position
 		}
 		r := q.room
-		r.mu.Lock()
-		none := r.grown.noneOpenLocked(r)
-		r.mu.Unlock()
+		r.Lock()
+		none := r.GrownLocked().NoneOpenLocked()
+		r.Unlock()
 		if none {
 			continue
 		}
@@ -217,64 +216,38 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		}
 		q.open, q.openEpoch = open, st.Epoch
 		if len(open) == 0 {
-			r.mu.Lock()
-			r.grown.sawNoneLocked(st)
-			r.mu.Unlock()
+			r.Lock()
+			r.GrownLocked().SawNoneLocked(st)
+			r.Unlock()
 		}
 		var upTo uint64
 		for _, m := range open {
 			upTo = max(upTo, m.GetSeq())
 		}
-		waitDelivered(ctx, q.room, upTo, st.Epoch)
+		q.room.WaitDelivered(ctx, upTo, st.Epoch, prefixWait)
 	}
 }
 
-// waitDelivered waits, at most prefixWait, until r handed seq (of epoch)
-// to its members, or moved to another epoch.
-func waitDelivered(ctx context.Context, r *room, seq uint64, epoch string) {
-	t := time.NewTimer(prefixWait)
-	defer t.Stop()
-	for {
-		r.mu.Lock()
-		if !r.loaded || r.epoch != epoch || r.last >= seq {
-			r.mu.Unlock()
-			return
-		}
-		if r.advanced == nil {
-			r.advanced = make(chan struct{})
-		}
-		moved := r.advanced
-		r.mu.Unlock()
-		select {
-		case <-moved:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// sendPrefixesLocked sends a member that joined live at r.last the
+// sendPrefixesLocked sends a member that joined live at r.LastLocked() the
 // growing messages open there, each as one replace chunk at the seq of
 // its last chunk: the store's open messages (q.open) with the chunks
 // delivered since the join began (cu) folded in. Lock must be held;
 // called by goLive before the member receives live traffic.
 func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup) {
-	if len(q.open) == 0 && (cu == nil || len(cu.buf) == 0) {
+	if len(q.open) == 0 && (cu == nil || len(cu.HeldLocked()) == 0) {
 		return
 	}
 	byID := make(map[string]*corralv1.Message)
-	if q.openEpoch == r.epoch {
+	if q.openEpoch == r.EpochLocked() {
 		for _, m := range q.open {
-			if m.GetSeq() <= r.last {
+			if m.GetSeq() <= r.LastLocked() {
 				byID[m.GetId()] = m
 			}
 		}
 	}
-	if cu != nil && !cu.overflow {
-		for _, m := range cu.buf {
-			if m.GetChunk() != nil && m.GetSeq() <= r.last {
+	if cu != nil && !cu.OverflowLocked() {
+		for _, m := range cu.HeldLocked() {
+			if m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
 				byID[m.GetId()] = fold(byID[m.GetId()], m)
 			}
 		}
@@ -285,11 +258,11 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 			continue
 		}
 		out = append(out, m)
-		r.grown.learnLocked(r, id, m)
+		r.GrownLocked().LearnLocked(id, m)
 	}
 	slices.SortFunc(out, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
 	for _, m := range out {
-		ep.link.Enqueue(frame.Conn(ep.conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
+		ep.Link.Enqueue(frame.Conn(ep.Conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
 	}
 }
 
@@ -297,24 +270,24 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 // the chunks of the messages open when the join began that started at or
 // before its position: a join (not a resume) from a position holds
 // nothing of them. It returns the replay without them and, for each, the
-// message as one replace chunk at the seq of its last chunk up to r.last
+// message as one replace chunk at the seq of its last chunk up to r.LastLocked()
 // (final if it ended meanwhile), to send after the replay. Lock must be
 // held; called by goLive.
 func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
-	if (q.resumed && !q.openPrefix) || len(q.open) == 0 || q.openEpoch != r.epoch || cu.overflow {
+	if (q.Resumed && !q.OpenPrefix) || len(q.open) == 0 || q.openEpoch != r.EpochLocked() || cu.OverflowLocked() {
 		return out, nil
 	}
 	byID := make(map[string]*corralv1.Message)
 	for _, m := range q.open {
-		if m.GetChunk().GetMessageSeq() <= q.since && m.GetSeq() <= r.last {
+		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= r.LastLocked() {
 			byID[m.GetId()] = m
 		}
 	}
 	if len(byID) == 0 {
 		return out, nil
 	}
-	for _, m := range cu.buf {
-		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= r.last {
+	for _, m := range cu.HeldLocked() {
+		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
 			byID[m.GetId()] = fold(p, m)
 		}
 	}
@@ -362,116 +335,4 @@ func fold(p, m *corralv1.Message) *corralv1.Message {
 		Id: m.GetId(), SenderInfo: m.GetSenderInfo(),
 		Chunk: &corralv1.MessageChunk{MessageSeq: c.GetMessageSeq(), Version: c.GetVersion(), Data: body,
 			Replace: true, Final: c.GetFinal()}}
-}
-
-// growView is a room's open growing messages as it fanned them out, for
-// the deltas of replace chunks (growing.delta): the body of each at the
-// version every member holds. Guarded by its room's lock.
-type growView struct {
-	epoch string
-	msgs  map[string]*grownBody
-	// lastChunk is the seq of the newest chunk the room fanned out;
-	// none* the last Open read that found no open message (at noneAt in
-	// noneEpoch). While no chunk came after it, no message is open and a
-	// join needs no read of its own: a room without growing messages
-	// costs one read per epoch, not one per join.
-	lastChunk uint64
-	noneKnown bool
-	noneAt    uint64
-	noneEpoch string
-}
-
-// noneOpenLocked reports whether the room is known to have no open
-// growing message at its position. Lock must be held.
-func (v *growView) noneOpenLocked(r *room) bool {
-	return v.noneKnown && v.noneEpoch == r.epoch && v.lastChunk <= v.noneAt
-}
-
-// sawNoneLocked records an Open read that found no open message at st.
-// Lock must be held.
-func (v *growView) sawNoneLocked(st history.State) {
-	v.noneKnown, v.noneAt, v.noneEpoch = true, st.Last, st.Epoch
-}
-
-// grownBody is one open message's body at version.
-type grownBody struct {
-	mseq, version uint64
-	body          []byte
-}
-
-// maxGrowView bounds the open messages a room's growView keeps.
-const maxGrowView = history.MaxOpen
-
-// liveLocked returns the chunk msg as members get it live: with a delta
-// instead of data for a replace whose delta against the body members
-// hold is smaller (in a class with growing.delta); and moves the view
-// past it. msg itself is not changed (history and joiners keep its data).
-// Lock must be held; called in seq order (fanoutLocked).
-func (v *growView) liveLocked(r *room, msg *corralv1.Message) *corralv1.Message {
-	c := msg.GetChunk()
-	if c == nil {
-		return msg
-	}
-	v.lastChunk = max(v.lastChunk, msg.GetSeq())
-	if !r.core.class(r.name).Growing.Delta {
-		v.msgs = nil
-		return msg
-	}
-	if v.epoch != r.epoch {
-		v.epoch, v.msgs = r.epoch, nil
-	}
-	b := v.msgs[msg.GetId()]
-	if b != nil && b.mseq != c.GetMessageSeq() {
-		b = nil
-	}
-	out := msg
-	if c.GetReplace() && b != nil && c.GetVersion() == b.version+1 {
-		if d, ok := delta.Choose(b.body, c.GetData()); ok {
-			out = &corralv1.Message{Room: msg.GetRoom(), Seq: msg.GetSeq(), Sender: msg.GetSender(),
-				TimeMs: msg.GetTimeMs(), Id: msg.GetId(), SenderInfo: msg.GetSenderInfo(),
-				Chunk: &corralv1.MessageChunk{MessageSeq: c.GetMessageSeq(), Version: c.GetVersion(),
-					Replace: true, Final: c.GetFinal(), Delta: d}}
-		}
-	}
-	switch {
-	case c.GetFinal():
-		delete(v.msgs, msg.GetId())
-	case c.GetReplace():
-		v.setLocked(msg.GetId(), c.GetMessageSeq(), c.GetVersion(), append([]byte(nil), c.GetData()...))
-	case b != nil && c.GetVersion() == b.version+1:
-		b.body = append(b.body, c.GetData()...)
-		b.version = c.GetVersion()
-	case c.GetVersion() == 1:
-		v.setLocked(msg.GetId(), c.GetMessageSeq(), 1, append([]byte(nil), c.GetData()...))
-	default:
-		delete(v.msgs, msg.GetId()) // a body the room never saw whole
-	}
-	return out
-}
-
-// learnLocked takes the body of a prefix the room sent a joiner (the
-// message at the room's position) when the view lacks it. Lock must be
-// held.
-func (v *growView) learnLocked(r *room, id string, p *corralv1.Message) {
-	if !r.core.class(r.name).Growing.Delta {
-		return
-	}
-	if v.epoch != r.epoch {
-		v.epoch, v.msgs = r.epoch, nil
-	}
-	c := p.GetChunk()
-	if b := v.msgs[id]; b != nil && b.mseq == c.GetMessageSeq() && b.version == c.GetVersion() {
-		return
-	}
-	v.setLocked(id, c.GetMessageSeq(), c.GetVersion(), append([]byte(nil), c.GetData()...))
-}
-
-func (v *growView) setLocked(id string, mseq, version uint64, body []byte) {
-	if v.msgs == nil {
-		v.msgs = make(map[string]*grownBody)
-	}
-	if _, ok := v.msgs[id]; !ok && len(v.msgs) >= maxGrowView {
-		return
-	}
-	v.msgs[id] = &grownBody{mseq: mseq, version: version, body: body}
 }

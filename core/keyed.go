@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	croom "github.com/corral-rt/corral/core/room"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
@@ -87,7 +88,7 @@ type pendingChange struct {
 }
 
 func newStateRooms(c *Core) *stateRooms {
-	k := &stateRooms{c: c, store: c.cfg.State, gapWait: gapWait}
+	k := &stateRooms{c: c, store: c.cfg.State, gapWait: croom.GapWait}
 	if k.store == nil {
 		k.store = state.NewMemory(state.MemoryOptions{Limits: func(room string) state.Limits {
 			cl := c.class(room)
@@ -150,9 +151,9 @@ func (k *stateRooms) onTagged(room string, data []byte) {
 // gap says some changes of room r may have been missed (a broken or
 // moved subscription): a catch-up read closes it.
 func (k *stateRooms) gap(r *room) {
-	r.mu.Lock()
+	r.Lock()
 	k.scheduleFillLocked(r, 0)
-	r.mu.Unlock()
+	r.Unlock()
 }
 
 func (k *stateRooms) close() error {
@@ -170,48 +171,48 @@ func (k *stateRooms) close() error {
 // room's feed first, so that no change written after the snapshot read
 // is missed, then reads the snapshot and the kept changes before it.
 func (k *stateRooms) load(ctx context.Context, r *room) error {
-	r.mu.Lock()
-	if r.keyed.loaded {
-		r.mu.Unlock()
+	r.Lock()
+	if r.Parts().keyed.loaded {
+		r.Unlock()
 		return nil
 	}
-	r.keyed.loading++
-	r.mu.Unlock()
+	r.Parts().keyed.loading++
+	r.Unlock()
 	defer func() {
-		r.mu.Lock()
-		r.keyed.loading--
-		if !r.keyed.loaded && r.keyed.loading == 0 {
-			r.keyed.pending = nil
+		r.Lock()
+		r.Parts().keyed.loading--
+		if !r.Parts().keyed.loaded && r.Parts().keyed.loading == 0 {
+			r.Parts().keyed.pending = nil
 		}
-		r.mu.Unlock()
+		r.Unlock()
 	}()
 	switch {
 	case k.feed != nil:
-		if err := k.feed.Add(ctx, r.name); err != nil {
-			return fmt.Errorf("core: follow the state of %q: %w", r.name, err)
+		if err := k.feed.Add(ctx, r.Name()); err != nil {
+			return fmt.Errorf("core: follow the state of %q: %w", r.Name(), err)
 		}
 	case k.carried:
 		// The room's one subscription (confirmed at once when the join
 		// made it already).
-		if err := k.c.subscribe(ctx, r.name); err != nil {
-			return fmt.Errorf("core: follow the state of %q: %w", r.name, err)
+		if err := k.c.subscribe(ctx, r.Name()); err != nil {
+			return fmt.Errorf("core: follow the state of %q: %w", r.Name(), err)
 		}
 	}
 	done := k.c.metrics.storeOp("state_snapshot")
-	snap, err := k.store.Snapshot(ctx, r.name)
+	snap, err := k.store.Snapshot(ctx, r.Name())
 	done(err)
 	if err != nil {
-		return fmt.Errorf("core: read the state of %q: %w", r.name, err)
+		return fmt.Errorf("core: read the state of %q: %w", r.Name(), err)
 	}
 	var kept []state.Change
 	if snap.Position > 0 {
 		// The changes before the snapshot serve resumes; Since also
 		// returns those written since, which join the held ones.
-		kept, _ = k.store.Since(ctx, r.name, snap.Epoch, snap.Position-min(snap.Position, keepStateChanges), 0)
+		kept, _ = k.store.Since(ctx, r.Name(), snap.Epoch, snap.Position-min(snap.Position, keepStateChanges), 0)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	kr := &r.keyed
+	r.Lock()
+	defer r.Unlock()
+	kr := &r.Parts().keyed
 	if kr.loaded {
 		return nil
 	}
@@ -250,9 +251,9 @@ func (kr *keyedRoom) holdLocked(epoch string, ch state.Change) {
 // members: at once when it is the next, held when it is early, dropped
 // when it is a duplicate. It does not block (the feed calls it).
 func (k *stateRooms) apply(r *room, epoch string, ch state.Change) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	kr := &r.keyed
+	r.Lock()
+	defer r.Unlock()
+	kr := &r.Parts().keyed
 	if !kr.loaded {
 		if kr.loading > 0 && len(kr.pending) < maxStatePending {
 			kr.holdLocked(epoch, ch)
@@ -270,7 +271,7 @@ func (k *stateRooms) apply(r *room, epoch string, ch state.Change) {
 // order, and starts a catch-up read when a gap or another epoch remains.
 // Lock must be held.
 func (k *stateRooms) drainLocked(r *room) {
-	kr := &r.keyed
+	kr := &r.Parts().keyed
 	for pos, p := range kr.pending {
 		if pos <= kr.pos && p.epoch == kr.epoch {
 			delete(kr.pending, pos)
@@ -299,16 +300,16 @@ func (k *stateRooms) drainLocked(r *room) {
 // room's members, once per link: with a delta instead of the value when
 // the class allows it and the delta is smaller. Lock must be held.
 func (k *stateRooms) deliverLocked(r *room, ch state.Change) {
-	kr := &r.keyed
+	kr := &r.Parts().keyed
 	sc := &corralv1.StateChange{
-		Room: r.name, Key: ch.Key, Version: ch.Version, Deleted: ch.Deleted, Expired: ch.Expired,
+		Room: r.Name(), Key: ch.Key, Version: ch.Version, Deleted: ch.Deleted, Expired: ch.Expired,
 		Position: ch.Position, Epoch: kr.epoch, ExpiresMs: unixMs(ch.Expires),
 	}
 	prev, had := kr.keys[ch.Key]
 	if ch.Deleted {
 		delete(kr.keys, ch.Key)
 	} else {
-		if had && prev.Version+1 == ch.Version && len(r.links) > 0 && k.c.class(r.name).State.Delta {
+		if had && prev.Version+1 == ch.Version && len(r.LinksLocked()) > 0 && k.c.class(r.Name()).State.Delta {
 			if d, ok := delta.Choose(prev.Value, ch.Value); ok {
 				sc.Delta = d
 				k.c.metrics.stateDeltas.Inc()
@@ -328,8 +329,8 @@ func (k *stateRooms) deliverLocked(r *room, ch state.Change) {
 	}
 	kr.ring = append(kr.ring, ch)
 	k.c.metrics.stateChanges.Inc()
-	if len(r.links) > 0 {
-		linkserver.EnqueueEach(r.links, frame.State(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
+	if len(r.LinksLocked()) > 0 {
+		linkserver.EnqueueEach(r.LinksLocked(), frame.State(r.Name(), &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
 	}
 }
 
@@ -351,7 +352,7 @@ func (kr *keyedRoom) snapshotFrame(room string) *corralv1.ServerFrame {
 // a joiner without a position: its first change (position 1) begins it.
 // Lock must be held.
 func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
-	kr := &r.keyed
+	kr := &r.Parts().keyed
 	if !kr.loaded {
 		return
 	}
@@ -374,9 +375,9 @@ func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
 		}
 		if q.statePos+1 >= first || len(old) > 0 {
 			send := func(ch state.Change) {
-				sc := &corralv1.StateChange{Room: r.name, Key: ch.Key, Version: ch.Version, Deleted: ch.Deleted,
+				sc := &corralv1.StateChange{Room: r.Name(), Key: ch.Key, Version: ch.Version, Deleted: ch.Deleted,
 					Expired: ch.Expired, Position: ch.Position, Epoch: kr.epoch, ExpiresMs: unixMs(ch.Expires), Value: ch.Value}
-				ep.link.Enqueue(frame.Snapshot(ep.conn, r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
+				ep.Link.Enqueue(frame.Snapshot(ep.Conn, r.Name(), &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateChange{StateChange: sc}}))
 			}
 			for _, ch := range old {
 				send(ch)
@@ -396,7 +397,7 @@ func (k *stateRooms) joinLocked(r *room, ep endpoint, q *joinReq) {
 	if held {
 		k.c.metrics.stateResumes.WithLabelValues("snapshot").Inc()
 	}
-	ep.link.Enqueue(frame.Snapshot(ep.conn, r.name, kr.snapshotFrame(r.name)))
+	ep.Link.Enqueue(frame.Snapshot(ep.Conn, r.Name(), kr.snapshotFrame(r.Name())))
 }
 
 // readOld reads from the store, for each join whose state position is
@@ -412,17 +413,17 @@ func (k *stateRooms) readOld(ctx context.Context, qs []*joinReq) {
 			continue
 		}
 		r := q.room
-		r.mu.Lock()
-		kr := &r.keyed
+		r.Lock()
+		kr := &r.Parts().keyed
 		old := kr.loaded && q.stateEpoch == kr.epoch && q.statePos < kr.pos &&
 			q.statePos+1 < kr.pos+1-uint64(len(kr.ring))
-		r.mu.Unlock()
+		r.Unlock()
 		if !old {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, stateReadTimeout)
 		done := k.c.metrics.storeOp("state_since")
-		changes, err := k.store.Since(rctx, r.name, q.stateEpoch, q.statePos, maxStateResumeBytes)
+		changes, err := k.store.Since(rctx, r.Name(), q.stateEpoch, q.statePos, maxStateResumeBytes)
 		cancel()
 		if errors.Is(err, state.ErrTooOld) {
 			err = nil
@@ -441,7 +442,7 @@ func (k *stateRooms) readOld(ctx context.Context, qs []*joinReq) {
 // scheduleFillLocked starts the catch-up read of room r (one at a time)
 // after wait. Lock must be held.
 func (k *stateRooms) scheduleFillLocked(r *room, wait time.Duration) {
-	kr := &r.keyed
+	kr := &r.Parts().keyed
 	if !kr.loaded {
 		return
 	}
@@ -464,36 +465,36 @@ func (k *stateRooms) scheduleFillLocked(r *room, wait time.Duration) {
 // skip.
 func (k *stateRooms) fill(r *room) {
 	for {
-		r.mu.Lock()
-		epoch, pos := r.keyed.epoch, r.keyed.pos
-		r.mu.Unlock()
+		r.Lock()
+		epoch, pos := r.Parts().keyed.epoch, r.Parts().keyed.pos
+		r.Unlock()
 		ctx, cancel := context.WithTimeout(k.c.ctx, stateReadTimeout)
 		var changes []state.Change
 		var snap *state.Snapshot
 		err := state.ErrTooOld
 		if epoch != "" {
-			changes, err = k.store.Since(ctx, r.name, epoch, pos, 0)
+			changes, err = k.store.Since(ctx, r.Name(), epoch, pos, 0)
 		}
 		if errors.Is(err, state.ErrTooOld) {
 			var s state.Snapshot
-			s, err = k.store.Snapshot(ctx, r.name)
+			s, err = k.store.Snapshot(ctx, r.Name())
 			snap = &s
 		}
 		cancel()
-		r.mu.Lock()
-		kr := &r.keyed
+		r.Lock()
+		kr := &r.Parts().keyed
 		switch {
 		case err != nil:
-			k.c.cfg.Logger.Warn("state store: catch-up read failed", "room", r.name, "err", err)
+			k.c.cfg.Logger.Warn("state store: catch-up read failed", "room", r.Name(), "err", err)
 			kr.filling, kr.refill = false, false
-			r.mu.Unlock()
+			r.Unlock()
 			return // the next change or gap tries again
 		case snap != nil && (snap.Epoch != kr.epoch || snap.Position != kr.pos):
 			kr.setLocked(*snap)
 			clear(kr.pending)
 			k.c.metrics.stateSnapshots.Inc()
-			if len(r.links) > 0 {
-				linkserver.EnqueueEach(r.links, frame.State(r.name, kr.snapshotFrame(r.name)))
+			if len(r.LinksLocked()) > 0 {
+				linkserver.EnqueueEach(r.LinksLocked(), frame.State(r.Name(), kr.snapshotFrame(r.Name())))
 			}
 			k.armLocked(r)
 		default:
@@ -517,12 +518,12 @@ func (k *stateRooms) fill(r *room) {
 		again := kr.refill
 		kr.refill = false
 		if again {
-			r.mu.Unlock()
+			r.Unlock()
 			continue
 		}
 		kr.filling = false
 		// Changes still early after the read wait for the next one.
-		r.mu.Unlock()
+		r.Unlock()
 		return
 	}
 }
@@ -532,7 +533,7 @@ func (k *stateRooms) fill(r *room) {
 // read brings them (as changes with expired) to the members; a room no
 // longer held here lets its timer go. Lock must be held.
 func (k *stateRooms) armLocked(r *room) {
-	kr := &r.keyed
+	kr := &r.Parts().keyed
 	var next time.Time
 	for _, e := range kr.keys {
 		if !e.Expires.IsZero() && (next.IsZero() || e.Expires.Before(next)) {
@@ -555,18 +556,18 @@ func (k *stateRooms) armLocked(r *room) {
 
 // expire runs at room r's earliest deadline.
 func (k *stateRooms) expire(r *room) {
-	if k.c.ctx.Err() != nil || k.c.rooms.get(r.name) != r {
+	if k.c.ctx.Err() != nil || k.c.rooms.get(r.Name()) != r {
 		return
 	}
 	ctx, cancel := context.WithTimeout(k.c.ctx, stateReadTimeout)
-	_, err := k.store.Expire(ctx, r.name)
+	_, err := k.store.Expire(ctx, r.Name())
 	cancel()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.keyed.due, r.keyed.timer = time.Time{}, nil
+	r.Lock()
+	defer r.Unlock()
+	r.Parts().keyed.due, r.Parts().keyed.timer = time.Time{}, nil
 	if err != nil {
-		k.c.cfg.Logger.Warn("state store: expire failed", "room", r.name, "err", err)
-		r.keyed.timer = time.AfterFunc(time.Second, func() { k.expire(r) })
+		k.c.cfg.Logger.Warn("state store: expire failed", "room", r.Name(), "err", err)
+		r.Parts().keyed.timer = time.AfterFunc(time.Second, func() { k.expire(r) })
 		return
 	}
 	k.scheduleFillLocked(r, 0)

@@ -32,9 +32,9 @@ func TestKeyedMirrorOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func() (string, uint64, int) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.keyed.epoch, r.keyed.pos, len(r.keyed.pending)
+		r.Lock()
+		defer r.Unlock()
+		return r.Parts().keyed.epoch, r.Parts().keyed.pos, len(r.Parts().keyed.pending)
 	}
 	if _, pos, _ := at(); pos != 2 {
 		t.Fatalf("loaded at %d, want 2", pos)
@@ -63,9 +63,9 @@ func TestKeyedMirrorOrder(t *testing.T) {
 	if _, pos, held := at(); pos != 7 || held != 0 {
 		t.Fatalf("after the read: at %d with %d held, want 7 with 0", pos, held)
 	}
-	r.mu.Lock()
-	got := string(r.keyed.keys["d"].Value)
-	r.mu.Unlock()
+	r.Lock()
+	got := string(r.Parts().keyed.keys["d"].Value)
+	r.Unlock()
 	if got != "2" {
 		t.Fatalf("d = %q after the read, want 2", got)
 	}

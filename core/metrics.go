@@ -43,7 +43,7 @@ type metrics struct {
 	backlogFrames, backlogBytes prometheus.Gauge
 	coalesced                   prometheus.Counter
 	// liveBatchMessages and liveBatchFlushes are the flushes of rooms
-	// with a write delay (roomdelay.go).
+	// with a write delay (core/room/delay.go).
 	liveBatchMessages prometheus.Histogram
 	liveBatchFlushes  *prometheus.CounterVec
 	// refusedBy and droppedBy are refused's and dropped's counters, one

@@ -125,7 +125,7 @@ func (p *presenceState) onCommit(ch presence.Change) {
 // onChange brings a change to the room's view, if the room is here.
 func (p *presenceState) onChange(ch presence.Change) {
 	if r := p.rooms.get(ch.Room); r != nil {
-		r.pres.change(ch)
+		r.Parts().pres.change(ch)
 	}
 }
 
@@ -137,34 +137,34 @@ func presenceMember(m presence.Member) *corralv1.PresenceMember {
 // back within its grace is counted already) and subscribes it to the
 // room's presence frames from the next flush on.
 func (p *presenceState) join(ctx context.Context, s *session, r *room, state []byte) {
-	if !p.class(r.name).Presence.Enabled {
+	if !p.class(r.Name()).Presence.Enabled {
 		return // the room's class has no presence: joined without it
 	}
 	if len(state) > p.cfg.MaxState {
-		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", r.name, "")
+		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", r.Name(), "")
 		state = nil
 	}
-	if err := p.store.Watch(ctx, r.name); err != nil {
-		p.failed(s, "presence", err, r.name, "")
+	if err := p.store.Watch(ctx, r.Name()); err != nil {
+		p.failed(s, "presence", err, r.Name(), "")
 		return
 	}
-	r.pres.ensureLoaded(ctx)
+	r.Parts().pres.ensureLoaded(ctx)
 
 	s.mu.Lock()
-	counted := s.pres[r.name]
+	counted := s.pres[r.Name()]
 	gone := s.gone
 	if !gone {
 		if s.pres == nil {
 			s.pres = make(map[string]bool)
 		}
-		s.pres[r.name] = true
+		s.pres[r.Name()] = true
 	}
 	s.mu.Unlock()
 	if gone {
 		return
 	}
 	if !counted {
-		key := graceKey{r.name, s.id}
+		key := graceKey{r.Name(), s.id}
 		p.mu.Lock()
 		g, waiting := p.grace[key]
 		delete(p.grace, key)
@@ -177,18 +177,18 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 	var err error
 	switch {
 	case !counted:
-		err = p.store.Add(ctx, r.name, s.user, state, s.memberInfo(r.name))
+		err = p.store.Add(ctx, r.Name(), s.user, state, s.memberInfo(r.Name()))
 	case state != nil:
-		err = p.store.SetState(ctx, r.name, s.user, state)
+		err = p.store.SetState(ctx, r.Name(), s.user, state)
 	}
 	if err != nil {
 		s.mu.Lock()
-		delete(s.pres, r.name)
+		delete(s.pres, r.Name())
 		s.mu.Unlock()
-		p.failed(s, "presence", err, r.name, "")
+		p.failed(s, "presence", err, r.Name(), "")
 		return
 	}
-	r.pres.subscribe(s)
+	r.Parts().pres.subscribe(s)
 }
 
 // leave uncounts s in room: at once when clean, else after the
@@ -264,7 +264,7 @@ func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.Prese
 	if l := int(q.GetLimit()); l > 0 && l < limit {
 		limit = l
 	}
-	members, ok := r.pres.list()
+	members, ok := r.Parts().pres.list()
 	if !ok {
 		snap, err := p.store.List(ctx, name)
 		if err != nil {
@@ -324,12 +324,12 @@ const maxEarly = 10000
 // ensureLoaded reads the room's presence from the store once.
 func (v *roomPresence) ensureLoaded(ctx context.Context) {
 	r := v.room
-	r.mu.Lock()
+	r.Lock()
 	load := !v.loaded && !v.loading
 	if load {
 		v.loading = true
 	}
-	r.mu.Unlock()
+	r.Unlock()
 	if load {
 		v.load(ctx)
 	}
@@ -340,16 +340,16 @@ func (v *roomPresence) ensureLoaded(ctx context.Context) {
 func (v *roomPresence) load(ctx context.Context) {
 	r := v.room
 	for range 10 {
-		snap, err := r.core.pres.store.List(ctx, r.name)
-		r.mu.Lock()
+		snap, err := r.Parts().c.pres.store.List(ctx, r.Name())
+		r.Lock()
 		if err != nil {
 			v.loading = false
-			r.mu.Unlock()
-			r.core.cfg.Logger.Warn("presence list failed; retrying", "room", r.name, "err", err)
-			if r.core.ctx.Err() == nil {
+			r.Unlock()
+			r.Parts().c.cfg.Logger.Warn("presence list failed; retrying", "room", r.Name(), "err", err)
+			if r.Parts().c.ctx.Err() == nil {
 				time.AfterFunc(time.Second, func() {
-					r.mu.Lock()
-					defer r.mu.Unlock()
+					r.Lock()
+					defer r.Unlock()
 					if !v.loading && (len(v.subs) > 0 || len(v.pending) > 0 || v.loaded) {
 						v.reloadLocked()
 					}
@@ -388,17 +388,17 @@ func (v *roomPresence) load(ctx context.Context) {
 		}
 		if v.stale {
 			v.stale = false
-			r.mu.Unlock()
+			r.Unlock()
 			continue
 		}
 		v.loading = false
 		v.scheduleLocked()
-		r.mu.Unlock()
+		r.Unlock()
 		return
 	}
-	r.mu.Lock()
+	r.Lock()
 	v.loading = false
-	r.mu.Unlock()
+	r.Unlock()
 }
 
 // initLocked makes the view's maps. Lock must be held.
@@ -432,8 +432,8 @@ func (v *roomPresence) applyLocked(ch presence.Change) {
 // change applies one change from the store to the view.
 func (v *roomPresence) change(ch presence.Change) {
 	r := v.room
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Lock()
+	defer r.Unlock()
 	switch {
 	case v.loading:
 		if ch.Kind == 0 || len(v.early) >= maxEarly {
@@ -463,11 +463,11 @@ func (v *roomPresence) reloadLocked() {
 		return
 	}
 	v.loading = true
-	if r.core.ctx.Err() != nil {
+	if r.Parts().c.ctx.Err() != nil {
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(r.core.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(r.Parts().c.ctx, 5*time.Second)
 		defer cancel()
 		v.load(ctx)
 	}()
@@ -477,9 +477,9 @@ func (v *roomPresence) reloadLocked() {
 // a snapshot at the next flush, then diffs.
 func (v *roomPresence) subscribe(s *session) {
 	r := v.room
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ep, ok := r.members[s]
+	r.Lock()
+	defer r.Unlock()
+	ep, ok := r.MembersLocked()[s]
 	if !ok {
 		return // left or detached meanwhile
 	}
@@ -499,10 +499,10 @@ func (v *roomPresence) unsubscribeLocked(s *session) {
 		return
 	}
 	delete(v.subs, s)
-	if n := v.links[ep.link] - 1; n > 0 {
-		v.links[ep.link] = n
+	if n := v.links[ep.Link] - 1; n > 0 {
+		v.links[ep.Link] = n
 	} else {
-		delete(v.links, ep.link)
+		delete(v.links, ep.Link)
 	}
 }
 
@@ -511,8 +511,8 @@ func (v *roomPresence) unsubscribeLocked(s *session) {
 // next change, so paging a large room sorts it once, not once per page.
 func (v *roomPresence) list() ([]presence.Member, bool) {
 	r := v.room
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Lock()
+	defer r.Unlock()
 	if !v.loaded {
 		return nil, false
 	}
@@ -533,17 +533,17 @@ func (v *roomPresence) scheduleLocked() {
 		return
 	}
 	v.scheduled = true
-	time.AfterFunc(v.room.core.pres.cfg.Tick, v.flush)
+	time.AfterFunc(v.room.Parts().c.pres.cfg.Tick, v.flush)
 }
 
 // flush sends what changed since the last flush as one frame per
 // link, then snapshots to new subscribers.
 func (v *roomPresence) flush() {
 	r := v.room
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.Lock()
+	defer r.Unlock()
 	v.scheduled = false
-	if !v.loaded || r.core.ctx.Err() != nil {
+	if !v.loaded || r.Parts().c.ctx.Err() != nil {
 		return
 	}
 	conns := 0
@@ -551,13 +551,13 @@ func (v *roomPresence) flush() {
 		conns += m.Conns
 	}
 	counts := [2]int{len(v.now), conns}
-	cl := r.core.class(r.name)
+	cl := r.Parts().c.class(r.Name())
 	countsOnly := !cl.JoinLeaveEvents || len(v.now) > cl.Presence.MaxDiff
 	var out *corralv1.Presence
 	switch {
 	case countsOnly:
 		if !v.countsOnly || counts != v.sentCounts {
-			out = &corralv1.Presence{Room: r.name, CountsOnly: true}
+			out = &corralv1.Presence{Room: r.Name(), CountsOnly: true}
 		}
 		clear(v.dirty)
 	case v.countsOnly:
@@ -566,7 +566,7 @@ func (v *roomPresence) flush() {
 		v.sent = cloneMembers(v.now)
 		out = v.snapshotLocked()
 	default:
-		out = &corralv1.Presence{Room: r.name}
+		out = &corralv1.Presence{Room: r.Name()}
 		for u := range v.dirty {
 			old, was := v.sent[u]
 			cur, is := v.now[u]
@@ -591,10 +591,10 @@ func (v *roomPresence) flush() {
 	if out != nil {
 		v.sentCounts = counts
 		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
-		r.core.metrics.presenceFlushes.Inc()
+		r.Parts().c.metrics.presenceFlushes.Inc()
 		if len(v.links) > 0 {
 			for _, part := range splitPresence(out, maxPresenceFrameBytes) {
-				linkserver.EnqueueEach(v.links, frame.Presence(r.name, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
+				linkserver.EnqueueEach(v.links, frame.Presence(r.Name(), &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
 			}
 		}
 	}
@@ -604,7 +604,7 @@ func (v *roomPresence) flush() {
 	var snap []*corralv1.ServerFrame
 	if countsOnly {
 		snap = []*corralv1.ServerFrame{{Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
-			Room: r.name, Snapshot: true, CountsOnly: true, Members: uint32(counts[0]), Connections: uint32(counts[1]),
+			Room: r.Name(), Snapshot: true, CountsOnly: true, Members: uint32(counts[0]), Connections: uint32(counts[1]),
 		}}}}
 	} else {
 		p := v.snapshotLocked()
@@ -615,15 +615,15 @@ func (v *roomPresence) flush() {
 	}
 	for s, ep := range v.pending {
 		delete(v.pending, s)
-		if cur, ok := r.members[s]; !ok || cur != ep {
+		if cur, ok := r.MembersLocked()[s]; !ok || cur != ep {
 			continue
 		}
 		for _, f := range snap {
-			ep.link.Enqueue(frame.Conn(ep.conn, f))
+			ep.Link.Enqueue(frame.Conn(ep.Conn, f))
 		}
-		ep.link.Enqueue(frame.PresenceMembership(ep.conn, r.name))
+		ep.Link.Enqueue(frame.PresenceMembership(ep.Conn, r.Name()))
 		v.subs[s] = ep
-		v.links[ep.link]++
+		v.links[ep.Link]++
 	}
 }
 
@@ -631,7 +631,7 @@ func (v *roomPresence) flush() {
 // Lock must be held.
 func (v *roomPresence) snapshotLocked() *corralv1.Presence {
 	r := v.room
-	p := &corralv1.Presence{Room: r.name, Snapshot: true, Joins: make([]*corralv1.PresenceMember, 0, len(v.sent))}
+	p := &corralv1.Presence{Room: r.Name(), Snapshot: true, Joins: make([]*corralv1.PresenceMember, 0, len(v.sent))}
 	conns := 0
 	for _, m := range v.sent {
 		p.Joins = append(p.Joins, presenceMember(m))
@@ -674,11 +674,11 @@ func (p *presenceState) unwatchLoop() {
 		// is not held across every room. A room dropped meanwhile is
 		// found gone on the next tick.
 		for _, r := range held {
-			r.mu.Lock()
-			if r.pres.loaded || r.pres.loading {
-				watched[r.name] = true
+			r.Lock()
+			if r.Parts().pres.loaded || r.Parts().pres.loading {
+				watched[r.Name()] = true
 			}
-			r.mu.Unlock()
+			r.Unlock()
 		}
 		if len(gone) == 0 {
 			continue
@@ -692,14 +692,14 @@ func (p *presenceState) unwatchLoop() {
 			if r == nil {
 				continue
 			}
-			r.mu.Lock()
-			want := r.pres.loaded || r.pres.loading
-			r.mu.Unlock()
+			r.Lock()
+			want := r.Parts().pres.loaded || r.Parts().pres.loading
+			r.Unlock()
 			if want && p.store.Watch(ctx, name) == nil {
 				watched[name] = true
-				r.mu.Lock()
-				r.pres.reloadLocked()
-				r.mu.Unlock()
+				r.Lock()
+				r.Parts().pres.reloadLocked()
+				r.Unlock()
 			}
 		}
 		cancel()

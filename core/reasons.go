@@ -46,7 +46,7 @@ const (
 	// this first; counted here when an edge did not).
 	refusedRefreshUser
 	refusedStaleResume // resume.go
-	refusedSignalKeys  // a signal past maxSignalKeys (signals.go)
+	refusedSignalKeys  // a signal past croom.MaxSignalKeys (core/room/signals.go)
 	// Internal API publishes pushed back (core/api overloaded): the link
 	// queues toward the edges held the most, or the edges' send queues.
 	refusedOverloadLink
@@ -110,7 +110,7 @@ const (
 	// Joins' replays dropped (each such join gets Reset): past
 	// replay.MaxQueued (core/replay), or a failed read (replay.go), or too much live
 	// traffic held for the join meanwhile: past maxCatchupBuffer or
-	// maxCatchupBytes (room.fanoutLocked).
+	// maxCatchupBytes (core/room: Room.fanoutLocked).
 	droppedReplayBusy
 	droppedReplayFailed
 	droppedCatchupFull

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	croom "github.com/corral-rt/corral/core/room"
 
 	"github.com/corral-rt/corral/core/replay"
 	"github.com/corral-rt/corral/history"
@@ -17,7 +18,7 @@ import (
 // next once the edge took it, until the last turns the session live; a join whose read failed (the store
 // failed, or too many reads were queued) gets Reset instead, as one whose
 // history is gone: never a silent gap.
-// replayPageBytes bounds the messages of one replay page (as catchupSize
+// replayPageBytes bounds the messages of one replay page (as croom.CatchupSize
 // counts them; a page holds at least one message, whatever its size).
 // The edge holds at most about two pages of a client that does not read
 // (one in its queue, one on the wire), far below its replay bound
@@ -29,33 +30,33 @@ const replayPageBytes = 1 << 20
 type replayPage struct{ messages, bytes int }
 
 // readMissed reads, in one batch, the next page of history each joining
-// room needs: (from, target], at most history.MaxPage messages; q.more
+// room needs: (from, target], at most history.MaxPage messages; q.More
 // says history holds more of it. The rest is read a page at a time as
 // the edge takes each page (replayTaken), never whole.
 func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 	var todo []*joinReq
 	for _, q := range reqs {
-		q.more = false
-		if q.replay {
-			q.readOK = true
+		q.More = false
+		if q.Replay {
+			q.ReadOK = true
 			todo = append(todo, q)
 		}
 	}
 	for len(todo) > 0 {
 		qs := make([]history.Query, len(todo))
 		for i, q := range todo {
-			after := max(q.since, q.from)
-			if n := len(q.msgs); n > 0 {
-				after = q.msgs[n-1].GetSeq()
+			after := max(q.Since, q.From)
+			if n := len(q.Msgs); n > 0 {
+				after = q.Msgs[n-1].GetSeq()
 			}
-			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.target-after, uint64(c.page.limit(q)-len(q.msgs))))}
+			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.Target-after, uint64(c.page.limit(q)-len(q.Msgs))))}
 		}
 		done := c.metrics.storeOp("read_many")
 		pages, err := c.missed.Read(ctx, qs)
 		done(err)
 		if err != nil {
 			for _, q := range todo {
-				q.readOK = false // goLive turns this into a Reset
+				q.ReadOK = false // goLive turns this into a Reset
 			}
 			c.replayFailed(ctx, err, len(todo))
 			return
@@ -63,33 +64,33 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 		next := todo[:0]
 		for i, q := range todo {
 			p := pages[i]
-			if p.Epoch != q.roomEpoch || len(p.Messages) == 0 || p.Messages[0].GetSeq() != qs[i].After+1 {
-				q.readOK = false // trimmed, expired, or another epoch
+			if p.Epoch != q.RoomEpoch || len(p.Messages) == 0 || p.Messages[0].GetSeq() != qs[i].After+1 {
+				q.ReadOK = false // trimmed, expired, or another epoch
 				continue
 			}
 			cut := false
 			for _, m := range p.Messages {
-				size := catchupSize(m)
-				if len(q.msgs) > 0 && q.bytes+size > c.page.bytes {
+				size := croom.CatchupSize(m)
+				if len(q.Msgs) > 0 && q.bytes+size > c.page.bytes {
 					cut = true
 					break
 				}
-				q.msgs = append(q.msgs, m)
+				q.Msgs = append(q.Msgs, m)
 				q.bytes += size
 			}
-			last := q.msgs[len(q.msgs)-1].GetSeq()
+			last := q.Msgs[len(q.Msgs)-1].GetSeq()
 			switch {
 			case cut:
 				// Read no more than fits next time: large messages
 				// would make every read many times the page.
-				q.more, q.limit = true, len(q.msgs)
-			case last >= q.target || !p.More:
-			case len(q.msgs) < c.page.limit(q):
+				q.More, q.limit = true, len(q.Msgs)
+			case last >= q.Target || !p.More:
+			case len(q.Msgs) < c.page.limit(q):
 				// A store's page may hold fewer: fill this one.
 				next = append(next, q)
 			default:
 				// Full by count, under the bytes: the next may be longer.
-				q.more, q.limit = true, min(2*c.page.limit(q), c.page.messages)
+				q.More, q.limit = true, min(2*c.page.limit(q), c.page.messages)
 			}
 		}
 		todo = next
@@ -122,7 +123,7 @@ func (s *session) replayTaken(ctx context.Context, c *Core, room string) {
 	if !ok {
 		return
 	}
-	q.msgs, q.bytes = nil, 0
+	q.Msgs, q.bytes = nil, 0
 	c.readMissed(ctx, []*joinReq{q})
 	goLive(ctx, c, s, ep, []*joinReq{q})
 }

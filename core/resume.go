@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	croom "github.com/corral-rt/corral/core/room"
 	"maps"
 	"slices"
 	"time"
@@ -38,7 +39,7 @@ func (c *Core) attach(ctx context.Context, l *linkserver.Link, conn uint64, w *c
 		return nil
 	}
 	hello := a.GetHello()
-	ep := endpoint{link: l, conn: conn}
+	ep := endpoint{Link: l, Conn: conn}
 	if r := hello.GetResume(); r != nil {
 		return c.resume(ctx, ep, w, id, a.GetInfo(), a.GetProtocol(), r)
 	}
@@ -77,7 +78,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	done := c.metrics.storeOp("session_resume")
 	at := sessions.Attempt{Instance: r.GetInstance(), N: r.GetAttempt()}
 	if len(at.Instance) > maxInstance {
-		ep.link.Close(ep.conn, corralv1.Code_CODE_BAD_FRAME, "resume.instance longer than 64 bytes", 0)
+		ep.Link.Close(ep.Conn, corralv1.Code_CODE_BAD_FRAME, "resume.instance longer than 64 bytes", 0)
 		return nil
 	}
 	// The store authorizes (token, user, attempt) before it changes
@@ -89,20 +90,20 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		// The client gave up on this attempt and holds the session on a
 		// newer connection: leave that one alone.
 		c.metrics.refuse(refusedStaleResume)
-		ep.link.Close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
+		ep.Link.Close(ep.Conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
 		return nil
 	case errors.Is(err, sessions.ErrNotFound):
-		ep.link.Close(ep.conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
+		ep.Link.Close(ep.Conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
 		return nil
 	case errors.Is(err, sessions.ErrTokenMismatch):
-		ep.link.Close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
+		ep.Link.Close(ep.Conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
 		return nil
 	case errors.Is(err, sessions.ErrUserMismatch):
-		ep.link.Close(ep.conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
+		ep.Link.Close(ep.Conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
 		return nil
 	case err != nil:
 		c.cfg.Logger.Warn("session resume failed", "err", err)
-		ep.link.Close(ep.conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+		ep.Link.Close(ep.Conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
 	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room), info: info,
@@ -116,7 +117,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		c.takeOver(old)
 	}
 	c.metrics.resumes.Inc()
-	ep.link.Enqueue(frame.Session(ep.conn, c.welcome(st, id, true)))
+	ep.Link.Enqueue(frame.Session(ep.Conn, c.welcome(st, id, true)))
 
 	// The client's own positions win: it knows what it processed. Rooms
 	// the store knows but the client did not mention resume from the last
@@ -130,9 +131,9 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		}
 		seen[p.GetRoom()] = true
 		_, stored := st.Rooms[p.GetRoom()]
-		reqs = append(reqs, &joinReq{name: p.GetRoom(), since: p.GetSeq(), epoch: p.GetEpoch(),
-			position: true, resumed: true, stored: stored, presence: p.GetPresence(),
-			statePos: p.GetStatePosition(), stateEpoch: p.GetStateEpoch(), openPrefix: p.GetOpenPrefix()})
+		reqs = append(reqs, &joinReq{name: p.GetRoom(), Join: croom.Join{Since: p.GetSeq(), Epoch: p.GetEpoch(),
+			Position: true, Resumed: true, OpenPrefix: p.GetOpenPrefix()}, stored: stored, presence: p.GetPresence(),
+			statePos: p.GetStatePosition(), stateEpoch: p.GetStateEpoch()})
 	}
 	rest := make([]string, 0, len(st.Rooms))
 	for room := range st.Rooms {
@@ -143,8 +144,8 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	slices.Sort(rest)
 	for _, room := range rest {
 		pos := st.Rooms[room]
-		reqs = append(reqs, &joinReq{name: room, since: pos.Seq, epoch: pos.Epoch,
-			position: true, resumed: true, stored: true})
+		reqs = append(reqs, &joinReq{name: room, Join: croom.Join{Since: pos.Seq, Epoch: pos.Epoch,
+			Position: true, Resumed: true}, stored: true})
 	}
 	reqs = c.adm.admit(ctx, s, reqs)
 	c.join(ctx, s, reqs)
@@ -161,12 +162,12 @@ func (c *Core) takeOver(old *session) {
 	old.gone = true
 	old.mu.Unlock()
 	for _, r := range rooms {
-		r.leave(old, nil)
+		r.Leave(old, nil)
 		c.releaseMember(r)
 	}
 	// The new connection takes the count over if it rejoins within grace.
 	c.pres.detach(old, false)
-	ep.link.Close(ep.conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
+	ep.Link.Close(ep.Conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "session resumed on another connection", 0)
 }
 
 // join adds s to rooms. Each room keeps live messages for s while the
@@ -201,7 +202,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 			c.releaseRoom(r)
 			return
 		}
-		if !r.beginJoin(s, ep, q) {
+		if !r.BeginJoin(s, ep, &q.Join) {
 			c.adm.refuseFull(ctx, s, q)
 			continue
 		}
@@ -213,45 +214,38 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 	goLive(ctx, c, s, ep, began)
 }
 
-// goLive sends each join its replay page (room.goLive); a join whose
+// goLive sends each join its replay page (croom.Room.GoLive); a join whose
 // replay is sent whole goes live: the join event, presence and the
 // session's stored position. A join with pages left goes on in
 // replayTaken (replay.go) once the edge took this page.
 func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq) {
 	for _, q := range qs {
-		pos, live := q.room.goLive(s, ep, q)
+		pos, live := q.room.GoLive(s, ep, &q.Join, joinHooks{c: c, r: q.room, s: s, q: q})
 		if !live {
 			continue
 		}
-		c.events.EmitJoined(s, q.name, q.resumed)
+		c.events.EmitJoined(s, q.name, q.Resumed)
 		if q.presence {
 			c.pres.join(ctx, s, q.room, q.state)
 		} else {
 			c.pres.leave(s, q.name, true) // rejoined without presence
 		}
-		q.room.mu.Lock()
-		epoch := q.room.epoch
-		q.room.mu.Unlock()
+		q.room.Lock()
+		epoch := q.room.EpochLocked()
+		q.room.Unlock()
 		if err := c.sess.SetRoom(ctx, s.id, q.name, sessions.Position{Seq: pos, Epoch: epoch}); err != nil {
 			c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", q.name, "err", err)
 		}
 	}
 }
 
-// joinReq is one room a session joins or resumes.
+// joinReq is one room a session joins or resumes: the room's part
+// (croom.Join: the position, what the room and the history read fill in)
+// and the core's.
 type joinReq struct {
-	name  string
-	room  *room
-	since uint64
-	epoch string
-	// position: (since, epoch) is where the client continues, checked
-	// against the room's epoch; without it the join is live from now.
-	position bool
-	resumed  bool
-	// openPrefix: with a position, the client lacks the bodies of the
-	// growing messages open there (RoomPosition.open_prefix): it gets
-	// them as prefixes (grow.go), as a join that is no resume does.
-	openPrefix bool
+	croom.Join
+	name string
+	room *room
 	// stored: the session store lists the room (a resumed room).
 	stored bool
 	// presence: count the session in the room's presence, with state.
@@ -263,22 +257,8 @@ type joinReq struct {
 	// stateOld: the store's changes after statePos when the room's mirror
 	// no longer keeps them (stateRooms.readOld).
 	stateOld []state.Change
-	// Filled by begin:
-	cu        *catchup // the live messages the room holds for this join
-	target    uint64   // the room's last seq when the join began
-	roomEpoch string
-	replay    bool
-	msgs      []*corralv1.Message
-	readOK    bool
-	// A replay is read and sent a page at a time (replay.go): from is
-	// the last seq sent (since, until the first page); more: history
-	// holds more of (from, target] than msgs; paging: Joined was sent
-	// and the session waits for the edge to take a page (replayTaken).
-	from   uint64
-	more   bool
-	paging bool
-	bytes  int // of msgs, as catchupSize counts them
-	limit  int // messages to read for the next page; 0: a whole page
+	bytes    int // of Msgs, as croom.CatchupSize counts them
+	limit    int // messages to read for the next page; 0: a whole page
 	// The room's open growing messages for a live join (grow.go).
 	open      []*corralv1.Message
 	openEpoch string
@@ -288,7 +268,7 @@ type joinReq struct {
 // fan-out but stays resumable until its TTL.
 func (c *Core) detach(s *session, l *linkserver.Link, conn uint64, clean bool) {
 	s.mu.Lock()
-	if s.gone || s.ep.link != l || s.ep.conn != conn {
+	if s.gone || s.ep.Link != l || s.ep.Conn != conn {
 		s.mu.Unlock()
 		return
 	}
@@ -297,7 +277,7 @@ func (c *Core) detach(s *session, l *linkserver.Link, conn uint64, clean bool) {
 	s.rooms = nil
 	s.mu.Unlock()
 	for _, r := range rooms {
-		r.leave(s, nil)
+		r.Leave(s, nil)
 		c.releaseMember(r)
 	}
 	c.events.EmitDisconnected(s, maps.Keys(rooms), clean)

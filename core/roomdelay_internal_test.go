@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	croom "github.com/corral-rt/corral/core/room"
 	"io"
 	"log/slog"
 	"testing"
@@ -112,7 +113,7 @@ func TestWriteDelayWindow(t *testing.T) {
 			t.Fatalf("after the window: %v, want one batch of 5", got)
 		}
 		wantSeqs(t, "batch", liveSeqs(got), 1, 5)
-		if n := flushes(t, c, flushTimer); n != 1 {
+		if n := flushes(t, c, "timer"); n != 1 {
 			t.Fatalf("%v timer flushes, want 1", n)
 		}
 		var h dto.Metric
@@ -129,26 +130,26 @@ func TestWriteDelayWindow(t *testing.T) {
 		if got := taken(l); len(got) != 1 || got[0].GetMessage().GetSeq() != 6 {
 			t.Fatalf("lone message: %v", got)
 		}
-		if n := flushes(t, c, flushTimer); n != 2 {
+		if n := flushes(t, c, "timer"); n != 2 {
 			t.Fatalf("%v timer flushes, want 2 (no timer while idle)", n)
 		}
 	})
 }
 
-// TestWriteDelayFull: a window ends early at maxDelayedMessages.
+// TestWriteDelayFull: a window ends early at croom.MaxDelayedMessages.
 func TestWriteDelayFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, l := delayCore(t)
 		joinConn(t, c, l, 1, "d:r")
 		taken(l)
-		publishN(t, c, "d:r", maxDelayedMessages+10)
+		publishN(t, c, "d:r", croom.MaxDelayedMessages+10)
 		synctest.Wait()
 		first := taken(l)
-		wantSeqs(t, "full batch", liveSeqs(first), 1, maxDelayedMessages)
+		wantSeqs(t, "full batch", liveSeqs(first), 1, croom.MaxDelayedMessages)
 		time.Sleep(20 * time.Millisecond)
 		synctest.Wait()
-		wantSeqs(t, "rest", liveSeqs(taken(l)), maxDelayedMessages+1, maxDelayedMessages+10)
-		if f, tm := flushes(t, c, flushFull), flushes(t, c, flushTimer); f != 1 || tm != 1 {
+		wantSeqs(t, "rest", liveSeqs(taken(l)), croom.MaxDelayedMessages+1, croom.MaxDelayedMessages+10)
+		if f, tm := flushes(t, c, "full"), flushes(t, c, "timer"); f != 1 || tm != 1 {
 			t.Fatalf("flushes full %v timer %v, want 1 and 1", f, tm)
 		}
 	})
@@ -195,10 +196,10 @@ func TestWriteDelayEvents(t *testing.T) {
 		// of the old epoch, before it.
 		publishN(t, c, "d:r", 2)
 		r := c.rooms.get("d:r")
-		r.mu.Lock()
-		old := r.epoch
-		r.resetLocked("new-epoch", 0)
-		r.mu.Unlock()
+		r.Lock()
+		old := r.EpochLocked()
+		r.ResetLocked("new-epoch", 0)
+		r.Unlock()
 		var lives []*linkv1.RoomLive
 		for _, f := range l.Take(1<<20, 1<<30) {
 			if lv := f.GetLive(); lv != nil {
@@ -209,7 +210,7 @@ func TestWriteDelayEvents(t *testing.T) {
 			t.Fatalf("at the reset: %v, want the held batch at 7 of the old epoch, then the Reset", lives)
 		}
 		wantSeqs(t, "held at the reset", liveSeqs([]*corralv1.ServerFrame{lives[0].GetFrame()}), 6, 7)
-		if n := flushes(t, c, flushEvent); n != 3 {
+		if n := flushes(t, c, "event"); n != 3 {
 			t.Fatalf("%v event flushes, want 3", n)
 		}
 		time.Sleep(time.Second)

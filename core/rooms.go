@@ -12,7 +12,7 @@ import (
 // so a room nobody uses is forgotten at once (the table itself is in
 // roomtable.go); and the pub/sub subscriptions that bring other
 // processes' messages to the rooms held here (onRemote, subscribe,
-// unsubscribeLoop). One room's order and fan-out are in room.go.
+// unsubscribeLoop). One room's order and fan-out are package core/room's (roomparts.go).
 
 // onRemote receives a room's messages from pub/sub (nil: some may have
 // been missed). It runs on the subscription's reader: it must not block.
@@ -22,13 +22,13 @@ func (c *Core) onRemote(roomName string, msg *corralv1.Message) {
 		return
 	}
 	if msg == nil {
-		r.catchUp()
+		r.CatchUp()
 		if c.keyed.carried {
 			c.keyed.gap(r) // the room's state changes ride the channel too
 		}
 		return
 	}
-	r.deliver(msg)
+	r.Deliver(msg)
 }
 
 // subscribe makes sure pub/sub brings room's messages. Joins of many
@@ -71,7 +71,7 @@ func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*roo
 		// A publish needs no state: the append result carries it.
 		return r, nil
 	}
-	if err := r.load(ctx, forJoin); err != nil {
+	if err := r.Load(ctx, forJoin); err != nil {
 		c.releaseRoom(r)
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 // soon as nobody uses it: no member, no join and no publish in flight. It
 // is its own lock; callers never lock it from outside.
 //
-// Lock order: the table's lock may take a room's lock (room.empty), the
+// Lock order: the table's lock may take a room's lock (room.Empty), the
 // history store's hold (roomHolder) and the subscription's lock
 // (dropUnheld); none of those ever calls back into the table. No other
 // table's lock is ever held with it.
@@ -23,13 +23,16 @@ type roomTable struct {
 	// count follows len(rooms).
 	count prometheus.Gauge
 
-	mu sync.Mutex // guards the following fields, and every room's refs
+	mu sync.Mutex // guards the following fields
 	// rooms holds rooms that have members or work in flight.
 	rooms map[string]*room
+	// refs counts the references acquire took on each room and release
+	// has not dropped; a room without any is not in it.
+	refs map[*room]int
 }
 
 func newRoomTable(create func(name string) *room, hold roomHolder, count prometheus.Gauge) *roomTable {
-	return &roomTable{create: create, hold: hold, count: count, rooms: make(map[string]*room)}
+	return &roomTable{create: create, hold: hold, count: count, rooms: make(map[string]*room), refs: make(map[*room]int)}
 }
 
 // acquire returns the room for name, creating it when the table did not
@@ -46,7 +49,7 @@ func (t *roomTable) acquire(name string) *room {
 			t.hold.Hold(name)
 		}
 	}
-	r.refs++
+	t.refs[r]++
 	return r
 }
 
@@ -55,7 +58,11 @@ func (t *roomTable) acquire(name string) *room {
 func (t *roomTable) release(r *room) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r.refs--
+	if n := t.refs[r] - 1; n > 0 {
+		t.refs[r] = n
+	} else {
+		delete(t.refs, r)
+	}
 	t.forgetLocked(r)
 }
 
@@ -70,14 +77,14 @@ func (t *roomTable) forgetIdle(r *room) {
 // forgetLocked forgets r when it has no reference, no member and no join.
 // Lock must be held.
 func (t *roomTable) forgetLocked(r *room) {
-	if r.refs > 0 {
+	if t.refs[r] > 0 {
 		return
 	}
-	if r.empty() && t.rooms[r.name] == r {
-		delete(t.rooms, r.name)
+	if r.Empty() && t.rooms[r.Name()] == r {
+		delete(t.rooms, r.Name())
 		t.count.Dec()
 		if t.hold != nil {
-			t.hold.Release(r.name)
+			t.hold.Release(r.Name())
 		}
 	}
 }

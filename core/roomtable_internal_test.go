@@ -2,6 +2,8 @@ package core
 
 import (
 	"fmt"
+	croom "github.com/corral-rt/corral/core/room"
+	"github.com/corral-rt/corral/roomclass"
 	"sync"
 	"testing"
 
@@ -47,22 +49,19 @@ func (h *countingHolder) isHeld(room string) bool {
 func testRoomTable(t *testing.T) (*roomTable, *countingHolder, prometheus.Gauge) {
 	h := &countingHolder{t: t, held: make(map[string]int)}
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "rooms"})
-	return newRoomTable(func(name string) *room { return newRoom(nil, name) }, h, g), h, g
+	opts := &roomOpts{Classes: roomclass.NewLive(roomclass.NewTable(roomclass.Default(), nil))}
+	return newRoomTable(func(name string) *room { return croom.New(name, opts) }, h, g), h, g
 }
 
-// addMember puts a member in r, as a join does.
+// addMember puts a joining member in r, as a join begins.
 func addMember(r *room) *session {
 	s := &session{id: fmt.Sprintf("s%p", r)}
-	r.mu.Lock()
-	r.members[s] = endpoint{}
-	r.mu.Unlock()
+	r.BeginJoin(s, endpoint{}, &croom.Join{})
 	return s
 }
 
 func removeMember(r *room, s *session) {
-	r.mu.Lock()
-	delete(r.members, s)
-	r.mu.Unlock()
+	r.Leave(s, nil)
 }
 
 func TestRoomTableReferences(t *testing.T) {
@@ -160,7 +159,7 @@ func TestRoomTableConcurrent(t *testing.T) {
 			for i := range 300 {
 				name := names[(w+i)%len(names)]
 				r := tab.acquire(name)
-				if got := tab.get(name); got != r || r.name != name {
+				if got := tab.get(name); got != r || r.Name() != name {
 					t.Errorf("acquired %q, the table holds another room", name)
 					return
 				}
@@ -186,7 +185,7 @@ func TestRoomTableConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range 300 {
 				for _, r := range tab.all() {
-					_ = r.empty()
+					_ = r.Empty()
 				}
 				tab.dropUnheld(func(gone func(string) bool) int {
 					for _, n := range names {

@@ -1,11 +1,11 @@
 package core
 
 import (
+	croom "github.com/corral-rt/corral/core/room"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/roomclass"
 
@@ -134,8 +134,9 @@ func (s *session) endpoint() (endpoint, bool) {
 	return s.ep, !s.gone
 }
 
-// isGone reports whether the session was detached or taken over.
-func (s *session) isGone() bool {
+// Gone reports whether the session was detached or taken over
+// (croom.Member).
+func (s *session) Gone() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gone
@@ -143,7 +144,7 @@ func (s *session) isGone() bool {
 
 func (s *session) sendTo(f *corralv1.ServerFrame) {
 	if ep, ok := s.endpoint(); ok {
-		ep.link.Send(ep.conn, f)
+		ep.Link.Send(ep.Conn, f)
 	}
 }
 
@@ -194,10 +195,7 @@ func (s *session) room(name string) *room {
 }
 
 // endpoint is where a member's frames go: a connection on a link.
-type endpoint struct {
-	link *linkserver.Link
-	conn uint64
-}
+type endpoint = croom.Endpoint
 
 // UserID and SessionID are the session's user and id, for the event log
 // (core/eventlog.Member).

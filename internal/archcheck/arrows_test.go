@@ -48,12 +48,63 @@ func TestArrowsHoldInsideCore(t *testing.T) {
 	if len(under) == 0 {
 		t.Fatal("no arrow line for a package under core/")
 	}
-	for _, bad := range []string{"core/eventlog", "core"} {
+	for _, c := range []struct{ pkg, bad string }{
+		{"core/replay", "core/eventlog"},
+		{"core/replay", "core"},
+		{"core/room", "core"},
+		{"core/room", "core/sessiontable"},
+	} {
 		imports := maps.Clone(imports)
-		imports["core/replay"] = append(slices.Clone(imports["core/replay"]), bad)
-		want := "core/replay → " + bad + " is not an arrow of the page"
+		imports[c.pkg] = append(slices.Clone(imports[c.pkg]), c.bad)
+		want := c.pkg + " → " + c.bad + " is not an arrow of the page"
 		if !slices.Contains(arrowProblems(arrows, imports), want) {
-			t.Errorf("core/replay importing %s: no %q", bad, want)
+			t.Errorf("%s importing %s: no %q", c.pkg, c.bad, want)
+		}
+	}
+	for _, p := range neverArrows(arrows) {
+		t.Error(p)
+	}
+}
+
+// neverArrows are the arrows the page may not hold, whatever imports
+// there are: a package under core/ never imports core, which assembles
+// them; the room never sees the sessions (core/room knows a member only
+// as room.Member: not core/sessiontable, nor a future core/session).
+func neverArrows(arrows map[string][]string) []string {
+	var problems []string
+	for pkg, allowed := range arrows {
+		if !strings.HasPrefix(pkg, "core/") {
+			continue
+		}
+		never := []string{"core"}
+		if pkg == "core/room" {
+			never = append(never, "core/sessiontable", "core/session")
+		}
+		for _, n := range never {
+			if slices.Contains(allowed, n) {
+				problems = append(problems, pkg+" → "+n+" is on the page, but "+pkg+" may never import "+n)
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// TestNeverArrowsCaught: neverArrows finds an arrow from core/room to
+// core/sessiontable or to core, as someone adding one to the page with
+// the import would write it.
+func TestNeverArrowsCaught(t *testing.T) {
+	root := moduleRoot(t)
+	arrows := readArrows(t, filepath.Join(root, "docs", "ARCHITECTURE.md"))
+	if _, ok := arrows["core/room"]; !ok {
+		t.Fatal("no arrow line for core/room")
+	}
+	for _, bad := range []string{"core", "core/sessiontable"} {
+		arrows := maps.Clone(arrows)
+		arrows["core/room"] = append(slices.Clone(arrows["core/room"]), bad)
+		want := "core/room → " + bad + " is on the page, but core/room may never import " + bad
+		if !slices.Contains(neverArrows(arrows), want) {
+			t.Errorf("an arrow core/room → %s: no %q", bad, want)
 		}
 	}
 }

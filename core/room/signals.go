@@ -1,15 +1,15 @@
-package core
+package room
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/corral-rt/corral/core/linkserver"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/corral-rt/corral/core/frame"
+	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/roomclass"
 )
 
 // Signals are ephemeral, keyed values (a cursor, a typing flag): never
@@ -21,12 +21,12 @@ import (
 // event in order left 0.38% within 200 ms; latest-value-per-key on a 33 ms
 // tick with a dirty flag reached 99.97%.)
 
-// maxSignalKeys bounds the keys one session holds in a room (set and not
+// MaxSignalKeys bounds the keys one session holds in a room (set and not
 // yet cleared): the room keeps every key's latest value until its owner
 // clears it or goes, so keys without a bound would grow the room's memory
 // with every distinct name a client makes up. A cursor, a selection and a
 // typing flag per user fit many times over.
-const maxSignalKeys = 64
+const MaxSignalKeys = 64
 
 // maxSignalTickBytes bounds what one flush of a room sends (the sum of
 // its signals' sizes): the keys past it stay dirty, their latest values
@@ -40,60 +40,57 @@ const maxSignalKeys = 64
 // One signal larger than it still goes, alone.
 const maxSignalTickBytes = 256 << 10
 
-// roomSignals is a room's signals. Its own mu guards them, so that a
+// Signals is a room's signals. Its own mu guards them, so that a
 // busy room's signals do not wait behind its publishes' fan-out. The
-// order is room.mu, then roomSignals.mu, never the reverse: a flush
+// order is Room.mu, then Signals.mu, never the reverse: a flush
 // holds both (it sends to the room's links, and a member going live must
 // get either the snapshot or the flush of a value, in order, before the
 // next flush), and a member leaving or going live takes mu within the
 // room's lock (clear, snapshot). set takes mu alone.
-type roomSignals struct {
-	room *room
+type Signals[M Member, P any] struct {
+	room *Room[M, P]
 
 	mu        sync.Mutex // guards the following fields
 	latest    map[string]*corralv1.SignalEvent
-	owner     map[string]*session // who set each key; cleared when they go
-	owned     map[*session]int    // keys per owner, at most maxSignalKeys
-	dirty     []string            // keys changed since the last flush, in order
-	isDirty   map[string]bool     // the keys in dirty
-	scheduled bool                // a flush is pending
-	tick      time.Duration       // this room's flush period, its class's at the last schedule
+	owner     map[string]M    // who set each key; cleared when they go
+	owned     map[M]int       // keys per owner, at most MaxSignalKeys
+	dirty     []string        // keys changed since the last flush, in order
+	isDirty   map[string]bool // the keys in dirty
+	scheduled bool            // a flush is pending
+	tick      time.Duration   // this room's flush period, its class's at the last schedule
 }
 
-// signalsOrNew is the room's signals, made on its first signal.
-func (r *room) signalsOrNew() *roomSignals {
+// SignalsOrNew is the room's signals, made on its first signal.
+func (r *Room[M, P]) SignalsOrNew() *Signals[M, P] {
 	if st := r.signals.Load(); st != nil {
 		return st
 	}
-	r.signals.CompareAndSwap(nil, &roomSignals{room: r})
+	r.signals.CompareAndSwap(nil, &Signals[M, P]{room: r})
 	return r.signals.Load()
 }
 
-// signal records the latest value of a key and schedules a flush. A new
-// key past maxSignalKeys of s is refused with an error frame to s.
-func (st *roomSignals) signal(s *session, ev *corralv1.SignalEvent) {
-	if !st.set(s, ev) {
-		r := st.room
-		r.core.metrics.refuse(refusedSignalKeys)
-		s.SendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", maxSignalKeys), r.name, "")
-	}
-}
+// Signals is the room's signals; nil before its first signal (a nil
+// *Signals has none).
+func (r *Room[M, P]) Signals() *Signals[M, P] { return r.signals.Load() }
 
-func (st *roomSignals) set(s *session, ev *corralv1.SignalEvent) bool {
+// Set records the latest value of a key and schedules a flush. It
+// reports false, recording nothing, for a new key past MaxSignalKeys of
+// s: the caller refuses it.
+func (st *Signals[M, P]) Set(s M, ev *corralv1.SignalEvent) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	metrics := st.room.core.metrics
-	metrics.signalsIn.Inc()
+	metrics := &st.room.opts.Metrics
+	metrics.SignalsIn.Inc()
 	if st.latest == nil {
 		st.latest = make(map[string]*corralv1.SignalEvent)
-		st.owner = make(map[string]*session)
-		st.owned = make(map[*session]int)
+		st.owner = make(map[string]M)
+		st.owned = make(map[M]int)
 		st.isDirty = make(map[string]bool)
 	}
 	key := ev.GetKey()
 	old, had := st.owner[key]
 	if old != s {
-		if st.owned[s] >= maxSignalKeys {
+		if st.owned[s] >= MaxSignalKeys {
 			return false
 		}
 		st.owned[s]++
@@ -102,7 +99,7 @@ func (st *roomSignals) set(s *session, ev *corralv1.SignalEvent) bool {
 		}
 	}
 	if st.isDirty[key] {
-		metrics.signalsCoalesced.Inc() // replaced before it went out
+		metrics.SignalsCoalesced.Inc() // replaced before it went out
 	} else {
 		st.markDirtyLocked(key)
 	}
@@ -113,7 +110,7 @@ func (st *roomSignals) set(s *session, ev *corralv1.SignalEvent) bool {
 }
 
 // disownLocked uncounts one key of s. Lock must be held.
-func (st *roomSignals) disownLocked(s *session) {
+func (st *Signals[M, P]) disownLocked(s M) {
 	if n := st.owned[s] - 1; n > 0 {
 		st.owned[s] = n
 	} else {
@@ -122,14 +119,14 @@ func (st *roomSignals) disownLocked(s *session) {
 }
 
 // markDirtyLocked queues key for the next flush. Lock must be held.
-func (st *roomSignals) markDirtyLocked(key string) {
+func (st *Signals[M, P]) markDirtyLocked(key string) {
 	st.dirty = append(st.dirty, key)
 	st.isDirty[key] = true
 }
 
-// clear clears every key s set: its cursor disappears for everyone. A
+// Clear clears every key s set: its cursor disappears for everyone. A
 // nil st (a room without signals) has none.
-func (st *roomSignals) clear(s *session) {
+func (st *Signals[M, P]) Clear(s M) {
 	if st == nil {
 		return
 	}
@@ -153,18 +150,18 @@ func (st *roomSignals) clear(s *session) {
 
 // scheduleLocked arranges a flush when keys are dirty and none is
 // pending. Lock must be held.
-func (st *roomSignals) scheduleLocked() {
+func (st *Signals[M, P]) scheduleLocked() {
 	if st.scheduled || len(st.dirty) == 0 {
 		return
 	}
 	st.scheduled = true
 	// Looked up at each flush: a reloaded class applies to running rooms.
-	st.tick = st.room.core.signalTick(st.room.name)
+	st.tick = signalTick(st.room.opts.Classes, st.room.name)
 	time.AfterFunc(st.tick, st.flush)
 }
 
 // flush sends the dirty keys' latest values as one batch per link.
-func (st *roomSignals) flush() {
+func (st *Signals[M, P]) flush() {
 	r := st.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -194,10 +191,10 @@ func (st *roomSignals) flush() {
 	}
 	st.dirty = append(st.dirty[:0], st.dirty[sent:]...)
 	if len(st.dirty) > 0 {
-		r.core.metrics.signalsDeferred.Add(float64(len(st.dirty)))
+		r.opts.Metrics.SignalsDeferred.Add(float64(len(st.dirty)))
 		st.scheduleLocked()
 	}
-	r.core.metrics.signalsOut.Add(float64(len(frames)))
+	r.opts.Metrics.SignalsOut.Add(float64(len(frames)))
 	if len(r.links) == 0 {
 		return
 	}
@@ -205,12 +202,12 @@ func (st *roomSignals) flush() {
 	linkserver.EnqueueEach(r.links, f)
 }
 
-// snapshot is the current value of every key, for a member going live,
+// Snapshot is the current value of every key, for a member going live,
 // in batches of at most maxSignalTickBytes each (one signal larger than
 // that alone), so that no snapshot frame is larger than a flush's; nil
 // when there is none (and for a nil st, a room without signals). The
 // room's lock must be held (the member goes live under it), not this one.
-func (st *roomSignals) snapshot() []*corralv1.ServerFrame {
+func (st *Signals[M, P]) Snapshot() []*corralv1.ServerFrame {
 	if st == nil {
 		return nil
 	}
@@ -239,7 +236,24 @@ func (st *roomSignals) snapshot() []*corralv1.ServerFrame {
 	return out
 }
 
+// Values is the current value of every key that is not cleared, in no
+// order. The room's lock may be held or not.
+func (st *Signals[M, P]) Values() []*corralv1.SignalEvent {
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []*corralv1.SignalEvent
+	for _, ev := range st.latest {
+		if !ev.GetClear() {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // signalTick is the flush period of a room: its class's signal tick.
-func (c *Core) signalTick(room string) time.Duration {
-	return c.class(room).SignalTick
+func signalTick(classes *roomclass.Live, room string) time.Duration {
+	return classes.Lookup(room).SignalTick
 }

@@ -1,4 +1,4 @@
-package core
+package room
 
 import (
 	"time"
@@ -17,7 +17,7 @@ import (
 //
 // The window starts with the first held message (a timer per room, only
 // while something is held: an idle room does not tick). A window ends
-// early at maxDelayedMessages or maxDelayedBytes, and at once before
+// early at MaxDelayedMessages or maxDelayedBytes, and at once before
 // anything that must not overtake the held messages: a member going live
 // (a join or a resume: its Joined and replay are cut at r.last, so the
 // held ones must reach the link before it becomes a member there), a
@@ -31,9 +31,9 @@ import (
 // message comes back in the room.
 
 const (
-	// maxDelayedMessages and maxDelayedBytes end a window early: one
+	// MaxDelayedMessages and maxDelayedBytes end a window early: one
 	// batch stays a bounded queue entry and a bounded write.
-	maxDelayedMessages = 256
+	MaxDelayedMessages = 256
 	maxDelayedBytes    = 64 << 10
 )
 
@@ -44,14 +44,14 @@ const (
 	flushEvent = "event"
 )
 
-// roomDelay is a room's held live messages. room.mu guards these fields,
+// delay is a room's held live messages. Room.mu guards these fields,
 // not a lock of their own: the held messages are cut against the room's
 // position and members (r.last, r.links) and must go out before a member
-// goes live, leaves or the room resets, all under room.mu; a second lock
+// goes live, leaves or the room resets, all under Room.mu; a second lock
 // taken in fanoutLocked, per message, would buy nothing. Lock must be
 // held for every method but flushTimer, which takes it.
-type roomDelay struct {
-	room   *room
+type delay[M Member, P any] struct {
+	room   *Room[M, P]
 	frames []*corralv1.ServerFrame // held messages, in seq order
 	bytes  int                     // their approximate encoded size
 	last   uint64                  // seq of the newest held message
@@ -65,9 +65,9 @@ type roomDelay struct {
 
 // delayLocked is the room's write delay in the class table in force.
 // Lock must be held.
-func (d *roomDelay) delayLocked() time.Duration {
+func (d *delay[M, P]) delayLocked() time.Duration {
 	r := d.room
-	if t := r.core.cfg.Classes.Table(); t != d.table {
+	if t := r.opts.Classes.Table(); t != d.table {
 		d.table, d.delay = t, t.Lookup(r.name).WriteDelay
 	}
 	return d.delay
@@ -76,7 +76,7 @@ func (d *roomDelay) delayLocked() time.Duration {
 // holdLocked holds msg for the current window, starting one if none is
 // open, and reports false when the room has no write delay (the caller
 // sends msg at once). Lock must be held.
-func (d *roomDelay) holdLocked(msg *corralv1.Message) bool {
+func (d *delay[M, P]) holdLocked(msg *corralv1.Message) bool {
 	if len(d.frames) == 0 {
 		delay := d.delayLocked()
 		if delay <= 0 {
@@ -88,14 +88,14 @@ func (d *roomDelay) holdLocked(msg *corralv1.Message) bool {
 	d.frames = append(d.frames, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: msg}})
 	d.bytes += len(msg.GetPayload()) + 64
 	d.last = msg.GetSeq()
-	if len(d.frames) >= maxDelayedMessages || d.bytes >= maxDelayedBytes {
+	if len(d.frames) >= MaxDelayedMessages || d.bytes >= maxDelayedBytes {
 		d.flushLocked(flushFull)
 	}
 	return true
 }
 
 // flushTimer ends window gen, unless an earlier flush ended it.
-func (d *roomDelay) flushTimer(gen uint64) {
+func (d *delay[M, P]) flushTimer(gen uint64) {
 	d.room.mu.Lock()
 	defer d.room.mu.Unlock()
 	if d.gen == gen {
@@ -105,7 +105,7 @@ func (d *roomDelay) flushTimer(gen uint64) {
 
 // flushLocked sends the held messages, if any, as one frame per link and
 // closes the window. Lock must be held.
-func (d *roomDelay) flushLocked(reason string) {
+func (d *delay[M, P]) flushLocked(reason string) {
 	n := len(d.frames)
 	if n == 0 {
 		return
@@ -123,8 +123,8 @@ func (d *roomDelay) flushLocked(reason string) {
 	// The frames now belong to the queued batch: start a fresh slice.
 	d.frames, d.bytes, d.last = nil, 0, 0
 	r := d.room
-	r.core.metrics.liveBatchMessages.Observe(float64(n))
-	r.core.metrics.liveBatchFlushes.WithLabelValues(reason).Inc()
+	r.opts.Metrics.LiveBatchMessages.Observe(float64(n))
+	r.opts.Metrics.LiveBatchFlushes.WithLabelValues(reason).Inc()
 	if len(r.links) > 0 {
 		linkserver.EnqueueEach(r.links, frame.Live(r.name, last, r.epoch, f))
 	}
