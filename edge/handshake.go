@@ -169,7 +169,7 @@ func (e errOrigin) Error() string { return e.msg }
 // with "://"). A pattern path.Match cannot parse is logged, and refuses.
 func checkOrigin(r *http.Request, patterns []string) error {
 	origin := r.Header.Get("Origin")
-	if origin == "" {
+	if origin == "" || sameHost(origin, r.Host) {
 		return nil
 	}
 	u, err := url.Parse(origin)
@@ -197,6 +197,38 @@ func checkOrigin(r *http.Request, patterns []string) error {
 		return errOrigin{fmt.Sprintf("request Origin %q is not a valid URL with a host", origin)}
 	}
 	return errOrigin{fmt.Sprintf("request Origin %q is not authorized for Host %q", u.Host, r.Host)}
+}
+
+// sameHost reports whether origin is "http://host" or "https://host",
+// host (ASCII, without case) a plain host name or address with an
+// optional numeric port: an origin url.Parse reads as host's own, checked
+// without parsing it (a browser's every upgrade has an Origin, mostly its
+// own host's).
+func sameHost(origin, host string) bool {
+	rest, ok := strings.CutPrefix(origin, "http://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(origin, "https://"); !ok {
+			return false
+		}
+	}
+	if !strings.EqualFold(rest, host) {
+		return false
+	}
+	name, port, hasPort := strings.Cut(rest, ":")
+	if name == "" || (hasPort && port == "") {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	for i := 0; i < len(port); i++ {
+		if c := port[i]; c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // acceptKey is the Sec-WebSocket-Accept of key (RFC 6455 §4.2.2): the

@@ -135,6 +135,9 @@ func TestHandshakeAsAccept(t *testing.T) {
 		{"key too long", http.Header{"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ==AAAA"}}},
 		{"key not base64", http.Header{"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ!!"}}},
 		{"own origin", http.Header{"Origin": {"http://HOST.example"}}},
+		{"own origin, https", http.Header{"Origin": {"https://host.example"}}},
+		{"own origin, empty port", http.Header{"Origin": {"http://host.example:"}}},
+		{"own origin, path", http.Header{"Origin": {"http://host.example/x"}}},
 		{"allowed origin", http.Header{"Origin": {"https://Allowed.example"}}},
 		{"wildcard origin", http.Header{"Origin": {"http://a.wild.example"}}},
 		{"scheme pattern", http.Header{"Origin": {"https://schemed.example"}}},
@@ -254,6 +257,8 @@ func FuzzHandshake(f *testing.F) {
 	f.Add("GET", "keep-alive, Upgrade", "WebSocket", "13", " dGhlIHNhbXBsZSBub25jZQ== ", "x,corral.v1.proto", "http://a.wild.example")
 	f.Add("GET", "upgrade", "websocket", "8", "AAAA", "", "https://evil.example")
 	f.Add("POST", ",", ",websocket", "13", "dGhlIHNh\nbXBsZSBub25jZQ==", " , ", "null")
+	f.Add("GET", "Upgrade", "websocket", "13", "dGhlIHNhbXBsZSBub25jZQ==", "", "https://HOST.example")
+	f.Add("GET", "Upgrade", "websocket", "13", "dGhlIHNhbXBsZSBub25jZQ==", "", "http://host.example:")
 	f.Fuzz(func(t *testing.T, method, connection, upgrade, version, key, subprotocols, origin string) {
 		if !validMethod(method) {
 			return
@@ -282,4 +287,64 @@ func validMethod(m string) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkHandshake: one upgrade's cost after the request is parsed, the
+// edge's handshake against coder/websocket's Accept (which the edge used
+// until 2026-12-06) with the options the edge gave it, on a connection
+// that keeps nothing.
+func BenchmarkHandshake(b *testing.B) {
+	r := httptest.NewRequest("GET", "http://host.example/ws", nil)
+	r.Header = http.Header{
+		"Upgrade":                {"websocket"},
+		"Connection":             {"Upgrade"},
+		"Sec-Websocket-Version":  {"13"},
+		"Sec-Websocket-Key":      {"dGhlIHNhbXBsZSBub25jZQ=="},
+		"Sec-Websocket-Protocol": {protocol.SubprotocolProto},
+		"Origin":                 {"http://host.example"},
+	}
+	w := &discardHijacker{h: http.Header{}}
+	b.Run("edge", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.h)
+			u, err := upgrade(w, r, nil, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			u.nc.Close()
+		}
+	})
+	b.Run("coder-accept", func(b *testing.B) {
+		b.ReportAllocs()
+		opts := &websocket.AcceptOptions{Subprotocols: []string{protocol.SubprotocolProto, protocol.SubprotocolJSON}}
+		for b.Loop() {
+			clear(w.h)
+			ws, err := websocket.Accept(w, r, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ws.CloseNow()
+		}
+	})
+}
+
+// discardHijacker is a ResponseWriter whose connection discards what is
+// written, for BenchmarkHandshake; its Hijack allocates nothing.
+type discardHijacker struct {
+	h   http.Header
+	c   memConn
+	brw bufio.ReadWriter
+}
+
+func (d *discardHijacker) Header() http.Header         { return d.h }
+func (d *discardHijacker) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardHijacker) WriteHeader(int)             {}
+func (d *discardHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if d.brw.Reader == nil {
+		d.c.out = new(bytes.Buffer)
+		d.brw = bufio.ReadWriter{Reader: bufio.NewReaderSize(&d.c, 16), Writer: bufio.NewWriterSize(&d.c, 16)}
+	}
+	d.c.out.Reset()
+	return &d.c, &d.brw, nil
 }

@@ -12,7 +12,11 @@
 # STORM_MODE=bounded for the old storm). Prints one line per run, then per
 # build the median server CPU-s (herd: from the reset until all are back;
 # bounded: to the end of publishing) and p99 (reset to recovered). BENCH: corral-bench (default: built into a temp dir). Ports 28610-28611 and
-# 28619 on 127.0.0.1. Hold the machine's load lock:
+# 28619 on 127.0.0.1. ALLOCS=1: each server also listens on 127.0.0.1:28615
+# (--debug-addr) and the heap's counters (TotalAlloc, Mallocs, NumGC of
+# /debug/pprof/allocs) are read 9 s and 17 s into the run, the window over
+# the reset and the herd's return of docs/benchmarks/2026-12-06-1341-*,
+# into OUT/*.allocs; the summary adds their medians. Hold the machine's load lock:
 #   flock /tmp/corral-load.lock env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh ...
 set -u
 OUT=$1; R=$2; ROW=$3
@@ -26,12 +30,21 @@ run() { # binary label round
 		sleep 0.4
 		extra=(--redis redis://127.0.0.1:28619)
 	fi
+	[ "${ALLOCS:-}" = 1 ] && extra+=(--debug-addr 127.0.0.1:28615)
 	CORRAL_PUBLISH_RATE=-1 "$1" serve --insecure-dev --log-level warn \
 		--addr 127.0.0.1:28610 --internal-addr 127.0.0.1:28611 "${extra[@]}" >"$OUT/$2-$3.log" 2>&1 &
-	local SP=$!
+	local SP=$! AP=""
 	sleep 0.8
+	if [ "${ALLOCS:-}" = 1 ]; then
+		(for t in 9 8; do
+			sleep "$t"
+			curl -s 'http://127.0.0.1:28615/debug/pprof/allocs?debug=1' | grep -E '^# (TotalAlloc|Mallocs|NumGC) ='
+		done >"$OUT/$2-$3.allocs") &
+		AP=$!
+	fi
 	"$BENCH" versus --server corral --url ws://127.0.0.1:28610/ws --api http://127.0.0.1:28611 --pid $SP --quiet \
 		--workload storm --storm-mode "${STORM_MODE:-herd}" --sockets 10000 --rooms 100 --rate 100 --duration 20s --json "$OUT/$2-$3.json" >"$OUT/$2-$3.txt" 2>&1
+	[ -n "$AP" ] && wait $AP
 	echo "$2 $3: $(grep -h 'corral storm' "$OUT/$2-$3.txt")"
 	kill $SP $RP 2>/dev/null
 	wait $SP $RP 2>/dev/null
@@ -50,4 +63,23 @@ for k in "AB":
     v = [json.load(open(os.path.join(d, f)))["versus"] for f in sorted(os.listdir(d)) if f.startswith(k + "-") and f.endswith(".json")]
     c = [x["serverCpuSeconds"] for x in v]; p = [x["p99Ms"] for x in v]
     print(k, "CPU-s median %.2f %s  p99 median %.0f ms  missing %d" % (statistics.median(c), [round(x, 2) for x in c], statistics.median(p), sum(x["gaps"] for x in v)))
+    if any("recoverP50Ms" in x for x in v):
+        print(k, "recover p50 median %.0f ms %s  p99 %s  recovered %d of %d  duplicated %d" % (
+            statistics.median(x.get("recoverP50Ms", 0) for x in v), [round(x.get("recoverP50Ms", 0)) for x in v],
+            [round(x) for x in p], sum(x.get("recovered", 0) for x in v), sum(x.get("cut", 0) for x in v),
+            sum(x.get("duplicated", 0) for x in v)))
+    a = []
+    for f in sorted(os.listdir(d)):
+        if not (f.startswith(k + "-") and f.endswith(".allocs")):
+            continue
+        n = {}
+        for line in open(os.path.join(d, f)):
+            name, val = line[2:].split(" = ")
+            n.setdefault(name, []).append(int(val))
+        if all(len(n.get(x, [])) == 2 for x in ("TotalAlloc", "Mallocs", "NumGC")):
+            a.append({x: n[x][1] - n[x][0] for x in n})
+    if a:
+        print(k, "window 9-17 s: allocated median %.1f MB %s  objects median %.2f M  GC cycles %s" % (
+            statistics.median(x["TotalAlloc"] for x in a) / 1e6, [round(x["TotalAlloc"] / 1e6, 1) for x in a],
+            statistics.median(x["Mallocs"] for x in a) / 1e6, [x["NumGC"] for x in a]))
 PY
