@@ -272,42 +272,70 @@ func upgrade(w http.ResponseWriter, r *http.Request, patterns []string, anyOrigi
 	}
 	subprotocol := selectSubprotocol(r.Header["Sec-Websocket-Protocol"])
 	extra := w.Header()
+	nc, early, err := hijack(w)
+	if err != nil {
+		return upgraded{}, err
+	}
+	s := &sock{Conn: nc, early: early}
+	// The 101 is written from a read buffer: a buffer of the stack
+	// would escape to the heap through the interface's Write.
+	buf := readBufs.Get().(*[readBufferSize]byte)
+	defer readBufs.Put(buf)
+	head := response101(buf[:0], key, subprotocol, extra)
+	if _, err := nc.Write(head); err != nil {
+		nc.Close()
+		return upgraded{}, fmt.Errorf("edge: writing the 101: %w", err)
+	}
+	return upgraded{nc: nc, sock: s, wire: newWire(nc), subprotocol: subprotocol}, nil
+}
+
+// earlyHijacker is a ResponseWriter that hands its connection over
+// without a bufio pair, with a copy of what the client sent past the
+// request (nil: nothing): corral's WebSocket listener
+// (server.upgradeResponse).
+type earlyHijacker interface {
+	HijackEarly() (net.Conn, []byte, error)
+}
+
+// hijack takes the connection from w, with what the client sent past the
+// request, the caller's, and answers a failure as Accept did (501 when w
+// cannot hijack, 500 when the hijack fails).
+func hijack(w http.ResponseWriter) (net.Conn, []byte, error) {
+	if eh, ok := w.(earlyHijacker); ok {
+		nc, early, err := eh.HijackEarly()
+		if err != nil {
+			http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+			return nil, nil, fmt.Errorf("edge: hijack: %w", err)
+		}
+		return nc, early, nil
+	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		hj, ok = unwrapHijacker(w)
 	}
 	if !ok {
 		http.Error(w, http.StatusText(http.StatusNotImplemented), http.StatusNotImplemented)
-		return upgraded{}, errors.New("edge: the http.ResponseWriter does not implement http.Hijacker")
+		return nil, nil, errors.New("edge: the http.ResponseWriter does not implement http.Hijacker")
 	}
 	nc, brw, err := hj.Hijack()
 	if err != nil {
 		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-		return upgraded{}, fmt.Errorf("edge: hijack: %w", err)
+		return nil, nil, fmt.Errorf("edge: hijack: %w", err)
 	}
-	s := &sock{Conn: nc}
-	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
-		s.early = append([]byte(nil), b...)
-	}
-	// The 101 is written from a read buffer: a buffer of the stack
-	// would escape to the heap through the interface's Write.
-	buf := readBufs.Get().(*[readBufferSize]byte)
-	defer readBufs.Put(buf)
-	head := response101(buf[:0], key, subprotocol, extra)
 	if brw.Writer.Buffered() > 0 {
 		// Nothing should be: net/http writes no head for a handler that
 		// wrote none. What there is goes first.
 		if err := brw.Writer.Flush(); err != nil {
 			nc.Close()
-			return upgraded{}, fmt.Errorf("edge: hijack: %w", err)
+			return nil, nil, fmt.Errorf("edge: hijack: %w", err)
 		}
 	}
-	if _, err := nc.Write(head); err != nil {
-		nc.Close()
-		return upgraded{}, fmt.Errorf("edge: writing the 101: %w", err)
+	var early []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		early = append([]byte(nil), b...)
 	}
-	return upgraded{nc: nc, sock: s, wire: newWire(nc), subprotocol: subprotocol}, nil
+	return nc, early, nil
 }
 
 // unwrapHijacker finds the Hijacker under wrappers of w that have an

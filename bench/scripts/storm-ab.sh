@@ -12,11 +12,11 @@
 # STORM_MODE=bounded for the old storm). Prints one line per run, then per
 # build the median server CPU-s (herd: from the reset until all are back;
 # bounded: to the end of publishing) and p99 (reset to recovered). BENCH: corral-bench (default: built into a temp dir). Ports 28610-28611 and
-# 28619 on 127.0.0.1. ALLOCS=1: each server also listens on 127.0.0.1:28615
-# (--debug-addr) and the heap's counters (TotalAlloc, Mallocs, NumGC of
-# /debug/pprof/allocs) are read 9 s and 17 s into the run, the window over
-# the reset and the herd's return of docs/benchmarks/2026-12-06-1341-*,
-# into OUT/*.allocs; the summary adds their medians. Hold the machine's load lock:
+# 28619 on 127.0.0.1. ALLOCS=1: the server's /metrics is read every 0.5 s
+# (bytes and objects allocated, GC cycles, upgrades accepted) into
+# OUT/*.allocs; the summary adds, per build, what the server allocated in
+# the herd's reconnect window: from the last reading before 1% of the
+# sockets were back to the reading after the one that saw 99%. Hold the machine's load lock:
 #   flock /tmp/corral-load.lock env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh ...
 set -u
 OUT=$1; R=$2; ROW=$3
@@ -30,21 +30,23 @@ run() { # binary label round
 		sleep 0.4
 		extra=(--redis redis://127.0.0.1:28619)
 	fi
-	[ "${ALLOCS:-}" = 1 ] && extra+=(--debug-addr 127.0.0.1:28615)
 	CORRAL_PUBLISH_RATE=-1 "$1" serve --insecure-dev --log-level warn \
 		--addr 127.0.0.1:28610 --internal-addr 127.0.0.1:28611 "${extra[@]}" >"$OUT/$2-$3.log" 2>&1 &
 	local SP=$! AP=""
 	sleep 0.8
 	if [ "${ALLOCS:-}" = 1 ]; then
-		(for t in 9 8; do
-			sleep "$t"
-			curl -s 'http://127.0.0.1:28615/debug/pprof/allocs?debug=1' | grep -E '^# (TotalAlloc|Mallocs|NumGC) ='
+		(while kill -0 $SP 2>/dev/null; do
+			echo "$(date +%s.%N) $(curl -s http://127.0.0.1:28611/metrics | awk '
+				/^go_memstats_alloc_bytes_total /{a=$2} /^go_memstats_mallocs_total /{m=$2}
+				/^go_gc_duration_seconds_count /{g=$2} /^corral_edge_connections_accepted_total /{c=$2}
+				END{print a, m, g, c}')"
+			sleep 0.5
 		done >"$OUT/$2-$3.allocs") &
 		AP=$!
 	fi
 	"$BENCH" versus --server corral --url ws://127.0.0.1:28610/ws --api http://127.0.0.1:28611 --pid $SP --quiet \
 		--workload storm --storm-mode "${STORM_MODE:-herd}" --sockets 10000 --rooms 100 --rate 100 --duration 20s --json "$OUT/$2-$3.json" >"$OUT/$2-$3.txt" 2>&1
-	[ -n "$AP" ] && wait $AP
+	[ -n "$AP" ] && kill $AP 2>/dev/null
 	echo "$2 $3: $(grep -h 'corral storm' "$OUT/$2-$3.txt")"
 	kill $SP $RP 2>/dev/null
 	wait $SP $RP 2>/dev/null
@@ -72,14 +74,17 @@ for k in "AB":
     for f in sorted(os.listdir(d)):
         if not (f.startswith(k + "-") and f.endswith(".allocs")):
             continue
-        n = {}
-        for line in open(os.path.join(d, f)):
-            name, val = line[2:].split(" = ")
-            n.setdefault(name, []).append(int(val))
-        if all(len(n.get(x, [])) == 2 for x in ("TotalAlloc", "Mallocs", "NumGC")):
-            a.append({x: n[x][1] - n[x][0] for x in n})
+        rows = [[float(x) for x in l.split()] for l in open(os.path.join(d, f)) if len(l.split()) == 5]
+        n = 10000
+        j = next((i for i, r in enumerate(rows) if r[4] >= 2 * n - n // 100), None)
+        if j is None or j + 1 >= len(rows):
+            continue
+        i = max(i for i in range(j) if rows[i][4] < n + n // 100)
+        s, e = rows[i], rows[j + 1]
+        a.append((e[1] - s[1], e[2] - s[2], e[3] - s[3], e[0] - s[0]))
     if a:
-        print(k, "window 9-17 s: allocated median %.1f MB %s  objects median %.2f M  GC cycles %s" % (
-            statistics.median(x["TotalAlloc"] for x in a) / 1e6, [round(x["TotalAlloc"] / 1e6, 1) for x in a],
-            statistics.median(x["Mallocs"] for x in a) / 1e6, [x["NumGC"] for x in a]))
+        print(k, "reconnect window: allocated median %.1f MB %s  objects median %.2f M %s  GC cycles %s  window %s s" % (
+            statistics.median(x[0] for x in a) / 1e6, [round(x[0] / 1e6, 1) for x in a],
+            statistics.median(x[1] for x in a) / 1e6, [round(x[1] / 1e6, 2) for x in a],
+            [int(x[2]) for x in a], [round(x[3], 1) for x in a]))
 PY
