@@ -15,8 +15,8 @@
 # 28619 on 127.0.0.1. ALLOCS=1: the server's /metrics is read every 0.5 s
 # (bytes and objects allocated, GC cycles, upgrades accepted) into
 # OUT/*.allocs; the summary adds, per build, what the server allocated in
-# the herd's reconnect window: from the last reading before 1% of the
-# sockets were back to the reading after the one that saw 99%. Hold the machine's load lock:
+# the herd's reconnect window and in the whole run (storm-allocs.py OUT
+# says how, and prints it again). Hold the machine's load lock:
 #   flock /tmp/corral-load.lock env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh ...
 set -u
 OUT=$1; R=$2; ROW=$3
@@ -70,21 +70,5 @@ for k in "AB":
             statistics.median(x.get("recoverP50Ms", 0) for x in v), [round(x.get("recoverP50Ms", 0)) for x in v],
             [round(x) for x in p], sum(x.get("recovered", 0) for x in v), sum(x.get("cut", 0) for x in v),
             sum(x.get("duplicated", 0) for x in v)))
-    a = []
-    for f in sorted(os.listdir(d)):
-        if not (f.startswith(k + "-") and f.endswith(".allocs")):
-            continue
-        rows = [[float(x) for x in l.split()] for l in open(os.path.join(d, f)) if len(l.split()) == 5]
-        n = 10000
-        j = next((i for i, r in enumerate(rows) if r[4] >= 2 * n - n // 100), None)
-        if j is None or j + 1 >= len(rows):
-            continue
-        i = max(i for i in range(j) if rows[i][4] < n + n // 100)
-        s, e = rows[i], rows[j + 1]
-        a.append((e[1] - s[1], e[2] - s[2], e[3] - s[3], e[0] - s[0]))
-    if a:
-        print(k, "reconnect window: allocated median %.1f MB %s  objects median %.2f M %s  GC cycles %s  window %s s" % (
-            statistics.median(x[0] for x in a) / 1e6, [round(x[0] / 1e6, 1) for x in a],
-            statistics.median(x[1] for x in a) / 1e6, [round(x[1] / 1e6, 2) for x in a],
-            [int(x[2]) for x in a], [round(x[3], 1) for x in a]))
 PY
+if [ "${ALLOCS:-}" = 1 ]; then python3 "$(dirname "$0")/storm-allocs.py" "$OUT"; fi
