@@ -16,12 +16,20 @@
 # (bytes and objects allocated, GC cycles, upgrades accepted) into
 # OUT/*.allocs; the summary adds, per build, what the server allocated in
 # the herd's reconnect window and in the whole run (storm-allocs.py OUT
-# says how, and prints it again). Hold the machine's load lock:
+# says how, and prints it again). Each run's line ends with the
+# connections the kernel dropped from a full accept queue meanwhile (Linux's
+# ListenOverflows, every socket of the machine). Hold the machine's load lock:
 #   flock /tmp/corral-load.lock env CORRAL_A=... CORRAL_B=... bench/scripts/storm-ab.sh ...
 set -u
 OUT=$1; R=$2; ROW=$3
 . "$(dirname "$0")/bins.sh"
 mkdir -p "$OUT"
+# listen_overflows: the kernel's count of connections dropped from a full
+# accept queue (Linux, all sockets; 0 elsewhere), read around each run.
+listen_overflows() {
+	awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "ListenOverflows") c = i; h = 1 } else print $c + 0 }' \
+		/proc/net/netstat 2>/dev/null || echo 0
+}
 run() { # binary label round
 	local extra=() RP=""
 	if [ "$ROW" = storm-redis ]; then
@@ -44,10 +52,11 @@ run() { # binary label round
 		done >"$OUT/$2-$3.allocs") &
 		AP=$!
 	fi
+	local lo0; lo0=$(listen_overflows)
 	"$BENCH" versus --server corral --url ws://127.0.0.1:28610/ws --api http://127.0.0.1:28611 --pid $SP --quiet \
 		--workload storm --storm-mode "${STORM_MODE:-herd}" --sockets 10000 --rooms 100 --rate 100 --duration 20s --json "$OUT/$2-$3.json" >"$OUT/$2-$3.txt" 2>&1
 	[ -n "$AP" ] && kill $AP 2>/dev/null
-	echo "$2 $3: $(grep -h 'corral storm' "$OUT/$2-$3.txt")"
+	echo "$2 $3: $(grep -h 'corral storm' "$OUT/$2-$3.txt"); listen-queue overflows $(($(listen_overflows) - lo0))"
 	kill $SP $RP 2>/dev/null
 	wait $SP $RP 2>/dev/null
 }
