@@ -263,9 +263,10 @@ func upgradePrefix(b []byte, path string) bool {
 }
 
 // upgradeResponse is the ResponseWriter of a request served by the
-// WebSocket listener. Its Hijack writes the response head (the 101) and
-// hands the connection over, with what the client sent past the head
-// still in br. Any other response is written, with its body, once the
+// WebSocket listener. Its Hijack (and HijackEarly, the edge's) writes the
+// response head if the handler set a status (the edge sets none: it
+// writes its 101 itself) and hands the connection over, with what the
+// client sent past the head still in br. Any other response is written, with its body, once the
 // handler returns (finish), and the connection is closed after it: an
 // upgrade request that was refused has no next request.
 type upgradeResponse struct {
