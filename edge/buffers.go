@@ -1,11 +1,8 @@
 package edge
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -14,58 +11,16 @@ import (
 // Buffers of a client connection. net/http hands a hijacked connection a
 // 4 KiB reader and a 4 KiB writer, which coder/websocket kept for the
 // connection's whole life: most of what an idle connection used to cost.
+// The edge lets both go at the upgrade (handshake.go) and reads sock.
 //
-//   - readBufferSize is the read buffer a connection borrows from readBufs
-//     while it has bytes waiting (see sock): it holds a frame header and a
-//     typical client frame (a hello, a join, a publish); a larger payload
-//     is read straight into its destination. A connection between frames
-//     holds none.
-//   - handshakeBufferSize is the bufio reader and writer handed to
-//     coder/websocket for the upgrade (bufio's minimum): it writes the 101
-//     response through the writer, then the edge lets both go with the
-//     library's Conn, and reads sock itself (wsconn.go).
-const (
-	readBufferSize      = 1 << 10
-	handshakeBufferSize = 16
-)
+// readBufferSize is the read buffer a connection borrows from readBufs
+// while it has bytes waiting (see sock): it holds a frame header and a
+// typical client frame (a hello, a join, a publish); a larger payload is
+// read straight into its destination. A connection between frames holds
+// none. The upgrade borrows one to write its 101 from.
+const readBufferSize = 1 << 10
 
 var readBufs = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
-
-// hijacker is the ResponseWriter handed to websocket.Accept: its Hijack
-// gives the connection corral's buffers instead of net/http's, and keeps
-// the net.Conn for the edge's own reads and writes.
-type hijacker struct {
-	http.ResponseWriter
-	nc   net.Conn // set by Hijack
-	wire *wire    // every write to nc
-	sock *sock    // what the connection's reader reads (wsconn.go)
-}
-
-// Hijack hijacks the underlying connection and re-buffers it. Bytes the
-// client sent past the upgrade request and net/http already read are read
-// first (sock.early).
-func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	if brw.Writer.Buffered() > 0 {
-		if err := brw.Writer.Flush(); err != nil {
-			nc.Close()
-			return nil, nil, err
-		}
-	}
-	s := &sock{Conn: nc}
-	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
-		s.early = bytes.Clone(b)
-	}
-	h.nc, h.sock, h.wire = nc, s, newWire(nc)
-	// coder/websocket writes the 101 response through the writer, and
-	// reads nothing: both go with its Conn after the upgrade.
-	return s, bufio.NewReadWriter(bufio.NewReaderSize(s, handshakeBufferSize),
-		bufio.NewWriterSize(h.wire, handshakeBufferSize)), nil
-}
 
 // sock is the hijacked connection as the connection's reader reads it. A read
 // smaller than readBufferSize borrows a buffer from readBufs, reads the

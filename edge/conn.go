@@ -140,12 +140,12 @@ type conn struct {
 	unanswered []request
 }
 
-func newConn(e *Edge, hj *hijacker, enc protocol.Encoding, remote string) *conn {
+func newConn(e *Edge, u upgraded, enc protocol.Encoding, remote string) *conn {
 	c := &conn{
 		e:      e,
-		nc:     hj.nc,
-		wire:   hj.wire,
-		sock:   hj.sock,
+		nc:     u.nc,
+		wire:   u.wire,
+		sock:   u.sock,
 		enc:    enc,
 		remote: remote,
 		id:     e.nextID.Add(1),

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/mono"
 	"github.com/corral-rt/corral/protocol"
@@ -184,33 +183,24 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	hj := &hijacker{ResponseWriter: w}
-	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
-		Subprotocols:       []string{protocol.SubprotocolProto, protocol.SubprotocolJSON},
-		OriginPatterns:     e.cfg.OriginPatterns,
-		InsecureSkipVerify: e.cfg.AnyOrigin,
-	})
+	u, err := upgrade(w, r, e.cfg.OriginPatterns, e.cfg.AnyOrigin)
 	if err != nil {
-		// Accept has already written an HTTP error.
+		// upgrade has answered (handshake.go).
 		return
 	}
 	e.metrics.accepted.Inc()
 	e.settle.accepted(mono.Now())
-	enc, ok := protocol.EncodingOf(ws.Subprotocol())
+	enc, ok := protocol.EncodingOf(u.subprotocol)
 	if !ok {
 		// No subprotocol offered: JSON, so any WebSocket tool can talk.
 		enc = protocol.JSON
 	}
-	// coder/websocket did the handshake; the edge reads and closes the
-	// socket itself from now on (wsconn.go). Its Conn is let go, without
-	// its finalizer, which would close the socket.
-	runtime.SetFinalizer(ws, nil)
-	c := newConn(e, hj, enc, r.RemoteAddr)
+	c := newConn(e, u, enc, r.RemoteAddr)
 	c.hook = e.captureHook(r)
 	c.handshakeDone = release
 	if !e.track(c) {
 		c.writeClose(uint16(corralv1.Code_CODE_GOING_AWAY), "shutting down")
-		hj.nc.Close()
+		u.nc.Close()
 		return
 	}
 	served = true

@@ -14,18 +14,18 @@ import (
 )
 
 // TestFrameMessage writes frames of each length class (7-bit, 16-bit and
-// 64-bit lengths) the way writeLoop does, between coder/websocket's control
-// frames, and reads them back with coder/websocket's client, which
-// validates every header.
+// 64-bit lengths) the way the writer does, after the edge's own 101 and
+// before its close frame, and reads them back with coder/websocket's
+// client, which validates every header.
 func TestFrameMessage(t *testing.T) {
 	sizes := []int{0, 1, 125, 126, 127, 1000, 0xFFFF, 0x10000, 300_000}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hj := &hijacker{ResponseWriter: w}
-		ws, err := websocket.Accept(hj, r, nil)
+		u, err := upgrade(w, r, nil, false)
 		if err != nil {
 			t.Error(err)
 			return
 		}
+		c := &conn{nc: u.nc, wire: u.wire, sock: u.sock}
 		for i, n := range sizes {
 			op := byte(wsframe.OpText)
 			if i%2 == 1 {
@@ -33,12 +33,13 @@ func TestFrameMessage(t *testing.T) {
 			}
 			buf := make([]byte, wsframe.MaxHeader, wsframe.MaxHeader+n)
 			buf = append(buf, bytes.Repeat([]byte{byte('a' + i)}, n)...)
-			if _, err := hj.nc.Write(wsframe.Frame(buf, op)); err != nil {
+			if _, err := u.nc.Write(wsframe.Frame(buf, op)); err != nil {
 				t.Error(err)
 				return
 			}
 		}
-		ws.Close(websocket.StatusNormalClosure, "done")
+		c.writeClose(closeNormal, "done")
+		u.nc.Close()
 	}))
 	defer srv.Close()
 	ctx := context.Background()

@@ -12,9 +12,8 @@ import (
 	"github.com/corral-rt/corral/internal/wsframe"
 )
 
-// A client's WebSocket after the upgrade. coder/websocket does the
-// handshake (websocket.Accept in Edge.ServeHTTP) and nothing after it: the
-// edge writes its data messages framed by itself (wsframe.Frame), and
+// A client's WebSocket after the upgrade, which the edge does itself
+// (handshake.go; coder/websocket did it until 2026-12-06): the edge writes its data messages framed by itself (wsframe.Frame), and
 // reads the client's frames here, straight from sock, answering a ping
 // and a close on the way. Keeping the library's Conn for the reads and
 // the close cost ~1.5 KiB per idle connection (the Conn with its

@@ -159,3 +159,55 @@ func readFrame(r io.Reader) (byte, []byte, error) {
 	_, err := io.ReadFull(r, p)
 	return h[0] & 0x0f, p, err
 }
+
+// TestHelloWithTheUpgrade: a client that sends its hello in the same
+// write as its upgrade request, without waiting for the 101, is welcomed:
+// what the server read past the request head reaches the edge's reader
+// (on the WebSocket listener, server.upgradeResponse.HijackEarly).
+func TestHelloWithTheUpgrade(t *testing.T) {
+	for _, mode := range []string{"serve", "split"} {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, mode, nil, nil)
+			host := strings.TrimSuffix(strings.TrimPrefix(d.wsURL, "ws://"), "/ws")
+			nc, err := net.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			hello := []byte(`{"hello":{"token":"eager"}}`)
+			frame := append([]byte{0x81, 0x80 | byte(len(hello)), 1, 2, 3, 4}, hello...)
+			for i := range hello {
+				frame[6+i] ^= byte(i%4 + 1)
+			}
+			head := "GET /ws HTTP/1.1\r\nHost: " + host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+				"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+				"Sec-WebSocket-Protocol: " + protocol.SubprotocolJSON + "\r\n\r\n"
+			if _, err := nc.Write(append([]byte(head), frame...)); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(nc)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("upgrade: %v, %v", resp, err)
+			}
+			if got := resp.Header.Get("Sec-WebSocket-Protocol"); got != protocol.SubprotocolJSON {
+				t.Fatalf("subprotocol %q", got)
+			}
+			if got := resp.Header.Get("Sec-WebSocket-Accept"); got != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
+				t.Fatalf("Sec-WebSocket-Accept %q", got)
+			}
+			op, p, err := readFrame(br)
+			if err != nil || op != 0x1 {
+				t.Fatalf("first frame: opcode %d, %q, %v", op, p, err)
+			}
+			var f corralv1.ServerFrame
+			if err := protocol.DecodeServer(protocol.JSON, p, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.GetWelcome() == nil && (f.GetBatch() == nil || f.GetBatch().GetFrames()[0].GetWelcome() == nil) {
+				t.Fatalf("first frame %q, want the Welcome", p)
+			}
+		})
+	}
+}

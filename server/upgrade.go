@@ -263,9 +263,10 @@ func upgradePrefix(b []byte, path string) bool {
 }
 
 // upgradeResponse is the ResponseWriter of a request served by the
-// WebSocket listener. Its Hijack writes the response head (the 101) and
-// hands the connection over, with what the client sent past the head
-// still in br. Any other response is written, with its body, once the
+// WebSocket listener. Its Hijack (and HijackEarly, the edge's) writes the
+// response head if the handler set a status (the edge sets none: it
+// writes its 101 itself) and hands the connection over, with what the
+// client sent past the head still in br. Any other response is written, with its body, once the
 // handler returns (finish), and the connection is closed after it: an
 // upgrade request that was refused has no next request.
 type upgradeResponse struct {
@@ -307,6 +308,28 @@ func (w *upgradeResponse) Write(p []byte) (int, error) {
 // sent past the request head, in a buffer of its own (just that size):
 // br goes back to headReaders when the handler returns.
 func (w *upgradeResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, early, err := w.HijackEarly()
+	if err != nil {
+		return nil, nil, err
+	}
+	var rd io.Reader = nc
+	n := len(early)
+	if n > 0 {
+		rd = io.MultiReader(bytes.NewReader(early), nc)
+	}
+	br := bufio.NewReaderSize(rd, n) // bufio's minimum is 16 bytes
+	if n > 0 {
+		_, _ = br.Peek(n) // buffered, as net/http's reader has them
+	}
+	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(nc, 16)), nil
+}
+
+// HijackEarly is Hijack without the bufio pair: it returns a copy of what
+// the client sent past the request head (nil: nothing) instead. The edge
+// hijacks this way when it can (edge/handshake.go, earlyHijacker): it
+// reads and writes the connection itself, and Hijack's reader and writer
+// were two copies of the early bytes and five allocations dropped at once.
+func (w *upgradeResponse) HijackEarly() (net.Conn, []byte, error) {
 	if w.hijacked {
 		return nil, nil, http.ErrHijacked
 	}
@@ -318,17 +341,12 @@ func (w *upgradeResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 			return nil, nil, err
 		}
 	}
-	var rd io.Reader = w.nc
-	n := w.br.Buffered()
-	if n > 0 {
+	var early []byte
+	if n := w.br.Buffered(); n > 0 {
 		b, _ := w.br.Peek(n)
-		rd = io.MultiReader(bytes.NewReader(bytes.Clone(b)), w.nc)
+		early = bytes.Clone(b)
 	}
-	br := bufio.NewReaderSize(rd, n) // bufio's minimum is 16 bytes
-	if n > 0 {
-		_, _ = br.Peek(n) // buffered, as net/http's reader has them
-	}
-	return w.nc, bufio.NewReadWriter(br, bufio.NewWriterSize(w.nc, 16)), nil
+	return w.nc, early, nil
 }
 
 // head is the response's status line and header fields.

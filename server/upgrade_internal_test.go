@@ -334,8 +334,9 @@ func FuzzFirstRequest(f *testing.F) {
 
 // BenchmarkUpgrade: one WebSocket upgrade (a raw client writes the head
 // and reads the 101, then closes), served by net/http or by the
-// listener. B/op and allocs/op are the client's (the same in both) plus
-// the server's.
+// listener (with coder/websocket's Accept, or with only a hijack and a
+// 101 written as the edge does, by Hijack or HijackEarly). B/op and
+// allocs/op are the client's (the same in all) plus the server's.
 //
 //	go test ./server -run '^$' -bench Upgrade -benchmem -count 3
 func BenchmarkUpgrade(b *testing.B) {
@@ -347,12 +348,40 @@ func BenchmarkUpgrade(b *testing.B) {
 	})
 	head := []byte("GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
 		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-	for _, direct := range []bool{false, true} {
-		name := "net_http"
-		if direct {
-			name = "listener"
+	// As the edge hands over (edge/handshake.go): HijackEarly, then the
+	// 101 written on the connection.
+	// As the edge hands over (edge/handshake.go): HijackEarly (or Hijack,
+	// to compare), then the 101 written on the connection.
+	const resp101 = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
+	early := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nc, _, err := w.(interface {
+			HijackEarly() (net.Conn, []byte, error)
+		}).HijackEarly()
+		if err == nil {
+			io.WriteString(nc, resp101)
+			nc.Close()
 		}
-		b.Run(name, func(b *testing.B) {
+	})
+	hijack := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nc, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			io.WriteString(nc, resp101)
+			nc.Close()
+		}
+	})
+	for _, tc := range []struct {
+		name    string
+		direct  bool
+		handler http.Handler
+	}{
+		{"net_http", false, accept},
+		{"listener", true, accept},
+		{"listener_hijack", true, hijack},
+		{"listener_hijack_early", true, early},
+	} {
+		direct, accept := tc.direct, tc.handler
+		b.Run(tc.name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				b.Fatal(err)
