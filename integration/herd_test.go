@@ -6,6 +6,7 @@ import (
 	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,11 @@ func TestResetStormResumes(t *testing.T) {
 		drops atomic.Int32
 	}
 	members := make([]*member, clients)
-	var resumed, dropped atomic.Int64
+	var resumed, dropped, fresh atomic.Int64
+	// why records why connections ended after the storm began, by the
+	// error's text, for a failure's log.
+	var whyMu sync.Mutex
+	why := make(map[string]int)
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
 	sem := make(chan struct{}, 64) // connect at a civil pace
@@ -98,11 +103,16 @@ func TestResetStormResumes(t *testing.T) {
 				case client.EventConnected:
 					if ev.Resumed {
 						resumed.Add(1)
+					} else if m.drops.Load() > 0 {
+						fresh.Add(1) // back, but in a new session
 					}
 				case client.EventDisconnected:
 					if m.drops.Add(1) == 1 {
 						dropped.Add(1)
 					}
+					whyMu.Lock()
+					why[digits.ReplaceAllString(fmt.Sprint(ev.Err), "N")]++
+					whyMu.Unlock()
 				case client.EventReset:
 					chk.Reset(m.name, ev.Room)
 				}
@@ -188,7 +198,12 @@ func TestResetStormResumes(t *testing.T) {
 			default:
 			}
 		}
-		t.Fatalf("only %d of %d sessions resumed (none for 30s, or past the test's deadline)", n, clients)
+		whyMu.Lock()
+		for err, n := range why {
+			t.Logf("connections ended %d times with: %s", n, err)
+		}
+		whyMu.Unlock()
+		t.Fatalf("only %d of %d sessions resumed, %d came back in a new session (none for 30s, or past the test's deadline)", n, clients, fresh.Load())
 	}
 	flow(150) // live traffic after the storm
 	close(stop)
@@ -218,6 +233,10 @@ func TestResetStormResumes(t *testing.T) {
 	}
 	t.Logf("2,000 resumed; worst attempts per client: %d", worst)
 }
+
+// digits are the numbers in an error's text (ports, counts), which the
+// herd's failure log folds together.
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // TestAdmissionRefusesPastBucket: past the handshake bucket the server
 // answers 503 with a Retry-After at once, and clients already connected are
