@@ -46,8 +46,10 @@ var wsSubprotocols = [...]string{protocol.SubprotocolProto, protocol.Subprotocol
 
 // upgraded is a connection after the 101: the socket, what the reader
 // reads (with what the client sent past its request), the wire every
-// write goes through, and the subprotocol chosen ("" for none). Passed by
-// value: one allocation less per upgrade.
+// write goes through, and the subprotocol chosen, as the edge spells it
+// (protocol.SubprotocolProto or SubprotocolJSON; "" for none), whatever
+// the case the client offered it in. Passed by value: one allocation less
+// per upgrade.
 type upgraded struct {
 	nc          net.Conn
 	sock        *sock
@@ -141,8 +143,11 @@ func hasToken(values []string, token string) bool {
 }
 
 // selectSubprotocol is the first of the edge's subprotocols that the
-// client offers, as the client spelt it; "" when it offers none.
-func selectSubprotocol(values []string) string {
+// client offers, in any case: echo as the client spelt it (what the 101
+// answers), chosen as the edge spells it (what picks the encoding, so
+// that the answer and the encoding never disagree); "" when it offers
+// none.
+func selectSubprotocol(values []string) (echo, chosen string) {
 	for _, sp := range wsSubprotocols {
 		for _, v := range values {
 			for v != "" {
@@ -153,12 +158,12 @@ func selectSubprotocol(values []string) string {
 					v = ""
 				}
 				if t = strings.TrimSpace(t); strings.EqualFold(sp, t) {
-					return t
+					return t, sp
 				}
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // errOrigin is an upgrade refused for its Origin; its message is the body
@@ -274,7 +279,7 @@ func upgrade(w http.ResponseWriter, r *http.Request, patterns []string, anyOrigi
 			return upgraded{}, err
 		}
 	}
-	subprotocol := selectSubprotocol(r.Header["Sec-Websocket-Protocol"])
+	subprotocol, chosen := selectSubprotocol(r.Header["Sec-Websocket-Protocol"])
 	extra := w.Header()
 	nc, early, err := hijack(w)
 	if err != nil {
@@ -290,7 +295,7 @@ func upgrade(w http.ResponseWriter, r *http.Request, patterns []string, anyOrigi
 		nc.Close()
 		return upgraded{}, fmt.Errorf("edge: writing the 101: %w", err)
 	}
-	return upgraded{nc: nc, sock: s, wire: newWire(nc), subprotocol: subprotocol}, nil
+	return upgraded{nc: nc, sock: s, wire: newWire(nc), subprotocol: chosen}, nil
 }
 
 // earlyHijacker is a ResponseWriter that hands its connection over

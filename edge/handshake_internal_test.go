@@ -217,7 +217,8 @@ func compareWithAccept(t *testing.T, method string, h http.Header, patterns []st
 			t.Errorf("%s: %q; Accept: %q", k, got, want)
 		}
 	}
-	if u.subprotocol != resp.Header.Get("Sec-WebSocket-Protocol") {
+	// The edge keeps its own spelling of what the 101 echoes.
+	if !strings.EqualFold(u.subprotocol, resp.Header.Get("Sec-WebSocket-Protocol")) {
 		t.Errorf("subprotocol %q, the 101 says %q", u.subprotocol, resp.Header.Get("Sec-WebSocket-Protocol"))
 	}
 }
@@ -347,4 +348,29 @@ func (d *discardHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	d.c.out.Reset()
 	return &d.c, &d.brw, nil
+}
+
+// TestSubprotocolPicksTheEncoding: the 101 echoes the subprotocol as the
+// client spelt it, and the encoding follows the same choice: a client that
+// offers CORRAL.V1.PROTO is answered with it and served binary frames, not
+// JSON behind a proto answer.
+func TestSubprotocolPicksTheEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		offer      []string
+		echo       string
+		enc        protocol.Encoding
+		negotiated bool
+	}{
+		{[]string{"CORRAL.V1.PROTO"}, "CORRAL.V1.PROTO", protocol.Proto, true},
+		{[]string{"Corral.V1.Json"}, "Corral.V1.Json", protocol.JSON, true},
+		{[]string{"x, corral.v1.json", " corral.v1.PROTO "}, "corral.v1.PROTO", protocol.Proto, true},
+		{[]string{"mqtt"}, "", 0, false},
+		{nil, "", 0, false},
+	} {
+		echo, chosen := selectSubprotocol(tc.offer)
+		enc, ok := protocol.EncodingOf(chosen)
+		if echo != tc.echo || ok != tc.negotiated || (ok && enc != tc.enc) {
+			t.Errorf("offer %q: echo %q, encoding %v (negotiated %v); want %q, %v (%v)", tc.offer, echo, enc, ok, tc.echo, tc.enc, tc.negotiated)
+		}
+	}
 }
