@@ -127,24 +127,7 @@ func TestAssemblerBound(t *testing.T) {
 func TestSessionGrowingScripted(t *testing.T) {
 	fake := newScripted(t)
 	ctx := testCtx(t)
-	type connected struct {
-		s   *client.Session
-		err error
-	}
-	got := make(chan connected, 1)
-	go func() {
-		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
-		got <- connected{s, err}
-	}()
-	c1 := fake.accept(t)
-	c1.read()
-	c1.send(welcomeF(false))
-	res := <-got
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	s := res.s
-	defer s.Close()
+	s, c1 := fake.session(t, ctx)
 
 	var applied []checker.Chunk
 	a := client.NewAssembler()

@@ -155,22 +155,7 @@ func TestConnRefusalsMatchedByFrame(t *testing.T) {
 func TestSessionRefusalsMatchedByFrame(t *testing.T) {
 	fake := newScripted(t)
 	ctx := testCtx(t)
-	got := make(chan *client.Session, 1)
-	go func() {
-		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- s
-	}()
-	c1 := fake.accept(t)
-	c1.read()
-	c1.send(welcomeF(false))
-	s := <-got
-	if s == nil {
-		t.FailNow()
-	}
-	defer s.Close()
+	s, c1 := fake.session(t, ctx)
 	go func() {
 		for range s.Events() {
 		}

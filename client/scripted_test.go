@@ -61,6 +61,33 @@ func newScripted(t *testing.T) *scripted {
 
 func (s *scripted) url() string { return "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/ws" }
 
+// session connects a Session (fast backoff) to the fake and welcomes it:
+// its first connection, whose hello must not resume. The Session is
+// closed when the test ends.
+func (s *scripted) session(t *testing.T, ctx context.Context) (*client.Session, *scriptedConn) {
+	t.Helper()
+	type connected struct {
+		s   *client.Session
+		err error
+	}
+	got := make(chan connected, 1)
+	go func() {
+		s, err := client.Connect(ctx, s.url(), client.SessionOptions{Backoff: fast})
+		got <- connected{s, err}
+	}()
+	c := s.accept(t)
+	if h := c.read().GetHello(); h == nil || h.GetResume() != nil {
+		t.Fatalf("first frame %v, want a hello without resume", h)
+	}
+	c.send(welcomeF(false))
+	res := <-got
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	t.Cleanup(func() { res.s.Close() })
+	return res.s, c
+}
+
 func (s *scripted) accept(t *testing.T) *scriptedConn {
 	t.Helper()
 	select {
@@ -146,26 +173,7 @@ func msgF(room string, seq uint64) *corralv1.ServerFrame {
 func TestSessionScripted(t *testing.T) {
 	fake := newScripted(t)
 	ctx := testCtx(t)
-	type connected struct {
-		s   *client.Session
-		err error
-	}
-	got := make(chan connected, 1)
-	go func() {
-		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
-		got <- connected{s, err}
-	}()
-	c1 := fake.accept(t)
-	if h := c1.read().GetHello(); h == nil || h.GetResume() != nil {
-		t.Fatalf("first frame %v, want a hello without resume", h)
-	}
-	c1.send(welcomeF(false))
-	res := <-got
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	s := res.s
-	defer s.Close()
+	s, c1 := fake.session(t, ctx)
 	r := record(s, "s", checker.New())
 
 	joined := make(chan error, 1)
@@ -239,22 +247,7 @@ func TestSessionScripted(t *testing.T) {
 func TestSessionPublishOrder(t *testing.T) {
 	fake := newScripted(t)
 	ctx := testCtx(t)
-	got := make(chan *client.Session, 1)
-	go func() {
-		s, err := client.Connect(ctx, fake.url(), client.SessionOptions{Backoff: fast})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- s
-	}()
-	c1 := fake.accept(t)
-	c1.read()
-	c1.send(welcomeF(false))
-	s := <-got
-	if s == nil {
-		t.FailNow()
-	}
-	defer s.Close()
+	s, c1 := fake.session(t, ctx)
 	go func() { _, _ = s.Join(ctx, "r") }()
 	c1.read()
 	c1.send(joinedF("r", 0, "e1", false))
