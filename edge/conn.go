@@ -759,6 +759,12 @@ func (c *conn) takeLocked() [][]byte {
 	return q
 }
 
+// tookPagesLocked reports whether the writer took replay pages that
+// reportTaken has not reported: the writer calls reportTaken, which takes
+// the lock again, only then (almost never: a write round of live traffic
+// takes the lock once). Lock must be held.
+func (c *conn) tookPagesLocked() bool { return c.pages != nil && len(c.pages.taken) > 0 }
+
 // reportTaken tells the core of the replay pages the writer took
 // (takeLocked), outside the connection's lock: link.replayTaken takes
 // the link's, which is held while frames are pushed here.
@@ -901,8 +907,11 @@ func (c *conn) send() {
 		if r == writeDone {
 			c.mu.Lock()
 			q = c.takeLocked()
+			took := c.tookPagesLocked()
 			c.mu.Unlock()
-			c.reportTaken()
+			if took {
+				c.reportTaken()
+			}
 			if len(q) > 0 {
 				r = c.sendLocked(c.message(bp, q))
 			}
@@ -977,8 +986,11 @@ func (c *conn) sendBlocking() {
 	for {
 		c.mu.Lock()
 		q := c.takeLocked()
+		took := c.tookPagesLocked()
 		c.mu.Unlock()
-		c.reportTaken()
+		if took {
+			c.reportTaken()
+		}
 		c.writeStart.CompareAndSwap(0, mono.Now())
 		var err error
 		if len(q) > 0 {
