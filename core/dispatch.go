@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	croom "github.com/corral-rt/corral/core/room"
 	"time"
 
+	croom "github.com/corral-rt/corral/core/room"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	croom "github.com/corral-rt/corral/core/room"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
 	"github.com/corral-rt/corral/core/linkserver"
+	croom "github.com/corral-rt/corral/core/room"
 	"github.com/corral-rt/corral/delta"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/state"

@@ -3,9 +3,9 @@ package core
 import (
 	"context"
 	"errors"
-	croom "github.com/corral-rt/corral/core/room"
 
 	"github.com/corral-rt/corral/core/replay"
+	croom "github.com/corral-rt/corral/core/room"
 	"github.com/corral-rt/corral/history"
 )
 

@@ -3,13 +3,13 @@ package core
 import (
 	"context"
 	"errors"
-	croom "github.com/corral-rt/corral/core/room"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
 	"github.com/corral-rt/corral/core/linkserver"
+	croom "github.com/corral-rt/corral/core/room"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"

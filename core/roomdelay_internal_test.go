@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	croom "github.com/corral-rt/corral/core/room"
 	"io"
 	"log/slog"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/linkserver"
+	croom "github.com/corral-rt/corral/core/room"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/roomclass"

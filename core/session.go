@@ -1,12 +1,12 @@
 package core
 
 import (
-	croom "github.com/corral-rt/corral/core/room"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/corral-rt/corral/core/pubrate"
+	croom "github.com/corral-rt/corral/core/room"
 	"github.com/corral-rt/corral/roomclass"
 
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
