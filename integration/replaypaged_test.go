@@ -153,6 +153,15 @@ func TestReplayPagedKeepsReader(t *testing.T) {
 	}
 }
 
+// heapAfterGC is the process's live heap (serve: edge and core) after a
+// collection.
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
 // TestReplayPagedNonReader: a client that never reads, joining and
 // leaving a room with 24 MB of history again and again, is cut 4001 by
 // its bounds (not by the machine), and the heap of the process (serve:
@@ -161,13 +170,7 @@ func TestReplayPagedNonReader(t *testing.T) {
 	d := start(t, "serve", nil, func(o *server.Options) { o.Edge.ReplayBytes = 2 << 20 })
 	const room = "paged"
 	epoch := publishPaged(t, d, room, pagedMessages)
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	before := heapAfterGC()
 	ws := rawDial(t, d, protocol.SubprotocolProto)
 	sendProto(t, ws, pagedHello("sleeper"))
 	leave := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: room}}}
@@ -184,7 +187,7 @@ func TestReplayPagedNonReader(t *testing.T) {
 		if err != nil {
 			break // cut: the writes fail
 		}
-		peak = max(peak, heap())
+		peak = max(peak, heapAfterGC())
 	}
 	// The close frame may not get through a socket full of what the
 	// client did not read: an abrupt cut (-1) is a close too; the edge's
@@ -217,13 +220,7 @@ func TestReplayPagedHeapBounded(t *testing.T) {
 	const room = "paged"
 	const messages = 900
 	epoch := publishPaged(t, d, room, messages)
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	before := heapAfterGC()
 	ws := rawDial(t, d, protocol.SubprotocolProto)
 	leave := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: room}}}
 	marker := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "marker"}}}
@@ -234,7 +231,7 @@ func TestReplayPagedHeapBounded(t *testing.T) {
 		res, err := d.api.Rooms(ctx, &corralv1.RoomsRequest{Pattern: "marker"})
 		return err == nil && len(res.GetRooms()) == 1 && res.GetRooms()[0].GetMembers() == 1
 	}, "the marker join to land")
-	after := heap()
+	after := heapAfterGC()
 	// A few pages of 1 MiB (on the link, at the edge, encoded), with
 	// room for a loaded machine.
 	const history, bound = messages * pagedBytes, 16 << 20
