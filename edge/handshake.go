@@ -185,8 +185,28 @@ func checkOrigin(r *http.Request, patterns []string) error {
 	if err != nil {
 		return errOrigin{fmt.Sprintf("failed to parse Origin header %q: %v", origin, err)}
 	}
-	if strings.EqualFold(r.Host, u.Host) {
+	ok, err := matchOrigin(u, r.Host, patterns)
+	if err != nil {
+		log.Printf("websocket: %v", err)
+		return errOrigin{http.StatusText(http.StatusForbidden)}
+	}
+	if ok {
 		return nil
+	}
+	if u.Host == "" {
+		return errOrigin{fmt.Sprintf("request Origin %q is not a valid URL with a host", origin)}
+	}
+	return errOrigin{fmt.Sprintf("request Origin %q is not authorized for Host %q", u.Host, r.Host)}
+}
+
+// matchOrigin is the edge's one origin rule, for upgrades (checkOrigin)
+// and the HTTP fallbacks (originAllowed): the origin u is host's own, or
+// matches one of patterns (path.Match without case, on u's host, or on
+// "scheme://host" for a pattern with "://"). A pattern path.Match cannot
+// parse is an error: the origin is refused.
+func matchOrigin(u *url.URL, host string, patterns []string) (bool, error) {
+	if strings.EqualFold(host, u.Host) {
+		return true, nil
 	}
 	for _, p := range patterns {
 		target := u.Host
@@ -195,17 +215,13 @@ func checkOrigin(r *http.Request, patterns []string) error {
 		}
 		ok, err := path.Match(strings.ToLower(p), strings.ToLower(target))
 		if err != nil {
-			log.Printf("websocket: failed to parse path pattern %q: %v", p, err)
-			return errOrigin{http.StatusText(http.StatusForbidden)}
+			return false, fmt.Errorf("failed to parse path pattern %q: %v", p, err)
 		}
 		if ok {
-			return nil
+			return true, nil
 		}
 	}
-	if u.Host == "" {
-		return errOrigin{fmt.Sprintf("request Origin %q is not a valid URL with a host", origin)}
-	}
-	return errOrigin{fmt.Sprintf("request Origin %q is not authorized for Host %q", u.Host, r.Host)}
+	return false, nil
 }
 
 // sameHost reports whether origin is "http://host" or "https://host",

@@ -374,3 +374,31 @@ func TestSubprotocolPicksTheEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestOneOriginRule: an upgrade and an HTTP fallback's request (SSE,
+// streaming) with the same Origin get the same answer: one rule,
+// matchOrigin, decides both.
+func TestOneOriginRule(t *testing.T) {
+	for _, patterns := range [][]string{
+		{"allowed.example", "*.wild.example", "https://schemed.example", "http://ported.example:8080"},
+		{"[bad", "allowed.example"}, // a pattern path.Match cannot parse refuses
+	} {
+		oneOriginRule(t, patterns)
+	}
+}
+
+func oneOriginRule(t *testing.T, patterns []string) {
+	t.Helper()
+	for _, origin := range []string{
+		"http://host.example", "https://HOST.example", "http://host.example:", "http://host.example/x",
+		"https://allowed.example", "http://a.wild.example", "https://schemed.example", "http://schemed.example",
+		"http://ported.example:8080", "http://ported.example:9090", "https://schemed.example/x", "null", "http://[::1", "https://evil.example",
+	} {
+		r := httptest.NewRequest("GET", "http://host.example/ws", nil)
+		r.Header.Set("Origin", origin)
+		upgrade := checkOrigin(r, patterns) == nil
+		if fallback := originAllowed(origin, r.Host, patterns); fallback != upgrade {
+			t.Errorf("origin %q: an upgrade is allowed %v, a fallback %v", origin, upgrade, fallback)
+		}
+	}
+}

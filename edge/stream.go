@@ -13,7 +13,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -112,27 +111,18 @@ func (e *Edge) cors(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// originAllowed reports whether origin is host's own or matches one of
-// patterns (path.Match, on the origin's host, or on the whole origin for
-// a pattern with a scheme), as coder/websocket checks an upgrade's.
+// originAllowed reports whether origin passes the rule an upgrade's
+// passes (matchOrigin, handshake.go).
 func originAllowed(origin, host string, patterns []string) bool {
+	if sameHost(origin, host) {
+		return true
+	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
 		return false
 	}
-	if strings.EqualFold(u.Host, host) {
-		return true
-	}
-	for _, p := range patterns {
-		target := u.Host
-		if strings.Contains(p, "://") {
-			target = origin
-		}
-		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
-			return true
-		}
-	}
-	return false
+	ok, err := matchOrigin(u, host, patterns)
+	return ok && err == nil
 }
 
 // validStreamID reports whether id is a stream id a client may choose:
