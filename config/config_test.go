@@ -132,3 +132,28 @@ func TestEnumKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestBacklogHoldsABurst: at the default limits, a connection's backlog
+// at the core holds what one sender may send at once, so that no burst
+// the limits allow closes it 4105 while its core writes to a slower
+// store (with 8 MiB, 100 publishes and 64 signals of 60 KB did, on
+// Redis); and the figure follows the limits it is made of.
+func TestBacklogHoldsABurst(t *testing.T) {
+	for _, cmd := range []string{"serve", "edge"} {
+		d := config.Defaults(cmd).Settings
+		if burst := d.Edge.SenderBurstBytes(); int64(d.Core.ConnQueueBytes) < int64(burst) {
+			t.Errorf("%s: conn-backlog-bytes %d is less than one sender's burst at the default limits, %d bytes", cmd, d.Core.ConnQueueBytes, burst)
+		}
+	}
+	e := config.Defaults("serve").Settings.Edge
+	base := e.SenderBurstBytes()
+	e.MessageBurst *= 2
+	if e.SenderBurstBytes() <= base {
+		t.Error("a larger publish-burst does not raise SenderBurstBytes")
+	}
+	e.MessageRate = config.UnlimitedRate
+	e.MessageBurst = 1 // what an unlimited rate's bucket is left with
+	if e.SenderBurstBytes() != base {
+		t.Errorf("an unlimited publish-rate sizes by %d bytes, want the default burst's %d", e.SenderBurstBytes(), base)
+	}
+}

@@ -94,7 +94,7 @@ type Core struct {
 	MaxPayload      int           `key:"max-payload" cmd:"serve,core" group:"rooms" default:"65536" unit:"bytes" help:"the default class's max-payload: largest message or signal payload (past it: error 4413)"`
 	MaxRoomsPerConn Limit         `key:"max-rooms-per-conn" cmd:"serve,core" flag:"true" group:"limits" default:"128" unit:"rooms" help:"rooms one connection may be in (past it: error 4408)"`
 	ConnQueueFrames Limit         `key:"conn-backlog-frames" cmd:"serve,edge" group:"limits" default:"1024" unit:"frames" help:"client frames of one connection waiting for the core (past it: close 4105, the backlog dropped)"`
-	ConnQueueBytes  Limit         `key:"conn-backlog-bytes" cmd:"serve,edge" group:"limits" default:"8388608" unit:"bytes" help:"bytes of client frames of one connection waiting for the core (past it: close 4105)"`
+	ConnQueueBytes  Limit         `key:"conn-backlog-bytes" cmd:"serve,edge" group:"limits" default:"25165824" unit:"bytes" help:"bytes of client frames of one connection waiting for the core (past it: close 4105); the default holds what one sender may send at once at the default limits (publish-burst and signal-burst frames of max-frame): raise it with them"`
 }
 
 // API is the internal API's bounds (core.APIConfig embeds it).

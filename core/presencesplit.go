@@ -8,9 +8,9 @@ import (
 // maxPresenceFrameBytes bounds one presence frame (a tick's diff or a
 // snapshot), as maxSignalTickBytes bounds a tick's signals: unbounded,
 // 1,000 members with 1 KB of state each made a 1 MB snapshot, larger than
-// what a member's send queue keeps for a tick of signals and presence
-// (edge queueBytesFor), and 200 of them were closed 4001. What exceeds it
-// goes as several frames, in order (splitPresence).
+// what a member's send queue kept for a tick of signals and presence
+// (config.Edge.SenderBurstBytes), and 200 of them were closed 4001. What
+// exceeds it goes as several frames, in order (splitPresence).
 const maxPresenceFrameBytes = 256 << 10
 
 // splitPresence cuts p into frames of at most maxBytes of members each (one

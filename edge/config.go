@@ -56,9 +56,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// QueueFrames and QueueBytes bound one connection's send queue; past
 	// either the connection is a slow consumer. Default 4096 frames, and
-	// bytes derived from the limits (queueBytesFor): one sender's whole
-	// message burst of the largest frames, and a tick of a room's signals
-	// and presence, about 7.4 MiB by default.
+	// bytes derived from the limits (config.Edge.SenderBurstBytes): one
+	// sender's whole burst of publishes and signals of the largest frames,
+	// and a tick of a room's signals and presence, about 20 MiB by default.
 	QueueFrames int
 	QueueBytes  int
 	// MaxCallsInFlight bounds a connection's calls waiting for the
@@ -121,7 +121,9 @@ func (c *Config) withDefaults() Config {
 	out.MiscRate, out.MiscBurst = bucketDefaults(out.MiscRate, out.MiscBurst, 5, 20)
 	out.CallRate, out.CallBurst = bucketDefaults(out.CallRate, out.CallBurst, 10, 20)
 	if out.QueueBytes <= 0 {
-		out.QueueBytes = queueBytesFor(out.MessageBurst, out.ReadLimit)
+		// What one sender may send at once fits: no traffic the limits
+		// allow closes a reader, even one paused while it arrives.
+		out.QueueBytes = out.Edge.SenderBurstBytes()
 	}
 	if out.MaxCallsInFlight <= 0 {
 		out.MaxCallsInFlight = 8
@@ -161,18 +163,6 @@ func bucketDefaults(rate config.Rate, burst int, defRate config.Rate, defBurst i
 		burst = max(1, int(2*rate))
 	}
 	return rate, burst
-}
-
-// queueBytesFor is the send queue's byte bound that no limit-respecting
-// traffic passes for a reader that keeps up: what one sender may publish
-// at once (burst frames of the largest size, each with its server
-// frame's fields: room, sender, id, seq), plus 1 MiB for a tick of a
-// room's signals (core: 256 KiB a tick) and presence. With the 1 MiB it
-// had, a burst of 100 publishes of 60 KB, all the limits allow, closed a
-// reader that parsed JSON as it read (4001).
-func queueBytesFor(burst int, readLimit int64) int {
-	const frameFields, ticks = 1 << 10, 1 << 20
-	return max(burst, 1)*int(readLimit+frameFields) + ticks
 }
 
 // replayPage is the messages of one history page (history.MaxPage; the

@@ -7,6 +7,7 @@ import (
 	"github.com/corral-rt/corral/internal/readytest"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -36,7 +37,12 @@ const testAPIKey = "integration-api-key-0123456789"
 // process in memory, edge and core over h2c, and one process on Redis.
 var modes = []string{"serve", "split", "redis"}
 
+// quietLogger is the deployments' logger: silent, or with
+// CORRAL_TEST_LOGS set, every record to stderr (debugging a test).
 func quietLogger() *slog.Logger {
+	if os.Getenv("CORRAL_TEST_LOGS") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 

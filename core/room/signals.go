@@ -36,7 +36,7 @@ const MaxSignalKeys = 64
 // then 1 MiB), and every member was closed as a slow consumer, tight-loop
 // readers too. 256 KiB a tick is ~7.6 MiB/s at the default 33 ms tick,
 // what a reader on a good link takes; the edge's queue bound keeps 1 MiB
-// for a tick of signals and presence (edge queueBytesFor).
+// for a tick of signals and presence (config.Edge.SenderBurstBytes).
 // One signal larger than it still goes, alone.
 const maxSignalTickBytes = 256 << 10
 
