@@ -104,8 +104,8 @@ type Conn struct {
 	writeMu   sync.Mutex    // one writer at a time
 	refreshMu sync.Mutex    // one Refresh at a time
 
-	mu       sync.Mutex // guards the following fields
-	pubWait  map[string]chan *corralv1.ServerFrame
+	mu       sync.Mutex                            // guards the following fields
+	pubWait  map[string]chan *corralv1.ServerFrame // by pubKey(room, id)
 	joinWait map[string]chan *corralv1.ServerFrame
 	pageWait map[string]chan *corralv1.ServerFrame // by room
 	// refreshWait is the pending Refresh's waiter (key ""), if any.
@@ -322,7 +322,7 @@ func (c *Conn) PublishSeq(ctx context.Context, room, id string, seq uint64, payl
 	if id == "" {
 		return nil, errors.New("client: publish needs an id")
 	}
-	f, err := c.request(ctx, c.pubWait, id, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
+	f, err := c.request(ctx, c.pubWait, pubKey(room, id), &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Publish{Publish: &corralv1.Publish{
 		Room: room, Id: id, Payload: payload, Seq: seq,
 	}}})
 	return f.GetPublished(), err
@@ -362,11 +362,24 @@ func (c *Conn) Call(ctx context.Context, method string, payload []byte) ([]byte,
 	return f.GetCallResult().GetPayload(), nil
 }
 
+// ErrInFlight is a request refused by the client itself: one with the
+// same key is still waiting for its answer on the Conn (a Join or a
+// presence query of the same room, a Publish or an Append with the same
+// room and id), and the two answers could not be told apart.
+var ErrInFlight = errors.New("client: a request with the same room and id is still waiting for its answer on this connection")
+
 // request sends f and waits for the answer that deliver routes to
 // waiters[key]: the expected frame, or an Error frame (a *ServerError).
+// A request whose key is already waiting is refused (ErrInFlight) without
+// being sent: it took the first one's place and its answer, and left the
+// first waiting until its context ended.
 func (c *Conn) request(ctx context.Context, waiters map[string]chan *corralv1.ServerFrame, key string, f *corralv1.ClientFrame) (*corralv1.ServerFrame, error) {
 	ch := make(chan *corralv1.ServerFrame, 1)
 	c.mu.Lock()
+	if _, busy := waiters[key]; busy {
+		c.mu.Unlock()
+		return nil, ErrInFlight
+	}
 	waiters[key] = ch
 	c.mu.Unlock()
 	defer func() {
@@ -606,8 +619,7 @@ func (c *Conn) deliver(f *corralv1.ServerFrame) {
 	var waiter chan *corralv1.ServerFrame
 	switch k := f.GetKind().(type) {
 	case *corralv1.ServerFrame_Published:
-		waiter = c.pubWait[k.Published.GetId()]
-		delete(c.pubWait, k.Published.GetId())
+		waiter = take(c.pubWait, pubKey(k.Published.GetRoom(), k.Published.GetId()))
 	case *corralv1.ServerFrame_Joined:
 		waiter = c.joinWait[k.Joined.GetRoom()]
 		delete(c.joinWait, k.Joined.GetRoom())
@@ -655,7 +667,7 @@ func (c *Conn) refusedLocked(e *corralv1.Error) chan *corralv1.ServerFrame {
 		case ref != "" && c.stateWait[ref] != nil:
 			return take(c.stateWait, ref)
 		case ref != "":
-			return take(c.pubWait, ref)
+			return take(c.pubWait, pubKey(room, ref))
 		case room != "":
 			return take(c.joinWait, room)
 		case refreshRefusal(e.GetCode()):
@@ -663,7 +675,7 @@ func (c *Conn) refusedLocked(e *corralv1.Error) chan *corralv1.ServerFrame {
 		}
 	case "publish", "append":
 		if ref != "" {
-			return take(c.pubWait, ref)
+			return take(c.pubWait, pubKey(room, ref))
 		}
 	case "setState", "deleteState":
 		if ref != "" {
@@ -678,6 +690,10 @@ func (c *Conn) refusedLocked(e *corralv1.Error) chan *corralv1.ServerFrame {
 	}
 	return nil // a signal's, a leave's, a setPresence's...: no waiter
 }
+
+// pubKey is a publish's or an append's key among the waiters: its room
+// and id (ids are the client's, and one id may be used in two rooms).
+func pubKey(room, id string) string { return room + "\x00" + id }
 
 // take removes waiters[key] and returns it (nil when there is none).
 func take(waiters map[string]chan *corralv1.ServerFrame, key string) chan *corralv1.ServerFrame {

@@ -492,7 +492,9 @@ func (s *Session) publish(ctx context.Context, room, id string, payload []byte, 
 			}
 			continue
 		}
-		if isEncodeErr(err) {
+		if isEncodeErr(err) || errors.Is(err, ErrInFlight) {
+			// Not the connection's fault: a publish of this id is
+			// still waiting on it (the app published the id twice).
 			return nil, err
 		}
 		// The connection failed; wait for the next one.

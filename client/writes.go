@@ -25,8 +25,9 @@ type AppendOptions struct {
 // chunk's seq (Duplicate for a retried version), or a *ServerError:
 // CODE_MESSAGE_FINAL after the final chunk, CODE_OUT_OF_ORDER for a
 // version more than one ahead, CODE_TOO_LARGE, and CODE_UNIMPLEMENTED
-// from a server that does not serve growing messages yet. A Publish and
-// an Append with the same id must not be in flight at once on one Conn.
+// from a server that does not serve growing messages yet. A Publish or
+// an Append with the room and id of one still waiting on the Conn is
+// refused with ErrInFlight, unsent.
 //
 // The protocol does not yet name the answer to an append; this waits for
 // a Published with the append's id (see docs/MESSAGES.md, SDKs).
@@ -34,7 +35,7 @@ func (c *Conn) Append(ctx context.Context, room, id string, data []byte, o Appen
 	if id == "" {
 		return nil, errors.New("client: append needs an id")
 	}
-	f, err := c.request(ctx, c.pubWait, id, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Append{Append: &corralv1.Append{
+	f, err := c.request(ctx, c.pubWait, pubKey(room, id), &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Append{Append: &corralv1.Append{
 		Room: room, Id: id, Data: data, Replace: o.Replace, Final: o.Final, Version: o.Version,
 	}}})
 	return f.GetPublished(), err
