@@ -144,6 +144,13 @@ func TestBacklogHoldsABurst(t *testing.T) {
 		if burst := d.Edge.SenderBurstBytes(); int64(d.Core.ConnQueueBytes) < int64(burst) {
 			t.Errorf("%s: conn-backlog-bytes %d is less than one sender's burst at the default limits, %d bytes", cmd, d.Core.ConnQueueBytes, burst)
 		}
+		// Every frame a connection's buckets let through at once, each
+		// kind at its burst, fits the backlog's frame bound too.
+		e := d.Edge
+		frames := e.MessageBurst + e.SignalBurst + e.ControlBurst + e.PresenceBurst + e.QueryBurst + e.AckBurst + e.MiscBurst + e.CallBurst
+		if int64(d.Core.ConnQueueFrames) < int64(frames) {
+			t.Errorf("%s: conn-backlog-frames %d is less than the %d frames the buckets' bursts let through at once", cmd, d.Core.ConnQueueFrames, frames)
+		}
 	}
 	e := config.Defaults("serve").Settings.Edge
 	base := e.SenderBurstBytes()
