@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/internal/readytest"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -59,6 +60,23 @@ func TestResetStormResumes(t *testing.T) {
 	}
 	members := make([]*member, clients)
 	var resumed, dropped, fresh atomic.Int64
+	// dials and dialFails count the clients' TCP dials to the proxy and
+	// those that failed, by error, for a failure's log: a stall with no
+	// dials is the clients', one with failing dials the proxy's or the
+	// server's.
+	var dials, dialFails atomic.Int64
+	var dialWhy sync.Map // error text -> *atomic.Int64
+	dialer := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			dialFails.Add(1)
+			n, _ := dialWhy.LoadOrStore(digits.ReplaceAllString(err.Error(), "N"), new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}
+		return c, err
+	}}}
 	// why records why connections ended after the storm began, by the
 	// error's text, for a failure's log.
 	var whyMu sync.Mutex
@@ -73,7 +91,7 @@ func TestResetStormResumes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
-			s, err := client.Connect(ctx, viaProxy, client.SessionOptions{Options: client.Options{Token: m.name, Encoding: protocol.Encoding(i % 2)}})
+			s, err := client.Connect(ctx, viaProxy, client.SessionOptions{Options: client.Options{Token: m.name, Encoding: protocol.Encoding(i % 2), HTTPClient: hc}})
 			if err == nil {
 				var j *corralv1.Joined
 				if j, err = s.Join(ctx, m.room); err == nil {
@@ -176,6 +194,7 @@ func TestResetStormResumes(t *testing.T) {
 	if err := proxy.Toxics.RemoveToxic(ctx, "rst"); err != nil {
 		t.Fatal(err)
 	}
+	dialsBefore := dials.Load()
 	if n := dropped.Load(); n < clients {
 		t.Fatalf("toxiproxy reset %d of %d connections within 30s", n, clients)
 	}
@@ -203,6 +222,11 @@ func TestResetStormResumes(t *testing.T) {
 			t.Logf("connections ended %d times with: %s", n, err)
 		}
 		whyMu.Unlock()
+		t.Logf("dials since the toxic went: %d (%d before), %d failed in all", dials.Load()-dialsBefore, dialsBefore, dialFails.Load())
+		dialWhy.Range(func(k, v any) bool {
+			t.Logf("dials failed %d times with: %s", v.(*atomic.Int64).Load(), k)
+			return true
+		})
 		t.Fatalf("only %d of %d sessions resumed, %d came back in a new session (none for 30s, or past the test's deadline)", n, clients, fresh.Load())
 	}
 	flow(150) // live traffic after the storm
