@@ -217,8 +217,16 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 // goLive sends each join its replay page (croom.Room.GoLive); a join whose
 // replay is sent whole goes live: the join event, presence and the
 // session's stored position. A join with pages left goes on in
-// replayTaken (replay.go) once the edge took this page.
+// replayTaken (replay.go) once the edge took this page. The positions of
+// the rooms that went live are stored with one call after the loop
+// (SetRooms; SetRoom for one room): a resume of n rooms waits for one
+// store round trip, not n.
 func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq) {
+	// The first room's position apart: a join of one room (the common
+	// case) builds no map.
+	var first string
+	var firstPos sessions.Position
+	var stored map[string]sessions.Position
 	for _, q := range qs {
 		pos, live := q.room.GoLive(s, ep, &q.Join, joinHooks{c: c, r: q.room, s: s, q: q})
 		if !live {
@@ -233,9 +241,27 @@ func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq
 		q.room.Lock()
 		epoch := q.room.EpochLocked()
 		q.room.Unlock()
-		if err := c.sess.SetRoom(ctx, s.id, q.name, sessions.Position{Seq: pos, Epoch: epoch}); err != nil {
-			c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", q.name, "err", err)
+		p := sessions.Position{Seq: pos, Epoch: epoch}
+		switch {
+		case first == "":
+			first, firstPos = q.name, p
+		case stored == nil:
+			stored = make(map[string]sessions.Position, len(qs))
+			stored[first] = firstPos
+			fallthrough
+		default:
+			stored[q.name] = p
 		}
+	}
+	var err error
+	switch {
+	case stored != nil:
+		err = c.sess.SetRooms(ctx, s.id, stored)
+	case first != "":
+		err = c.sess.SetRoom(ctx, s.id, first, firstPos)
+	}
+	if err != nil {
+		c.cfg.Logger.Warn("session store: set rooms failed", "session", s.id, "first", first, "rooms", max(len(stored), 1), "err", err)
 	}
 }
 

@@ -278,3 +278,38 @@ func TestRedisBatchBusy(t *testing.T) {
 		t.Fatalf("SetRoom after the queue drained: %v", err)
 	}
 }
+
+// TestRedisSetRoomsOneCall: SetRooms writes a session's rooms with one
+// write.lua call (a resume's positions cost one round trip, not one per
+// room), and a session in more rooms than one op carries (1,024) with one
+// call per 1,024, every room stored.
+func TestRedisSetRoomsOneCall(t *testing.T) {
+	s, _, _ := newRedis(t, sessions.Options{FlushInterval: time.Hour, Prefix: "setrooms"})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		rooms int
+		calls int64
+	}{{1, 1}, {5, 1}, {1024, 1}, {2500, 3}} {
+		a := mustCreate(t, s, "a")
+		rooms := make(map[string]sessions.Position, tc.rooms)
+		for i := range tc.rooms {
+			rooms["room"+strconv.Itoa(i)] = sessions.Position{Seq: uint64(i), Epoch: "e" + strconv.Itoa(i%3)}
+		}
+		before := sessions.Batches(s)
+		if err := s.SetRooms(ctx, a.ID, rooms); err != nil {
+			t.Fatalf("%d rooms: %v", tc.rooms, err)
+		}
+		if got := sessions.Batches(s) - before; got != tc.calls {
+			t.Errorf("%d rooms went in %d write.lua calls, want %d", tc.rooms, got, tc.calls)
+		}
+		got := mustResume(t, s, a).Rooms
+		if len(got) != len(rooms) {
+			t.Fatalf("%d rooms: %d stored", tc.rooms, len(got))
+		}
+		for room, pos := range rooms {
+			if got[room] != pos {
+				t.Fatalf("%d rooms: %s stored at %v, want %v", tc.rooms, room, got[room], pos)
+			}
+		}
+	}
+}

@@ -233,6 +233,23 @@ func (m *Memory) SetRoom(_ context.Context, id, room string, pos Position) error
 	return nil
 }
 
+// SetRooms implements [Store.SetRooms].
+func (m *Memory) SetRooms(_ context.Context, id string, rooms map[string]Position) error {
+	if len(rooms) == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return fmt.Errorf("sessions: set %d rooms: %w", len(rooms), err)
+	}
+	for room, pos := range rooms {
+		s.rooms[room] = pos
+	}
+	return nil
+}
+
 // DeleteRoom implements [Store.DeleteRoom].
 func (m *Memory) DeleteRoom(_ context.Context, id, room string) error {
 	m.mu.Lock()

@@ -201,6 +201,48 @@ func (r *Redis) SetRoom(ctx context.Context, id, room string, pos Position) erro
 	return nil
 }
 
+// maxRoomsPerOp bounds the rooms of one write.lua update op (4 of its
+// arguments each).
+const maxRoomsPerOp = 1024
+
+// SetRooms implements [Store.SetRooms]: one write.lua update op that sets
+// every room's seq and epoch fields.
+func (r *Redis) SetRooms(ctx context.Context, id string, rooms map[string]Position) error {
+	if len(rooms) == 0 {
+		return nil
+	}
+	if len(rooms) > maxRoomsPerOp {
+		// write.lua unpacks the fields onto Lua's stack (8,000 slots).
+		part := make(map[string]Position, maxRoomsPerOp)
+		for room, pos := range rooms {
+			part[room] = pos
+			if len(part) == maxRoomsPerOp {
+				if err := r.SetRooms(ctx, id, part); err != nil {
+					return err
+				}
+				clear(part)
+			}
+		}
+		return r.SetRooms(ctx, id, part)
+	}
+	args := make([]string, 1, 1+4*len(rooms))
+	args[0] = strconv.Itoa(2 * len(rooms))
+	r.mu.Lock()
+	pending := r.pending[id]
+	for room, pos := range rooms {
+		delete(pending, room)
+		args = append(args, "s:"+room, strconv.FormatUint(pos.Seq, 10), "e:"+room, pos.Epoch)
+	}
+	if pending != nil && len(pending) == 0 {
+		delete(r.pending, id)
+	}
+	r.mu.Unlock()
+	if err := r.update(ctx, id, opUpdate, args...); err != nil {
+		return fmt.Errorf("sessions: set %d rooms: %w", len(rooms), err)
+	}
+	return nil
+}
+
 // DeleteRoom implements [Store.DeleteRoom].
 func (r *Redis) DeleteRoom(ctx context.Context, id, room string) error {
 	r.dropPending(id, room)

@@ -88,6 +88,11 @@ type Store interface {
 	// SetRoom records membership in room at pos, replacing any position
 	// and any ack not yet written. An unknown session is ErrNotFound.
 	SetRoom(ctx context.Context, id, room string, pos Position) error
+	// SetRooms is SetRoom for every room of rooms in one write: a resume
+	// or a join of several rooms records their positions with one store
+	// call (one round trip on Redis), not one each. No rooms: nothing
+	// is written and it returns nil.
+	SetRooms(ctx context.Context, id string, rooms map[string]Position) error
 	// DeleteRoom removes room from the session, with any ack not yet
 	// written. An unknown session is ErrNotFound.
 	DeleteRoom(ctx context.Context, id, room string) error

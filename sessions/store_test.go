@@ -23,6 +23,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		"StaleAttempt":                testStaleAttempt,
 		"NotFound":                    testNotFound,
 		"Rooms":                       testRooms,
+		"SetRooms":                    testSetRooms,
 		"AckCoalescing":               testAckCoalescing,
 		"AckAfterLeave":               testAckAfterLeave,
 		"ConcurrentAck":               testConcurrentAck,
@@ -144,6 +145,9 @@ func testNotFound(t *testing.T, s sessions.Store) {
 		"touch":       func() error { return s.Touch(ctx, "nope") },
 		"set room":    func() error { return s.SetRoom(ctx, "nope", "r", sessions.Position{Seq: 1, Epoch: "e"}) },
 		"delete room": func() error { return s.DeleteRoom(ctx, "nope", "r") },
+		"set rooms": func() error {
+			return s.SetRooms(ctx, "nope", map[string]sessions.Position{"r": {Seq: 1, Epoch: "e"}})
+		},
 	}
 	for name, call := range tests {
 		if err := call(); !errors.Is(err, sessions.ErrNotFound) {
@@ -182,6 +186,40 @@ func testRooms(t *testing.T, s sessions.Store) {
 	got = mustResume(t, s, a).Rooms
 	if len(got) != 1 || got["a"] != (sessions.Position{Seq: 2, Epoch: "e3"}) {
 		t.Fatalf("rooms %v", got)
+	}
+}
+
+// testSetRooms: SetRooms records every room as SetRoom would, replaces
+// their positions and buffered acks, leaves the other rooms alone, and
+// writes nothing for no rooms.
+func testSetRooms(t *testing.T, s sessions.Store) {
+	ctx := context.Background()
+	a := mustCreate(t, s, "u1")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.SetRoom(ctx, a.ID, "kept", sessions.Position{Seq: 7, Epoch: "e0"}))
+	must(s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 1, Epoch: "e0"}))
+	must(s.Ack(ctx, a.ID, "a", 90)) // buffered: SetRooms replaces it
+	must(s.SetRooms(ctx, a.ID, map[string]sessions.Position{
+		"a": {Seq: 5, Epoch: "e1"}, "b:with:colons": {Epoch: "e2"}, "c": {Seq: 1 << 40, Epoch: ""},
+	}))
+	must(s.SetRooms(ctx, a.ID, nil))
+	must(s.Flush(ctx))
+	want := map[string]sessions.Position{
+		"kept": {Seq: 7, Epoch: "e0"}, "a": {Seq: 5, Epoch: "e1"}, "b:with:colons": {Epoch: "e2"}, "c": {Seq: 1 << 40},
+	}
+	got := mustResume(t, s, a).Rooms
+	if len(got) != len(want) {
+		t.Fatalf("rooms %v, want %v", got, want)
+	}
+	for room, pos := range want {
+		if got[room] != pos {
+			t.Fatalf("rooms %v, want %v", got, want)
+		}
 	}
 }
 
