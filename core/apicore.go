@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/linkserver"
+	croom "github.com/corral-rt/corral/core/room"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/buildinfo"
@@ -56,7 +57,7 @@ func (c apiCore) Presence(ctx context.Context, room string) ([]*corralv1.Presenc
 	}
 	var out []*corralv1.PresenceMember
 	for _, m := range snap.Members {
-		out = append(out, presenceMember(m))
+		out = append(out, croom.PresenceMember(m))
 	}
 	return out, nil
 }
@@ -104,7 +105,8 @@ func (c apiCore) Rooms(after string, keep func(string) bool, n int) []*corralv1.
 	var out []*corralv1.RoomInfo
 	for _, r := range cands {
 		r.Lock()
-		info := &corralv1.RoomInfo{Name: r.Name(), Members: uint32(len(r.MembersLocked())), LastSeq: r.LastLocked(), Epoch: r.EpochLocked()}
+		last, epoch := r.PositionLocked()
+		info := &corralv1.RoomInfo{Name: r.Name(), Members: uint32(len(r.MembersLocked())), LastSeq: last, Epoch: epoch}
 		r.Unlock()
 		if info.Members == 0 {
 			continue // publishes or joins in flight only

@@ -162,7 +162,8 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 	}
 	lim := history.GrowLimits{MaxBytes: cl.Growing.MaxBytes}
 	r.Lock()
-	known := history.State{Epoch: r.EpochLocked(), Last: r.LastLocked()}
+	var known history.State
+	known.Last, known.Epoch = r.PositionLocked()
 	r.Unlock()
 	done := c.metrics.storeOp("grow")
 	var res history.AppendResult
@@ -228,7 +229,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 	}
 }
 
-// sendPrefixesLocked sends a member that joined live at r.LastLocked() the
+// sendPrefixesLocked sends a member that joined live at the room's last seq the
 // growing messages open there, each as one replace chunk at the seq of
 // its last chunk: the store's open messages (q.open) with the chunks
 // delivered since the join began (cu) folded in. Lock must be held;
@@ -237,17 +238,18 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 	if len(q.open) == 0 && (cu == nil || len(cu.HeldLocked()) == 0) {
 		return
 	}
+	last, epoch := r.PositionLocked()
 	byID := make(map[string]*corralv1.Message)
-	if q.openEpoch == r.EpochLocked() {
+	if q.openEpoch == epoch {
 		for _, m := range q.open {
-			if m.GetSeq() <= r.LastLocked() {
+			if m.GetSeq() <= last {
 				byID[m.GetId()] = m
 			}
 		}
 	}
 	if cu != nil && !cu.OverflowLocked() {
 		for _, m := range cu.HeldLocked() {
-			if m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
+			if m.GetChunk() != nil && m.GetSeq() <= last {
 				byID[m.GetId()] = fold(byID[m.GetId()], m)
 			}
 		}
@@ -270,16 +272,17 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 // the chunks of the messages open when the join began that started at or
 // before its position: a join (not a resume) from a position holds
 // nothing of them. It returns the replay without them and, for each, the
-// message as one replace chunk at the seq of its last chunk up to r.LastLocked()
+// message as one replace chunk at the seq of its last chunk up to the room's last seq
 // (final if it ended meanwhile), to send after the replay. Lock must be
 // held; called by goLive.
 func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
-	if (q.Resumed && !q.OpenPrefix) || len(q.open) == 0 || q.openEpoch != r.EpochLocked() || cu.OverflowLocked() {
+	last, epoch := r.PositionLocked()
+	if (q.Resumed && !q.OpenPrefix) || len(q.open) == 0 || q.openEpoch != epoch || cu.OverflowLocked() {
 		return out, nil
 	}
 	byID := make(map[string]*corralv1.Message)
 	for _, m := range q.open {
-		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= r.LastLocked() {
+		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= last {
 			byID[m.GetId()] = m
 		}
 	}
@@ -287,7 +290,7 @@ func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*co
 		return out, nil
 	}
 	for _, m := range cu.HeldLocked() {
-		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
+		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= last {
 			byID[m.GetId()] = fold(p, m)
 		}
 	}

@@ -231,7 +231,7 @@ func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq
 			c.pres.leave(s, q.name, true) // rejoined without presence
 		}
 		q.room.Lock()
-		epoch := q.room.EpochLocked()
+		_, epoch := q.room.PositionLocked()
 		q.room.Unlock()
 		if err := c.sess.SetRoom(ctx, s.id, q.name, sessions.Position{Seq: pos, Epoch: epoch}); err != nil {
 			c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", q.name, "err", err)

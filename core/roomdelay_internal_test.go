@@ -197,7 +197,7 @@ func TestWriteDelayEvents(t *testing.T) {
 		publishN(t, c, "d:r", 2)
 		r := c.rooms.get("d:r")
 		r.Lock()
-		old := r.EpochLocked()
+		_, old := r.PositionLocked()
 		r.ResetLocked("new-epoch", 0)
 		r.Unlock()
 		var lives []*linkv1.RoomLive

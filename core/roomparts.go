@@ -1,8 +1,11 @@
 package core
 
 import (
+	"context"
+
 	croom "github.com/corral-rt/corral/core/room"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/presence"
 )
 
 // One room's live state is package core/room's Room; the core's rooms are
@@ -16,11 +19,10 @@ type (
 )
 
 // roomParts are the core's parts of one room, under the room's lock: its
-// keyed state (keyed.go) and its presence (presence.go).
+// keyed state (keyed.go). Its presence is the room's (croom.Presence).
 type roomParts struct {
 	c     *Core // set by newRoom, never changed
 	keyed keyedRoom
-	pres  roomPresence
 }
 
 // newRoomOpts is what every room of c shares (croom.Options).
@@ -30,7 +32,6 @@ func newRoomOpts(c *Core) *roomOpts {
 		Classes: c.cfg.Classes,
 		Ctx:     c.ctx,
 		Logger:  c.cfg.Logger,
-		Hooks:   roomHooks{},
 		Metrics: croom.Metrics{
 			StoreOp:           c.metrics.storeOp,
 			Published:         c.metrics.published,
@@ -41,7 +42,14 @@ func newRoomOpts(c *Core) *roomOpts {
 			SignalsOut:        c.metrics.signalsOut,
 			SignalsCoalesced:  c.metrics.signalsCoalesced,
 			SignalsDeferred:   c.metrics.signalsDeferred,
+			PresenceFlushes:   c.metrics.presenceFlushes,
 		},
+		// c.pres.store is set by presenceState.init, before any room is
+		// made, and never changes after.
+		PresenceList: func(ctx context.Context, room string) (presence.Snapshot, error) {
+			return c.pres.store.List(ctx, room)
+		},
+		PresenceTick: c.cfg.Presence.withDefaults().Tick,
 	}
 	return o // Subscribe: set by Start, with pub/sub
 }
@@ -50,17 +58,7 @@ func newRoomOpts(c *Core) *roomOpts {
 func newRoom(c *Core, name string) *room {
 	r := croom.New(name, c.roomOpts)
 	r.Parts().c = c
-	r.Parts().pres.room = r
 	return r
-}
-
-// roomHooks are the parts a room calls when a member leaves
-// (croom.Hooks), with its lock held.
-type roomHooks struct{}
-
-// RemovedLocked ends a former member's presence subscription.
-func (roomHooks) RemovedLocked(r *room, s *session) {
-	r.Parts().pres.unsubscribeLocked(s)
 }
 
 // joinHooks are the parts a member going live gets (croom.JoinHooks), in

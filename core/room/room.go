@@ -15,6 +15,7 @@ import (
 	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/tracing"
 )
@@ -42,7 +43,7 @@ const (
 
 // Room is one room's live state: its position in history, its members
 // and the links they are on, the live messages held for joining members
-// and for a write delay, and its signals.
+// and for a write delay, its signals and its presence.
 //
 // Messages reach DeliverLocked in any order (concurrent publishes finish
 // out of order; with Redis, pub/sub brings other processes' messages); the
@@ -50,7 +51,7 @@ const (
 // until the gap closes or is filled from history.
 //
 // M is the core's member (a session), P the core's per-room parts that
-// are not in this package yet (keyed state, presence):
+// are not in this package yet (keyed state):
 // the room's lock guards them, as it guards the room's own fields, so that
 // they change in one order with the room's fan-out.
 type Room[M Member, P any] struct {
@@ -85,6 +86,8 @@ type Room[M Member, P any] struct {
 	live delay[M, P]
 	// grown: the open growing messages' bodies, for deltas (grow.go).
 	grown GrowView[M, P]
+	// pres: the room's presence (presence.go).
+	pres Presence[M, P]
 	// parts: the core's per-room parts (see Room).
 	parts P
 
@@ -111,8 +114,7 @@ type Endpoint struct {
 }
 
 // Options are what every room of a core shares: the stores, the class
-// table, the metrics and the core's parts that the room calls under its
-// lock. A core makes one and passes it to each New.
+// table and the metrics. A core makes one and passes it to each New.
 type Options[M Member, P any] struct {
 	// History holds the rooms' messages.
 	History history.Store
@@ -127,8 +129,11 @@ type Options[M Member, P any] struct {
 	Logger *slog.Logger
 	// Metrics are the core's.
 	Metrics Metrics
-	// Hooks are the core's parts that the room calls under its lock.
-	Hooks Hooks[M, P]
+	// PresenceList reads a room's presence from the shared store
+	// (presence.go); it is called without the room's lock.
+	PresenceList func(ctx context.Context, room string) (presence.Snapshot, error)
+	// PresenceTick is how often a room sends its presence changes.
+	PresenceTick time.Duration
 }
 
 // Metrics are the core's metrics a room counts into.
@@ -147,13 +152,9 @@ type Metrics struct {
 	// Signals: set, sent, replaced before they went, left for the next
 	// tick (signals.go).
 	SignalsIn, SignalsOut, SignalsCoalesced, SignalsDeferred prometheus.Counter
-}
-
-// Hooks are the core's per-room parts (P) that the room calls with its
-// lock held.
-type Hooks[M Member, P any] interface {
-	// RemovedLocked: m is no longer a member.
-	RemovedLocked(r *Room[M, P], m M)
+	// PresenceFlushes counts the presence frames flushed to rooms (each
+	// goes once per link).
+	PresenceFlushes prometheus.Counter
 }
 
 // Catchup is a joining member's buffer of live messages. The room's lock
@@ -190,7 +191,7 @@ func New[M Member, P any](name string, opts *Options[M, P]) *Room[M, P] {
 		joining: make(map[M]*Catchup),
 		pending: make(map[uint64]*corralv1.Message),
 	}
-	r.live.room, r.grown.room = r, r
+	r.live.room, r.grown.room, r.pres.room = r, r, r
 	return r
 }
 
@@ -217,11 +218,9 @@ func (r *Room[M, P]) LinksLocked() map[*linkserver.Link]int { return r.links }
 // Lock must be held.
 func (r *Room[M, P]) MembersLocked() map[M]Endpoint { return r.members }
 
-// LastLocked is the newest seq handed to members. Lock must be held.
-func (r *Room[M, P]) LastLocked() uint64 { return r.last }
-
-// EpochLocked is the room's history epoch. Lock must be held.
-func (r *Room[M, P]) EpochLocked() string { return r.epoch }
+// PositionLocked is the newest seq handed to members and the room's
+// history epoch. Lock must be held.
+func (r *Room[M, P]) PositionLocked() (last uint64, epoch string) { return r.last, r.epoch }
 
 // GrownLocked is the room's view of its open growing messages. Lock
 // must be held.
@@ -832,7 +831,7 @@ func sendReplayLocked[M Member, P any](r *Room[M, P], ep Endpoint, out []*corral
 func (r *Room[M, P]) removeLocked(s M, ep Endpoint) {
 	r.live.flushLocked(flushEvent)
 	delete(r.members, s)
-	r.opts.Hooks.RemovedLocked(r, s)
+	r.pres.unsubscribeLocked(s)
 	if n := r.links[ep.Link] - 1; n > 0 {
 		r.links[ep.Link] = n
 	} else {

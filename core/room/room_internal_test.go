@@ -17,6 +17,7 @@ import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
 )
 
@@ -31,17 +32,15 @@ func (m *member) Gone() bool { return m.gone.Load() }
 // parts are a test room's core parts: none.
 type parts struct{}
 
-type hooks struct{}
-
-func (hooks) RemovedLocked(*Room[*member, parts], *member) {}
-
 type testRoom = Room[*member, parts]
 
-// fixture is what a test room shares: a memory history, a default class
-// table and the metrics, read back by the test.
+// fixture is what a test room shares: a memory history, a memory
+// presence store, a default class table and the metrics, read back by the
+// test.
 type fixture struct {
 	opts        *Options[*member, parts]
 	hist        *history.Memory
+	pres        *presence.Memory
 	reads       atomic.Int64 // history reads (StoreOp "read")
 	catchupFull atomic.Int64
 }
@@ -50,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := &fixture{hist: history.NewMemory(history.MemoryOptions{})}
+	f := &fixture{hist: history.NewMemory(history.MemoryOptions{}), pres: presence.NewMemory(presence.Options{})}
 	counter := func(name string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name})
 	}
@@ -59,7 +58,6 @@ func newFixture(t *testing.T) *fixture {
 		Classes: roomclass.NewLive(roomclass.NewTable(roomclass.Default(), nil)),
 		Ctx:     ctx,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Hooks:   hooks{},
 		Metrics: Metrics{
 			StoreOp: func(op string) func(error) {
 				if op == "read" {
@@ -75,7 +73,10 @@ func newFixture(t *testing.T) *fixture {
 			SignalsOut:        counter("out"),
 			SignalsCoalesced:  counter("coalesced"),
 			SignalsDeferred:   counter("deferred"),
+			PresenceFlushes:   counter("presence_flushes"),
 		},
+		PresenceList: f.pres.List,
+		PresenceTick: 500 * time.Millisecond,
 	}
 	return f
 }
