@@ -29,8 +29,8 @@ import (
 // only to a member still there), so one lock keeps the two in step.
 // Methods named Locked need the room's lock held; the others take it.
 // The store is read (Options.PresenceList) without it.
-type Presence[M Member, P any] struct {
-	room *Room[M, P]
+type Presence[M Member] struct {
+	room *Room[M]
 
 	loaded  bool
 	loading bool
@@ -55,10 +55,10 @@ type Presence[M Member, P any] struct {
 const maxEarly = 10000
 
 // Presence is the room's presence.
-func (r *Room[M, P]) Presence() *Presence[M, P] { return &r.pres }
+func (r *Room[M]) Presence() *Presence[M] { return &r.pres }
 
 // EnsureLoaded reads the room's presence from the store once.
-func (v *Presence[M, P]) EnsureLoaded(ctx context.Context) {
+func (v *Presence[M]) EnsureLoaded(ctx context.Context) {
 	r := v.room
 	r.mu.Lock()
 	load := !v.loaded && !v.loading
@@ -73,7 +73,7 @@ func (v *Presence[M, P]) EnsureLoaded(ctx context.Context) {
 
 // Wanted reports that the room's presence is loaded or loading: someone
 // here wants the store's changes of the room.
-func (v *Presence[M, P]) Wanted() bool {
+func (v *Presence[M]) Wanted() bool {
 	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -82,7 +82,7 @@ func (v *Presence[M, P]) Wanted() bool {
 
 // Reload reads the room's presence again, in the background: changes
 // may have been missed (the store's watch of the room was dropped).
-func (v *Presence[M, P]) Reload() {
+func (v *Presence[M]) Reload() {
 	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -91,7 +91,7 @@ func (v *Presence[M, P]) Reload() {
 
 // load reads the room's presence and applies what arrived
 // meanwhile; v.loading must have been set by the caller.
-func (v *Presence[M, P]) load(ctx context.Context) {
+func (v *Presence[M]) load(ctx context.Context) {
 	r := v.room
 	for range 10 {
 		snap, err := r.opts.PresenceList(ctx, r.name)
@@ -156,7 +156,7 @@ func (v *Presence[M, P]) load(ctx context.Context) {
 }
 
 // initLocked makes the view's maps. Lock must be held.
-func (v *Presence[M, P]) initLocked() {
+func (v *Presence[M]) initLocked() {
 	if v.dirty == nil {
 		v.now = make(map[string]presence.Member)
 		v.sent = make(map[string]presence.Member)
@@ -172,7 +172,7 @@ func sameMember(a, b presence.Member) bool {
 }
 
 // applyLocked applies ch, the next version, to the view. Lock must be held.
-func (v *Presence[M, P]) applyLocked(ch presence.Change) {
+func (v *Presence[M]) applyLocked(ch presence.Change) {
 	v.version = ch.Version
 	v.sorted = nil
 	if ch.Kind == presence.Left {
@@ -184,7 +184,7 @@ func (v *Presence[M, P]) applyLocked(ch presence.Change) {
 }
 
 // Change applies one change from the store to the view.
-func (v *Presence[M, P]) Change(ch presence.Change) {
+func (v *Presence[M]) Change(ch presence.Change) {
 	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -210,7 +210,7 @@ func (v *Presence[M, P]) Change(ch presence.Change) {
 
 // reloadLocked reads the room's presence again, in the
 // background. Lock must be held.
-func (v *Presence[M, P]) reloadLocked() {
+func (v *Presence[M]) reloadLocked() {
 	r := v.room
 	if v.loading {
 		v.stale = true
@@ -230,7 +230,7 @@ func (v *Presence[M, P]) reloadLocked() {
 // Subscribe makes m, a member, receive the room's presence frames:
 // a snapshot at the next flush, then diffs. A member that left (or
 // never joined) is not subscribed.
-func (v *Presence[M, P]) Subscribe(m M) {
+func (v *Presence[M]) Subscribe(m M) {
 	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -248,7 +248,7 @@ func (v *Presence[M, P]) Subscribe(m M) {
 
 // unsubscribeLocked forgets m as a receiver; removeLocked calls it when
 // m stops being a member. Lock must be held.
-func (v *Presence[M, P]) unsubscribeLocked(m M) {
+func (v *Presence[M]) unsubscribeLocked(m M) {
 	delete(v.pending, m)
 	ep, ok := v.subs[m]
 	if !ok {
@@ -265,7 +265,7 @@ func (v *Presence[M, P]) unsubscribeLocked(m M) {
 // List is the view's members ordered by user id (shared: do not
 // modify); false when the view is not loaded. The order is kept until the
 // next change, so paging a large room sorts it once, not once per page.
-func (v *Presence[M, P]) List() ([]presence.Member, bool) {
+func (v *Presence[M]) List() ([]presence.Member, bool) {
 	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -284,7 +284,7 @@ func (v *Presence[M, P]) List() ([]presence.Member, bool) {
 
 // scheduleLocked arranges a flush when there is something to send.
 // Lock must be held.
-func (v *Presence[M, P]) scheduleLocked() {
+func (v *Presence[M]) scheduleLocked() {
 	if v.scheduled || !v.loaded || (len(v.dirty) == 0 && len(v.pending) == 0) {
 		return
 	}
@@ -294,7 +294,7 @@ func (v *Presence[M, P]) scheduleLocked() {
 
 // flush sends what changed since the last flush as one frame per
 // link, then snapshots to new subscribers.
-func (v *Presence[M, P]) flush() {
+func (v *Presence[M]) flush() {
 	r := v.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -385,7 +385,7 @@ func (v *Presence[M, P]) flush() {
 
 // snapshotLocked lists sent, ordered by user id, with the counts.
 // Lock must be held.
-func (v *Presence[M, P]) snapshotLocked() *corralv1.Presence {
+func (v *Presence[M]) snapshotLocked() *corralv1.Presence {
 	r := v.room
 	p := &corralv1.Presence{Room: r.name, Snapshot: true, Joins: make([]*corralv1.PresenceMember, 0, len(v.sent))}
 	conns := 0
