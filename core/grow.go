@@ -161,10 +161,8 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 		return history.AppendResult{}, errors.New("core: the history store keeps no growing messages")
 	}
 	lim := history.GrowLimits{MaxBytes: cl.Growing.MaxBytes}
-	r.Lock()
 	var known history.State
-	known.Last, known.Epoch = r.PositionLocked()
-	r.Unlock()
+	_, known.Last, known.Epoch = r.Info()
 	done := c.metrics.storeOp("grow")
 	var res history.AppendResult
 	var err error
@@ -202,10 +200,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 			continue // a resume holds what came before its position
 		}
 		r := q.room
-		r.Lock()
-		none := r.GrownLocked().NoneOpenLocked()
-		r.Unlock()
-		if none {
+		if r.Grown().NoneOpen() {
 			continue
 		}
 		done := g.c.metrics.storeOp("open")
@@ -217,9 +212,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		}
 		q.open, q.openEpoch = open, st.Epoch
 		if len(open) == 0 {
-			r.Lock()
-			r.GrownLocked().SawNoneLocked(st)
-			r.Unlock()
+			r.Grown().SawNone(st)
 		}
 		var upTo uint64
 		for _, m := range open {
@@ -260,7 +253,7 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 			continue
 		}
 		out = append(out, m)
-		r.GrownLocked().LearnLocked(id, m)
+		r.Grown().LearnLocked(id, m)
 	}
 	slices.SortFunc(out, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
 	for _, m := range out {

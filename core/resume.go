@@ -229,9 +229,7 @@ func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq
 		} else {
 			c.pres.leave(s, q.name, true) // rejoined without presence
 		}
-		q.room.Lock()
-		_, epoch := q.room.PositionLocked()
-		q.room.Unlock()
+		_, _, epoch := q.room.Info()
 		if err := c.sess.SetRoom(ctx, s.id, q.name, sessions.Position{Seq: pos, Epoch: epoch}); err != nil {
 			c.cfg.Logger.Warn("session store: set room failed", "session", s.id, "room", q.name, "err", err)
 		}

@@ -17,15 +17,17 @@
 //
 // # Concurrency
 //
-// A Room's methods are safe for concurrent use. One lock per room (Lock,
-// Unlock) guards its fields, the [Catchup] of its joining members, its
-// [Presence] and its [Keyed] state: every change to a room, and every frame queued for it on its links, happens under it,
-// so every member sees the same sequence and a Joined frame precedes the
-// first message after it. Methods named ...Locked need the lock held; the
-// others take it. A room's [Signals] have their own lock, taken after the
-// room's, never before: a signal is set under it alone. Load's state read
-// has its own lock too (loadMu), never held with the room's. The
-// [JoinHooks] the room calls run with its lock held and must not
-// block on anything that takes it. No frame is written under the lock: a
-// link's queue never blocks (core/linkserver).
+// A Room's methods are safe for concurrent use. One lock per room, not
+// exported, guards its fields, the [Catchup] of its joining members, its
+// [Presence] and its [Keyed] state: every change to a room, and every
+// frame queued for it on its links, happens under it, so every member
+// sees the same sequence and a Joined frame precedes the first message
+// after it. Methods named ...Locked need the lock held: outside this
+// package only the [JoinHooks], which GoLive calls with it held, may call
+// them; the other methods take it. A room's [Signals] have their own
+// lock, taken after the room's, never before: a signal is set under it
+// alone. Load's state read has its own lock too (loadMu), never held with
+// the room's. The [JoinHooks] must not block on anything that takes the
+// room's lock. No frame is written under the lock: a link's queue never
+// blocks (core/linkserver).
 package room

@@ -30,15 +30,18 @@ type GrowView[M Member] struct {
 	noneEpoch string
 }
 
-// NoneOpenLocked reports whether the room is known to have no open
-// growing message at its position. Lock must be held.
-func (v *GrowView[M]) NoneOpenLocked() bool {
+// NoneOpen reports whether the room is known to have no open growing
+// message at its position.
+func (v *GrowView[M]) NoneOpen() bool {
+	v.room.mu.Lock()
+	defer v.room.mu.Unlock()
 	return v.noneKnown && v.noneEpoch == v.room.epoch && v.lastChunk <= v.noneAt
 }
 
-// SawNoneLocked records an Open read that found no open message at st.
-// Lock must be held.
-func (v *GrowView[M]) SawNoneLocked(st history.State) {
+// SawNone records an Open read that found no open message at st.
+func (v *GrowView[M]) SawNone(st history.State) {
+	v.room.mu.Lock()
+	defer v.room.mu.Unlock()
 	v.noneKnown, v.noneAt, v.noneEpoch = true, st.Last, st.Epoch
 }
 

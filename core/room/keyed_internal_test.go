@@ -31,8 +31,8 @@ func TestKeyedMirrorOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func() (string, uint64, int) {
-		r.Lock()
-		defer r.Unlock()
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		return k.epoch, k.pos, len(k.pending)
 	}
 	if _, pos, _ := at(); pos != 2 {
@@ -62,9 +62,9 @@ func TestKeyedMirrorOrder(t *testing.T) {
 	if _, pos, held := at(); pos != 7 || held != 0 {
 		t.Fatalf("after the read: at %d with %d held, want 7 with 0", pos, held)
 	}
-	r.Lock()
+	r.mu.Lock()
 	got := string(k.keys["d"].Value)
-	r.Unlock()
+	r.mu.Unlock()
 	if got != "2" {
 		t.Fatalf("d = %q after the read, want 2", got)
 	}

@@ -18,10 +18,10 @@ func TestPresenceViewApply(t *testing.T) {
 	f := newFixture(t)
 	r := New("r", f.opts)
 	v := r.Presence()
-	r.Lock()
+	r.mu.Lock()
 	v.initLocked()
 	v.loaded = true
-	r.Unlock()
+	r.mu.Unlock()
 
 	change := func(kind presence.Kind, version uint64, user string) {
 		v.Change(presence.Change{Room: "r", Kind: kind, Version: version, Member: presence.Member{User: user, Conns: 1}})
@@ -35,10 +35,10 @@ func TestPresenceViewApply(t *testing.T) {
 		t.Fatalf("view lists %v, want [b]", members)
 	}
 	change(presence.Joined, 5, "d") // version 4 missed: reload, not apply
-	r.Lock()
+	r.mu.Lock()
 	_, applied := v.now["d"]
 	reloading := v.loading || v.version != 3
-	r.Unlock()
+	r.mu.Unlock()
 	if applied || !reloading {
 		t.Fatalf("a change after a gap was applied (%v) or no reload began (%v)", applied, reloading)
 	}
@@ -100,9 +100,9 @@ func TestPresenceLeaveEndsSubscription(t *testing.T) {
 		if n, _, _ := lb.Backlog(); n != 0 {
 			t.Fatalf("the member that left has %d frames queued after its leave, want none", n)
 		}
-		r.Lock()
+		r.mu.Lock()
 		subs, links := len(r.pres.subs), len(r.pres.links)
-		r.Unlock()
+		r.mu.Unlock()
 		if subs != 1 || links != 1 {
 			t.Fatalf("after the leave: %d subscribers on %d links, want 1 on 1", subs, links)
 		}

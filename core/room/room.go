@@ -225,28 +225,48 @@ func New[M Member](name string, opts *Options[M]) *Room[M] {
 // Name is the room's name.
 func (r *Room[M]) Name() string { return r.name }
 
-// Lock takes the room's lock, for the methods named Locked. No frame write and no store call may be made
-// under it.
-func (r *Room[M]) Lock() { r.mu.Lock() }
+// Info is the room's number of members, the newest seq handed to them
+// and its history epoch, read together.
+func (r *Room[M]) Info() (members int, last uint64, epoch string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.members), r.last, r.epoch
+}
 
-// Unlock releases the room's lock.
-func (r *Room[M]) Unlock() { r.mu.Unlock() }
+// Members is the room's members (joined: not those still joining); false
+// when there are more than limit, and then none.
+func (r *Room[M]) Members(limit int) ([]M, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.members) > limit {
+		return nil, false
+	}
+	out := make([]M, 0, len(r.members))
+	for m := range r.members {
+		out = append(out, m)
+	}
+	return out, true
+}
 
-// LinksLocked counts the room's members per link. The caller must not
-// change it. Lock must be held.
-func (r *Room[M]) LinksLocked() map[*linkserver.Link]int { return r.links }
-
-// MembersLocked is the room's members. The caller must not change it.
-// Lock must be held.
-func (r *Room[M]) MembersLocked() map[M]Endpoint { return r.members }
+// Links is the links the room's members are on.
+func (r *Room[M]) Links() []*linkserver.Link {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*linkserver.Link, 0, len(r.links))
+	for l := range r.links {
+		out = append(out, l)
+	}
+	return out
+}
 
 // PositionLocked is the newest seq handed to members and the room's
-// history epoch. Lock must be held.
+// history epoch, for the JoinHooks (GoLive holds the lock); Info takes
+// the lock. Lock must be held.
 func (r *Room[M]) PositionLocked() (last uint64, epoch string) { return r.last, r.epoch }
 
-// GrownLocked is the room's view of its open growing messages. Lock
-// must be held.
-func (r *Room[M]) GrownLocked() *GrowView[M] { return &r.grown }
+// Grown is the room's view of its open growing messages. Its methods
+// named Locked need the room's lock held; the others take it.
+func (r *Room[M]) Grown() *GrowView[M] { return &r.grown }
 
 // Load reads the room's state from history once. With forJoin and a shared
 // store, it first subscribes to the room's live messages, so that nothing
@@ -332,7 +352,7 @@ func (r *Room[M]) readState(ctx context.Context) error {
 	case !r.loaded:
 		r.last, r.epoch, r.loaded = st.Last, st.Epoch, true
 	case st.Epoch != r.epoch:
-		r.ResetLocked(st.Epoch, st.Last)
+		r.resetLocked(st.Epoch, st.Last)
 	case st.Last > r.last && len(r.members) == 0 && len(r.joining) == 0:
 		// Nobody here saw the messages other processes appended meanwhile.
 		r.last = st.Last
@@ -395,7 +415,7 @@ func (r *Room[M]) Stored(msg *corralv1.Message, res history.AppendResult) {
 	}
 	if res.Epoch != r.epoch {
 		// History was lost under us (store flushed or expired).
-		r.ResetLocked(res.Epoch, res.Seq-1)
+		r.resetLocked(res.Epoch, res.Seq-1)
 	}
 	r.DeliverLocked(msg)
 }
@@ -517,15 +537,15 @@ func (r *Room[M]) fill() {
 			r.mu.Unlock()
 			return
 		case page.Epoch != r.epoch:
-			r.ResetLocked(page.Epoch, page.Last)
+			r.resetLocked(page.Epoch, page.Last)
 		case r.last != after:
 			// Delivered meanwhile; look again.
 		case len(page.Messages) == 0 && page.Last > after:
 			// History no longer holds anything after our position.
-			r.ResetLocked(page.Epoch, page.Last)
+			r.resetLocked(page.Epoch, page.Last)
 		case len(page.Messages) > 0 && page.Messages[0].GetSeq() > after+1:
 			// History no longer holds the gap: tell members.
-			r.ResetLocked(page.Epoch, page.Messages[0].GetSeq()-1)
+			r.resetLocked(page.Epoch, page.Messages[0].GetSeq()-1)
 			fallthrough
 		default:
 			for _, m := range page.Messages {
@@ -597,10 +617,16 @@ func (r *Room[M]) CatchUp() {
 	r.scheduleFillLocked()
 }
 
-// ResetLocked moves the room to another history epoch: members and joining
-// members are told to refetch, and delivery continues after last. Lock must
-// be held.
-func (r *Room[M]) ResetLocked(epoch string, last uint64) {
+// Reset moves the room to another history epoch: members and joining
+// members are told to refetch, and delivery continues after last.
+func (r *Room[M]) Reset(epoch string, last uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resetLocked(epoch, last)
+}
+
+// resetLocked is Reset. Lock must be held.
+func (r *Room[M]) resetLocked(epoch string, last uint64) {
 	r.live.flushLocked(flushEvent) // the held messages are of the old epoch
 	r.epoch, r.last = epoch, last
 	wakeLocked(r)
