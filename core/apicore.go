@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-rt/corral/core/api"
 	"github.com/corral-rt/corral/core/linkserver"
+	croom "github.com/corral-rt/corral/core/room"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/buildinfo"
@@ -56,7 +57,7 @@ func (c apiCore) Presence(ctx context.Context, room string) ([]*corralv1.Presenc
 	}
 	var out []*corralv1.PresenceMember
 	for _, m := range snap.Members {
-		out = append(out, presenceMember(m))
+		out = append(out, croom.PresenceMember(m))
 	}
 	return out, nil
 }
@@ -68,13 +69,12 @@ func (c apiCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
 	if r == nil {
 		return nil, false
 	}
-	byUser := make(map[string]*corralv1.Member)
-	r.Lock()
-	if len(r.MembersLocked()) > limit {
-		r.Unlock()
+	members, ok := r.Members(limit)
+	if !ok {
 		return nil, true
 	}
-	for s := range r.MembersLocked() {
+	byUser := make(map[string]*corralv1.Member)
+	for _, s := range members {
 		m := byUser[s.user]
 		if m == nil {
 			m = &corralv1.Member{UserId: s.user}
@@ -83,7 +83,6 @@ func (c apiCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
 		m.SessionIds = append(m.SessionIds, s.id)
 		m.Connections++
 	}
-	r.Unlock()
 	out := make([]*corralv1.Member, 0, len(byUser))
 	for _, m := range byUser {
 		out = append(out, m)
@@ -103,9 +102,8 @@ func (c apiCore) Rooms(after string, keep func(string) bool, n int) []*corralv1.
 	slices.SortFunc(cands, func(a, b *room) int { return cmp.Compare(a.Name(), b.Name()) })
 	var out []*corralv1.RoomInfo
 	for _, r := range cands {
-		r.Lock()
-		info := &corralv1.RoomInfo{Name: r.Name(), Members: uint32(len(r.MembersLocked())), LastSeq: r.LastLocked(), Epoch: r.EpochLocked()}
-		r.Unlock()
+		members, last, epoch := r.Info()
+		info := &corralv1.RoomInfo{Name: r.Name(), Members: uint32(members), LastSeq: last, Epoch: epoch}
 		if info.Members == 0 {
 			continue // publishes or joins in flight only
 		}
@@ -151,16 +149,17 @@ func (c apiCore) Nodes() []*corralv1.NodeInfo {
 	active := uint32(0)
 	for _, r := range rooms {
 		in := make(map[*corralv1.NodeInfo]bool, 1)
-		r.Lock()
-		if len(r.MembersLocked()) > 0 {
+		// A link counts the room's members on it: the room has members
+		// when it has links.
+		links := r.Links()
+		if len(links) > 0 {
 			active++
 		}
-		for l := range r.LinksLocked() {
+		for _, l := range links {
 			if n := nodeOf[l]; n != nil {
 				in[n] = true
 			}
 		}
-		r.Unlock()
 		for n := range in {
 			n.Rooms++
 		}

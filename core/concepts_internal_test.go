@@ -11,7 +11,6 @@ import (
 	"github.com/corral-rt/corral/events"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/presence"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -243,36 +242,4 @@ func counterValue(c prometheus.Counter) float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
-}
-
-// TestPresenceViewApply: a loaded view applies changes in version order,
-// ignores old ones, and turns a gap into a reload instead of a wrong view.
-func TestPresenceViewApply(t *testing.T) {
-	c := newTestCore(t, Config{})
-	r := newRoom(c, "r")
-	r.Lock()
-	v := &r.Parts().pres
-	v.initLocked()
-	v.loaded = true
-	r.Unlock()
-
-	change := func(kind presence.Kind, version uint64, user string) {
-		r.Parts().pres.change(presence.Change{Room: "r", Kind: kind, Version: version, Member: presence.Member{User: user, Conns: 1}})
-	}
-	change(presence.Joined, 1, "a")
-	change(presence.Joined, 2, "b")
-	change(presence.Joined, 2, "c") // an old version: ignored
-	change(presence.Left, 3, "a")
-	members, ok := r.Parts().pres.list()
-	if !ok || len(members) != 1 || members[0].User != "b" {
-		t.Fatalf("view lists %v, want [b]", members)
-	}
-	change(presence.Joined, 5, "d") // version 4 missed: reload, not apply
-	r.Lock()
-	_, applied := v.now["d"]
-	reloading := v.loading || v.version != 3
-	r.Unlock()
-	if applied || !reloading {
-		t.Fatalf("a change after a gap was applied (%v) or no reload began (%v)", applied, reloading)
-	}
 }

@@ -64,9 +64,9 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 		return
 	}
 	q := &joinReq{name: j.GetRoom(), Join: croom.Join{Since: j.GetSinceSeq(), Epoch: j.GetEpoch(),
-		Position: j.GetSinceSeq() > 0 || j.GetFromPosition(), OpenPrefix: j.GetOpenPrefix()},
-		presence: j.GetPresence(), state: j.GetPresenceState(),
-		statePos: j.GetStatePosition(), stateEpoch: j.GetStateEpoch()}
+		Position: j.GetSinceSeq() > 0 || j.GetFromPosition(), OpenPrefix: j.GetOpenPrefix(),
+		StatePos: j.GetStatePosition(), StateEpoch: j.GetStateEpoch()},
+		presence: j.GetPresence(), state: j.GetPresenceState()}
 	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 

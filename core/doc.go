@@ -23,9 +23,8 @@
 // core/pubrate (the room classes' publish budgets), core/replay (the
 // joins' batched history reads), core/room (one room's live state: its
 // order, fan-out, gap fill, joins and leaves, write delay, growing
-// messages' deltas and signals,
-// with the core's per-room parts it does not hold yet as its type
-// parameter: roomparts.go), core/sessiontable (the sessions attached to
+// messages' deltas, signals, presence and keyed state; the core's side
+// is roomparts.go), core/sessiontable (the sessions attached to
 // a connection).
 // The rest of the core's concepts are still files of this package
 // (docs/ARCHITECTURE.md "Inside the core").

@@ -161,9 +161,8 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 		return history.AppendResult{}, errors.New("core: the history store keeps no growing messages")
 	}
 	lim := history.GrowLimits{MaxBytes: cl.Growing.MaxBytes}
-	r.Lock()
-	known := history.State{Epoch: r.EpochLocked(), Last: r.LastLocked()}
-	r.Unlock()
+	var known history.State
+	_, known.Last, known.Epoch = r.Info()
 	done := c.metrics.storeOp("grow")
 	var res history.AppendResult
 	var err error
@@ -201,10 +200,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 			continue // a resume holds what came before its position
 		}
 		r := q.room
-		r.Lock()
-		none := r.GrownLocked().NoneOpenLocked()
-		r.Unlock()
-		if none {
+		if r.Grown().NoneOpen() {
 			continue
 		}
 		done := g.c.metrics.storeOp("open")
@@ -216,9 +212,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		}
 		q.open, q.openEpoch = open, st.Epoch
 		if len(open) == 0 {
-			r.Lock()
-			r.GrownLocked().SawNoneLocked(st)
-			r.Unlock()
+			r.Grown().SawNone(st)
 		}
 		var upTo uint64
 		for _, m := range open {
@@ -228,7 +222,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 	}
 }
 
-// sendPrefixesLocked sends a member that joined live at r.LastLocked() the
+// sendPrefixesLocked sends a member that joined live at the room's last seq the
 // growing messages open there, each as one replace chunk at the seq of
 // its last chunk: the store's open messages (q.open) with the chunks
 // delivered since the join began (cu) folded in. Lock must be held;
@@ -237,17 +231,18 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 	if len(q.open) == 0 && (cu == nil || len(cu.HeldLocked()) == 0) {
 		return
 	}
+	last, epoch := r.PositionLocked()
 	byID := make(map[string]*corralv1.Message)
-	if q.openEpoch == r.EpochLocked() {
+	if q.openEpoch == epoch {
 		for _, m := range q.open {
-			if m.GetSeq() <= r.LastLocked() {
+			if m.GetSeq() <= last {
 				byID[m.GetId()] = m
 			}
 		}
 	}
 	if cu != nil && !cu.OverflowLocked() {
 		for _, m := range cu.HeldLocked() {
-			if m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
+			if m.GetChunk() != nil && m.GetSeq() <= last {
 				byID[m.GetId()] = fold(byID[m.GetId()], m)
 			}
 		}
@@ -258,7 +253,7 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 			continue
 		}
 		out = append(out, m)
-		r.GrownLocked().LearnLocked(id, m)
+		r.Grown().LearnLocked(id, m)
 	}
 	slices.SortFunc(out, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
 	for _, m := range out {
@@ -270,16 +265,17 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 // the chunks of the messages open when the join began that started at or
 // before its position: a join (not a resume) from a position holds
 // nothing of them. It returns the replay without them and, for each, the
-// message as one replace chunk at the seq of its last chunk up to r.LastLocked()
+// message as one replace chunk at the seq of its last chunk up to the room's last seq
 // (final if it ended meanwhile), to send after the replay. Lock must be
 // held; called by goLive.
 func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
-	if (q.Resumed && !q.OpenPrefix) || len(q.open) == 0 || q.openEpoch != r.EpochLocked() || cu.OverflowLocked() {
+	last, epoch := r.PositionLocked()
+	if (q.Resumed && !q.OpenPrefix) || len(q.open) == 0 || q.openEpoch != epoch || cu.OverflowLocked() {
 		return out, nil
 	}
 	byID := make(map[string]*corralv1.Message)
 	for _, m := range q.open {
-		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= r.LastLocked() {
+		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= last {
 			byID[m.GetId()] = m
 		}
 	}
@@ -287,7 +283,7 @@ func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*co
 		return out, nil
 	}
 	for _, m := range cu.HeldLocked() {
-		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= r.LastLocked() {
+		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= last {
 			byID[m.GetId()] = fold(p, m)
 		}
 	}

@@ -144,6 +144,6 @@ func (k *stateRooms) applyHere(r *room, name, epoch string, ch state.Change) {
 		r = k.c.rooms.get(name)
 	}
 	if r != nil {
-		k.apply(r, epoch, ch)
+		r.Keyed().Apply(epoch, ch)
 	}
 }

@@ -1,17 +1,14 @@
 package core
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/corral-rt/corral/core/eventlog"
-	"github.com/corral-rt/corral/core/frame"
-	"github.com/corral-rt/corral/core/linkserver"
+	croom "github.com/corral-rt/corral/core/room"
 	"github.com/corral-rt/corral/core/sessiontable"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/presence"
@@ -23,7 +20,7 @@ import (
 // the room's Presence frames.
 //
 // Each room keeps a view of the store (now) and what its presence members
-// were told (sent). Changes from any core reach the view through the
+// were told (sent): package core/room's Presence, under the room's lock. Changes from any core reach the view through the
 // store's OnChange in version order; a gap makes the room read the store
 // again. A flush every Tick sends the users that changed since the last
 // one as one Presence diff, once per link: a crowd joining within a tick
@@ -110,7 +107,7 @@ func (p *presenceState) close() error {
 
 // onCommit records a change this core committed in the event log.
 func (p *presenceState) onCommit(ch presence.Change) {
-	pc := &corralv1.PresenceChanged{Member: presenceMember(ch.Member)}
+	pc := &corralv1.PresenceChanged{Member: croom.PresenceMember(ch.Member)}
 	switch ch.Kind {
 	case presence.Joined:
 		pc.Change = corralv1.PresenceChanged_CHANGE_JOINED
@@ -125,12 +122,8 @@ func (p *presenceState) onCommit(ch presence.Change) {
 // onChange brings a change to the room's view, if the room is here.
 func (p *presenceState) onChange(ch presence.Change) {
 	if r := p.rooms.get(ch.Room); r != nil {
-		r.Parts().pres.change(ch)
+		r.Presence().Change(ch)
 	}
-}
-
-func presenceMember(m presence.Member) *corralv1.PresenceMember {
-	return &corralv1.PresenceMember{UserId: m.User, State: m.State, Connections: uint32(max(m.Conns, 0)), Info: m.Info}
 }
 
 // join shows s in room r (or keeps it shown: a session that comes
@@ -148,7 +141,7 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 		p.failed(s, "presence", err, r.Name(), "")
 		return
 	}
-	r.Parts().pres.ensureLoaded(ctx)
+	r.Presence().EnsureLoaded(ctx)
 
 	s.mu.Lock()
 	counted := s.pres[r.Name()]
@@ -188,7 +181,7 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 		p.failed(s, "presence", err, r.Name(), "")
 		return
 	}
-	r.Parts().pres.subscribe(s)
+	r.Presence().Subscribe(s)
 }
 
 // leave uncounts s in room: at once when clean, else after the
@@ -264,7 +257,7 @@ func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.Prese
 	if l := int(q.GetLimit()); l > 0 && l < limit {
 		limit = l
 	}
-	members, ok := r.Parts().pres.list()
+	members, ok := r.Presence().List()
 	if !ok {
 		snap, err := p.store.List(ctx, name)
 		if err != nil {
@@ -282,372 +275,12 @@ func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.Prese
 	page := &corralv1.PresencePage{Room: name, Total: uint32(len(members))}
 	end := min(i+limit, len(members))
 	for _, m := range members[i:end] {
-		page.Members = append(page.Members, presenceMember(m))
+		page.Members = append(page.Members, croom.PresenceMember(m))
 	}
 	if end < len(members) && end > i {
 		page.Next = members[end-1].User
 	}
 	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_PresencePage{PresencePage: page}})
-}
-
-// roomPresence is a room's presence as this core knows it. room.mu guards
-// these fields, not a lock of their own: who gets presence frames follows
-// the room's members (a member's subscription goes when it leaves, under
-// room.mu, and a snapshot goes only to a member still there), so one lock
-// keeps the two in step. Lock must be held for the methods named Locked;
-// the others take it.
-type roomPresence struct {
-	room *room
-
-	loaded  bool
-	loading bool
-	stale   bool // changes were missed while loading: load again
-	version uint64
-	now     map[string]presence.Member
-	early   []presence.Change // arrived while loading
-	sorted  []presence.Member // now by user id, for pages; nil: stale
-
-	sent       map[string]presence.Member // what members were told
-	dirty      map[string]struct{}
-	countsOnly bool // members were told counts only
-	sentCounts [2]int
-	scheduled  bool
-
-	subs    map[*session]endpoint    // receive presence frames
-	pending map[*session]endpoint    // get a snapshot at the next flush
-	links   map[*linkserver.Link]int // subs per link
-}
-
-// maxEarly bounds the changes kept while a room's presence loads.
-const maxEarly = 10000
-
-// ensureLoaded reads the room's presence from the store once.
-func (v *roomPresence) ensureLoaded(ctx context.Context) {
-	r := v.room
-	r.Lock()
-	load := !v.loaded && !v.loading
-	if load {
-		v.loading = true
-	}
-	r.Unlock()
-	if load {
-		v.load(ctx)
-	}
-}
-
-// load reads the room's presence and applies what arrived
-// meanwhile; v.loading must have been set by the caller.
-func (v *roomPresence) load(ctx context.Context) {
-	r := v.room
-	for range 10 {
-		snap, err := r.Parts().c.pres.store.List(ctx, r.Name())
-		r.Lock()
-		if err != nil {
-			v.loading = false
-			r.Unlock()
-			r.Parts().c.cfg.Logger.Warn("presence list failed; retrying", "room", r.Name(), "err", err)
-			if r.Parts().c.ctx.Err() == nil {
-				time.AfterFunc(time.Second, func() {
-					r.Lock()
-					defer r.Unlock()
-					if !v.loading && (len(v.subs) > 0 || len(v.pending) > 0 || v.loaded) {
-						v.reloadLocked()
-					}
-				})
-			}
-			return
-		}
-		now := make(map[string]presence.Member, len(snap.Members))
-		for _, m := range snap.Members {
-			now[m.User] = m
-		}
-		v.initLocked()
-		for u, m := range v.now {
-			if n, ok := now[u]; !ok || !sameMember(m, n) {
-				v.dirty[u] = struct{}{}
-			}
-		}
-		for u := range now {
-			if _, ok := v.now[u]; !ok {
-				v.dirty[u] = struct{}{}
-			}
-		}
-		v.now, v.version, v.loaded = now, snap.Version, true
-		v.sorted = nil
-		early := v.early
-		v.early = nil
-		slices.SortFunc(early, func(a, b presence.Change) int { return cmp.Compare(a.Version, b.Version) })
-		for _, ch := range early {
-			switch {
-			case ch.Version <= v.version:
-			case ch.Version == v.version+1:
-				v.applyLocked(ch)
-			default:
-				v.stale = true
-			}
-		}
-		if v.stale {
-			v.stale = false
-			r.Unlock()
-			continue
-		}
-		v.loading = false
-		v.scheduleLocked()
-		r.Unlock()
-		return
-	}
-	r.Lock()
-	v.loading = false
-	r.Unlock()
-}
-
-// initLocked makes the view's maps. Lock must be held.
-func (v *roomPresence) initLocked() {
-	if v.dirty == nil {
-		v.now = make(map[string]presence.Member)
-		v.sent = make(map[string]presence.Member)
-		v.dirty = make(map[string]struct{})
-		v.subs = make(map[*session]endpoint)
-		v.pending = make(map[*session]endpoint)
-		v.links = make(map[*linkserver.Link]int)
-	}
-}
-
-func sameMember(a, b presence.Member) bool {
-	return a.Conns == b.Conns && string(a.State) == string(b.State) && string(a.Info) == string(b.Info)
-}
-
-// applyLocked applies ch, the next version, to the view. Lock must be held.
-func (v *roomPresence) applyLocked(ch presence.Change) {
-	v.version = ch.Version
-	v.sorted = nil
-	if ch.Kind == presence.Left {
-		delete(v.now, ch.Member.User)
-	} else {
-		v.now[ch.Member.User] = ch.Member
-	}
-	v.dirty[ch.Member.User] = struct{}{}
-}
-
-// change applies one change from the store to the view.
-func (v *roomPresence) change(ch presence.Change) {
-	r := v.room
-	r.Lock()
-	defer r.Unlock()
-	switch {
-	case v.loading:
-		if ch.Kind == 0 || len(v.early) >= maxEarly {
-			v.stale = true
-			return
-		}
-		v.early = append(v.early, ch)
-		return
-	case !v.loaded:
-		return // nobody here wants this room's presence
-	case ch.Kind == 0, ch.Version > v.version+1:
-		v.reloadLocked()
-		return
-	case ch.Version <= v.version:
-		return
-	}
-	v.applyLocked(ch)
-	v.scheduleLocked()
-}
-
-// reloadLocked reads the room's presence again, in the
-// background. Lock must be held.
-func (v *roomPresence) reloadLocked() {
-	r := v.room
-	if v.loading {
-		v.stale = true
-		return
-	}
-	v.loading = true
-	if r.Parts().c.ctx.Err() != nil {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(r.Parts().c.ctx, 5*time.Second)
-		defer cancel()
-		v.load(ctx)
-	}()
-}
-
-// subscribe makes s, a member, receive the room's presence frames:
-// a snapshot at the next flush, then diffs.
-func (v *roomPresence) subscribe(s *session) {
-	r := v.room
-	r.Lock()
-	defer r.Unlock()
-	ep, ok := r.MembersLocked()[s]
-	if !ok {
-		return // left or detached meanwhile
-	}
-	v.initLocked()
-	if _, ok := v.subs[s]; ok {
-		return
-	}
-	v.pending[s] = ep
-	v.scheduleLocked()
-}
-
-// unsubscribeLocked forgets s as a receiver. Lock must be held.
-func (v *roomPresence) unsubscribeLocked(s *session) {
-	delete(v.pending, s)
-	ep, ok := v.subs[s]
-	if !ok {
-		return
-	}
-	delete(v.subs, s)
-	if n := v.links[ep.Link] - 1; n > 0 {
-		v.links[ep.Link] = n
-	} else {
-		delete(v.links, ep.Link)
-	}
-}
-
-// list is the view's members ordered by user id (shared: do not
-// modify); false when the view is not loaded. The order is kept until the
-// next change, so paging a large room sorts it once, not once per page.
-func (v *roomPresence) list() ([]presence.Member, bool) {
-	r := v.room
-	r.Lock()
-	defer r.Unlock()
-	if !v.loaded {
-		return nil, false
-	}
-	if v.sorted == nil {
-		v.sorted = make([]presence.Member, 0, len(v.now))
-		for _, m := range v.now {
-			v.sorted = append(v.sorted, m)
-		}
-		slices.SortFunc(v.sorted, func(a, b presence.Member) int { return strings.Compare(a.User, b.User) })
-	}
-	return v.sorted, true
-}
-
-// scheduleLocked arranges a flush when there is something to send.
-// Lock must be held.
-func (v *roomPresence) scheduleLocked() {
-	if v.scheduled || !v.loaded || (len(v.dirty) == 0 && len(v.pending) == 0) {
-		return
-	}
-	v.scheduled = true
-	time.AfterFunc(v.room.Parts().c.pres.cfg.Tick, v.flush)
-}
-
-// flush sends what changed since the last flush as one frame per
-// link, then snapshots to new subscribers.
-func (v *roomPresence) flush() {
-	r := v.room
-	r.Lock()
-	defer r.Unlock()
-	v.scheduled = false
-	if !v.loaded || r.Parts().c.ctx.Err() != nil {
-		return
-	}
-	conns := 0
-	for _, m := range v.now {
-		conns += m.Conns
-	}
-	counts := [2]int{len(v.now), conns}
-	cl := r.Parts().c.class(r.Name())
-	countsOnly := !cl.JoinLeaveEvents || len(v.now) > cl.Presence.MaxDiff
-	var out *corralv1.Presence
-	switch {
-	case countsOnly:
-		if !v.countsOnly || counts != v.sentCounts {
-			out = &corralv1.Presence{Room: r.Name(), CountsOnly: true}
-		}
-		clear(v.dirty)
-	case v.countsOnly:
-		// Back under the limit: everyone gets the list again.
-		clear(v.dirty)
-		v.sent = cloneMembers(v.now)
-		out = v.snapshotLocked()
-	default:
-		out = &corralv1.Presence{Room: r.Name()}
-		for u := range v.dirty {
-			old, was := v.sent[u]
-			cur, is := v.now[u]
-			switch {
-			case is && !was:
-				out.Joins = append(out.Joins, presenceMember(cur))
-				v.sent[u] = cur
-			case was && !is:
-				out.Leaves = append(out.Leaves, u)
-				delete(v.sent, u)
-			case is && !sameMember(old, cur):
-				out.Updates = append(out.Updates, presenceMember(cur))
-				v.sent[u] = cur
-			}
-		}
-		clear(v.dirty)
-		if len(out.Joins)+len(out.Updates)+len(out.Leaves) == 0 {
-			out = nil
-		}
-	}
-	v.countsOnly = countsOnly
-	if out != nil {
-		v.sentCounts = counts
-		out.Members, out.Connections = uint32(counts[0]), uint32(counts[1])
-		r.Parts().c.metrics.presenceFlushes.Inc()
-		if len(v.links) > 0 {
-			for _, part := range splitPresence(out, maxPresenceFrameBytes) {
-				linkserver.EnqueueEach(v.links, frame.Presence(r.Name(), &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}}))
-			}
-		}
-	}
-	if len(v.pending) == 0 {
-		return
-	}
-	var snap []*corralv1.ServerFrame
-	if countsOnly {
-		snap = []*corralv1.ServerFrame{{Kind: &corralv1.ServerFrame_Presence{Presence: &corralv1.Presence{
-			Room: r.Name(), Snapshot: true, CountsOnly: true, Members: uint32(counts[0]), Connections: uint32(counts[1]),
-		}}}}
-	} else {
-		p := v.snapshotLocked()
-		p.Snapshot = true
-		for _, part := range splitPresence(p, maxPresenceFrameBytes) {
-			snap = append(snap, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Presence{Presence: part}})
-		}
-	}
-	for s, ep := range v.pending {
-		delete(v.pending, s)
-		if cur, ok := r.MembersLocked()[s]; !ok || cur != ep {
-			continue
-		}
-		for _, f := range snap {
-			ep.Link.Enqueue(frame.Conn(ep.Conn, f))
-		}
-		ep.Link.Enqueue(frame.PresenceMembership(ep.Conn, r.Name()))
-		v.subs[s] = ep
-		v.links[ep.Link]++
-	}
-}
-
-// snapshotLocked lists sent, ordered by user id, with the counts.
-// Lock must be held.
-func (v *roomPresence) snapshotLocked() *corralv1.Presence {
-	r := v.room
-	p := &corralv1.Presence{Room: r.Name(), Snapshot: true, Joins: make([]*corralv1.PresenceMember, 0, len(v.sent))}
-	conns := 0
-	for _, m := range v.sent {
-		p.Joins = append(p.Joins, presenceMember(m))
-		conns += m.Conns
-	}
-	slices.SortFunc(p.Joins, func(a, b *corralv1.PresenceMember) int { return strings.Compare(a.UserId, b.UserId) })
-	p.Members, p.Connections = uint32(len(v.sent)), uint32(conns)
-	return p
-}
-
-func cloneMembers(m map[string]presence.Member) map[string]presence.Member {
-	out := make(map[string]presence.Member, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // unwatchLoop stops, every 10s, the store's changes of rooms
@@ -674,11 +307,9 @@ func (p *presenceState) unwatchLoop() {
 		// is not held across every room. A room dropped meanwhile is
 		// found gone on the next tick.
 		for _, r := range held {
-			r.Lock()
-			if r.Parts().pres.loaded || r.Parts().pres.loading {
+			if r.Presence().Wanted() {
 				watched[r.Name()] = true
 			}
-			r.Unlock()
 		}
 		if len(gone) == 0 {
 			continue
@@ -692,14 +323,9 @@ func (p *presenceState) unwatchLoop() {
 			if r == nil {
 				continue
 			}
-			r.Lock()
-			want := r.Parts().pres.loaded || r.Parts().pres.loading
-			r.Unlock()
-			if want && p.store.Watch(ctx, name) == nil {
+			if r.Presence().Wanted() && p.store.Watch(ctx, name) == nil {
 				watched[name] = true
-				r.Lock()
-				r.Parts().pres.reloadLocked()
-				r.Unlock()
+				r.Presence().Reload()
 			}
 		}
 		cancel()

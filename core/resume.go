@@ -13,7 +13,6 @@ import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"
-	"github.com/corral-rt/corral/state"
 )
 
 // Sessions and resume, top to bottom: a connection attaches (attach) with
@@ -132,8 +131,8 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		seen[p.GetRoom()] = true
 		_, stored := st.Rooms[p.GetRoom()]
 		reqs = append(reqs, &joinReq{name: p.GetRoom(), Join: croom.Join{Since: p.GetSeq(), Epoch: p.GetEpoch(),
-			Position: true, Resumed: true, OpenPrefix: p.GetOpenPrefix()}, stored: stored, presence: p.GetPresence(),
-			statePos: p.GetStatePosition(), stateEpoch: p.GetStateEpoch()})
+			Position: true, Resumed: true, OpenPrefix: p.GetOpenPrefix(),
+			StatePos: p.GetStatePosition(), StateEpoch: p.GetStateEpoch()}, stored: stored, presence: p.GetPresence()})
 	}
 	rest := make([]string, 0, len(st.Rooms))
 	for room := range st.Rooms {
@@ -238,9 +237,7 @@ func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq
 		} else {
 			c.pres.leave(s, q.name, true) // rejoined without presence
 		}
-		q.room.Lock()
-		epoch := q.room.EpochLocked()
-		q.room.Unlock()
+		_, _, epoch := q.room.Info()
 		p := sessions.Position{Seq: pos, Epoch: epoch}
 		switch {
 		case first == "":
@@ -277,12 +274,6 @@ type joinReq struct {
 	// presence: count the session in the room's presence, with state.
 	presence bool
 	state    []byte
-	// statePos, stateEpoch: the keyed state the client holds (keyed.go).
-	statePos   uint64
-	stateEpoch string
-	// stateOld: the store's changes after statePos when the room's mirror
-	// no longer keeps them (stateRooms.readOld).
-	stateOld []state.Change
 	bytes    int // of Msgs, as croom.CatchupSize counts them
 	limit    int // messages to read for the next page; 0: a whole page
 	// The room's open growing messages for a live join (grow.go).

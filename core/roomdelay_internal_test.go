@@ -196,10 +196,8 @@ func TestWriteDelayEvents(t *testing.T) {
 		// of the old epoch, before it.
 		publishN(t, c, "d:r", 2)
 		r := c.rooms.get("d:r")
-		r.Lock()
-		old := r.EpochLocked()
-		r.ResetLocked("new-epoch", 0)
-		r.Unlock()
+		_, _, old := r.Info()
+		r.Reset("new-epoch", 0)
 		var lives []*linkv1.RoomLive
 		for _, f := range l.Take(1<<20, 1<<30) {
 			if lv := f.GetLive(); lv != nil {

@@ -1,27 +1,21 @@
 package core
 
 import (
+	"context"
+
 	croom "github.com/corral-rt/corral/core/room"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/presence"
 )
 
-// One room's live state is package core/room's Room; the core's rooms are
-// that Room with the core's sessions as members and the core's per-room
-// parts that are not in core/room yet (roomParts), which the room's lock
-// guards as it guards the room's own fields.
+// One room's live state is package core/room's Room (with its presence
+// and keyed state); the core's rooms are that Room with the core's
+// sessions as members.
 type (
-	room     = croom.Room[*session, roomParts]
+	room     = croom.Room[*session]
 	catchup  = croom.Catchup
-	roomOpts = croom.Options[*session, roomParts]
+	roomOpts = croom.Options[*session]
 )
-
-// roomParts are the core's parts of one room, under the room's lock: its
-// keyed state (keyed.go) and its presence (presence.go).
-type roomParts struct {
-	c     *Core // set by newRoom, never changed
-	keyed keyedRoom
-	pres  roomPresence
-}
 
 // newRoomOpts is what every room of c shares (croom.Options).
 func newRoomOpts(c *Core) *roomOpts {
@@ -30,7 +24,6 @@ func newRoomOpts(c *Core) *roomOpts {
 		Classes: c.cfg.Classes,
 		Ctx:     c.ctx,
 		Logger:  c.cfg.Logger,
-		Hooks:   roomHooks{},
 		Metrics: croom.Metrics{
 			StoreOp:           c.metrics.storeOp,
 			Published:         c.metrics.published,
@@ -41,31 +34,35 @@ func newRoomOpts(c *Core) *roomOpts {
 			SignalsOut:        c.metrics.signalsOut,
 			SignalsCoalesced:  c.metrics.signalsCoalesced,
 			SignalsDeferred:   c.metrics.signalsDeferred,
+			PresenceFlushes:   c.metrics.presenceFlushes,
+			StateChanges:      c.metrics.stateChanges,
+			StateDeltas:       c.metrics.stateDeltas,
+			StateSnapshots:    c.metrics.stateSnapshots,
+			StateResumes:      c.metrics.stateResumes,
 		},
+		// c.pres.store is set by presenceState.init, before any room is
+		// made, and never changes after.
+		PresenceList: func(ctx context.Context, room string) (presence.Snapshot, error) {
+			return c.pres.store.List(ctx, room)
+		},
+		PresenceTick: c.cfg.Presence.withDefaults().Tick,
+		// c.keyed is made before, and its feed set by Start, before any
+		// room is made.
+		State:        c.keyed.store,
+		StateFollow:  c.keyed.followRoom,
+		StateGapWait: croom.GapWait,
+		Go:           c.wg.Go,
+		Held:         func(r *room) bool { return c.rooms.get(r.Name()) == r },
 	}
 	return o // Subscribe: set by Start, with pub/sub
 }
 
-// newRoom makes the room name, with its parts.
-func newRoom(c *Core, name string) *room {
-	r := croom.New(name, c.roomOpts)
-	r.Parts().c = c
-	r.Parts().pres.room = r
-	return r
-}
-
-// roomHooks are the parts a room calls when a member leaves
-// (croom.Hooks), with its lock held.
-type roomHooks struct{}
-
-// RemovedLocked ends a former member's presence subscription.
-func (roomHooks) RemovedLocked(r *room, s *session) {
-	r.Parts().pres.unsubscribeLocked(s)
-}
+// newRoom makes the room name.
+func newRoom(c *Core, name string) *room { return croom.New(name, c.roomOpts) }
 
 // joinHooks are the parts a member going live gets (croom.JoinHooks), in
-// room.GoLive under the room's lock: growing messages' prefixes, keyed
-// state, and the wait for the edge to take a replay page.
+// room.GoLive under the room's lock: growing messages' prefixes and the
+// wait for the edge to take a replay page.
 type joinHooks struct {
 	c *Core
 	r *room
@@ -80,7 +77,5 @@ func (h joinHooks) ReplayPrefixesLocked(cu *catchup, out []*corralv1.Message) (r
 func (h joinHooks) SendPrefixesLocked(ep endpoint, cu *catchup) {
 	h.c.grow.sendPrefixesLocked(h.r, ep, h.q, cu)
 }
-
-func (h joinHooks) JoinedLocked(ep endpoint) { h.c.keyed.joinLocked(h.r, ep, h.q) }
 
 func (h joinHooks) WaitPage() { h.s.waitPage(h.q) }

@@ -24,7 +24,7 @@ func (c *Core) onRemote(roomName string, msg *corralv1.Message) {
 	if msg == nil {
 		r.CatchUp()
 		if c.keyed.carried {
-			c.keyed.gap(r) // the room's state changes ride the channel too
+			r.Keyed().Gap() // the room's state changes ride the channel too
 		}
 		return
 	}
@@ -75,7 +75,7 @@ func (c *Core) acquireRoom(ctx context.Context, name string, forJoin bool) (*roo
 		c.releaseRoom(r)
 		return nil, err
 	}
-	if err := c.keyed.load(ctx, r); err != nil {
+	if err := r.Keyed().Load(ctx); err != nil {
 		c.releaseRoom(r)
 		return nil, err
 	}

@@ -50,8 +50,8 @@ const (
 // goes live, leaves or the room resets, all under Room.mu; a second lock
 // taken in fanoutLocked, per message, would buy nothing. Lock must be
 // held for every method but flushTimer, which takes it.
-type delay[M Member, P any] struct {
-	room   *Room[M, P]
+type delay[M Member] struct {
+	room   *Room[M]
 	frames []*corralv1.ServerFrame // held messages, in seq order
 	bytes  int                     // their approximate encoded size
 	last   uint64                  // seq of the newest held message
@@ -65,7 +65,7 @@ type delay[M Member, P any] struct {
 
 // delayLocked is the room's write delay in the class table in force.
 // Lock must be held.
-func (d *delay[M, P]) delayLocked() time.Duration {
+func (d *delay[M]) delayLocked() time.Duration {
 	r := d.room
 	if t := r.opts.Classes.Table(); t != d.table {
 		d.table, d.delay = t, t.Lookup(r.name).WriteDelay
@@ -76,7 +76,7 @@ func (d *delay[M, P]) delayLocked() time.Duration {
 // holdLocked holds msg for the current window, starting one if none is
 // open, and reports false when the room has no write delay (the caller
 // sends msg at once). Lock must be held.
-func (d *delay[M, P]) holdLocked(msg *corralv1.Message) bool {
+func (d *delay[M]) holdLocked(msg *corralv1.Message) bool {
 	if len(d.frames) == 0 {
 		delay := d.delayLocked()
 		if delay <= 0 {
@@ -95,7 +95,7 @@ func (d *delay[M, P]) holdLocked(msg *corralv1.Message) bool {
 }
 
 // flushTimer ends window gen, unless an earlier flush ended it.
-func (d *delay[M, P]) flushTimer(gen uint64) {
+func (d *delay[M]) flushTimer(gen uint64) {
 	d.room.mu.Lock()
 	defer d.room.mu.Unlock()
 	if d.gen == gen {
@@ -105,7 +105,7 @@ func (d *delay[M, P]) flushTimer(gen uint64) {
 
 // flushLocked sends the held messages, if any, as one frame per link and
 // closes the window. Lock must be held.
-func (d *delay[M, P]) flushLocked(reason string) {
+func (d *delay[M]) flushLocked(reason string) {
 	n := len(d.frames)
 	if n == 0 {
 		return

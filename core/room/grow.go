@@ -15,8 +15,8 @@ import (
 // GrowView is a room's open growing messages as it fanned them out, for
 // the deltas of replace chunks (growing.delta): the body of each at the
 // version every member holds. Guarded by its room's lock.
-type GrowView[M Member, P any] struct {
-	room  *Room[M, P]
+type GrowView[M Member] struct {
+	room  *Room[M]
 	epoch string
 	msgs  map[string]*grownBody
 	// lastChunk is the seq of the newest chunk the room fanned out;
@@ -30,15 +30,18 @@ type GrowView[M Member, P any] struct {
 	noneEpoch string
 }
 
-// NoneOpenLocked reports whether the room is known to have no open
-// growing message at its position. Lock must be held.
-func (v *GrowView[M, P]) NoneOpenLocked() bool {
+// NoneOpen reports whether the room is known to have no open growing
+// message at its position.
+func (v *GrowView[M]) NoneOpen() bool {
+	v.room.mu.Lock()
+	defer v.room.mu.Unlock()
 	return v.noneKnown && v.noneEpoch == v.room.epoch && v.lastChunk <= v.noneAt
 }
 
-// SawNoneLocked records an Open read that found no open message at st.
-// Lock must be held.
-func (v *GrowView[M, P]) SawNoneLocked(st history.State) {
+// SawNone records an Open read that found no open message at st.
+func (v *GrowView[M]) SawNone(st history.State) {
+	v.room.mu.Lock()
+	defer v.room.mu.Unlock()
 	v.noneKnown, v.noneAt, v.noneEpoch = true, st.Last, st.Epoch
 }
 
@@ -56,7 +59,7 @@ const maxGrowView = history.MaxOpen
 // hold is smaller (in a class with growing.delta); and moves the view
 // past it. msg itself is not changed (history and joiners keep its data).
 // Lock must be held; called in seq order (fanoutLocked).
-func (v *GrowView[M, P]) liveLocked(msg *corralv1.Message) *corralv1.Message {
+func (v *GrowView[M]) liveLocked(msg *corralv1.Message) *corralv1.Message {
 	c := msg.GetChunk()
 	if c == nil {
 		return msg
@@ -102,7 +105,7 @@ func (v *GrowView[M, P]) liveLocked(msg *corralv1.Message) *corralv1.Message {
 // LearnLocked takes the body of a prefix the room sent a joiner (the
 // message at the room's position) when the view lacks it. Lock must be
 // held.
-func (v *GrowView[M, P]) LearnLocked(id string, p *corralv1.Message) {
+func (v *GrowView[M]) LearnLocked(id string, p *corralv1.Message) {
 	r := v.room
 	if !r.opts.Classes.Lookup(r.name).Growing.Delta {
 		return
@@ -117,7 +120,7 @@ func (v *GrowView[M, P]) LearnLocked(id string, p *corralv1.Message) {
 	v.setLocked(id, c.GetMessageSeq(), c.GetVersion(), append([]byte(nil), c.GetData()...))
 }
 
-func (v *GrowView[M, P]) setLocked(id string, mseq, version uint64, body []byte) {
+func (v *GrowView[M]) setLocked(id string, mseq, version uint64, body []byte) {
 	if v.msgs == nil {
 		v.msgs = make(map[string]*grownBody)
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/corral-rt/corral/core/linkserver"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
+	"github.com/corral-rt/corral/state"
 	"github.com/corral-rt/corral/tracing"
 )
 
@@ -42,19 +44,16 @@ const (
 
 // Room is one room's live state: its position in history, its members
 // and the links they are on, the live messages held for joining members
-// and for a write delay, and its signals.
+// and for a write delay, its signals, its presence and its keyed state.
 //
 // Messages reach DeliverLocked in any order (concurrent publishes finish
 // out of order; with Redis, pub/sub brings other processes' messages); the
 // room hands them to members strictly in seq order, holding early ones
 // until the gap closes or is filled from history.
 //
-// M is the core's member (a session), P the core's per-room parts that
-// are not in this package yet (keyed state, presence):
-// the room's lock guards them, as it guards the room's own fields, so that
-// they change in one order with the room's fan-out.
-type Room[M Member, P any] struct {
-	opts *Options[M, P]
+// M is the core's member (a session).
+type Room[M Member] struct {
+	opts *Options[M]
 	name string
 
 	loadMu  sync.Mutex // guards reading; never held with mu
@@ -82,16 +81,18 @@ type Room[M Member, P any] struct {
 	advanced chan struct{}
 	wantFill bool // fill even without a known gap
 	// live: the live messages held for a write delay (delay.go).
-	live delay[M, P]
+	live delay[M]
 	// grown: the open growing messages' bodies, for deltas (grow.go).
-	grown GrowView[M, P]
-	// parts: the core's per-room parts (see Room).
-	parts P
+	grown GrowView[M]
+	// pres: the room's presence (presence.go).
+	pres Presence[M]
+	// keyed: the room's keyed state (keyed.go).
+	keyed Keyed[M]
 
 	// signals is made on the room's first signal (SignalsOrNew): most
 	// rooms never get one, and a room is made for each publish to a room
 	// nobody here joined. Its own lock, taken after mu (signals.go).
-	signals atomic.Pointer[Signals[M, P]]
+	signals atomic.Pointer[Signals[M]]
 }
 
 // Member is what a room knows of a member: the core's session. A room
@@ -111,9 +112,10 @@ type Endpoint struct {
 }
 
 // Options are what every room of a core shares: the stores, the class
-// table, the metrics and the core's parts that the room calls under its
-// lock. A core makes one and passes it to each New.
-type Options[M Member, P any] struct {
+// table, the metrics and the few calls a room makes of the core
+// (Subscribe, StateFollow, Go, Held). A core makes one and passes it to
+// each New.
+type Options[M Member] struct {
 	// History holds the rooms' messages.
 	History history.Store
 	// Subscribe makes sure pub/sub brings a room's messages; nil without
@@ -127,8 +129,34 @@ type Options[M Member, P any] struct {
 	Logger *slog.Logger
 	// Metrics are the core's.
 	Metrics Metrics
-	// Hooks are the core's parts that the room calls under its lock.
-	Hooks Hooks[M, P]
+	// PresenceList reads a room's presence from the shared store
+	// (presence.go); it is called without the room's lock.
+	PresenceList func(ctx context.Context, room string) (presence.Snapshot, error)
+	// PresenceTick is how often a room sends its presence changes.
+	PresenceTick time.Duration
+	// State is the keyed state store's reads (keyed.go), made without
+	// the room's lock.
+	State KeyedStore
+	// StateFollow, when not nil, makes sure the store's changes of a
+	// room reach Keyed.Apply (the store's feed, or the room's message
+	// subscription that carries them) before its mirror is read.
+	StateFollow func(ctx context.Context, room string) error
+	// StateGapWait is how long a gap in a room's keyed changes may stay
+	// open before a read closes it (as GapWait for its messages).
+	StateGapWait time.Duration
+	// Go runs f on a goroutine the core waits for when it closes.
+	Go func(f func())
+	// Held reports that r is still the core's room of its name: a room
+	// no longer held lets its keyed state's expiry timer go.
+	Held func(r *Room[M]) bool
+}
+
+// KeyedStore is what a room's keyed state reads of the state store
+// (state.Store).
+type KeyedStore interface {
+	Snapshot(ctx context.Context, room string) (state.Snapshot, error)
+	Since(ctx context.Context, room, epoch string, position uint64, maxBytes int) ([]state.Change, error)
+	Expire(ctx context.Context, room string) (time.Time, error)
 }
 
 // Metrics are the core's metrics a room counts into.
@@ -147,13 +175,14 @@ type Metrics struct {
 	// Signals: set, sent, replaced before they went, left for the next
 	// tick (signals.go).
 	SignalsIn, SignalsOut, SignalsCoalesced, SignalsDeferred prometheus.Counter
-}
-
-// Hooks are the core's per-room parts (P) that the room calls with its
-// lock held.
-type Hooks[M Member, P any] interface {
-	// RemovedLocked: m is no longer a member.
-	RemovedLocked(r *Room[M, P], m M)
+	// PresenceFlushes counts the presence frames flushed to rooms (each
+	// goes once per link).
+	PresenceFlushes prometheus.Counter
+	// Keyed state (keyed.go): changes delivered, of them sent as deltas,
+	// snapshots sent to every member after a catch-up read, and a
+	// resume's state by how it was served (since, store, snapshot).
+	StateChanges, StateDeltas, StateSnapshots prometheus.Counter
+	StateResumes                              *prometheus.CounterVec
 }
 
 // Catchup is a joining member's buffer of live messages. The room's lock
@@ -179,10 +208,9 @@ func CatchupSize(msg *corralv1.Message) int {
 	return len(msg.GetPayload()) + len(msg.GetChunk().GetData()) + 64
 }
 
-// New returns the room name, empty and not loaded. The core's parts are
-// the zero P until the caller sets them (Parts) before sharing the room.
-func New[M Member, P any](name string, opts *Options[M, P]) *Room[M, P] {
-	r := &Room[M, P]{
+// New returns the room name, empty and not loaded.
+func New[M Member](name string, opts *Options[M]) *Room[M] {
+	r := &Room[M]{
 		opts:    opts,
 		name:    name,
 		members: make(map[M]Endpoint),
@@ -190,42 +218,55 @@ func New[M Member, P any](name string, opts *Options[M, P]) *Room[M, P] {
 		joining: make(map[M]*Catchup),
 		pending: make(map[uint64]*corralv1.Message),
 	}
-	r.live.room, r.grown.room = r, r
+	r.live.room, r.grown.room, r.pres.room, r.keyed.room = r, r, r, r
 	return r
 }
 
 // Name is the room's name.
-func (r *Room[M, P]) Name() string { return r.name }
+func (r *Room[M]) Name() string { return r.name }
 
-// Lock takes the room's lock, for the core's parts (Parts) and the
-// methods named Locked. No frame write and no store call may be made
-// under it.
-func (r *Room[M, P]) Lock() { r.mu.Lock() }
+// Info is the room's number of members, the newest seq handed to them
+// and its history epoch, read together.
+func (r *Room[M]) Info() (members int, last uint64, epoch string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.members), r.last, r.epoch
+}
 
-// Unlock releases the room's lock.
-func (r *Room[M, P]) Unlock() { r.mu.Unlock() }
+// Members is the room's members (joined: not those still joining); false
+// when there are more than limit, and then none.
+func (r *Room[M]) Members(limit int) ([]M, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.members) > limit {
+		return nil, false
+	}
+	out := make([]M, 0, len(r.members))
+	for m := range r.members {
+		out = append(out, m)
+	}
+	return out, true
+}
 
-// Parts are the core's per-room parts. The room's lock must be held but
-// before the room is shared.
-func (r *Room[M, P]) Parts() *P { return &r.parts }
+// Links is the links the room's members are on.
+func (r *Room[M]) Links() []*linkserver.Link {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*linkserver.Link, 0, len(r.links))
+	for l := range r.links {
+		out = append(out, l)
+	}
+	return out
+}
 
-// LinksLocked counts the room's members per link. The caller must not
-// change it. Lock must be held.
-func (r *Room[M, P]) LinksLocked() map[*linkserver.Link]int { return r.links }
+// PositionLocked is the newest seq handed to members and the room's
+// history epoch, for the JoinHooks (GoLive holds the lock); Info takes
+// the lock. Lock must be held.
+func (r *Room[M]) PositionLocked() (last uint64, epoch string) { return r.last, r.epoch }
 
-// MembersLocked is the room's members. The caller must not change it.
-// Lock must be held.
-func (r *Room[M, P]) MembersLocked() map[M]Endpoint { return r.members }
-
-// LastLocked is the newest seq handed to members. Lock must be held.
-func (r *Room[M, P]) LastLocked() uint64 { return r.last }
-
-// EpochLocked is the room's history epoch. Lock must be held.
-func (r *Room[M, P]) EpochLocked() string { return r.epoch }
-
-// GrownLocked is the room's view of its open growing messages. Lock
-// must be held.
-func (r *Room[M, P]) GrownLocked() *GrowView[M, P] { return &r.grown }
+// Grown is the room's view of its open growing messages. Its methods
+// named Locked need the room's lock held; the others take it.
+func (r *Room[M]) Grown() *GrowView[M] { return &r.grown }
 
 // Load reads the room's state from history once. With forJoin and a shared
 // store, it first subscribes to the room's live messages, so that nothing
@@ -235,7 +276,7 @@ func (r *Room[M, P]) GrownLocked() *GrowView[M, P] { return &r.grown }
 // the subscription was confirmed before that read began (it stays while
 // the room is held), so the read is as good as one of their own. For the
 // same reason, once such a read is done (synced), joins read nothing.
-func (r *Room[M, P]) Load(ctx context.Context, forJoin bool) error {
+func (r *Room[M]) Load(ctx context.Context, forJoin bool) error {
 	subscribe := forJoin && r.opts.Subscribe != nil
 	if subscribe {
 		if err := r.opts.Subscribe(ctx, r.name); err != nil {
@@ -295,7 +336,7 @@ type stateRead struct {
 }
 
 // readState reads the room's state from history and applies it.
-func (r *Room[M, P]) readState(ctx context.Context) error {
+func (r *Room[M]) readState(ctx context.Context) error {
 	done := r.opts.Metrics.StoreOp("state")
 	st, err := r.opts.History.State(ctx, r.name)
 	done(err)
@@ -311,7 +352,7 @@ func (r *Room[M, P]) readState(ctx context.Context) error {
 	case !r.loaded:
 		r.last, r.epoch, r.loaded = st.Last, st.Epoch, true
 	case st.Epoch != r.epoch:
-		r.ResetLocked(st.Epoch, st.Last)
+		r.resetLocked(st.Epoch, st.Last)
 	case st.Last > r.last && len(r.members) == 0 && len(r.joining) == 0:
 		// Nobody here saw the messages other processes appended meanwhile.
 		r.last = st.Last
@@ -326,7 +367,7 @@ func (r *Room[M, P]) readState(ctx context.Context) error {
 // Publish appends msg to history, then hands it to the members. A
 // non-zero sender holds the append to the sender's order
 // (history.SenderOrder; a store that does not keep it appends as is).
-func (r *Room[M, P]) Publish(ctx context.Context, msg *corralv1.Message, dedupe string, sender history.Sender) (res history.AppendResult, err error) {
+func (r *Room[M]) Publish(ctx context.Context, msg *corralv1.Message, dedupe string, sender history.Sender) (res history.AppendResult, err error) {
 	ctx, span := tracing.Start(ctx, tracing.SpanPublish, r.name, 0)
 	defer func() { tracing.End(span, err) }()
 	done := r.opts.Metrics.StoreOp("append")
@@ -361,7 +402,7 @@ func (r *Room[M, P]) Publish(ctx context.Context, msg *corralv1.Message, dedupe 
 
 // Stored hands msg, which history just stored as res, to the members (a
 // publish, or a growing message's chunk: grow.go).
-func (r *Room[M, P]) Stored(msg *corralv1.Message, res history.AppendResult) {
+func (r *Room[M]) Stored(msg *corralv1.Message, res history.AppendResult) {
 	r.opts.Metrics.Published.Inc()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -374,7 +415,7 @@ func (r *Room[M, P]) Stored(msg *corralv1.Message, res history.AppendResult) {
 	}
 	if res.Epoch != r.epoch {
 		// History was lost under us (store flushed or expired).
-		r.ResetLocked(res.Epoch, res.Seq-1)
+		r.resetLocked(res.Epoch, res.Seq-1)
 	}
 	r.DeliverLocked(msg)
 }
@@ -384,7 +425,7 @@ func (r *Room[M, P]) Stored(msg *corralv1.Message, res history.AppendResult) {
 // may have moved the room to a new epoch, and its messages reuse seqs of
 // the old one (history.Subscription), so nothing is delivered before the
 // fill has read the room's epoch.
-func (r *Room[M, P]) Deliver(msg *corralv1.Message) {
+func (r *Room[M]) Deliver(msg *corralv1.Message) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.wantFill {
@@ -398,7 +439,7 @@ func (r *Room[M, P]) Deliver(msg *corralv1.Message) {
 
 // DeliverLocked hands msg to members in seq order: a duplicate is dropped,
 // an early message waits for the gap to close. Lock must be held.
-func (r *Room[M, P]) DeliverLocked(msg *corralv1.Message) {
+func (r *Room[M]) DeliverLocked(msg *corralv1.Message) {
 	seq := msg.GetSeq()
 	switch {
 	case seq <= r.last:
@@ -421,7 +462,7 @@ func (r *Room[M, P]) DeliverLocked(msg *corralv1.Message) {
 
 // fanoutLocked sends msg once to every link with members, and keeps it for
 // joining members. Lock must be held.
-func (r *Room[M, P]) fanoutLocked(msg *corralv1.Message) {
+func (r *Room[M]) fanoutLocked(msg *corralv1.Message) {
 	r.last = msg.GetSeq()
 	wakeLocked(r)
 	for _, cu := range r.joining {
@@ -449,7 +490,7 @@ func (r *Room[M, P]) fanoutLocked(msg *corralv1.Message) {
 
 // scheduleFillLocked arranges for history to fill the gap before the
 // pending messages if it does not close by itself. Lock must be held.
-func (r *Room[M, P]) scheduleFillLocked() {
+func (r *Room[M]) scheduleFillLocked() {
 	if r.filling {
 		return
 	}
@@ -466,7 +507,7 @@ func (r *Room[M, P]) scheduleFillLocked() {
 
 // fill reads history after the last delivered seq and delivers it; an
 // epoch change or a range history no longer holds becomes a Reset.
-func (r *Room[M, P]) fill() {
+func (r *Room[M]) fill() {
 	ctx, cancel := context.WithTimeout(r.opts.Ctx, 5*time.Second)
 	defer cancel()
 	for range 100 {
@@ -496,15 +537,15 @@ func (r *Room[M, P]) fill() {
 			r.mu.Unlock()
 			return
 		case page.Epoch != r.epoch:
-			r.ResetLocked(page.Epoch, page.Last)
+			r.resetLocked(page.Epoch, page.Last)
 		case r.last != after:
 			// Delivered meanwhile; look again.
 		case len(page.Messages) == 0 && page.Last > after:
 			// History no longer holds anything after our position.
-			r.ResetLocked(page.Epoch, page.Last)
+			r.resetLocked(page.Epoch, page.Last)
 		case len(page.Messages) > 0 && page.Messages[0].GetSeq() > after+1:
 			// History no longer holds the gap: tell members.
-			r.ResetLocked(page.Epoch, page.Messages[0].GetSeq()-1)
+			r.resetLocked(page.Epoch, page.Messages[0].GetSeq()-1)
 			fallthrough
 		default:
 			for _, m := range page.Messages {
@@ -528,7 +569,7 @@ func (r *Room[M, P]) fill() {
 // ever takes r.last+1 out of pending. Left there, they would keep fill
 // reading history forever (a rejoin storm with Redis made 138,000 reads
 // of 100 rooms in 20 s). Lock must be held.
-func dropDeliveredLocked[M Member, P any](r *Room[M, P]) {
+func dropDeliveredLocked[M Member](r *Room[M]) {
 	for seq := range r.pending {
 		if seq <= r.last {
 			delete(r.pending, seq)
@@ -541,7 +582,7 @@ func dropDeliveredLocked[M Member, P any](r *Room[M, P]) {
 // a Redis failover): the store moves the room to a new epoch, so that the
 // caller resets the members instead of leaving a gap or delivering a
 // reused seq. Lock must not be held.
-func (r *Room[M, P]) fenceLoss(ctx context.Context, st history.State) (history.State, error) {
+func (r *Room[M]) fenceLoss(ctx context.Context, st history.State) (history.State, error) {
 	lf, ok := r.opts.History.(history.LossFence)
 	if !ok {
 		return st, nil
@@ -569,17 +610,23 @@ func (r *Room[M, P]) fenceLoss(ctx context.Context, st history.State) (history.S
 
 // CatchUp checks history for messages pub/sub may have missed (after its
 // connection to Redis broke).
-func (r *Room[M, P]) CatchUp() {
+func (r *Room[M]) CatchUp() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.wantFill = true
 	r.scheduleFillLocked()
 }
 
-// ResetLocked moves the room to another history epoch: members and joining
-// members are told to refetch, and delivery continues after last. Lock must
-// be held.
-func (r *Room[M, P]) ResetLocked(epoch string, last uint64) {
+// Reset moves the room to another history epoch: members and joining
+// members are told to refetch, and delivery continues after last.
+func (r *Room[M]) Reset(epoch string, last uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resetLocked(epoch, last)
+}
+
+// resetLocked is Reset. Lock must be held.
+func (r *Room[M]) resetLocked(epoch string, last uint64) {
 	r.live.flushLocked(flushEvent) // the held messages are of the old epoch
 	r.epoch, r.last = epoch, last
 	wakeLocked(r)
@@ -624,6 +671,12 @@ type Join struct {
 	From   uint64
 	More   bool
 	Paging bool
+	// StatePos, StateEpoch: the keyed state the client holds (keyed.go).
+	StatePos   uint64
+	StateEpoch string
+	// StateOld: the store's changes after StatePos when the room's mirror
+	// no longer keeps them (Keyed.ReadOld).
+	StateOld []state.Change
 }
 
 // JoinHooks are the core's parts a member going live gets, called by
@@ -636,8 +689,6 @@ type JoinHooks interface {
 	// SendPrefixesLocked sends a member that joined live the open
 	// growing messages' bodies.
 	SendPrefixesLocked(ep Endpoint, cu *Catchup)
-	// JoinedLocked sends the member the room's keyed state.
-	JoinedLocked(ep Endpoint)
 	// WaitPage: the member waits for the edge to take a replay page.
 	WaitPage()
 }
@@ -646,7 +697,7 @@ type JoinHooks interface {
 // on. It decides whether history must be read. It reports false, and
 // registers nothing, when the room holds its class's max-members (counted
 // on this core) and s is not one of them.
-func (r *Room[M, P]) BeginJoin(s M, ep Endpoint, q *Join) bool {
+func (r *Room[M]) BeginJoin(s M, ep Endpoint, q *Join) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.Gone() {
@@ -675,7 +726,7 @@ func (r *Room[M, P]) BeginJoin(s M, ep Endpoint, q *Join) bool {
 // each page asking the edge to report it taken (ConnReplay.ack, then
 // session.replayTaken), while the room keeps holding live messages for the
 // joiner; only the last page is followed by those, ReplayEnd and live.
-func (r *Room[M, P]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, bool) {
+func (r *Room[M]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cu, ok := r.joining[s]
@@ -761,7 +812,7 @@ func (r *Room[M, P]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, boo
 	for _, snap := range r.signals.Load().Snapshot() {
 		send(frame.Snapshot(ep.Conn, r.name, snap))
 	}
-	h.JoinedLocked(ep)
+	r.keyed.joinLocked(ep, q)
 	ep.Link.Enqueue(frame.Membership(ep.Conn, r.name, true))
 	r.members[s] = ep
 	r.links[ep.Link]++
@@ -773,7 +824,7 @@ func (r *Room[M, P]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, boo
 // joining until the edge took it (s.paging, session.replayTaken). It
 // reports false, sending nothing, when the page does not follow what
 // was sent: goLive then ends the join (a Reset). Lock must be held.
-func (r *Room[M, P]) replayPageLocked(ep Endpoint, q *Join, cu *Catchup, h JoinHooks) bool {
+func (r *Room[M]) replayPageLocked(ep Endpoint, q *Join, cu *Catchup, h JoinHooks) bool {
 	next := max(q.Since, q.From) + 1
 	var out []*corralv1.Message
 	for _, m := range q.Msgs {
@@ -806,7 +857,7 @@ func (r *Room[M, P]) replayPageLocked(ep Endpoint, q *Join, cu *Catchup, h JoinH
 // sendReplayLocked sends out (missed messages, in seq order) to ep as
 // replay batches; with ack, the last asks the edge to report it taken.
 // Lock must be held.
-func sendReplayLocked[M Member, P any](r *Room[M, P], ep Endpoint, out []*corralv1.Message, ack bool) {
+func sendReplayLocked[M Member](r *Room[M], ep Endpoint, out []*corralv1.Message, ack bool) {
 	for len(out) > 0 {
 		n, size := 0, 0
 		for n < len(out) && n < replayBatch && (n == 0 || size < replayBatchBytes) {
@@ -829,10 +880,10 @@ func sendReplayLocked[M Member, P any](r *Room[M, P], ep Endpoint, out []*corral
 
 // removeLocked removes member s; the held live messages go first, so s
 // gets what was published before it left. Lock must be held.
-func (r *Room[M, P]) removeLocked(s M, ep Endpoint) {
+func (r *Room[M]) removeLocked(s M, ep Endpoint) {
 	r.live.flushLocked(flushEvent)
 	delete(r.members, s)
-	r.opts.Hooks.RemovedLocked(r, s)
+	r.pres.unsubscribeLocked(s)
 	if n := r.links[ep.Link] - 1; n > 0 {
 		r.links[ep.Link] = n
 	} else {
@@ -843,7 +894,7 @@ func (r *Room[M, P]) removeLocked(s M, ep Endpoint) {
 // Leave removes s (a member or a joining one). With notify, the member's
 // connection stops receiving the room and gets a Left frame. It reports
 // whether s was in the room.
-func (r *Room[M, P]) Leave(s M, notify *corralv1.Left) bool {
+func (r *Room[M]) Leave(s M, notify *corralv1.Left) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.joining[s]; ok {
@@ -865,7 +916,7 @@ func (r *Room[M, P]) Leave(s M, notify *corralv1.Left) bool {
 
 // WaitDelivered waits, at most wait, until r handed seq (of epoch) to
 // its members, or moved to another epoch.
-func (r *Room[M, P]) WaitDelivered(ctx context.Context, seq uint64, epoch string, wait time.Duration) {
+func (r *Room[M]) WaitDelivered(ctx context.Context, seq uint64, epoch string, wait time.Duration) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -890,7 +941,7 @@ func (r *Room[M, P]) WaitDelivered(ctx context.Context, seq uint64, epoch string
 }
 
 // Empty reports that the room has no member and no joining one.
-func (r *Room[M, P]) Empty() bool {
+func (r *Room[M]) Empty() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.members) == 0 && len(r.joining) == 0
@@ -898,7 +949,7 @@ func (r *Room[M, P]) Empty() bool {
 
 // wakeLocked wakes whoever waits for the room's position to move
 // (advanced). Lock must be held.
-func wakeLocked[M Member, P any](r *Room[M, P]) {
+func wakeLocked[M Member](r *Room[M]) {
 	if r.advanced != nil {
 		close(r.advanced)
 		r.advanced = nil

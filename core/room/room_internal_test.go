@@ -17,7 +17,9 @@ import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
+	"github.com/corral-rt/corral/state"
 )
 
 // member is a test's member: compared by identity, as a session.
@@ -28,20 +30,16 @@ type member struct {
 
 func (m *member) Gone() bool { return m.gone.Load() }
 
-// parts are a test room's core parts: none.
-type parts struct{}
+type testRoom = Room[*member]
 
-type hooks struct{}
-
-func (hooks) RemovedLocked(*Room[*member, parts], *member) {}
-
-type testRoom = Room[*member, parts]
-
-// fixture is what a test room shares: a memory history, a default class
-// table and the metrics, read back by the test.
+// fixture is what a test room shares: a memory history, a memory
+// presence store, a memory state store, a default class table and the
+// metrics, read back by the test.
 type fixture struct {
-	opts        *Options[*member, parts]
+	opts        *Options[*member]
 	hist        *history.Memory
+	pres        *presence.Memory
+	state       *state.Memory
 	reads       atomic.Int64 // history reads (StoreOp "read")
 	catchupFull atomic.Int64
 }
@@ -50,16 +48,16 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := &fixture{hist: history.NewMemory(history.MemoryOptions{})}
+	f := &fixture{hist: history.NewMemory(history.MemoryOptions{}), pres: presence.NewMemory(presence.Options{}),
+		state: state.NewMemory(state.MemoryOptions{})}
 	counter := func(name string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name})
 	}
-	f.opts = &Options[*member, parts]{
+	f.opts = &Options[*member]{
 		History: f.hist,
 		Classes: roomclass.NewLive(roomclass.NewTable(roomclass.Default(), nil)),
 		Ctx:     ctx,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Hooks:   hooks{},
 		Metrics: Metrics{
 			StoreOp: func(op string) func(error) {
 				if op == "read" {
@@ -75,7 +73,18 @@ func newFixture(t *testing.T) *fixture {
 			SignalsOut:        counter("out"),
 			SignalsCoalesced:  counter("coalesced"),
 			SignalsDeferred:   counter("deferred"),
+			PresenceFlushes:   counter("presence_flushes"),
+			StateChanges:      counter("state_changes"),
+			StateDeltas:       counter("state_deltas"),
+			StateSnapshots:    counter("state_snapshots"),
+			StateResumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "state_resumes"}, []string{"how"}),
 		},
+		PresenceList: f.pres.List,
+		PresenceTick: 500 * time.Millisecond,
+		State:        f.state,
+		StateGapWait: GapWait,
+		Go:           func(fn func()) { go fn() },
+		Held:         func(*testRoom) bool { return true },
 	}
 	return f
 }
@@ -423,7 +432,6 @@ func (joinHooks) ReplayPrefixesLocked(_ *Catchup, out []*corralv1.Message) (rest
 	return out, nil
 }
 func (joinHooks) SendPrefixesLocked(Endpoint, *Catchup) {}
-func (joinHooks) JoinedLocked(Endpoint)                 {}
 func (h *joinHooks) WaitPage()                          { h.pages++ }
 
 // kinds names the frames queued on l, in order: what a member's

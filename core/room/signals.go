@@ -47,8 +47,8 @@ const maxSignalTickBytes = 256 << 10
 // get either the snapshot or the flush of a value, in order, before the
 // next flush), and a member leaving or going live takes mu within the
 // room's lock (clear, snapshot). set takes mu alone.
-type Signals[M Member, P any] struct {
-	room *Room[M, P]
+type Signals[M Member] struct {
+	room *Room[M]
 
 	mu        sync.Mutex // guards the following fields
 	latest    map[string]*corralv1.SignalEvent
@@ -61,22 +61,22 @@ type Signals[M Member, P any] struct {
 }
 
 // SignalsOrNew is the room's signals, made on its first signal.
-func (r *Room[M, P]) SignalsOrNew() *Signals[M, P] {
+func (r *Room[M]) SignalsOrNew() *Signals[M] {
 	if st := r.signals.Load(); st != nil {
 		return st
 	}
-	r.signals.CompareAndSwap(nil, &Signals[M, P]{room: r})
+	r.signals.CompareAndSwap(nil, &Signals[M]{room: r})
 	return r.signals.Load()
 }
 
 // Signals is the room's signals; nil before its first signal (a nil
 // *Signals has none).
-func (r *Room[M, P]) Signals() *Signals[M, P] { return r.signals.Load() }
+func (r *Room[M]) Signals() *Signals[M] { return r.signals.Load() }
 
 // Set records the latest value of a key and schedules a flush. It
 // reports false, recording nothing, for a new key past MaxSignalKeys of
 // s: the caller refuses it.
-func (st *Signals[M, P]) Set(s M, ev *corralv1.SignalEvent) bool {
+func (st *Signals[M]) Set(s M, ev *corralv1.SignalEvent) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	metrics := &st.room.opts.Metrics
@@ -110,7 +110,7 @@ func (st *Signals[M, P]) Set(s M, ev *corralv1.SignalEvent) bool {
 }
 
 // disownLocked uncounts one key of s. Lock must be held.
-func (st *Signals[M, P]) disownLocked(s M) {
+func (st *Signals[M]) disownLocked(s M) {
 	if n := st.owned[s] - 1; n > 0 {
 		st.owned[s] = n
 	} else {
@@ -119,14 +119,14 @@ func (st *Signals[M, P]) disownLocked(s M) {
 }
 
 // markDirtyLocked queues key for the next flush. Lock must be held.
-func (st *Signals[M, P]) markDirtyLocked(key string) {
+func (st *Signals[M]) markDirtyLocked(key string) {
 	st.dirty = append(st.dirty, key)
 	st.isDirty[key] = true
 }
 
 // Clear clears every key s set: its cursor disappears for everyone. A
 // nil st (a room without signals) has none.
-func (st *Signals[M, P]) Clear(s M) {
+func (st *Signals[M]) Clear(s M) {
 	if st == nil {
 		return
 	}
@@ -150,7 +150,7 @@ func (st *Signals[M, P]) Clear(s M) {
 
 // scheduleLocked arranges a flush when keys are dirty and none is
 // pending. Lock must be held.
-func (st *Signals[M, P]) scheduleLocked() {
+func (st *Signals[M]) scheduleLocked() {
 	if st.scheduled || len(st.dirty) == 0 {
 		return
 	}
@@ -161,7 +161,7 @@ func (st *Signals[M, P]) scheduleLocked() {
 }
 
 // flush sends the dirty keys' latest values as one batch per link.
-func (st *Signals[M, P]) flush() {
+func (st *Signals[M]) flush() {
 	r := st.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -207,7 +207,7 @@ func (st *Signals[M, P]) flush() {
 // that alone), so that no snapshot frame is larger than a flush's; nil
 // when there is none (and for a nil st, a room without signals). The
 // room's lock must be held (the member goes live under it), not this one.
-func (st *Signals[M, P]) Snapshot() []*corralv1.ServerFrame {
+func (st *Signals[M]) Snapshot() []*corralv1.ServerFrame {
 	if st == nil {
 		return nil
 	}
@@ -238,7 +238,7 @@ func (st *Signals[M, P]) Snapshot() []*corralv1.ServerFrame {
 
 // Values is the current value of every key that is not cleared, in no
 // order. The room's lock may be held or not.
-func (st *Signals[M, P]) Values() []*corralv1.SignalEvent {
+func (st *Signals[M]) Values() []*corralv1.SignalEvent {
 	if st == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package core
+package room
 
 import (
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
