@@ -128,18 +128,23 @@ func validKey(key string) bool {
 func hasToken(values []string, token string) bool {
 	for _, v := range values {
 		for v != "" {
-			t := v
-			if i := strings.IndexByte(v, ','); i >= 0 {
-				t, v = v[:i], v[i+1:]
-			} else {
-				v = ""
-			}
-			if strings.EqualFold(strings.TrimSpace(t), token) {
+			var t string
+			t, v = nextToken(v)
+			if strings.EqualFold(t, token) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// nextToken splits a comma-separated header value: its first token,
+// trimmed of spaces, and what follows the comma ("" at the end).
+func nextToken(v string) (token, rest string) {
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		return strings.TrimSpace(v[:i]), v[i+1:]
+	}
+	return strings.TrimSpace(v), ""
 }
 
 // selectSubprotocol is the first of the edge's subprotocols that the
@@ -151,13 +156,8 @@ func selectSubprotocol(values []string) (echo, chosen string) {
 	for _, sp := range wsSubprotocols {
 		for _, v := range values {
 			for v != "" {
-				t := v
-				if i := strings.IndexByte(v, ','); i >= 0 {
-					t, v = v[:i], v[i+1:]
-				} else {
-					v = ""
-				}
-				if t = strings.TrimSpace(t); strings.EqualFold(sp, t) {
+				var t string
+				if t, v = nextToken(v); strings.EqualFold(sp, t) {
 					return t, sp
 				}
 			}
