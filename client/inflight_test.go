@@ -20,22 +20,7 @@ func TestAnswersByRoomAndID(t *testing.T) {
 	s := newScripted(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dialed := make(chan *client.Conn, 1)
-	go func() {
-		c, err := client.Dial(ctx, s.url(), client.Options{Token: "u"})
-		if err != nil {
-			t.Error(err)
-		}
-		dialed <- c
-	}()
-	sc := s.accept(t)
-	sc.read() // the hello
-	sc.send(welcomeF(false))
-	c := <-dialed
-	if c == nil {
-		t.FailNow()
-	}
-	defer c.Close()
+	c, sc := s.conn(t, ctx)
 
 	type answer struct {
 		p   *corralv1.Published

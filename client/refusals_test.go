@@ -52,22 +52,7 @@ func TestConnRefusalsMatchedByFrame(t *testing.T) {
 	s := newScripted(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dialed := make(chan *client.Conn, 1)
-	go func() {
-		c, err := client.Dial(ctx, s.url(), client.Options{Token: "u"})
-		if err != nil {
-			t.Error(err)
-		}
-		dialed <- c
-	}()
-	sc := s.accept(t)
-	sc.read() // hello
-	sc.send(welcomeF(false))
-	c := <-dialed
-	if c == nil {
-		t.FailNow()
-	}
-	defer c.CloseNow()
+	c, sc := s.conn(t, ctx)
 
 	join, query, set := make(chan outcome, 1), make(chan outcome, 1), make(chan outcome, 1)
 	go func() {

@@ -88,6 +88,30 @@ func (s *scripted) session(t *testing.T, ctx context.Context) (*client.Session, 
 	return res.s, c
 }
 
+// conn dials a Conn to the fake and welcomes it; the Conn is closed when
+// the test ends.
+func (s *scripted) conn(t *testing.T, ctx context.Context) (*client.Conn, *scriptedConn) {
+	t.Helper()
+	type dialed struct {
+		c   *client.Conn
+		err error
+	}
+	got := make(chan dialed, 1)
+	go func() {
+		c, err := client.Dial(ctx, s.url(), client.Options{Token: "u"})
+		got <- dialed{c, err}
+	}()
+	sc := s.accept(t)
+	sc.read() // the hello
+	sc.send(welcomeF(false))
+	res := <-got
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	t.Cleanup(res.c.CloseNow)
+	return res.c, sc
+}
+
 func (s *scripted) accept(t *testing.T) *scriptedConn {
 	t.Helper()
 	select {
