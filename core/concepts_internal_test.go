@@ -5,12 +5,12 @@ import (
 	"github.com/corral-rt/corral/config"
 	"github.com/corral-rt/corral/roomclass"
 	"testing"
-	"time"
 
 	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/events"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/internal/linktest"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -24,62 +24,13 @@ func fakeLink(c *Core) *linkserver.Link {
 	return linkserver.Unserved(c.linkOpts)
 }
 
-// serverFrameOf is the client's frame a link frame carries, of any kind;
-// nil for membership and close.
-func serverFrameOf(f *linkv1.CoreFrame) *corralv1.ServerFrame {
-	switch k := f.GetKind().(type) {
-	case *linkv1.CoreFrame_Live:
-		return k.Live.GetFrame()
-	case *linkv1.CoreFrame_Signals:
-		return k.Signals.GetFrame()
-	case *linkv1.CoreFrame_Presence:
-		return k.Presence.GetFrame()
-	case *linkv1.CoreFrame_Replay:
-		return k.Replay.GetFrame()
-	case *linkv1.CoreFrame_Snapshot:
-		return k.Snapshot.GetFrame()
-	case *linkv1.CoreFrame_Position:
-		return k.Position.GetFrame()
-	case *linkv1.CoreFrame_Left:
-		return k.Left.GetFrame()
-	case *linkv1.CoreFrame_Session:
-		return k.Session.GetFrame()
-	case *linkv1.CoreFrame_Conn:
-		return k.Conn.GetFrame()
-	}
-	return nil
-}
+// frames, serverFrameOf and linkQueue: package linktest's.
+var (
+	frames        = linktest.Frames
+	serverFrameOf = linktest.ServerFrame
+)
 
-// linkQueue is what a test reads a link's queue through: an unserved
-// *linkserver.Link, or the *linkConns of one.
-type linkQueue interface {
-	Take(maxFrames, maxBytes int) []*linkv1.CoreFrame
-	Ready() <-chan struct{}
-}
-
-// frames returns the server frames queued on l for conn or for rooms, in
-// order, waiting until want have arrived (or failing after 10s).
-func frames(t *testing.T, l linkQueue, want int) []*corralv1.ServerFrame {
-	t.Helper()
-	var out []*corralv1.ServerFrame
-	deadline := time.Now().Add(10 * time.Second)
-	for len(out) < want {
-		for _, f := range l.Take(1<<20, 1<<30) {
-			if sf := serverFrameOf(f); sf != nil {
-				out = append(out, sf)
-			}
-		}
-		if len(out) >= want {
-			break
-		}
-		select {
-		case <-l.Ready():
-		case <-time.After(time.Until(deadline)):
-			t.Fatalf("got %d frames, want %d: %v", len(out), want, out)
-		}
-	}
-	return out
-}
+type linkQueue = linktest.Queue
 
 func newTestCore(t *testing.T, cfg Config) *Core {
 	t.Helper()

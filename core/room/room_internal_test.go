@@ -17,6 +17,7 @@ import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
+	"github.com/corral-rt/corral/internal/linktest"
 	"github.com/corral-rt/corral/presence"
 	"github.com/corral-rt/corral/roomclass"
 	"github.com/corral-rt/corral/state"
@@ -104,41 +105,8 @@ func (f *fixture) loaded(t *testing.T, name string) *testRoom {
 
 func fakeLink() *linkserver.Link { return linkserver.Unserved(linkserver.Options{}) }
 
-// serverFrameOf is the client's frame a link frame carries, for the
-// kinds a room sends to all its links.
-func serverFrameOf(f *linkv1.CoreFrame) *corralv1.ServerFrame {
-	switch k := f.GetKind().(type) {
-	case *linkv1.CoreFrame_Live:
-		return k.Live.GetFrame()
-	case *linkv1.CoreFrame_Signals:
-		return k.Signals.GetFrame()
-	}
-	return nil
-}
-
-// frames returns the room frames queued on l, in order, waiting until
-// want have arrived (or failing after 10s).
-func frames(t *testing.T, l *linkserver.Link, want int) []*corralv1.ServerFrame {
-	t.Helper()
-	var out []*corralv1.ServerFrame
-	deadline := time.Now().Add(10 * time.Second)
-	for len(out) < want {
-		for _, f := range l.Take(1<<20, 1<<30) {
-			if sf := serverFrameOf(f); sf != nil {
-				out = append(out, sf)
-			}
-		}
-		if len(out) >= want {
-			break
-		}
-		select {
-		case <-l.Ready():
-		case <-time.After(time.Until(deadline)):
-			t.Fatalf("got %d frames, want %d: %v", len(out), want, out)
-		}
-	}
-	return out
-}
+// frames is package linktest's.
+var frames = linktest.Frames
 
 // TestFanoutOncePerLink: a room's message goes onto each link with
 // members once, however many members the link carries (the edge fans it
