@@ -165,24 +165,26 @@ func testNotFound(t *testing.T, s sessions.Store) {
 	}
 }
 
+// mustOK fails the test at once on err.
+func mustOK(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func testRooms(t *testing.T, s sessions.Store) {
 	ctx := context.Background()
 	a := mustCreate(t, s, "u1")
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 5, Epoch: "e1"}))
-	must(s.SetRoom(ctx, a.ID, "b:with:colons", sessions.Position{Epoch: "e2"}))
+	mustOK(t, s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 5, Epoch: "e1"}))
+	mustOK(t, s.SetRoom(ctx, a.ID, "b:with:colons", sessions.Position{Epoch: "e2"}))
 	got := mustResume(t, s, a).Rooms
 	if len(got) != 2 || got["a"] != (sessions.Position{Seq: 5, Epoch: "e1"}) || got["b:with:colons"] != (sessions.Position{Epoch: "e2"}) {
 		t.Fatalf("rooms %v", got)
 	}
-	must(s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 2, Epoch: "e3"}))
-	must(s.DeleteRoom(ctx, a.ID, "b:with:colons"))
-	must(s.DeleteRoom(ctx, a.ID, "never joined"))
+	mustOK(t, s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 2, Epoch: "e3"}))
+	mustOK(t, s.DeleteRoom(ctx, a.ID, "b:with:colons"))
+	mustOK(t, s.DeleteRoom(ctx, a.ID, "never joined"))
 	got = mustResume(t, s, a).Rooms
 	if len(got) != 1 || got["a"] != (sessions.Position{Seq: 2, Epoch: "e3"}) {
 		t.Fatalf("rooms %v", got)
@@ -195,20 +197,14 @@ func testRooms(t *testing.T, s sessions.Store) {
 func testSetRooms(t *testing.T, s sessions.Store) {
 	ctx := context.Background()
 	a := mustCreate(t, s, "u1")
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(s.SetRoom(ctx, a.ID, "kept", sessions.Position{Seq: 7, Epoch: "e0"}))
-	must(s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 1, Epoch: "e0"}))
-	must(s.Ack(ctx, a.ID, "a", 90)) // buffered: SetRooms replaces it
-	must(s.SetRooms(ctx, a.ID, map[string]sessions.Position{
+	mustOK(t, s.SetRoom(ctx, a.ID, "kept", sessions.Position{Seq: 7, Epoch: "e0"}))
+	mustOK(t, s.SetRoom(ctx, a.ID, "a", sessions.Position{Seq: 1, Epoch: "e0"}))
+	mustOK(t, s.Ack(ctx, a.ID, "a", 90)) // buffered: SetRooms replaces it
+	mustOK(t, s.SetRooms(ctx, a.ID, map[string]sessions.Position{
 		"a": {Seq: 5, Epoch: "e1"}, "b:with:colons": {Epoch: "e2"}, "c": {Seq: 1 << 40, Epoch: ""},
 	}))
-	must(s.SetRooms(ctx, a.ID, nil))
-	must(s.Flush(ctx))
+	mustOK(t, s.SetRooms(ctx, a.ID, nil))
+	mustOK(t, s.Flush(ctx))
 	want := map[string]sessions.Position{
 		"kept": {Seq: 7, Epoch: "e0"}, "a": {Seq: 5, Epoch: "e1"}, "b:with:colons": {Epoch: "e2"}, "c": {Seq: 1 << 40},
 	}
