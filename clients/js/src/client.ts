@@ -1211,6 +1211,20 @@ export class Client extends Emitter<ClientEvents> {
       for (const w of l.waiters) w.resolve();
       return;
     }
+    if (l) {
+      // A refused leave: the server may still hold the room.
+      if (err.advice === "retry") {
+        // Busy or rate limited: ask again later on this connection (a
+        // new connection sends it again anyway, on Joined).
+        const gen = this.gen;
+        setTimeout(() => {
+          if (gen === this.gen && this.st === "open" && this.leaving.get(e.room) === l) this.send({ leave: { room: e.room } });
+        }, Math.max(e.retryAfterMs, 500));
+        return;
+      }
+      this.leaving.delete(e.room);
+      for (const w of l.waiters) w.reject(err);
+    }
     const r = e.room && is("join") ? this.rooms.get(e.room) : undefined;
     if (r && r.joining && !r.ready) {
       // A refused join.

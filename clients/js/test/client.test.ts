@@ -732,6 +732,24 @@ describe("rooms", () => {
     assert.deepEqual(c.joinedRooms, []);
   });
 
+  test("a refused leave settles: a retry code sends it again, any other rejects", async () => {
+    const { c } = newClient();
+    const ws = await connected(c);
+    await joined(c, ws, "lobby", 4);
+    await joined(c, ws, "vip", 2);
+    const left = c.leave("lobby");
+    ws.serve({ error: { code: Code.RATE_LIMITED, message: "slow down", room: "lobby", frame: "leave", retryAfterMs: 700 } });
+    assert.equal(ws.framesOf("leave").length, 1);
+    mock.timers.tick(700);
+    assert.deepEqual(ws.framesOf("leave"), [{ room: "lobby" }, { room: "lobby" }]);
+    ws.serve({ left: { room: "lobby" } });
+    await left;
+    const refused = c.leave("vip");
+    ws.serve({ error: { code: Code.INVALID_ARGUMENT, message: "no", room: "vip", frame: "leave" } });
+    await assert.rejects(refused, (e: CorralError) => e.code === Code.INVALID_ARGUMENT && e.room === "vip");
+    assert.deepEqual(c.joinedRooms, []);
+  });
+
   test("a refused join rejects", async () => {
     const { c } = newClient();
     const ws = await connected(c);
