@@ -2046,6 +2046,17 @@ var Client = class extends Emitter {
       for (const w of l.waiters) w.resolve();
       return;
     }
+    if (l) {
+      if (err.advice === "retry") {
+        const gen = this.gen;
+        setTimeout(() => {
+          if (gen === this.gen && this.st === "open" && this.leaving.get(e.room) === l) this.send({ leave: { room: e.room } });
+        }, Math.max(e.retryAfterMs, 500));
+        return;
+      }
+      this.leaving.delete(e.room);
+      for (const w of l.waiters) w.reject(err);
+    }
     const r = e.room && is("join") ? this.rooms.get(e.room) : void 0;
     if (r && r.joining && !r.ready) {
       if (err.advice === "retry") {
