@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
 	"github.com/corral-rt/corral/core/linkserver"
-	croom "github.com/corral-rt/corral/core/room"
 	csession "github.com/corral-rt/corral/core/session"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"
 )
 
-// Sessions and resume, top to bottom: a connection attaches (attach) with
+// Sessions and resume, top to bottom (what needs none of the core, the
+// Welcome, a refused resume's close and the rooms a resume rejoins, is
+// package core/session's): a connection attaches (attach) with
 // a new session or resumes one (resume), taking it over from an older
 // connection (takeOver); its rooms pass the door (door.go, admit) and are
 // joined at the client's positions (join): each room keeps live messages
@@ -53,20 +53,8 @@ func (c *Core) attach(ctx context.Context, l *linkserver.Link, conn uint64, w *c
 	}
 	s := csession.New(st.ID, id.GetUserId(), ep, w, id, a.GetInfo(), a.GetProtocol())
 	c.attached.Attach(s)
-	l.Enqueue(frame.Session(conn, c.welcome(st, id, false)))
+	l.Enqueue(frame.Session(conn, csession.Welcome(st, id, false, c.cfg.Heartbeat, c.cfg.SessionTTL)))
 	return s
-}
-
-func (c *Core) welcome(st *sessions.Session, id *corralv1.Identity, resumed bool) *corralv1.ServerFrame {
-	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
-		SessionId:    st.ID,
-		ResumeToken:  st.Token,
-		UserId:       st.UserID,
-		Resumed:      resumed,
-		HeartbeatMs:  uint32(c.cfg.Heartbeat / time.Millisecond),
-		SessionTtlMs: uint32(c.cfg.SessionTTL / time.Millisecond),
-		ExpiresUnix:  id.GetExpiresUnix(),
-	}}}
 }
 
 // resume continues an earlier session on a new connection: it verifies the
@@ -83,25 +71,15 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	// anything, and rotates the token.
 	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken(), id.GetUserId(), at)
 	done(err)
-	switch {
-	case errors.Is(err, sessions.ErrStale):
-		// The client gave up on this attempt and holds the session on a
-		// newer connection: leave that one alone.
-		c.metrics.refuse(refusedStaleResume)
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
-		return nil
-	case errors.Is(err, sessions.ErrNotFound):
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
-		return nil
-	case errors.Is(err, sessions.ErrTokenMismatch):
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
-		return nil
-	case errors.Is(err, sessions.ErrUserMismatch):
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
-		return nil
-	case err != nil:
-		c.cfg.Logger.Warn("session resume failed", "err", err)
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+	if err != nil {
+		code, reason, delayMs, known := csession.ResumeRefusal(err)
+		switch {
+		case errors.Is(err, sessions.ErrStale):
+			c.metrics.refuse(refusedStaleResume)
+		case !known:
+			c.cfg.Logger.Warn("session resume failed", "err", err)
+		}
+		ep.Link.Close(ep.Conn, code, reason, delayMs)
 		return nil
 	}
 	s := csession.New(st.ID, st.UserID, ep, w, id, info, protocol)
@@ -113,36 +91,11 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		c.takeOver(old)
 	}
 	c.metrics.resumes.Inc()
-	ep.Link.Enqueue(frame.Session(ep.Conn, c.welcome(st, id, true)))
+	ep.Link.Enqueue(frame.Session(ep.Conn, csession.Welcome(st, id, true, c.cfg.Heartbeat, c.cfg.SessionTTL)))
 
-	// The client's own positions win: it knows what it processed. Rooms
-	// the store knows but the client did not mention resume from the last
-	// ack. Every room passes the door (admit) as one batch: the client's
+	// Every room passes the door (admit) as one batch: the client's
 	// rooms in its order, then the store's by name.
-	reqs := make([]*joinReq, 0, len(r.GetRooms())+len(st.Rooms))
-	seen := make(map[string]bool, cap(reqs))
-	for _, p := range r.GetRooms() {
-		if seen[p.GetRoom()] {
-			continue
-		}
-		seen[p.GetRoom()] = true
-		_, stored := st.Rooms[p.GetRoom()]
-		reqs = append(reqs, &joinReq{Name: p.GetRoom(), Join: croom.Join{Since: p.GetSeq(), Epoch: p.GetEpoch(),
-			Position: true, Resumed: true, OpenPrefix: p.GetOpenPrefix(),
-			StatePos: p.GetStatePosition(), StateEpoch: p.GetStateEpoch()}, Stored: stored, Presence: p.GetPresence()})
-	}
-	rest := make([]string, 0, len(st.Rooms))
-	for room := range st.Rooms {
-		if !seen[room] {
-			rest = append(rest, room)
-		}
-	}
-	slices.Sort(rest)
-	for _, room := range rest {
-		pos := st.Rooms[room]
-		reqs = append(reqs, &joinReq{Name: room, Join: croom.Join{Since: pos.Seq, Epoch: pos.Epoch,
-			Position: true, Resumed: true}, Stored: true})
-	}
+	reqs := csession.ResumeJoins(r, st.Rooms)
 	reqs = c.adm.admit(ctx, s, reqs)
 	c.join(ctx, s, reqs)
 	return s

@@ -5,7 +5,9 @@
 // budgets, and the refusals and frames sent to its client), the
 // [JoinReq] of a room it joins or resumes, and the connection's ordered
 // work queue ([Work]): the attach, the client's frames, a refresh, a
-// replay page taken, the internal API's tasks and the detach, in order.
+// replay page taken, the internal API's tasks and the detach, in order;
+// and what an attach or a resume decides without the core (resume.go:
+// the [Welcome], a refused resume's close, the rooms a resume rejoins).
 // What the work does with each of those is the core's: it reaches the
 // core only through the [Core] interface and the bounds and metrics of
 // one [WorkOptions] per core.
