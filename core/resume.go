@@ -95,7 +95,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 
 	// Every room passes the door (admit) as one batch: the client's
 	// rooms in its order, then the store's by name.
-	reqs := csession.ResumeJoins(r, st.Rooms)
+	reqs := csession.ResumeJoins(make([]*joinReq, 0, len(r.GetRooms())+len(st.Rooms)), r, st.Rooms)
 	reqs = c.adm.admit(ctx, s, reqs)
 	c.join(ctx, s, reqs)
 	return s

@@ -51,14 +51,15 @@ func ResumeRefusal(err error) (code corralv1.Code, reason string, delayMs uint32
 	return corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000, false
 }
 
-// ResumeJoins returns the rooms a resume rejoins, in the order they pass
-// the door: the client's rooms (r.rooms) in its order, each once, at its
-// positions (the client knows what it processed), then the rooms the
-// session store holds (stored) that the client did not mention, by name,
-// from their last ack.
-func ResumeJoins(r *corralv1.Resume, stored map[string]sessions.Position) []*JoinReq {
-	reqs := make([]*JoinReq, 0, len(r.GetRooms())+len(stored))
-	seen := make(map[string]bool, cap(reqs))
+// ResumeJoins appends to reqs the rooms a resume rejoins, in the order
+// they pass the door: the client's rooms (r.rooms) in its order, each
+// once, at its positions (the client knows what it processed), then the
+// rooms the session store holds (stored) that the client did not
+// mention, by name, from their last ack. With room in reqs for
+// len(r.rooms)+len(stored), the caller's slice stays where it made it (a
+// resume of a few rooms allocates no slice on the heap).
+func ResumeJoins(reqs []*JoinReq, r *corralv1.Resume, stored map[string]sessions.Position) []*JoinReq {
+	seen := make(map[string]bool, len(r.GetRooms())+len(stored))
 	for _, p := range r.GetRooms() {
 		if seen[p.GetRoom()] {
 			continue

@@ -25,7 +25,7 @@ func TestResumeJoins(t *testing.T) {
 		"a": {Seq: 2, Epoch: "e4"},
 	}
 	var got []string
-	for _, q := range session.ResumeJoins(r, stored) {
+	for _, q := range session.ResumeJoins(nil, r, stored) {
 		if !q.Position || !q.Resumed {
 			t.Errorf("%s: position %v, resumed %v: want both", q.Name, q.Position, q.Resumed)
 		}
