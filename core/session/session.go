@@ -19,7 +19,8 @@ type Room = croom.Room[*Session]
 // Endpoint is where a member's frames go: a connection on a link.
 type Endpoint = croom.Endpoint
 
-// Session is a session attached to a connection.
+// Session is a session attached to a connection. Its methods are safe
+// for concurrent use; none blocks.
 type Session struct {
 	id   string
 	user string

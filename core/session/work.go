@@ -65,6 +65,10 @@ type WorkMetrics struct {
 // most one store call per room at a time. A detach never waits behind the
 // queue: it drops what is queued, cancels the store call in flight, and
 // the session is released as soon as that call returns.
+//
+// Push and Detach are called by the link's reader goroutine, PushTask
+// and the other methods by any; none blocks. The frames and tasks run
+// on one worker goroutine at a time, started by a push to an idle queue.
 type Work struct {
 	o       *WorkOptions
 	link    *linkserver.Link
@@ -246,7 +250,8 @@ func (w *Work) Depth() int {
 }
 
 // Session returns the connection's session, nil until the attach made
-// it or when it refused the connection, and whether the worker is idle.
+// it or when it refused the connection, and whether the worker is idle
+// (for tests that wait for the attach).
 func (w *Work) Session() (s *Session, idle bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
