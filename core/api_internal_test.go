@@ -123,10 +123,8 @@ func attachConn(t *testing.T, l *linkConns, conn uint64, user string) *session {
 	w := l.conns[conn]
 	var s *session
 	waitFor(t, "attach", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.s != nil && !w.running {
-			s = w.s
+		if ws, idle := w.Session(); ws != nil && idle {
+			s = ws
 		}
 		return s != nil
 	})
@@ -209,9 +207,7 @@ func TestSubscribeDroppedWithTheConnection(t *testing.T) {
 	}()
 	waitFor(t, "task queued", func() bool {
 		w := l.conns[1]
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.queue) == 1
+		return w.Depth() == 1
 	})
 	l.handle(context.Background(), &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Detach{Detach: &linkv1.Detach{}}})
 	select {

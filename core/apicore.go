@@ -75,12 +75,12 @@ func (c apiCore) Members(room string, limit int) ([]*corralv1.Member, bool) {
 	}
 	byUser := make(map[string]*corralv1.Member)
 	for _, s := range members {
-		m := byUser[s.user]
+		m := byUser[s.UserID()]
 		if m == nil {
-			m = &corralv1.Member{UserId: s.user}
-			byUser[s.user] = m
+			m = &corralv1.Member{UserId: s.UserID()}
+			byUser[s.UserID()] = m
 		}
-		m.SessionIds = append(m.SessionIds, s.id)
+		m.SessionIds = append(m.SessionIds, s.SessionID())
 		m.Connections++
 	}
 	out := make([]*corralv1.Member, 0, len(byUser))
@@ -140,7 +140,7 @@ func (c apiCore) Nodes() []*corralv1.NodeInfo {
 		nodeOf[l] = n
 	}
 	for _, s := range sessions {
-		if ep, ok := s.endpoint(); ok {
+		if ep, ok := s.Endpoint(); ok {
 			if n := nodeOf[ep.Link]; n != nil {
 				n.Connections++
 			}
@@ -191,13 +191,13 @@ func (c apiCore) targets(user, sessionID string) []*session {
 // session and its queue under their own locks, one at a time.
 func (c apiCore) Connections(user, sessionID, after string, n int) []*corralv1.ConnectionInfo {
 	found := c.targets(user, sessionID)
-	slices.SortFunc(found, func(a, b *session) int { return cmp.Compare(a.id, b.id) })
+	slices.SortFunc(found, func(a, b *session) int { return cmp.Compare(a.SessionID(), b.SessionID()) })
 	var out []*corralv1.ConnectionInfo
 	for _, s := range found {
-		if s.id <= after {
+		if s.SessionID() <= after {
 			continue
 		}
-		info, ok := s.describe()
+		info, ok := s.Describe()
 		if !ok {
 			continue // detached meanwhile
 		}
@@ -234,7 +234,7 @@ func (c apiCore) Kick(user, sessionID string, code corralv1.Code, reason string,
 	var ids []string
 	now := time.Now()
 	for _, s := range c.targets(user, sessionID) {
-		ep, ok := s.endpoint()
+		ep, ok := s.Endpoint()
 		if !ok {
 			continue
 		}
@@ -245,7 +245,7 @@ func (c apiCore) Kick(user, sessionID string, code corralv1.Code, reason string,
 		// Each connection's delay is spread over [d, 1.5d], so a user's
 		// many connections do not come back at once.
 		ep.Link.Close(ep.Conn, code, reason, delayMs+uint32(rand.N(int64(delayMs)/2+1)))
-		ids = append(ids, s.id)
+		ids = append(ids, s.SessionID())
 	}
 	slices.Sort(ids)
 	return ids

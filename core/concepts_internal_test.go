@@ -174,7 +174,7 @@ func TestDoorRefusals(t *testing.T) {
 			if f.GetError().GetCode() != tc.code {
 				t.Fatalf("got %v, want an Error with %v", f, tc.code)
 			}
-			if s.room("open:b") != nil || s.room("secret") != nil {
+			if s.Room("open:b") != nil || s.Room("secret") != nil {
 				t.Fatal("a refused room was joined")
 			}
 		})

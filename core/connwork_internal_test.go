@@ -112,10 +112,8 @@ func TestConnWorkFlood(t *testing.T) {
 			w := l.conns[1]
 			var id string
 			waitFor(t, "attach", func() bool {
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				if w.s != nil && !w.running {
-					id = w.s.id
+				if s, idle := w.Session(); s != nil && idle {
+					id = s.SessionID()
 				}
 				return id != ""
 			})
@@ -124,9 +122,7 @@ func TestConnWorkFlood(t *testing.T) {
 
 			for i := range flood {
 				l.handle(ctx, &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Frame{Frame: frame(i)}})
-				w.mu.Lock()
-				n := len(w.queue)
-				w.mu.Unlock()
+				n := w.Depth()
 				if n > bound {
 					t.Fatalf("frame %d: %d frames queued, bound %d", i, n, bound)
 				}
@@ -149,59 +145,10 @@ func TestConnWorkFlood(t *testing.T) {
 			// The detach does not wait for the busy core.
 			l.handle(ctx, &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Detach{Detach: &linkv1.Detach{}}})
 			waitFor(t, "session released", func() bool { return !c.isLive(id) })
-			w.mu.Lock()
-			n := len(w.queue)
-			w.mu.Unlock()
+			n := w.Depth()
 			if n != 0 || value(t, c.metrics.backlogFrames) != 0 {
 				t.Fatalf("after the detach: %d frames queued, backlog gauge %v", n, value(t, c.metrics.backlogFrames))
 			}
 		})
-	}
-}
-
-// TestConnWorkReplaceOrder: a queued presence update is replaced by a newer
-// one of its room, but not across a join or leave of that room, whose
-// order matters.
-func TestConnWorkReplaceOrder(t *testing.T) {
-	c := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	defer c.Close()
-	ctx := context.Background()
-	l := testLink(c)
-	l.workers <- struct{}{}
-	defer func() { <-l.workers }()
-	l.handle(ctx, &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{
-		Hello: &corralv1.Hello{}, Identity: &corralv1.Identity{UserId: "u"},
-	}}})
-	set := func(room, state string) *linkv1.EdgeFrame {
-		return &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
-			Kind: &corralv1.ClientFrame_SetPresence{SetPresence: &corralv1.SetPresence{Room: room, State: []byte(state)}}}}}
-	}
-	leave := &linkv1.EdgeFrame{Conn: 1, Kind: &linkv1.EdgeFrame_Frame{Frame: &corralv1.ClientFrame{
-		Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "r"}}}}}
-	for _, f := range []*linkv1.EdgeFrame{set("r", "1"), set("s", "1"), set("r", "2"), leave, set("r", "3"), set("r", "4"), set("s", "2")} {
-		l.handle(ctx, f)
-	}
-	w := l.conns[1]
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var got []string
-	sum := 0
-	for _, q := range w.queue {
-		sum += q.size
-	}
-	if sum != w.bytes {
-		t.Errorf("queued sizes sum to %d, the queue counts %d bytes", sum, w.bytes)
-	}
-	for _, q := range w.queue[1:] { // after the attach
-		switch k := q.f.GetFrame().GetKind().(type) {
-		case *corralv1.ClientFrame_SetPresence:
-			got = append(got, k.SetPresence.GetRoom()+"="+string(k.SetPresence.GetState()))
-		case *corralv1.ClientFrame_Leave:
-			got = append(got, "leave "+k.Leave.GetRoom())
-		}
-	}
-	want := fmt.Sprint([]string{"r=2", "s=2", "leave r", "r=4"})
-	if fmt.Sprint(got) != want {
-		t.Fatalf("queue %v, want %v", got, want)
 	}
 }

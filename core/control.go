@@ -14,7 +14,7 @@ import (
 // and carries them to the other cores) do to a user's connections here.
 //
 // A Subscribe or Unsubscribe of a connection runs on the connection's own
-// queue (connwork.go pushTask), in order with its client's frames, so
+// queue (core/session Work.PushTask), in order with its client's frames, so
 // that it never races the client's own joins and leaves; a server-side
 // join passes the door (admit) and joins (join) exactly as a client Join.
 
@@ -30,12 +30,12 @@ const controlWait = 10 * time.Second
 func (c apiCore) onEachConn(ctx context.Context, user string, wait bool, task func(ctx context.Context, s *session)) (reached, pending int) {
 	var done []chan bool
 	for _, s := range c.attached.OfUser(user) {
-		w := s.work
+		w := s.Work()
 		if w == nil || s.Gone() {
 			continue
 		}
 		ran := make(chan bool, 1)
-		queued := w.pushTask(func(ctx context.Context, cur *session) {
+		queued := w.PushTask(func(ctx context.Context, cur *session) {
 			if ctx == nil || cur != s || cur.Gone() {
 				ran <- false // dropped, or the session moved on
 				return
@@ -94,19 +94,21 @@ func (c apiCore) SubscribeHere(ctx context.Context, req *corralv1.SubscribeReque
 	reached, pending := c.onEachConn(ctx, req.GetUserId(), wait, func(ctx context.Context, s *session) {
 		already := make([]bool, len(rooms))
 		var reqs []*joinReq
-		s.mu.Lock()
+		in := make(map[string]bool)
+		for _, name := range s.RoomNames() {
+			in[name] = true
+		}
 		for i, room := range rooms {
-			if _, in := s.rooms[room]; in {
+			if in[room] {
 				already[i] = true
 				continue
 			}
-			q := &joinReq{name: room, presence: req.GetPresence()}
+			q := &joinReq{Name: room, Presence: req.GetPresence()}
 			if p := since[room]; p != nil {
 				q.Since, q.Epoch, q.Position = p.GetSeq(), p.GetEpoch(), true
 			}
 			reqs = append(reqs, q)
 		}
-		s.mu.Unlock()
 		c.join(ctx, s, c.adm.admit(ctx, s, reqs))
 		mu.Lock()
 		defer mu.Unlock()
@@ -117,7 +119,7 @@ func (c apiCore) SubscribeHere(ctx context.Context, req *corralv1.SubscribeReque
 			switch {
 			case already[i]:
 				results[i].Already++
-			case s.room(room) != nil:
+			case s.Room(room) != nil:
 				results[i].Joined++
 			default:
 				results[i].Refused++
@@ -142,7 +144,7 @@ func (c apiCore) UnsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeR
 	}
 	reached, pending := c.onEachConn(ctx, req.GetUserId(), wait, func(ctx context.Context, s *session) {
 		for i, name := range rooms {
-			r := s.dropRoom(name)
+			r := s.DropRoom(name)
 			if r == nil {
 				continue
 			}
@@ -150,8 +152,8 @@ func (c apiCore) UnsubscribeHere(ctx context.Context, req *corralv1.UnsubscribeR
 			c.events.EmitLeft(s, name)
 			c.pres.leave(s, name, true)
 			c.releaseMember(r)
-			if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
-				c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+			if err := c.sess.DeleteRoom(ctx, s.SessionID(), name); err != nil {
+				c.cfg.Logger.Warn("session store: delete room failed", "session", s.SessionID(), "room", name, "err", err)
 			}
 			mu.Lock()
 			if !answered {

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-rt/corral/core/linkserver"
 	"github.com/corral-rt/corral/core/pubrate"
 	"github.com/corral-rt/corral/core/replay"
+	csession "github.com/corral-rt/corral/core/session"
 	"github.com/corral-rt/corral/core/sessiontable"
 	"github.com/corral-rt/corral/events"
 	"github.com/corral-rt/corral/gen/corral/link/v1/linkv1connect"
@@ -71,6 +72,7 @@ type Core struct {
 	rooms    *roomTable
 	roomOpts *roomOpts // what every room shares (roomparts.go)
 	attached *sessiontable.Table[*session]
+	workOpts *csession.WorkOptions // what every connection's work shares (sessionparts.go)
 	links    *linkserver.Server
 	// linkOpts are the link server's settings, kept for tests' unserved
 	// links.
@@ -135,6 +137,7 @@ func New(cfg Config) *Core {
 	c.pubRates = pubrate.New(maxPublishBudgets)
 	c.metrics.publishBudgets(cfg.Registerer, c.pubRates)
 	c.roomOpts = newRoomOpts(c)
+	c.workOpts = newWorkOpts(c)
 	hold, _ := c.hist.(roomHolder)
 	c.rooms = newRoomTable(func(name string) *room { return newRoom(c, name) }, hold, c.metrics.rooms)
 	c.attached = sessiontable.New[*session](c.metrics.sessions)

@@ -30,11 +30,11 @@ func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientF
 	case *corralv1.ClientFrame_Signal:
 		c.clientSignal(ctx, s, k.Signal)
 	case *corralv1.ClientFrame_Ack:
-		if err := c.sess.Ack(ctx, s.id, k.Ack.GetRoom(), k.Ack.GetSeq()); err != nil {
+		if err := c.sess.Ack(ctx, s.SessionID(), k.Ack.GetRoom(), k.Ack.GetSeq()); err != nil {
 			c.metrics.drop(droppedAckStore, 1)
 		}
 	case *corralv1.ClientFrame_Ping:
-		s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
+		s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Pong{Pong: &corralv1.Pong{
 			Id: k.Ping.GetId(), TimeMs: time.Now().UnixMilli(),
 		}}})
 	case *corralv1.ClientFrame_SetPresence:
@@ -63,16 +63,16 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 		s.SendErr(corralv1.Code_CODE_INVALID_ARGUMENT, "join: an epoch without since_seq or from_position is no position: set from_position to continue from the start of the epoch, or leave the epoch out to join live", j.GetRoom(), "")
 		return
 	}
-	q := &joinReq{name: j.GetRoom(), Join: croom.Join{Since: j.GetSinceSeq(), Epoch: j.GetEpoch(),
+	q := &joinReq{Name: j.GetRoom(), Join: croom.Join{Since: j.GetSinceSeq(), Epoch: j.GetEpoch(),
 		Position: j.GetSinceSeq() > 0 || j.GetFromPosition(), OpenPrefix: j.GetOpenPrefix(),
 		StatePos: j.GetStatePosition(), StateEpoch: j.GetStateEpoch()},
-		presence: j.GetPresence(), state: j.GetPresenceState()}
+		Presence: j.GetPresence(), State: j.GetPresenceState()}
 	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 
 func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) {
 	name := lv.GetRoom()
-	r := s.dropRoom(name)
+	r := s.DropRoom(name)
 	if r == nil {
 		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "not in this room", name, "")
 		return
@@ -81,8 +81,8 @@ func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) 
 	c.events.EmitLeft(s, name)
 	c.pres.leave(s, name, true)
 	c.releaseMember(r)
-	if err := c.sess.DeleteRoom(ctx, s.id, name); err != nil {
-		c.cfg.Logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+	if err := c.sess.DeleteRoom(ctx, s.SessionID(), name); err != nil {
+		c.cfg.Logger.Warn("session store: delete room failed", "session", s.SessionID(), "room", name, "err", err)
 	}
 }
 
@@ -118,22 +118,22 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 	}
 	msg := &corralv1.Message{
 		Room:    name,
-		Sender:  s.user,
+		Sender:  s.UserID(),
 		Payload: payload,
 		TimeMs:  time.Now().UnixMilli(),
 		Id:      p.GetId(),
 		// Stored with the message: replays show the info it was sent with.
-		SenderInfo: s.memberInfo(name),
+		SenderInfo: s.MemberInfo(name),
 	}
 	dedupe := ""
 	if p.GetId() != "" {
-		dedupe = "s:" + s.id + ":" + p.GetId()
+		dedupe = "s:" + s.SessionID() + ":" + p.GetId()
 	}
 	var sender history.Sender
 	if p.GetSeq() != 0 {
 		// The session is the sequence: it outlives connections, and a
 		// resumed session continues its sequence (docs/GUARANTEES.md).
-		sender = history.Sender{Stream: s.id, Seq: p.GetSeq()}
+		sender = history.Sender{Stream: s.SessionID(), Seq: p.GetSeq()}
 	}
 	res, err := r.Publish(ctx, msg, dedupe, sender)
 	if errors.Is(err, history.ErrOutOfOrder) {
@@ -145,7 +145,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 		c.storeFailed(s, "publish", err, name, p.GetId())
 		return
 	}
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
 		Room: name, Id: p.GetId(), Seq: res.Seq, Duplicate: res.Duplicate,
 	}}})
 }
@@ -155,7 +155,7 @@ func (c *Core) clientPublish(ctx context.Context, s *session, p *corralv1.Publis
 // the connection (core/pubrate). Past it the publish is refused with
 // CODE_RATE_LIMITED and the delay until the next token.
 func (c *Core) refuseRate(s *session, cl *roomclass.Class, name, ref string) bool {
-	delay, ok := s.takePublish(c.pubRates, cl, name, time.Now())
+	delay, ok := s.TakePublish(c.pubRates, cl, name, time.Now())
 	if ok {
 		return false
 	}
@@ -170,7 +170,7 @@ const maxSignalKey = 200
 
 func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal) {
 	name := sg.GetRoom()
-	r := s.room(name)
+	r := s.Room(name)
 	cl := c.class(name)
 	switch {
 	case r == nil:
@@ -192,7 +192,7 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 		return
 	}
 	if !r.SignalsOrNew().Set(s, &corralv1.SignalEvent{
-		Room: name, Key: sg.GetKey(), Sender: s.user, Payload: sg.GetPayload(), Clear: sg.GetClear(),
+		Room: name, Key: sg.GetKey(), Sender: s.UserID(), Payload: sg.GetPayload(), Clear: sg.GetClear(),
 	}) {
 		c.metrics.refuse(refusedSignalKeys)
 		s.SendErr(corralv1.Code_CODE_LIMIT_EXCEEDED, fmt.Sprintf("more than %d signal keys in this room: clear one first", croom.MaxSignalKeys), name, "")
@@ -205,7 +205,7 @@ func (c *Core) clientSignal(ctx context.Context, s *session, sg *corralv1.Signal
 // when refused (the Error with ref sent and counted); verb ends the
 // not-joined text ("join the room before " + verb).
 func writeDoor(ctx context.Context, c *Core, s *session, cl *roomclass.Class, name, ref, verb string) *room {
-	r := s.room(name)
+	r := s.Room(name)
 	switch {
 	case r == nil:
 		c.metrics.refuse(refusedNotJoined)

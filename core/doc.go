@@ -24,8 +24,11 @@
 // joins' batched history reads), core/room (one room's live state: its
 // order, fan-out, gap fill, joins and leaves, write delay, growing
 // messages' deltas, signals, presence and keyed state; the core's side
-// is roomparts.go), core/sessiontable (the sessions attached to
-// a connection).
+// is roomparts.go), core/session (a client session while it is attached:
+// its rooms, member info, presence rooms, paged joins, publish budgets and
+// refusals, and its connection's ordered work queue; the core's side is
+// sessionparts.go), core/sessiontable (the sessions attached to a
+// connection).
 // The rest of the core's concepts are still files of this package
 // (docs/ARCHITECTURE.md "Inside the core").
 //
@@ -48,7 +51,7 @@
 //
 // Each link (package core/linkserver) has one reader goroutine, which hands
 // its frames in order to the core's side of the link (linkconns.go: each
-// connection's ordered work queue, connwork.go), and one sender goroutine
+// connection's ordered work queue, core/session's Work), and one sender goroutine
 // that drains its bounded queue without blocking and sends everything that
 // was ready as one stream message. Producers never block on a link: a link
 // whose queue overflows is closed, and its clients resume through their

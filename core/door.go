@@ -75,23 +75,20 @@ type admission struct {
 // (CODE_UNAVAILABLE) but not a resumed room: the token decides, so an
 // outage does not cost sessions their rooms.
 func (a *admission) admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
-	g, gerr := a.door.Grants().Get(ctx, s.user)
+	g, gerr := a.door.Grants().Get(ctx, s.UserID())
 	if gerr != nil {
 		a.metrics.refuse(refusedGrantsErr)
-		a.logger.Warn("grants store unavailable", "user", s.user, "err", gerr)
+		a.logger.Warn("grants store unavailable", "user", s.UserID(), "err", gerr)
 	}
-	s.mu.Lock()
-	n := len(s.rooms)
+	joined := s.RoomNames()
+	n := len(joined)
 	in := make(map[string]bool, len(reqs))
-	for _, q := range reqs {
-		if _, ok := s.rooms[q.name]; ok {
-			in[q.name] = true
-		}
+	for _, name := range joined {
+		in[name] = true
 	}
-	s.mu.Unlock()
 	cands := reqs[:0:0]
 	for _, q := range reqs {
-		if err := a.door.ValidRoom(q.name); err != nil {
+		if err := a.door.ValidRoom(q.Name); err != nil {
 			a.metrics.refuse(refusedInvalid)
 			a.refuseRoom(ctx, s, q, corralv1.Code_CODE_INVALID_ARGUMENT, err.Error())
 			continue
@@ -99,9 +96,9 @@ func (a *admission) admit(ctx context.Context, s *session, reqs []*joinReq) []*j
 		var ok bool
 		switch {
 		case gerr == nil:
-			ok = grants.Allows(g, grants.Join, s.ident.Load().GetJoin(), q.name)
+			ok = grants.Allows(g, grants.Join, s.Identity().GetJoin(), q.Name)
 		case q.Resumed:
-			ok = roompattern.Match(s.ident.Load().GetJoin(), q.name)
+			ok = roompattern.Match(s.Identity().GetJoin(), q.Name)
 		default:
 			a.refuseRoom(ctx, s, q, corralv1.Code_CODE_UNAVAILABLE, "grants store unavailable")
 			continue
@@ -117,7 +114,7 @@ func (a *admission) admit(ctx context.Context, s *session, reqs []*joinReq) []*j
 	limit := a.maxRooms
 	out := reqs[:0:0]
 	for _, q := range cands {
-		if !in[q.name] {
+		if !in[q.Name] {
 			if limit > 0 && n >= limit {
 				a.metrics.refuse(refusedRooms)
 				a.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED,
@@ -125,7 +122,7 @@ func (a *admission) admit(ctx context.Context, s *session, reqs []*joinReq) []*j
 				continue
 			}
 			n++
-			in[q.name] = true
+			in[q.Name] = true
 		}
 		out = append(out, q)
 	}
@@ -135,12 +132,8 @@ func (a *admission) admit(ctx context.Context, s *session, reqs []*joinReq) []*j
 // refuseFull refuses q: its room holds its class's max-members already.
 // The room was acquired for q: it is released here.
 func (a *admission) refuseFull(ctx context.Context, s *session, q *joinReq) {
-	s.mu.Lock()
-	if s.rooms[q.name] == q.room {
-		delete(s.rooms, q.name)
-	}
-	s.mu.Unlock()
-	a.rooms.release(q.room)
+	s.DropRoomIf(q.Name, q.Room)
+	a.rooms.release(q.Room)
 	a.metrics.refuse(refusedFull)
 	a.refuseRoom(ctx, s, q, corralv1.Code_CODE_LIMIT_EXCEEDED, "the room is full (its class's max-members)")
 }
@@ -160,9 +153,9 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 	var pairs []*corralv1.JoinPair
 	asked := make([]bool, len(reqs))
 	for i, q := range reqs {
-		if a.door.JoinHooked(q.name) {
+		if a.door.JoinHooked(q.Name) {
 			asked[i] = true
-			pairs = append(pairs, &corralv1.JoinPair{UserId: s.user, Room: q.name, SessionId: s.id, Resumed: q.Resumed})
+			pairs = append(pairs, &corralv1.JoinPair{UserId: s.UserID(), Room: q.Name, SessionId: s.SessionID(), Resumed: q.Resumed})
 		}
 	}
 	if len(pairs) == 0 {
@@ -170,7 +163,7 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 	}
 	res, err := h.Join(ctx, pairs, &hooks.JoinOptions{CacheTTL: a.door.JoinCacheTTL})
 	if err != nil {
-		a.logger.Warn("join hook unavailable", "session", s.id, "rooms", len(pairs), "err", err)
+		a.logger.Warn("join hook unavailable", "session", s.SessionID(), "rooms", len(pairs), "err", err)
 	}
 	out := reqs[:0:0]
 	k := 0
@@ -181,7 +174,7 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 		}
 		k++
 		switch {
-		case err != nil && q.Resumed && a.class(q.name).Hooks.JoinPolicy == roomclass.AllowKnown:
+		case err != nil && q.Resumed && a.class(q.Name).Hooks.JoinPolicy == roomclass.AllowKnown:
 			h.Unchecked(hooks.HookJoin, 1)
 			out = append(out, q)
 		case err != nil:
@@ -194,9 +187,7 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 		default:
 			// The hook's info (checked by package hooks) is the
 			// member's in this room; asked again at each resume.
-			s.mu.Lock()
-			s.setJoinInfoLocked(q.name, res[k-1].GetInfo())
-			s.mu.Unlock()
+			s.SetJoinInfo(q.Name, res[k-1].GetInfo())
 			out = append(out, q)
 		}
 	}
@@ -209,11 +200,11 @@ func (a *admission) hookJoin(ctx context.Context, s *session, reqs []*joinReq) [
 // again).
 func (a *admission) refuseRetry(ctx context.Context, s *session, q *joinReq, reason string, after time.Duration) {
 	if !q.Resumed {
-		s.SendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.name, "", after)
+		s.SendRetry(corralv1.Code_CODE_UNAVAILABLE, reason, q.Name, "", after)
 		return
 	}
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
-		Room: q.name, Code: corralv1.Code_CODE_UNAVAILABLE, Reason: reason,
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
+		Room: q.Name, Code: corralv1.Code_CODE_UNAVAILABLE, Reason: reason,
 	}}})
 }
 
@@ -221,15 +212,15 @@ func (a *admission) refuseRetry(ctx context.Context, s *session, q *joinReq, rea
 // a join, Left for a resumed room (which the session store then forgets).
 func (a *admission) refuseRoom(ctx context.Context, s *session, q *joinReq, code corralv1.Code, reason string) {
 	if !q.Resumed {
-		s.SendErr(code, reason, q.name, "")
+		s.SendErr(code, reason, q.Name, "")
 		return
 	}
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
-		Room: q.name, Code: code, Reason: reason,
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Left{Left: &corralv1.Left{
+		Room: q.Name, Code: code, Reason: reason,
 	}}})
-	if q.stored {
-		if err := a.sess.DeleteRoom(ctx, s.id, q.name); err != nil {
-			a.logger.Warn("session store: delete room failed", "session", s.id, "room", q.name, "err", err)
+	if q.Stored {
+		if err := a.sess.DeleteRoom(ctx, s.SessionID(), q.Name); err != nil {
+			a.logger.Warn("session store: delete room failed", "session", s.SessionID(), "room", q.Name, "err", err)
 		}
 	}
 }
@@ -243,7 +234,7 @@ func (a *admission) enforceGrants(ctx context.Context, user string) ([]string, i
 	left := 0
 	for _, s := range mine {
 		if n := a.enforceSession(ctx, s, refusedRevoked, "the join grant was revoked"); n > 0 {
-			ids = append(ids, s.id)
+			ids = append(ids, s.SessionID())
 			left += n
 		}
 	}
@@ -256,19 +247,14 @@ func (a *admission) enforceGrants(ctx context.Context, user string) ([]string, i
 // and reason, counted under metric. It returns how many memberships
 // ended. A grants store that cannot answer removes no one.
 func (a *admission) enforceSession(ctx context.Context, s *session, metric refuseReason, reason string) int {
-	s.mu.Lock()
-	names := make([]string, 0, len(s.rooms))
-	for name := range s.rooms {
-		names = append(names, name)
-	}
-	s.mu.Unlock()
+	names := s.RoomNames()
 	left := 0
 	for _, name := range names {
-		ok, err := a.door.Granted(ctx, s.user, s.ident.Load(), grants.Join, name)
+		ok, err := a.door.Granted(ctx, s.UserID(), s.Identity(), grants.Join, name)
 		if ok || err != nil {
 			continue
 		}
-		r := s.dropRoom(name)
+		r := s.DropRoom(name)
 		if r == nil {
 			continue
 		}
@@ -277,8 +263,8 @@ func (a *admission) enforceSession(ctx context.Context, s *session, metric refus
 		a.events.EmitLeft(s, name)
 		a.pres.leave(s, name, true)
 		a.rooms.forgetIdle(r)
-		if err := a.sess.DeleteRoom(ctx, s.id, name); err != nil {
-			a.logger.Warn("session store: delete room failed", "session", s.id, "room", name, "err", err)
+		if err := a.sess.DeleteRoom(ctx, s.SessionID(), name); err != nil {
+			a.logger.Warn("session store: delete room failed", "session", s.SessionID(), "room", name, "err", err)
 		}
 		left++
 	}
@@ -300,7 +286,7 @@ func (a *admission) grantsLoop() {
 			// Announcements may have been missed: every live user.
 			delete(users, grants.AnyUser)
 			for _, s := range a.attached.All() {
-				users[s.user] = struct{}{}
+				users[s.UserID()] = struct{}{}
 			}
 		}
 		for user := range users {

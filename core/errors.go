@@ -20,7 +20,7 @@ import (
 // "presence"...) failed, with a code that means "retry" and a text that
 // names no infrastructure; the log keeps the error.
 func (c *Core) storeFailed(s *session, what string, err error, room, ref string) {
-	c.cfg.Logger.Warn("store operation failed", "op", what, "session", s.id, "room", room, "err", err)
+	c.cfg.Logger.Warn("store operation failed", "op", what, "session", s.SessionID(), "room", room, "err", err)
 	if errors.Is(err, history.ErrNotReplicated) {
 		// Stored on the master, maybe delivered: only its durability is
 		// unconfirmed. A retry with the same id is deduplicated.

@@ -89,8 +89,8 @@ func (g grower) clientAppend(ctx context.Context, s *session, a *corralv1.Append
 		return
 	}
 	msg := &corralv1.Message{
-		Room: name, Sender: s.user, TimeMs: time.Now().UnixMilli(), Id: id,
-		SenderInfo: s.memberInfo(name),
+		Room: name, Sender: s.UserID(), TimeMs: time.Now().UnixMilli(), Id: id,
+		SenderInfo: s.MemberInfo(name),
 		Chunk: &corralv1.MessageChunk{Data: data, Replace: a.GetReplace(), Final: a.GetFinal(),
 			Version: a.GetVersion()},
 	}
@@ -103,7 +103,7 @@ func (g grower) clientAppend(ctx context.Context, s *session, a *corralv1.Append
 		c.storeFailed(s, "append", err, name, id)
 		return
 	}
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Published{Published: &corralv1.Published{
 		Room: name, Id: id, Seq: res.Seq, Duplicate: res.Duplicate,
 	}}})
 }
@@ -129,7 +129,7 @@ func (g grower) refusal(err error) (corralv1.Code, string, bool) {
 // growing.append-rate; negative: none). Past it the append is refused
 // with CODE_RATE_LIMITED and the delay until the next token.
 func (g grower) refuseRate(s *session, cl *roomclass.Class, room, ref string) bool {
-	delay, ok := s.takeAppend(g.c.pubRates, cl, room, time.Now())
+	delay, ok := s.TakeAppend(g.c.pubRates, cl, appendKey(room), time.Now())
 	if ok {
 		return false
 	}
@@ -199,18 +199,18 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		if q.Position && q.Replay && q.ReadOK && q.Resumed && !q.OpenPrefix {
 			continue // a resume holds what came before its position
 		}
-		r := q.room
+		r := q.Room
 		if r.Grown().NoneOpen() {
 			continue
 		}
 		done := g.c.metrics.storeOp("open")
-		open, st, err := gr.Open(ctx, q.name)
+		open, st, err := gr.Open(ctx, q.Name)
 		done(err)
 		if err != nil {
-			g.c.cfg.Logger.Warn("growing messages: open read failed; the join gets no prefixes", "room", q.name, "err", err)
+			g.c.cfg.Logger.Warn("growing messages: open read failed; the join gets no prefixes", "room", q.Name, "err", err)
 			continue
 		}
-		q.open, q.openEpoch = open, st.Epoch
+		q.Open, q.OpenEpoch = open, st.Epoch
 		if len(open) == 0 {
 			r.Grown().SawNone(st)
 		}
@@ -218,7 +218,7 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 		for _, m := range open {
 			upTo = max(upTo, m.GetSeq())
 		}
-		q.room.WaitDelivered(ctx, upTo, st.Epoch, prefixWait)
+		q.Room.WaitDelivered(ctx, upTo, st.Epoch, prefixWait)
 	}
 }
 
@@ -228,13 +228,13 @@ func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
 // delivered since the join began (cu) folded in. Lock must be held;
 // called by goLive before the member receives live traffic.
 func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup) {
-	if len(q.open) == 0 && (cu == nil || len(cu.HeldLocked()) == 0) {
+	if len(q.Open) == 0 && (cu == nil || len(cu.HeldLocked()) == 0) {
 		return
 	}
 	last, epoch := r.PositionLocked()
 	byID := make(map[string]*corralv1.Message)
-	if q.openEpoch == epoch {
-		for _, m := range q.open {
+	if q.OpenEpoch == epoch {
+		for _, m := range q.Open {
 			if m.GetSeq() <= last {
 				byID[m.GetId()] = m
 			}
@@ -270,11 +270,11 @@ func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup
 // held; called by goLive.
 func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
 	last, epoch := r.PositionLocked()
-	if (q.Resumed && !q.OpenPrefix) || len(q.open) == 0 || q.openEpoch != epoch || cu.OverflowLocked() {
+	if (q.Resumed && !q.OpenPrefix) || len(q.Open) == 0 || q.OpenEpoch != epoch || cu.OverflowLocked() {
 		return out, nil
 	}
 	byID := make(map[string]*corralv1.Message)
-	for _, m := range q.open {
+	for _, m := range q.Open {
 		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= last {
 			byID[m.GetId()] = m
 		}

@@ -115,7 +115,7 @@ func (k *stateRooms) followRoom(ctx context.Context, room string) error {
 // (croom.Keyed.ReadOld). Called before goLive, without locks.
 func (k *stateRooms) readOld(ctx context.Context, qs []*joinReq) {
 	for _, q := range qs {
-		q.room.Keyed().ReadOld(ctx, &q.Join)
+		q.Room.Keyed().ReadOld(ctx, &q.Join)
 	}
 }
 

@@ -53,7 +53,7 @@ func (k *stateRooms) clientSet(ctx context.Context, s *session, f *corralv1.SetS
 		k.refuse(s, "set_state", err, name, ref)
 		return
 	}
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateUpdated{StateUpdated: &corralv1.StateUpdated{
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateUpdated{StateUpdated: &corralv1.StateUpdated{
 		Room: name, Key: f.GetKey(), Ref: ref, Version: res.Version, Position: res.Position,
 	}}})
 }
@@ -85,7 +85,7 @@ func (k *stateRooms) clientDelete(ctx context.Context, s *session, f *corralv1.D
 		k.refuse(s, "delete_state", err, name, ref)
 		return
 	}
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateUpdated{StateUpdated: &corralv1.StateUpdated{
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_StateUpdated{StateUpdated: &corralv1.StateUpdated{
 		Room: name, Key: f.GetKey(), Ref: ref, Position: res.Position, Deleted: true,
 	}}})
 }

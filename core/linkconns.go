@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/corral-rt/corral/core/linkserver"
+	csession "github.com/corral-rt/corral/core/session"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"google.golang.org/protobuf/proto"
@@ -11,7 +12,7 @@ import (
 
 // The core's side of a link (package core/linkserver serves the stream):
 // the edge's client connections on one link by their id, each with its
-// ordered work queue (connwork.go), and the one switch over the kinds of
+// ordered work queue (package core/session, Work), and the one switch over the kinds of
 // frame the edge sends (handle). Everything here but the workers runs on
 // the link's reader goroutine.
 
@@ -50,7 +51,7 @@ func (l *linkConns) HandleFrame(ctx context.Context, f *linkv1.EdgeFrame) { l.ha
 // sessions are detached and what they had queued dropped.
 func (l *linkConns) Closed() {
 	for _, w := range l.conns {
-		w.detach(&linkv1.Detach{})
+		w.Detach(&linkv1.Detach{})
 	}
 }
 
@@ -66,18 +67,18 @@ func (l *linkConns) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 	case *linkv1.EdgeFrame_Attach:
 		if w != nil {
 			// A reused id: the edge lost track. The old one is gone.
-			w.detach(&linkv1.Detach{})
+			w.Detach(&linkv1.Detach{})
 		}
-		w = newConnWork(ctx, l, conn)
+		w = csession.NewWork(ctx, l.core.workOpts, l.link, l.workers, conn)
 		l.conns[conn] = w
-		w.push(f, 0)
+		w.Push(f, 0)
 	case *linkv1.EdgeFrame_Detach:
 		if w == nil {
 			l.core.metrics.drop(droppedUnattached, 1)
 			return
 		}
 		delete(l.conns, conn)
-		w.detach(k.Detach)
+		w.Detach(k.Detach)
 	case *linkv1.EdgeFrame_Frame, *linkv1.EdgeFrame_Refresh, *linkv1.EdgeFrame_ReplayTaken:
 		if w == nil {
 			// Frames after a close we initiated, or a confused edge; the
@@ -85,15 +86,10 @@ func (l *linkConns) handle(ctx context.Context, f *linkv1.EdgeFrame) {
 			l.core.metrics.drop(droppedUnattached, 1)
 			return
 		}
-		w.push(f, proto.Size(f))
+		w.Push(f, proto.Size(f))
 	default:
 		l.core.metrics.drop(droppedUnknownFrame, 1)
 	}
-}
-
-// close asks the edge to close a connection with a hint.
-func (l *linkConns) close(conn uint64, code corralv1.Code, reason string, delayMs uint32) {
-	l.link.Close(conn, code, reason, delayMs)
 }
 
 // reattachFrame turns an edge's Reattach into the Attach of a client's

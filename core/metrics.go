@@ -38,7 +38,7 @@ type metrics struct {
 	stateChanges, stateDeltas, stateSnapshots prometheus.Counter
 	stateResumes                              *prometheus.CounterVec
 	// backlogFrames and backlogBytes are what waits in the connections'
-	// work queues (connwork.go); coalesced counts queued presence updates
+	// work queues (core/session Work); coalesced counts queued presence updates
 	// and acks replaced by newer ones.
 	backlogFrames, backlogBytes prometheus.Gauge
 	coalesced                   prometheus.Counter

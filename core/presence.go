@@ -143,21 +143,12 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 	}
 	r.Presence().EnsureLoaded(ctx)
 
-	s.mu.Lock()
-	counted := s.pres[r.Name()]
-	gone := s.gone
-	if !gone {
-		if s.pres == nil {
-			s.pres = make(map[string]bool)
-		}
-		s.pres[r.Name()] = true
-	}
-	s.mu.Unlock()
+	counted, gone := s.Count(r.Name())
 	if gone {
 		return
 	}
 	if !counted {
-		key := graceKey{r.Name(), s.id}
+		key := graceKey{r.Name(), s.SessionID()}
 		p.mu.Lock()
 		g, waiting := p.grace[key]
 		delete(p.grace, key)
@@ -170,14 +161,12 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 	var err error
 	switch {
 	case !counted:
-		err = p.store.Add(ctx, r.Name(), s.user, state, s.memberInfo(r.Name()))
+		err = p.store.Add(ctx, r.Name(), s.UserID(), state, s.MemberInfo(r.Name()))
 	case state != nil:
-		err = p.store.SetState(ctx, r.Name(), s.user, state)
+		err = p.store.SetState(ctx, r.Name(), s.UserID(), state)
 	}
 	if err != nil {
-		s.mu.Lock()
-		delete(s.pres, r.Name())
-		s.mu.Unlock()
+		s.Uncount(r.Name())
 		p.failed(s, "presence", err, r.Name(), "")
 		return
 	}
@@ -187,17 +176,14 @@ func (p *presenceState) join(ctx context.Context, s *session, r *room, state []b
 // leave uncounts s in room: at once when clean, else after the
 // grace window unless the session comes back.
 func (p *presenceState) leave(s *session, room string, clean bool) {
-	s.mu.Lock()
-	counted := s.pres[room]
-	delete(s.pres, room)
-	s.mu.Unlock()
+	counted := s.Uncount(room)
 	if !counted {
 		return
 	}
 	remove := func() {
 		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 		defer cancel()
-		if err := p.store.Remove(ctx, room, s.user); err != nil {
+		if err := p.store.Remove(ctx, room, s.UserID()); err != nil {
 			p.logger.Warn("presence remove failed", "room", room, "err", err)
 		}
 	}
@@ -205,13 +191,13 @@ func (p *presenceState) leave(s *session, room string, clean bool) {
 		remove()
 		return
 	}
-	key := graceKey{room, s.id}
+	key := graceKey{room, s.SessionID()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.grace[key]; ok || p.ctx.Err() != nil {
 		return
 	}
-	g := &graceEntry{user: s.user}
+	g := &graceEntry{user: s.UserID()}
 	g.timer = time.AfterFunc(p.class(room).Presence.Grace, func() {
 		p.mu.Lock()
 		mine := p.grace[key] == g
@@ -229,9 +215,7 @@ func (p *presenceState) leave(s *session, room string, clean bool) {
 // set replaces the user's state in a room joined with presence.
 func (p *presenceState) set(ctx context.Context, s *session, sp *corralv1.SetPresence) {
 	name := sp.GetRoom()
-	s.mu.Lock()
-	on := s.pres[name]
-	s.mu.Unlock()
+	on := s.Counted(name)
 	switch {
 	case !on:
 		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room with presence before setting presence", name, "")
@@ -240,7 +224,7 @@ func (p *presenceState) set(ctx context.Context, s *session, sp *corralv1.SetPre
 		s.SendErr(corralv1.Code_CODE_TOO_LARGE, "presence state exceeds the server's limit", name, "")
 		return
 	}
-	if err := p.store.SetState(ctx, name, s.user, sp.GetState()); err != nil {
+	if err := p.store.SetState(ctx, name, s.UserID(), sp.GetState()); err != nil {
 		p.failed(s, "presence", err, name, "")
 	}
 }
@@ -248,7 +232,7 @@ func (p *presenceState) set(ctx context.Context, s *session, sp *corralv1.SetPre
 // query answers one page of a joined room's members.
 func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.PresenceQuery) {
 	name := q.GetRoom()
-	r := s.room(name)
+	r := s.Room(name)
 	if r == nil {
 		s.SendErr(corralv1.Code_CODE_NOT_JOINED, "join the room before asking for its presence", name, "")
 		return
@@ -280,7 +264,7 @@ func (p *presenceState) query(ctx context.Context, s *session, q *corralv1.Prese
 	if end < len(members) && end > i {
 		page.Next = members[end-1].User
 	}
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_PresencePage{PresencePage: page}})
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_PresencePage{PresencePage: page}})
 }
 
 // unwatchLoop stops, every 10s, the store's changes of rooms
@@ -334,12 +318,7 @@ func (p *presenceState) unwatchLoop() {
 
 // detach uncounts every room of s (after grace unless clean).
 func (p *presenceState) detach(s *session, clean bool) {
-	s.mu.Lock()
-	rooms := make([]string, 0, len(s.pres))
-	for room := range s.pres {
-		rooms = append(rooms, room)
-	}
-	s.mu.Unlock()
+	rooms, _ := s.CountedRooms(false)
 	for _, room := range rooms {
 		p.leave(s, room, clean)
 	}
@@ -355,15 +334,10 @@ func (p *presenceState) recount() {
 	}
 	var all []entry
 	for _, s := range p.attached.All() {
-		s.mu.Lock()
-		for room := range s.pres {
-			info, ok := s.joinInfo[room]
-			if !ok {
-				info = s.info
-			}
-			all = append(all, entry{room, s.user, info})
+		rooms, infos := s.CountedRooms(true)
+		for i, room := range rooms {
+			all = append(all, entry{room, s.UserID(), infos[i]})
 		}
-		s.mu.Unlock()
 	}
 	p.mu.Lock()
 	for k, g := range p.grace {

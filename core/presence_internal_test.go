@@ -30,7 +30,7 @@ func TestPresenceGraceWindow(t *testing.T) {
 			}
 			return snap.Members[0].Conns
 		}
-		s := &session{id: "s1", user: "u"}
+		s := testSession("s1", "u")
 		c.pres.join(ctx, s, r, []byte(`"hi"`))
 		if n := conns(); n != 1 {
 			t.Fatalf("after join: %d connections", n)
@@ -41,7 +41,7 @@ func TestPresenceGraceWindow(t *testing.T) {
 		if n := conns(); n != 1 {
 			t.Fatalf("within grace: %d connections", n)
 		}
-		back := &session{id: "s1", user: "u"} // the session resumes
+		back := testSession("s1", "u") // the session resumes
 		c.pres.join(ctx, back, r, nil)
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -54,7 +54,7 @@ func TestPresenceGraceWindow(t *testing.T) {
 		if n := conns(); n != 0 {
 			t.Fatalf("after grace: %d connections", n)
 		}
-		other := &session{id: "s2", user: "v"}
+		other := testSession("s2", "v")
 		c.pres.join(ctx, other, r, nil)
 		c.pres.leave(other, "r", true)
 		if n := conns(); n != 0 {

@@ -38,7 +38,7 @@ const (
 	// refusedOrder: a publish whose predecessor in its session's sequence
 	// for the room is not stored (Publish.seq, CODE_OUT_OF_ORDER).
 	refusedOrder
-	// refusedBacklog: a connection's work queue overflowed (connwork.go).
+	// refusedBacklog: a connection's work queue overflowed (package core/session, Work).
 	refusedBacklog
 	// A refreshed token does not grant a room the session is in.
 	refusedRefreshGrant
@@ -104,7 +104,7 @@ const (
 	droppedUnattached                     // an edge frame for a connection not attached here
 	droppedUnknownFrame                   // an edge frame kind this core does not know
 	droppedConnClosing                    // a frame for a connection whose work queue is closing
-	droppedBacklog                        // a connection's queued frames, dropped with it (connwork.go)
+	droppedBacklog                        // a connection's queued frames, dropped with it (core/session Work)
 	droppedDetached                       // queued frames of a session detached meanwhile
 	droppedAckStore                       // an ack the session store failed to record
 	// Joins' replays dropped (each such join gets Reset): past

@@ -16,14 +16,14 @@ import (
 // It runs on the connection's worker, in order with its other frames: a
 // join after the refresh is checked against the new grants.
 func (c *Core) refresh(ctx context.Context, s *session, id *corralv1.Identity) {
-	if id.GetUserId() != s.user {
+	if id.GetUserId() != s.UserID() {
 		c.metrics.refuse(refusedRefreshUser)
 		s.SendErr(corralv1.Code_CODE_UNAUTHENTICATED, "refresh: the token is for another user", "", "")
 		return
 	}
-	s.ident.Store(id)
+	s.SetIdentity(id)
 	c.adm.enforceSession(ctx, s, refusedRefreshGrant, "the refreshed token does not grant this room")
-	s.sendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Refreshed{Refreshed: &corralv1.Refreshed{
+	s.SendTo(&corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Refreshed{Refreshed: &corralv1.Refreshed{
 		ExpiresUnix: id.GetExpiresUnix(),
 	}}})
 }

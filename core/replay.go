@@ -14,7 +14,7 @@ import (
 // the room keeps live messages for the session (room.beginJoin); the
 // reads of joins from many connections that arrive together go to the
 // history store as one batch (package core/replay), a page at a time:
-// room.goLive sends the page, and session.replayTaken reads and sends the
+// room.goLive sends the page, and Core.replayTaken reads and sends the
 // next once the edge took it, until the last turns the session live; a join whose read failed (the store
 // failed, or too many reads were queued) gets Reset instead, as one whose
 // history is gone: never a silent gap.
@@ -49,7 +49,7 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 			if n := len(q.Msgs); n > 0 {
 				after = q.Msgs[n-1].GetSeq()
 			}
-			qs[i] = history.Query{Room: q.name, After: after, Limit: int(min(q.Target-after, uint64(c.page.limit(q)-len(q.Msgs))))}
+			qs[i] = history.Query{Room: q.Name, After: after, Limit: int(min(q.Target-after, uint64(c.page.limit(q)-len(q.Msgs))))}
 		}
 		done := c.metrics.storeOp("read_many")
 		pages, err := c.missed.Read(ctx, qs)
@@ -71,26 +71,26 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 			cut := false
 			for _, m := range p.Messages {
 				size := croom.CatchupSize(m)
-				if len(q.Msgs) > 0 && q.bytes+size > c.page.bytes {
+				if len(q.Msgs) > 0 && q.Bytes+size > c.page.bytes {
 					cut = true
 					break
 				}
 				q.Msgs = append(q.Msgs, m)
-				q.bytes += size
+				q.Bytes += size
 			}
 			last := q.Msgs[len(q.Msgs)-1].GetSeq()
 			switch {
 			case cut:
 				// Read no more than fits next time: large messages
 				// would make every read many times the page.
-				q.More, q.limit = true, len(q.Msgs)
+				q.More, q.Limit = true, len(q.Msgs)
 			case last >= q.Target || !p.More:
 			case len(q.Msgs) < c.page.limit(q):
 				// A store's page may hold fewer: fill this one.
 				next = append(next, q)
 			default:
 				// Full by count, under the bytes: the next may be longer.
-				q.More, q.limit = true, min(2*c.page.limit(q), c.page.messages)
+				q.More, q.Limit = true, min(2*c.page.limit(q), c.page.messages)
 			}
 		}
 		todo = next
@@ -99,48 +99,31 @@ func (c *Core) readMissed(ctx context.Context, reqs []*joinReq) {
 
 // limit is how many messages q's next page reads.
 func (p replayPage) limit(q *joinReq) int {
-	if q.limit > 0 {
-		return q.limit
+	if q.Limit > 0 {
+		return q.Limit
 	}
 	return p.messages
 }
 
 // replayTaken is the step of a paged replay, on the connection's worker
-// (connwork.go): the edge took the join's last page of room
+// (core/session Work): the edge took the join's last page of room
 // (EdgeFrame.replay_taken), so the next page is read and sent; after the
 // last one the member goes live with the live messages held for it
 // meanwhile (catch-up). It never waits for the edge: a page not yet
-// taken leaves the join in s.paging until the edge reports it.
-func (s *session) replayTaken(ctx context.Context, c *Core, room string) {
-	s.mu.Lock()
-	q := s.paging[room]
-	delete(s.paging, room)
-	s.mu.Unlock()
+// taken leaves the join with the session (Session.WaitPage) until the
+// edge reports it.
+func (c *Core) replayTaken(ctx context.Context, s *session, room string) {
+	q := s.TakePage(room)
 	if q == nil {
 		return // left, rejoined or detached meanwhile
 	}
-	ep, ok := s.endpoint()
+	ep, ok := s.Endpoint()
 	if !ok {
 		return
 	}
-	q.Msgs, q.bytes = nil, 0
+	q.Msgs, q.Bytes = nil, 0
 	c.readMissed(ctx, []*joinReq{q})
 	goLive(ctx, c, s, ep, []*joinReq{q})
-}
-
-// waitPage notes that q waits for the edge to take its page of a paged
-// replay (replayTaken). A join of the same room that comes later
-// replaces it. s's lock is taken inside the room's.
-func (s *session) waitPage(q *joinReq) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gone {
-		return
-	}
-	if s.paging == nil {
-		s.paging = make(map[string]*joinReq)
-	}
-	s.paging[q.name] = q
 }
 
 // newMissedReads returns the batcher of the joins' replay reads (package

@@ -70,13 +70,13 @@ func TestReplayPaged(t *testing.T) {
 					if i == 1 {
 						publish(2) // live while the replay is paged: held for the joiner
 					}
-					s.replayTaken(ctx, c, "r")
+					c.replayTaken(ctx, s, "r")
 				}
 				if got := describeLink(l); !slices.Equal(got, want) {
 					t.Fatalf("step %d sent %q, want %q", i, got, want)
 				}
 			}
-			s.replayTaken(ctx, c, "r") // a report after the last page: nothing
+			c.replayTaken(ctx, s, "r") // a report after the last page: nothing
 			publish(1)
 			if got, want := describeLink(l), []string{"live 13"}; !slices.Equal(got, want) {
 				t.Fatalf("after the replay %q, want %q", got, want)
@@ -113,7 +113,7 @@ func TestReplayPagedLeave(t *testing.T) {
 	}
 	c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Leave{Leave: &corralv1.Leave{Room: "r"}}})
 	describeLink(l) // Left
-	s.replayTaken(ctx, c, "r")
+	c.replayTaken(ctx, s, "r")
 	if got := describeLink(l); len(got) != 0 {
 		t.Fatalf("after the leave a report sent %q, want nothing", got)
 	}
@@ -121,7 +121,7 @@ func TestReplayPagedLeave(t *testing.T) {
 	if got, want := describeLink(l), []string{"joined 3 replay", "batch [4 5] ack"}; !slices.Equal(got, want) {
 		t.Fatalf("second join sent %q, want %q", got, want)
 	}
-	s.replayTaken(ctx, c, "r")
+	c.replayTaken(ctx, s, "r")
 	if got, want := describeLink(l), []string{"batch [6]", "replay-end 6", "membership"}; !slices.Equal(got, want) {
 		t.Fatalf("second join's last page %q, want %q", got, want)
 	}
@@ -188,7 +188,7 @@ func TestReplayPagedResume(t *testing.T) {
 		{"batch [5]", "replay-end 5", "membership"},
 	} {
 		if i > 0 {
-			s2.replayTaken(ctx, c, "r")
+			c.replayTaken(ctx, s2, "r")
 		}
 		if got := describeLink(l); !slices.Equal(got, want) {
 			t.Fatalf("step %d sent %q, want %q", i, got, want)

@@ -4,18 +4,19 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
 	"time"
 
 	"github.com/corral-rt/corral/core/frame"
 	"github.com/corral-rt/corral/core/linkserver"
-	croom "github.com/corral-rt/corral/core/room"
+	csession "github.com/corral-rt/corral/core/session"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/sessions"
 )
 
-// Sessions and resume, top to bottom: a connection attaches (attach) with
+// Sessions and resume, top to bottom (what needs none of the core, the
+// Welcome, a refused resume's close and the rooms a resume rejoins, is
+// package core/session's): a connection attaches (attach) with
 // a new session or resumes one (resume), taking it over from an older
 // connection (takeOver); its rooms pass the door (door.go, admit) and are
 // joined at the client's positions (join): each room keeps live messages
@@ -50,24 +51,10 @@ func (c *Core) attach(ctx context.Context, l *linkserver.Link, conn uint64, w *c
 		l.Close(conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
 		return nil
 	}
-	s := &session{id: st.ID, user: id.GetUserId(), ep: ep, work: w, rooms: make(map[string]*room), info: a.GetInfo(),
-		protocol: a.GetProtocol(), attached: time.Now()}
-	s.ident.Store(id)
+	s := csession.New(st.ID, id.GetUserId(), ep, w, id, a.GetInfo(), a.GetProtocol())
 	c.attached.Attach(s)
-	l.Enqueue(frame.Session(conn, c.welcome(st, id, false)))
+	l.Enqueue(frame.Session(conn, csession.Welcome(st, id, false, c.cfg.Heartbeat, c.cfg.SessionTTL)))
 	return s
-}
-
-func (c *Core) welcome(st *sessions.Session, id *corralv1.Identity, resumed bool) *corralv1.ServerFrame {
-	return &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Welcome{Welcome: &corralv1.Welcome{
-		SessionId:    st.ID,
-		ResumeToken:  st.Token,
-		UserId:       st.UserID,
-		Resumed:      resumed,
-		HeartbeatMs:  uint32(c.cfg.Heartbeat / time.Millisecond),
-		SessionTtlMs: uint32(c.cfg.SessionTTL / time.Millisecond),
-		ExpiresUnix:  id.GetExpiresUnix(),
-	}}}
 }
 
 // resume continues an earlier session on a new connection: it verifies the
@@ -84,30 +71,18 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 	// anything, and rotates the token.
 	st, err := c.sess.Resume(ctx, r.GetSessionId(), r.GetResumeToken(), id.GetUserId(), at)
 	done(err)
-	switch {
-	case errors.Is(err, sessions.ErrStale):
-		// The client gave up on this attempt and holds the session on a
-		// newer connection: leave that one alone.
-		c.metrics.refuse(refusedStaleResume)
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_SESSION_TAKEN_OVER, "a newer resume attempt of this client holds the session", 0)
-		return nil
-	case errors.Is(err, sessions.ErrNotFound):
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_SESSION_EXPIRED, "session unknown or expired: connect without resume", 0)
-		return nil
-	case errors.Is(err, sessions.ErrTokenMismatch):
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_RESUME_REFUSED, "resume token does not match (tokens rotate: use the latest Welcome's)", 0)
-		return nil
-	case errors.Is(err, sessions.ErrUserMismatch):
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_RESUME_REFUSED, "session belongs to another user", 0)
-		return nil
-	case err != nil:
-		c.cfg.Logger.Warn("session resume failed", "err", err)
-		ep.Link.Close(ep.Conn, corralv1.Code_CODE_UNAVAILABLE, "session store unavailable", 1000)
+	if err != nil {
+		code, reason, delayMs, known := csession.ResumeRefusal(err)
+		switch {
+		case errors.Is(err, sessions.ErrStale):
+			c.metrics.refuse(refusedStaleResume)
+		case !known:
+			c.cfg.Logger.Warn("session resume failed", "err", err)
+		}
+		ep.Link.Close(ep.Conn, code, reason, delayMs)
 		return nil
 	}
-	s := &session{id: st.ID, user: st.UserID, ep: ep, work: w, rooms: make(map[string]*room), info: info,
-		protocol: protocol, attached: time.Now()}
-	s.ident.Store(id)
+	s := csession.New(st.ID, st.UserID, ep, w, id, info, protocol)
 	old, droppedAt, dropped := c.attached.Attach(s)
 	if dropped {
 		c.metrics.reconnectSeconds.Observe(time.Since(droppedAt).Seconds())
@@ -116,36 +91,11 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 		c.takeOver(old)
 	}
 	c.metrics.resumes.Inc()
-	ep.Link.Enqueue(frame.Session(ep.Conn, c.welcome(st, id, true)))
+	ep.Link.Enqueue(frame.Session(ep.Conn, csession.Welcome(st, id, true, c.cfg.Heartbeat, c.cfg.SessionTTL)))
 
-	// The client's own positions win: it knows what it processed. Rooms
-	// the store knows but the client did not mention resume from the last
-	// ack. Every room passes the door (admit) as one batch: the client's
+	// Every room passes the door (admit) as one batch: the client's
 	// rooms in its order, then the store's by name.
-	reqs := make([]*joinReq, 0, len(r.GetRooms())+len(st.Rooms))
-	seen := make(map[string]bool, cap(reqs))
-	for _, p := range r.GetRooms() {
-		if seen[p.GetRoom()] {
-			continue
-		}
-		seen[p.GetRoom()] = true
-		_, stored := st.Rooms[p.GetRoom()]
-		reqs = append(reqs, &joinReq{name: p.GetRoom(), Join: croom.Join{Since: p.GetSeq(), Epoch: p.GetEpoch(),
-			Position: true, Resumed: true, OpenPrefix: p.GetOpenPrefix(),
-			StatePos: p.GetStatePosition(), StateEpoch: p.GetStateEpoch()}, stored: stored, presence: p.GetPresence()})
-	}
-	rest := make([]string, 0, len(st.Rooms))
-	for room := range st.Rooms {
-		if !seen[room] {
-			rest = append(rest, room)
-		}
-	}
-	slices.Sort(rest)
-	for _, room := range rest {
-		pos := st.Rooms[room]
-		reqs = append(reqs, &joinReq{name: room, Join: croom.Join{Since: pos.Seq, Epoch: pos.Epoch,
-			Position: true, Resumed: true}, stored: true})
-	}
+	reqs := csession.ResumeJoins(make([]*joinReq, 0, len(r.GetRooms())+len(st.Rooms)), r, st.Rooms)
 	reqs = c.adm.admit(ctx, s, reqs)
 	c.join(ctx, s, reqs)
 	return s
@@ -154,12 +104,7 @@ func (c *Core) resume(ctx context.Context, ep endpoint, w *connWork, id *corralv
 // takeOver detaches a session object whose connection was replaced by a
 // resume elsewhere, and closes that older connection.
 func (c *Core) takeOver(old *session) {
-	old.mu.Lock()
-	ep := old.ep
-	rooms := old.rooms
-	old.rooms = nil
-	old.gone = true
-	old.mu.Unlock()
+	ep, rooms, _ := old.End(nil)
 	for _, r := range rooms {
 		r.Leave(old, nil)
 		c.releaseMember(r)
@@ -174,29 +119,24 @@ func (c *Core) takeOver(old *session) {
 // live: Joined, the missed messages, then live traffic, with no gap and no
 // duplicate at the seam.
 func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
-	ep, ok := s.endpoint()
+	ep, ok := s.Endpoint()
 	if !ok {
 		return
 	}
 	var began []*joinReq
 	defer func() {
 		for _, q := range began {
-			c.releaseRoom(q.room)
+			c.releaseRoom(q.Room)
 		}
 	}()
 	for _, q := range reqs {
-		r, err := c.acquireRoom(ctx, q.name, true)
+		r, err := c.acquireRoom(ctx, q.Name, true)
 		if err != nil {
-			c.storeFailed(s, "join", err, q.name, "")
+			c.storeFailed(s, "join", err, q.Name, "")
 			continue
 		}
-		q.room = r
-		s.mu.Lock()
-		gone := s.gone
-		if !gone {
-			s.rooms[q.name] = r
-		}
-		s.mu.Unlock()
+		q.Room = r
+		gone := !s.AddRoom(q.Name, r)
 		if gone {
 			c.releaseRoom(r)
 			return
@@ -227,72 +167,48 @@ func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq
 	var firstPos sessions.Position
 	var stored map[string]sessions.Position
 	for _, q := range qs {
-		pos, live := q.room.GoLive(s, ep, &q.Join, joinHooks{c: c, r: q.room, s: s, q: q})
+		pos, live := q.Room.GoLive(s, ep, &q.Join, joinHooks{c: c, r: q.Room, s: s, q: q})
 		if !live {
 			continue
 		}
-		c.events.EmitJoined(s, q.name, q.Resumed)
-		if q.presence {
-			c.pres.join(ctx, s, q.room, q.state)
+		c.events.EmitJoined(s, q.Name, q.Resumed)
+		if q.Presence {
+			c.pres.join(ctx, s, q.Room, q.State)
 		} else {
-			c.pres.leave(s, q.name, true) // rejoined without presence
+			c.pres.leave(s, q.Name, true) // rejoined without presence
 		}
-		_, _, epoch := q.room.Info()
+		_, _, epoch := q.Room.Info()
 		p := sessions.Position{Seq: pos, Epoch: epoch}
 		switch {
 		case first == "":
-			first, firstPos = q.name, p
+			first, firstPos = q.Name, p
 		case stored == nil:
 			stored = make(map[string]sessions.Position, len(qs))
 			stored[first] = firstPos
 			fallthrough
 		default:
-			stored[q.name] = p
+			stored[q.Name] = p
 		}
 	}
 	var err error
 	switch {
 	case stored != nil:
-		err = c.sess.SetRooms(ctx, s.id, stored)
+		err = c.sess.SetRooms(ctx, s.SessionID(), stored)
 	case first != "":
-		err = c.sess.SetRoom(ctx, s.id, first, firstPos)
+		err = c.sess.SetRoom(ctx, s.SessionID(), first, firstPos)
 	}
 	if err != nil {
-		c.cfg.Logger.Warn("session store: set rooms failed", "session", s.id, "first", first, "rooms", max(len(stored), 1), "err", err)
+		c.cfg.Logger.Warn("session store: set rooms failed", "session", s.SessionID(), "first", first, "rooms", max(len(stored), 1), "err", err)
 	}
-}
-
-// joinReq is one room a session joins or resumes: the room's part
-// (croom.Join: the position, what the room and the history read fill in)
-// and the core's.
-type joinReq struct {
-	croom.Join
-	name string
-	room *room
-	// stored: the session store lists the room (a resumed room).
-	stored bool
-	// presence: count the session in the room's presence, with state.
-	presence bool
-	state    []byte
-	bytes    int // of Msgs, as croom.CatchupSize counts them
-	limit    int // messages to read for the next page; 0: a whole page
-	// The room's open growing messages for a live join (grow.go).
-	open      []*corralv1.Message
-	openEpoch string
 }
 
 // detach ends a connection's attachment: the session leaves its rooms' live
 // fan-out but stays resumable until its TTL.
 func (c *Core) detach(s *session, l *linkserver.Link, conn uint64, clean bool) {
-	s.mu.Lock()
-	if s.gone || s.ep.Link != l || s.ep.Conn != conn {
-		s.mu.Unlock()
+	_, rooms, ok := s.End(&endpoint{Link: l, Conn: conn})
+	if !ok {
 		return
 	}
-	s.gone = true
-	rooms := s.rooms
-	s.rooms = nil
-	s.mu.Unlock()
 	for _, r := range rooms {
 		r.Leave(s, nil)
 		c.releaseMember(r)
@@ -303,7 +219,7 @@ func (c *Core) detach(s *session, l *linkserver.Link, conn uint64, clean bool) {
 	// Buffered, not awaited: a storm of drops must not take an in-flight
 	// slot of the session store per connection (10,000 at once made the
 	// creates of the rejoins that followed fail with "busy").
-	c.sess.TouchLater(s.id)
+	c.sess.TouchLater(s.SessionID())
 }
 
 // touchLoop keeps the sessions of connected clients from expiring.
@@ -321,8 +237,8 @@ func (c *Core) touchLoop() {
 		c.attached.Sweep(time.Now().Add(-c.cfg.SessionTTL))
 		for _, s := range c.attached.All() {
 			ctx, cancel := context.WithTimeout(c.ctx, period)
-			if err := c.sess.Touch(ctx, s.id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
-				c.cfg.Logger.Warn("session touch failed", "session", s.id, "err", err)
+			if err := c.sess.Touch(ctx, s.SessionID()); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+				c.cfg.Logger.Warn("session touch failed", "session", s.SessionID(), "err", err)
 			}
 			cancel()
 		}

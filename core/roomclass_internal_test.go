@@ -139,7 +139,7 @@ func TestClassEventsStream(t *testing.T) {
 	c := newTestCore(t, Config{Classes: oneClass("quiet:*", func(c *roomclass.Class) { c.EventsStream = false })})
 	e := eventlog.New[*session](eventlog.Options{Store: logSource{log}, Limit: 10, Logger: c.cfg.Logger,
 		Keep: func(room string) bool { return c.class(room).EventsStream }})
-	s := &session{id: "s1", user: "u"}
+	s := testSession("s1", "u")
 	e.EmitJoined(s, "quiet:1", false)
 	e.EmitJoined(s, "loud", false)
 	e.EmitLeft(s, "quiet:1")

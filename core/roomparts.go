@@ -78,4 +78,4 @@ func (h joinHooks) SendPrefixesLocked(ep endpoint, cu *catchup) {
 	h.c.grow.sendPrefixesLocked(h.r, ep, h.q, cu)
 }
 
-func (h joinHooks) WaitPage() { h.s.waitPage(h.q) }
+func (h joinHooks) WaitPage() { h.s.WaitPage(h.q) }

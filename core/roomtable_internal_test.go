@@ -55,7 +55,7 @@ func testRoomTable(t *testing.T) (*roomTable, *countingHolder, prometheus.Gauge)
 
 // addMember puts a joining member in r, as a join begins.
 func addMember(r *room) *session {
-	s := &session{id: fmt.Sprintf("s%p", r)}
+	s := testSession(fmt.Sprintf("s%p", r), "")
 	r.BeginJoin(s, endpoint{}, &croom.Join{})
 	return s
 }

@@ -724,8 +724,9 @@ func (r *Room[M]) BeginJoin(s M, ep Endpoint, q *Join) bool {
 // waits for the edge to take a page of its replay: a replay longer than
 // the page read (q.More) is sent a page at a time, the last batch of
 // each page asking the edge to report it taken (ConnReplay.ack, then
-// session.replayTaken), while the room keeps holding live messages for the
-// joiner; only the last page is followed by those, ReplayEnd and live.
+// the core's replayTaken), while the room keeps holding live messages
+// for the joiner; only the last page is followed by those, ReplayEnd
+// and live.
 func (r *Room[M]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -821,9 +822,10 @@ func (r *Room[M]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, bool) 
 
 // replayPageLocked sends q's page of a paged replay (q.Msgs, read by
 // readMissed, with more of the replay left in history) and leaves s
-// joining until the edge took it (s.paging, session.replayTaken). It
-// reports false, sending nothing, when the page does not follow what
-// was sent: goLive then ends the join (a Reset). Lock must be held.
+// joining until the edge took it (core/session's Session.WaitPage,
+// then the core's replayTaken). It reports false, sending nothing, when
+// the page does not follow what was sent: goLive then ends the join (a
+// Reset). Lock must be held.
 func (r *Room[M]) replayPageLocked(ep Endpoint, q *Join, cu *Catchup, h JoinHooks) bool {
 	next := max(q.Since, q.From) + 1
 	var out []*corralv1.Message

@@ -1,4 +1,4 @@
-package core
+package session
 
 import (
 	"context"
@@ -6,34 +6,74 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/tracing"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// connWork is one connection's queue of frames. Frames of a connection are
+// Core is what a connection's work calls of the core, on the
+// connection's worker, one call at a time per connection.
+type Core interface {
+	// Attach starts or resumes the session of a new connection, whose
+	// work queue is w. It returns nil when the connection was refused
+	// (a close is already queued).
+	Attach(ctx context.Context, l *linkserver.Link, conn uint64, w *Work, a *linkv1.Attach) *Session
+	// HandleClient handles one of the client's frames.
+	HandleClient(ctx context.Context, s *Session, f *corralv1.ClientFrame)
+	// Refresh applies the identity of a token the client refreshed.
+	Refresh(ctx context.Context, s *Session, id *corralv1.Identity)
+	// ReplayTaken goes on with a paged replay of room: the edge took
+	// its last page.
+	ReplayTaken(ctx context.Context, s *Session, room string)
+	// Detach ends the attachment of s at conn on l.
+	Detach(s *Session, l *linkserver.Link, conn uint64, clean bool)
+}
+
+// WorkOptions are what the work queues of a core's connections share.
+type WorkOptions struct {
+	Core Core
+	// MaxFrames and MaxBytes bound a connection's queue (0: no bound):
+	// Config.ConnQueueFrames and ConnQueueBytes.
+	MaxFrames, MaxBytes int
+	Metrics             WorkMetrics
+}
+
+// WorkMetrics are where the queues count: what waits in them, the frames
+// a newer one replaced, and each drop and refusal by the core's reason.
+type WorkMetrics struct {
+	BacklogFrames, BacklogBytes prometheus.Gauge
+	Coalesced                   prometheus.Counter
+	// DropClosing: frames after the detach or the overflow; DropBacklog:
+	// frames dropped by an overflow; DropDetached: frames dropped by the
+	// detach; DropUnattached: frames for a connection with no session.
+	DropClosing, DropBacklog, DropDetached, DropUnattached func(n int)
+	// RefuseBacklog: a connection closed for its overflowing queue.
+	RefuseBacklog func()
+}
+
+// Work is one connection's queue of frames. Frames of a connection are
 // processed in order, one at a time; different connections run in
 // parallel, so a store round trip for one client never delays another.
 //
-// The queue is bounded (Config.ConnQueueFrames and ConnQueueBytes): the
-// edge's rate limits keep an honest client far below it, so a connection
-// past it is closed with CODE_BACKLOG_FULL and the frames it had queued
-// are dropped. A presence update or an ack still queued is replaced by a
+// The queue is bounded (WorkOptions.MaxFrames and MaxBytes): the edge's
+// rate limits keep an honest client far below it, so a connection past
+// it is closed with CODE_BACKLOG_FULL and the frames it had queued are
+// dropped. A presence update or an ack still queued is replaced by a
 // newer one of the same room (latest wins), so a flood of them costs at
 // most one store call per room at a time. A detach never waits behind the
 // queue: it drops what is queued, cancels the store call in flight, and
 // the session is released as soon as that call returns.
 //
-// It stays in package core, beside the link server (core/linkserver)
-// rather than in it: what it orders is the session's life (the attach
-// makes the session it keeps, every frame and the internal API's tasks
-// run on that session, the detach ends it), and its bounds, coalescing
-// and drops are the core's client-frame rules and reasons. The link server
-// moves frames and never sees a session; connWork will go with the
-// sessions (resume.go, session.go) when they become a package.
-type connWork struct {
-	l    *linkConns
-	conn uint64
+// Push and Detach are called by the link's reader goroutine, PushTask
+// and the other methods by any; none blocks. The frames and tasks run
+// on one worker goroutine at a time, started by a push to an idle queue.
+type Work struct {
+	o       *WorkOptions
+	link    *linkserver.Link
+	workers chan struct{} // the link's worker slots
+	conn    uint64
 	// ctx is the connection's work; cancel ends it, at the detach.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -43,20 +83,20 @@ type connWork struct {
 	bytes   int                             // proto size of the frames in queue
 	latest  map[latestKey]*linkv1.EdgeFrame // replaceable frames in queue
 	running bool
-	s       *session       // set by the attach
+	s       *Session       // set by the attach
 	gone    *linkv1.Detach // non-nil once detached: only the detach is left to do
 	full    bool           // the queue overflowed: the connection is being closed
 }
 
 // queued is a frame waiting in a connection's queue, with its proto size
-// (counted against Config.ConnQueueBytes).
+// (counted against WorkOptions.MaxBytes).
 type queued struct {
 	f    *linkv1.EdgeFrame
 	size int
 	// task, instead of f: work of the internal API on this connection's
-	// session (control.go), run in order with the client's frames. It is
-	// called with a nil session when it is dropped instead.
-	task func(ctx context.Context, s *session)
+	// session, run in order with the client's frames. It is called with
+	// a nil session when it is dropped instead.
+	task func(ctx context.Context, s *Session)
 }
 
 // latestKey names a frame that a newer one of the same kind and room
@@ -66,8 +106,11 @@ type latestKey struct {
 	room string
 }
 
-func newConnWork(ctx context.Context, l *linkConns, conn uint64) *connWork {
-	w := &connWork{l: l, conn: conn}
+// NewWork returns the queue of connection conn on link l, whose workers
+// bound the connections of the link processed at once; ctx ends with the
+// link.
+func NewWork(ctx context.Context, o *WorkOptions, l *linkserver.Link, workers chan struct{}, conn uint64) *Work {
+	w := &Work{o: o, link: l, workers: workers, conn: conn}
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	return w
 }
@@ -89,18 +132,17 @@ func replaceable(f *linkv1.EdgeFrame) (key latestKey, ok bool, barrier string) {
 	return latestKey{}, false, ""
 }
 
-// push queues f (size is its proto size; the attach counts 0) and starts
+// Push queues f (size is its proto size; the attach counts 0) and starts
 // the connection's worker if it is idle. Past the queue's bounds f is
 // refused, the queue dropped and the connection closed with
 // CODE_BACKLOG_FULL; frames that come after that or after the detach are
 // dropped.
-func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
-	m := w.l.core.metrics
-	cfg := &w.l.core.cfg
+func (w *Work) Push(f *linkv1.EdgeFrame, size int) {
+	m := &w.o.Metrics
 	w.mu.Lock()
 	if w.gone != nil || w.full {
 		w.mu.Unlock()
-		m.drop(droppedConnClosing, 1)
+		m.DropClosing(1)
 		return
 	}
 	key, ok, barrier := replaceable(f)
@@ -117,7 +159,7 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 			}
 			old.Kind = f.Kind
 			w.mu.Unlock()
-			m.coalesced.Inc()
+			m.Coalesced.Inc()
 			return
 		}
 	}
@@ -125,24 +167,24 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 		delete(w.latest, latestKey{1, barrier})
 		delete(w.latest, latestKey{2, barrier})
 	}
-	if (cfg.ConnQueueFrames > 0 && len(w.queue) >= int(cfg.ConnQueueFrames)) ||
-		(cfg.ConnQueueBytes > 0 && w.bytes+size > int(cfg.ConnQueueBytes)) {
+	if (w.o.MaxFrames > 0 && len(w.queue) >= w.o.MaxFrames) ||
+		(w.o.MaxBytes > 0 && w.bytes+size > w.o.MaxBytes) {
 		n := len(w.queue)
 		w.full = true
 		w.dropLocked()
 		w.mu.Unlock()
-		m.refuse(refusedBacklog)
-		m.drop(droppedBacklog, n)
+		m.RefuseBacklog()
+		m.DropBacklog(n)
 		w.cancel()
-		w.l.close(w.conn, corralv1.Code_CODE_BACKLOG_FULL,
-			fmt.Sprintf("more than %d frames or %d bytes waiting on this connection", cfg.ConnQueueFrames, cfg.ConnQueueBytes),
+		w.link.Close(w.conn, corralv1.Code_CODE_BACKLOG_FULL,
+			fmt.Sprintf("more than %d frames or %d bytes waiting on this connection", w.o.MaxFrames, w.o.MaxBytes),
 			uint32(backlogDelay.Milliseconds()))
 		return
 	}
 	w.queue = append(w.queue, queued{f: f, size: size})
 	w.bytes += size
-	m.backlogFrames.Inc()
-	m.backlogBytes.Add(float64(size))
+	m.BacklogFrames.Inc()
+	m.BacklogBytes.Add(float64(size))
 	if ok {
 		if w.latest == nil {
 			w.latest = make(map[latestKey]*linkv1.EdgeFrame)
@@ -157,20 +199,20 @@ func (w *connWork) push(f *linkv1.EdgeFrame, size int) {
 	}
 }
 
-// pushTask queues a task of the internal API (control.go) behind the
-// frames already queued, and starts the worker if it is idle. It never
-// blocks. It reports false, without queueing, when the connection is
-// closing or its queue is full: the API never closes a connection for
-// being busy.
-func (w *connWork) pushTask(task func(ctx context.Context, s *session)) bool {
-	cfg := &w.l.core.cfg
+// PushTask queues a task of the internal API behind the frames already
+// queued, and starts the worker if it is idle. It never blocks. It
+// reports false, without queueing, when the connection is closing or its
+// queue is full: the API never closes a connection for being busy. The
+// task runs with the connection's ctx and session, or is called with a
+// nil ctx and session when it is dropped instead.
+func (w *Work) PushTask(task func(ctx context.Context, s *Session)) bool {
 	w.mu.Lock()
-	if w.gone != nil || w.full || (cfg.ConnQueueFrames > 0 && len(w.queue) >= int(cfg.ConnQueueFrames)) {
+	if w.gone != nil || w.full || (w.o.MaxFrames > 0 && len(w.queue) >= w.o.MaxFrames) {
 		w.mu.Unlock()
 		return false
 	}
 	w.queue = append(w.queue, queued{task: task})
-	w.l.core.metrics.backlogFrames.Inc()
+	w.o.Metrics.BacklogFrames.Inc()
 	start := !w.running
 	w.running = true
 	w.mu.Unlock()
@@ -185,10 +227,10 @@ func (w *connWork) pushTask(task func(ctx context.Context, s *session)) bool {
 const backlogDelay = 2 * time.Second
 
 // dropLocked empties the queue. Lock must be held.
-func (w *connWork) dropLocked() {
-	m := w.l.core.metrics
-	m.backlogFrames.Sub(float64(len(w.queue)))
-	m.backlogBytes.Sub(float64(w.bytes))
+func (w *Work) dropLocked() {
+	m := &w.o.Metrics
+	m.BacklogFrames.Sub(float64(len(w.queue)))
+	m.BacklogBytes.Sub(float64(w.bytes))
 	for _, q := range w.queue {
 		if q.task != nil {
 			q.task(nil, nil) // dropped: the task only reports it
@@ -200,10 +242,26 @@ func (w *connWork) dropLocked() {
 	clear(w.latest)
 }
 
-// detach ends the connection's work: the queued frames are dropped
+// Depth is how many frames and tasks wait in w's queue.
+func (w *Work) Depth() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
+}
+
+// Session returns the connection's session, nil until the attach made
+// it or when it refused the connection, and whether the worker is idle
+// (for tests that wait for the attach).
+func (w *Work) Session() (s *Session, idle bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.s, !w.running
+}
+
+// Detach ends the connection's work: the queued frames are dropped
 // (counted), the call in flight is cancelled, and the worker detaches the
 // session as soon as that call returns (at once when none runs).
-func (w *connWork) detach(d *linkv1.Detach) {
+func (w *Work) Detach(d *linkv1.Detach) {
 	w.mu.Lock()
 	if w.gone != nil {
 		w.mu.Unlock()
@@ -217,7 +275,7 @@ func (w *connWork) detach(d *linkv1.Detach) {
 	w.mu.Unlock()
 	w.cancel()
 	if n > 0 {
-		w.l.core.metrics.drop(droppedDetached, n)
+		w.o.Metrics.DropDetached(n)
 	}
 	if start {
 		go w.run()
@@ -226,18 +284,18 @@ func (w *connWork) detach(d *linkv1.Detach) {
 
 // run processes the queue until it is empty, and the detach once the
 // connection is gone.
-func (w *connWork) run() {
-	c := w.l.core
+func (w *Work) run() {
+	c, m := w.o.Core, &w.o.Metrics
 	// A free slot is taken without asking for ctx.Done: a cancelCtx makes
 	// its done channel on the first call and keeps it for the
 	// connection's life, a channel per idle connection for nothing.
 	select {
-	case w.l.workers <- struct{}{}:
-		defer func() { <-w.l.workers }()
+	case w.workers <- struct{}{}:
+		defer func() { <-w.workers }()
 	default:
 		select {
-		case w.l.workers <- struct{}{}:
-			defer func() { <-w.l.workers }()
+		case w.workers <- struct{}{}:
+			defer func() { <-w.workers }()
 		case <-w.ctx.Done():
 			// Detached (or the link ended) while waiting for a worker
 			// slot: the detach alone is left, and it needs no slot.
@@ -250,7 +308,7 @@ func (w *connWork) run() {
 			w.s = nil
 			w.mu.Unlock()
 			if s != nil {
-				c.detach(s, w.l.link, w.conn, d.GetClean())
+				c.Detach(s, w.link, w.conn, d.GetClean())
 			}
 			return
 		}
@@ -268,8 +326,8 @@ func (w *connWork) run() {
 		}
 		s := w.s
 		w.mu.Unlock()
-		c.metrics.backlogFrames.Dec()
-		c.metrics.backlogBytes.Sub(float64(size))
+		m.BacklogFrames.Dec()
+		m.BacklogBytes.Sub(float64(size))
 
 		if task != nil {
 			task(w.ctx, s)
@@ -277,7 +335,7 @@ func (w *connWork) run() {
 		}
 		switch k := f.GetKind().(type) {
 		case *linkv1.EdgeFrame_Attach:
-			s = c.attach(w.ctx, w.l.link, w.conn, w, k.Attach)
+			s = c.Attach(w.ctx, w.link, w.conn, w, k.Attach)
 			w.mu.Lock()
 			w.s = s
 			w.mu.Unlock()
@@ -286,24 +344,24 @@ func (w *connWork) run() {
 				// A publish's corral.publish continues the edge's trace.
 				// A refusal sent meanwhile names the frame (Error.frame).
 				s.handling.Store(k.Frame)
-				c.handleClient(tracing.Continue(w.ctx, f.GetTraceparent()), s, k.Frame)
+				c.HandleClient(tracing.Continue(w.ctx, f.GetTraceparent()), s, k.Frame)
 				s.handling.Store(nil)
 			} else {
-				c.metrics.drop(droppedUnattached, 1)
+				m.DropUnattached(1)
 			}
 		case *linkv1.EdgeFrame_ReplayTaken:
 			if s != nil {
-				s.replayTaken(w.ctx, c, k.ReplayTaken.GetRoom()) // replay.go
+				c.ReplayTaken(w.ctx, s, k.ReplayTaken.GetRoom())
 			}
 		case *linkv1.EdgeFrame_Refresh:
 			if s != nil {
 				// The client's Refresh, checked by the edge: a refusal
 				// names it as the client frame's would.
 				s.handling.Store(refreshFrame)
-				c.refresh(w.ctx, s, k.Refresh)
+				c.Refresh(w.ctx, s, k.Refresh)
 				s.handling.Store(nil)
 			} else {
-				c.metrics.drop(droppedUnattached, 1)
+				m.DropUnattached(1)
 			}
 		}
 	}
