@@ -68,6 +68,9 @@ type VersusStats struct {
 	Cut           int            `json:"cut,omitempty"` // sockets the herd reset
 	FirstFailures map[string]int `json:"firstFailures,omitempty"`
 	Duplicated    uint64         `json:"duplicated"`
+	// PostHerd (storm, herd mode) is delivery once every member is back:
+	// the reads of the messages published after the last came back.
+	PostHerd *PostHerdStats `json:"postHerd,omitempty"`
 }
 
 // versus workload defaults: sockets, rooms, senders, rate, duration.
@@ -199,6 +202,7 @@ type vsRun struct {
 	r       *run
 	rooms   func(int) string
 	connLat histogram
+	post    postHerd // the herd's: reads once it is over
 
 	mu      sync.Mutex // guards the following fields
 	members []*vsMember
@@ -312,7 +316,8 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 		res.Headline += fmt.Sprintf(", %d duplicated; %s storm: %d of %d recovered (%d reset), p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			stats.Duplicated, cfg.StormMode, stats.Recovered, joined, stats.Cut, stats.RecoverP50Ms, stats.P99Ms, stats.RecoverMaxMs)
 		if cfg.StormMode == "herd" {
-			res.Headline += fmt.Sprintf("; first attempts failed: %s", fmtCounts(stats.FirstFailures))
+			stats.PostHerd = x.post.stats()
+			res.Headline += fmt.Sprintf("; first attempts failed: %s; %s", fmtCounts(stats.FirstFailures), stats.PostHerd.headline())
 		}
 	}
 	if stats.PerConnBytes > 0 {
@@ -388,6 +393,7 @@ func (x *vsRun) read(m *vsMember, g uint64, p Pub) {
 	now := time.Now()
 	if t, ok := sentTime(p.Payload); ok {
 		x.r.delivered(t, now)
+		x.post.observe(m.idx, m.room, p.Offset, t, now)
 	}
 	m.got.Add(1)
 	last := m.last.Load()
@@ -589,6 +595,7 @@ func (x *vsRun) herd(ctx context.Context, reset *resetDialer, rejoin *histogram,
 		}()
 	}
 	wg.Wait()
+	x.post.begin(time.Now())
 	srv, gen = x.r.endWindow(ctx)
 	window = time.Since(dropped)
 	x.r.setPhase("publishing")
