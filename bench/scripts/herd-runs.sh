@@ -8,7 +8,10 @@
 # redis-server, on a free port), then corral-bench versus (standard client)
 # --workload storm --storm-mode herd: 10,000 sockets in 100 rooms, 100
 # publishes/s, 20 s, every socket reset (RST) at a third and each client
-# back on W1's own timer, rejoining from its last offset. Prints one line
+# back on W1's own timer, rejoining from its last offset; publishing goes
+# on AFTER (default 10s) once the last is back (--after: on a loaded
+# machine the herd can outlast the 20 s, and leave no post-herd message
+# to measure). Prints one line
 # per run: recovered of joined, lost, duplicated, the post-herd delivery
 # (every read of a message published after the last client came back,
 # publish to read) p99.9 and max, and the reads later than 250 ms; then a
@@ -32,6 +35,7 @@ if [ "${1:-}" = --redis ]; then
 fi
 OUT=${1:-$(mktemp -d -t herd-runs.XXXXXX)}
 SOCKETS=${SOCKETS:-10000}
+AFTER=${AFTER:-10s}
 mkdir -p "$OUT"
 . "$(dirname "$0")/bins.sh"
 
@@ -84,7 +88,7 @@ run() { # k
 	done >"$OUT/run-$k.metrics") &
 	PIDS+=($!)
 	"$BENCH" versus --server corral --url "ws://127.0.0.1:$ws/ws" --api "http://127.0.0.1:$api" --pid "$sp" --quiet \
-		--workload storm --storm-mode herd --sockets "$SOCKETS" --rooms 100 --rate 100 --duration 20s \
+		--workload storm --storm-mode herd --sockets "$SOCKETS" --rooms 100 --rate 100 --duration 20s --after "$AFTER" \
 		--json "$OUT/run-$k.json" >"$OUT/run-$k.txt" 2>&1
 	cleanup
 }
