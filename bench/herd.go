@@ -111,6 +111,7 @@ type postHerd struct {
 
 	mu      sync.Mutex  // guards the following fields
 	members map[int]int // late reads by member
+	seconds map[int]int // late reads by whole seconds from the herd's end to the publish
 	worst   lateRead
 }
 
@@ -144,9 +145,10 @@ func (p *postHerd) observe(member int, room string, offset uint64, sent int64, r
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.members == nil {
-		p.members = map[int]int{}
+		p.members, p.seconds = map[int]int{}, map[int]int{}
 	}
 	p.members[member]++
+	p.seconds[int((sent-from)/int64(time.Second))]++
 	if d > p.worst.late {
 		p.worst = lateRead{member: member, room: room, offset: offset, late: d, after: time.Duration(sent - from)}
 	}
@@ -162,6 +164,12 @@ func (p *postHerd) stats() *PostHerdStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.LateMembers = len(p.members)
+	if len(p.seconds) > 0 {
+		s.LateBySecond = make(map[string]int, len(p.seconds))
+		for k, v := range p.seconds {
+			s.LateBySecond[strconv.Itoa(k)] = v
+		}
+	}
 	if w := p.worst; w.late > 0 {
 		s.Worst = fmt.Sprintf("member %d (%s) read offset %d %.0f ms after its publish, %.1f s after the herd ended",
 			w.member, w.room, w.offset, ms(w.late), w.after.Seconds())
@@ -179,7 +187,8 @@ func (s *PostHerdStats) headline() string {
 	h := fmt.Sprintf("post-herd n=%d, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d later than %.0f ms",
 		l.Count, l.P50, l.P99, l.P999, l.Max, s.Late, s.LateMs)
 	if s.Late > 0 {
-		h += fmt.Sprintf(" (%d members; worst: %s)", s.LateMembers, s.Worst)
+		h += fmt.Sprintf(" (%d members; by second after the herd: %s; worst: %s)",
+			s.LateMembers, fmtCounts(s.LateBySecond), s.Worst)
 	}
 	return h
 }

@@ -96,7 +96,10 @@ func TestPostHerd(t *testing.T) {
 	if s.Worst != want {
 		t.Errorf("worst %q, want %q", s.Worst, want)
 	}
-	if h := s.headline(); !strings.Contains(h, "post-herd n=6,") || !strings.Contains(h, "3 later than 250 ms (2 members; worst: member 4") {
+	if got := fmtCounts(s.LateBySecond); got != "1 1, 2 2" {
+		t.Errorf("late by second %q, want 1 1, 2 2", got)
+	}
+	if h := s.headline(); !strings.Contains(h, "post-herd n=6,") || !strings.Contains(h, "3 later than 250 ms (2 members; by second after the herd: 1 1, 2 2; worst: member 4") {
 		t.Errorf("headline %q", h)
 	}
 	var none *PostHerdStats

@@ -222,7 +222,10 @@ type PostHerdStats struct {
 	LateMs      float64 `json:"lateMs"`
 	Late        uint64  `json:"late"`
 	LateMembers int     `json:"lateMembers,omitempty"`
-	Worst       string  `json:"worst,omitempty"`
+	// LateBySecond counts the late reads by the whole seconds from the
+	// herd's end to their message's publish ("0": within the first).
+	LateBySecond map[string]int `json:"lateBySecond,omitempty"`
+	Worst        string         `json:"worst,omitempty"`
 }
 
 // StormStats is how a reconnect storm's clients came back.
