@@ -108,6 +108,9 @@ type postHerd struct {
 	from atomic.Int64 // unix nanos the herd ended; 0 while it lasts
 	lat  histogram
 	late atomic.Uint64
+	// acks is the post-herd publishes' schedule to acknowledgement: when
+	// it is as late as the reads, the time went before the fan-out.
+	acks histogram
 
 	mu      sync.Mutex  // guards the following fields
 	members map[int]int // late reads by member
@@ -155,12 +158,20 @@ func (p *postHerd) observe(member int, room string, offset uint64, sent int64, r
 	return true
 }
 
+// acked counts the acknowledgement of a publish scheduled at sent (unix
+// nanos), took after its schedule, if it is post-herd.
+func (p *postHerd) acked(sent int64, took time.Duration) {
+	if from := p.from.Load(); from != 0 && sent >= from {
+		p.acks.observe(took)
+	}
+}
+
 // stats freezes the figures; nil when the herd never ended.
 func (p *postHerd) stats() *PostHerdStats {
 	if p.from.Load() == 0 {
 		return nil
 	}
-	s := &PostHerdStats{Latency: p.lat.summary(), LateMs: ms(postHerdLate), Late: p.late.Load()}
+	s := &PostHerdStats{Latency: p.lat.summary(), Acks: p.acks.summary(), LateMs: ms(postHerdLate), Late: p.late.Load()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.LateMembers = len(p.members)
@@ -184,8 +195,8 @@ func (s *PostHerdStats) headline() string {
 		return "post-herd: the herd never ended"
 	}
 	l := s.Latency
-	h := fmt.Sprintf("post-herd n=%d, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms, %d later than %.0f ms",
-		l.Count, l.P50, l.P99, l.P999, l.Max, s.Late, s.LateMs)
+	h := fmt.Sprintf("post-herd n=%d, p50 %.1f p99 %.1f p99.9 %.1f max %.1f ms (publish acks p99.9 %.1f ms), %d later than %.0f ms",
+		l.Count, l.P50, l.P99, l.P999, l.Max, s.Acks.P999, s.Late, s.LateMs)
 	if s.Late > 0 {
 		h += fmt.Sprintf(" (%d members; by second after the herd: %s; worst: %s)",
 			s.LateMembers, fmtCounts(s.LateBySecond), s.Worst)

@@ -85,7 +85,12 @@ func TestPostHerd(t *testing.T) {
 			t.Errorf("%s: post-herd %v, want %v", r.name, got, r.post)
 		}
 	}
+	p.acked(at(-time.Millisecond), time.Second) // the herd's
+	p.acked(at(time.Second), 30*ms)
 	s := p.stats()
+	if s.Acks.Count != 1 || s.Acks.Max < 29 || s.Acks.Max > 31 {
+		t.Errorf("post-herd acks %+v, want the one of 30 ms", s.Acks)
+	}
 	if s.Latency.Count != 6 || s.Late != 3 || s.LateMembers != 2 || s.LateMs != 250 {
 		t.Fatalf("stats: %+v", s)
 	}

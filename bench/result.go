@@ -216,6 +216,10 @@ type Freshness struct {
 // from its publish (the payload's scheduled time) to the read.
 type PostHerdStats struct {
 	Latency Latency `json:"latency"`
+	// Acks is the same publishes' schedule to acknowledgement (the
+	// internal API's answer): as late as Latency, the time went before
+	// the fan-out (the publisher's queue, the API).
+	Acks Latency `json:"acks"`
 	// Late counts the reads later than LateMs (250), LateMembers the
 	// members that made them; Worst names the latest read: its member,
 	// room, offset, lateness, and when after the herd it was published.

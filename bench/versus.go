@@ -470,6 +470,7 @@ func (x *vsRun) publish(ctx context.Context, start time.Time, d time.Duration) {
 						continue
 					}
 					x.r.acked(nil, time.Since(j.at))
+					x.post.acked(j.at.UnixNano(), time.Since(j.at))
 					x.mu.Lock()
 					x.upto[room] = max(x.upto[room], pos.Offset)
 					x.mu.Unlock()
