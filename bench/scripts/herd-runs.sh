@@ -21,7 +21,9 @@
 # read every 0.5 s with a timestamp, to tell when and where it was late.
 #
 # Binaries: CORRAL and BENCH (default: built from this checkout, bins.sh),
-# REDIS_SERVER. SOCKETS (default 10000) scales a run down for a smoke test.
+# REDIS_SERVER. SOCKETS (default 10000) scales a run down for a smoke test;
+# PUBLISHERS (default 32) is the server-API publishes in flight at most: a
+# publish that waits for one counts its wait as lateness.
 # Ports: free ones on 127.0.0.1. OUT defaults to a temp dir. It holds no
 # lock itself: run it under the machine's load lock,
 #   flock /tmp/corral-load.lock bench/scripts/herd-runs.sh 20
@@ -36,6 +38,7 @@ fi
 OUT=${1:-$(mktemp -d -t herd-runs.XXXXXX)}
 SOCKETS=${SOCKETS:-10000}
 AFTER=${AFTER:-10s}
+PUBLISHERS=${PUBLISHERS:-32}
 mkdir -p "$OUT"
 . "$(dirname "$0")/bins.sh"
 
@@ -88,7 +91,7 @@ run() { # k
 	done >"$OUT/run-$k.metrics") &
 	PIDS+=($!)
 	"$BENCH" versus --server corral --url "ws://127.0.0.1:$ws/ws" --api "http://127.0.0.1:$api" --pid "$sp" --quiet \
-		--workload storm --storm-mode herd --sockets "$SOCKETS" --rooms 100 --rate 100 --duration 20s --after "$AFTER" \
+		--workload storm --storm-mode herd --sockets "$SOCKETS" --rooms 100 --rate 100 --duration 20s --after "$AFTER" --publishers "$PUBLISHERS" \
 		--json "$OUT/run-$k.json" >"$OUT/run-$k.txt" 2>&1
 	cleanup
 }
