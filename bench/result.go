@@ -211,6 +211,27 @@ type Freshness struct {
 	Latency Latency `json:"latency"`
 }
 
+// PostHerdStats is delivery once the herd is over (issue 34): every read
+// of a message published after the last member of the herd came back,
+// from its publish (the payload's scheduled time) to the read.
+type PostHerdStats struct {
+	Latency Latency `json:"latency"`
+	// Acks is the same publishes' schedule to acknowledgement (the
+	// internal API's answer): as late as Latency, the time went before
+	// the fan-out (the publisher's queue, the API).
+	Acks Latency `json:"acks"`
+	// Late counts the reads later than LateMs (250), LateMembers the
+	// members that made them; Worst names the latest read: its member,
+	// room, offset, lateness, and when after the herd it was published.
+	LateMs      float64 `json:"lateMs"`
+	Late        uint64  `json:"late"`
+	LateMembers int     `json:"lateMembers,omitempty"`
+	// LateBySecond counts the late reads by the whole seconds from the
+	// herd's end to their message's publish ("0": within the first).
+	LateBySecond map[string]int `json:"lateBySecond,omitempty"`
+	Worst        string         `json:"worst,omitempty"`
+}
+
 // StormStats is how a reconnect storm's clients came back.
 type StormStats struct {
 	Clients int `json:"clients"`

@@ -36,6 +36,10 @@ type Versus struct {
 	// without a close frame (a FIN, not a RST).
 	StormMode      string
 	RecoverTimeout time.Duration
+	// After (storm, herd mode): publishing goes on at least this long
+	// once the last client is back, the post-herd figures' window; 0:
+	// publishing ends with Duration, when the herd may not be over yet.
+	After time.Duration
 }
 
 // VersusStats is the row a versus run measured: what bench/scripts/versus.sh
@@ -68,6 +72,9 @@ type VersusStats struct {
 	Cut           int            `json:"cut,omitempty"` // sockets the herd reset
 	FirstFailures map[string]int `json:"firstFailures,omitempty"`
 	Duplicated    uint64         `json:"duplicated"`
+	// PostHerd (storm, herd mode) is delivery once every member is back:
+	// the reads of the messages published after the last came back.
+	PostHerd *PostHerdStats `json:"postHerd,omitempty"`
 }
 
 // versus workload defaults: sockets, rooms, senders, rate, duration.
@@ -127,6 +134,7 @@ func (v *Versus) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&v.Timeout, "publish-timeout", v.Timeout, "deadline of one publish")
 	fs.StringVar(&v.StormMode, "storm-mode", v.StormMode, "storm: herd (every socket reset, each client back on W1's own timer, no cap) or bounded (the old storm: 512 rejoins in flight at most)")
 	fs.DurationVar(&v.RecoverTimeout, "recover-timeout", v.RecoverTimeout, "storm: how long the herd may take to come back")
+	fs.DurationVar(&v.After, "after", v.After, "storm, herd mode: publish at least this long once the last client is back (the post-herd window; 0: only for --duration, which may end before the herd does)")
 }
 
 func (v *Versus) params() map[string]any {
@@ -135,6 +143,7 @@ func (v *Versus) params() map[string]any {
 		"senders": v.Senders, "rate": v.Rate, "duration": v.Duration.String(), "size": v.Size,
 		"publishers": v.Workers, "connect-rate": v.ConnectRate, "settle": v.Settle.String(),
 		"storm-mode": v.StormMode, "recover-timeout": v.RecoverTimeout.String(),
+		"after": v.After.String(),
 	}
 }
 
@@ -199,6 +208,7 @@ type vsRun struct {
 	r       *run
 	rooms   func(int) string
 	connLat histogram
+	post    postHerd // the herd's: reads once it is over
 
 	mu      sync.Mutex // guards the following fields
 	members []*vsMember
@@ -231,7 +241,7 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer restore()
 	setup := time.Duration(float64(cfg.Sockets)/cfg.ConnectRate*float64(time.Second)) + 30*time.Second
-	horizon := 2*setup + cfg.Duration + cfg.Settle + o.Drain + 2*time.Minute
+	horizon := 2*setup + cfg.Duration + cfg.Settle + cfg.After + o.Drain + 2*time.Minute
 	ctx, cancel := context.WithTimeout(ctx, horizon)
 	defer cancel()
 
@@ -312,7 +322,8 @@ func (v *Versus) Run(ctx context.Context, o Options) (*Result, error) {
 		res.Headline += fmt.Sprintf(", %d duplicated; %s storm: %d of %d recovered (%d reset), p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			stats.Duplicated, cfg.StormMode, stats.Recovered, joined, stats.Cut, stats.RecoverP50Ms, stats.P99Ms, stats.RecoverMaxMs)
 		if cfg.StormMode == "herd" {
-			res.Headline += fmt.Sprintf("; first attempts failed: %s", fmtCounts(stats.FirstFailures))
+			stats.PostHerd = x.post.stats()
+			res.Headline += fmt.Sprintf("; first attempts failed: %s; %s", fmtCounts(stats.FirstFailures), stats.PostHerd.headline())
 		}
 	}
 	if stats.PerConnBytes > 0 {
@@ -388,6 +399,7 @@ func (x *vsRun) read(m *vsMember, g uint64, p Pub) {
 	now := time.Now()
 	if t, ok := sentTime(p.Payload); ok {
 		x.r.delivered(t, now)
+		x.post.observe(m.idx, m.room, p.Offset, t, now)
 	}
 	m.got.Add(1)
 	last := m.last.Load()
@@ -458,6 +470,7 @@ func (x *vsRun) publish(ctx context.Context, start time.Time, d time.Duration) {
 						continue
 					}
 					x.r.acked(nil, time.Since(j.at))
+					x.post.acked(j.at.UnixNano(), time.Since(j.at))
 					x.mu.Lock()
 					x.upto[room] = max(x.upto[room], pos.Offset)
 					x.mu.Unlock()
@@ -539,7 +552,8 @@ func (x *vsRun) storm(ctx context.Context, rejoin *histogram) (notRecovered uint
 // herd publishes for Duration; at a third of it every member's socket is
 // reset at once (TCP RST, reset.ResetAll), and each member comes back on
 // its own timer (herdWait: W1's schedule), as many at once as the
-// schedule brings, rejoining from its last position. The window is the
+// schedule brings, rejoining from its last position. Publishing goes on
+// at least After once the last member is back. The window is the
 // reset to the last member's recovered join, or RecoverTimeout. rejoin
 // gets each member's time from the reset to its recovered join; first
 // the first attempts that failed, by kind.
@@ -589,10 +603,17 @@ func (x *vsRun) herd(ctx context.Context, reset *resetDialer, rejoin *histogram,
 		}()
 	}
 	wg.Wait()
+	over := time.Now()
+	x.post.begin(over)
 	srv, gen = x.r.endWindow(ctx)
 	window = time.Since(dropped)
 	x.r.setPhase("publishing")
 	<-pubDone
+	// The herd can outlast Duration: publishing then goes on (After) for
+	// the post-herd figures to have something to measure.
+	if rest := x.v.After - time.Since(over); rest > 0 && ctx.Err() == nil {
+		x.publish(ctx, time.Now(), rest)
+	}
 	return nr.Load(), int(back.Load()), cut, window, srv, gen
 }
 

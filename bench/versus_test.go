@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func TestVersusCorral(t *testing.T) {
 			if tt.stormMode != "" {
 				v.StormMode = tt.stormMode
 			}
+			v.After = time.Second // herd: the post-herd window
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			res, err := v.Run(ctx, bench.Options{Target: target, Drain: 5 * time.Second})
@@ -52,6 +54,9 @@ func TestVersusCorral(t *testing.T) {
 			}
 			if tt.workload == "storm" && tt.stormMode == "" && s.Cut != 20 {
 				t.Errorf("herd: %d of 20 sockets reset", s.Cut)
+			}
+			if tt.workload == "storm" && tt.stormMode == "" && (s.PostHerd == nil || s.PostHerd.Latency.Count == 0 || !strings.Contains(res.Headline, "post-herd n=")) {
+				t.Errorf("herd: no post-herd figures: %+v, headline %q", s.PostHerd, res.Headline)
 			}
 			if tt.workload == "storm" && s.Recovered != 20 {
 				t.Errorf("%s storm: %d of 20 recovered: %+v", s.StormMode, s.Recovered, s)
