@@ -16,7 +16,7 @@ import (
 //
 // Without keepAlive the accepted connections get no TCP keep-alive: Go
 // turns it on by default with four setsockopt(2) calls per accept
-// (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT), 3% of the
+// (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT), about 2.5% of the
 // server's CPU in the reconnect phase of the herd of 10,000 clients
 // (docs/benchmarks/2026-12-06-2130-issue34-herd-writes.md). The public
 // listener of a node with an edge listens so: a WebSocket has the edge's
