@@ -528,7 +528,10 @@ func (n *Node) awaitLinks(e *edge.Edge) {
 // request is a GET of wsPath goes to ws directly (wsListener), the others to
 // net/http, which serves h.
 func (n *Node) listen(addr string, h http.Handler, h2c bool, ws http.Handler) error {
-	ln, err := listenTCP(addr, n.opts.Backlog)
+	// With the edge, no TCP keep-alive on accept: the WebSockets do
+	// without it, and the listener gives it back to the connections it
+	// hands to net/http (listenTCP, wsListener.handOff).
+	ln, err := listenTCP(addr, n.opts.Backlog, ws == nil)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", addr, err)
 	}

@@ -161,9 +161,14 @@ func (l *wsListener) serve(nc net.Conn) {
 	}
 }
 
-// handOff gives nc to net/http with what br read of it.
+// handOff gives nc to net/http with what br read of it, with the TCP
+// keep-alive Go's listener would have set (Go's defaults), which the
+// public listener leaves off for the WebSockets (listenTCP).
 func (l *wsListener) handOff(nc net.Conn, br *bufio.Reader) {
 	_ = nc.SetReadDeadline(time.Time{}) // net/http sets its own
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true})
+	}
 	var c net.Conn = nc
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
