@@ -2048,10 +2048,11 @@ var Client = class extends Emitter {
     }
     if (l) {
       if (err.advice === "retry") {
-        const gen = this.gen;
-        setTimeout(() => {
-          if (gen === this.gen && this.st === "open" && this.leaving.get(e.room) === l) this.send({ leave: { room: e.room } });
-        }, Math.max(e.retryAfterMs, 500));
+        this.askAgain(
+          e.retryAfterMs,
+          () => this.st === "open" && this.leaving.get(e.room) === l,
+          () => this.send({ leave: { room: e.room } })
+        );
         return;
       }
       this.leaving.delete(e.room);
@@ -2060,10 +2061,7 @@ var Client = class extends Emitter {
     const r = e.room && is("join") ? this.rooms.get(e.room) : void 0;
     if (r && r.joining && !r.ready) {
       if (err.advice === "retry") {
-        const gen = this.gen;
-        setTimeout(() => {
-          if (gen === this.gen && this.rooms.get(e.room) === r && !r.ready) this.sendJoin(e.room, r);
-        }, Math.max(e.retryAfterMs, 500));
+        this.askAgain(e.retryAfterMs, () => this.rooms.get(e.room) === r && !r.ready, () => this.sendJoin(e.room, r));
         return;
       }
       this.rooms.delete(e.room);
@@ -2072,6 +2070,15 @@ var Client = class extends Emitter {
       for (const p2 of [...this.outbox.values()]) if (p2.room === e.room) this.settle(p2, err);
     }
     this.emit("error", err);
+  }
+  /** askAgain sends a refused join or leave again after the refusal's
+   * retry_after_ms (at least 500 ms), on the same connection, if still()
+   * holds then; a new connection sends what is pending anyway. */
+  askAgain(retryAfterMs, still, send) {
+    const gen = this.gen;
+    setTimeout(() => {
+      if (gen === this.gen && still()) send();
+    }, Math.max(retryAfterMs, 500));
   }
   // ---- publishes, signals, acks, heartbeats ----
   /** pump sends room's unsent publishes in their order, up to the first

@@ -1216,10 +1216,8 @@ export class Client extends Emitter<ClientEvents> {
       if (err.advice === "retry") {
         // Busy or rate limited: ask again later on this connection (a
         // new connection sends it again anyway, on Joined).
-        const gen = this.gen;
-        setTimeout(() => {
-          if (gen === this.gen && this.st === "open" && this.leaving.get(e.room) === l) this.send({ leave: { room: e.room } });
-        }, Math.max(e.retryAfterMs, 500));
+        this.askAgain(e.retryAfterMs, () => this.st === "open" && this.leaving.get(e.room) === l,
+          () => this.send({ leave: { room: e.room } }));
         return;
       }
       this.leaving.delete(e.room);
@@ -1229,10 +1227,7 @@ export class Client extends Emitter<ClientEvents> {
     if (r && r.joining && !r.ready) {
       // A refused join.
       if (err.advice === "retry") {
-        const gen = this.gen;
-        setTimeout(() => {
-          if (gen === this.gen && this.rooms.get(e.room) === r && !r.ready) this.sendJoin(e.room, r);
-        }, Math.max(e.retryAfterMs, 500));
+        this.askAgain(e.retryAfterMs, () => this.rooms.get(e.room) === r && !r.ready, () => this.sendJoin(e.room, r));
         return;
       }
       this.rooms.delete(e.room);
@@ -1241,6 +1236,16 @@ export class Client extends Emitter<ClientEvents> {
       for (const p of [...this.outbox.values()]) if (p.room === e.room) this.settle(p, err);
     }
     this.emit("error", err);
+  }
+
+  /** askAgain sends a refused join or leave again after the refusal's
+   * retry_after_ms (at least 500 ms), on the same connection, if still()
+   * holds then; a new connection sends what is pending anyway. */
+  private askAgain(retryAfterMs: number, still: () => boolean, send: () => void): void {
+    const gen = this.gen;
+    setTimeout(() => {
+      if (gen === this.gen && still()) send();
+    }, Math.max(retryAfterMs, 500));
   }
 
   // ---- publishes, signals, acks, heartbeats ----
