@@ -54,17 +54,6 @@ cleanup() {
 }
 trap 'cleanup; bins_cleanup' EXIT
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "herd-runs.sh: nothing listens on 127.0.0.1:$1" >&2
-	return 1
-}
 
 run() { # k
 	local k=$1 extra=() ws api

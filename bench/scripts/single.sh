@@ -33,14 +33,6 @@ stop() {
 	bins_cleanup
 }
 trap stop EXIT
-wait_port() { # bounded: 10 s
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "single.sh: nothing listens on 127.0.0.1:$1" >&2
-	return 1
-}
 
 extra=()
 if [ -n "$REDIS" ]; then

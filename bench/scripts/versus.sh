@@ -74,14 +74,6 @@ cleanup() {
 }
 trap 'cleanup; bins_cleanup' EXIT
 
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "versus.sh: nothing listens on 127.0.0.1:$1" >&2
-	return 1
-}
 
 start_redis() {
 	"$REDIS_SERVER" --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >"$OUT/redis.log" 2>&1 &
