@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -28,6 +29,21 @@ func (c *Core) storeFailed(s *session, what string, err error, room, ref string)
 		return
 	}
 	s.SendErr(corralv1.Code_CODE_UNAVAILABLE, what+" failed: store unavailable, retry later", room, ref)
+}
+
+// joinFailed tells s that q's room could not be joined because a store
+// failed (its state read or its subscription). Like every room a resume
+// names, a resumed room is answered with Left, here CODE_UNAVAILABLE, and
+// the session store keeps it, so the next resume asks again; a Join is
+// answered with an Error frame. A resumed room answered with an Error
+// frame was neither joined nor left, and its client waited for ever.
+func (c *Core) joinFailed(ctx context.Context, s *session, q *joinReq, err error) {
+	if !q.Resumed {
+		c.storeFailed(s, "join", err, q.Name, "")
+		return
+	}
+	c.cfg.Logger.Warn("store operation failed", "op", "resume join", "session", s.SessionID(), "room", q.Name, "err", err)
+	c.adm.refuseRetry(ctx, s, q, "join failed: store unavailable, resume again later", 0)
 }
 
 // isStoreTimeout reports whether err is a store call that ran past the

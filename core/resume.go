@@ -132,7 +132,7 @@ func (c *Core) join(ctx context.Context, s *session, reqs []*joinReq) {
 	for _, q := range reqs {
 		r, err := c.acquireRoom(ctx, q.Name, true)
 		if err != nil {
-			c.storeFailed(s, "join", err, q.Name, "")
+			c.joinFailed(ctx, s, q, err)
 			continue
 		}
 		q.Room = r

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
+	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/sessions"
 )
 
@@ -94,5 +96,101 @@ func TestResumeWritesPositionsOnce(t *testing.T) {
 		if got[p.GetRoom()] != want {
 			t.Errorf("room %s stored at %+v, want %+v", p.GetRoom(), got[p.GetRoom()], want)
 		}
+	}
+}
+
+// downRooms is the memory history whose State fails for the rooms in down.
+type downRooms struct {
+	*history.Memory
+	mu   sync.Mutex // guards down
+	down map[string]bool
+}
+
+func (h *downRooms) State(ctx context.Context, room string) (history.State, error) {
+	h.mu.Lock()
+	down := h.down[room]
+	h.mu.Unlock()
+	if down {
+		return history.State{}, errors.New("test: store down")
+	}
+	return h.Memory.State(ctx, room)
+}
+
+func (h *downRooms) set(room string, down bool) {
+	h.mu.Lock()
+	h.down[room] = down
+	h.mu.Unlock()
+}
+
+// TestResumeStoreFailureAnswersLeft: every room a resume names is answered
+// with Joined or Left. A room whose state the store cannot read is
+// answered with Left CODE_UNAVAILABLE (it used to get an Error frame: the
+// client, waiting for Joined or Left, waited for ever), and the session
+// store keeps it: the next resume, once the store answers, rejoins it
+// although the client did not name it.
+func TestResumeStoreFailureAnswersLeft(t *testing.T) {
+	ctx := context.Background()
+	h := &downRooms{Memory: history.NewMemory(history.MemoryOptions{}), down: map[string]bool{}}
+	t.Cleanup(func() { h.Close() })
+	c := newTestCore(t, Config{History: h})
+	l := fakeLink(c)
+	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
+	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	w := frames(t, l, 1)[0].GetWelcome()
+	rooms := []string{"r0", "r1", "r2"}
+	for _, room := range rooms {
+		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
+		if frames(t, l, 1)[0].GetJoined() == nil {
+			t.Fatalf("join %s: not joined", room)
+		}
+	}
+	c.detach(s, l, 1, false)
+	h.set("r1", true)
+
+	// answers resumes the session on conn naming named, and returns how
+	// each room was answered: "joined", or Left's code.
+	var last *session
+	answers := func(conn uint64, named []string, want int) map[string]string {
+		t.Helper()
+		r := &corralv1.Resume{SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken()}
+		for _, room := range named {
+			r.Rooms = append(r.Rooms, &corralv1.RoomPosition{Room: room})
+		}
+		if last = c.attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: r}}); last == nil {
+			t.Fatal("resume refused")
+		}
+		got := map[string]string{}
+		for len(got) < want {
+			for _, f := range frames(t, l, 1) {
+				answer(t, f, got, &w)
+			}
+		}
+		return got
+	}
+	got := answers(2, rooms, len(rooms))
+	want := map[string]string{"r0": "joined", "r1": corralv1.Code_CODE_UNAVAILABLE.String(), "r2": "joined"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("resume with r1's store down: %v, want %v", got, want)
+	}
+	c.detach(last, l, 2, false)
+	h.set("r1", false)
+	if got := answers(3, nil, len(rooms)); fmt.Sprint(got) != fmt.Sprint(map[string]string{"r0": "joined", "r1": "joined", "r2": "joined"}) {
+		t.Fatalf("resume after the store came back: %v, want all three rooms joined (the store kept r1)", got)
+	}
+}
+
+// answer records in got how f answered a resumed room ("joined", or
+// Left's code), and in w a Welcome.
+func answer(t *testing.T, f *corralv1.ServerFrame, got map[string]string, w **corralv1.Welcome) {
+	t.Helper()
+	switch {
+	case f.GetWelcome() != nil:
+		*w = f.GetWelcome()
+	case f.GetJoined() != nil:
+		got[f.GetJoined().GetRoom()] = "joined"
+	case f.GetLeft() != nil:
+		got[f.GetLeft().GetRoom()] = f.GetLeft().GetCode().String()
+	case f.GetError() != nil:
+		t.Fatalf("resume answered a room with an Error frame: %v", f.GetError())
 	}
 }

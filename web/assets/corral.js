@@ -1948,6 +1948,10 @@ var Client = class extends Emitter {
     this.leaving.delete(l.room);
     for (const w of waiters ?? []) w.resolve();
     const r = this.rooms.get(l.room);
+    if (r && !waiters && r.joining && !r.ready && adviceOf(l.code) === "retry") {
+      this.askAgain(0, () => this.rooms.get(l.room) === r && !r.ready, () => this.sendJoin(l.room, r));
+      return;
+    }
     if (r) {
       this.rooms.delete(l.room);
       this.dirty = true;

@@ -1095,6 +1095,13 @@ export class Client extends Emitter<ClientEvents> {
     this.leaving.delete(l.room);
     for (const w of waiters ?? []) w.resolve();
     const r = this.rooms.get(l.room);
+    if (r && !waiters && r.joining && !r.ready && adviceOf(l.code) === "retry") {
+      // A resumed room the server could not rejoin now (its store did not
+      // answer): the session keeps it; join it again later, like a join
+      // refused with a retry code.
+      this.askAgain(0, () => this.rooms.get(l.room) === r && !r.ready, () => this.sendJoin(l.room, r));
+      return;
+    }
     if (r) {
       // The server removed us (for example the token no longer grants it).
       this.rooms.delete(l.room);

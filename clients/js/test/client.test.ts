@@ -300,6 +300,37 @@ describe("resume", () => {
     assert.deepEqual(states, ["connecting", "open", "reconnecting", "open"]);
   });
 
+  test("a resumed room left with a retry code is joined again, from its position", async () => {
+    const { c } = newClient();
+    let ws = await connected(c);
+    await joined(c, ws, "lobby", 12);
+    await joined(c, ws, "vip", 3);
+    ws.drop(1006);
+    mock.timers.tick(125);
+    await settle();
+    ws = FakeSocket.last;
+    ws.open();
+    ws.serve(welcome({ resumed: true }));
+    const left: string[] = [];
+    c.on("left", (l) => left.push(l.room));
+    // The server could not load lobby's state now: the session keeps it.
+    ws.serve({ left: { room: "lobby", code: Code.UNAVAILABLE, reason: "join failed: store unavailable, resume again later" } });
+    ws.serve({ joined: { room: "vip", seq: 3, epoch: "e1", resumed: true } });
+    assert.deepEqual(ws.framesOf("join"), [], "not before the retry delay");
+    mock.timers.tick(500);
+    const again = ws.framesOf("join");
+    assert.equal(again.length, 1);
+    assert.equal(again[0]!["room"], "lobby");
+    assert.equal(again[0]!["sinceSeq"], 12);
+    ws.serve({ joined: { room: "lobby", seq: 12, epoch: "e1" } });
+    const got: number[] = [];
+    c.on("message", (m) => got.push(m.seq));
+    ws.serve({ message: { room: "lobby", seq: 13, sender: "bob" } });
+    assert.deepEqual(got, [13]);
+    assert.deepEqual(left, [], "the app never saw lobby left");
+    assert.deepEqual(c.joinedRooms.sort(), ["lobby", "vip"]);
+  });
+
   test("a new Client on the same storage (a reload) resumes", async () => {
     const storage = new MemoryStorage();
     const first = newClient({ storage });
