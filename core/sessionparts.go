@@ -51,6 +51,14 @@ func (h sessionCore) Detach(s *session, l *linkserver.Link, conn uint64, clean b
 	h.c.detach(s, l, conn, clean)
 }
 
+// maxAttaching bounds the attaches (session starts and resumes) the core
+// runs at once, over all its links (csession.WorkOptions.Attaching). An
+// attach in memory is CPU only, and on Redis a few store round trips:
+// 64 at once keep both cores busy and Redis's round trips overlapped,
+// while the live sessions' frames and the internal API's publishes
+// compete with 64 runnable attaches in a herd, not 10,000.
+const maxAttaching = 64
+
 // newWorkOpts is what every connection's work of c shares
 // (csession.WorkOptions): the queue's bounds and c's metrics and reasons.
 func newWorkOpts(c *Core) *csession.WorkOptions {
@@ -59,6 +67,7 @@ func newWorkOpts(c *Core) *csession.WorkOptions {
 		Core:      sessionCore{c},
 		MaxFrames: int(c.cfg.ConnQueueFrames),
 		MaxBytes:  int(c.cfg.ConnQueueBytes),
+		Attaching: make(chan struct{}, maxAttaching),
 		Metrics: csession.WorkMetrics{
 			BacklogFrames:  m.backlogFrames,
 			BacklogBytes:   m.backlogBytes,

@@ -37,7 +37,16 @@ type WorkOptions struct {
 	// MaxFrames and MaxBytes bound a connection's queue (0: no bound):
 	// Config.ConnQueueFrames and ConnQueueBytes.
 	MaxFrames, MaxBytes int
-	Metrics             WorkMetrics
+	// Attaching, when set, bounds the attaches (a new connection's
+	// session start or resume) that run at once, over every link of the
+	// core: an attach takes a slot of it instead of its link's worker
+	// slot. A reconnect herd is thousands of attaches; run all at once
+	// they are as many runnable goroutines, among which the live
+	// sessions' frames and the internal API's publishes wait their turn
+	// (seconds, in the herd). Bounded, the herd waits in a queue and
+	// what is already live goes on.
+	Attaching chan struct{}
+	Metrics   WorkMetrics
 }
 
 // WorkMetrics are where the queues count: what waits in them, the frames
@@ -283,24 +292,21 @@ func (w *Work) Detach(d *linkv1.Detach) {
 }
 
 // run processes the queue until it is empty, and the detach once the
-// connection is gone.
+// connection is gone. An attach runs under a slot of
+// WorkOptions.Attaching, the frames after it under one of the link's
+// worker slots.
 func (w *Work) run() {
 	c, m := w.o.Core, &w.o.Metrics
-	// A free slot is taken without asking for ctx.Done: a cancelCtx makes
-	// its done channel on the first call and keeps it for the
-	// connection's life, a channel per idle connection for nothing.
-	select {
-	case w.workers <- struct{}{}:
-		defer func() { <-w.workers }()
-	default:
-		select {
-		case w.workers <- struct{}{}:
-			defer func() { <-w.workers }()
-		case <-w.ctx.Done():
-			// Detached (or the link ended) while waiting for a worker
-			// slot: the detach alone is left, and it needs no slot.
-		}
+	slots := w.workers
+	if w.o.Attaching != nil && w.attachNext() {
+		slots = w.o.Attaching
 	}
+	held := w.slot(slots)
+	defer func() {
+		if held {
+			<-slots
+		}
+	}()
 	for {
 		w.mu.Lock()
 		if w.gone != nil {
@@ -339,6 +345,14 @@ func (w *Work) run() {
 			w.mu.Lock()
 			w.s = s
 			w.mu.Unlock()
+			if slots == w.o.Attaching {
+				// The attach is done: what follows is a live session's.
+				if held {
+					<-slots
+				}
+				slots = w.workers
+				held = w.slot(slots)
+			}
 		case *linkv1.EdgeFrame_Frame:
 			if s != nil {
 				// A publish's corral.publish continues the edge's trace.
@@ -364,5 +378,32 @@ func (w *Work) run() {
 				m.DropUnattached(1)
 			}
 		}
+	}
+}
+
+// attachNext reports whether the next thing queued is an attach.
+func (w *Work) attachNext() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue) > 0 && w.queue[0].f.GetAttach() != nil
+}
+
+// slot takes one of slots and reports true, or reports false when the
+// work ended (detached, or the link ended) while it waited: the detach
+// alone is left then, and it needs no slot. A free slot is taken without
+// asking for ctx.Done: a cancelCtx makes its done channel on the first
+// call and keeps it for the connection's life, a channel per idle
+// connection for nothing.
+func (w *Work) slot(slots chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-w.ctx.Done():
+		return false
 	}
 }

@@ -3,7 +3,12 @@ package session
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/corral-rt/corral/core/linkserver"
+	"github.com/corral-rt/corral/internal/eventually"
 
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -67,5 +72,81 @@ func TestWorkReplaceOrder(t *testing.T) {
 	want := fmt.Sprint([]string{"r=2", "s=2", "leave r", "r=4"})
 	if fmt.Sprint(got) != want {
 		t.Fatalf("queue %v, want %v", got, want)
+	}
+}
+
+// gateCore is a Core whose Attach (but connection 0's) waits until release is closed, counting
+// the attaches in it at once; HandleClient reports each frame on handled.
+type gateCore struct {
+	release chan struct{}
+	in, max atomic.Int32
+	handled chan *corralv1.ClientFrame
+}
+
+func (g *gateCore) Attach(ctx context.Context, _ *linkserver.Link, conn uint64, _ *Work, _ *linkv1.Attach) *Session {
+	if conn == 0 { // the live session's, before the herd
+		return &Session{}
+	}
+	n := g.in.Add(1)
+	for {
+		m := g.max.Load()
+		if n <= m || g.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+	}
+	g.in.Add(-1)
+	return &Session{}
+}
+
+func (g *gateCore) HandleClient(_ context.Context, _ *Session, f *corralv1.ClientFrame) {
+	g.handled <- f
+}
+func (*gateCore) Refresh(context.Context, *Session, *corralv1.Identity) {}
+func (*gateCore) ReplayTaken(context.Context, *Session, string)         {}
+func (*gateCore) Detach(*Session, *linkserver.Link, uint64, bool)       {}
+
+// TestAttachesBounded: attaches run at most WorkOptions.Attaching at once
+// however many connections arrive (a herd), and they do not hold the
+// link's worker slots: a live session's frame runs while the herd's
+// attaches wait. With the old code every attach took a worker slot, all
+// ran at once, and a live frame waited behind them.
+func TestAttachesBounded(t *testing.T) {
+	const bound, herd, workers = 3, 20, 4
+	g := &gateCore{release: make(chan struct{}), handled: make(chan *corralv1.ClientFrame, 1)}
+	o := idleOpts()
+	o.Core = g
+	o.Attaching = make(chan struct{}, bound)
+	slots := make(chan struct{}, workers)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	attach := &linkv1.EdgeFrame{Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{}}}
+
+	// A live session: attached before the herd.
+	live := NewWork(ctx, o, nil, slots, 0)
+	live.Push(attach, 0)
+	eventually.True(t, 10*time.Second, func() bool { live.mu.Lock(); defer live.mu.Unlock(); return live.s != nil && !live.running })
+
+	for i := range herd {
+		NewWork(ctx, o, nil, slots, uint64(i+1)).Push(attach, 0)
+	}
+	eventually.True(t, 10*time.Second, func() bool { return g.in.Load() == bound })
+	ping := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: 7}}}
+	live.Push(&linkv1.EdgeFrame{Kind: &linkv1.EdgeFrame_Frame{Frame: ping}}, 10)
+	select {
+	case f := <-g.handled:
+		if f.GetPing().GetId() != 7 {
+			t.Fatalf("handled %v", f)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a live session's frame waited behind the herd's attaches")
+	}
+	close(g.release)
+	eventually.True(t, 10*time.Second, func() bool { return g.in.Load() == 0 })
+	if m := g.max.Load(); m > bound {
+		t.Fatalf("%d attaches ran at once, want at most %d", m, bound)
 	}
 }
