@@ -53,7 +53,7 @@ func TestResumeReplay(t *testing.T) {
 	c := newTestCore(t, Config{})
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	if s == nil {
 		t.Fatal("attach refused")
 	}
@@ -74,10 +74,10 @@ func TestResumeReplay(t *testing.T) {
 	if got := frames(t, l, 3); got[2].GetMessage().GetSeq() != 3 {
 		t.Fatalf("live: %v", got)
 	}
-	c.detach(s, l, 1, false)
+	c.life.Detach(s, l, 1, false)
 	publish(2) // missed while away: seqs 4 and 5
 
-	s2 := c.attach(ctx, l, 2, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
+	s2 := c.life.Attach(ctx, l, 2, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
 		SessionId: welcome.GetSessionId(), ResumeToken: welcome.GetResumeToken(),
 		Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 3, Epoch: joined.GetEpoch()}},
 	}}})
@@ -158,7 +158,7 @@ func TestDoorRefusals(t *testing.T) {
 			c := newTestCore(t, tc.cfg)
 			l := fakeLink(c)
 			id := &corralv1.Identity{UserId: "u", Join: []string{"open:*"}, Publish: []string{"open:news"}}
-			s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+			s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 			frames(t, l, 1) // Welcome
 			for _, room := range tc.join {
 				c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})

@@ -109,7 +109,7 @@ func (c apiCore) SubscribeHere(ctx context.Context, req *corralv1.SubscribeReque
 			}
 			reqs = append(reqs, q)
 		}
-		c.join(ctx, s, c.adm.admit(ctx, s, reqs))
+		c.life.Join(ctx, s, c.adm.admit(ctx, s, reqs))
 		mu.Lock()
 		defer mu.Unlock()
 		if answered {

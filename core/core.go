@@ -73,7 +73,10 @@ type Core struct {
 	roomOpts *roomOpts // what every room shares (roomparts.go)
 	attached *sessiontable.Table[*session]
 	workOpts *csession.WorkOptions // what every connection's work shares (sessionparts.go)
-	links    *linkserver.Server
+	// life is the sessions' attach, resume, joins and detach
+	// (core/session, wired in sessionparts.go).
+	life  *csession.Lifecycle
+	links *linkserver.Server
 	// linkOpts are the link server's settings, kept for tests' unserved
 	// links.
 	linkOpts linkserver.Options
@@ -177,9 +180,9 @@ func New(cfg Config) *Core {
 		hooks: cfg.Hooks, maxRooms: int(cfg.MaxRoomsPerConn), metrics: c.metrics,
 		sess: c.sess, rooms: c.rooms, attached: c.attached, events: c.events, pres: &c.pres,
 	}
+	c.life = newLifecycle(c)
 	c.api = c.newAPI(apiCfg)
-	c.wg.Add(1)
-	go c.touchLoop()
+	c.wg.Go(func() { c.life.TouchLoop(c.ctx) })
 	c.wg.Go(c.adm.grantsLoop)
 	c.wg.Go(c.pres.unwatchLoop)
 	return c

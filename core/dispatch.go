@@ -15,8 +15,8 @@ import (
 
 // The client-frame dispatcher: handleClient routes each frame of an
 // attached session to a thin handler that checks it at the door (door.go)
-// and calls the concept that does the work (package core/room, resume.go,
-// presence.go).
+// and calls the concept that does the work (package core/room, the session
+// lifecycle of package core/session, presence.go).
 
 // handleClient processes one client frame of an attached session.
 func (c *Core) handleClient(ctx context.Context, s *session, f *corralv1.ClientFrame) {
@@ -67,7 +67,7 @@ func (c *Core) clientJoin(ctx context.Context, s *session, j *corralv1.Join) {
 		Position: j.GetSinceSeq() > 0 || j.GetFromPosition(), OpenPrefix: j.GetOpenPrefix(),
 		StatePos: j.GetStatePosition(), StateEpoch: j.GetStateEpoch()},
 		Presence: j.GetPresence(), State: j.GetPresenceState()}
-	c.join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
+	c.life.Join(ctx, s, c.adm.admit(ctx, s, []*joinReq{q}))
 }
 
 func (c *Core) clientLeave(ctx context.Context, s *session, lv *corralv1.Leave) {

@@ -26,8 +26,9 @@
 // messages' deltas, signals, presence and keyed state; the core's side
 // is roomparts.go), core/session (a client session while it is attached:
 // its rooms, member info, presence rooms, paged joins, publish budgets and
-// refusals, and its connection's ordered work queue; the core's side is
-// sessionparts.go), core/sessiontable (the sessions attached to a
+// refusals, its connection's ordered work queue, and its life: attach,
+// resume, take-over, join, detach; the core's side, the lifecycle's
+// ports, is sessionparts.go), core/sessiontable (the sessions attached to a
 // connection).
 // The rest of the core's concepts are still files of this package
 // (docs/ARCHITECTURE.md "Inside the core").

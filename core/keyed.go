@@ -112,7 +112,8 @@ func (k *stateRooms) followRoom(ctx context.Context, room string) error {
 
 // readOld reads, for each join whose state position is older than its
 // room's mirror keeps, the changes after it from the store
-// (croom.Keyed.ReadOld). Called before goLive, without locks.
+// (croom.Keyed.ReadOld). Called before
+// session.Lifecycle.GoLive, without locks.
 func (k *stateRooms) readOld(ctx context.Context, qs []*joinReq) {
 	for _, q := range qs {
 		q.Room.Keyed().ReadOld(ctx, &q.Join)

@@ -45,7 +45,7 @@ const (
 	// A refresh for another user than the session's (the edge checks
 	// this first; counted here when an edge did not).
 	refusedRefreshUser
-	refusedStaleResume // resume.go
+	refusedStaleResume // core/session's Lifecycle (sessionparts.go)
 	refusedSignalKeys  // a signal past croom.MaxSignalKeys (core/room/signals.go)
 	// Internal API publishes pushed back (core/api overloaded): the link
 	// queues toward the edges held the most, or the edges' send queues.

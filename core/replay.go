@@ -14,7 +14,7 @@ import (
 // the room keeps live messages for the session (room.beginJoin); the
 // reads of joins from many connections that arrive together go to the
 // history store as one batch (package core/replay), a page at a time:
-// room.goLive sends the page, and Core.replayTaken reads and sends the
+// session.Lifecycle.GoLive sends the page, and Core.replayTaken reads and sends the
 // next once the edge took it, until the last turns the session live; a join whose read failed (the store
 // failed, or too many reads were queued) gets Reset instead, as one whose
 // history is gone: never a silent gap.
@@ -123,7 +123,7 @@ func (c *Core) replayTaken(ctx context.Context, s *session, room string) {
 	}
 	q.Msgs, q.Bytes = nil, 0
 	c.readMissed(ctx, []*joinReq{q})
-	goLive(ctx, c, s, ep, []*joinReq{q})
+	c.life.GoLive(ctx, s, ep, []*joinReq{q})
 }
 
 // newMissedReads returns the batcher of the joins' replay reads (package

@@ -262,7 +262,7 @@ func publishThenJoin(t *testing.T, ctx context.Context, c *Core, n, want int, jo
 	}
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}}
-	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	if s == nil {
 		t.Fatal("attach refused")
 	}

@@ -58,7 +58,7 @@ func TestReplayPaged(t *testing.T) {
 			}
 			publish(10)
 			l := fakeLink(c)
-			s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: &corralv1.Identity{UserId: "u", Join: []string{"*"}}, Hello: &corralv1.Hello{}})
+			s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: &corralv1.Identity{UserId: "u", Join: []string{"*"}}, Hello: &corralv1.Hello{}})
 			if s == nil {
 				t.Fatal("attach refused")
 			}
@@ -101,7 +101,7 @@ func TestReplayPagedLeave(t *testing.T) {
 		epoch = res.Epoch
 	}
 	l := fakeLink(c)
-	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: &corralv1.Identity{UserId: "u", Join: []string{"*"}}, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: &corralv1.Identity{UserId: "u", Join: []string{"*"}}, Hello: &corralv1.Hello{}})
 	frames(t, l, 1)
 	join := func(since uint64) {
 		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{
@@ -164,18 +164,18 @@ func TestReplayPagedResume(t *testing.T) {
 	c.page = replayPage{messages: 2, bytes: 1 << 20}
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	welcome := frames(t, l, 1)[0].GetWelcome()
 	c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: "r"}}})
 	joined := frames(t, l, 1)[0].GetJoined()
-	c.detach(s, l, 1, false)
+	c.life.Detach(s, l, 1, false)
 	for range 5 {
 		if _, err := apiPublish(ctx, c, "r", []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	describeLink(l)
-	s2 := c.attach(ctx, l, 2, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
+	s2 := c.life.Attach(ctx, l, 2, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
 		SessionId: welcome.GetSessionId(), ResumeToken: welcome.GetResumeToken(),
 		Rooms: []*corralv1.RoomPosition{{Room: "r", Seq: 0, Epoch: joined.GetEpoch()}},
 	}}})

@@ -44,7 +44,7 @@ func BenchmarkResume(b *testing.B) {
 			isWelcome := func(f *corralv1.ServerFrame) bool { return f.GetWelcome() != nil }
 			id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
 			conn := uint64(1)
-			s := c.attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+			s := c.life.Attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 			w := take(isWelcome).GetWelcome()
 			var rooms []*corralv1.RoomPosition
 			for i := range n {
@@ -53,20 +53,20 @@ func BenchmarkResume(b *testing.B) {
 				j := take(func(f *corralv1.ServerFrame) bool { return f.GetJoined() != nil }).GetJoined()
 				rooms = append(rooms, &corralv1.RoomPosition{Room: room, Epoch: j.GetEpoch()})
 			}
-			c.detach(s, l, conn, false)
+			c.life.Detach(s, l, conn, false)
 			store.reset()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				conn++
-				s = c.attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
+				s = c.life.Attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
 					SessionId: w.GetSessionId(), ResumeToken: w.GetResumeToken(), Rooms: rooms,
 				}}})
 				if s == nil {
 					b.Fatal("resume refused")
 				}
 				w = take(isWelcome).GetWelcome() // the rotated token
-				c.detach(s, l, conn, false)
+				c.life.Detach(s, l, conn, false)
 			}
 			b.StopTimer()
 			calls, _ := store.reset()

@@ -62,7 +62,7 @@ func TestResumeWritesPositionsOnce(t *testing.T) {
 	c := newTestCore(t, Config{Sessions: store})
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	welcome := frames(t, l, 1)[0].GetWelcome()
 	var rooms []*corralv1.RoomPosition
 	for i := range n {
@@ -71,7 +71,7 @@ func TestResumeWritesPositionsOnce(t *testing.T) {
 		joined := frames(t, l, 1)[0].GetJoined()
 		rooms = append(rooms, &corralv1.RoomPosition{Room: room, Epoch: joined.GetEpoch()})
 	}
-	c.detach(s, l, 1, false)
+	c.life.Detach(s, l, 1, false)
 	for i := range n {
 		for range i { // room ri misses i messages
 			if _, err := apiPublish(ctx, c, fmt.Sprintf("r%d", i), []byte("x")); err != nil {
@@ -81,7 +81,7 @@ func TestResumeWritesPositionsOnce(t *testing.T) {
 	}
 	store.reset()
 
-	s2 := c.attach(ctx, l, 2, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
+	s2 := c.life.Attach(ctx, l, 2, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: &corralv1.Resume{
 		SessionId: welcome.GetSessionId(), ResumeToken: welcome.GetResumeToken(), Rooms: rooms,
 	}}})
 	if s2 == nil {
@@ -135,7 +135,7 @@ func TestResumeStoreFailureAnswersLeft(t *testing.T) {
 	c := newTestCore(t, Config{History: h})
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	w := frames(t, l, 1)[0].GetWelcome()
 	rooms := []string{"r0", "r1", "r2"}
 	for _, room := range rooms {
@@ -144,7 +144,7 @@ func TestResumeStoreFailureAnswersLeft(t *testing.T) {
 			t.Fatalf("join %s: not joined", room)
 		}
 	}
-	c.detach(s, l, 1, false)
+	c.life.Detach(s, l, 1, false)
 	h.set("r1", true)
 
 	// answers resumes the session on conn naming named, and returns how
@@ -156,7 +156,7 @@ func TestResumeStoreFailureAnswersLeft(t *testing.T) {
 		for _, room := range named {
 			r.Rooms = append(r.Rooms, &corralv1.RoomPosition{Room: room})
 		}
-		if last = c.attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: r}}); last == nil {
+		if last = c.life.Attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{Resume: r}}); last == nil {
 			t.Fatal("resume refused")
 		}
 		got := map[string]string{}
@@ -172,7 +172,7 @@ func TestResumeStoreFailureAnswersLeft(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("resume with r1's store down: %v, want %v", got, want)
 	}
-	c.detach(last, l, 2, false)
+	c.life.Detach(last, l, 2, false)
 	h.set("r1", false)
 	if got := answers(3, nil, len(rooms)); fmt.Sprint(got) != fmt.Sprint(map[string]string{"r0": "joined", "r1": "joined", "r2": "joined"}) {
 		t.Fatalf("resume after the store came back: %v, want all three rooms joined (the store kept r1)", got)

@@ -23,7 +23,7 @@ func TestClassPublishRate(t *testing.T) {
 	c := newTestCore(t, Config{Classes: live})
 	l := fakeLink(c)
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	frames(t, l, 1) // Welcome
 	for _, room := range []string{"slow:1", "fast"} {
 		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
@@ -77,7 +77,7 @@ func TestClassPublishRateOutlivesConnections(t *testing.T) {
 	connect := func(conn uint64, user string) *session {
 		t.Helper()
 		id := &corralv1.Identity{UserId: user, Join: []string{"*"}, Publish: []string{"*"}}
-		s := c.attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+		s := c.life.Attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 		frames(t, l, 1) // Welcome
 		for _, room := range []string{"slow:1", "slow:2"} {
 			c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
@@ -111,7 +111,7 @@ func TestClassPublishRateOutlivesConnections(t *testing.T) {
 	if f := answer(first, "slow:1", "c"); !limited(f) {
 		t.Fatalf("publish past the burst: %v, want CODE_RATE_LIMITED", f)
 	}
-	c.detach(first, l, 1, true)
+	c.life.Detach(first, l, 1, true)
 	again := connect(2, "u") // reconnected: a new connection and session
 	if f := answer(again, "slow:1", "d"); !limited(f) {
 		t.Fatalf("after a reconnect the spent budget came back: %v", f)

@@ -33,7 +33,7 @@ func joinConn(t *testing.T, c *Core, l *linkserver.Link, conn uint64, room strin
 	t.Helper()
 	ctx := context.Background()
 	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	s := c.life.Attach(ctx, l, conn, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
 	if s == nil {
 		t.Fatal("attach refused")
 	}

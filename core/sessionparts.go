@@ -2,17 +2,23 @@ package core
 
 import (
 	"context"
+	"maps"
+	"time"
 
+	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/linkserver"
+	croom "github.com/corral-rt/corral/core/room"
 	csession "github.com/corral-rt/corral/core/session"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
-// A client session while it is attached, and its connection's ordered
-// work queue, are package core/session's Session and Work; the core's
-// side is here: what the work calls of the core (sessionCore) and what
-// every connection's work shares (newWorkOpts).
+// A client session while it is attached, its connection's ordered work
+// queue and its life (attach, resume, join, detach) are package
+// core/session's Session, Work and Lifecycle; the core's side is here:
+// what the work calls of the core (sessionCore), what every connection's
+// work shares (newWorkOpts) and the ports the lifecycle reaches the core
+// through (newLifecycle).
 type (
 	session  = csession.Session
 	joinReq  = csession.JoinReq
@@ -32,7 +38,7 @@ type sessionCore struct{ c *Core }
 var _ csession.Core = sessionCore{}
 
 func (h sessionCore) Attach(ctx context.Context, l *linkserver.Link, conn uint64, w *connWork, a *linkv1.Attach) *session {
-	return h.c.attach(ctx, l, conn, w, a)
+	return h.c.life.Attach(ctx, l, conn, w, a)
 }
 
 func (h sessionCore) HandleClient(ctx context.Context, s *session, f *corralv1.ClientFrame) {
@@ -48,7 +54,7 @@ func (h sessionCore) ReplayTaken(ctx context.Context, s *session, room string) {
 }
 
 func (h sessionCore) Detach(s *session, l *linkserver.Link, conn uint64, clean bool) {
-	h.c.detach(s, l, conn, clean)
+	h.c.life.Detach(s, l, conn, clean)
 }
 
 // maxAttaching bounds the attaches (session starts and resumes) the core
@@ -80,3 +86,90 @@ func newWorkOpts(c *Core) *csession.WorkOptions {
 		},
 	}
 }
+
+// newLifecycle is the session lifecycle of c (csession.Lifecycle), wired
+// to c's parts: the session store and table, the room table, the door,
+// the joins' reads, presence, the event log and c's metrics.
+func newLifecycle(c *Core) *csession.Lifecycle {
+	m := c.metrics
+	return &csession.Lifecycle{
+		Store:    c.sess,
+		Table:    c.attached,
+		Rooms:    sessionRooms{c},
+		Door:     sessionDoor{c.adm},
+		Reads:    sessionReads{c},
+		Presence: sessionPresence{&c.pres},
+		Events:   sessionEvents{c.events},
+		Metrics: csession.FlowMetrics{
+			StoreOp:     m.storeOp,
+			StaleResume: func() { m.refuse(refusedStaleResume) },
+			Reconnected: func(d time.Duration) { m.reconnectSeconds.Observe(d.Seconds()) },
+			Resumed:     m.resumes.Inc,
+		},
+		Logger:    c.cfg.Logger,
+		Heartbeat: c.cfg.Heartbeat,
+		TTL:       c.cfg.SessionTTL,
+	}
+}
+
+// sessionRooms is the room table as a session's joins use it
+// (csession.Rooms; rooms.go).
+type sessionRooms struct{ c *Core }
+
+func (p sessionRooms) Acquire(ctx context.Context, name string) (*room, error) {
+	return p.c.acquireRoom(ctx, name, true)
+}
+
+func (p sessionRooms) Release(r *room)       { p.c.releaseRoom(r) }
+func (p sessionRooms) ReleaseMember(r *room) { p.c.releaseMember(r) }
+
+func (p sessionRooms) Failed(ctx context.Context, s *session, q *joinReq, err error) {
+	p.c.joinFailed(ctx, s, q, err) // errors.go
+}
+
+// sessionDoor is the door as a session's joins pass it
+// (csession.Admission; door.go).
+type sessionDoor struct{ a *admission }
+
+func (p sessionDoor) Admit(ctx context.Context, s *session, reqs []*joinReq) []*joinReq {
+	return p.a.admit(ctx, s, reqs)
+}
+
+func (p sessionDoor) RefuseFull(ctx context.Context, s *session, q *joinReq) {
+	p.a.refuseFull(ctx, s, q)
+}
+
+// sessionReads are the joins' reads and the hooks of a room going live
+// (csession.Reads).
+type sessionReads struct{ c *Core }
+
+func (p sessionReads) Missed(ctx context.Context, qs []*joinReq) { p.c.readMissed(ctx, qs) }    // replay.go
+func (p sessionReads) Open(ctx context.Context, qs []*joinReq)   { p.c.grow.readOpen(ctx, qs) } // grow.go
+func (p sessionReads) Old(ctx context.Context, qs []*joinReq)    { p.c.keyed.readOld(ctx, qs) } // keyed.go
+
+func (p sessionReads) Hooks(s *session, q *joinReq) croom.JoinHooks {
+	return joinHooks{c: p.c, r: q.Room, s: s, q: q} // roomparts.go
+}
+
+// sessionEvents is the event log as a session's joins and detach
+// write it (csession.Events; core/eventlog).
+type sessionEvents struct{ e *eventlog.Log[*session] }
+
+func (p sessionEvents) EmitJoined(s *session, room string, resumed bool) {
+	p.e.EmitJoined(s, room, resumed)
+}
+
+func (p sessionEvents) EmitDisconnected(s *session, rooms map[string]*room, clean bool) {
+	p.e.EmitDisconnected(s, maps.Keys(rooms), clean)
+}
+
+// sessionPresence is presence as a session's joins and detach change it
+// (csession.Presence; presence.go).
+type sessionPresence struct{ p *presenceState }
+
+func (p sessionPresence) Join(ctx context.Context, s *session, r *room, state []byte) {
+	p.p.join(ctx, s, r, state)
+}
+
+func (p sessionPresence) Leave(s *session, room string, clean bool) { p.p.leave(s, room, clean) }
+func (p sessionPresence) Detach(s *session, clean bool)             { p.p.detach(s, clean) }

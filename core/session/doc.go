@@ -6,11 +6,15 @@
 // [JoinReq] of a room it joins or resumes, and the connection's ordered
 // work queue ([Work]): the attach, the client's frames, a refresh, a
 // replay page taken, the internal API's tasks and the detach, in order;
-// and what an attach or a resume decides without the core (resume.go:
-// the [Welcome], a refused resume's close, the rooms a resume rejoins).
-// What the work does with each of those is the core's: it reaches the
-// core only through the [Core] interface and the bounds and metrics of
-// one [WorkOptions] per core.
+// and a session's life ([Lifecycle], lifecycle.go: attach, resume and
+// the take-over, the joins and going live, detach, the touch of attached
+// sessions), with what it decides alone (resume.go: the [Welcome], a
+// refused resume's close, the rooms a resume rejoins). What the work
+// does with a frame is the core's: it reaches the core only through the
+// [Core] interface and the bounds and metrics of one [WorkOptions] per
+// core; the lifecycle reaches it only through its ports (ports.go), one
+// small interface per capability: [Table], [Rooms], [Admission],
+// [Reads], [Presence], [Events], and the session store itself.
 //
 // # Concurrency
 //
@@ -31,4 +35,10 @@
 // concurrently. Different connections run in parallel, at most as many
 // at once on a link as its workers channel holds. Push, PushTask and
 // Detach never block.
+//
+// A [Lifecycle] has no lock and no state but its ports, set once before
+// any connection; its methods may be called concurrently, a session's
+// own from its connection's work, one at a time (Attach, Join, GoLive,
+// Detach), and TouchLoop on a goroutine of its own. It holds no lock
+// while calling a port.
 package session
