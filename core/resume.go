@@ -167,7 +167,7 @@ func goLive(ctx context.Context, c *Core, s *session, ep endpoint, qs []*joinReq
 	var firstPos sessions.Position
 	var stored map[string]sessions.Position
 	for _, q := range qs {
-		pos, live := q.Room.GoLive(s, ep, &q.Join, joinHooks{c: c, r: q.Room, s: s, q: q})
+		pos, live := q.Room.GoLive(s, ep, &q.Join, joinHooks{s: s, q: q})
 		if !live {
 			continue
 		}
