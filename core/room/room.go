@@ -46,7 +46,7 @@ const (
 // and the links they are on, the live messages held for joining members
 // and for a write delay, its signals, its presence and its keyed state.
 //
-// Messages reach DeliverLocked in any order (concurrent publishes finish
+// Messages reach deliverLocked in any order (concurrent publishes finish
 // out of order; with Redis, pub/sub brings other processes' messages); the
 // room hands them to members strictly in seq order, holding early ones
 // until the gap closes or is filled from history.
@@ -405,7 +405,7 @@ func (r *Room[M]) Stored(msg *corralv1.Message, res history.AppendResult) {
 		// History was lost under us (store flushed or expired).
 		r.resetLocked(res.Epoch, res.Seq-1)
 	}
-	r.DeliverLocked(msg)
+	r.deliverLocked(msg)
 }
 
 // Deliver hands a message from pub/sub to the members. While a catch-up
@@ -422,12 +422,12 @@ func (r *Room[M]) Deliver(msg *corralv1.Message) {
 		}
 		return
 	}
-	r.DeliverLocked(msg)
+	r.deliverLocked(msg)
 }
 
-// DeliverLocked hands msg to members in seq order: a duplicate is dropped,
+// deliverLocked hands msg to members in seq order: a duplicate is dropped,
 // an early message waits for the gap to close. Lock must be held.
-func (r *Room[M]) DeliverLocked(msg *corralv1.Message) {
+func (r *Room[M]) deliverLocked(msg *corralv1.Message) {
 	seq := msg.GetSeq()
 	switch {
 	case seq <= r.last:
@@ -537,7 +537,7 @@ func (r *Room[M]) fill() {
 			fallthrough
 		default:
 			for _, m := range page.Messages {
-				r.DeliverLocked(m)
+				r.deliverLocked(m)
 			}
 			if !page.More {
 				r.wantFill = false
