@@ -1,14 +1,11 @@
 package core
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/corral-rt/corral/core/frame"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -20,40 +17,23 @@ import (
 // goes through the room's ordered path as a publish does (the store
 // takes the room's next seq, the room hands it to members in seq order
 // and fans it out once per link), so chunks interleave with the room's
-// other messages in one order. What is the grower's own:
-//
-//   - the prefixes: a member that joins live (without a position, or
-//     reset) gets each growing message still open at its joined seq as
-//     one chunk with replace set at the seq of the last chunk it covers,
-//     then the later chunks live. The store's open messages are read
-//     after the join began (history.Grower.Open: the assembled bodies and
-//     the room's state in one step), the room is waited for until it
-//     delivered the chunks they cover, and the chunks delivered since
-//     the join began (the join's catch-up buffer) are folded in under the
-//     room's lock: the prefix covers exactly the chunks up to the joined
-//     seq, and live traffic brings the rest, each version once. A member
-//     with a position (a resume) gets the chunks after it from history;
-//   - the deltas of replace chunks in a class with growing.delta: the
-//     room keeps the bodies of its open messages as it fans them out
-//     (core/room's GrowView), so a replace reaches the members, who all hold the
-//     version before it, as a fossil delta when that is smaller,
-//     computed once per room.
+// other messages in one order. The room's own (core/room's GrowView,
+// under the room's lock): the deltas of replace chunks in a class with
+// growing.delta, and a joiner's prefixes (each message open at its
+// joined seq as one replace chunk, the join's catch-up folded in); a
+// member with a position (a resume) gets the chunks after it from
+// history.
 
 // grower is the core's growing messages: the checks of an append, the
-// append through the room, the joiners' prefixes. Safe for concurrent
-// use: it has no state of its own (the rooms' GrowViews, package
-// core/room, are guarded by their room's lock).
+// append through the room, the read of the joiners' open messages
+// (through their rooms). Safe for concurrent use: it has no state of its
+// own.
 type grower struct {
 	c *Core
 }
 
 // maxGrowID bounds a growing message's id in bytes.
 const maxGrowID = 128
-
-// prefixWait bounds how long a join waits for its room to deliver the
-// chunks the store's open messages cover (normally the time pub/sub
-// takes to bring them, or two appends finishing out of order).
-const prefixWait = 2 * time.Second
 
 // clientAppend handles a client's Append frame: the door's checks as for
 // a publish (joined, read-only class, publish grant), the class's bounds,
@@ -184,151 +164,15 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 }
 
 // readOpen reads, for each join that will go live without a replay, the
-// room's open growing messages (its prefixes, sent by goLive), and waits
-// until the room delivered the chunks they cover. Called after the joins
-// began (beginJoin) and their history was read.
+// room's open growing messages (its prefixes, which GoLive sends) and
+// waits until the room delivered the chunks they cover (core/room's
+// GrowView.ReadOpen). Called after the joins began (beginJoin) and their
+// history was read.
 func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
-	gr, ok := g.c.hist.(history.Grower)
-	if !ok {
+	if _, ok := g.c.hist.(history.Grower); !ok {
 		return
 	}
 	for _, q := range qs {
-		if q.Position && q.Since == q.Target && q.Epoch == q.RoomEpoch && !q.OpenPrefix {
-			continue // nothing missed: it holds what it saw
-		}
-		if q.Position && q.Replay && q.ReadOK && q.Resumed && !q.OpenPrefix {
-			continue // a resume holds what came before its position
-		}
-		r := q.Room
-		if r.Grown().NoneOpen() {
-			continue
-		}
-		done := g.c.metrics.storeOp("open")
-		open, st, err := gr.Open(ctx, q.Name)
-		done(err)
-		if err != nil {
-			g.c.cfg.Logger.Warn("growing messages: open read failed; the join gets no prefixes", "room", q.Name, "err", err)
-			continue
-		}
-		q.Open, q.OpenEpoch = open, st.Epoch
-		if len(open) == 0 {
-			r.Grown().SawNone(st)
-		}
-		var upTo uint64
-		for _, m := range open {
-			upTo = max(upTo, m.GetSeq())
-		}
-		q.Room.WaitDelivered(ctx, upTo, st.Epoch, prefixWait)
+		q.Room.Grown().ReadOpen(ctx, &q.Join)
 	}
-}
-
-// sendPrefixesLocked sends a member that joined live at the room's last seq the
-// growing messages open there, each as one replace chunk at the seq of
-// its last chunk: the store's open messages (q.open) with the chunks
-// delivered since the join began (cu) folded in. Lock must be held;
-// called by goLive before the member receives live traffic.
-func (g grower) sendPrefixesLocked(r *room, ep endpoint, q *joinReq, cu *catchup) {
-	if len(q.Open) == 0 && (cu == nil || len(cu.HeldLocked()) == 0) {
-		return
-	}
-	last, epoch := r.PositionLocked()
-	byID := make(map[string]*corralv1.Message)
-	if q.OpenEpoch == epoch {
-		for _, m := range q.Open {
-			if m.GetSeq() <= last {
-				byID[m.GetId()] = m
-			}
-		}
-	}
-	if cu != nil && !cu.OverflowLocked() {
-		for _, m := range cu.HeldLocked() {
-			if m.GetChunk() != nil && m.GetSeq() <= last {
-				byID[m.GetId()] = fold(byID[m.GetId()], m)
-			}
-		}
-	}
-	out := make([]*corralv1.Message, 0, len(byID))
-	for id, m := range byID {
-		if m == nil || m.GetChunk().GetFinal() {
-			continue
-		}
-		out = append(out, m)
-		r.Grown().LearnLocked(id, m)
-	}
-	slices.SortFunc(out, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
-	for _, m := range out {
-		ep.Link.Enqueue(frame.Conn(ep.Conn, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_Message{Message: m}}))
-	}
-}
-
-// replayPrefixesLocked takes out of a join's replay (out, in seq order)
-// the chunks of the messages open when the join began that started at or
-// before its position: a join (not a resume) from a position holds
-// nothing of them. It returns the replay without them and, for each, the
-// message as one replace chunk at the seq of its last chunk up to the room's last seq
-// (final if it ended meanwhile), to send after the replay. Lock must be
-// held; called by goLive.
-func (g grower) replayPrefixesLocked(r *room, q *joinReq, cu *catchup, out []*corralv1.Message) ([]*corralv1.Message, []*corralv1.Message) {
-	last, epoch := r.PositionLocked()
-	if (q.Resumed && !q.OpenPrefix) || len(q.Open) == 0 || q.OpenEpoch != epoch || cu.OverflowLocked() {
-		return out, nil
-	}
-	byID := make(map[string]*corralv1.Message)
-	for _, m := range q.Open {
-		if m.GetChunk().GetMessageSeq() <= q.Since && m.GetSeq() <= last {
-			byID[m.GetId()] = m
-		}
-	}
-	if len(byID) == 0 {
-		return out, nil
-	}
-	for _, m := range cu.HeldLocked() {
-		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk() != nil && m.GetSeq() <= last {
-			byID[m.GetId()] = fold(p, m)
-		}
-	}
-	kept := out[:0:0]
-	for _, m := range out {
-		if p, ok := byID[m.GetId()]; ok && p != nil && m.GetChunk().GetMessageSeq() == p.GetChunk().GetMessageSeq() {
-			continue
-		}
-		kept = append(kept, m)
-	}
-	prefixes := make([]*corralv1.Message, 0, len(byID))
-	for _, p := range byID {
-		if p != nil {
-			prefixes = append(prefixes, p)
-		}
-	}
-	slices.SortFunc(prefixes, func(a, b *corralv1.Message) int { return cmp.Compare(a.GetSeq(), b.GetSeq()) })
-	return kept, prefixes
-}
-
-// fold applies chunk m to p, a prefix (a replace chunk with the whole
-// body), and returns the prefix after it: a new message, p is not
-// changed. A chunk p already covers leaves it; a chunk that does not
-// follow it (a gap) drops it (nil).
-func fold(p, m *corralv1.Message) *corralv1.Message {
-	c := m.GetChunk()
-	if p != nil && p.GetChunk().GetMessageSeq() != c.GetMessageSeq() {
-		p = nil // another message under the same id (a new epoch)
-	}
-	if p != nil && (m.GetSeq() <= p.GetSeq() || c.GetVersion() <= p.GetChunk().GetVersion()) {
-		return p
-	}
-	var body []byte
-	switch {
-	case c.GetReplace():
-		body = c.GetData()
-	case p != nil && c.GetVersion() == p.GetChunk().GetVersion()+1:
-		body = append(append(make([]byte, 0, len(p.GetChunk().GetData())+len(c.GetData())), p.GetChunk().GetData()...), c.GetData()...)
-	case p == nil && c.GetVersion() == 1:
-		body = c.GetData()
-	default:
-		return nil
-	}
-	return &corralv1.Message{Room: m.GetRoom(), Seq: m.GetSeq(), Sender: m.GetSender(), TimeMs: m.GetTimeMs(),
-		Id: m.GetId(), SenderInfo: m.GetSenderInfo(),
-		Chunk: &corralv1.MessageChunk{MessageSeq: c.GetMessageSeq(), Version: c.GetVersion(), Data: body,
-			Replace: true, Final: c.GetFinal()}}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	croom "github.com/corral-rt/corral/core/room"
-	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/presence"
 )
 
@@ -60,22 +59,12 @@ func newRoomOpts(c *Core) *roomOpts {
 // newRoom makes the room name.
 func newRoom(c *Core, name string) *room { return croom.New(name, c.roomOpts) }
 
-// joinHooks are the parts a member going live gets (croom.JoinHooks), in
-// room.GoLive under the room's lock: growing messages' prefixes and the
-// wait for the edge to take a replay page.
+// joinHooks are the parts of the core a member going live gets
+// (croom.JoinHooks), in room.GoLive under the room's lock: the wait for
+// the edge to take a replay page.
 type joinHooks struct {
-	c *Core
-	r *room
 	s *session
 	q *joinReq
-}
-
-func (h joinHooks) ReplayPrefixesLocked(cu *catchup, out []*corralv1.Message) (rest, prefixes []*corralv1.Message) {
-	return h.c.grow.replayPrefixesLocked(h.r, h.q, cu, out)
-}
-
-func (h joinHooks) SendPrefixesLocked(ep endpoint, cu *catchup) {
-	h.c.grow.sendPrefixesLocked(h.r, ep, h.q, cu)
 }
 
 func (h joinHooks) WaitPage() { h.s.WaitPage(h.q) }

@@ -148,7 +148,7 @@ func (p sessionReads) Open(ctx context.Context, qs []*joinReq)   { p.c.grow.read
 func (p sessionReads) Old(ctx context.Context, qs []*joinReq)    { p.c.keyed.readOld(ctx, qs) } // keyed.go
 
 func (p sessionReads) Hooks(s *session, q *joinReq) croom.JoinHooks {
-	return joinHooks{c: p.c, r: q.Room, s: s, q: q} // roomparts.go
+	return joinHooks{s: s, q: q} // roomparts.go
 }
 
 // sessionEvents is the event log as a session's joins and detach

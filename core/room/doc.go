@@ -3,10 +3,11 @@
 // in, the fan-out once per link, the gap fill from history, the catch-up
 // after pub/sub missed messages, the reset to a new epoch, a member's join
 // (BeginJoin, then GoLive with what it missed) and leave, the live
-// messages held for a write delay, the open growing messages' bodies the
-// deltas of replace chunks are made against, the room's signals, its
-// presence (its view of the shared presence store, its subscribers and
-// their diffs once per tick, split into bounded frames: [Presence]) and
+// messages held for a write delay, its open growing messages (the bodies
+// the deltas of replace chunks are made against, a joiner's prefixes:
+// [GrowView]), the room's signals, its presence (its view of the shared
+// presence store, its subscribers and their diffs once per tick, split
+// into bounded frames: [Presence]) and
 // its keyed state (the mirror of the state store that delivers changes in
 // position order, a joiner's snapshot or a resume's kept changes, the
 // catch-up reads and the expiry timer: [Keyed]). The core keeps one
@@ -22,9 +23,9 @@
 // [Presence] and its [Keyed] state: every change to a room, and every
 // frame queued for it on its links, happens under it, so every member
 // sees the same sequence and a Joined frame precedes the first message
-// after it. Methods named ...Locked need the lock held: outside this
-// package only the [JoinHooks], which GoLive calls with it held, may call
-// them; the other methods take it. A room's [Signals] have their own
+// after it. Methods named ...Locked need the lock held, and are this
+// package's own: the [JoinHooks], which GoLive calls with it held, touch
+// no room state; the other methods take it. A room's [Signals] have their own
 // lock, taken after the room's, never before: a signal is set under it
 // alone. Load's state read has its own lock too (loadMu), never held with
 // the room's. The [JoinHooks] must not block on anything that takes the

@@ -46,7 +46,7 @@ const (
 // and the links they are on, the live messages held for joining members
 // and for a write delay, its signals, its presence and its keyed state.
 //
-// Messages reach DeliverLocked in any order (concurrent publishes finish
+// Messages reach deliverLocked in any order (concurrent publishes finish
 // out of order; with Redis, pub/sub brings other processes' messages); the
 // room hands them to members strictly in seq order, holding early ones
 // until the gap closes or is filled from history.
@@ -82,7 +82,8 @@ type Room[M Member] struct {
 	wantFill bool // fill even without a known gap
 	// live: the live messages held for a write delay (delay.go).
 	live delay[M]
-	// grown: the open growing messages' bodies, for deltas (grow.go).
+	// grown: the open growing messages' bodies, for deltas and the
+	// joiners' prefixes (grow.go).
 	grown GrowView[M]
 	// pres: the room's presence (presence.go).
 	pres Presence[M]
@@ -193,14 +194,6 @@ type Catchup struct {
 	overflow bool
 }
 
-// HeldLocked is the live messages held for the join, in seq order; nil
-// once they overflowed. The room's lock must be held.
-func (cu *Catchup) HeldLocked() []*corralv1.Message { return cu.buf }
-
-// OverflowLocked reports that the held messages overflowed: the join
-// ends with a Reset. The room's lock must be held.
-func (cu *Catchup) OverflowLocked() bool { return cu.overflow }
-
 // CatchupSize is what msg counts against maxCatchupBytes: its payload (a
 // growing message's chunk: its data) and a fixed overhead, as replay
 // batches count it (replayBatchBytes).
@@ -259,13 +252,8 @@ func (r *Room[M]) Links() []*linkserver.Link {
 	return out
 }
 
-// PositionLocked is the newest seq handed to members and the room's
-// history epoch, for the JoinHooks (GoLive holds the lock); Info takes
-// the lock. Lock must be held.
-func (r *Room[M]) PositionLocked() (last uint64, epoch string) { return r.last, r.epoch }
-
-// Grown is the room's view of its open growing messages. Its methods
-// named Locked need the room's lock held; the others take it.
+// Grown is the room's view of its open growing messages (its exported
+// methods take the room's lock).
 func (r *Room[M]) Grown() *GrowView[M] { return &r.grown }
 
 // Load reads the room's state from history once. With forJoin and a shared
@@ -417,7 +405,7 @@ func (r *Room[M]) Stored(msg *corralv1.Message, res history.AppendResult) {
 		// History was lost under us (store flushed or expired).
 		r.resetLocked(res.Epoch, res.Seq-1)
 	}
-	r.DeliverLocked(msg)
+	r.deliverLocked(msg)
 }
 
 // Deliver hands a message from pub/sub to the members. While a catch-up
@@ -434,12 +422,12 @@ func (r *Room[M]) Deliver(msg *corralv1.Message) {
 		}
 		return
 	}
-	r.DeliverLocked(msg)
+	r.deliverLocked(msg)
 }
 
-// DeliverLocked hands msg to members in seq order: a duplicate is dropped,
+// deliverLocked hands msg to members in seq order: a duplicate is dropped,
 // an early message waits for the gap to close. Lock must be held.
-func (r *Room[M]) DeliverLocked(msg *corralv1.Message) {
+func (r *Room[M]) deliverLocked(msg *corralv1.Message) {
 	seq := msg.GetSeq()
 	switch {
 	case seq <= r.last:
@@ -549,7 +537,7 @@ func (r *Room[M]) fill() {
 			fallthrough
 		default:
 			for _, m := range page.Messages {
-				r.DeliverLocked(m)
+				r.deliverLocked(m)
 			}
 			if !page.More {
 				r.wantFill = false
@@ -664,6 +652,10 @@ type Join struct {
 	// Filled by the core's history read:
 	Msgs   []*corralv1.Message
 	ReadOK bool
+	// Filled by GrowView.ReadOpen: the room's open growing messages
+	// (the store's, at OpenEpoch), the joiner's prefixes.
+	Open      []*corralv1.Message
+	OpenEpoch string
 	// A replay is read and sent a page at a time: From is the last seq
 	// sent (Since, until the first page); More: history holds more of
 	// (From, Target] than Msgs; Paging: Joined was sent and the member
@@ -682,13 +674,6 @@ type Join struct {
 // JoinHooks are the core's parts a member going live gets, called by
 // GoLive with the room's lock held.
 type JoinHooks interface {
-	// ReplayPrefixesLocked takes out of out, the replay, the chunks of
-	// growing messages the member gets whole, and returns those
-	// (prefixes) to send after the replay.
-	ReplayPrefixesLocked(cu *Catchup, out []*corralv1.Message) (rest, prefixes []*corralv1.Message)
-	// SendPrefixesLocked sends a member that joined live the open
-	// growing messages' bodies.
-	SendPrefixesLocked(ep Endpoint, cu *Catchup)
 	// WaitPage: the member waits for the edge to take a replay page.
 	WaitPage()
 }
@@ -797,7 +782,7 @@ func (r *Room[M]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, bool) 
 		}
 		// A join from a position inside a growing message gets it whole
 		// after the replay instead of its chunks (grow.go).
-		out, prefixes := h.ReplayPrefixesLocked(cu, out)
+		out, prefixes := r.grown.replayPrefixesLocked(q, cu, out)
 		sendReplayLocked(r, ep, out, false)
 		// The replay ends here: what follows is live.
 		send(frame.Position(ep.Conn, r.name, r.last, r.epoch, &corralv1.ServerFrame{Kind: &corralv1.ServerFrame_ReplayEnd{ReplayEnd: &corralv1.ReplayEnd{
@@ -808,7 +793,7 @@ func (r *Room[M]) GoLive(s M, ep Endpoint, q *Join, h JoinHooks) (uint64, bool) 
 		}
 	}
 	if fresh {
-		h.SendPrefixesLocked(ep, cu)
+		r.grown.sendPrefixesLocked(ep, q, cu)
 	}
 	for _, snap := range r.signals.Load().Snapshot() {
 		send(frame.Snapshot(ep.Conn, r.name, snap))
@@ -844,7 +829,7 @@ func (r *Room[M]) replayPageLocked(ep Endpoint, q *Join, cu *Catchup, h JoinHook
 		}}}))
 	}
 	q.From, q.Paging, q.Msgs = next-1, true, nil
-	out, _ = h.ReplayPrefixesLocked(cu, out) // chunks only: the prefixes come after the last page
+	out, _ = r.grown.replayPrefixesLocked(q, cu, out) // chunks only: the prefixes come after the last page
 	if len(out) == 0 {
 		// Every message of the page was a chunk the prefixes replace: an
 		// empty batch still carries the ack.

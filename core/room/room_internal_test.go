@@ -396,11 +396,7 @@ func TestSignalKeysBounded(t *testing.T) {
 // replay pages it waited for.
 type joinHooks struct{ pages int }
 
-func (joinHooks) ReplayPrefixesLocked(_ *Catchup, out []*corralv1.Message) (rest, prefixes []*corralv1.Message) {
-	return out, nil
-}
-func (joinHooks) SendPrefixesLocked(Endpoint, *Catchup) {}
-func (h *joinHooks) WaitPage()                          { h.pages++ }
+func (h *joinHooks) WaitPage() { h.pages++ }
 
 // kinds names the frames queued on l, in order: what a member's
 // connection gets from its join to its leave.

@@ -2,7 +2,6 @@ package session
 
 import (
 	croom "github.com/corral-rt/corral/core/room"
-	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
 // JoinReq is one room a session joins or resumes: the room's part
@@ -21,8 +20,4 @@ type JoinReq struct {
 	State    []byte
 	Bytes    int // of Msgs, as croom.CatchupSize counts them
 	Limit    int // messages to read for the next page; 0: a whole page
-	// The room's open growing messages for a live join (the core's
-	// grow.go).
-	Open      []*corralv1.Message
-	OpenEpoch string
 }
