@@ -58,12 +58,14 @@ func (h sessionCore) Detach(s *session, l *linkserver.Link, conn uint64, clean b
 }
 
 // maxAttaching bounds the attaches (session starts and resumes) the core
-// runs at once, over all its links (csession.WorkOptions.Attaching). An
-// attach in memory is CPU only, and on Redis a few store round trips:
-// 64 at once keep both cores busy and Redis's round trips overlapped,
-// while the live sessions' frames and the internal API's publishes
-// compete with 64 runnable attaches in a herd, not 10,000.
-const maxAttaching = 64
+// runs at once, over all its links (csession.WorkOptions.Attaching): as
+// many as one link's worker slots, so a herd on one edge runs as before,
+// but its attaches no longer hold the worker slots its live sessions'
+// frames need. Not fewer: an attach on Redis waits for a few store round
+// trips, and 64 at once (tried) would cap a herd at 640 attaches/s where
+// Redis is 20 ms away; in memory, on a quiet machine, 64 recovered the
+// herd no sooner (2026-12-06-2307 sitting).
+const maxAttaching = maxWorkersPerLink
 
 // newWorkOpts is what every connection's work of c shares
 // (csession.WorkOptions): the queue's bounds and c's metrics and reasons.
