@@ -58,13 +58,3 @@ func newRoomOpts(c *Core) *roomOpts {
 
 // newRoom makes the room name.
 func newRoom(c *Core, name string) *room { return croom.New(name, c.roomOpts) }
-
-// joinHooks are the parts of the core a member going live gets
-// (croom.JoinHooks), in room.GoLive under the room's lock: the wait for
-// the edge to take a replay page.
-type joinHooks struct {
-	s *session
-	q *joinReq
-}
-
-func (h joinHooks) WaitPage() { h.s.WaitPage(h.q) }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/corral-rt/corral/core/eventlog"
 	"github.com/corral-rt/corral/core/linkserver"
-	croom "github.com/corral-rt/corral/core/room"
 	csession "github.com/corral-rt/corral/core/session"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -64,7 +63,7 @@ func (h sessionCore) Detach(s *session, l *linkserver.Link, conn uint64, clean b
 // frames need. Not fewer: an attach on Redis waits for a few store round
 // trips, and 64 at once (tried) would cap a herd at 640 attaches/s where
 // Redis is 20 ms away; in memory, on a quiet machine, 64 recovered the
-// herd no sooner (2026-12-06-2307 sitting).
+// herd no sooner (docs/benchmarks/2026-12-06-2342-issue34-herds-quiet.md).
 const maxAttaching = maxWorkersPerLink
 
 // newWorkOpts is what every connection's work of c shares
@@ -148,10 +147,6 @@ type sessionReads struct{ c *Core }
 func (p sessionReads) Missed(ctx context.Context, qs []*joinReq) { p.c.readMissed(ctx, qs) }    // replay.go
 func (p sessionReads) Open(ctx context.Context, qs []*joinReq)   { p.c.grow.readOpen(ctx, qs) } // grow.go
 func (p sessionReads) Old(ctx context.Context, qs []*joinReq)    { p.c.keyed.readOld(ctx, qs) } // keyed.go
-
-func (p sessionReads) Hooks(s *session, q *joinReq) croom.JoinHooks {
-	return joinHooks{s: s, q: q} // roomparts.go
-}
 
 // sessionEvents is the event log as a session's joins and detach
 // write it (csession.Events; core/eventlog).

@@ -189,7 +189,7 @@ func (f *Lifecycle) GoLive(ctx context.Context, s *Session, ep Endpoint, qs []*J
 	var firstPos sessions.Position
 	var stored map[string]sessions.Position
 	for _, q := range qs {
-		pos, live := q.Room.GoLive(s, ep, &q.Join, f.Reads.Hooks(s, q))
+		pos, live := q.Room.GoLive(s, ep, &q.Join, pageWait{s, q})
 		if !live {
 			continue
 		}
@@ -268,3 +268,13 @@ func (f *Lifecycle) TouchLoop(ctx context.Context) {
 		}
 	}
 }
+
+// pageWait is what q's room calls of the session while s goes live in it
+// (croom.JoinHooks), under the room's lock: the wait for the edge to take
+// a replay page.
+type pageWait struct {
+	s *Session
+	q *JoinReq
+}
+
+func (w pageWait) WaitPage() { w.s.WaitPage(w.q) }

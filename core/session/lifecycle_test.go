@@ -127,18 +127,6 @@ func (p readsPort) Missed(_ context.Context, qs []*session.JoinReq) { p.record("
 func (p readsPort) Open(_ context.Context, qs []*session.JoinReq)   { p.record("Open " + names(qs)) }
 func (p readsPort) Old(_ context.Context, qs []*session.JoinReq)    { p.record("Old " + names(qs)) }
 
-func (p readsPort) Hooks(s *session.Session, q *session.JoinReq) croom.JoinHooks {
-	return hooks{}
-}
-
-type hooks struct{}
-
-func (hooks) ReplayPrefixesLocked(_ *croom.Catchup, out []*corralv1.Message) (rest, prefixes []*corralv1.Message) {
-	return out, nil
-}
-func (hooks) SendPrefixesLocked(croom.Endpoint, *croom.Catchup) {}
-func (hooks) WaitPage()                                         {}
-
 // presence and events
 
 type presencePort struct{ *ports }

@@ -3,8 +3,6 @@ package session
 import (
 	"context"
 	"time"
-
-	croom "github.com/corral-rt/corral/core/room"
 )
 
 // The ports of a [Lifecycle]: what the session flows use of the core,
@@ -57,8 +55,6 @@ type Reads interface {
 	Open(ctx context.Context, qs []*JoinReq)
 	// Old reads the keyed state older than the rooms' mirrors keep.
 	Old(ctx context.Context, qs []*JoinReq)
-	// Hooks is what q's room calls of the core while s goes live in it.
-	Hooks(s *Session, q *JoinReq) croom.JoinHooks
 }
 
 // Presence is the presence of the rooms a session joins and leaves.
