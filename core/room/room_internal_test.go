@@ -11,8 +11,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -51,35 +49,11 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(cancel)
 	f := &fixture{hist: history.NewMemory(history.MemoryOptions{}), pres: presence.NewMemory(presence.Options{}),
 		state: state.NewMemory(state.MemoryOptions{})}
-	counter := func(name string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name})
-	}
 	f.opts = &Options[*member]{
-		History: f.hist,
-		Classes: roomclass.NewLive(roomclass.NewTable(roomclass.Default(), nil)),
-		Ctx:     ctx,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: Metrics{
-			StoreOp: func(op string) func(error) {
-				if op == "read" {
-					f.reads.Add(1)
-				}
-				return func(error) {}
-			},
-			Published:         counter("published"),
-			CatchupFull:       func() { f.catchupFull.Add(1) },
-			LiveBatchMessages: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "batch"}),
-			LiveBatchFlushes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flushes"}, []string{"reason"}),
-			SignalsIn:         counter("in"),
-			SignalsOut:        counter("out"),
-			SignalsCoalesced:  counter("coalesced"),
-			SignalsDeferred:   counter("deferred"),
-			PresenceFlushes:   counter("presence_flushes"),
-			StateChanges:      counter("state_changes"),
-			StateDeltas:       counter("state_deltas"),
-			StateSnapshots:    counter("state_snapshots"),
-			StateResumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "state_resumes"}, []string{"how"}),
-		},
+		History:      f.hist,
+		Classes:      roomclass.NewLive(roomclass.NewTable(roomclass.Default(), nil)),
+		Ctx:          ctx,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PresenceList: f.pres.List,
 		PresenceTick: 500 * time.Millisecond,
 		State:        f.state,
@@ -87,6 +61,14 @@ func newFixture(t *testing.T) *fixture {
 		Go:           func(fn func()) { go fn() },
 		Held:         func(*testRoom) bool { return true },
 	}
+	f.opts.Metrics = NopMetrics()
+	f.opts.Metrics.StoreOp = func(op string) func(error) {
+		if op == "read" {
+			f.reads.Add(1)
+		}
+		return func(error) {}
+	}
+	f.opts.Metrics.CatchupFull = func() { f.catchupFull.Add(1) }
 	return f
 }
 

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/corral-rt/corral/core/linkserver"
 	croom "github.com/corral-rt/corral/core/room"
 	"github.com/corral-rt/corral/core/session"
@@ -175,33 +173,15 @@ func newLifecycle(t *testing.T, classes []roomclass.Class) (*session.Lifecycle, 
 	t.Cleanup(cancel)
 	store := sessions.NewMemory(sessions.Options{TTL: time.Minute})
 	t.Cleanup(func() { store.Close() })
-	counter := func(name string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name})
-	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	p := &ports{t: t, table: map[string]*session.Session{}, rooms: map[string]*session.Room{},
 		hist: history.NewMemory(history.MemoryOptions{})}
 	p.opts = &croom.Options[*session.Session]{
-		History: p.hist,
-		Classes: roomclass.NewLive(roomclass.NewTable(roomclass.Default(), classes)),
-		Ctx:     ctx,
-		Logger:  logger,
-		Metrics: croom.Metrics{
-			StoreOp:           func(string) func(error) { return func(error) {} },
-			Published:         counter("published"),
-			CatchupFull:       func() {},
-			LiveBatchMessages: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "batch"}),
-			LiveBatchFlushes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flushes"}, []string{"reason"}),
-			SignalsIn:         counter("in"),
-			SignalsOut:        counter("out"),
-			SignalsCoalesced:  counter("coalesced"),
-			SignalsDeferred:   counter("deferred"),
-			PresenceFlushes:   counter("presence_flushes"),
-			StateChanges:      counter("state_changes"),
-			StateDeltas:       counter("state_deltas"),
-			StateSnapshots:    counter("state_snapshots"),
-			StateResumes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "state_resumes"}, []string{"how"}),
-		},
+		History:      p.hist,
+		Classes:      roomclass.NewLive(roomclass.NewTable(roomclass.Default(), classes)),
+		Ctx:          ctx,
+		Logger:       logger,
+		Metrics:      croom.NopMetrics(),
 		PresenceTick: 500 * time.Millisecond,
 		StateGapWait: croom.GapWait,
 		Go:           func(fn func()) { go fn() },
