@@ -5,7 +5,6 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,22 +19,11 @@ import (
 func TestLockedStaysHome(t *testing.T) {
 	root := moduleRoot(t)
 	var problems []string
-	err := filepath.WalkDir(filepath.Join(root, "core"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
+	eachCoreDir(t, root, func(rel, dir string) {
+		for _, name := range exportedLocked(t, dir) {
+			problems = append(problems, rel+": "+name+" is exported: a lock's state is its package's own")
 		}
-		if d.Name() == "testdata" {
-			return filepath.SkipDir
-		}
-		rel, _ := filepath.Rel(root, path)
-		for _, name := range exportedLocked(t, path) {
-			problems = append(problems, filepath.ToSlash(rel)+": "+name+" is exported: a lock's state is its package's own")
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range problems {
 		t.Error(p)
 	}

@@ -29,22 +29,11 @@ var methodDebt = map[string]int{}
 func TestMethodsPerType(t *testing.T) {
 	root := moduleRoot(t)
 	counts := make(map[string]int)
-	err := filepath.WalkDir(filepath.Join(root, "core"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
+	eachCoreDir(t, root, func(rel, dir string) {
+		for name, n := range methodsOf(t, dir) {
+			counts[rel+"."+name] = n
 		}
-		if d.Name() == "testdata" {
-			return filepath.SkipDir
-		}
-		rel, _ := filepath.Rel(root, path)
-		for name, n := range methodsOf(t, path) {
-			counts[filepath.ToSlash(rel)+"."+name] = n
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(counts) == 0 {
 		t.Fatal("no methods found under core/")
 	}
@@ -114,5 +103,25 @@ func receiverName(e ast.Expr) string {
 		default:
 			return fmt.Sprintf("%T", e)
 		}
+	}
+}
+
+// eachCoreDir calls fn with every directory under root's core/ (testdata
+// left out), by its slash path from root and its path on disk.
+func eachCoreDir(t *testing.T, root string, fn func(rel, dir string)) {
+	t.Helper()
+	err := filepath.WalkDir(filepath.Join(root, "core"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(root, path)
+		fn(filepath.ToSlash(rel), path)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
