@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/history"
@@ -61,17 +62,11 @@ func TestResumeWritesPositionsOnce(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	c := newTestCore(t, Config{Sessions: store})
 	l := fakeLink(c)
-	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
-	welcome := frames(t, l, 1)[0].GetWelcome()
-	var rooms []*corralv1.RoomPosition
+	names := make([]string, n)
 	for i := range n {
-		room := fmt.Sprintf("r%d", i)
-		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
-		joined := frames(t, l, 1)[0].GetJoined()
-		rooms = append(rooms, &corralv1.RoomPosition{Room: room, Epoch: joined.GetEpoch()})
+		names[i] = fmt.Sprintf("r%d", i)
 	}
-	c.life.Detach(s, l, 1, false)
+	id, welcome, rooms := joinedThenDetached(t, c, l, names)
 	for i := range n {
 		for range i { // room ri misses i messages
 			if _, err := apiPublish(ctx, c, fmt.Sprintf("r%d", i), []byte("x")); err != nil {
@@ -134,17 +129,8 @@ func TestResumeStoreFailureAnswersLeft(t *testing.T) {
 	t.Cleanup(func() { h.Close() })
 	c := newTestCore(t, Config{History: h})
 	l := fakeLink(c)
-	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
-	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
-	w := frames(t, l, 1)[0].GetWelcome()
 	rooms := []string{"r0", "r1", "r2"}
-	for _, room := range rooms {
-		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
-		if frames(t, l, 1)[0].GetJoined() == nil {
-			t.Fatalf("join %s: not joined", room)
-		}
-	}
-	c.life.Detach(s, l, 1, false)
+	id, w, _ := joinedThenDetached(t, c, l, rooms)
 	h.set("r1", true)
 
 	// answers resumes the session on conn naming named, and returns how
@@ -193,4 +179,27 @@ func answer(t *testing.T, f *corralv1.ServerFrame, got map[string]string, w **co
 	case f.GetError() != nil:
 		t.Fatalf("resume answered a room with an Error frame: %v", f.GetError())
 	}
+}
+
+// joinedThenDetached attaches a new session of a user who may join
+// anything on connection 1 of l, joins it to rooms, one after the other,
+// and detaches it. It returns the user's identity, the session's Welcome
+// and each room's position as a resume names it.
+func joinedThenDetached(t *testing.T, c *Core, l *linkserver.Link, rooms []string) (*corralv1.Identity, *corralv1.Welcome, []*corralv1.RoomPosition) {
+	t.Helper()
+	ctx := context.Background()
+	id := &corralv1.Identity{UserId: "u", Join: []string{"*"}, Publish: []string{"*"}}
+	s := c.life.Attach(ctx, l, 1, nil, &linkv1.Attach{Identity: id, Hello: &corralv1.Hello{}})
+	w := frames(t, l, 1)[0].GetWelcome()
+	var pos []*corralv1.RoomPosition
+	for _, room := range rooms {
+		c.handleClient(ctx, s, &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Join{Join: &corralv1.Join{Room: room}}})
+		joined := frames(t, l, 1)[0].GetJoined()
+		if joined == nil {
+			t.Fatalf("join %s: not joined", room)
+		}
+		pos = append(pos, &corralv1.RoomPosition{Room: room, Epoch: joined.GetEpoch()})
+	}
+	c.life.Detach(s, l, 1, false)
+	return id, w, pos
 }
