@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/corral-rt/corral/core/linkserver"
-	"github.com/corral-rt/corral/internal/eventually"
 
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
@@ -115,38 +114,44 @@ func (*gateCore) Detach(*Session, *linkserver.Link, uint64, bool)       {}
 // attaches wait. With the old code every attach took a worker slot, all
 // ran at once, and a live frame waited behind them.
 func TestAttachesBounded(t *testing.T) {
-	const bound, herd, workers = 3, 20, 4
-	g := &gateCore{release: make(chan struct{}), handled: make(chan *corralv1.ClientFrame, 1)}
-	o := idleOpts()
-	o.Core = g
-	o.Attaching = make(chan struct{}, bound)
-	slots := make(chan struct{}, workers)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	attach := &linkv1.EdgeFrame{Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{}}}
+	synctest.Test(t, func(t *testing.T) {
+		const bound, herd, workers = 3, 20, 4
+		g := &gateCore{release: make(chan struct{}), handled: make(chan *corralv1.ClientFrame, 1)}
+		o := idleOpts()
+		o.Core = g
+		o.Attaching = make(chan struct{}, bound)
+		slots := make(chan struct{}, workers)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		attach := &linkv1.EdgeFrame{Kind: &linkv1.EdgeFrame_Attach{Attach: &linkv1.Attach{}}}
 
-	// A live session: attached before the herd.
-	live := NewWork(ctx, o, nil, slots, 0)
-	live.Push(attach, 0)
-	eventually.True(t, 10*time.Second, func() bool { live.mu.Lock(); defer live.mu.Unlock(); return live.s != nil && !live.running })
+		// A live session: attached before the herd.
+		live := NewWork(ctx, o, nil, slots, 0)
+		live.Push(attach, 0)
+		synctest.Wait()
 
-	for i := range herd {
-		NewWork(ctx, o, nil, slots, uint64(i+1)).Push(attach, 0)
-	}
-	eventually.True(t, 10*time.Second, func() bool { return g.in.Load() == bound })
-	ping := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: 7}}}
-	live.Push(&linkv1.EdgeFrame{Kind: &linkv1.EdgeFrame_Frame{Frame: ping}}, 10)
-	select {
-	case f := <-g.handled:
-		if f.GetPing().GetId() != 7 {
-			t.Fatalf("handled %v", f)
+		for i := range herd {
+			NewWork(ctx, o, nil, slots, uint64(i+1)).Push(attach, 0)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a live session's frame waited behind the herd's attaches")
-	}
-	close(g.release)
-	eventually.True(t, 10*time.Second, func() bool { return g.in.Load() == 0 })
-	if m := g.max.Load(); m > bound {
-		t.Fatalf("%d attaches ran at once, want at most %d", m, bound)
-	}
+		synctest.Wait() // every attach runs or waits for a slot
+		if n := g.in.Load(); n != bound {
+			t.Fatalf("%d attaches run at once, want %d (the bound)", n, bound)
+		}
+		ping := &corralv1.ClientFrame{Kind: &corralv1.ClientFrame_Ping{Ping: &corralv1.Ping{Id: 7}}}
+		live.Push(&linkv1.EdgeFrame{Kind: &linkv1.EdgeFrame_Frame{Frame: ping}}, 10)
+		synctest.Wait()
+		select {
+		case f := <-g.handled:
+			if f.GetPing().GetId() != 7 {
+				t.Fatalf("handled %v", f)
+			}
+		default:
+			t.Fatal("a live session's frame waited behind the herd's attaches")
+		}
+		close(g.release)
+		synctest.Wait()
+		if n, m := g.in.Load(), g.max.Load(); n != 0 || m > bound {
+			t.Fatalf("%d attaches still in, %d ran at once; want 0 and at most %d", n, m, bound)
+		}
+	})
 }
