@@ -204,7 +204,7 @@ func (w *Work) Push(f *linkv1.EdgeFrame, size int) {
 	w.running = true
 	w.mu.Unlock()
 	if start {
-		go w.run()
+		go w.run(f.GetAttach() != nil)
 	}
 }
 
@@ -226,7 +226,7 @@ func (w *Work) PushTask(task func(ctx context.Context, s *Session)) bool {
 	w.running = true
 	w.mu.Unlock()
 	if start {
-		go w.run()
+		go w.run(false)
 	}
 	return true
 }
@@ -287,18 +287,19 @@ func (w *Work) Detach(d *linkv1.Detach) {
 		w.o.Metrics.DropDetached(n)
 	}
 	if start {
-		go w.run()
+		go w.run(false)
 	}
 }
 
 // run processes the queue until it is empty, and the detach once the
-// connection is gone. An attach runs under a slot of
-// WorkOptions.Attaching, the frames after it under one of the link's
+// connection is gone. With attach (started by the push of the attach,
+// a connection's first frame), the attach runs under a slot of
+// WorkOptions.Attaching and the frames after it under one of the link's
 // worker slots.
-func (w *Work) run() {
+func (w *Work) run(attach bool) {
 	c, m := w.o.Core, &w.o.Metrics
 	slots := w.workers
-	if w.o.Attaching != nil && w.attachNext() {
+	if attach && w.o.Attaching != nil {
 		slots = w.o.Attaching
 	}
 	held := w.slot(slots)
@@ -379,13 +380,6 @@ func (w *Work) run() {
 			}
 		}
 	}
-}
-
-// attachNext reports whether the next thing queued is an attach.
-func (w *Work) attachNext() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.queue) > 0 && w.queue[0].f.GetAttach() != nil
 }
 
 // slot takes one of slots and reports true, or reports false when the
