@@ -169,9 +169,6 @@ func (g grower) grow(ctx context.Context, r *room, msg *corralv1.Message, cl *ro
 // GrowView.ReadOpen). Called after the joins began (beginJoin) and their
 // history was read.
 func (g grower) readOpen(ctx context.Context, qs []*joinReq) {
-	if _, ok := g.c.hist.(history.Grower); !ok {
-		return
-	}
 	for _, q := range qs {
 		q.Room.Grown().ReadOpen(ctx, &q.Join)
 	}
