@@ -204,7 +204,26 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	served = true
-	go c.serve() // finish releases, untracks and marks connWG done
+	// finish releases, untracks and marks connWG done.
+	if t, ok := w.(thenRunner); ok {
+		// The listener's goroutine, its stack already grown by the
+		// head's parse, runs the connection once it has let go of what
+		// it holds for the request: no goroutine to start and grow
+		// again per upgrade (docs/benchmarks/
+		// 2026-12-07-0220-issue34-herd-allocs.md).
+		t.Then(c.serve)
+		return
+	}
+	go c.serve()
+}
+
+// thenRunner is a ResponseWriter whose goroutine runs f once the handler
+// has returned and the request's buffers are let go: corral's WebSocket
+// listener (server.upgradeResponse). Through net/http, a connection's
+// reader is a goroutine of its own (net/http's stack is deep, and its
+// connection state is held until the handler returns).
+type thenRunner interface {
+	Then(f func())
 }
 
 func (e *Edge) track(c *conn) bool {
