@@ -314,7 +314,10 @@ func (c *conn) attachHello(hello *corralv1.Hello) (ok bool) {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "the first frame must be hello", 0, false)
 		return false
 	}
-	actx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
+	actx, cancel := ctx, context.CancelFunc(nop)
+	if c.hook != nil || !authNoWait(c.e.cfg.Auth) {
+		actx, cancel = context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
+	}
 	id, initial, info, err := c.authenticate(actx, hello)
 	cancel()
 	if err != nil {

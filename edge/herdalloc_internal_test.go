@@ -2,12 +2,17 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+
+	"github.com/corral-rt/corral/auth"
+	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 )
 
 // loopConn is a net.Conn whose reads return data over and over.
@@ -161,4 +166,39 @@ func TestFinishWithoutWriterAllocs(t *testing.T) {
 	if te.conns() != 0 {
 		t.Fatalf("%d connections left", te.conns())
 	}
+}
+
+// TestAuthNoWait: corral's own authenticators, which never wait, get no
+// context with the hello's deadline (a context and a timer per hello); any
+// other authenticator still does.
+func TestAuthNoWait(t *testing.T) {
+	for _, tc := range []struct {
+		a    auth.Authenticator
+		want bool
+	}{
+		{auth.Dev{}, true},
+		{auth.None{}, true},
+		{&auth.JWT{}, true},
+		{deadlineAuth{}, false},
+	} {
+		if got := authNoWait(tc.a); got != tc.want {
+			t.Fatalf("authNoWait(%T) = %v, want %v", tc.a, got, tc.want)
+		}
+	}
+	var seen atomic.Bool
+	te := startEdge(t, false, func(c *Config) { c.Auth = deadlineAuth{seen: &seen} })
+	te.dialJoin(t, "u", "r")
+	if !seen.Load() {
+		t.Fatal("an authenticator of the application's got no deadline for the hello")
+	}
+}
+
+// deadlineAuth is auth.Dev that records whether its context had a deadline.
+type deadlineAuth struct{ seen *atomic.Bool }
+
+func (a deadlineAuth) Authenticate(ctx context.Context, token string) (*corralv1.Identity, error) {
+	if _, ok := ctx.Deadline(); ok && a.seen != nil {
+		a.seen.Store(true)
+	}
+	return auth.Dev{}.Authenticate(ctx, token)
 }
