@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-rt/corral/internal/gorun"
 	"github.com/corral-rt/corral/internal/peek"
 )
 
@@ -119,9 +120,15 @@ func (l *wsListener) acceptLoop() {
 			}
 		}
 		pause = 0
-		go l.serveConn(nc)
+		connRunners.Go(func() { l.serveConn(nc) })
 	}
 }
+
+// connRunners run the accepted connections (serveConn): a goroutine done
+// with one (its connection parked, ended or handed to net/http) takes the
+// next, with the stack the head's parse and the hello grew, rather than a
+// new goroutine growing it again from 2 KiB (internal/gorun).
+var connRunners = gorun.New(time.Second)
 
 // serveConn serves nc's first request (serve), then runs on the same
 // goroutine what the handler left to run after it (upgradeResponse.Then:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-rt/corral/core/linkserver"
+	"github.com/corral-rt/corral/internal/gorun"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/tracing"
@@ -204,7 +205,8 @@ func (w *Work) Push(f *linkv1.EdgeFrame, size int) {
 	w.running = true
 	w.mu.Unlock()
 	if start {
-		go w.run(f.GetAttach() != nil)
+		attach := f.GetAttach() != nil
+		runners.Go(func() { w.run(attach) })
 	}
 }
 
@@ -226,7 +228,7 @@ func (w *Work) PushTask(task func(ctx context.Context, s *Session)) bool {
 	w.running = true
 	w.mu.Unlock()
 	if start {
-		go w.run(false)
+		runners.Go(func() { w.run(false) })
 	}
 	return true
 }
@@ -287,9 +289,14 @@ func (w *Work) Detach(d *linkv1.Detach) {
 		w.o.Metrics.DropDetached(n)
 	}
 	if start {
-		go w.run(false)
+		runners.Go(func() { w.run(false) })
 	}
 }
+
+// runners run the workers: a worker's attach and join grow its stack to
+// 8 KiB or more, which a new goroutine per burst of a connection's frames
+// grew again from 2 KiB (internal/gorun).
+var runners = gorun.New(time.Second)
 
 // run processes the queue until it is empty, and the detach once the
 // connection is gone. With attach (started by the push of the attach,
