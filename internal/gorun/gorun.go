@@ -11,20 +11,31 @@
 package gorun
 
 import (
+	"sync"
 	"time"
 )
 
 // Pool runs functions on its goroutines. The zero value is not usable:
 // see New.
 type Pool struct {
-	idle  time.Duration
-	ready chan func() // idle goroutines receive here
+	idle      time.Duration
+	ready     chan func()   // idle goroutines receive here
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 // New is a Pool whose goroutines wait up to idle for the next function
 // once done, then end.
 func New(idle time.Duration) *Pool {
-	return &Pool{idle: idle, ready: make(chan func())}
+	return &Pool{idle: idle, ready: make(chan func()), closed: make(chan struct{})}
+}
+
+// Close ends the pool's waiting goroutines now, and each busy one once
+// its function returns; Go still runs what it is given, each on a
+// goroutine that then ends. (A pool in a testing/synctest bubble must
+// have no goroutine left waiting when the bubble ends.)
+func (p *Pool) Close() {
+	p.closeOnce.Do(func() { close(p.closed) })
 }
 
 // Go runs f on a goroutine of the pool that waits for one, or on a new
@@ -48,6 +59,9 @@ func (p *Pool) run(f func()) {
 			f()
 			t.Reset(p.idle)
 		case <-t.C:
+			return
+		case <-p.closed:
+			t.Stop()
 			return
 		}
 	}

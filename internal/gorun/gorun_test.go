@@ -61,3 +61,18 @@ func TestConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestClose: Close ends the pool's waiting goroutines at once (the bubble
+// would not end with one left), and what Go is given after it still runs.
+func TestClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(time.Hour)
+		ran := make(chan bool, 2)
+		p.Go(func() { ran <- true })
+		<-ran
+		synctest.Wait()
+		p.Close()
+		p.Go(func() { ran <- true })
+		<-ran
+	})
+}
