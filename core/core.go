@@ -232,7 +232,6 @@ func (c *Core) Close() error {
 	}
 	c.missed.Close() // its batches end with c.ctx; none reads a closed store
 	c.wg.Wait()
-	c.workOpts.Runners.Close() // workers still running end when done
 	perr := errors.Join(c.pres.close(), c.keyed.close())
 	if c.ownStore {
 		return errors.Join(perr, c.sess.Close(), c.hist.Close())

@@ -10,7 +10,6 @@ import (
 	csession "github.com/corral-rt/corral/core/session"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/internal/gorun"
 )
 
 // A client session while it is attached, its connection's ordered work
@@ -76,7 +75,6 @@ func newWorkOpts(c *Core) *csession.WorkOptions {
 		MaxFrames: int(c.cfg.ConnQueueFrames),
 		MaxBytes:  int(c.cfg.ConnQueueBytes),
 		Attaching: make(chan struct{}, maxAttaching),
-		Runners:   gorun.New(time.Second),
 		Metrics: csession.WorkMetrics{
 			BacklogFrames:  m.backlogFrames,
 			BacklogBytes:   m.backlogBytes,

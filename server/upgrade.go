@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/corral-rt/corral/internal/gorun"
 	"github.com/corral-rt/corral/internal/peek"
 )
 
@@ -59,13 +58,6 @@ type wsListener struct {
 	timeout time.Duration // for the first request head (ReadHeaderTimeout)
 	log     *slog.Logger
 
-	// runners run the accepted connections (serveConn): a goroutine
-	// done with one (its connection parked, ended or handed to net/http)
-	// takes the next, with the stack the head's parse and the hello grew,
-	// rather than a new goroutine growing it again from 2 KiB
-	// (internal/gorun).
-	runners *gorun.Pool
-
 	conns     chan net.Conn // for net/http
 	done      chan struct{} // closed when accepting stops (stop)
 	closeOnce sync.Once
@@ -78,7 +70,6 @@ func newWSListener(ln net.Listener, ws http.Handler, path string, timeout time.D
 	l := &wsListener{
 		ln: ln, ws: noBody(ws), path: path, timeout: timeout, log: log,
 		conns: make(chan net.Conn), done: make(chan struct{}),
-		runners: gorun.New(time.Second),
 	}
 	go l.acceptLoop()
 	return l
@@ -104,14 +95,7 @@ func (l *wsListener) Close() error {
 // Addr is the listening address.
 func (l *wsListener) Addr() net.Addr { return l.ln.Addr() }
 
-func (l *wsListener) stop() {
-	l.closeOnce.Do(func() {
-		close(l.done)
-		if l.runners != nil {
-			l.runners.Close() // connections being served end as before
-		}
-	})
-}
+func (l *wsListener) stop() { l.closeOnce.Do(func() { close(l.done) }) }
 
 // acceptLoop accepts until the listener is closed. An error that is not
 // the listener's end (too many open files, say) is retried after a pause
@@ -135,7 +119,7 @@ func (l *wsListener) acceptLoop() {
 			}
 		}
 		pause = 0
-		l.runners.Go(func() { l.serveConn(nc) })
+		go l.serveConn(nc)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/corral-rt/corral/core/linkserver"
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
-	"github.com/corral-rt/corral/internal/gorun"
 	"github.com/corral-rt/corral/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -47,13 +46,7 @@ type WorkOptions struct {
 	// (seconds, in the herd). Bounded, the herd waits in a queue and
 	// what is already live goes on.
 	Attaching chan struct{}
-	// Runners run the workers (nil: a new goroutine each time one
-	// starts): a worker's attach and join grow its stack to 8 KiB or
-	// more, which a new goroutine per burst of a connection's frames grew
-	// again from 2 KiB (internal/gorun). A pool of the core's own, so that
-	// a test's core in a synctest bubble runs its workers in the bubble.
-	Runners *gorun.Pool
-	Metrics WorkMetrics
+	Metrics   WorkMetrics
 }
 
 // WorkMetrics are where the queues count: what waits in them, the frames
@@ -211,8 +204,7 @@ func (w *Work) Push(f *linkv1.EdgeFrame, size int) {
 	w.running = true
 	w.mu.Unlock()
 	if start {
-		attach := f.GetAttach() != nil
-		goRun(w.o, func() { w.run(attach) })
+		go w.run(f.GetAttach() != nil)
 	}
 }
 
@@ -234,7 +226,7 @@ func (w *Work) PushTask(task func(ctx context.Context, s *Session)) bool {
 	w.running = true
 	w.mu.Unlock()
 	if start {
-		goRun(w.o, func() { w.run(false) })
+		go w.run(false)
 	}
 	return true
 }
@@ -295,17 +287,8 @@ func (w *Work) Detach(d *linkv1.Detach) {
 		w.o.Metrics.DropDetached(n)
 	}
 	if start {
-		goRun(w.o, func() { w.run(false) })
+		go w.run(false)
 	}
-}
-
-// goRun runs f, a worker, on one of o.Runners (a new goroutine without).
-func goRun(o *WorkOptions, f func()) {
-	if o.Runners == nil {
-		go f()
-		return
-	}
-	o.Runners.Go(f)
 }
 
 // run processes the queue until it is empty, and the detach once the
