@@ -2,6 +2,7 @@ package edge
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -49,6 +50,19 @@ type sock struct {
 
 // Read reads from the connection, see sock.
 func (s *sock) Read(p []byte) (int, error) {
+	if len(p) >= readBufferSize && s.idle() {
+		// Large enough: straight into p.
+		n, err := s.Conn.Read(p)
+		s.readDone(n, err)
+		return n, err
+	}
+	return s.readSmall(p)
+}
+
+// readSmall is Read through a borrowed buffer, whatever p's size: p
+// never reaches the connection's Read (an interface call), so an array
+// of the caller's stack stays there (readFull).
+func (s *sock) readSmall(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -74,27 +88,47 @@ func (s *sock) Read(p []byte) (int, error) {
 		s.err = nil
 		return 0, err
 	}
-	var n int
-	var err error
-	if len(p) >= readBufferSize {
-		n, err = s.Conn.Read(p)
+	b := readBufs.Get().(*[readBufferSize]byte)
+	m, err := s.Conn.Read(b[:])
+	n := copy(p, b[:m])
+	if n < m {
+		s.buf, s.r, s.w, s.err = b, n, m, err
+		err = nil
 	} else {
-		b := readBufs.Get().(*[readBufferSize]byte)
-		var m int
-		m, err = s.Conn.Read(b[:])
-		n = copy(p, b[:m])
-		if n < m {
-			s.buf, s.r, s.w, s.err = b, n, m, err
-			err = nil
-		} else {
-			readBufs.Put(b)
-		}
+		readBufs.Put(b)
 	}
+	s.readDone(n, err)
+	return n, err
+}
+
+// readDone lifts a lingering read's deadline once a read took a byte or
+// failed.
+func (s *sock) readDone(n int, err error) {
 	if s.lingering && (n > 0 || err != nil) {
 		s.lingering = false
 		s.Conn.SetReadDeadline(time.Time{})
 	}
-	return n, err
+}
+
+// readFull is io.ReadFull(s, p) for a small p (a frame header, a mask
+// key) that stays on the caller's stack: through io.ReadFull, an
+// interface, it escaped, two allocations per frame read.
+func (s *sock) readFull(p []byte) error {
+	n := 0
+	for n < len(p) {
+		m, err := s.readSmall(p[n:])
+		n += m
+		if err != nil {
+			if n == len(p) {
+				return nil
+			}
+			if err == io.EOF && n > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // idle reports whether sock holds no unread byte. The reader calls it

@@ -182,22 +182,34 @@ func (c *conn) finish(clean bool) {
 	c.link.detach(c, clean)
 	c.mu.Lock()
 	c.ended = true
+	writing := c.writing
 	c.mu.Unlock()
-	// Give a running writer a moment to flush a queued close, then cut.
-	writerDone := make(chan struct{})
-	go func() {
+	if !writing {
+		// No writer holds the token and none takes it now (ended): one
+		// that let it go is at most about to say so (writers.Done). No
+		// goroutine, channel and timer to wait for it (a connection's
+		// end in a reset herd's every rejoin).
+		c.awaitCloseReply()
+		c.cutOff()
 		c.writers.Wait()
-		close(writerDone)
-	}()
-	select {
-	case <-writerDone:
-	case <-time.After(c.e.cfg.WriteTimeout):
+	} else {
+		// Give the running writer a moment to flush a queued close,
+		// then cut.
+		writerDone := make(chan struct{})
+		go func() {
+			c.writers.Wait()
+			close(writerDone)
+		}()
+		select {
+		case <-writerDone:
+		case <-time.After(c.e.cfg.WriteTimeout):
+		}
+		// The client's reply to a close the edge sent, then the cut (a
+		// writer waiting for room is woken, and fails).
+		c.awaitCloseReply()
+		c.cutOff()
+		<-writerDone
 	}
-	// The client's reply to a close the edge sent, then the cut (a
-	// writer waiting for room is woken, and fails).
-	c.awaitCloseReply()
-	c.cutOff()
-	<-writerDone
 	// What no writer will send is dropped, and its bytes leave the
 	// link's count; closing: nothing more is queued.
 	c.mu.Lock()
@@ -302,7 +314,10 @@ func (c *conn) attachHello(hello *corralv1.Hello) (ok bool) {
 		c.closeWith(corralv1.Code_CODE_HELLO_REQUIRED, "the first frame must be hello", 0, false)
 		return false
 	}
-	actx, cancel := context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
+	actx, cancel := ctx, context.CancelFunc(nop)
+	if c.hook != nil || !authNoWait(c.e.cfg.Auth) {
+		actx, cancel = context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
+	}
 	id, initial, info, err := c.authenticate(actx, hello)
 	cancel()
 	if err != nil {

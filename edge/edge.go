@@ -136,15 +136,18 @@ func (e *Edge) Ready() bool {
 }
 
 // ServeHTTP upgrades a request to a WebSocket connection and returns; the
-// connection is served on a goroutine of its own until it closes.
+// connection is served on a goroutine of its own until it closes or
+// parks, or, when w has Then (thenRunner: the server's WebSocket
+// listener), on the caller's goroutine once it has let the request go.
 //
 // Returning lets the caller (net/http, or the server's WebSocket
 // listener, which reads upgrades without net/http) release what it holds
 // for the request (its connection state, buffers, the request and its
-// headers, and the deep stack of its serving goroutine): an idle WebSocket
-// then costs only the connection's own state (and, where it cannot park, a
-// shallow reader goroutine). w must implement http.Hijacker; the reader
-// Hijack returns is read only for what it has buffered, within this call.
+// headers, and, through net/http, the deep stack of its serving
+// goroutine): an idle WebSocket then costs only the connection's own
+// state (and, where it cannot park, a reader goroutine). w must implement
+// http.Hijacker; the reader Hijack returns is read only for what it has
+// buffered, within this call.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	if e.closed {
@@ -204,7 +207,26 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	served = true
-	go c.serve() // finish releases, untracks and marks connWG done
+	// finish releases, untracks and marks connWG done.
+	if t, ok := w.(thenRunner); ok {
+		// The listener's goroutine, its stack already grown by the
+		// head's parse, runs the connection once it has let go of what
+		// it holds for the request: no goroutine to start and grow
+		// again per upgrade (docs/benchmarks/
+		// 2026-12-07-0220-issue34-herd-allocs.md).
+		t.Then(c.serve)
+		return
+	}
+	go c.serve()
+}
+
+// thenRunner is a ResponseWriter whose goroutine runs f once the handler
+// has returned and the request's buffers are let go: corral's WebSocket
+// listener (server.upgradeResponse). Through net/http, a connection's
+// reader is a goroutine of its own (net/http's stack is deep, and its
+// connection state is held until the handler returns).
+type thenRunner interface {
+	Then(f func())
 }
 
 func (e *Edge) track(c *conn) bool {

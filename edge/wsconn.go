@@ -118,7 +118,7 @@ func (c *conn) readMessage(limit int64) ([]byte, error) {
 // set.
 func (c *conn) readHeader() (fin bool, op byte, n uint64, key [4]byte, err error) {
 	var h [8]byte
-	if _, err = io.ReadFull(c.sock, h[:2]); err != nil {
+	if err = c.sock.readFull(h[:2]); err != nil {
 		return
 	}
 	fin, op = h[0]&0x80 != 0, h[0]&0x0F
@@ -132,17 +132,17 @@ func (c *conn) readHeader() (fin bool, op byte, n uint64, key [4]byte, err error
 	}
 	switch n = uint64(h[1] & 0x7F); n {
 	case 126:
-		if _, err = io.ReadFull(c.sock, h[:2]); err != nil {
+		if err = c.sock.readFull(h[:2]); err != nil {
 			return
 		}
 		n = uint64(binary.BigEndian.Uint16(h[:2]))
 	case 127:
-		if _, err = io.ReadFull(c.sock, h[:8]); err != nil {
+		if err = c.sock.readFull(h[:8]); err != nil {
 			return
 		}
 		n = binary.BigEndian.Uint64(h[:8])
 	}
-	_, err = io.ReadFull(c.sock, key[:])
+	err = c.sock.readFull(key[:])
 	return
 }
 

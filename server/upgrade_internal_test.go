@@ -414,3 +414,46 @@ func BenchmarkUpgrade(b *testing.B) {
 		})
 	}
 }
+
+// TestUpgradeThenOnListenerGoroutine: what a handler that hijacked leaves
+// to run (upgradeResponse.Then, the edge's connection) runs on the
+// listener's goroutine once the handler has returned and the head reader
+// is back in its pool, not on a goroutine of its own; a handler that did
+// not hijack (a refusal) has nothing run. On the old code the
+// ResponseWriter had no Then.
+func TestUpgradeThenOnListenerGoroutine(t *testing.T) {
+	head := "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	for _, hijack := range []bool{true, false} {
+		var returned, ran, readerBack bool
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() { returned = true }()
+			th, ok := w.(interface{ Then(func()) })
+			if !ok {
+				t.Fatal("the listener's ResponseWriter has no Then")
+			}
+			br := w.(*upgradeResponse).br
+			th.Then(func() {
+				ran = true
+				// Reset(nil) before the Put: the reader no longer reads the connection.
+				readerBack = returned && br.Size() == headBufferSize && br.Buffered() == 0
+			})
+			if hijack {
+				w.(interface {
+					HijackEarly() (net.Conn, []byte, error)
+				}).HijackEarly()
+				return
+			}
+			http.Error(w, "no", http.StatusForbidden)
+		})
+		l := &wsListener{ws: h, path: "/ws", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			conns: make(chan net.Conn, 1), done: make(chan struct{})}
+		l.serveConn(&fakeConn{in: bytes.NewReader([]byte(head + "early"))})
+		if ran != hijack {
+			t.Fatalf("hijack %v: ran on the listener's goroutine %v, want %v", hijack, ran, hijack)
+		}
+		if hijack && !readerBack {
+			t.Fatal("ran before the handler returned, or with the head reader still held")
+		}
+	}
+}
