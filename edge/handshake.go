@@ -20,7 +20,7 @@ import (
 // itself. coder/websocket's Accept did it until 2026-12-06: it built a
 // Conn (its reader, writer, mutexes and their channels) that the edge let
 // go at once, split the header values into token slices and set the 101's
-// fields in a header map, 2.4 KiB and 43 allocations an upgrade (160 B
+// fields in a header map, 2.4 KiB and 43 allocations an upgrade (224 B
 // and 2 here, the connection's sock and wire: BenchmarkHandshake), 14 MB
 // of a herd's reconnect window
 // (docs/benchmarks/2026-12-06-1341-issue34-herd-cuts.md). Here the checks
