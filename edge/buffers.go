@@ -6,7 +6,10 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/corral-rt/corral/internal/peek"
 )
 
 // Buffers of a client connection. net/http hands a hijacked connection a
@@ -43,6 +46,16 @@ type sock struct {
 	err   error                 // the read error behind buf's bytes
 	// lingering: a read deadline is set, to be lifted at the first byte.
 	lingering bool
+	// raw reads the socket without a buffer while it waits (readReady);
+	// nil where it cannot (not a socket, not Linux): a read then holds
+	// its buffer while it blocks.
+	raw syscall.RawConn
+	// readFn is readNow, bound once; got, gotN and gotErr are what its
+	// last call read.
+	readFn func(fd uintptr) bool
+	got    *[readBufferSize]byte
+	gotN   int
+	gotErr error
 	// skip is the unread payload of a frame refused as too large, which
 	// the wait for the client's close reply discards (wsconn.go).
 	skip uint64
@@ -88,14 +101,24 @@ func (s *sock) readSmall(p []byte) (int, error) {
 		s.err = nil
 		return 0, err
 	}
-	b := readBufs.Get().(*[readBufferSize]byte)
-	m, err := s.Conn.Read(b[:])
-	n := copy(p, b[:m])
-	if n < m {
-		s.buf, s.r, s.w, s.err = b, n, m, err
-		err = nil
+	var b *[readBufferSize]byte
+	var m int
+	var err error
+	if s.raw != nil {
+		b, m, err = s.readReady()
 	} else {
-		readBufs.Put(b)
+		b = readBufs.Get().(*[readBufferSize]byte)
+		m, err = s.Conn.Read(b[:])
+	}
+	n := 0
+	if b != nil {
+		n = copy(p, b[:m])
+		if n < m {
+			s.buf, s.r, s.w, s.err = b, n, m, err
+			err = nil
+		} else {
+			readBufs.Put(b)
+		}
 	}
 	s.readDone(n, err)
 	return n, err
@@ -129,6 +152,37 @@ func (s *sock) readFull(p []byte) error {
 		}
 	}
 	return nil
+}
+
+// readReady reads the socket into a buffer it borrows only once the
+// socket has bytes (peek.ReadNow): a reader waiting for its next frame, or
+// for the hello (a reconnect herd's thousands), holds none, and a read of
+// bytes already there is one read(2), the wait included. b is nil when
+// nothing was read (a read deadline passed, the socket closed).
+func (s *sock) readReady() (b *[readBufferSize]byte, n int, err error) {
+	if s.readFn == nil {
+		s.readFn = s.readNow
+	}
+	err = s.raw.Read(s.readFn)
+	b, n, rerr := s.got, s.gotN, s.gotErr
+	s.got, s.gotN, s.gotErr = nil, 0, nil
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, n, rerr
+}
+
+// readNow is readReady's callback: one read(2) into a borrowed buffer,
+// given back when there was nothing to read (then the poller waits).
+func (s *sock) readNow(fd uintptr) bool {
+	b := readBufs.Get().(*[readBufferSize]byte)
+	n, again, err := peek.ReadNow(fd, b[:])
+	if again {
+		readBufs.Put(b)
+		return false
+	}
+	s.got, s.gotN, s.gotErr = b, n, err
+	return true
 }
 
 // idle reports whether sock holds no unread byte. The reader calls it

@@ -15,7 +15,6 @@ import (
 	linkv1 "github.com/corral-rt/corral/gen/corral/link/v1"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/internal/mono"
-	"github.com/corral-rt/corral/internal/peek"
 	"github.com/corral-rt/corral/internal/safetext"
 	"github.com/corral-rt/corral/internal/wsframe"
 	"github.com/corral-rt/corral/protocol"
@@ -154,7 +153,7 @@ func newConn(e *Edge, u upgraded, enc protocol.Encoding, remote string) *conn {
 		handshakeDone: func() {},
 	}
 	if e.poller != nil {
-		c.raw = rawConn(c.nc)
+		c.raw = u.wire.raw
 	}
 	c.link = e.linkFor(c.id)
 	c.lastRead.Store(mono.Now())
@@ -281,14 +280,11 @@ func (c *conn) hello() (ok, clean bool) {
 			c.handshakeDone() // refused: a close is queued
 		}
 	}()
-	if c.sock != nil && c.sock.idle() {
-		// Borrow a read buffer (sock) only once the hello begins to
-		// arrive: in a reconnect herd thousands of connections wait for
-		// their client's hello at once (docs/benchmarks/
-		// 2026-12-06-1341-issue34-herd-cuts.md). The hello timer's close
-		// ends the wait as it ends a read.
-		peek.WaitReadable(c.nc)
-	}
+	// The read borrows a buffer only once the hello begins to arrive
+	// (sock.readReady): in a reconnect herd thousands of connections wait
+	// for their client's hello at once (docs/benchmarks/
+	// 2026-12-06-1341-issue34-herd-cuts.md). The hello timer's close ends
+	// the wait as it ends a read.
 	var f corralv1.ClientFrame
 	err := c.readFrame(context.Background(), &f)
 	if !helloTimer.Stop() {

@@ -12,6 +12,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/corral-rt/corral/internal/peek"
 	"github.com/corral-rt/corral/protocol"
 )
 
@@ -19,7 +20,7 @@ import (
 // itself. coder/websocket's Accept did it until 2026-12-06: it built a
 // Conn (its reader, writer, mutexes and their channels) that the edge let
 // go at once, split the header values into token slices and set the 101's
-// fields in a header map, 2.4 KiB and 43 allocations an upgrade (160 B
+// fields in a header map, 2.4 KiB and 43 allocations an upgrade (224 B
 // and 2 here, the connection's sock and wire: BenchmarkHandshake), 14 MB
 // of a herd's reconnect window
 // (docs/benchmarks/2026-12-06-1341-issue34-herd-cuts.md). Here the checks
@@ -301,7 +302,11 @@ func upgrade(w http.ResponseWriter, r *http.Request, patterns []string, anyOrigi
 	if err != nil {
 		return upgraded{}, err
 	}
+	wr := newWire(nc)
 	s := &sock{Conn: nc, early: early}
+	if peek.CanRead {
+		s.raw = wr.raw // nil when nc is not a socket: its reads block
+	}
 	// The 101 is written from a read buffer: a buffer of the stack
 	// would escape to the heap through the interface's Write.
 	buf := readBufs.Get().(*[readBufferSize]byte)
@@ -311,7 +316,7 @@ func upgrade(w http.ResponseWriter, r *http.Request, patterns []string, anyOrigi
 		nc.Close()
 		return upgraded{}, fmt.Errorf("edge: writing the 101: %w", err)
 	}
-	return upgraded{nc: nc, sock: s, wire: newWire(nc), subprotocol: chosen}, nil
+	return upgraded{nc: nc, sock: s, wire: wr, subprotocol: chosen}, nil
 }
 
 // earlyHijacker is a ResponseWriter that hands its connection over

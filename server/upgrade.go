@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/corral-rt/corral/internal/peek"
@@ -41,7 +42,89 @@ const headBufferSize = 4 << 10
 // listener: the listener's fast path and net/http's mux both route it.
 const wsPath = "/ws"
 
-var headReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, headBufferSize) }}
+var headReaders = sync.Pool{New: func() any { return newHeadReader() }}
+
+// headReader is a pooled head reader and what it reads: the socket
+// itself, with one non-blocking read(2), for the read that finds whether
+// the head has begun to arrive (headSrc.ready), the connection after it.
+type headReader struct {
+	br  *bufio.Reader
+	src headSrc
+}
+
+func newHeadReader() *headReader {
+	hr := new(headReader)
+	hr.br = bufio.NewReaderSize(&hr.src, headBufferSize)
+	return hr
+}
+
+// release empties hr and gives it back to headReaders.
+func (hr *headReader) release() {
+	hr.src = headSrc{}
+	hr.br.Reset(&hr.src)
+	headReaders.Put(hr)
+}
+
+// headSrc is a headReader's source: the connection nc; with ready set,
+// its next read is peek.ReadNow's of the socket fd, which reports
+// errNotReady when nothing has arrived.
+type headSrc struct {
+	nc    net.Conn
+	fd    uintptr
+	ready bool
+}
+
+// errNotReady: headSrc's ready read found nothing to read.
+var errNotReady = errors.New("server: nothing to read yet")
+
+func (s *headSrc) Read(p []byte) (int, error) {
+	if s.ready {
+		s.ready = false
+		n, again, err := peek.ReadNow(s.fd, p)
+		if again {
+			return 0, errNotReady
+		}
+		return n, err
+	}
+	if s.nc == nil {
+		return 0, net.ErrClosed
+	}
+	return s.nc.Read(p)
+}
+
+// readyHead returns a head reader for nc once the head has begun to
+// arrive (or the connection ended): the read that finds it so borrows the
+// reader and reads the socket into it, and gives it back when nothing was
+// there, so a connection waiting for its client holds none (a reconnect
+// herd has thousands). With the head already there (the public listener
+// accepts once data arrived: listenTCP) that is one read(2). nil: the
+// wait ended first (the head deadline passed, nc was closed).
+func readyHead(nc net.Conn) *headReader {
+	var rc syscall.RawConn
+	if sc, ok := nc.(syscall.Conn); ok && peek.CanRead {
+		rc, _ = sc.SyscallConn()
+	}
+	if rc == nil {
+		hr := headReaders.Get().(*headReader)
+		hr.src = headSrc{nc: nc}
+		return hr
+	}
+	var hr *headReader
+	err := rc.Read(func(fd uintptr) bool {
+		hr = headReaders.Get().(*headReader)
+		hr.src = headSrc{nc: nc, fd: fd, ready: true}
+		if _, err := hr.br.Peek(1); errors.Is(err, errNotReady) {
+			hr.release()
+			hr = nil
+			return false // the poller waits, without a reader
+		}
+		return true
+	})
+	if err != nil {
+		return nil
+	}
+	return hr
+}
 
 // wsListener is the public listener of a node with an edge. Its accept
 // loop hands every connection to a goroutine that reads the first request
@@ -157,13 +240,13 @@ func (l *wsListener) serve(nc net.Conn) (then func()) {
 	// for their client's head at once, and each held a reader of its own
 	// (the largest allocation of the herd's reconnect phase, 22% of its
 	// bytes; docs/benchmarks/2026-12-06-1341-issue34-herd-cuts.md).
-	peek.WaitReadable(nc)
-	br := headReaders.Get().(*bufio.Reader)
-	br.Reset(nc)
-	defer func() {
-		br.Reset(nil)
-		headReaders.Put(br)
-	}()
+	hr := readyHead(nc)
+	if hr == nil {
+		nc.Close() // no byte before the head deadline
+		return
+	}
+	defer hr.release()
+	br := hr.br
 	switch headOf(br, l.path) {
 	case headFailed:
 		nc.Close()

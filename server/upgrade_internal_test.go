@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/corral-rt/corral/internal/israce"
 	"time"
 
 	"github.com/coder/websocket"
@@ -106,7 +108,7 @@ func TestUpgradeSkipsNetHTTP(t *testing.T) {
 func TestUpgradeWaitingHoldsNoHeadReader(t *testing.T) {
 	var taken atomic.Int64
 	old := headReaders.New
-	headReaders = sync.Pool{New: func() any { taken.Add(1); return bufio.NewReaderSize(nil, headBufferSize) }}
+	headReaders = sync.Pool{New: func() any { taken.Add(1); return newHeadReader() }}
 	t.Cleanup(func() { headReaders = sync.Pool{New: old} })
 	l, addr := startWS(t, 10*time.Second)
 	const waiting = 40
@@ -124,7 +126,8 @@ func TestUpgradeWaitingHoldsNoHeadReader(t *testing.T) {
 	if d := l.direct.Load(); d != 1 {
 		t.Fatalf("%d upgrades served, want 1", d)
 	}
-	if n := taken.Load(); n > 1 {
+	// Under -race sync.Pool drops a quarter of what is put back (israce).
+	if n := taken.Load(); !israce.Enabled && n > 1 {
 		t.Fatalf("%d head readers taken with %d connections waiting for their first byte and 1 upgraded; want at most 1", n, waiting)
 	}
 }
