@@ -42,7 +42,7 @@ func keepAliveOn(t *testing.T, nc net.Conn) bool {
 // WebSocket upgrade costs no setsockopt(2) for it (the edge's heartbeat
 // keeps its liveness); a connection handed to net/http gets it back.
 func TestPublicListenerKeepAlive(t *testing.T) {
-	ln, err := listenTCP("127.0.0.1:0", 0, false, true)
+	ln, err := listenTCP("127.0.0.1:0", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

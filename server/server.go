@@ -530,10 +530,8 @@ func (n *Node) awaitLinks(e *edge.Edge) {
 func (n *Node) listen(addr string, h http.Handler, h2c bool, ws http.Handler) error {
 	// With the edge, no TCP keep-alive on accept: the WebSockets do
 	// without it, and the listener gives it back to the connections it
-	// hands to net/http (listenTCP, wsListener.handOff); and accept once
-	// the request head has arrived (TCP_DEFER_ACCEPT), so that its first
-	// read finds it.
-	ln, err := listenTCP(addr, n.opts.Backlog, ws == nil, ws != nil)
+	// hands to net/http (listenTCP, wsListener.handOff).
+	ln, err := listenTCP(addr, n.opts.Backlog, ws == nil)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", addr, err)
 	}
