@@ -96,9 +96,8 @@ func (s *headSrc) Read(p []byte) (int, error) {
 // arrive (or the connection ended): the read that finds it so borrows the
 // reader and reads the socket into it, and gives it back when nothing was
 // there, so a connection waiting for its client holds none (a reconnect
-// herd has thousands). With the head already there (the public listener
-// accepts once data arrived: listenTCP) that is one read(2). nil: the
-// wait ended first (the head deadline passed, nc was closed).
+// herd has thousands). With the head already there that is one read(2).
+// nil: the wait ended first (the head deadline passed, nc was closed).
 func readyHead(nc net.Conn) *headReader {
 	var rc syscall.RawConn
 	if sc, ok := nc.(syscall.Conn); ok && peek.CanRead {
