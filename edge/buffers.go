@@ -2,10 +2,10 @@ package edge
 
 import (
 	"errors"
+	"github.com/corral-rt/corral/internal/heldpool"
 	"io"
 	"net"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -24,7 +24,7 @@ import (
 // none. The upgrade borrows one to write its 101 from.
 const readBufferSize = 1 << 10
 
-var readBufs = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
+var readBufs = heldpool.New(func() *[readBufferSize]byte { return new([readBufferSize]byte) })
 
 // sock is the hijacked connection as the connection's reader reads it. A read
 // smaller than readBufferSize borrows a buffer from readBufs, reads the
@@ -107,7 +107,7 @@ func (s *sock) readSmall(p []byte) (int, error) {
 	if s.raw != nil {
 		b, m, err = s.readReady()
 	} else {
-		b = readBufs.Get().(*[readBufferSize]byte)
+		b = readBufs.Get()
 		m, err = s.Conn.Read(b[:])
 	}
 	n := 0
@@ -175,7 +175,7 @@ func (s *sock) readReady() (b *[readBufferSize]byte, n int, err error) {
 // readNow is readReady's callback: one read(2) into a borrowed buffer,
 // given back when there was nothing to read (then the poller waits).
 func (s *sock) readNow(fd uintptr) bool {
-	b := readBufs.Get().(*[readBufferSize]byte)
+	b := readBufs.Get()
 	n, again, err := peek.ReadNow(fd, b[:])
 	if again {
 		readBufs.Put(b)

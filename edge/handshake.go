@@ -309,7 +309,7 @@ func upgrade(w http.ResponseWriter, r *http.Request, patterns []string, anyOrigi
 	}
 	// The 101 is written from a read buffer: a buffer of the stack
 	// would escape to the heap through the interface's Write.
-	buf := readBufs.Get().(*[readBufferSize]byte)
+	buf := readBufs.Get()
 	defer readBufs.Put(buf)
 	head := response101(buf[:0], key, subprotocol, extra)
 	if _, err := nc.Write(head); err != nil {

@@ -4,13 +4,10 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/corral-rt/corral/client"
-	"github.com/corral-rt/corral/internal/israce"
 )
 
 // TestHelloWaitHoldsNoReadBuffer: upgraded connections whose clients have
@@ -19,10 +16,8 @@ import (
 // On the old code, which borrowed the buffer before the read blocked,
 // this saw 33 taken.
 func TestHelloWaitHoldsNoReadBuffer(t *testing.T) {
-	var taken atomic.Int64
-	old := readBufs.New
-	readBufs = sync.Pool{New: func() any { taken.Add(1); return new([readBufferSize]byte) }}
-	t.Cleanup(func() { readBufs = sync.Pool{New: old} })
+	held, stop := readBufs.Count()
+	t.Cleanup(stop)
 	te := startEdge(t, false, nil)
 	addr := strings.TrimSuffix(strings.TrimPrefix(te.url, "ws://"), "/ws")
 	const waiting = 30
@@ -33,11 +28,9 @@ func TestHelloWaitHoldsNoReadBuffer(t *testing.T) {
 	// The waiting connections' readers have run as far as they can before
 	// a hello well before this client's hello and join are answered.
 	te.dialJoin(t, "u", "r")
-	// The joined client's reads take a few (the race detector's pool
-	// drops some of what is put back); the waiting ones none.
-	// Under -race sync.Pool drops a quarter of what is put back (israce).
-	if n := taken.Load(); !israce.Enabled && n >= waiting/2 {
-		t.Fatalf("%d read buffers taken with %d connections waiting for their hello and 1 joined; want fewer than %d", n, waiting, waiting/2)
+	// The joined client's reads gave theirs back; the waiting ones take none.
+	if n := held(); n >= waiting/2 {
+		t.Fatalf("%d read buffers held with %d connections waiting for their hello and 1 joined; want fewer than %d", n, waiting, waiting/2)
 	}
 }
 
@@ -47,10 +40,8 @@ func TestHelloWaitHoldsNoReadBuffer(t *testing.T) {
 // read borrowed the buffer before it blocked, each waiting reader held
 // one.
 func TestFrameWaitHoldsNoReadBuffer(t *testing.T) {
-	var taken atomic.Int64
-	old := readBufs.New
-	readBufs = sync.Pool{New: func() any { taken.Add(1); return new([readBufferSize]byte) }}
-	t.Cleanup(func() { readBufs = sync.Pool{New: old} })
+	held, stop := readBufs.Count()
+	t.Cleanup(stop)
 	te := startEdge(t, false, nil)
 	const waiting = 30
 	var conns []*client.Conn
@@ -59,9 +50,8 @@ func TestFrameWaitHoldsNoReadBuffer(t *testing.T) {
 	}
 	// Each joined reader went back to its read right after its join was
 	// passed on, before the next client's handshake was answered.
-	// Under -race sync.Pool drops a quarter of what is put back (israce).
-	if n := taken.Load(); !israce.Enabled && n >= waiting/2 {
-		t.Fatalf("%d read buffers taken with %d joined connections waiting for their next frame; want fewer than %d", n, waiting, waiting/2)
+	if n := held(); n >= waiting/2 {
+		t.Fatalf("%d read buffers held with %d joined connections waiting for their next frame; want fewer than %d", n, waiting, waiting/2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/corral-rt/corral/internal/heldpool"
 	"io"
 	"log/slog"
 	"net"
@@ -42,7 +43,7 @@ const headBufferSize = 4 << 10
 // listener: the listener's fast path and net/http's mux both route it.
 const wsPath = "/ws"
 
-var headReaders = sync.Pool{New: func() any { return newHeadReader() }}
+var headReaders = heldpool.New(newHeadReader)
 
 // headReader is a pooled head reader and what it reads: the socket
 // itself, with one non-blocking read(2), for the read that finds whether
@@ -104,13 +105,13 @@ func readyHead(nc net.Conn) *headReader {
 		rc, _ = sc.SyscallConn()
 	}
 	if rc == nil {
-		hr := headReaders.Get().(*headReader)
+		hr := headReaders.Get()
 		hr.src = headSrc{nc: nc}
 		return hr
 	}
 	var hr *headReader
 	err := rc.Read(func(fd uintptr) bool {
-		hr = headReaders.Get().(*headReader)
+		hr = headReaders.Get()
 		hr.src = headSrc{nc: nc, fd: fd, ready: true}
 		if _, err := hr.br.Peek(1); errors.Is(err, errNotReady) {
 			hr.release()
