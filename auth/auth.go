@@ -16,6 +16,15 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (*corralv1.Identity, error)
 }
 
+// Immediate is implemented by an Authenticator whose Authenticate never
+// waits for anything (no I/O, its context unread): the edge then calls it
+// without a deadline context of its own (a context and a timer per hello).
+// Dev, None and *JWT (keys it holds) are.
+type Immediate interface {
+	Authenticator
+	Immediate()
+}
+
 // ErrUnauthenticated is wrapped by every refusal, together with the reason,
 // as in "auth: unauthenticated: token expired".
 var ErrUnauthenticated = errors.New("auth: unauthenticated")

@@ -30,6 +30,9 @@ var (
 // no control, format or invisible characters, no space at either end).
 type Dev struct{}
 
+// Immediate implements [Immediate]: Dev never waits.
+func (Dev) Immediate() {}
+
 // Authenticate implements [Authenticator].
 func (Dev) Authenticate(ctx context.Context, token string) (*corralv1.Identity, error) {
 	var user string

@@ -92,6 +92,10 @@ type JWT struct {
 	requireExpiry bool
 }
 
+// Immediate implements [Immediate]: a token is checked with keys the JWT
+// holds, nothing fetched.
+func (*JWT) Immediate() {}
+
 // NewJWT returns a JWT authenticator. It returns an error if cfg has no key
 // or an unusable one.
 func NewJWT(cfg JWTConfig) (*JWT, error) {

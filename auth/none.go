@@ -15,6 +15,9 @@ var errNone = refusal("tokens are checked by the hooks backend, " +
 // refresh without hooks-refresh) is refused rather than trusted.
 type None struct{}
 
+// Immediate implements [Immediate]: None never waits.
+func (None) Immediate() {}
+
 // Authenticate implements [Authenticator]: it always fails.
 func (None) Authenticate(ctx context.Context, token string) (*corralv1.Identity, error) {
 	return nil, errNone

@@ -311,7 +311,7 @@ func (c *conn) attachHello(hello *corralv1.Hello) (ok bool) {
 		return false
 	}
 	actx, cancel := ctx, context.CancelFunc(nop)
-	if c.hook != nil || !authNoWait(c.e.cfg.Auth) {
+	if _, now := c.e.cfg.Auth.(auth.Immediate); c.hook != nil || !now {
 		actx, cancel = context.WithTimeout(ctx, c.e.cfg.HelloTimeout)
 	}
 	id, initial, info, err := c.authenticate(actx, hello)

@@ -181,8 +181,8 @@ func TestAuthNoWait(t *testing.T) {
 		{&auth.JWT{}, true},
 		{deadlineAuth{}, false},
 	} {
-		if got := authNoWait(tc.a); got != tc.want {
-			t.Fatalf("authNoWait(%T) = %v, want %v", tc.a, got, tc.want)
+		if _, got := tc.a.(auth.Immediate); got != tc.want {
+			t.Fatalf("%T is auth.Immediate: %v, want %v", tc.a, got, tc.want)
 		}
 	}
 	var seen atomic.Bool

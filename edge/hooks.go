@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-rt/corral/auth"
 	corralv1 "github.com/corral-rt/corral/gen/corral/v1"
 	"github.com/corral-rt/corral/hooks"
 	"github.com/corral-rt/corral/internal/safetext"
@@ -98,19 +97,6 @@ func (c *conn) authenticate(ctx context.Context, hello *corralv1.Hello) (id *cor
 		}
 	}
 	return id, rooms, res.GetInfo(), nil
-}
-
-// authNoWait reports whether a answers without waiting for anything, its
-// context unread: corral's own authenticators (auth.Dev, auth.None,
-// *auth.JWT: a signature checked with keys it holds). attachHello gives
-// them the edge's context as it is, not one with the hello's deadline (a
-// context and a timer per hello, 4% of a reconnect herd's bytes).
-func authNoWait(a auth.Authenticator) bool {
-	switch a.(type) {
-	case auth.Dev, auth.None, *auth.JWT:
-		return true
-	}
-	return false
 }
 
 // nop is a CancelFunc with nothing to cancel.

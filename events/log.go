@@ -35,6 +35,13 @@ type Log interface {
 	Read(ctx context.Context, after string, limit int, wait time.Duration) ([]*corralv1.Event, error)
 }
 
+// Immediate is implemented by a Log whose Append never waits (Memory): the
+// core's event writer then appends without a deadline context per batch.
+type Immediate interface {
+	Log
+	Immediate()
+}
+
 var (
 	// ErrGap means the log no longer holds the events after a position:
 	// they were trimmed, or the log was reset (a restart of an in-memory

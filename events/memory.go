@@ -57,6 +57,9 @@ func (m *Memory) CommitMessage(msg *corralv1.Message) {
 }
 
 // Append implements [Log.Append].
+// Immediate implements [Immediate]: Append never waits.
+func (*Memory) Immediate() {}
+
 func (m *Memory) Append(_ context.Context, evs []*corralv1.Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -170,6 +170,10 @@ func (e *Log[M]) EmitDisconnected(m M, rooms iter.Seq[string], clean bool) {
 // jittered backoff, before anything newer.
 func (e *Log[M]) Run(ctx context.Context) {
 	backoff := retry.Backoff{Base: 50 * time.Millisecond, Cap: 2 * time.Second}
+	// A log whose Append never waits (events.Memory) gets no context and
+	// timer of a deadline per batch (a batch is an event or two when Run
+	// keeps up, as in a reconnect herd: 3% of its bytes).
+	_, immediate := e.log.(events.Immediate)
 	var batch []*corralv1.Event
 	for {
 		if ctx.Err() != nil {
@@ -188,10 +192,7 @@ func (e *Log[M]) Run(ctx context.Context) {
 			continue
 		}
 		var err error
-		if _, mem := e.log.(*events.Memory); mem {
-			// Memory's Append never waits: no context and timer of a
-			// deadline per batch (a batch is an event or two when Run
-			// keeps up, as in a reconnect herd: 3% of its bytes).
+		if immediate {
 			err = e.log.Append(ctx, batch)
 		} else {
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
